@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Run every test suite, each in the environment it belongs to, and print one closing line.
+#   tests/ops      .venv          CLI, infra (Pulumi mocks), policy pack (incl. its gRPC analyzer), bootstrap
+#   tests/trainer  .venv-trainer  trainer on CPU (single device, 2 logical devices, 2-process clusters)
+#   tests/e2e      .venv          the user's path end to end (drives both environments)
+# Usage: scripts/test.sh [ops] [trainer] [e2e] [-- extra pytest args]   (default: all three)
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+suites=(); extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    ops|trainer|e2e) suites+=("$1") ;;
+    --) shift; extra=("$@"); break ;;
+    *) echo "error: unknown suite '$1' (use ops, trainer, e2e)" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ ${#suites[@]} -gt 0 ] || suites=(ops trainer e2e)
+
+for venv in .venv .venv-trainer; do
+  if [ ! -x "$venv/bin/python" ]; then
+    echo "error: $venv is missing; run scripts/setup.sh first" >&2; exit 2
+  fi
+done
+
+reports=$(mktemp -d)
+trap 'rm -rf "$reports"' EXIT
+status=0
+for suite in "${suites[@]}"; do
+  case "$suite" in
+    trainer) py=.venv-trainer/bin/python ;;
+    *) py=.venv/bin/python ;;
+  esac
+  echo "=== $suite tests ($py)"
+  "$py" -m pytest "tests/$suite" -p no:cacheprovider --junitxml="$reports/$suite.xml" "${extra[@]}"
+  rc=$?
+  # exit 5 = no tests collected in this suite: not a failure of the suite.
+  if [ $rc -ne 0 ] && [ $rc -ne 5 ]; then status=1; fi
+done
+
+.venv/bin/python - "$reports" <<'PY'
+import sys, pathlib, xml.etree.ElementTree as ET
+passed = failed = skipped = 0
+for f in sorted(pathlib.Path(sys.argv[1]).glob("*.xml")):
+    for suite in ET.parse(f).getroot().iter("testsuite"):
+        t, fl, e, s = (int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped"))
+        passed += t - fl - e - s; failed += fl + e; skipped += s
+print(f"total: {passed} passed, {failed} failed, {skipped} skipped")
+PY
+exit $status
