@@ -117,7 +117,7 @@ def client_kwargs(service: str, transport: str = "rest") -> dict[str, Any]:
     if transport == "grpc":
         host = urlsplit(endpoint).netloc or endpoint
         if is_loopback_http(endpoint):
-            kwargs["transport"] = lambda *a, **kw: _insecure_grpc_transport(service, host, *a, **kw)
+            kwargs["transport"] = lambda **_gapic_kwargs: _insecure_grpc_transport(service, host)
         else:
             kwargs["transport"] = "grpc"
             kwargs["client_options"] = {"api_endpoint": host}
@@ -125,8 +125,8 @@ def client_kwargs(service: str, transport: str = "rest") -> dict[str, Any]:
     raise ValueError(f"transport {transport!r} must be 'rest' or 'grpc'")
 
 
-def _insecure_grpc_transport(service: str, host: str, *args: Any, **kwargs: Any):
-    """Transport factory: GAPIC calls it with its own kwargs; we swap in a plaintext channel."""
+def _insecure_grpc_transport(service: str, host: str):
+    """Transport for a loopback test server: GAPIC's own kwargs are dropped for a plaintext channel."""
     import grpc
     from google.auth.credentials import AnonymousCredentials
 
