@@ -245,6 +245,16 @@ FORBIDDEN_ROLES: frozenset[str] = frozenset({"roles/owner", "roles/editor"})
 #: Project-level roles accepted only in the explicit "project" access mode.
 PROJECT_MODE_ONLY_ROLES: frozenset[str] = frozenset({"roles/storage.admin", "roles/viewer"})
 PUBLIC_MEMBERS: frozenset[str] = frozenset({"allUsers", "allAuthenticatedUsers"})
+#: Roles that let a principal act as, or mint credentials for, service accounts. Granted at project
+#: level they reach every service account of the project (checkov CKV_GCP_41/49); grant them on one
+#: service account instead.
+IMPERSONATION_ROLES: frozenset[str] = frozenset(
+    {"roles/iam.serviceAccountUser", "roles/iam.serviceAccountTokenCreator", "roles/iam.serviceAccountAdmin",
+     "roles/iam.serviceAccountKeyAdmin", "roles/iam.workloadIdentityUser"}
+)
+#: Label every bucket the stack creates carries, value one of BUCKET_PURPOSES; policy and plan find
+#: the data/staging/artifacts/hub-cache buckets by it.
+PURPOSE_LABEL = "tpuctl-purpose"
 
 
 def is_predefined_role(role: str) -> bool:
