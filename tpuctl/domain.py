@@ -612,6 +612,46 @@ def check_accelerator_region(accel: Accelerator, region: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# Vertex AI custom training: prebuilt images, console links
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TrainingImage:
+    """A Vertex AI prebuilt training container (python_package_spec.executor_image_uri)."""
+
+    name: str          # image name under <multi-region>-docker.pkg.dev/vertex-ai/training/
+    tensorflow: str    # TensorFlow minor version inside: the trainer package pins tf-keras to it
+
+    def uri(self, region: str | None = None) -> str:
+        """Same image in the Artifact Registry multi-region nearest to ``region`` (us/europe/asia)."""
+        area = "us"
+        if region and region.startswith("europe-"):
+            area = "europe"
+        elif region and region.startswith(("asia-", "australia-", "me-")):
+            area = "asia"
+        return f"{area}-docker.pkg.dev/vertex-ai/training/{self.name}:latest"
+
+
+#: Newest TensorFlow prebuilt training containers in Vertex AI's list
+#: (cloud.google.com/vertex-ai/docs/training/pre-built-containers, checked 2026-11): TF 2.17 for
+#: CPU/GPU, TF 2.15 for TPU VMs (no newer TF TPU image is published). Only ``:latest`` tags work.
+#: ``tpuctl train --image`` overrides the choice.
+VERTEX_TRAINING_IMAGES: dict[str, TrainingImage] = {
+    "cpu": TrainingImage("tf-cpu.2-17.py310", "2.17"),
+    "gpu": TrainingImage("tf-gpu.2-17.py310", "2.17"),
+    "tpu": TrainingImage("tf-tpu.2-15.cp310", "2.15"),
+}
+
+#: Console page of a CustomJob (job_id = last segment of projects/P/locations/R/customJobs/ID), as
+#: google-cloud-aiplatform 2.x links it (Vertex AI's console moved under "agent-platform").
+VERTEX_CUSTOM_JOB_CONSOLE_URL = (
+    "https://console.cloud.google.com/agent-platform/locations/{region}/training/{job_id}?project={project}"
+)
+#: Regional Vertex AI API host (REST and gRPC).
+VERTEX_API_HOST = "{region}-aiplatform.googleapis.com"
+
+
+# --------------------------------------------------------------------------------------------
 # TF-Hub cache layout
 # --------------------------------------------------------------------------------------------
 
