@@ -1,0 +1,246 @@
+"""Run the Pulumi program offline with Google Cloud mocked: what `pulumi up` would register.
+
+Runtime code, not test-only: ``tpuctl plan`` and the policy pack's tests use ``run_program`` to
+see every resource with its inputs (camelCase, as the engine and policies see them) and the
+stack outputs, resolved to plain JSON values, without a Pulumi CLI or cloud credentials.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import pulumi
+from pulumi.runtime import mocks as _mocks
+from pulumi.runtime import settings as _settings
+
+from infra.config import NAMESPACE, InfraConfig, load_config
+from tpuctl import domain
+
+STACK_TYPE = "pulumi:pulumi:Stack"
+#: Attributes of an existing bucket when the caller says nothing about it. Fine-grained access
+#: (uniform off), so an offline plan of the ACL route goes through; the real engine reads the bucket.
+DEFAULT_EXISTING_BUCKET: dict[str, Any] = {"uniformBucketLevelAccess": False, "location": "US"}
+
+
+def project_number_for(project: str) -> str:
+    """A stable, realistic-looking 12-digit project number for ``project`` (mocks only)."""
+    return str(10**11 + int(hashlib.sha1(project.encode()).hexdigest()[:12], 16) % (9 * 10**11))
+
+
+@dataclass(frozen=True)
+class MockedResource:
+    type: str                      # type token, e.g. gcp:storage/bucket:Bucket
+    name: str                      # logical (Pulumi) name
+    urn: str
+    parent: str | None             # parent URN (None for resources directly under the stack)
+    custom: bool                   # False for component resources
+    inputs: dict[str, Any]         # camelCase, as the engine (and a policy pack) sees them
+    outputs: dict[str, Any]        # inputs plus the computed outputs the mocks filled
+
+    @property
+    def parent_type(self) -> str | None:
+        """Type of the parent, read from the URN's type chain (``Stack$Component$Type``)."""
+        chain = self.urn.split("::")[2].split("$")
+        return chain[-2] if len(chain) > 1 else None
+
+
+@dataclass
+class MockRun:
+    resources: list[MockedResource]
+    outputs: dict[str, Any]
+    config: InfraConfig | None = None
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def of_type(self, type_token: str) -> list[MockedResource]:
+        return [r for r in self.resources if r.type == type_token]
+
+    def named(self, type_token: str, name: str) -> MockedResource:
+        for r in self.resources:
+            if r.type == type_token and r.name == name:
+                return r
+        raise KeyError(f"no {type_token} named {name!r}; have {[r.name for r in self.of_type(type_token)]}")
+
+    @property
+    def custom_resources(self) -> list[MockedResource]:
+        return [r for r in self.resources if r.custom]
+
+
+def plain(value: Any) -> Any:
+    """JSON-friendly copy of mock inputs/outputs: assets become ``{"asset": kind, ...}``."""
+    if isinstance(value, pulumi.FileAsset):
+        return {"asset": "file", "path": str(value.path)}
+    if isinstance(value, pulumi.StringAsset):
+        return {"asset": "string", "text": value.text}
+    if isinstance(value, pulumi.FileArchive):
+        return {"archive": "file", "path": str(value.path)}
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+class GcpMocks(pulumi.runtime.Mocks):
+    """Fills computed outputs the way Google Cloud would, and records every resource and call."""
+
+    def __init__(self, project: str, project_number: str | None = None,
+                 existing_buckets: Mapping[str, Mapping[str, Any]] | None = None):
+        self.project = project
+        self.project_number = project_number or project_number_for(project)
+        self.existing_buckets = None if existing_buckets is None else {k: dict(v) for k, v in existing_buckets.items()}
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.registered: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+
+    # -- invokes ------------------------------------------------------------------------------
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
+        with self._lock:
+            self.calls.append((args.token, dict(args.args)))
+        if args.token == "gcp:organizations/getProject:getProject":
+            pid = args.args.get("projectId") or self.project
+            if pid != self.project:
+                raise Exception(f"googleapi: Error 403: project {pid} not found or permission denied")
+            return {"projectId": pid, "number": self.project_number, "name": pid, "id": f"projects/{pid}"}
+        if args.token == "gcp:storage/getBucket:getBucket":
+            name = args.args.get("name")
+            if self.existing_buckets is None:
+                attrs = dict(DEFAULT_EXISTING_BUCKET)
+            elif name in self.existing_buckets:
+                attrs = {**DEFAULT_EXISTING_BUCKET, **self.existing_buckets[name]}
+            else:
+                raise Exception(f"googleapi: Error 404: bucket {name} not found")
+            return {"name": name, "id": name, "url": f"gs://{name}",
+                    "selfLink": f"https://www.googleapis.com/storage/v1/b/{name}", **attrs}
+        return {}
+
+    # -- resources ----------------------------------------------------------------------------
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict]:
+        inputs = dict(args.inputs)
+        computed, rid = self._computed(args.typ, args.name, inputs)
+        outputs = {**inputs, **computed}
+        with self._lock:
+            self.registered[(args.typ, args.name)] = (inputs, outputs)
+        return rid, outputs
+
+    def _computed(self, typ: str, name: str, inputs: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        project = inputs.get("project") or self.project
+        if typ == "gcp:storage/bucket:Bucket":
+            bucket = inputs.get("name") or name
+            return {
+                "name": bucket, "url": f"gs://{bucket}", "project": project,
+                "selfLink": f"https://www.googleapis.com/storage/v1/b/{bucket}",
+                "projectNumber": self.project_number,
+                "effectiveLabels": dict(inputs.get("labels") or {}),
+            }, bucket
+        if typ == "gcp:projects/serviceIdentity:ServiceIdentity":
+            service = inputs.get("service", "")
+            agent = {"tpu.googleapis.com": "cloud-tpu", "aiplatform.googleapis.com": "gcp-sa-aiplatform"}.get(
+                service, f"gcp-sa-{service.split('.')[0]}")
+            email = f"service-{self.project_number}@{agent}.iam.gserviceaccount.com"
+            return {"email": email, "member": f"serviceAccount:{email}"}, f"projects/{project}/services/{service}"
+        if typ == "gcp:serviceaccount/account:Account":
+            email = f"{inputs['accountId']}@{project}.iam.gserviceaccount.com"
+            unique_id = str(10**20 + int(hashlib.sha1(email.encode()).hexdigest()[:15], 16))
+            rid = f"projects/{project}/serviceAccounts/{email}"
+            return {"email": email, "member": f"serviceAccount:{email}", "uniqueId": unique_id,
+                    "name": rid, "project": project}, rid
+        if typ == "gcp:projects/service:Service":
+            return {}, f"{project}/{inputs.get('service')}"
+        if typ in ("gcp:storage/bucketIAMMember:BucketIAMMember", "gcp:projects/iAMMember:IAMMember"):
+            target = inputs.get("bucket") or inputs.get("project")
+            etag = base64.b64encode(hashlib.sha1(f"{target}{inputs.get('role')}".encode()).digest()[:8]).decode()
+            return {"etag": etag}, f"{target}/{inputs.get('role')}/{inputs.get('member')}"
+        if typ in ("gcp:storage/bucketAccessControl:BucketAccessControl",
+                   "gcp:storage/defaultObjectAccessControl:DefaultObjectAccessControl"):
+            entity = inputs.get("entity", "")
+            email = entity.split("-", 1)[1] if entity.startswith("user-") else None
+            return {"email": email, "domain": email.split("@", 1)[1] if email else None}, \
+                f"{inputs.get('bucket')}/{entity}"
+        if typ == "gcp:cloudquota/sQuotaPreference:SQuotaPreference":
+            pref = inputs.get("name") or name
+            quota_config = dict(inputs.get("quotaConfig") or {})
+            quota_config.setdefault("grantedValue", "0")
+            quota_config.setdefault("requestOrigin", "ORIGIN_UNSPECIFIED")
+            return {"name": pref, "etag": "mock-etag", "reconciling": True, "quotaConfig": quota_config}, \
+                f"{inputs.get('parent')}/locations/global/quotaPreferences/{pref}"
+        if typ == "gcp:storage/bucketObject:BucketObject":
+            obj = inputs.get("name") or name
+            computed = {"outputName": obj, "mediaLink":
+                        f"https://storage.googleapis.com/download/storage/v1/b/{inputs.get('bucket')}/o/{obj}",
+                        "selfLink": f"https://www.googleapis.com/storage/v1/b/{inputs.get('bucket')}/o/{obj}"}
+            source = inputs.get("source")
+            if isinstance(source, pulumi.FileAsset) and Path(str(source.path)).is_file():
+                computed["md5hash"] = base64.b64encode(hashlib.md5(Path(str(source.path)).read_bytes()).digest()).decode()
+            return computed, f"{inputs.get('bucket')}-{obj}"
+        return {}, f"{name}-id"
+
+
+class _RecordingMonitor(_mocks.MockMonitor):
+    """The SDK's mock monitor plus what the real engine does and the SDK's doesn't: reject
+    duplicate URNs. Records the parent of each resource."""
+
+    def __init__(self, mocks: GcpMocks):
+        super().__init__(mocks)
+        self.order: list[tuple[str, str | None, str, str, bool]] = []  # urn, parent, type, name, custom
+        self._lock = threading.Lock()
+
+    def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
+        if request.type != STACK_TYPE:
+            urn = self.make_urn(request.parent, request.type, request.name)
+            with self._lock:
+                if urn in self.resources or any(o[0] == urn for o in self.order):
+                    raise Exception(f"Duplicate resource URN '{urn}'; try giving it a unique name")
+                self.order.append((urn, request.parent or None, request.type, request.name, bool(request.custom)))
+        return super().RegisterResource(request)
+
+
+def _engine_config(values: Mapping[str, Any]) -> dict[str, str]:
+    """Config as the engine passes it to a program: namespaced keys, arrays as JSON text."""
+    out: dict[str, str] = {}
+    for key, value in values.items():
+        full = key if ":" in key else f"{NAMESPACE}:{key}"
+        out[full] = value if isinstance(value, str) else json.dumps(value)
+    return out
+
+
+def run_program(values: Mapping[str, Any], *, stack: str = "dev",
+                existing_buckets: Mapping[str, Mapping[str, Any]] | None = None,
+                base_dir: Path | None = None, project_number: str | None = None) -> MockRun:
+    """Validate ``values`` (stack config), run ``infra.program.build`` under ``GcpMocks``
+    (``preview=False``: every output is known) and return the resources and resolved outputs.
+
+    ``existing_buckets`` maps bucket name -> attributes (camelCase, e.g. ``{"uniformBucketLevelAccess":
+    True}``) that the ``getBucket`` lookup returns; when given, other buckets do not exist.
+    Raises ``ConfigError`` before anything is registered. Safe to call repeatedly in one process.
+    """
+    from infra.program import build  # pulumi_gcp is heavy: only when a program actually runs
+
+    cfg = load_config(values, base_dir=base_dir)
+    mocks = GcpMocks(cfg.project, project_number=project_number, existing_buckets=existing_buckets)
+    monitor = _RecordingMonitor(mocks)
+    _settings.set_root_resource(None)  # type: ignore[arg-type]  # a fresh Stack for this run
+    pulumi.runtime.set_all_config(_engine_config(values))
+    pulumi.runtime.set_mocks(mocks, project="tpuctl", stack=stack, preview=False, monitor=monitor)
+
+    resolved: dict[str, Any] = {}
+
+    def program() -> pulumi.Output[Any]:
+        return pulumi.Output.from_input(build(cfg)).apply(resolved.update)
+
+    try:
+        pulumi.runtime.test(program)()
+    finally:
+        _settings.set_root_resource(None)  # type: ignore[arg-type]
+
+    resources = []
+    for urn, parent, typ, name, custom in monitor.order:
+        inputs, outputs = mocks.registered.get((typ, name), ({}, {}))
+        resources.append(MockedResource(typ, name, urn, parent, custom, inputs, outputs))
+    outputs = {key: resolved.get(key) for key in domain.OUTPUT_KEYS}
+    return MockRun(resources=resources, outputs=outputs, config=cfg, calls=list(mocks.calls))

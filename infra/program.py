@@ -1,0 +1,131 @@
+"""Wire the components together for one validated ``InfraConfig`` and return the stack outputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.access import AccessGrants, AccessGrantsArgs
+from infra.buckets import TrainingBuckets, TrainingBucketsArgs
+from infra.config import ConfigError, InfraConfig
+from infra.hub_cache import HubModelCache, HubModelCacheArgs, HubModelFiles
+from infra.identities import ServiceIdentities, ServiceIdentitiesArgs
+from infra.quota import GpuQuota, GpuQuotaArgs
+from tpuctl import domain
+
+
+def _project_number(cfg: InfraConfig) -> str:
+    try:
+        result = gcp.organizations.get_project(project_id=cfg.project)
+    except Exception as exc:  # the provider's error text varies: not found, no permission, no credentials
+        raise ConfigError("project", f"cannot read project {cfg.project!r}: {str(exc).splitlines()[0]}") from None
+    number = str(result.number or "")
+    if not number.isdigit():
+        raise ConfigError("project", f"project {cfg.project!r} has no project number (does it exist?)")
+    return number
+
+
+def _check_existing_data_bucket(cfg: InfraConfig) -> None:
+    """The ACL route needs fine-grained access: GCS rejects ACLs on uniform buckets (HTTP 400)."""
+    name = cfg.existing_data_bucket
+    if not name or cfg.existing_data_bucket_access != "acl":
+        return
+    try:
+        bucket = gcp.storage.get_bucket(name=name)
+    except Exception as exc:
+        raise ConfigError("existingDataBucket", f"cannot read bucket {name!r}: {str(exc).splitlines()[0]}") from None
+    if bucket.uniform_bucket_level_access:
+        raise ConfigError(
+            "existingDataBucketAccess",
+            f"bucket {name!r} uses uniform bucket-level access, which rejects ACLs; use "
+            "existingDataBucketAccess: iam (bucket IAM works on every bucket)",
+        )
+
+
+def build(cfg: InfraConfig) -> dict[str, pulumi.Output | Any]:
+    """Register every resource for ``cfg``; returns the stack outputs keyed by ``domain.OUTPUT_KEYS``."""
+    # Lookups that can still reject the config run before the first resource is registered.
+    number = _project_number(cfg)
+    _check_existing_data_bucket(cfg)
+
+    identities = ServiceIdentities(
+        "identities",
+        ServiceIdentitiesArgs(
+            project=cfg.project,
+            project_number=number,
+            apis=domain.REQUIRED_APIS,
+            agents=cfg.agents,
+            training_sa_id=cfg.training_sa_id if cfg.wants_training_sa else None,
+        ),
+    )
+    storage_api = [identities.apis["storage.googleapis.com"]]
+    created = {p: cfg.buckets[p] for p in cfg.created_purposes}
+    existing = {p: cfg.buckets[p] for p in domain.BUCKET_PURPOSES if p not in created}
+    buckets = TrainingBuckets(
+        "buckets",
+        TrainingBucketsArgs(
+            project=cfg.project,
+            location=cfg.location,
+            names=created,
+            staging_retention_days=cfg.staging_retention_days,
+            soft_delete_retention_days=cfg.soft_delete_retention_days,
+            labels=dict(cfg.labels),
+            existing=existing,
+        ),
+        opts=pulumi.ResourceOptions(depends_on=storage_api),
+    )
+    access = AccessGrants(
+        "access",
+        AccessGrantsArgs(
+            project=cfg.project,
+            access_mode=cfg.access_mode,
+            emails=identities.emails,
+            members=identities.members,
+            bucket_names=dict(cfg.buckets),
+            bucket_refs=buckets.names,
+            existing=tuple(existing),
+            acl=("data",) if cfg.existing_data_bucket and cfg.existing_data_bucket_access == "acl" else (),
+            ready=identities.ready,
+        ),
+    )
+    if cfg.gpu_quotas:
+        GpuQuota(
+            "gpu-quota",
+            GpuQuotaArgs(
+                project=cfg.project,
+                requests=cfg.gpu_quotas,
+                contact_email=cfg.quota_contact_email or "",
+                justification=cfg.quota_justification,
+            ),
+            opts=pulumi.ResourceOptions(depends_on=[identities.apis["cloudquotas.googleapis.com"]]),
+        )
+    if cfg.hub_models:
+        HubModelCache(
+            "hub-cache",
+            HubModelCacheArgs(
+                bucket=buckets.names["hub-cache"],
+                prefix=cfg.hub_cache_prefix,
+                models=[HubModelFiles(m.handle, m.files) for m in cfg.hub_models],
+            ),
+        )
+
+    outputs: dict[str, Any] = {
+        "project": cfg.project,
+        "project_number": number,
+        "region": cfg.region,
+        "zone": cfg.zone,
+        "access_mode": cfg.access_mode,
+        "buckets": dict(buckets.names),
+        "bucket_urls": dict(buckets.urls),
+        "principals": dict(identities.emails),
+        "training_service_account": identities.training_sa.email if identities.training_sa else None,
+        "tfhub_cache_dir": buckets.names["hub-cache"].apply(lambda b: domain.tfhub_cache_dir(b, cfg.hub_cache_prefix)),
+        "hub_cache_prefix": cfg.hub_cache_prefix,
+        "hub_models": [m.handle for m in cfg.hub_models],
+        "access_map": access.access_map,
+        "labels": dict(cfg.labels),
+    }
+    assert tuple(outputs) == domain.OUTPUT_KEYS, "stack outputs drifted from domain.OUTPUT_KEYS"
+    return outputs
