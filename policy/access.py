@@ -1,0 +1,211 @@
+"""Effective storage access: who can do what on which training bucket, computed from the stack.
+
+Input is the list of resources a stack registers (type, name, urn, props); output is, per principal
+and bucket, the roles and ACL entries that apply and the storage permissions they add up to
+(``tpuctl.domain.ROLE_STORAGE_PERMISSIONS`` / ``ACL_PERMISSIONS``). Project-level roles count on every
+bucket. The stack rule ``training-principals-storage-access`` and ``tpuctl plan``'s access map both use
+this module, so what the plan shows is what the policy checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from tpuctl import domain
+
+from policy import resources as r
+from policy.settings import PolicySettings
+
+
+@dataclass
+class StackResource:
+    """A resource as the stack rule sees it. ``sources`` maps a property to the URNs it was computed from."""
+
+    type: str
+    name: str
+    urn: str
+    props: Any
+    parent: str | None = None
+    sources: Mapping[str, Sequence[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Bucket:
+    key: str                 # bucket name, or the bucket resource URN while its name is unknown
+    purpose: str | None
+    created: bool
+    urn: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.purpose or 'other'} ({self.key})"
+
+
+@dataclass
+class AccessModel:
+    buckets: dict[str, Bucket] = field(default_factory=dict)
+    #: principal -> bucket key -> roles / ACL keys granted on that bucket (unconditional)
+    bucket_roles: dict[str, dict[str, set[str]]] = field(default_factory=dict)
+    #: principal -> project-level roles (unconditional)
+    project_roles: dict[str, set[str]] = field(default_factory=dict)
+    #: principal -> descriptions of conditional grants, which the rule does not count
+    conditional: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def principals(self) -> list[str]:
+        return sorted(set(self.bucket_roles) | set(self.project_roles) | set(self.conditional))
+
+    @property
+    def training_buckets(self) -> list[Bucket]:
+        order = {p: i for i, p in enumerate(domain.BUCKET_PURPOSES)}
+        return sorted((b for b in self.buckets.values() if b.purpose in domain.BUCKET_PURPOSES),
+                      key=lambda b: (order[b.purpose], b.key))
+
+    def roles(self, principal: str, bucket: str) -> set[str]:
+        return set(self.bucket_roles.get(principal, {}).get(bucket, set())) | self.project_roles.get(principal, set())
+
+    def permissions(self, principal: str, bucket: str) -> frozenset[str]:
+        return domain.storage_permissions(self.roles(principal, bucket))
+
+    def training_principals(self) -> list[str]:
+        """Principals granted anything on a training bucket, or object access at project level."""
+        training = {b.key for b in self.training_buckets}
+        out = set()
+        for principal, per_bucket in self.bucket_roles.items():
+            if any(key in training and roles for key, roles in per_bucket.items()):
+                out.add(principal)
+        for principal, roles in self.project_roles.items():
+            if any(p.startswith("objects.") for p in domain.storage_permissions(roles)):
+                out.add(principal)
+        for principal in self.conditional:
+            out.add(principal)
+        return sorted(out)
+
+
+def _principal(grant: r.Grant, res: StackResource) -> str:
+    if isinstance(grant.member, str):
+        return grant.member
+    source = (res.sources.get("member") or res.sources.get("members") or [None])[0]
+    if source:
+        return f"<member of {source.rsplit('::', 1)[-1]}>"
+    return f"<member of {res.name}>"
+
+
+def build_model(resources: Iterable[StackResource], settings: PolicySettings) -> AccessModel:
+    resources = list(resources)
+    model = AccessModel()
+    by_urn: dict[str, Bucket] = {}
+    for res in resources:
+        if res.type != r.BUCKET:
+            continue
+        name = r.bucket_name(res.props)
+        key = name if isinstance(name, str) else res.urn
+        bucket = Bucket(key, r.bucket_purpose(res.props), True, res.urn)
+        model.buckets[key] = bucket
+        by_urn[res.urn] = bucket
+    if settings.existing_data_bucket and settings.existing_data_bucket not in model.buckets:
+        model.buckets[settings.existing_data_bucket] = Bucket(settings.existing_data_bucket, "data", False)
+
+    def bucket_key(res: StackResource) -> str | None:
+        ref = r.strip_bucket(r.get(res.props, "bucket"))
+        if isinstance(ref, str):
+            if ref not in model.buckets:
+                model.buckets[ref] = Bucket(ref, None, False)
+            return ref
+        for urn in res.sources.get("bucket", ()):
+            if urn in by_urn:
+                return by_urn[urn].key
+        return None
+
+    for res in resources:
+        if res.type in r.BUCKET_IAM_TYPES or res.type in r.ACL_ENTRY_TYPES or res.type in r.AUTHORITATIVE_ACL_TYPES:
+            key = bucket_key(res)
+            if key is None:
+                continue
+            grants = r.iam_grants(res.type, res.props) + r.acl_grants(res.type, res.props)
+            for grant in grants:
+                if not isinstance(grant.role, str):
+                    continue
+                principal = _principal(grant, res)
+                if grant.conditional:
+                    model.conditional.setdefault(principal, []).append(f"{grant.role} on {key}")
+                    continue
+                model.bucket_roles.setdefault(principal, {}).setdefault(key, set()).add(grant.role)
+        elif res.type in r.PROJECT_IAM_TYPES:
+            for grant in r.iam_grants(res.type, res.props):
+                if not isinstance(grant.role, str):
+                    continue
+                principal = _principal(grant, res)
+                if grant.conditional:
+                    model.conditional.setdefault(principal, []).append(f"{grant.role} on the project")
+                    continue
+                model.project_roles.setdefault(principal, set()).add(grant.role)
+    return model
+
+
+def _fix_for(purpose: str) -> str:
+    roles = domain.BUCKET_READ_ROLES if purpose in domain.READ_BUCKETS else domain.BUCKET_WRITE_ROLES
+    return roles[0]
+
+
+def _short(permissions: Iterable[str]) -> str:
+    return ", ".join(f"storage.{p}" for p in sorted(permissions))
+
+
+def check_training_access(resources: Iterable[StackResource], settings: PolicySettings) -> list[tuple[str, str | None]]:
+    """The stack rule: every training principal can read its inputs and write its outputs.
+
+    Returns ``(message, urn or None)`` per problem.
+    """
+    model = build_model(resources, settings)
+    buckets = model.training_buckets
+    if not buckets:
+        return []
+    principals = model.training_principals()
+    if not principals:
+        return [("no principal is granted access to the training buckets "
+                 f"({', '.join(b.label for b in buckets)}); the training job would fail with 403", None)]
+    out: list[tuple[str, str | None]] = []
+    for principal in principals:
+        for bucket in buckets:
+            assert bucket.purpose is not None
+            needed = domain.required_permissions(bucket.purpose)
+            have = model.permissions(principal, bucket.key)
+            missing = needed - have
+            if not missing:
+                continue
+            roles = sorted(model.roles(principal, bucket.key))
+            held = (f"it holds {', '.join(roles)} ({domain.access_summary(have)})" if roles
+                    else "it holds no role there")
+            note = ""
+            if principal in model.conditional:
+                note = f" (conditional grants are not counted: {'; '.join(model.conditional[principal])})"
+            out.append((
+                f"{principal} lacks {_short(missing)} on the {bucket.purpose} bucket {bucket.key}: {held}"
+                f"{note}; grant {_fix_for(bucket.purpose)} on that bucket",
+                bucket.urn,
+            ))
+    return out
+
+
+def access_rows(model: AccessModel) -> list[dict[str, Any]]:
+    """Principal x bucket matrix for display: roles and the read/list/write summary of each cell."""
+    rows = []
+    buckets = model.training_buckets + sorted(
+        (b for b in model.buckets.values() if b.purpose not in domain.BUCKET_PURPOSES), key=lambda b: b.key)
+    for principal in model.principals:
+        for bucket in buckets:
+            roles = model.roles(principal, bucket.key)
+            if not roles:
+                continue
+            perms = domain.storage_permissions(roles)
+            rows.append({
+                "principal": principal,
+                "bucket": bucket.key,
+                "purpose": bucket.purpose,
+                "roles": sorted(roles),
+                "access": domain.access_summary(perms),
+                "via_project": sorted(model.project_roles.get(principal, set())),
+            })
+    return rows

@@ -1,0 +1,252 @@
+"""What the rules read from a resource: type tokens, IAM grants, ACL entries, bucket purposes.
+
+Pure functions over ``(type, props)`` where props are the camelCase inputs (``Analyze``) or outputs
+(``AnalyzeStack``, mocks) of a resource. They accept plain dicts and pulumi_policy's proxies alike:
+values are read with ``get``/indexing only, and a value that is unknown during preview comes back as
+``UNKNOWN`` instead of raising, so each rule decides what an unknown value means.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping, Sequence
+
+from tpuctl import domain
+
+# --------------------------------------------------------------------------------------------
+# Type tokens (pulumi-gcp 10)
+# --------------------------------------------------------------------------------------------
+
+BUCKET = "gcp:storage/bucket:Bucket"
+BUCKET_OBJECT = "gcp:storage/bucketObject:BucketObject"
+BUCKET_IAM_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
+BUCKET_IAM_BINDING = "gcp:storage/bucketIAMBinding:BucketIAMBinding"
+BUCKET_IAM_POLICY = "gcp:storage/bucketIAMPolicy:BucketIAMPolicy"
+PROJECT_IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
+PROJECT_IAM_BINDING = "gcp:projects/iAMBinding:IAMBinding"
+PROJECT_IAM_POLICY = "gcp:projects/iAMPolicy:IAMPolicy"
+FOLDER_IAM_BINDING = "gcp:folder/iAMBinding:IAMBinding"
+FOLDER_IAM_POLICY = "gcp:folder/iAMPolicy:IAMPolicy"
+FOLDER_IAM_MEMBER = "gcp:folder/iAMMember:IAMMember"
+ORG_IAM_BINDING = "gcp:organizations/iAMBinding:IAMBinding"
+ORG_IAM_POLICY = "gcp:organizations/iAMPolicy:IAMPolicy"
+ORG_IAM_MEMBER = "gcp:organizations/iAMMember:IAMMember"
+SA_IAM_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
+SA_IAM_BINDING = "gcp:serviceaccount/iAMBinding:IAMBinding"
+SA_IAM_POLICY = "gcp:serviceaccount/iAMPolicy:IAMPolicy"
+BUCKET_ACL = "gcp:storage/bucketACL:BucketACL"
+DEFAULT_OBJECT_ACL = "gcp:storage/defaultObjectACL:DefaultObjectACL"
+OBJECT_ACL = "gcp:storage/objectACL:ObjectACL"
+BUCKET_ACCESS_CONTROL = "gcp:storage/bucketAccessControl:BucketAccessControl"
+DEFAULT_OBJECT_ACCESS_CONTROL = "gcp:storage/defaultObjectAccessControl:DefaultObjectAccessControl"
+OBJECT_ACCESS_CONTROL = "gcp:storage/objectAccessControl:ObjectAccessControl"
+QUOTA_PREFERENCE = "gcp:cloudquota/sQuotaPreference:SQuotaPreference"
+SERVICE_ACCOUNT = "gcp:serviceaccount/account:Account"
+
+BUCKET_IAM_TYPES = frozenset({BUCKET_IAM_MEMBER, BUCKET_IAM_BINDING, BUCKET_IAM_POLICY})
+PROJECT_IAM_TYPES = frozenset({PROJECT_IAM_MEMBER, PROJECT_IAM_BINDING, PROJECT_IAM_POLICY})
+HIERARCHY_IAM_TYPES = frozenset({FOLDER_IAM_MEMBER, FOLDER_IAM_BINDING, FOLDER_IAM_POLICY,
+                                 ORG_IAM_MEMBER, ORG_IAM_BINDING, ORG_IAM_POLICY})
+SA_IAM_TYPES = frozenset({SA_IAM_MEMBER, SA_IAM_BINDING, SA_IAM_POLICY})
+IAM_TYPES = BUCKET_IAM_TYPES | PROJECT_IAM_TYPES | HIERARCHY_IAM_TYPES | SA_IAM_TYPES
+#: Authoritative IAM above the bucket: replaces grants other tools (and people) made.
+AUTHORITATIVE_PROJECT_IAM_TYPES = frozenset({PROJECT_IAM_BINDING, PROJECT_IAM_POLICY, FOLDER_IAM_BINDING,
+                                             FOLDER_IAM_POLICY, ORG_IAM_BINDING, ORG_IAM_POLICY})
+AUTHORITATIVE_BUCKET_IAM_TYPES = frozenset({BUCKET_IAM_BINDING, BUCKET_IAM_POLICY})
+#: Authoritative ACL resources: they replace the whole ACL of a bucket or object.
+AUTHORITATIVE_ACL_TYPES = frozenset({BUCKET_ACL, DEFAULT_OBJECT_ACL, OBJECT_ACL})
+#: One fine-grained ACL entry each (additive).
+ACL_ENTRY_TYPES = frozenset({BUCKET_ACCESS_CONTROL, DEFAULT_OBJECT_ACCESS_CONTROL, OBJECT_ACCESS_CONTROL})
+ACL_TYPES = AUTHORITATIVE_ACL_TYPES | ACL_ENTRY_TYPES
+
+#: Predefined ACLs (bucket or object) that open data to everyone.
+PUBLIC_PREDEFINED_ACLS = frozenset({"publicRead", "publicReadWrite", "authenticatedRead"})
+
+
+# --------------------------------------------------------------------------------------------
+# Reading values that may be unknown during preview
+# --------------------------------------------------------------------------------------------
+
+class _Unknown:
+    """A value the engine does not know yet (preview); never equal to a real value."""
+
+    def __repr__(self) -> str:
+        return "<unknown>"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+UNKNOWN: Any = _Unknown()
+
+try:  # pulumi_policy's proxies raise this on unknown values; plain dicts never do.
+    from pulumi_policy.proxy import UnknownValueError as _UnknownValueError
+except ImportError:  # pragma: no cover - policy/ always runs in the ops env
+    class _UnknownValueError(Exception):  # type: ignore[no-redef]
+        pass
+
+
+def get(props: Any, *path: Any, default: Any = None) -> Any:
+    """``props[path[0]][path[1]]…`` or ``default`` when missing; ``UNKNOWN`` when unknown at preview."""
+    value = props
+    for key in path:
+        try:
+            if isinstance(value, Mapping):
+                if key not in value:
+                    return default
+                value = value[key]
+            elif isinstance(value, Sequence) and not isinstance(value, str) and isinstance(key, int):
+                if not -len(value) <= key < len(value):
+                    return default
+                value = value[key]
+            else:
+                return default
+        except _UnknownValueError:
+            return UNKNOWN
+    return default if value is None else value
+
+
+def items(value: Any) -> list[Any]:
+    """Elements of a list value (``[]`` when absent); an unknown list gives ``[UNKNOWN]``."""
+    if value is UNKNOWN:
+        return [UNKNOWN]
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        out = []
+        for i in range(len(value)):
+            out.append(get(value, i))
+        return out
+    return []
+
+
+def is_known(value: Any) -> bool:
+    return value is not UNKNOWN
+
+
+def strip_bucket(ref: Any) -> Any:
+    """Bucket name from what IAM/ACL resources carry: ``name``, ``b/name`` (state) or ``projects/_/buckets/name``."""
+    if not isinstance(ref, str):
+        return ref
+    for prefix in ("projects/_/buckets/", "b/", "gs://"):
+        if ref.startswith(prefix):
+            return ref[len(prefix):].split("/", 1)[0]
+    return ref
+
+
+# --------------------------------------------------------------------------------------------
+# IAM grants and ACL entries
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Grant:
+    """One (role, member) a resource grants. ``role`` is an IAM role or an ACL key (``bucket:READER``)."""
+
+    role: Any
+    member: Any
+    conditional: bool = False
+
+
+def iam_grants(rtype: str, props: Any) -> list[Grant]:
+    """(role, member) pairs of an IAM member/binding/policy resource of any level."""
+    if rtype not in IAM_TYPES:
+        return []
+    if rtype.endswith(":IAMMember") or rtype == BUCKET_IAM_MEMBER:
+        conditional = bool(get(props, "condition"))
+        return [Grant(get(props, "role"), get(props, "member"), conditional)]
+    if rtype.endswith(":IAMBinding") or rtype == BUCKET_IAM_BINDING:
+        role = get(props, "role")
+        conditional = bool(get(props, "condition"))
+        return [Grant(role, m, conditional) for m in items(get(props, "members"))]
+    data = get(props, "policyData")
+    if data is UNKNOWN:
+        return [Grant(UNKNOWN, UNKNOWN)]
+    try:
+        policy = json.loads(data) if isinstance(data, str) else {}
+    except json.JSONDecodeError:
+        return []
+    out: list[Grant] = []
+    for binding in policy.get("bindings") or []:
+        for member in binding.get("members") or []:
+            out.append(Grant(binding.get("role"), member, bool(binding.get("condition"))))
+    return out
+
+
+def entity_member(entity: Any) -> Any:
+    """ACL entity (``user-EMAIL``, ``group-EMAIL``, ``domain-D``, ``project-viewers-N``, ``allUsers``) as an IAM member."""
+    if not isinstance(entity, str):
+        return entity
+    if entity in domain.PUBLIC_MEMBERS:
+        return entity
+    kind, _, rest = entity.partition("-")
+    if kind == "user" and rest:
+        try:
+            return domain.member_for_email(rest)
+        except domain.DomainError:
+            return f"user:{rest}"
+    if kind in ("group", "domain") and rest:
+        return f"{kind}:{rest}"
+    if kind == "project" and rest:
+        team, _, number = rest.partition("-")
+        team_member = {"owners": "projectOwner", "editors": "projectEditor", "viewers": "projectViewer"}.get(team)
+        if team_member:
+            return f"{team_member}:{number}"
+    return entity
+
+
+def acl_grants(rtype: str, props: Any) -> list[Grant]:
+    """ACL entries as grants whose role is a ``domain.ACL_PERMISSIONS`` key (``bucket:READER``…)."""
+    if rtype == BUCKET_ACCESS_CONTROL:
+        return [Grant(_acl_key("bucket", get(props, "role")), entity_member(get(props, "entity")))]
+    if rtype == DEFAULT_OBJECT_ACCESS_CONTROL:
+        return [Grant(_acl_key("defaultObject", get(props, "role")), entity_member(get(props, "entity")))]
+    if rtype == OBJECT_ACCESS_CONTROL:
+        return [Grant(_acl_key("object", get(props, "role")), entity_member(get(props, "entity")))]
+    scope = {BUCKET_ACL: "bucket", DEFAULT_OBJECT_ACL: "defaultObject", OBJECT_ACL: "object"}.get(rtype)
+    if scope is None:
+        return []
+    out = []
+    for entry in items(get(props, "roleEntities")):
+        if isinstance(entry, str) and ":" in entry:
+            role, _, entity = entry.partition(":")
+            out.append(Grant(_acl_key(scope, role), entity_member(entity)))
+        elif entry is UNKNOWN:
+            out.append(Grant(UNKNOWN, UNKNOWN))
+    return out
+
+
+def _acl_key(scope: str, role: Any) -> Any:
+    return f"{scope}:{role.upper()}" if isinstance(role, str) else role
+
+
+def is_public_member(member: Any) -> bool:
+    return isinstance(member, str) and (member in domain.PUBLIC_MEMBERS
+                                        or member.split(":", 1)[-1] in domain.PUBLIC_MEMBERS)
+
+
+def is_service_account_member(member: Any) -> bool:
+    """True for ``serviceAccount:…`` and for members unknown at preview (tpuctl only grants identities)."""
+    return member is UNKNOWN or (isinstance(member, str) and member.startswith("serviceAccount:"))
+
+
+# --------------------------------------------------------------------------------------------
+# Buckets
+# --------------------------------------------------------------------------------------------
+
+def bucket_name(props: Any, fallback: str | None = None) -> Any:
+    name = get(props, "name")
+    return name if name is not None else fallback
+
+
+def bucket_purpose(props: Any) -> str | None:
+    """The ``tpuctl-purpose`` label of a bucket, when it is one of the four training purposes."""
+    for key in ("labels", "effectiveLabels"):
+        value = get(props, key, domain.PURPOSE_LABEL)
+        if isinstance(value, str) and value in domain.BUCKET_PURPOSES:
+            return value
+    return None
+
+
+def iter_strings(values: Any) -> Iterator[str]:
+    for value in items(values):
+        if isinstance(value, str):
+            yield value

@@ -1,0 +1,330 @@
+"""The resource rules: plain functions ``check(rtype, props, settings) -> [message, …]``.
+
+One function per rule, one message per problem, each message saying what to change. ``RESOURCE_RULES``
+lists them with their level and documentation; ``policy.pack`` turns them into pulumi_policy
+policies and ``policy.evaluate`` runs them for ``tpuctl plan`` and the tests.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from tpuctl import domain
+
+from policy import resources as r
+from policy.settings import PolicySettings
+
+MANDATORY = "mandatory"
+ADVISORY = "advisory"
+
+Check = Callable[[str, Any, PolicySettings], list[str]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    description: str
+    level: str
+    check: Callable[..., Any]
+    kind: str = "resource"                    # resource | stack
+    types: frozenset[str] = frozenset()       # resource types it looks at ("" = any)
+    config_keys: tuple[str, ...] = ()         # policy settings it reads
+    checkov: tuple[str, ...] = ()             # equivalent checkov CKV_GCP ids
+    rationale: str = ""
+    remediation: str = ""
+    tags: tuple[str, ...] = field(default=())
+
+
+# --------------------------------------------------------------------------------------------
+# Buckets
+# --------------------------------------------------------------------------------------------
+
+def check_public_access_prevention(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    value = r.get(props, "publicAccessPrevention")
+    if value is r.UNKNOWN or value == "enforced":
+        return []
+    return [f"bucket {r.bucket_name(props, '?')}: publicAccessPrevention is {value or 'unset'!r}; "
+            "set public_access_prevention='enforced'"]
+
+
+def check_uniform_access(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    value = r.get(props, "uniformBucketLevelAccess")
+    if value is r.UNKNOWN or value is True:
+        return []
+    return [f"bucket {r.bucket_name(props, '?')}: uniform bucket-level access is off; "
+            "set uniform_bucket_level_access=True (ACLs on created buckets are not allowed)"]
+
+
+def check_artifacts_versioned(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    if r.bucket_purpose(props) != "artifacts":
+        return []
+    enabled = r.get(props, "versioning", "enabled")
+    if enabled is r.UNKNOWN or enabled is True:
+        return []
+    return [f"artifacts bucket {r.bucket_name(props, '?')}: versioning is off; set versioning={{'enabled': True}} "
+            "so an overwritten or deleted model can be restored"]
+
+
+def check_force_destroy(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    purpose = r.bucket_purpose(props)
+    if purpose not in ("data", "artifacts"):
+        return []
+    if r.get(props, "forceDestroy") is True:
+        return [f"{purpose} bucket {r.bucket_name(props, '?')}: force_destroy is on, so `pulumi destroy` would "
+                "delete every object in it; set force_destroy=False"]
+    return []
+
+
+def check_labels(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    labels = r.get(props, "labels")
+    if labels is r.UNKNOWN:
+        return []
+    name = r.bucket_name(props, "?")
+    if not labels:
+        return [f"bucket {name} has no labels; add {domain.PURPOSE_LABEL}=<purpose> and an owner/cost label"]
+    purpose = r.get(labels, domain.PURPOSE_LABEL)
+    if purpose is r.UNKNOWN:
+        return []
+    if purpose not in domain.BUCKET_PURPOSES:
+        return [f"bucket {name}: label {domain.PURPOSE_LABEL} is {purpose!r}; set it to one of "
+                f"{', '.join(domain.BUCKET_PURPOSES)} so policies and `tpuctl plan` know what the bucket is for"]
+    return []
+
+
+# --------------------------------------------------------------------------------------------
+# IAM
+# --------------------------------------------------------------------------------------------
+
+def check_public_members(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    out = []
+    for grant in r.iam_grants(rtype, props) + r.acl_grants(rtype, props):
+        if r.is_public_member(grant.member):
+            out.append(f"{grant.role} is granted to {grant.member}: that makes it public; grant it to a "
+                       "service account or group instead")
+    for key in ("predefinedAcl", "defaultAcl"):
+        acl = r.get(props, key)
+        if isinstance(acl, str) and acl in r.PUBLIC_PREDEFINED_ACLS:
+            out.append(f"{key} {acl!r} makes the data public; remove it")
+    return out
+
+
+def check_authoritative_project_iam(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    kind = rtype.rsplit(":", 1)[-1]
+    scope = rtype.split(":")[1].split("/")[0]
+    what = "replaces the whole IAM policy" if kind == "IAMPolicy" else f"owns every member of {r.get(props, 'role')}"
+    return [f"{scope} {kind} is authoritative: it {what} and removes grants made by others (and can lock "
+            "people out); use the additive IAMMember"]
+
+
+def check_authoritative_bucket_iam(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    bucket = r.strip_bucket(r.get(props, "bucket"))
+    kind = rtype.rsplit(":", 1)[-1]
+    return [f"{kind} on bucket {bucket} is authoritative: it removes grants `tpuctl access grant` or others "
+            "added; use BucketIAMMember"]
+
+
+def check_authoritative_acl(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    kind = rtype.rsplit(":", 1)[-1]
+    bucket = r.strip_bucket(r.get(props, "bucket"))
+    return [f"{kind} on bucket {bucket} replaces the whole ACL (and fails with HTTP 400 on uniform-access "
+            "buckets); use bucket IAM, or one BucketAccessControl entry on a referenced existing bucket"]
+
+
+def _acl_target(props: Any) -> Any:
+    return r.strip_bucket(r.get(props, "bucket"))
+
+
+def check_acl_only_on_existing_bucket(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    bucket = _acl_target(props)
+    if bucket is r.UNKNOWN:
+        return []
+    existing = settings.existing_data_bucket
+    if existing is None or bucket != existing:
+        return [f"ACL entry on bucket {bucket}: ACLs are only allowed on the referenced existing data bucket "
+                "in ACL mode (buckets the stack creates use uniform access and IAM); grant a bucket IAM role"]
+    if settings.existing_data_bucket_access != "acl":
+        return [f"ACL entry on existing bucket {bucket} but existingDataBucketAccess is "
+                f"{settings.existing_data_bucket_access!r}; use BucketIAMMember or set existingDataBucketAccess=acl"]
+    return []
+
+
+def check_acl_on_existing_bucket(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    bucket = _acl_target(props)
+    existing = settings.existing_data_bucket
+    if bucket is r.UNKNOWN or existing is None or bucket != existing or settings.existing_data_bucket_access != "acl":
+        return []
+    out = []
+    for grant in r.acl_grants(rtype, props):
+        note = ("applies only to objects written after the grant" if str(grant.role).startswith("defaultObject:")
+                else "stops working (HTTP 400) once the bucket turns on uniform bucket-level access")
+        out.append(f"ACL {grant.role} for {grant.member} on existing bucket {bucket}: accepted because "
+                   f"existingDataBucketAccess=acl, but it {note}; move the bucket to IAM when you can")
+    return out
+
+
+def check_basic_roles(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    return [f"{g.role} granted to {g.member}: basic roles give write access to almost everything in the "
+            "project; grant the storage role the job needs instead"
+            for g in r.iam_grants(rtype, props) if g.role in domain.FORBIDDEN_ROLES]
+
+
+def _project_mode_grants(rtype: str, props: Any) -> list[r.Grant]:
+    if rtype not in r.PROJECT_IAM_TYPES:
+        return []
+    return [g for g in r.iam_grants(rtype, props)
+            if g.role in domain.PROJECT_MODE_ONLY_ROLES and r.is_service_account_member(g.member)]
+
+
+def check_project_roles_need_project_mode(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    if settings.access_mode == "project":
+        return []
+    return [f"project-level {g.role} for {_member_text(g.member)} reaches every bucket of the project; only the "
+            f"explicit accessMode=project allows it (now {settings.access_mode!r}); grant bucket roles instead"
+            for g in _project_mode_grants(rtype, props)]
+
+
+def check_project_mode_roles(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    if settings.access_mode != "project":
+        return []
+    return [f"project-level {g.role} for {_member_text(g.member)}: accepted because accessMode=project, but it "
+            f"{_BROAD_REASON.get(g.role, 'reaches every resource of the project')}; accessMode=bucket grants "
+            "only objectViewer/objectUser on the four training buckets"
+            for g in _project_mode_grants(rtype, props)]
+
+
+_BROAD_REASON = {
+    "roles/storage.admin": "gives full control (objects, bucket settings, IAM) of every bucket in the project "
+                           "(checkov CKV_GCP_42)",
+    "roles/viewer": "lets the account read the configuration of every resource in the project",
+}
+
+
+def check_project_impersonation_roles(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    if rtype not in r.PROJECT_IAM_TYPES:
+        return []
+    return [f"project-level {g.role} for {_member_text(g.member)} lets it act as every service account of the "
+            "project; grant it on the training service account only (serviceaccount.IAMMember)"
+            for g in r.iam_grants(rtype, props) if g.role in domain.IMPERSONATION_ROLES]
+
+
+def _member_text(member: Any) -> str:
+    return "a member computed at deploy time" if member is r.UNKNOWN else str(member)
+
+
+# --------------------------------------------------------------------------------------------
+# Hub cache objects and GPU quota
+# --------------------------------------------------------------------------------------------
+
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+_HEXISH40 = re.compile(r"^[0-9a-fA-F]{40}$")
+
+
+def check_hub_cache_layout(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    name = r.get(props, "name")
+    if not isinstance(name, str):
+        return []
+    prefix = settings.hub_cache_prefix
+    parts = name.split("/")
+    if name.startswith(prefix + "/"):
+        rest = name[len(prefix) + 1:].split("/")
+        if len(rest) < 2 or not rest[-1]:
+            return [f"object {name}: hub cache objects live in {prefix}/<sha1 of the handle>/<file>; "
+                    "nothing may sit directly under the prefix"]
+        if not _HEX40.match(rest[0]):
+            return [f"object {name}: folder {rest[0]!r} is not the 40-hex sha1 of a handle, so tensorflow_hub "
+                    f"will not find it; upload to {prefix}/<sha1(handle)>/… (tpuctl.domain.hub_object_name)"]
+        return []
+    if any(_HEXISH40.match(p) for p in parts[:-1]):
+        return [f"object {name} looks like a hub cache file but is not under hubCachePrefix {prefix!r}; "
+                f"TFHUB_CACHE_DIR=gs://BUCKET/{prefix} will not see it"]
+    return []
+
+
+def check_gpu_quota(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    out = []
+    quota_id = r.get(props, "quotaId")
+    email = r.get(props, "contactEmail")
+    if email is not r.UNKNOWN and (not isinstance(email, str) or "@" not in email):
+        out.append(f"quota preference {quota_id}: contactEmail is missing; Google reviews increases and writes "
+                   "to that address (set quotaContactEmail)")
+    value = r.get(props, "quotaConfig", "preferredValue")
+    if value is r.UNKNOWN:
+        return out
+    try:
+        preferred = int(str(value))
+    except ValueError:
+        out.append(f"quota preference {quota_id}: preferredValue {value!r} is not a whole number")
+        return out
+    is_gpu = not isinstance(quota_id, str) or "GPU" in quota_id.upper()
+    if is_gpu and preferred > settings.max_gpu_quota:
+        out.append(f"quota preference {quota_id}: asks for {preferred} GPUs, above the cap maxGpuQuota="
+                   f"{settings.max_gpu_quota}; lower the count or raise the cap in the policy config")
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Registry
+# --------------------------------------------------------------------------------------------
+
+_IAM_AND_ACL = r.IAM_TYPES | r.ACL_TYPES | frozenset({r.BUCKET_OBJECT})
+
+RESOURCE_RULES: tuple[Rule, ...] = (
+    Rule("bucket-public-access-prevention", "Buckets enforce public access prevention.", MANDATORY,
+         check_public_access_prevention, types=frozenset({r.BUCKET}), checkov=("CKV_GCP_114",),
+         rationale="Training data and models are private; 'enforced' blocks any later public grant, even a mistaken one."),
+    Rule("bucket-uniform-access", "Buckets use uniform bucket-level access.", MANDATORY,
+         check_uniform_access, types=frozenset({r.BUCKET}), checkov=("CKV_GCP_29",),
+         rationale="One access system (IAM) per bucket: no per-object ACLs that drift, and IAM grants are what the access map shows."),
+    Rule("no-public-members", "No allUsers/allAuthenticatedUsers in IAM or ACLs.", MANDATORY,
+         check_public_members, types=_IAM_AND_ACL, checkov=("CKV_GCP_28",),
+         rationale="A public member exposes training data or models to the internet."),
+    Rule("no-authoritative-project-iam", "No authoritative project/folder/organization IAM (IAMPolicy, IAMBinding).",
+         MANDATORY, check_authoritative_project_iam, types=r.AUTHORITATIVE_PROJECT_IAM_TYPES,
+         rationale="Authoritative IAM replaces grants made by other tools and people; a mistake can lock everyone out of the project. tpuctl is additive-only."),
+    Rule("additive-bucket-iam", "Bucket IAM is additive (BucketIAMMember).", ADVISORY,
+         check_authoritative_bucket_iam, types=r.AUTHORITATIVE_BUCKET_IAM_TYPES,
+         rationale="BucketIAMBinding/Policy remove grants that `tpuctl access grant` or colleagues added on the next `pulumi up`."),
+    Rule("no-authoritative-bucket-acl", "No authoritative ACL resources (BucketACL, DefaultObjectACL, ObjectACL).",
+         MANDATORY, check_authoritative_acl, types=r.AUTHORITATIVE_ACL_TYPES,
+         rationale="They replace the whole ACL and fail with HTTP 400 on uniform-access buckets."),
+    Rule("acl-only-on-existing-bucket", "ACL entries only on the referenced existing data bucket in ACL mode.",
+         MANDATORY, check_acl_only_on_existing_bucket, types=r.ACL_ENTRY_TYPES,
+         config_keys=("existingDataBucket", "existingDataBucketAccess"),
+         rationale="Buckets the stack creates use uniform access, where ACLs fail; ACLs are a migration aid for an existing fine-grained bucket."),
+    Rule("acl-on-existing-bucket", "ACL entries on the existing data bucket are a stop-gap.", ADVISORY,
+         check_acl_on_existing_bucket, types=r.ACL_ENTRY_TYPES,
+         config_keys=("existingDataBucket", "existingDataBucketAccess"),
+         rationale="Fine-grained ACLs work only while the bucket keeps uniform access off, and default-object entries only cover new objects."),
+    Rule("no-basic-roles", "No roles/owner or roles/editor.", MANDATORY,
+         check_basic_roles, types=r.IAM_TYPES, checkov=("CKV_GCP_117", "CKV_GCP_115", "CKV_GCP_116"),
+         rationale="Basic roles grant write access to nearly every service; a training job needs storage only."),
+    Rule("project-roles-need-project-mode",
+         "Project-level roles/storage.admin and roles/viewer for service accounts only in accessMode=project.",
+         MANDATORY, check_project_roles_need_project_mode, types=r.PROJECT_IAM_TYPES,
+         config_keys=("accessMode",), checkov=("CKV_GCP_42",),
+         rationale="storage.admin at project level reaches every bucket in the project; the default bucket mode grants object roles on four buckets."),
+    Rule("project-mode-broad-roles", "accessMode=project grants broad project roles.", ADVISORY,
+         check_project_mode_roles, types=r.PROJECT_IAM_TYPES, config_keys=("accessMode",), checkov=("CKV_GCP_42",),
+         rationale="The classic tutorial set is accepted when chosen explicitly, with the reason shown on every preview."),
+    Rule("no-project-impersonation-roles",
+         "No project-level service-account impersonation roles (serviceAccountUser, TokenCreator, ...).",
+         MANDATORY, check_project_impersonation_roles, types=r.PROJECT_IAM_TYPES, checkov=("CKV_GCP_41", "CKV_GCP_49"),
+         rationale="At project level these let a principal act as every service account; actAs belongs on the training service account only."),
+    Rule("artifacts-bucket-versioned", "The artifacts bucket keeps object versions.", MANDATORY,
+         check_artifacts_versioned, types=frozenset({r.BUCKET}), checkov=("CKV_GCP_78",),
+         rationale="Models and checkpoints are the result of hours of accelerator time; versioning makes an overwrite or delete recoverable."),
+    Rule("no-force-destroy", "force_destroy is off on the data and artifacts buckets.", MANDATORY,
+         check_force_destroy, types=frozenset({r.BUCKET}),
+         rationale="With force_destroy, `pulumi destroy` deletes the training data and trained models along with the bucket."),
+    Rule("hub-cache-layout", "Hub cache objects live under <prefix>/<40 hex>/.", MANDATORY,
+         check_hub_cache_layout, types=frozenset({r.BUCKET_OBJECT}), config_keys=("hubCachePrefix",),
+         rationale="tensorflow_hub looks for <TFHUB_CACHE_DIR>/<sha1(handle)>/saved_model.pb; anything else is ignored and it tries to download."),
+    Rule("gpu-quota-preference", "GPU quota preferences name a contact and stay under the cap.", MANDATORY,
+         check_gpu_quota, types=frozenset({r.QUOTA_PREFERENCE}), config_keys=("maxGpuQuota",),
+         rationale="Quota increases are reviewed by Google (contact needed) and cost money once used; the cap stops a typo like 80 for 8."),
+    Rule("bucket-labels", "Buckets carry labels, including tpuctl-purpose.", ADVISORY,
+         check_labels, types=frozenset({r.BUCKET}),
+         rationale="Labels attribute storage cost; tpuctl-purpose tells the stack rule and `tpuctl plan` which bucket is data, staging, artifacts or hub-cache."),
+)
