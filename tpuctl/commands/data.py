@@ -1,7 +1,106 @@
-"""Commands of this group are registered by their owner issue; see tpuctl/cli.py."""
+"""``tpuctl data``: make TFRecord shards from image folders, or write the demo dataset (local or gs://)."""
+
+from __future__ import annotations
+
+import json
 
 import typer
 
+from tpuctl.errors import handle_errors
+
+data_app = typer.Typer(
+    name="data", no_args_is_help=True,
+    help="Prepare training data with the trainer's tools (TFRecord shards + manifest), locally or in gs://.",
+)
+
 
 def register(app: typer.Typer) -> None:
-    return None
+    app.add_typer(data_app, name="data")
+
+
+def _run_with_progress(label: str, fn):
+    """Call ``fn(on_progress)``; a rich progress bar (stderr) appears with the tool's first progress line,
+    so input errors found before any work print just their one line."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    state: dict = {}
+
+    def on_progress(done: int, total: int) -> None:
+        if "progress" not in state:
+            progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), console=Console(stderr=True))
+            progress.start()
+            state["progress"] = progress
+            state["task"] = progress.add_task(label, total=total)
+        state["progress"].update(state["task"], completed=done, total=total)
+
+    try:
+        return fn(on_progress)
+    finally:
+        if "progress" in state:
+            state["progress"].stop()
+
+
+def _render(summary: dict, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2, sort_keys=True))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="TFRecord shards", show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    classes = summary.get("classes")
+    rows = [
+        ("destination", summary.get("destination")),
+        ("train examples", summary.get("train")),
+        ("validation examples", summary.get("validation")),
+        ("classes", f"{len(classes)}: {', '.join(map(str, classes))}" if isinstance(classes, list) else classes),
+        ("skipped files", summary.get("skipped", 0)),
+        ("shards", summary.get("shards")),
+        ("bytes", summary.get("bytes")),
+    ]
+    if "uploaded" in summary:
+        rows.append(("objects uploaded", summary["uploaded"]))
+    for key, value in rows:
+        if value is not None:
+            table.add_row(key, str(value))
+    console = Console()
+    console.print(table)
+    for path in summary.get("skipped_files") or []:
+        console.print(f"skipped (unreadable image): {path}", soft_wrap=True)
+
+
+@data_app.command("make-tfrecords")
+@handle_errors
+def make_tfrecords(
+    src: str = typer.Argument(..., help="Local folder with one sub-folder of images per class."),
+    dest: str = typer.Argument(..., help="Output folder, local or gs://BUCKET/PATH."),
+    shard_mb: float = typer.Option(100, "--shard-mb", help="Approximate size of each shard in MB."),
+    validation_fraction: float = typer.Option(0.1, "--validation-fraction", help="Share of each class held out for validation."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Convert images (class sub-folders) to TFRecord shards the trainer reads; corrupt images are skipped and counted."""
+    from tpuctl import datatools
+
+    summary = _run_with_progress(
+        "converting images",
+        lambda cb: datatools.make_tfrecords(src, dest, shard_mb=shard_mb,
+                                            validation_fraction=validation_fraction, on_progress=cb),
+    )
+    _render(summary, as_json)
+
+
+@data_app.command("sample")
+@handle_errors
+def sample(
+    dest: str = typer.Argument(..., help="Output folder, local or gs://BUCKET/PATH."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Write the embedded demo dataset (scikit-learn digits, no download) as TFRecord shards + manifest."""
+    from tpuctl import datatools
+
+    summary = _run_with_progress("writing demo dataset", lambda cb: datatools.sample(dest, on_progress=cb))
+    _render(summary, as_json)

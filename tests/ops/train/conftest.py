@@ -1,0 +1,181 @@
+"""Fixtures for `tpuctl train`: a fake trainer interpreter, the GCS emulator, a stand-in Vertex AI API."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+OPS_PYTHON = REPO / ".venv" / "bin" / "python"
+TRAINER_PYTHON = REPO / ".venv-trainer" / "bin" / "python"
+FAKE_TRAINER = Path(__file__).with_name("fake_trainer.py")
+
+
+def run_cli(args, env=None, cwd=None, timeout=120, **kw):
+    """`tpuctl ARGS` in a subprocess of the ops interpreter."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([str(OPS_PYTHON), "-m", "tpuctl.cli", *args], env=full_env, cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout, **kw)
+
+
+@pytest.fixture
+def fake_trainer(tmp_path):
+    """Env that makes tpuctl launch fake_trainer.py instead of the real trainer; logs in env['FAKE_LOG_DIR']."""
+    wrapper = tmp_path / "fake-python"
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE_TRAINER} \"$@\"\n")
+    wrapper.chmod(0o755)
+    log_dir = tmp_path / "fake-log"
+    return {
+        "TPUCTL_TRAINER_PYTHON": str(wrapper),
+        "FAKE_LOG_DIR": str(log_dir),
+        "TPUCTL_CACHE_DIR": str(tmp_path / "cache"),
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def gcs():
+    """gcp-storage-emulator on 127.0.0.1 (in memory); yields (url, storage client)."""
+    from gcp_storage_emulator.server import create_server
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    port = free_port()
+    server = create_server("127.0.0.1", port, in_memory=True)
+    server.start()
+    url = f"http://127.0.0.1:{port}"
+    old = os.environ.get("STORAGE_EMULATOR_HOST")
+    os.environ["STORAGE_EMULATOR_HOST"] = url
+    client = storage.Client(project="test-project", credentials=AnonymousCredentials(),
+                            client_options={"api_endpoint": url})
+    try:
+        yield url, client
+    finally:
+        server.stop()
+        if old is None:
+            os.environ.pop("STORAGE_EMULATOR_HOST", None)
+        else:
+            os.environ["STORAGE_EMULATOR_HOST"] = old
+
+
+class FakeVertex:
+    """Answers CustomJob create/get like Vertex AI's REST API and records every request."""
+
+    def __init__(self, states=("JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"), error=None):
+        self.states = list(states)
+        self.error = error
+        self.requests: list[tuple[str, str, dict | None]] = []
+        self.jobs: dict[str, dict] = {}
+        self.gets: dict[str, int] = {}
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def _send(self, code, payload):
+                body = json.dumps(payload).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                path = self.path.split("?")[0]
+                with fake.lock:
+                    fake.requests.append(("POST", path, body))
+                m = re.fullmatch(r"/v1/(projects/[^/]+/locations/[^/]+)/customJobs", path)
+                if not m:
+                    return self._send(404, {"error": {"code": 404, "message": f"no route {path}", "status": "NOT_FOUND"}})
+                name = f"{m.group(1)}/customJobs/{1000 + len(fake.jobs)}"
+                job = dict(body, name=name, state="JOB_STATE_QUEUED", createTime="2026-11-22T03:00:00Z")
+                fake.jobs[name] = job
+                self._send(200, job)
+
+            def do_GET(self):
+                path = self.path.split("?")[0]
+                with fake.lock:
+                    fake.requests.append(("GET", path, None))
+                name = path[len("/v1/"):]
+                if name not in fake.jobs:
+                    return self._send(404, {"error": {"code": 404, "message": f"{name} not found", "status": "NOT_FOUND"}})
+                i = fake.gets.get(name, 0)
+                fake.gets[name] = i + 1
+                job = dict(fake.jobs[name], state=fake.states[min(i, len(fake.states) - 1)])
+                if job["state"] == "JOB_STATE_FAILED" and fake.error:
+                    job["error"] = {"code": 3, "message": fake.error}
+                self._send(200, job)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def posts(self):
+        return [r for r in self.requests if r[0] == "POST"]
+
+
+@pytest.fixture
+def fake_vertex():
+    servers = []
+
+    def make(**kw) -> FakeVertex:
+        fake = FakeVertex(**kw)
+        fake.thread.start()
+        servers.append(fake)
+        return fake
+
+    yield make
+    for fake in servers:
+        fake.server.shutdown()
+        fake.server.server_close()
+
+
+def wait_for(predicate, timeout=30.0, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return False
+
+
+def pid_alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (psutil-free: os.kill(pid, 0) + /proc state)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def tools():
+    """Helpers for the tests (conftest modules are not importable under --import-mode=importlib)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(run_cli=run_cli, wait_for=wait_for, pid_alive=pid_alive, repo=REPO,
+                           ops_python=OPS_PYTHON, trainer_python=TRAINER_PYTHON)

@@ -1,0 +1,78 @@
+"""Stand-in for the trainer interpreter (TPUCTL_TRAINER_PYTHON points at a wrapper that runs this).
+
+Called as ``<python> -u -m trainer.task ARGS`` or ``-m trainer.sample_data --out DIR``, like the real
+trainer env. Records what it was given in $FAKE_LOG_DIR and behaves per $FAKE_MODE:
+ok (default) | fail (error line, exit 3) | hang (wait to be stopped) | ignore-term (also ignores SIGTERM)
+| worker-fails (task worker 0 exits 1 after a moment, the chief waits).
+"""
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+argv = sys.argv[1:]
+if argv and argv[0] == "-u":
+    argv = argv[1:]
+assert argv[0] == "-m", argv
+module, args = argv[1], argv[2:]
+log_dir = Path(os.environ["FAKE_LOG_DIR"])
+log_dir.mkdir(parents=True, exist_ok=True)
+mode = os.environ.get("FAKE_MODE", "ok")
+
+
+def flag(name, default=None):
+    return args[args.index(name) + 1] if name in args else default
+
+
+if module == "trainer.sample_data":
+    out = Path(flag("--out"))
+    with open(log_dir / "sample_data.calls", "a") as f:
+        f.write(str(out) + "\n")
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"train": ["digits-train-00000-of-00001.tfrecord"], "validation": ["digits-validation-00000-of-00001.tfrecord"]}
+    for names in files.values():
+        for name in names:
+            (out / name).write_bytes(b"fake records")
+    manifest = {"splits": {k: {"files": v, "examples": 10} for k, v in files.items()}, "classes": ["0", "1"]}
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    print("summary: " + json.dumps({"train": 10, "validation": 10, "classes": ["0", "1"], "shards": 2, "bytes": 24}))
+    sys.exit(0)
+
+assert module == "trainer.task", module
+tf_config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+task = tf_config.get("task", {"type": "chief", "index": 0})
+label = f"{task['type']}-{task['index']}"
+record = {
+    "args": args, "tf_config": tf_config, "pid": os.getpid(), "pgid": os.getpgid(0),
+    "env": {k: os.environ.get(k) for k in ("TFHUB_CACHE_DIR", "TF_USE_LEGACY_KERAS", "PYTHONPATH")},
+}
+(log_dir / f"{label}.json").write_text(json.dumps(record))
+print(f"{label}: epoch 1/1", flush=True)
+
+if mode == "fail":
+    print("some warning on stderr", file=sys.stderr)
+    print("error: --distribution_strategy tpu: no TPU found (fake)", file=sys.stderr, flush=True)
+    sys.exit(3)
+if mode in ("hang", "ignore-term", "worker-fails"):
+    if mode == "ignore-term":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    (log_dir / f"{label}.ready").write_text("")
+    if mode == "worker-fails" and label == "worker-0":
+        time.sleep(0.5)
+        print("error: Collective ops is aborted by: peer went away (fake)", file=sys.stderr, flush=True)
+        sys.exit(1)
+    while True:
+        time.sleep(0.2)
+
+model_dir = Path(flag("--model_dir"))
+if task["type"] == "chief":
+    export = model_dir / "export" / "small_cnn" / "1"
+    export.mkdir(parents=True, exist_ok=True)
+    result = {"export_dir": str(export), "val_accuracy": 0.875, "epochs": 1, "model": "small_cnn",
+              "strategy": flag("--distribution_strategy"), "num_workers": len(sum(tf_config.get("cluster", {}).values(), [])) or 1,
+              "train_examples": 10, "validation_examples": 10}
+    (model_dir / "result.json").write_text(json.dumps(result))
+    print("tpuctl-result: " + json.dumps(result), flush=True)

@@ -1,0 +1,195 @@
+"""`tpuctl train --target local` with a fake trainer interpreter: defaults, streaming, exit codes, clusters,
+failure of one worker, Ctrl-C. The real trainer runs in test_real_trainer.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+
+def _log(env, name):
+    return json.loads((Path(env["FAKE_LOG_DIR"]) / name).read_text())
+
+
+def test_no_arguments_uses_demo_data_once_and_prints_export_and_accuracy(fake_trainer, tools, tmp_path):
+    proc = tools.run_cli(["train"], env=fake_trainer, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    demo = Path(fake_trainer["TPUCTL_CACHE_DIR"]) / "demo-data"
+    assert (demo / "manifest.json").is_file()
+    chief = _log(fake_trainer, "chief-0.json")
+    args = chief["args"]
+    assert args[args.index("--distribution_strategy") + 1] == "auto"
+    assert args[args.index("--data_dir") + 1] == str(demo)
+    model_dir = Path(args[args.index("--model_dir") + 1])
+    assert model_dir.parent == tmp_path / "runs"
+    assert chief["tf_config"] == {}
+    assert chief["env"]["TF_USE_LEGACY_KERAS"] == "1"
+    assert f"SavedModel: {model_dir}/export/small_cnn/1" in proc.stdout
+    assert "validation accuracy: 0.8750" in proc.stdout
+    assert "chief-0: epoch 1/1" in proc.stdout  # trainer output streamed through
+
+    # Second run: the cached demo data is reused, not generated again.
+    proc = tools.run_cli(["train"], env=fake_trainer, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    calls = (Path(fake_trainer["FAKE_LOG_DIR"]) / "sample_data.calls").read_text().splitlines()
+    assert len(calls) == 1
+
+
+def test_incomplete_demo_data_is_regenerated(fake_trainer, tools, tmp_path):
+    assert tools.run_cli(["train"], env=fake_trainer, cwd=tmp_path).returncode == 0
+    demo = Path(fake_trainer["TPUCTL_CACHE_DIR"]) / "demo-data"
+    (demo / "digits-validation-00000-of-00001.tfrecord").unlink()
+    proc = tools.run_cli(["train"], env=fake_trainer, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (demo / "digits-validation-00000-of-00001.tfrecord").is_file()
+    calls = (Path(fake_trainer["FAKE_LOG_DIR"]) / "sample_data.calls").read_text().splitlines()
+    assert len(calls) == 2
+    assert not [p for p in demo.parent.iterdir() if p.name.startswith("demo-data.partial")]
+
+
+def test_stack_defaults_flags_and_passthrough(fake_trainer, tools, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps({"project": "my-project-1", "region": "us-central1",
+                                   "buckets": {"data": "d-bucket", "artifacts": "a-bucket"},
+                                   "tfhub_cache_dir": "gs://h-bucket/model-cache"}))
+    proc = tools.run_cli(["train", "--outputs", str(outputs), "--data-dir", str(data), "--model-dir",
+                          str(tmp_path / "m"), "--epochs", "2", "--batch-size", "16", "--hub-handle",
+                          "https://tfhub.dev/x/y/1", "--hub-cache-dir", "/tmp/hubcache", "--",
+                          "--learning_rate", "0.01"], env=fake_trainer, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    chief = _log(fake_trainer, "chief-0.json")
+    assert chief["args"] == [
+        "--distribution_strategy", "auto", "--data_dir", str(data), "--model_dir", str(tmp_path / "m"),
+        "--model", "hub", "--hub_handle", "https://tfhub.dev/x/y/1", "--train_epochs", "2",
+        "--train_batch_size", "16", "--learning_rate", "0.01",
+    ]
+    assert chief["env"]["TFHUB_CACHE_DIR"] == "/tmp/hubcache"
+    assert not (Path(fake_trainer["FAKE_LOG_DIR"]) / "sample_data.calls").exists()
+
+    # Without overrides the stack's buckets and hub cache are the defaults.
+    proc = tools.run_cli(["train", "--outputs", str(outputs), "--accelerator", "gpu-t4x2"],
+                         env=fake_trainer, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    args = _log(fake_trainer, "chief-0.json")["args"]
+    assert args[:4] == ["--distribution_strategy", "gpu", "--num_gpus", "2"]
+    assert args[args.index("--data_dir") + 1] == "gs://d-bucket"
+    assert args[args.index("--model_dir") + 1].startswith("gs://a-bucket/runs/")
+    assert _log(fake_trainer, "chief-0.json")["env"]["TFHUB_CACHE_DIR"] == "gs://h-bucket/model-cache"
+
+
+def test_trainer_exit_code_and_error_line_are_passed_on(fake_trainer, tools, tmp_path):
+    env = dict(fake_trainer, FAKE_MODE="fail")
+    proc = tools.run_cli(["train", "--accelerator", "tpu-v3-8"], env=env, cwd=tmp_path)
+    assert proc.returncode == 3
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: trainer (pid ")
+    assert "exited with code 3; last stderr line: error: --distribution_strategy tpu: no TPU found" in last
+    assert _log(env, "chief-0.json")["args"][:2] == ["--distribution_strategy", "tpu"]
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--accelerator", "tpu-v9-8"], "unknown accelerator 'tpu-v9-8'"),
+    (["--accelerator", "tpu-v3-8", "--workers", "2"], "--workers 2 cannot be combined with tpu-v3-8"),
+    (["--workers", "0"], "--workers must be at least 1"),
+    (["--data-dir", "/does/not/exist"], "data folder /does/not/exist does not exist"),
+    (["--model", "hub"], "--model hub needs --hub-handle"),
+    (["--dry-run"], "--dry-run only applies to --target vertex"),
+])
+def test_bad_input_is_one_line_exit_2_and_nothing_runs(fake_trainer, tools, tmp_path, args, fragment):
+    proc = tools.run_cli(["train", *args], env=fake_trainer, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]  # exactly one line
+    assert proc.stderr.startswith("error: ") and fragment in proc.stderr
+    assert not Path(fake_trainer["FAKE_LOG_DIR"]).exists()  # no trainer, no demo data generation
+    assert not (tmp_path / "runs").exists()
+
+
+def test_missing_trainer_environment_is_a_clear_error(tools, tmp_path):
+    proc = tools.run_cli(["train"], env={"TPUCTL_TRAINER_PYTHON": str(tmp_path / "nope" / "python"),
+                                         "TPUCTL_CACHE_DIR": str(tmp_path / "c")}, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "trainer interpreter" in proc.stderr and "scripts/setup.sh" in proc.stderr
+
+
+def test_two_workers_get_a_chief_worker_tf_config_on_free_local_ports(fake_trainer, tools, tmp_path):
+    proc = tools.run_cli(["train", "--workers", "2", "--model-dir", str(tmp_path / "m")], env=fake_trainer, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    chief, worker = _log(fake_trainer, "chief-0.json"), _log(fake_trainer, "worker-0.json")
+    cluster = chief["tf_config"]["cluster"]
+    assert worker["tf_config"]["cluster"] == cluster
+    assert set(cluster) == {"chief", "worker"} and len(cluster["chief"]) == len(cluster["worker"]) == 1
+    hosts = cluster["chief"] + cluster["worker"]
+    assert all(h.startswith("127.0.0.1:") for h in hosts) and len(set(hosts)) == 2
+    assert chief["tf_config"]["task"] == {"type": "chief", "index": 0}
+    assert worker["tf_config"]["task"] == {"type": "worker", "index": 0}
+    for record in (chief, worker):
+        assert record["args"][:2] == ["--distribution_strategy", "multi_worker"]
+        assert record["pgid"] == record["pid"]  # each in its own process group
+    assert "[chief] chief-0: epoch 1/1" in proc.stdout and "[worker 0] worker-0: epoch 1/1" in proc.stdout
+    assert "validation accuracy: 0.8750" in proc.stdout
+
+
+def _start_cluster(tools, env, cwd, workers=2):
+    proc = subprocess.Popen([str(tools.ops_python), "-m", "tpuctl.cli", "train", "--workers", str(workers),
+                             "--model-dir", str(cwd / "m")], env={**os.environ, **env}, cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = Path(env["FAKE_LOG_DIR"])
+    labels = ["chief-0"] + [f"worker-{i}" for i in range(workers - 1)]
+    assert tools.wait_for(lambda: all((log / f"{label}.ready").exists() for label in labels), timeout=60), \
+        proc.communicate(timeout=10)
+    pids = {label: json.loads((log / f"{label}.json").read_text())["pid"] for label in labels}
+    return proc, pids
+
+
+def test_killed_worker_stops_the_others_fast_and_names_the_worker(fake_trainer, tools, tmp_path):
+    env = dict(fake_trainer, FAKE_MODE="hang")
+    proc, pids = _start_cluster(tools, env, tmp_path, workers=3)
+    os.kill(pids["worker-0"], signal.SIGKILL)
+    t0 = time.monotonic()
+    out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 5
+    assert proc.returncode == 1
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"error: worker 0 (pid {pids['worker-0']}) was killed by SIGKILL")
+    assert "stopped chief, worker 1" in last
+    assert not any(tools.pid_alive(pid) for pid in pids.values())
+
+
+def test_worker_that_exits_with_an_error_is_reported_with_its_last_line(fake_trainer, tools, tmp_path):
+    env = dict(fake_trainer, FAKE_MODE="worker-fails")
+    proc = tools.run_cli(["train", "--workers", "2", "--model-dir", str(tmp_path / "m")], env=env, cwd=tmp_path,
+                         timeout=60)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "error: worker 0 (pid" in last and "exited with code 1" in last
+    assert "last stderr line: error: Collective ops is aborted by: peer went away (fake)" in last
+    chief = _log(env, "chief-0.json")
+    assert not tools.pid_alive(chief["pid"])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_stops_every_worker(fake_trainer, tools, tmp_path, sig):
+    env = dict(fake_trainer, FAKE_MODE="hang")
+    proc, pids = _start_cluster(tools, env, tmp_path)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert f"interrupted by {signal.Signals(sig).name}; stopped chief, worker 0" in err
+    assert not any(tools.pid_alive(pid) for pid in pids.values())
+
+
+def test_worker_ignoring_sigterm_is_killed_after_the_grace_period(fake_trainer, tools, tmp_path):
+    env = dict(fake_trainer, FAKE_MODE="ignore-term")
+    proc, pids = _start_cluster(tools, env, tmp_path)
+    os.kill(pids["worker-0"], signal.SIGKILL)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    assert not tools.pid_alive(pids["chief-0"])

@@ -1,0 +1,380 @@
+"""Vertex AI CustomJob for the bundled trainer: request builder, trainer sdist, staging upload, submit, follow.
+
+This replaces the seeds' ``gcloud ai-platform jobs submit training --scale-tier BASIC_TPU`` (AI Platform
+Training was shut down on 2025-01-31). The job runs ``python -m trainer.task`` from a source
+distribution of ``trainer/`` on a Vertex AI prebuilt TensorFlow image; its worker pools come from the
+accelerator catalogue in ``tpuctl.domain``.
+
+google-cloud-aiplatform and google-cloud-storage are imported inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from tpuctl import __version__, domain
+from tpuctl.envs import REPO_ROOT
+from tpuctl.errors import UserError
+
+TRAINER_MODULE = "trainer.task"
+SDIST_NAME = "tpuctl_trainer"
+#: States after which a CustomJob no longer changes (google.cloud.aiplatform_v1.JobState names).
+TERMINAL_STATES = frozenset({
+    "JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED",
+    "JOB_STATE_PARTIALLY_SUCCEEDED",
+})
+_DISPLAY_NAME = re.compile(r"^[a-z][a-z0-9-]{0,127}$")
+
+
+@dataclass(frozen=True)
+class VertexJob:
+    """Everything a CustomJob request is built from, validated."""
+
+    project: str
+    region: str
+    display_name: str
+    accelerator: domain.Accelerator
+    workers: int
+    image_uri: str
+    package_uri: str
+    trainer_args: list[str]
+    env: dict[str, str]
+    service_account: str | None
+    base_output_dir: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def parent(self) -> str:
+        return f"projects/{self.project}/locations/{self.region}"
+
+
+def validate_display_name(name: str) -> None:
+    if not _DISPLAY_NAME.match(name):
+        raise UserError(
+            f"job name {name!r} must start with a lowercase letter and contain only lowercase letters, "
+            "digits and '-' (max 128); it also names the staging and output folders"
+        )
+
+
+def strategy_for(accel: domain.Accelerator, workers: int) -> str:
+    """The trainer's --distribution_strategy on Vertex for this accelerator and worker count."""
+    if workers > 1:
+        return "multi_worker"
+    if accel.kind == "cpu":
+        return "auto"
+    return accel.strategy
+
+
+def check_accelerator(accel: domain.Accelerator, workers: int, region: str) -> None:
+    """Raise DomainError/UserError before anything is built or uploaded."""
+    if workers < 1:
+        raise UserError(f"--workers must be at least 1 (got {workers})")
+    if accel.kind == "tpu" and workers > 1:
+        raise UserError(
+            f"--workers {workers} cannot be combined with {accel.name}: a Vertex AI TPU job has exactly one "
+            "replica (pick a larger TPU, e.g. tpu-v5e-8, instead)"
+        )
+    domain.check_accelerator_region(accel, region)
+
+
+def machine_spec(accel: domain.Accelerator) -> dict[str, Any]:
+    """MachineSpec fields (proto field names) for one replica of ``accel``."""
+    spec: dict[str, Any] = {"machine_type": accel.machine_type}
+    if accel.kind == "gpu":
+        assert accel.gpu is not None
+        spec["accelerator_type"] = accel.gpu.vertex_accelerator
+        spec["accelerator_count"] = accel.gpu_count
+    elif accel.kind == "tpu":
+        assert accel.tpu is not None
+        if accel.tpu.vertex_accelerator:
+            spec["accelerator_type"] = accel.tpu.vertex_accelerator
+            spec["accelerator_count"] = accel.tpu.vertex_accelerator_count
+        if accel.tpu.topology:
+            spec["tpu_topology"] = accel.tpu.topology
+    return spec
+
+
+def worker_pool_specs(job: VertexJob) -> list[dict[str, Any]]:
+    """Pool 0: the chief (one replica). With --workers N, pool 1: N-1 identical workers."""
+    package = {
+        "executor_image_uri": job.image_uri,
+        "package_uris": [job.package_uri],
+        "python_module": TRAINER_MODULE,
+        "args": list(job.trainer_args),
+        "env": [{"name": k, "value": v} for k, v in sorted(job.env.items())],
+    }
+    pool = {"machine_spec": machine_spec(job.accelerator), "replica_count": 1, "python_package_spec": package}
+    pools = [pool]
+    if job.workers > 1:
+        pools.append({**pool, "replica_count": job.workers - 1})
+    return pools
+
+
+def build_custom_job(job: VertexJob):
+    """The real ``google.cloud.aiplatform_v1.CustomJob`` message for ``job``."""
+    from google.cloud import aiplatform_v1
+
+    return aiplatform_v1.CustomJob(
+        display_name=job.display_name,
+        labels=dict(job.labels),
+        job_spec=aiplatform_v1.CustomJobSpec(
+            worker_pool_specs=worker_pool_specs(job),
+            service_account=job.service_account or "",
+            base_output_directory=aiplatform_v1.GcsDestination(output_uri_prefix=job.base_output_dir),
+        ),
+    )
+
+
+def job_to_dict(custom_job) -> dict[str, Any]:
+    """The CustomJob as the REST API spells it (camelCase, enum names): what --dry-run prints."""
+    from google.protobuf.json_format import MessageToDict
+
+    return MessageToDict(type(custom_job).pb(custom_job))
+
+
+# --------------------------------------------------------------------------------------------
+# Trainer source distribution
+# --------------------------------------------------------------------------------------------
+
+def _pyproject(tensorflow: str) -> str:
+    # The prebuilt image brings TensorFlow; tf-keras must match its minor version (tf_keras is
+    # what the trainer uses, see REFERENCE.md), tensorflow-hub loads hub models.
+    return textwrap.dedent(f"""\
+        [build-system]
+        requires = ["setuptools>=61"]
+        build-backend = "setuptools.build_meta"
+
+        [project]
+        name = "{SDIST_NAME}"
+        version = "{__version__}"
+        description = "tpuctl's bundled TensorFlow trainer (python -m {TRAINER_MODULE})"
+        requires-python = ">=3.9"
+        dependencies = ["tf-keras~={tensorflow}.0", "tensorflow-hub>=0.16"]
+
+        [tool.setuptools.packages.find]
+        include = ["trainer", "trainer.*"]
+        """)
+
+
+def build_trainer_sdist(dest_dir: Path, tensorflow: str, source: Path | None = None) -> Path:
+    """Build ``tpuctl-trainer-<version>.tar.gz`` of ``trainer/`` into ``dest_dir``; no network needed.
+
+    Uses setuptools' PEP 517 backend in a subprocess (the ops interpreter), on a copy of trainer/
+    without caches, so the checkout is never written to.
+    """
+    source = source or REPO_ROOT / "trainer"
+    if not (source / "task.py").is_file():
+        raise UserError(f"{source} has no task.py: the trainer package is missing from this checkout")
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="tpuctl-sdist-") as tmp:
+        root = Path(tmp)
+        shutil.copytree(source, root / "trainer",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
+        (root / "pyproject.toml").write_text(_pyproject(tensorflow))
+        code = (
+            "import sys; from setuptools import build_meta; "
+            "print(build_meta.build_sdist(sys.argv[1]))"
+        )
+        proc = subprocess.run([sys.executable, "-c", code, str(root / "dist")], cwd=root,
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            detail = (proc.stderr.strip().splitlines() or ["unknown error"])[-1]
+            raise UserError(f"building the trainer package failed: {detail}")
+        name = proc.stdout.strip().splitlines()[-1]
+        target = dest_dir / name
+        shutil.copy2(root / "dist" / name, target)
+    return target
+
+
+def sdist_filename() -> str:
+    """File name setuptools gives the trainer sdist (known before building, for --dry-run)."""
+    return f"{SDIST_NAME}-{__version__}.tar.gz"
+
+
+# --------------------------------------------------------------------------------------------
+# Cloud calls
+# --------------------------------------------------------------------------------------------
+
+def upload_package(path: Path, gs_uri: str, project: str | None) -> None:
+    from google.cloud import storage
+
+    bucket, _, name = gs_uri[len("gs://"):].partition("/")
+    client = storage.Client(project=project)
+    client.bucket(bucket).blob(name).upload_from_filename(str(path), content_type="application/gzip")
+
+
+def job_client(region: str):
+    """JobServiceClient over REST: TPUCTL_VERTEX_ENDPOINT if set (anonymous on loopback http), else
+    the regional endpoint with Application Default Credentials."""
+    from google.cloud import aiplatform_v1
+
+    from bootstrap.clients import client_kwargs
+
+    kwargs = client_kwargs("vertex", transport="rest")
+    kwargs.setdefault("client_options", {"api_endpoint": domain.VERTEX_API_HOST.format(region=region)})
+    return aiplatform_v1.JobServiceClient(**kwargs)
+
+
+def console_url(job_name: str) -> str:
+    parts = job_name.split("/")
+    # projects/P/locations/R/customJobs/ID
+    fields = dict(zip(parts[0::2], parts[1::2]))
+    return domain.VERTEX_CUSTOM_JOB_CONSOLE_URL.format(
+        region=fields.get("locations", "?"), job_id=fields.get("customJobs", "?"),
+        project=fields.get("projects", "?"))
+
+
+def state_name(custom_job) -> str:
+    from google.cloud import aiplatform_v1
+
+    return aiplatform_v1.JobState(custom_job.state).name
+
+
+def submit(client, job: VertexJob, custom_job):
+    from google.api_core import exceptions
+
+    try:
+        return client.create_custom_job(parent=job.parent, custom_job=custom_job)
+    except exceptions.GoogleAPICallError as exc:
+        raise UserError(f"Vertex AI rejected the job: {exc.message or exc}", 1) from None
+
+
+def follow(client, name: str, *, poll_seconds: float, echo: Callable[[str], None],
+           sleep: Callable[[float], None] = time.sleep):
+    """Poll the job until it reaches a terminal state; print each state change. Returns the job."""
+    from google.api_core import exceptions
+    from google.api_core import retry as retries
+
+    retry = retries.Retry(predicate=retries.if_transient_error, initial=1.0, maximum=30.0, timeout=300.0)
+    last = None
+    while True:
+        try:
+            current = client.get_custom_job(name=name, retry=retry)
+        except exceptions.GoogleAPICallError as exc:
+            raise UserError(f"cannot read the state of {name}: {exc.message or exc}", 1) from None
+        state = state_name(current)
+        if state != last:
+            echo(f"state: {state}")
+            last = state
+        if state in TERMINAL_STATES:
+            return current
+        sleep(poll_seconds)
+
+
+# --------------------------------------------------------------------------------------------
+# `tpuctl train --target vertex`: defaults from the stack, then build / upload / submit / follow
+# --------------------------------------------------------------------------------------------
+
+def plan_job(opts, outputs, *, region: str | None = None, job_name: str | None = None,
+             image: str | None = None) -> VertexJob:
+    """Validate everything and assemble the job; nothing is built or uploaded here.
+
+    ``opts`` is a ``tpuctl.launch.TrainOptions``; ``outputs`` the stack's ``StackOutputs``.
+    """
+    from tpuctl.launch import check_common, model_args, timestamp
+
+    check_common(opts)
+    accel = domain.parse_accelerator(opts.accelerator or "cpu")
+    if outputs is None:
+        raise UserError("--target vertex needs the stack's outputs: pass --stack NAME or --outputs FILE")
+    project = outputs.project
+    if not project:
+        raise UserError("the stack outputs have no 'project'")
+    region = region or outputs.region
+    if not region:
+        raise UserError("no region: the stack outputs have no 'region'; pass --region")
+    check_accelerator(accel, opts.workers, region)
+    name = job_name or f"tpuctl-train-{timestamp()}"
+    validate_display_name(name)
+
+    staging = outputs.bucket("staging")
+    if not staging:
+        raise UserError("the stack outputs have no staging bucket (buckets.staging) to upload the trainer to")
+    base_output = opts.model_dir
+    if base_output:
+        if not base_output.startswith("gs://"):
+            raise UserError(f"--model-dir {base_output}: a Vertex AI job writes to Cloud Storage; use gs://BUCKET/PATH")
+        domain.bucket_name_from(base_output)
+        base_output = base_output.rstrip("/")
+    else:
+        artifacts = outputs.bucket_url("artifacts")
+        if not artifacts:
+            raise UserError("the stack outputs have no artifacts bucket; pass --model-dir gs://BUCKET/PATH")
+        base_output = f"{artifacts}/runs/{name}"
+    data_dir = opts.data_dir or outputs.bucket_url("data")
+    if not data_dir:
+        raise UserError("no training data: the stack has no data bucket; pass --data-dir gs://BUCKET/PATH")
+    if not data_dir.startswith("gs://"):
+        raise UserError(f"--data-dir {data_dir}: a Vertex AI job reads from Cloud Storage; upload it with "
+                        "`tpuctl data make-tfrecords SRC gs://BUCKET/PATH` and pass that")
+    domain.bucket_name_from(data_dir)
+
+    service_account = outputs.training_service_account or outputs.principals.get(domain.TRAINING_SA_KEYWORD)
+    labels = {**outputs.labels, "tpuctl-command": "train", "accelerator": accel.name,
+              "model": opts.model or ("hub" if opts.hub_handle else "small_cnn")}
+    domain.validate_labels(labels)
+
+    training_image = domain.VERTEX_TRAINING_IMAGES[accel.kind]
+    args = ["--distribution_strategy", strategy_for(accel, opts.workers)]
+    if accel.kind == "gpu":
+        args += ["--num_gpus", str(accel.gpu_count)]
+    args += ["--data_dir", data_dir.rstrip("/"), "--model_dir", f"{base_output}/model", *model_args(opts),
+             *opts.extra]
+    env = {"TF_USE_LEGACY_KERAS": "1"}
+    hub_cache = opts.hub_cache_dir or outputs.tfhub_cache_dir
+    if hub_cache:
+        env["TFHUB_CACHE_DIR"] = hub_cache
+    if accel.kind == "tpu":
+        # On a Vertex AI TPU VM the TPU is attached to the host the trainer runs on.
+        env["TPU_NAME"] = "local"
+    return VertexJob(
+        project=project, region=region, display_name=name, accelerator=accel, workers=opts.workers,
+        image_uri=image or training_image.uri(region),
+        package_uri=f"gs://{staging}/tpuctl/packages/{name}/{sdist_filename()}",
+        trainer_args=args, env=env, service_account=service_account, base_output_dir=base_output,
+        labels=labels,
+    )
+
+
+@dataclass
+class Submission:
+    name: str
+    state: str
+    console_url: str
+    error: str | None = None
+
+
+def run_job(job: VertexJob, *, wait: bool = True, poll_seconds: float = 30.0,
+            echo: Callable[[str], None] = print) -> Submission:
+    """Build the sdist, upload it to staging, create the CustomJob and (unless wait=False) follow it."""
+    from google.api_core import exceptions
+
+    custom_job = build_custom_job(job)
+    tensorflow = domain.VERTEX_TRAINING_IMAGES[job.accelerator.kind].tensorflow
+    with tempfile.TemporaryDirectory(prefix="tpuctl-package-") as tmp:
+        sdist = build_trainer_sdist(Path(tmp), tensorflow)
+        try:
+            upload_package(sdist, job.package_uri, job.project)
+        except exceptions.GoogleAPICallError as exc:
+            raise UserError(f"uploading the trainer package to {job.package_uri} failed: {exc.message or exc}", 1) from None
+    echo(f"uploaded trainer package: {job.package_uri}")
+    client = job_client(job.region)
+    created = submit(client, job, custom_job)
+    url = console_url(created.name)
+    echo(f"submitted {created.name}")
+    echo(f"console: {url}")
+    if not wait:
+        return Submission(created.name, state_name(created), url)
+    final = follow(client, created.name, poll_seconds=poll_seconds, echo=echo)
+    state = state_name(final)
+    error = final.error.message if final.error and final.error.message else None
+    return Submission(created.name, state, url, error)
