@@ -8,4 +8,5 @@ import warnings
 
 # google-api-core warns about the interpreter's end of life on every import; the CLI's stderr
 # is for the user's errors.
-warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\..*")
+warnings.filterwarnings("ignore", message=r"You are using a Python version .* which Google will stop supporting",
+                        category=FutureWarning)

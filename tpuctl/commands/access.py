@@ -1,7 +1,136 @@
-"""Commands of this group are registered by their owner issue; see tpuctl/cli.py."""
+"""``tpuctl grant-access``, ``tpuctl doctor``, ``tpuctl bootstrap``: thin wrappers over bootstrap/."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+from typing import List, Optional
 
 import typer
 
+from tpuctl.errors import UserError, handle_errors
+
+# google-api-core warns about the interpreter's end of life on import; stderr is for the user's errors.
+warnings.filterwarnings("ignore", message=r"You are using a Python version .* which Google will stop supporting",
+                        category=FutureWarning)
+
+_STACK_HELP = "Take project, buckets and principals from this Pulumi stack's outputs."
+_OUTPUTS_HELP = "Take project, buckets and principals from this JSON file (`pulumi stack output --json`)."
+
+
+def _confirm_or_refuse(yes: bool, what: str) -> None:
+    """Without --yes we ask on a terminal; with no terminal (CI) we refuse rather than guess."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise UserError(f"stdin is not a terminal, so tpuctl cannot ask before it {what}; "
+                        "review with --dry-run, then re-run with --yes")
+    if not typer.confirm(f"Apply: {what}?", default=False):
+        raise UserError("cancelled; nothing was written", exit_code=1)
+
+
+@contextmanager
+def _object_progress(bucket: str):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn(f"gs://{bucket} objects"), BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), transient=False) as progress:
+        task = progress.add_task("objects", total=None)
+        yield (lambda n: progress.advance(task, n)), (lambda total: progress.update(task, total=total))
+
+
+def grant_access(
+    project: Optional[str] = typer.Option(None, "--project", help="Google Cloud project id."),
+    read_bucket: List[str] = typer.Option([], "--read-bucket", help="Bucket the job reads (name or gs://); repeatable."),
+    write_bucket: List[str] = typer.Option([], "--write-bucket", help="Bucket the job writes (name or gs://); repeatable."),
+    principal: List[str] = typer.Option(
+        [], "--principal",
+        help="tpu-agent, tpu-vm-agent, vertex-agent, training-sa, an e-mail or a member string; repeatable."),
+    mode: Optional[str] = typer.Option(None, "--mode", help="bucket (least privilege, default) or project."),
+    role: List[str] = typer.Option([], "--role", help="Grant this role instead of the mode's role set (predefined or projects/P/roles/R); repeatable."),
+    via: str = typer.Option("iam", "--via", help="iam (default) or acl (fine-grained buckets without uniform access)."),
+    existing_objects: bool = typer.Option(False, "--existing-objects", help="With --via acl: also add READER to objects already in the bucket."),
+    stack: Optional[str] = typer.Option(None, "--stack", help=_STACK_HELP),
+    outputs: Optional[Path] = typer.Option(None, "--outputs", help=_OUTPUTS_HELP),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the binding diff per resource and write nothing."),
+    revoke: bool = typer.Option(False, "--revoke", help="Remove the named members from the named roles (only those)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation (required when stdin is not a terminal)."),
+) -> None:
+    """Grant (or revoke) training principals access to buckets, additively and safely."""
+    from bootstrap import access
+    from tpuctl.stack import load_outputs
+
+    stack_outputs = load_outputs(stack=stack, outputs_file=outputs)
+    req = access.GrantRequest(
+        project=project, read_buckets=list(read_bucket), write_buckets=list(write_bucket),
+        principals=list(principal), mode=mode, via=via, roles=list(role), revoke=revoke,
+        existing_objects=existing_objects, outputs=stack_outputs,
+    )
+    plan = access.plan_grants(req)
+    for line in access.render_diff(plan):
+        typer.echo(line)
+    pending = plan.changes or plan.object_acl_buckets
+    if not pending:
+        typer.echo("nothing to revoke: none of the named members hold the named roles" if revoke
+                   else "everything is already granted; nothing written")
+        return
+    if dry_run:
+        typer.echo(f"dry run: {len(plan.changes)} change(s) shown, nothing written")
+        return
+    _confirm_or_refuse(yes, f"writes {len(plan.changes)} change(s)")
+    written = access.execute(plan, log=typer.echo, object_progress=_object_progress)
+    typer.echo(f"done: {len(written)} change(s) written")
+
+
+def doctor(
+    project: Optional[str] = typer.Option(None, "--project", help="Google Cloud project id."),
+    stack: Optional[str] = typer.Option(None, "--stack", help="Check what this Pulumi stack set up."),
+    outputs: Optional[Path] = typer.Option(None, "--outputs", help="Check what these stack outputs describe."),
+) -> None:
+    """Check credentials, APIs, agents, bucket permissions, hub cache and quota preferences."""
+    from bootstrap import doctor as doctor_mod
+    from tpuctl.stack import load_outputs
+
+    stack_outputs = load_outputs(stack=stack, outputs_file=outputs)
+    if stack_outputs is None and project is None:
+        raise UserError("give --stack NAME or --outputs FILE (or at least --project)")
+    failed = 0
+    for check in doctor_mod.run_checks(stack_outputs, project=project):
+        typer.echo(check.line())
+        failed += not check.ok
+    if failed:
+        typer.echo(f"{failed} check(s) failed", err=True)
+        raise typer.Exit(1)
+    typer.echo("all checks passed")
+
+
+def bootstrap(
+    project: str = typer.Option(..., "--project", help="Google Cloud project id."),
+    bucket: Optional[str] = typer.Option(None, "--bucket", help="State bucket name (default: <project>-pulumi-state)."),
+    location: str = typer.Option("US", "--location", help="State bucket location (region or multi-region)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be created or enabled; change nothing."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation (required when stdin is not a terminal)."),
+) -> None:
+    """Create the Pulumi state bucket and enable the APIs Pulumi needs before the first `pulumi up`."""
+    from bootstrap import state
+
+    plan = state.plan_bootstrap(project, bucket=bucket, location=location)
+    for line in plan.lines():
+        typer.echo(line)
+    if not plan.pending:
+        typer.echo("already bootstrapped; nothing to do")
+    elif dry_run:
+        typer.echo("dry run: nothing changed")
+        return
+    else:
+        _confirm_or_refuse(yes, "creates/enables the items marked +")
+        state.execute(plan, log=typer.echo)
+    typer.echo(f"pulumi login {plan.backend_url}")
+
 
 def register(app: typer.Typer) -> None:
-    return None
+    app.command("grant-access")(handle_errors(grant_access))
+    app.command("doctor")(handle_errors(doctor))
+    app.command("bootstrap")(handle_errors(bootstrap))

@@ -1,0 +1,217 @@
+"""``tpuctl grant-access``: the imperative twin of infra/'s additive IAM.
+
+Two phases so bad input never leaves a half-done job: ``plan_grants`` validates every name and
+reads every policy (nothing written; errors are one line, exit 2), ``execute`` makes sure the
+agents / training SA exist and then writes each resource's change with the etag it reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from bootstrap import acl as acl_mod
+from bootstrap import grants, principals as principals_mod
+from tpuctl import domain
+from tpuctl.errors import UserError
+from tpuctl.stack import StackOutputs
+
+
+@dataclass
+class GrantRequest:
+    project: str | None = None
+    read_buckets: list[str] = field(default_factory=list)
+    write_buckets: list[str] = field(default_factory=list)
+    principals: list[str] = field(default_factory=list)
+    mode: str | None = None           # bucket | project (default: outputs' access_mode, else bucket)
+    via: str = "iam"                  # iam | acl
+    roles: list[str] = field(default_factory=list)   # override the mode's role set
+    revoke: bool = False
+    existing_objects: bool = False
+    outputs: StackOutputs | None = None
+
+
+@dataclass
+class Step:
+    target: Any                       # grants.BucketPolicy | grants.ProjectPolicy | acl.BucketAcl
+    wanted: list[tuple[str, str]]
+    changes: list[grants.Change]
+
+    @property
+    def is_acl(self) -> bool:
+        return isinstance(self.target, acl_mod.BucketAcl)
+
+
+@dataclass
+class GrantPlan:
+    request: GrantRequest
+    project: str | None
+    mode: str
+    principals: list[principals_mod.Principal]
+    steps: list[Step]
+    object_acl_buckets: list[str] = field(default_factory=list)
+
+    @property
+    def changes(self) -> list[grants.Change]:
+        return [c for s in self.steps for c in s.changes]
+
+
+def storage_client(project: str | None = None):
+    from google.cloud import storage
+
+    return storage.Client(project=project) if project else storage.Client()
+
+
+def _bucket_names(values: list[str]) -> list[str]:
+    out: list[str] = []
+    for v in values:
+        name = domain.bucket_name_from(v)
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def _defaults_from_outputs(req: GrantRequest) -> tuple[str | None, list[str], list[str], list[str], dict[str, str]]:
+    o = req.outputs
+    project = req.project or (o.project if o else None)
+    reads, writes, principals = list(req.read_buckets), list(req.write_buckets), list(req.principals)
+    known: dict[str, str] = {}
+    if o is not None:
+        if not reads and not writes:
+            reads = [o.buckets[p] for p in domain.READ_BUCKETS if p in o.buckets]
+            writes = [o.buckets[p] for p in domain.WRITE_BUCKETS if p in o.buckets]
+        if not principals:
+            principals = list(o.principals)
+        known = dict(o.principals)
+        if o.training_service_account:
+            known.setdefault(domain.TRAINING_SA_KEYWORD, o.training_service_account)
+    return project, reads, writes, principals, known
+
+
+def plan_grants(req: GrantRequest, client=None, crm_client=None) -> GrantPlan:
+    """Validate everything and read every policy. Raises UserError/DomainError; writes nothing."""
+    project, reads, writes, principal_values, known = _defaults_from_outputs(req)
+    mode = req.mode or (req.outputs.access_mode if req.outputs and req.outputs.access_mode else domain.DEFAULT_ACCESS_MODE)
+    domain.validate_access_mode(mode)
+    if req.via not in ("iam", "acl"):
+        raise UserError(f"--via {req.via!r} must be 'iam' or 'acl'")
+    if project is not None:
+        domain.validate_project_id(project)
+    reads, writes = _bucket_names(reads), _bucket_names(writes)
+    if not principal_values:
+        raise UserError("name at least one --principal (tpu-agent, tpu-vm-agent, vertex-agent, training-sa, "
+                        "an e-mail or a member string), or pass --stack/--outputs")
+    principals_mod.classify_all(principal_values)   # offline: unknown keyword -> exit 2 before any call
+    if mode == "project":
+        if project is None:
+            raise UserError("--mode project needs --project (or --stack/--outputs)")
+        if req.via == "acl":
+            raise UserError("--via acl grants bucket ACL entries; it does not combine with --mode project")
+    elif not reads and not writes:
+        raise UserError("name at least one --read-bucket or --write-bucket (or pass --stack/--outputs)")
+    if req.existing_objects and req.via != "acl":
+        raise UserError("--existing-objects adds object ACL entries; use it with --via acl")
+    for role in req.roles:
+        domain.validate_role(role)
+        if domain.is_predefined_role(role) and role in domain.FORBIDDEN_ROLES:
+            raise UserError(f"tpuctl never grants {role} to a training principal")
+        if mode == "bucket" and role in domain.PROJECT_MODE_ONLY_ROLES:
+            raise UserError(f"{role} is granted only in --mode project")
+
+    custom = [r for r in req.roles if domain.is_custom_role(r)]
+    if custom:
+        iam = principals_mod.iam_client()
+        for role in custom:
+            principals_mod.check_custom_role(role, iam)
+
+    number = req.outputs.project_number if req.outputs else None
+    resolved = principals_mod.resolve(principal_values, project, number=number, known=known)
+    members = [p.member for p in resolved]
+
+    steps: list[Step] = []
+    if mode == "project":
+        from google.cloud import resourcemanager_v3
+
+        from bootstrap import clients
+
+        crm = crm_client or resourcemanager_v3.ProjectsClient(**clients.client_kwargs("crm"))
+        roles = req.roles or list(domain.PROJECT_MODE_ROLES)
+        target = grants.ProjectPolicy(crm, project)
+        wanted = [(m, r) for m in members for r in roles]
+        steps.append(Step(target, wanted, grants.plan(target, wanted, req.revoke)))
+        if reads or writes:
+            client = client or storage_client(project)
+            for name in dict.fromkeys(reads + writes):
+                grants.BucketPolicy(client, name).check_exists()
+        return GrantPlan(req, project, mode, resolved, steps)
+
+    client = client or storage_client(project)
+    object_acl_buckets: list[str] = []
+    for name in dict.fromkeys(reads + writes):
+        is_write = name in writes
+        if req.via == "acl":
+            entities = [acl_mod.acl_entity(m) for m in members]
+            bucket_acl = acl_mod.BucketAcl(client, name, "acl")
+            wanted = [(e, "WRITER" if is_write else "READER") for e in entities]
+            steps.append(Step(bucket_acl, wanted, acl_mod.plan(bucket_acl, wanted, req.revoke)))
+            default_acl = acl_mod.BucketAcl(client, name, "defaultObjectAcl")
+            dwanted = [(e, "READER") for e in entities]
+            steps.append(Step(default_acl, dwanted, acl_mod.plan(default_acl, dwanted, req.revoke)))
+            if req.existing_objects:
+                object_acl_buckets.append(name)
+            continue
+        roles = list(req.roles) or list(
+            dict.fromkeys((domain.BUCKET_READ_ROLES if name in reads else ()) + (domain.BUCKET_WRITE_ROLES if is_write else ()))
+        )
+        target = grants.BucketPolicy(client, name)
+        wanted = [(m, r) for m in members for r in roles]
+        steps.append(Step(target, wanted, grants.plan(target, wanted, req.revoke)))
+    return GrantPlan(req, project, mode, resolved, steps, object_acl_buckets)
+
+
+def render_diff(plan: GrantPlan) -> list[str]:
+    """One header line per resource, then ``+ member role`` / ``- member role`` lines."""
+    lines: list[str] = []
+    for step in plan.steps:
+        if step.changes:
+            lines.append(step.target.resource)
+            lines.extend(c.line() for c in step.changes)
+        else:
+            lines.append(f"{step.target.resource}: {'nothing to revoke' if plan.request.revoke else 'already granted'}")
+    for name in plan.object_acl_buckets:
+        verb = "remove" if plan.request.revoke else "add"
+        lines.append(f"gs://{name} (existing objects): {verb} READER for "
+                     + ", ".join(acl_mod.acl_entity(p.member) for p in plan.principals))
+    return lines
+
+
+def execute(plan: GrantPlan, log: Callable[[str], None] = print,
+            object_progress: Callable[[str], Any] | None = None, ensure_accounts: bool = True) -> list[grants.Change]:
+    """Write the plan. Returns the changes written (re-computed per resource at write time)."""
+    if ensure_accounts and not plan.request.revoke:
+        principals_mod.ensure_exists(plan.principals, plan.project, log=log)
+    written: list[grants.Change] = []
+    for step in plan.steps:
+        if not step.changes:
+            continue   # already as wanted at plan time: no write (idempotent runs make zero calls)
+        if step.is_acl:
+            done = acl_mod.apply(step.target, step.wanted, plan.request.revoke)
+        else:
+            done = grants.apply(step.target, step.wanted, plan.request.revoke)
+        written.extend(done)
+        if done:
+            log(f"{step.target.resource}: {len(done)} binding change(s) written")
+        else:
+            log(f"{step.target.resource}: already as wanted (changed concurrently), nothing written")
+    for name in plan.object_acl_buckets:
+        client = plan.steps[0].target.client
+        entities = [acl_mod.acl_entity(p.member) for p in plan.principals]
+        ctx = object_progress(name) if object_progress else None
+        if ctx is None:
+            n = acl_mod.grant_existing_objects(client, name, entities, plan.request.revoke)
+        else:
+            with ctx as (advance, set_total):
+                n = acl_mod.grant_existing_objects(client, name, entities, plan.request.revoke,
+                                                   progress=advance, on_total=set_total)
+        log(f"gs://{name}: {n} existing object(s) updated")
+    return written

@@ -1,0 +1,172 @@
+"""``grant-access --via acl``: fine-grained (ACL) access for existing buckets without uniform access.
+
+A bucket ACL entry (READER for read buckets, WRITER for write buckets) plus a default object ACL
+READER entry (objects written later); ``--existing-objects`` adds READER to each object already
+there. Writes carry ``if_metageneration_match`` of the metadata they read, so a concurrent change
+makes the server answer 412 and the same conflict retry as IAM re-reads and re-applies.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from bootstrap.grants import Change, _conflict_retry, compute_changes
+from tpuctl.errors import UserError
+
+_ENTITY_PREFIX = {"user": "user", "serviceAccount": "user", "group": "group", "domain": "domain"}
+
+
+def acl_entity(member: str) -> str:
+    """IAM member -> ACL entity (``serviceAccount:x`` -> ``user-x``)."""
+    kind, _, rest = member.partition(":")
+    if kind not in _ENTITY_PREFIX:
+        raise UserError(f"{member} cannot be given an ACL entry (only users, service accounts, groups and domains); "
+                        "use bucket IAM (drop --via acl)")
+    return f"{_ENTITY_PREFIX[kind]}-{rest}"
+
+
+def _acl_bindings(acl) -> list[dict]:
+    """ACL entries as IAM-like bindings so compute_changes can diff them (role = READER/WRITER)."""
+    by_role: dict[str, set[str]] = {}
+    for entry in acl:
+        by_role.setdefault(entry["role"], set()).add(entry["entity"])
+    return [{"role": r, "members": m} for r, m in by_role.items()]
+
+
+def _satisfied(bindings: list[dict], entity: str, role: str) -> bool:
+    """WRITER/OWNER already include READER; do not add a weaker entry next to a stronger one."""
+    order = {"READER": 0, "WRITER": 1, "OWNER": 2}
+    return any(entity in b["members"] and order.get(b["role"], -1) >= order[role] for b in bindings)
+
+
+@dataclass
+class BucketAcl:
+    """Bucket ACL (``kind="acl"``) or default object ACL (``kind="defaultObjectAcl"``)."""
+
+    client: Any
+    name: str
+    kind: str = "acl"
+    writes: int = field(default=0)
+
+    @property
+    def resource(self) -> str:
+        return f"gs://{self.name} ({'bucket ACL' if self.kind == 'acl' else 'default object ACL'})"
+
+    def check_exists(self):
+        from google.api_core import exceptions
+
+        try:
+            bucket = self.client.get_bucket(self.name)
+        except exceptions.NotFound:
+            raise UserError(f"bucket gs://{self.name} does not exist (check the name, or create it first)") from None
+        except exceptions.Forbidden:
+            raise UserError(f"permission denied reading bucket gs://{self.name}: you need storage.buckets.get") from None
+        if bucket.iam_configuration.uniform_bucket_level_access_enabled:
+            raise UserError(
+                f"gs://{self.name} uses uniform bucket-level access, where ACLs are disabled; "
+                "grant bucket IAM roles instead (drop --via acl)"
+            )
+        return bucket
+
+    def _acl(self, bucket):
+        return bucket.acl if self.kind == "acl" else bucket.default_object_acl
+
+    def read(self):
+        from google.api_core import exceptions
+
+        bucket = self.client.bucket(self.name)
+        try:
+            bucket.reload(projection="noAcl")   # metageneration first: a later ACL change then fails the write
+            acl = self._acl(bucket)
+            acl.reload()
+        except exceptions.NotFound:
+            raise UserError(f"bucket gs://{self.name} does not exist") from None
+        except exceptions.Forbidden:
+            raise UserError(f"permission denied reading the ACL of gs://{self.name}: you need storage.buckets.get "
+                            "and OWNER access to the bucket") from None
+        except exceptions.BadRequest:
+            raise UserError(f"gs://{self.name} refuses ACL access (uniform bucket-level access?); "
+                            "grant bucket IAM roles instead (drop --via acl)") from None
+        return bucket
+
+    def bindings(self, bucket) -> list[dict]:
+        return _acl_bindings(self._acl(bucket))
+
+    def write(self, bucket, changes: list[Change]) -> None:
+        acl = self._acl(bucket)
+        for c in changes:
+            kind, _, ident = c.member.partition("-")
+            entity = acl.entity(kind, ident)
+            if c.action == "+":
+                entity.grant(c.role)
+            else:
+                entity.revoke(c.role)
+        acl.save(if_metageneration_match=bucket.metageneration)
+        self.writes += 1
+
+
+def acl_changes(target: BucketAcl, bucket, wanted: Iterable[tuple[str, str]], revoke: bool) -> list[Change]:
+    bindings = target.bindings(bucket)
+    if revoke:
+        return compute_changes(target.resource, bindings, wanted, True)
+    todo = [(e, r) for e, r in wanted if not _satisfied(bindings, e, r)]
+    return compute_changes(target.resource, bindings, todo, False)
+
+
+def plan(target: BucketAcl, wanted, revoke: bool) -> list[Change]:
+    target.check_exists()
+    return acl_changes(target, target.read(), wanted, revoke)
+
+
+def apply(target: BucketAcl, wanted, revoke: bool) -> list[Change]:
+    wanted = list(wanted)
+
+    def attempt():
+        bucket = target.read()
+        changes = acl_changes(target, bucket, wanted, revoke)
+        if changes:
+            target.write(bucket, changes)
+        return changes
+
+    return _conflict_retry()(attempt)()
+
+
+def grant_existing_objects(client, bucket_name: str, entities: list[str], revoke: bool = False,
+                           workers: int = 16, progress: Callable[[int], None] | None = None,
+                           on_total: Callable[[int], None] | None = None) -> int:
+    """READER for ``entities`` on every object in the bucket, in parallel. Returns objects changed."""
+    blobs = list(client.list_blobs(bucket_name))
+    if on_total:
+        on_total(len(blobs))
+
+    def one(blob) -> bool:
+        def attempt() -> bool:
+            blob.reload(projection="noAcl")
+            blob.acl.reload()
+            changed = False
+            for e in entities:
+                kind, _, ident = e.partition("-")
+                entity = blob.acl.entity(kind, ident)
+                has = "READER" in entity.get_roles() or "OWNER" in entity.get_roles()
+                if revoke and "READER" in entity.get_roles():
+                    entity.revoke_read()
+                    changed = True
+                elif not revoke and not has:
+                    entity.grant_read()
+                    changed = True
+            if changed:
+                blob.acl.save(if_metageneration_match=blob.metageneration)
+            return changed
+
+        return _conflict_retry()(attempt)()
+
+    changed = 0
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(one, b) for b in blobs]
+        for fut in as_completed(futures):
+            changed += bool(fut.result())
+            if progress:
+                progress(1)
+    return changed

@@ -1,0 +1,231 @@
+"""Additive IAM grants on buckets (google-cloud-storage) and projects (resource manager v3).
+
+Every write is a read-modify-write that carries the etag it read. When another writer got there
+first the server answers 409/412; google-api-core's Retry then re-reads the policy and re-applies
+only this run's own change (computed afresh against the new policy), so concurrent runs never
+drop each other's bindings. Conditional bindings and bindings for other roles/members are never
+touched: a grant adds a member to the unconditional binding of a role, a revoke removes only the
+named members from the named roles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from tpuctl.errors import UserError
+
+#: (member, role) pairs one run wants present (grant) or absent (revoke) on one resource.
+Want = tuple[str, str]
+
+
+@dataclass(frozen=True, order=True)
+class Change:
+    resource: str   # "gs://bucket" or "projects/ID"
+    action: str     # "+" add, "-" remove
+    member: str
+    role: str
+
+    def line(self) -> str:
+        return f"  {self.action} {self.member} {self.role}"
+
+
+def _conflict_retry():
+    from google.api_core import exceptions, retry
+
+    # Full-jitter backoff: with 16 writers on one policy, fixed delays would collide again.
+    return retry.Retry(
+        predicate=retry.if_exception_type(exceptions.Conflict, exceptions.PreconditionFailed,
+                                          exceptions.Aborted),
+        initial=0.05, maximum=2.0, multiplier=2.0, timeout=300.0,
+    )
+
+
+def compute_changes(resource: str, bindings: Iterable[dict], wanted: Iterable[Want], revoke: bool) -> list[Change]:
+    """The changes needed on ``bindings`` (dicts with role/members/condition). Only unconditional
+    bindings count: a conditional grant is not the grant this run makes."""
+    present: dict[str, set[str]] = {}
+    for b in bindings:
+        if b.get("condition"):
+            continue
+        present.setdefault(b["role"], set()).update(b.get("members") or ())
+    changes = []
+    for member, role in sorted(set(wanted)):
+        has = member in present.get(role, ())
+        if revoke and has:
+            changes.append(Change(resource, "-", member, role))
+        elif not revoke and not has:
+            changes.append(Change(resource, "+", member, role))
+    return changes
+
+
+def apply_to_bindings(bindings: list[dict], changes: Iterable[Change]) -> list[dict]:
+    """Return new bindings with ``changes`` applied; everything else kept exactly as read."""
+    out = [dict(b, members=set(b.get("members") or ())) for b in bindings]
+    emptied: set[int] = set()
+    for c in changes:
+        targets = [i for i, b in enumerate(out) if b["role"] == c.role and not b.get("condition")]
+        if c.action == "+":
+            if targets:
+                out[targets[0]]["members"].add(c.member)
+            else:
+                out.append({"role": c.role, "members": {c.member}})
+        else:
+            for i in targets:
+                if c.member in out[i]["members"]:
+                    out[i]["members"].discard(c.member)
+                    if not out[i]["members"]:
+                        emptied.add(i)
+    return [b for i, b in enumerate(out) if i not in emptied]
+
+
+# --------------------------------------------------------------------------------------------
+# Resources: a bucket's IAM policy, a project's IAM policy
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class BucketPolicy:
+    """Bucket IAM through google-cloud-storage, policy version 3 (conditions preserved)."""
+
+    client: Any
+    name: str
+    writes: int = field(default=0)
+
+    @property
+    def resource(self) -> str:
+        return f"gs://{self.name}"
+
+    def check_exists(self):
+        from google.api_core import exceptions
+
+        try:
+            return self.client.get_bucket(self.name)
+        except exceptions.NotFound:
+            raise UserError(f"bucket gs://{self.name} does not exist (check the name, or create it first)") from None
+        except exceptions.Forbidden:
+            raise UserError(
+                f"permission denied reading bucket gs://{self.name}: you need storage.buckets.get on it "
+                "(e.g. roles/storage.admin)"
+            ) from None
+
+    def read(self):
+        from google.api_core import exceptions
+
+        try:
+            return self.client.bucket(self.name).get_iam_policy(requested_policy_version=3)
+        except exceptions.NotFound:
+            raise UserError(f"bucket gs://{self.name} does not exist (check the name, or create it first)") from None
+        except exceptions.Forbidden:
+            raise UserError(
+                f"permission denied reading the IAM policy of gs://{self.name}: you need "
+                "storage.buckets.getIamPolicy on it (e.g. roles/storage.admin)"
+            ) from None
+
+    @staticmethod
+    def bindings(policy) -> list[dict]:
+        return [dict(b) for b in policy.bindings]
+
+    def write(self, policy, changes: list[Change]) -> None:
+        policy.bindings = apply_to_bindings(self.bindings(policy), changes)
+        policy.version = 3
+        self.client.bucket(self.name).set_iam_policy(policy)
+        self.writes += 1
+
+
+@dataclass
+class ProjectPolicy:
+    """Project IAM through google-cloud-resource-manager (ProjectsClient, REST)."""
+
+    client: Any
+    project: str
+    writes: int = field(default=0)
+
+    @property
+    def resource(self) -> str:
+        return f"projects/{self.project}"
+
+    def check_exists(self):
+        return None
+
+    def read(self):
+        from google.api_core import exceptions
+
+        try:
+            return self.client.get_iam_policy(
+                request={"resource": self.resource, "options": {"requested_policy_version": 3}}
+            )
+        except exceptions.NotFound:
+            raise UserError(f"project {self.project} does not exist or you cannot see it") from None
+        except exceptions.Forbidden:
+            raise UserError(
+                f"permission denied reading the IAM policy of project {self.project}: you need "
+                "resourcemanager.projects.getIamPolicy (e.g. roles/resourcemanager.projectIamAdmin)"
+            ) from None
+
+    @staticmethod
+    def bindings(policy) -> list[dict]:
+        return [
+            {"role": b.role, "members": list(b.members),
+             "condition": b.condition if b.HasField("condition") else None}
+            for b in policy.bindings
+        ]
+
+    def write(self, policy, changes: list[Change]) -> None:
+        for c in changes:
+            targets = [b for b in policy.bindings if b.role == c.role and not b.HasField("condition")]
+            if c.action == "+":
+                if targets:
+                    targets[0].members.append(c.member)
+                else:
+                    policy.bindings.add(role=c.role, members=[c.member])
+            else:
+                for b in targets:
+                    if c.member in b.members:
+                        b.members.remove(c.member)
+        # Drop only the unconditional bindings this run emptied.
+        for i in reversed(range(len(policy.bindings))):
+            b = policy.bindings[i]
+            if not b.members and not b.HasField("condition") and any(c.role == b.role for c in changes):
+                del policy.bindings[i]
+        policy.version = 3
+        self.client.set_iam_policy(request={"resource": self.resource, "policy": policy})
+        self.writes += 1
+
+
+def plan(target, wanted: Iterable[Want], revoke: bool) -> list[Change]:
+    """Read once (errors become one-line UserErrors) and return the changes this run would make."""
+    target.check_exists()
+    policy = target.read()
+    return compute_changes(target.resource, target.bindings(policy), wanted, revoke)
+
+
+def apply(target, wanted: Iterable[Want], revoke: bool) -> list[Change]:
+    """Read-modify-write with the etag read; on conflict re-read and re-apply this run's change.
+
+    Returns the changes actually written (empty when everything was already as wanted).
+    """
+    from google.api_core import exceptions
+
+    wanted = list(wanted)
+
+    def attempt() -> list[Change]:
+        policy = target.read()
+        changes = compute_changes(target.resource, target.bindings(policy), wanted, revoke)
+        if changes:
+            target.write(policy, changes)
+        return changes
+
+    try:
+        return _conflict_retry()(attempt)()
+    except exceptions.Forbidden as exc:
+        raise UserError(
+            f"permission denied writing the IAM policy of {target.resource}: you need "
+            f"{'storage.buckets.setIamPolicy' if isinstance(target, BucketPolicy) else 'resourcemanager.projects.setIamPolicy'}"
+            f" ({exc.message})", exit_code=1,
+        ) from None
+    except exceptions.BadRequest as exc:
+        raise UserError(f"{target.resource} rejected the new IAM policy: {exc.message}", exit_code=1) from None
+    except exceptions.RetryError:
+        raise UserError(
+            f"{target.resource}: the IAM policy kept changing under us for 5 minutes; run again", exit_code=1
+        ) from None

@@ -1,0 +1,206 @@
+"""Turn ``--principal`` values into IAM members, and make sure the accounts behind them exist.
+
+Keywords (tpu-agent, tpu-vm-agent, vertex-agent, training-sa) resolve through the project number
+(resource manager) and domain's e-mail formats; explicit e-mails/member strings need no API call.
+Agents are created with serviceusage v1beta1 ``generateServiceIdentity`` (no client library
+method covers it, so an authorised REST call); the training service account is looked up or
+created through the IAM admin API (google-cloud-iam ``iam_admin_v1``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from bootstrap import clients
+from tpuctl import domain
+from tpuctl.errors import UserError
+
+
+@dataclass(frozen=True)
+class Principal:
+    given: str             # what the user typed (keyword, e-mail or member)
+    member: str            # IAM member string
+    keyword: str | None = None
+
+    @property
+    def email(self) -> str:
+        return self.member.split(":", 1)[1]
+
+    @property
+    def agent(self) -> domain.AgentKind | None:
+        return domain.SERVICE_AGENTS.get(self.keyword or "")
+
+
+def project_number(project: str, known: str | None = None) -> str:
+    """The project number (stack outputs, else resource manager ``get_project``)."""
+    if known:
+        return str(known)
+    from google.api_core import exceptions
+    from google.cloud import resourcemanager_v3
+
+    client = resourcemanager_v3.ProjectsClient(**clients.client_kwargs("crm"))
+    try:
+        found = client.get_project(name=f"projects/{project}")
+    except exceptions.NotFound:
+        raise UserError(f"project {project} does not exist (check --project)") from None
+    except exceptions.Forbidden:
+        raise UserError(
+            f"permission denied reading project {project}: you need resourcemanager.projects.get "
+            "(e.g. roles/viewer) to resolve agent e-mails; or pass explicit member strings"
+        ) from None
+    return found.name.split("/", 1)[1]
+
+
+def classify_all(values: list[str]) -> list[tuple[str, str]]:
+    """Offline check of every ``--principal`` value; raises DomainError on the first bad one."""
+    return [domain.classify_principal(v) for v in values]
+
+
+def resolve(values: list[str], project: str | None, *, number: str | None = None,
+            training_sa: str | None = None, known: dict[str, str] | None = None) -> list[Principal]:
+    """Resolve principals to members. ``known`` maps keyword -> e-mail (stack outputs)."""
+    known = known or {}
+    classified = classify_all(values)
+    out: list[Principal] = []
+    for given, (kind, value) in zip(values, classified):
+        if kind == "member":
+            out.append(Principal(given, value))
+            continue
+        if value in known:
+            out.append(Principal(given, domain.member_for_email(known[value]), value))
+            continue
+        if project is None:
+            raise UserError(f"principal {value!r} needs --project (or --stack/--outputs) to resolve")
+        if value == domain.TRAINING_SA_KEYWORD:
+            email = training_sa or domain.training_sa_email(project)
+        else:
+            number = project_number(project, number)
+            email = domain.agent_email(value, number)
+        out.append(Principal(given, domain.member_for_email(email), value))
+    # Same member named twice (keyword and e-mail) counts once.
+    unique: dict[str, Principal] = {}
+    for p in out:
+        unique.setdefault(p.member, p)
+    return list(unique.values())
+
+
+# --------------------------------------------------------------------------------------------
+# Making sure the accounts exist
+# --------------------------------------------------------------------------------------------
+
+def generate_service_identity(project: str, service: str, *, poll_seconds: float = 1.0,
+                              timeout: float = 120.0) -> str | None:
+    """Create (or return) the service agent of ``service`` in ``project``; returns its e-mail."""
+    session = clients.authorized_session("serviceusage")
+    base = clients.base_url("serviceusage")
+    url = f"{base}/v1beta1/projects/{project}/services/{service}:generateServiceIdentity"
+    resp = session.post(url, json={}, timeout=60)
+    _raise_for(resp, f"creating the {service} service agent in {project}",
+               "serviceusage.services.use (e.g. roles/serviceusage.serviceUsageAdmin)")
+    op = resp.json()
+    deadline = time.monotonic() + timeout
+    while not op.get("done") and op.get("name"):
+        if time.monotonic() > deadline:
+            raise UserError(f"creating the {service} service agent did not finish in {timeout:.0f} s; run again", 1)
+        time.sleep(poll_seconds)
+        resp = session.get(f"{base}/v1beta1/{op['name']}", timeout=60)
+        _raise_for(resp, f"waiting for the {service} service agent", "serviceusage.services.use")
+        op = resp.json()
+    if "error" in op:
+        raise UserError(f"creating the {service} service agent failed: {op['error'].get('message', op['error'])}", 1)
+    return (op.get("response") or {}).get("email")
+
+
+def _raise_for(resp, doing: str, permission: str) -> None:
+    if resp.status_code < 400:
+        return
+    try:
+        message = resp.json().get("error", {}).get("message", "")
+    except ValueError:
+        message = resp.text[:200]
+    if resp.status_code == 403:
+        raise UserError(f"permission denied {doing}: you need {permission} ({message})", 1)
+    if resp.status_code == 404:
+        raise UserError(f"not found while {doing}: {message or 'check the project'}", 1)
+    raise UserError(f"HTTP {resp.status_code} while {doing}: {message}", 1)
+
+
+def iam_client():
+    from google.cloud import iam_admin_v1
+
+    return iam_admin_v1.IAMClient(**clients.client_kwargs("iam", transport="grpc"))
+
+
+def service_account_exists(project: str, email: str, client=None) -> bool:
+    from google.api_core import exceptions
+
+    client = client or iam_client()
+    try:
+        client.get_service_account(name=f"projects/{project}/serviceAccounts/{email}")
+        return True
+    except exceptions.NotFound:
+        return False
+
+
+def ensure_training_sa(project: str, email: str, client=None) -> bool:
+    """Look up the training SA; create it when missing. Returns True when it was created."""
+    from google.api_core import exceptions
+    from google.cloud import iam_admin_v1
+
+    client = client or iam_client()
+    if service_account_exists(project, email, client):
+        return False
+    account_id = email.split("@", 1)[0]
+    domain.validate_account_id(account_id)
+    if not email.endswith(f"@{project}.iam.gserviceaccount.com"):
+        raise UserError(f"service account {email} is not in project {project}; create it in its own project first", 1)
+    try:
+        client.create_service_account(
+            request=iam_admin_v1.CreateServiceAccountRequest(
+                name=f"projects/{project}", account_id=account_id,
+                service_account=iam_admin_v1.ServiceAccount(
+                    display_name="tpuctl training", description="Runs tpuctl training jobs (created by tpuctl)"),
+            )
+        )
+    except exceptions.AlreadyExists:
+        return False  # a concurrent run created it first
+    except exceptions.PermissionDenied:
+        raise UserError(
+            f"permission denied creating service account {email}: you need iam.serviceAccounts.create "
+            "(e.g. roles/iam.serviceAccountAdmin)", 1,
+        ) from None
+    return True
+
+
+def check_custom_role(role: str, client=None) -> None:
+    """Predefined roles: offline catalogue. Custom roles: must exist (IAM admin ``get_role``)."""
+    from google.api_core import exceptions
+
+    domain.validate_role(role)
+    if not domain.is_custom_role(role):
+        return
+    client = client or iam_client()
+    try:
+        found = client.get_role(request={"name": role})
+    except exceptions.NotFound:
+        raise UserError(f"custom role {role} does not exist") from None
+    except exceptions.PermissionDenied:
+        raise UserError(f"permission denied reading custom role {role}: you need iam.roles.get") from None
+    if found.deleted:
+        raise UserError(f"custom role {role} is deleted; undelete it or pick another role")
+
+
+def ensure_exists(principals: list[Principal], project: str | None, log=print) -> None:
+    """Create missing agents / the training SA (called after confirmation, before IAM writes)."""
+    done_services: set[str] = set()
+    for p in principals:
+        agent = p.agent
+        if agent is not None and project:
+            if agent.service not in done_services:
+                generate_service_identity(project, agent.service)
+                done_services.add(agent.service)
+                log(f"service agent for {agent.service} is present")
+        elif p.keyword == domain.TRAINING_SA_KEYWORD and project:
+            if ensure_training_sa(project, p.email):
+                log(f"created service account {p.email}")

@@ -1,0 +1,250 @@
+"""grant-access against a local server that enforces IAM etags (tests/ops/bootstrap/fakegoogle.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import TPUCTL
+from tpuctl.cli import app
+
+CONDITIONAL = {
+    "role": "roles/storage.objectViewer",
+    "members": ["group:ml-readers@example.com"],
+    "condition": {"title": "until-2030", "expression": "request.time < timestamp(\"2030-01-01T00:00:00Z\")"},
+}
+PRE_EXISTING = [
+    {"role": "roles/storage.legacyBucketOwner", "members": ["projectOwner:data-team-prj"]},
+    {"role": "roles/storage.objectViewer", "members": ["user:alice@example.com"]},
+    CONDITIONAL,
+]
+SA = "trainer@my-proj-1.iam.gserviceaccount.com"
+SA_MEMBER = f"serviceAccount:{SA}"
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def unconditional(bindings, role):
+    out = set()
+    for b in bindings:
+        if b["role"] == role and not b.get("condition"):
+            out |= set(b["members"])
+    return out
+
+
+def test_sixteen_concurrent_processes_keep_every_binding(fake, google_env):
+    fake.add_bucket("shared-data", PRE_EXISTING)
+    members = [f"serviceAccount:worker-{i:02d}@my-proj-1.iam.gserviceaccount.com" for i in range(16)]
+    cmd = [str(TPUCTL), "grant-access", "--read-bucket", "gs://shared-data", "--role", "roles/storage.objectViewer", "--yes"]
+
+    def one(member: str):
+        return subprocess.run(cmd + ["--principal", member], env=google_env, capture_output=True, text=True, timeout=240)
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        results = list(pool.map(one, members))
+    for r in results:
+        assert r.returncode == 0, r.stderr
+    bindings = fake.bucket_bindings("shared-data")
+    assert unconditional(bindings, "roles/storage.objectViewer") == {"user:alice@example.com", *members}
+    # pre-existing bindings untouched: the owner binding and the conditional one, byte for byte
+    assert {"role": "roles/storage.legacyBucketOwner", "members": ["projectOwner:data-team-prj"]} in bindings
+    assert CONDITIONAL in bindings
+    assert fake.set_calls["gs://shared-data"] == 16          # exactly one successful write per process
+    print("stale-etag rejections retried:", fake.conflicts.get("gs://shared-data", 0))
+
+    # second identical run (all 16 at once): zero setIamPolicy calls
+    again = subprocess.run(cmd + [a for m in members for a in ("--principal", m)], env=google_env,
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert "everything is already granted; nothing written" in again.stdout
+    assert fake.set_calls["gs://shared-data"] == 16
+
+    # revoke removes only what it names
+    revoke = run("grant-access", "--read-bucket", "shared-data", "--role", "roles/storage.objectViewer", "--revoke",
+                 "--yes", "--principal", members[3], "--principal", members[7], "--principal", "group:ml-readers@example.com")
+    assert revoke.exit_code == 0, revoke.output
+    after = fake.bucket_bindings("shared-data")
+    assert unconditional(after, "roles/storage.objectViewer") == {"user:alice@example.com", *members} - {members[3], members[7]}
+    assert CONDITIONAL in after     # the same group in a conditional binding is not "the named role" grant
+    assert {"role": "roles/storage.legacyBucketOwner", "members": ["projectOwner:data-team-prj"]} in after
+
+
+def test_conflict_reapplies_only_own_change(fake, google_env):
+    fake.add_bucket("data-bkt", PRE_EXISTING)
+    # another tool writes a binding between our read and our write: our set gets 412, we re-read
+    fake.interfere["gs://data-bkt"] = [{"role": "roles/storage.objectAdmin", "members": ["user:carol@example.com"]}]
+    r = run("grant-access", "--read-bucket", "data-bkt", "--principal", SA, "--yes")
+    assert r.exit_code == 0, r.output
+    assert fake.conflicts["gs://data-bkt"] == 1 and fake.set_calls["gs://data-bkt"] == 1
+    b = fake.bucket_bindings("data-bkt")
+    assert {"role": "roles/storage.objectAdmin", "members": ["user:carol@example.com"]} in b
+    assert unconditional(b, "roles/storage.objectViewer") == {"user:alice@example.com", SA_MEMBER}
+    assert unconditional(b, "roles/storage.legacyBucketReader") == {SA_MEMBER}
+    assert CONDITIONAL in b
+
+
+def test_dry_run_prints_exact_diff_and_writes_nothing(fake, google_env):
+    fake.add_bucket("data-bkt", PRE_EXISTING)
+    fake.add_bucket("out-bkt", [{"role": "roles/storage.objectUser", "members": [SA_MEMBER]}])
+    r = run("grant-access", "--read-bucket", "gs://data-bkt", "--write-bucket", "out-bkt",
+            "--principal", SA, "--principal", "user:alice@example.com", "--dry-run")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines() == [
+        "gs://data-bkt",
+        "  + serviceAccount:trainer@my-proj-1.iam.gserviceaccount.com roles/storage.legacyBucketReader",
+        "  + serviceAccount:trainer@my-proj-1.iam.gserviceaccount.com roles/storage.objectViewer",
+        "  + user:alice@example.com roles/storage.legacyBucketReader",
+        "gs://out-bkt",
+        "  + user:alice@example.com roles/storage.objectUser",
+        "dry run: 4 change(s) shown, nothing written",
+    ]
+    assert fake.set_calls == {}
+    # revoke dry run shows '-' lines for what is there, only for the named member
+    r = run("grant-access", "--write-bucket", "out-bkt", "--principal", SA, "--revoke", "--dry-run")
+    assert r.stdout.splitlines() == [
+        "gs://out-bkt",
+        f"  - {SA_MEMBER} roles/storage.objectUser",
+        "dry run: 1 change(s) shown, nothing written",
+    ]
+    assert fake.set_calls == {}
+
+
+def test_without_yes_and_without_terminal_refuses(fake, google_env):
+    fake.add_bucket("data-bkt")
+    r = run("grant-access", "--read-bucket", "data-bkt", "--principal", SA)
+    assert r.exit_code == 2
+    assert "stdin is not a terminal" in r.stderr and "--yes" in r.stderr
+    assert fake.set_calls == {}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--read-bucket", "data-bkt", "--principal", "tpu-agnet"], "unknown principal 'tpu-agnet'"),
+    (["--read-bucket", "Data_Bkt!", "--principal", SA], "bucket name 'Data_Bkt!'"),
+    (["--read-bucket", "missing-bkt", "--principal", SA], "bucket gs://missing-bkt does not exist"),
+    (["--read-bucket", "secret-bkt", "--principal", SA], "permission denied reading the IAM policy of gs://secret-bkt"),
+    (["--project", "Bad_Project", "--read-bucket", "data-bkt", "--principal", SA], "project id 'Bad_Project'"),
+    (["--read-bucket", "data-bkt", "--principal", "allUsers"], "public"),
+    (["--mode", "everything", "--read-bucket", "data-bkt", "--principal", SA], "access mode 'everything'"),
+])
+def test_bad_input_one_line_exit_2_nothing_written(fake, google_env, args, message):
+    fake.add_bucket("data-bkt", PRE_EXISTING)
+    fake.add_bucket("secret-bkt")
+    fake.forbidden_policy_read.add("secret-bkt")
+    # the valid bucket comes first: a later bad one must still stop everything before any write
+    r = run("grant-access", "--write-bucket", "data-bkt", *args, "--yes")
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], r.stderr
+    assert fake.set_calls == {}
+    assert fake.bucket_bindings("data-bkt") == PRE_EXISTING
+
+
+def test_keywords_resolve_via_project_number_and_create_agents(fake, google_env, iam_admin):
+    fake.add_project("my-proj-1", "123456789012")
+    fake.add_bucket("data-bkt")
+    dry = run("grant-access", "--project", "my-proj-1", "--read-bucket", "data-bkt",
+              "--principal", "tpu-vm-agent", "--principal", "training-sa", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert "serviceAccount:service-123456789012@gcp-sa-tpu.iam.gserviceaccount.com roles/storage.objectViewer" in dry.stdout
+    assert "serviceAccount:tpuctl-trainer@my-proj-1.iam.gserviceaccount.com roles/storage.objectViewer" in dry.stdout
+    assert fake.identity_calls == [] and iam_admin.created == []       # dry run creates nothing
+
+    r = run("grant-access", "--project", "my-proj-1", "--read-bucket", "data-bkt",
+            "--principal", "tpu-vm-agent", "--principal", "training-sa", "--yes")
+    assert r.exit_code == 0, r.output
+    assert fake.identity_calls == [("my-proj-1", "tpu.googleapis.com")]
+    assert iam_admin.created == ["tpuctl-trainer@my-proj-1.iam.gserviceaccount.com"]
+    assert unconditional(fake.bucket_bindings("data-bkt"), "roles/storage.objectViewer") == {
+        "serviceAccount:service-123456789012@gcp-sa-tpu.iam.gserviceaccount.com",
+        "serviceAccount:tpuctl-trainer@my-proj-1.iam.gserviceaccount.com",
+    }
+    # the training SA is looked up, not created twice
+    r = run("grant-access", "--project", "my-proj-1", "--read-bucket", "data-bkt", "--principal", "training-sa", "--yes")
+    assert r.exit_code == 0 and "already granted" in r.stdout
+    assert iam_admin.created == ["tpuctl-trainer@my-proj-1.iam.gserviceaccount.com"]
+
+
+def test_custom_roles_are_looked_up(fake, google_env, iam_admin):
+    fake.add_bucket("data-bkt")
+    iam_admin.roles.add("projects/my-proj-1/roles/tpuReader")
+    r = run("grant-access", "--read-bucket", "data-bkt", "--principal", SA, "--role", "projects/my-proj-1/roles/nope", "--yes")
+    assert r.exit_code == 2 and "custom role projects/my-proj-1/roles/nope does not exist" in r.stderr
+    r = run("grant-access", "--read-bucket", "data-bkt", "--principal", SA, "--role", "projects/my-proj-1/roles/tpuReader", "--yes")
+    assert r.exit_code == 0, r.output
+    assert unconditional(fake.bucket_bindings("data-bkt"), "projects/my-proj-1/roles/tpuReader") == {SA_MEMBER}
+
+
+def test_outputs_file_supplies_buckets_and_principals(fake, google_env, iam_admin, tmp_path):
+    outputs = {
+        "project": "my-proj-1", "project_number": "42424242", "access_mode": "bucket",
+        "buckets": {"data": "p-data", "hub-cache": "p-hub", "artifacts": "p-art", "staging": "p-stage"},
+        "principals": {"tpu-vm-agent": "service-42424242@gcp-sa-tpu.iam.gserviceaccount.com",
+                       "training-sa": "tpuctl-trainer@my-proj-1.iam.gserviceaccount.com"},
+    }
+    iam_admin.accounts["tpuctl-trainer@my-proj-1.iam.gserviceaccount.com"] = {"project": "my-proj-1"}
+    fake.add_project("my-proj-1", "42424242")
+    for name in ("p-data", "p-hub", "p-art", "p-stage"):
+        fake.add_bucket(name)
+    path = tmp_path / "outputs.json"
+    path.write_text(json.dumps(outputs))
+    r = run("grant-access", "--outputs", str(path), "--yes")
+    assert r.exit_code == 0, r.output
+    agent = "serviceAccount:service-42424242@gcp-sa-tpu.iam.gserviceaccount.com"
+    sa = "serviceAccount:tpuctl-trainer@my-proj-1.iam.gserviceaccount.com"
+    for name in ("p-data", "p-hub"):
+        b = fake.bucket_bindings(name)
+        assert unconditional(b, "roles/storage.objectViewer") == {agent, sa}
+        assert unconditional(b, "roles/storage.legacyBucketReader") == {agent, sa}
+        assert unconditional(b, "roles/storage.objectUser") == set()
+    for name in ("p-art", "p-stage"):
+        assert unconditional(fake.bucket_bindings(name), "roles/storage.objectUser") == {agent, sa}
+    assert iam_admin.created == []
+
+
+def test_project_mode_against_resource_manager_rest(fake, google_env):
+    project_conditional = {"role": "roles/storage.admin", "members": ["user:ops@example.com"],
+                           "condition": {"title": "temp", "expression": "request.time < timestamp(\"2031-01-01T00:00:00Z\")"}}
+    fake.add_project("my-proj-1", "555", [{"role": "roles/owner", "members": ["user:boss@example.com"]},
+                                          project_conditional])
+    fake.interfere["projects/my-proj-1"] = [{"role": "roles/browser", "members": ["user:dave@example.com"]}]
+    r = run("grant-access", "--project", "my-proj-1", "--mode", "project", "--principal", "tpu-agent", "--yes")
+    assert r.exit_code == 0, r.output
+    assert fake.conflicts["projects/my-proj-1"] == 1 and fake.set_calls["projects/my-proj-1"] == 1
+    agent = "serviceAccount:service-555@cloud-tpu.iam.gserviceaccount.com"
+    b = fake.project_bindings("my-proj-1")
+    assert unconditional(b, "roles/viewer") == {agent} and unconditional(b, "roles/storage.admin") == {agent}
+    assert {"role": "roles/owner", "members": ["user:boss@example.com"]} in b
+    assert {"role": "roles/browser", "members": ["user:dave@example.com"]} in b
+    assert any(x.get("condition") == project_conditional["condition"] and x["members"] == ["user:ops@example.com"] for x in b)
+
+    again = run("grant-access", "--project", "my-proj-1", "--mode", "project", "--principal", "tpu-agent", "--yes")
+    assert again.exit_code == 0 and "everything is already granted" in again.stdout
+    assert fake.set_calls["projects/my-proj-1"] == 1
+
+    rev = run("grant-access", "--project", "my-proj-1", "--mode", "project", "--principal", "tpu-agent",
+              "--role", "roles/viewer", "--revoke", "--yes")
+    assert rev.exit_code == 0, rev.output
+    b = fake.project_bindings("my-proj-1")
+    assert unconditional(b, "roles/viewer") == set() and unconditional(b, "roles/storage.admin") == {agent}
+    assert {"role": "roles/owner", "members": ["user:boss@example.com"]} in b
+
+
+def test_project_mode_concurrent_processes(fake, google_env):
+    fake.add_project("my-proj-1", "555", [{"role": "roles/owner", "members": ["user:boss@example.com"]}])
+    members = [f"serviceAccount:job-{i}@my-proj-1.iam.gserviceaccount.com" for i in range(6)]
+    cmd = [str(TPUCTL), "grant-access", "--project", "my-proj-1", "--mode", "project", "--yes"]
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        results = list(pool.map(lambda m: subprocess.run(cmd + ["--principal", m], env=google_env,
+                                                         capture_output=True, text=True, timeout=240), members))
+    assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
+    b = fake.project_bindings("my-proj-1")
+    assert unconditional(b, "roles/viewer") == set(members) == unconditional(b, "roles/storage.admin")
+    assert {"role": "roles/owner", "members": ["user:boss@example.com"]} in b
+    assert fake.set_calls["projects/my-proj-1"] == 6
