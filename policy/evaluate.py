@@ -67,4 +67,10 @@ def evaluate(resources: Iterable[StackResource], settings: PolicySettings | None
     return out
 
 
-__all__ = ["Violation", "ALL_RULES", "rule", "check_resource", "evaluate", "StackResource", "check_training_access"]
+def from_mocked(resources: Iterable[Any]) -> list[StackResource]:
+    """Custom resources of an ``infra.mocks.MockRun`` (type, name, urn, parent, custom, outputs) as stack resources."""
+    return [StackResource(res.type, res.name, res.urn, res.outputs, res.parent)
+            for res in resources if getattr(res, "custom", True)]
+
+
+__all__ = ["from_mocked", "Violation", "ALL_RULES", "rule", "check_resource", "evaluate", "StackResource", "check_training_access"]

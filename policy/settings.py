@@ -91,14 +91,20 @@ def settings_from(config: Mapping[str, Any] | None) -> PolicySettings:
     if bucket is not None:
         if not isinstance(bucket, str):
             raise SettingsError("existingDataBucket must be a bucket name")
-        bucket = domain.bucket_name_from(bucket)
+        try:
+            bucket = domain.bucket_name_from(bucket)
+        except domain.DomainError as exc:
+            raise SettingsError(f"existingDataBucket: {exc}") from None
     cap = values["maxGpuQuota"]
     if isinstance(cap, bool) or not isinstance(cap, (int, float)) or int(cap) != cap or cap < 0:
         raise SettingsError(f"maxGpuQuota {cap!r} must be a whole number >= 0")
     prefix = values["hubCachePrefix"]
     if not isinstance(prefix, str):
         raise SettingsError("hubCachePrefix must be a string like 'model-cache'")
-    domain.validate_hub_prefix(prefix)
+    try:
+        domain.validate_hub_prefix(prefix)
+    except domain.DomainError as exc:
+        raise SettingsError(f"hubCachePrefix: {exc}") from None
     return PolicySettings(
         access_mode=mode,
         existing_data_bucket=bucket,
@@ -110,3 +116,14 @@ def settings_from(config: Mapping[str, Any] | None) -> PolicySettings:
 
 def schema_for(keys: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     return {key: dict(SCHEMA[key]) for key in keys}
+
+
+def settings_for_stack(cfg: Any) -> PolicySettings:
+    """Settings matching a validated stack config (``infra.config.InfraConfig`` or anything with its fields)."""
+    return PolicySettings(
+        access_mode=cfg.access_mode,
+        existing_data_bucket=cfg.existing_data_bucket or None,
+        existing_data_bucket_access=cfg.existing_data_bucket_access,
+        max_gpu_quota=int(cfg.max_gpu_quota),
+        hub_cache_prefix=cfg.hub_cache_prefix,
+    )

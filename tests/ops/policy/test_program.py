@@ -1,0 +1,136 @@
+"""The whole pack on the real Pulumi program (infra/, run under the SDK mocks): good stacks pass, bad ones fail."""
+
+from __future__ import annotations
+
+import dataclasses
+import copy
+
+import pytest
+
+from infra.mocks import run_program
+from policy import resources as r
+from policy.evaluate import evaluate, from_mocked
+from policy.settings import settings_for_stack
+from tpuctl import domain
+
+
+def verdicts(run, settings=None):
+    return evaluate(from_mocked(run.resources), settings or settings_for_stack(run.config))
+
+
+def mandatory(violations):
+    return sorted({v.rule for v in violations if v.mandatory})
+
+
+def with_props(run, pick, change):
+    """The run's resources with ``change(props)`` applied to those ``pick(resource)`` selects."""
+    out = []
+    for res in run.resources:
+        if pick(res):
+            props = copy.deepcopy(res.outputs)
+            change(props)
+            res = dataclasses.replace(res, outputs=props)
+        out.append(res)
+    return out
+
+
+@pytest.fixture
+def example_run(stack_values):
+    return run_program(stack_values)
+
+
+def test_example_stack_passes_every_mandatory_rule(example_run):
+    violations = verdicts(example_run)
+    assert mandatory(violations) == [], [v.message for v in violations]
+    types = {res.type for res in example_run.resources}
+    # the rules really had something to look at: buckets, grants, quota preference, hub objects
+    assert {r.BUCKET, r.BUCKET_IAM_MEMBER, r.QUOTA_PREFERENCE, r.BUCKET_OBJECT} <= types
+
+
+def test_project_access_mode_passes_with_advisories(stack_values):
+    run = run_program({**stack_values, "tpuctl:accessMode": "project"})
+    violations = verdicts(run)
+    assert mandatory(violations) == []
+    advisories = {v.rule for v in violations if not v.mandatory}
+    assert "project-mode-broad-roles" in advisories
+    assert not any(res.type == r.BUCKET_IAM_MEMBER for res in run.resources)  # access comes from the project
+
+
+def test_existing_bucket_via_iam_passes(stack_values):
+    run = run_program({**stack_values, "tpuctl:existingDataBucket": "legacy-training-data"})
+    assert mandatory(verdicts(run)) == []
+
+
+def test_existing_bucket_via_acl_passes_with_advisories(stack_values):
+    run = run_program({**stack_values, "tpuctl:existingDataBucket": "legacy-training-data",
+                       "tpuctl:existingDataBucketAccess": "acl"})
+    violations = verdicts(run)
+    assert mandatory(violations) == []
+    assert {v.rule for v in violations if not v.mandatory} == {"acl-on-existing-bucket"}
+
+
+def test_program_in_project_mode_checked_as_bucket_mode_fails(stack_values):
+    run = run_program({**stack_values, "tpuctl:accessMode": "project"})
+    settings = dataclasses.replace(settings_for_stack(run.config), access_mode="bucket")
+    assert mandatory(verdicts(run, settings)) == ["project-roles-need-project-mode"]
+
+
+def test_acl_grants_without_acl_mode_fail(stack_values):
+    run = run_program({**stack_values, "tpuctl:existingDataBucket": "legacy-training-data",
+                       "tpuctl:existingDataBucketAccess": "acl"})
+    settings = dataclasses.replace(settings_for_stack(run.config), existing_data_bucket_access="iam")
+    assert mandatory(verdicts(run, settings)) == ["acl-only-on-existing-bucket"]
+
+
+def test_gpu_quota_above_policy_cap_fails(stack_values):
+    run = run_program(stack_values)  # asks for 4 T4s
+    settings = dataclasses.replace(settings_for_stack(run.config), max_gpu_quota=2)
+    assert mandatory(verdicts(run, settings)) == ["gpu-quota-preference"]
+
+
+def test_legacy_roles_only_stack_fails_the_access_rule(example_run):
+    legacy = {"roles/storage.objectViewer": "roles/storage.legacyBucketReader",
+              "roles/storage.objectUser": "roles/storage.legacyBucketWriter"}
+    resources = with_props(example_run, lambda res: res.type == r.BUCKET_IAM_MEMBER,
+                           lambda p: p.update(role=legacy.get(p["role"], p["role"])))
+    roles = {res.outputs["role"] for res in resources if res.type == r.BUCKET_IAM_MEMBER}
+    assert roles == set(domain.LEGACY_BUCKET_ROLES)
+    violations = evaluate(from_mocked(resources), settings_for_stack(example_run.config))
+    assert mandatory(violations) == ["training-principals-storage-access"]
+    failing = [v for v in violations if v.rule == "training-principals-storage-access"]
+    principals = {v.message.split(" lacks")[0] for v in failing}
+    assert len(principals) == len(example_run.outputs["principals"])  # every principal, every bucket
+    assert len(failing) == len(principals) * len(domain.BUCKET_PURPOSES)
+
+
+def test_insecure_buckets_fail_with_the_expected_rules(example_run):
+    def loosen(props):
+        purpose = props["labels"][domain.PURPOSE_LABEL]
+        if purpose == "artifacts":
+            props["versioning"] = {"enabled": False}
+        if purpose == "data":
+            props["forceDestroy"] = True
+        if purpose == "staging":
+            props["publicAccessPrevention"] = "inherited"
+            props["uniformBucketLevelAccess"] = False
+    resources = with_props(example_run, lambda res: res.type == r.BUCKET, loosen)
+    violations = evaluate(from_mocked(resources), settings_for_stack(example_run.config))
+    assert mandatory(violations) == ["artifacts-bucket-versioned", "bucket-public-access-prevention",
+                                     "bucket-uniform-access", "no-force-destroy"]
+
+
+def test_public_and_basic_role_grants_fail(example_run):
+    def worsen(props):
+        if "objectViewer" in props["role"]:
+            props["member"] = "allUsers"
+        else:
+            props["role"] = "roles/editor"
+    resources = with_props(example_run, lambda res: res.type == r.BUCKET_IAM_MEMBER, worsen)
+    got = mandatory(evaluate(from_mocked(resources), settings_for_stack(example_run.config)))
+    assert {"no-public-members", "no-basic-roles"} <= set(got)
+
+
+def test_misplaced_hub_objects_fail(example_run):
+    resources = with_props(example_run, lambda res: res.type == r.BUCKET_OBJECT,
+                           lambda p: p.update(name=p["name"].replace(domain.DEFAULT_HUB_CACHE_PREFIX, "models")))
+    assert mandatory(evaluate(from_mocked(resources), settings_for_stack(example_run.config))) == ["hub-cache-layout"]

@@ -1,0 +1,147 @@
+"""The stack rule on hand-built stacks: effective permissions from the role table, per principal and bucket."""
+
+from __future__ import annotations
+
+from policy import resources as r
+from policy.access import StackResource, build_model, check_training_access
+from policy.settings import PolicySettings
+from tpuctl import domain
+
+SA = "serviceAccount:trainer@proj-123456.iam.gserviceaccount.com"
+AGENT = "serviceAccount:service-123@gcp-sa-tpu.iam.gserviceaccount.com"
+NAMES = {p: f"tb-{p}" for p in domain.BUCKET_PURPOSES}
+
+
+def urn(rtype: str, name: str) -> str:
+    return f"urn:pulumi:dev::tpuctl::{rtype}::{name}"
+
+
+def buckets(purposes=domain.BUCKET_PURPOSES):
+    return [StackResource(r.BUCKET, p, urn(r.BUCKET, p),
+                          {"name": NAMES[p], "labels": {domain.PURPOSE_LABEL: p}}) for p in purposes]
+
+
+def member(bucket: str, role: str, who: str = SA, **extra) -> StackResource:
+    name = f"{bucket}-{role}-{who}"
+    return StackResource(r.BUCKET_IAM_MEMBER, name, urn(r.BUCKET_IAM_MEMBER, name),
+                         {"bucket": bucket, "role": role, "member": who, **extra})
+
+
+def project_member(role: str, who: str = SA) -> StackResource:
+    name = f"project-{role}-{who}"
+    return StackResource(r.PROJECT_IAM_MEMBER, name, urn(r.PROJECT_IAM_MEMBER, name),
+                         {"project": "proj-123456", "role": role, "member": who})
+
+
+def least_privilege(who: str = SA) -> list[StackResource]:
+    out = []
+    for purpose in domain.BUCKET_PURPOSES:
+        for role in domain.roles_for("bucket", purpose):
+            out.append(member(NAMES[purpose], role, who))
+    return out
+
+
+def test_least_privilege_bucket_grants_pass():
+    assert check_training_access(buckets() + least_privilege() + least_privilege(AGENT), PolicySettings()) == []
+
+
+def test_legacy_bucket_roles_only_fail_for_missing_objects_get():
+    stack = buckets()
+    for purpose in domain.READ_BUCKETS:
+        stack.append(member(NAMES[purpose], "roles/storage.legacyBucketReader"))
+    for purpose in domain.WRITE_BUCKETS:
+        stack.append(member(NAMES[purpose], "roles/storage.legacyBucketWriter"))
+    problems = check_training_access(stack, PolicySettings())
+    assert len(problems) == 4  # one per bucket: none of them gives storage.objects.get
+    assert all("storage.objects.get" in msg for msg, _ in problems)
+    assert all("objects.list" not in msg.split(":")[0] for msg, _ in problems)
+    data = next(msg for msg, _ in problems if "data bucket" in msg)
+    assert "roles/storage.legacyBucketReader" in data and "grant roles/storage.objectViewer" in data
+    urns = {u for _, u in problems}
+    assert urns == {res.urn for res in buckets()}
+
+
+def test_object_creator_is_not_enough_to_write():
+    stack = buckets() + [g for g in least_privilege() if g.props["bucket"] != NAMES["artifacts"]]
+    stack.append(member(NAMES["artifacts"], "roles/storage.objectCreator"))
+    problems = check_training_access(stack, PolicySettings())
+    assert len(problems) == 1
+    assert "storage.objects.delete, storage.objects.get" in problems[0][0]
+    assert "artifacts bucket tb-artifacts" in problems[0][0]
+
+
+def test_principal_with_some_access_must_have_all_of_it():
+    stack = buckets() + least_privilege() + [member(NAMES["data"], "roles/storage.objectViewer", AGENT)]
+    problems = check_training_access(stack, PolicySettings())
+    assert {msg.split(" lacks")[0] for msg, _ in problems} == {AGENT}
+    assert len(problems) == 3
+
+
+def test_project_level_roles_count_for_every_bucket():
+    stack = buckets() + [project_member("roles/storage.admin"), project_member("roles/viewer")]
+    assert check_training_access(stack, PolicySettings(access_mode="project")) == []
+    only_viewer = buckets() + [project_member("roles/viewer"), member(NAMES["data"], "roles/storage.objectViewer")]
+    assert len(check_training_access(only_viewer, PolicySettings())) == 3
+
+
+def test_service_agent_role_does_not_make_a_training_principal():
+    stack = buckets() + least_privilege() + [project_member("roles/tpu.serviceAgent", AGENT)]
+    assert check_training_access(stack, PolicySettings()) == []
+
+
+def test_existing_bucket_via_acl_counts_acl_entries():
+    settings = PolicySettings(existing_data_bucket="legacy-data", existing_data_bucket_access="acl")
+    stack = buckets(("staging", "artifacts", "hub-cache")) + [g for g in least_privilege()
+                                                             if g.props["bucket"] != NAMES["data"]]
+    entity = "user-" + SA.split(":", 1)[1]
+    reader = StackResource(r.BUCKET_ACCESS_CONTROL, "acl", urn(r.BUCKET_ACCESS_CONTROL, "acl"),
+                           {"bucket": "legacy-data", "role": "READER", "entity": entity})
+    default_reader = StackResource(r.DEFAULT_OBJECT_ACCESS_CONTROL, "dacl", urn(r.DEFAULT_OBJECT_ACCESS_CONTROL, "dacl"),
+                                   {"bucket": "legacy-data", "role": "READER", "entity": entity})
+    assert check_training_access(stack + [reader, default_reader], settings) == []
+    problems = check_training_access(stack + [reader], settings)
+    assert len(problems) == 1 and "storage.objects.get on the data bucket legacy-data" in problems[0][0]
+    assert problems[0][1] is None  # the existing bucket is not a resource of the stack
+
+
+def test_existing_bucket_with_no_grant_fails():
+    settings = PolicySettings(existing_data_bucket="legacy-data")
+    stack = buckets(("staging", "artifacts", "hub-cache")) + [g for g in least_privilege()
+                                                             if g.props["bucket"] != NAMES["data"]]
+    problems = check_training_access(stack, settings)
+    assert len(problems) == 1 and "holds no role there" in problems[0][0]
+
+
+def test_conditional_grants_are_not_counted():
+    stack = buckets() + [g for g in least_privilege() if g.props["bucket"] != NAMES["data"]]
+    stack.append(member(NAMES["data"], "roles/storage.objectViewer",
+                        condition={"title": "t", "expression": "request.time < timestamp('2030-01-01T00:00:00Z')"}))
+    problems = check_training_access(stack, PolicySettings())
+    assert len(problems) == 1 and "conditional grants are not counted" in problems[0][0]
+
+
+def test_stack_without_any_grant_fails():
+    problems = check_training_access(buckets(), PolicySettings())
+    assert len(problems) == 1 and "no principal is granted access" in problems[0][0]
+    assert check_training_access([], PolicySettings()) == []  # no training bucket, nothing to prove
+
+
+def test_state_style_bucket_reference_and_unknown_member_resolve():
+    account_urn = urn(r.SERVICE_ACCOUNT, "training-sa")
+
+    def unknown_member_grants(skip: str | None = None) -> list[StackResource]:
+        out = []
+        for g in least_privilege():
+            if g.props["bucket"] == skip:
+                continue
+            g.props["bucket"] = "b/" + g.props["bucket"]   # how the provider stores it in state
+            g.props["member"] = r.UNKNOWN                 # computed from the account at preview
+            g.sources = {"member": [account_urn]}
+            out.append(g)
+        return out
+
+    stack = buckets() + unknown_member_grants()
+    assert build_model(stack, PolicySettings()).principals == ["<member of training-sa>"]
+    assert check_training_access(stack, PolicySettings()) == []
+    problems = check_training_access(buckets() + unknown_member_grants(skip=NAMES["staging"]), PolicySettings())
+    assert len(problems) == 1 and problems[0][0].startswith("<member of training-sa> lacks")
