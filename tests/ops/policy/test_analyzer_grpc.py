@@ -1,0 +1,189 @@
+"""The pack as the Pulumi engine runs it: a subprocess that prints its port and serves pulumirpc.Analyzer.
+
+The requests are the engine's own protobuf messages (pulumi.runtime.proto.analyzer_pb2). The order is
+the engine's: GetAnalyzerInfo, Configure (policy config from --policy-pack-config, enforcement levels
+included), then Analyze per resource and AnalyzeStack once with every resource's outputs.
+pulumi-policy 1.21 does not implement Handshake; the engine treats UNIMPLEMENTED as "old plugin".
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from google.protobuf import empty_pb2, json_format, struct_pb2
+from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
+
+from policy import resources as r
+from policy.rules import RESOURCE_RULES
+from policy.stack_rules import STACK_RULES
+from pulumi_policy.proxy import UNKNOWN_BOOLEAN_VALUE
+from tpuctl import domain
+
+REPO = Path(__file__).resolve().parents[3]
+PYTHON = REPO / ".venv" / "bin" / "python"
+SA = "serviceAccount:tpuctl-trainer@my-tpu-project.iam.gserviceaccount.com"
+NAMES = {p: f"tpuctl-my-tpu-project-{p}" for p in domain.BUCKET_PURPOSES}
+
+
+def _start(args: list[str]) -> tuple[subprocess.Popen, int]:
+    proc = subprocess.Popen([str(PYTHON if PYTHON.exists() else sys.executable), "-u", *args], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    deadline = time.monotonic() + 60
+    line = b""
+    while time.monotonic() < deadline and not line.endswith(b"\n"):
+        ready, _, _ = select.select([proc.stdout], [], [], 0.5)
+        if ready:
+            chunk = os.read(proc.stdout.fileno(), 64)
+            if not chunk:
+                break
+            line += chunk
+        elif proc.poll() is not None:
+            break
+    if not line.strip().isdigit():
+        proc.kill()
+        raise AssertionError(f"pack did not print a port: {line!r} {proc.stderr.read().decode()[-2000:]}")
+    return proc, int(line)
+
+
+@pytest.fixture(scope="module")
+def analyzer():
+    proc, port = _start(["-m", "policy"])
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        grpc.channel_ready_future(channel).result(timeout=30)
+        yield analyzer_pb2_grpc.AnalyzerStub(channel)
+    finally:
+        channel.close()
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def struct(props: dict) -> struct_pb2.Struct:
+    out = struct_pb2.Struct()
+    out.update(props)
+    return out
+
+
+def urn(rtype: str, name: str) -> str:
+    return f"urn:pulumi:dev::tpuctl::{rtype}::{name}"
+
+
+def analyze(stub, rtype: str, name: str, props: dict):
+    return stub.Analyze(analyzer_pb2.AnalyzeRequest(type=rtype, name=name, urn=urn(rtype, name), properties=struct(props)))
+
+
+def bucket_props(purpose: str, **over) -> dict:
+    props = {"name": NAMES[purpose], "uniformBucketLevelAccess": True, "publicAccessPrevention": "enforced",
+             "forceDestroy": False, "versioning": {"enabled": purpose == "artifacts"},
+             "labels": {domain.PURPOSE_LABEL: purpose, "managed-by": "tpuctl"}}
+    props.update(over)
+    return props
+
+
+def test_analyzer_protocol_end_to_end(analyzer):
+    # Handshake: not implemented by pulumi-policy 1.21 (the engine falls back to the classic flow).
+    with pytest.raises(grpc.RpcError) as err:
+        analyzer.Handshake(analyzer_pb2.AnalyzerHandshakeRequest(engine_address="127.0.0.1:1", root_directory=str(REPO)))
+    assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+    info = analyzer.GetAnalyzerInfo(empty_pb2.Empty())
+    assert info.name == "tpuctl" and info.supportsConfig
+    policies = {p.name: p for p in info.policies}
+    assert set(policies) == {spec.name for spec in RESOURCE_RULES + STACK_RULES}
+    assert policies["bucket-uniform-access"].enforcementLevel == analyzer_pb2.MANDATORY
+    assert policies["bucket-labels"].enforcementLevel == analyzer_pb2.ADVISORY
+    assert policies["training-principals-storage-access"].policy_type == analyzer_pb2.POLICY_TYPE_STACK
+    schema = json_format.MessageToDict(policies["gpu-quota-preference"].configSchema.properties)
+    assert schema["maxGpuQuota"]["default"] == domain.DEFAULT_MAX_GPU_QUOTA
+
+    # Resource analysis with the pack's defaults.
+    good = analyze(analyzer, r.BUCKET, "artifacts", bucket_props("artifacts"))
+    assert list(good.diagnostics) == []
+    bad = analyze(analyzer, r.BUCKET, "artifacts",
+                  bucket_props("artifacts", uniformBucketLevelAccess=False, versioning={"enabled": False}))
+    got = {d.policyName: d for d in bad.diagnostics}
+    assert set(got) == {"bucket-uniform-access", "artifacts-bucket-versioned"}
+    assert all(d.enforcementLevel == analyzer_pb2.MANDATORY and d.policyPackName == "tpuctl" for d in got.values())
+    assert "uniform_bucket_level_access=True" in got["bucket-uniform-access"].message
+
+    # A value unknown during preview is not judged (no false violation, no crash).
+    preview = analyze(analyzer, r.BUCKET, "data", bucket_props("data", uniformBucketLevelAccess=UNKNOWN_BOOLEAN_VALUE))
+    assert list(preview.diagnostics) == []
+
+    public = analyze(analyzer, r.BUCKET_IAM_MEMBER, "pub",
+                     {"bucket": NAMES["data"], "role": "roles/storage.objectViewer", "member": "allUsers"})
+    assert [d.policyName for d in public.diagnostics] == ["no-public-members"]
+
+    quota = {"parent": "projects/my-tpu-project", "service": domain.QUOTA_SERVICE,
+             "quotaId": "NVIDIA-T4-GPUS-per-project-region", "quotaConfig": {"preferredValue": "4"},
+             "contactEmail": "ml@example.com"}
+    assert list(analyze(analyzer, r.QUOTA_PREFERENCE, "q", quota).diagnostics) == []
+
+    # Configure as `--policy-pack-config` does: a lower cap, and accessMode=project for the broad-roles pair.
+    analyzer.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig={
+        "gpu-quota-preference": analyzer_pb2.PolicyConfig(enforcementLevel=analyzer_pb2.MANDATORY,
+                                                          properties=struct({"maxGpuQuota": 2})),
+        "project-roles-need-project-mode": analyzer_pb2.PolicyConfig(enforcementLevel=analyzer_pb2.MANDATORY,
+                                                                     properties=struct({"accessMode": "project"})),
+        "project-mode-broad-roles": analyzer_pb2.PolicyConfig(enforcementLevel=analyzer_pb2.ADVISORY,
+                                                              properties=struct({"accessMode": "project"})),
+    }))
+    capped = analyze(analyzer, r.QUOTA_PREFERENCE, "q", quota)
+    assert [(d.policyName, d.enforcementLevel) for d in capped.diagnostics] == [("gpu-quota-preference", analyzer_pb2.MANDATORY)]
+    assert "maxGpuQuota=2" in capped.diagnostics[0].message
+    broad = analyze(analyzer, r.PROJECT_IAM_MEMBER, "sa-admin",
+                    {"project": "my-tpu-project", "role": "roles/storage.admin", "member": SA})
+    assert [(d.policyName, d.enforcementLevel) for d in broad.diagnostics] == [("project-mode-broad-roles", analyzer_pb2.ADVISORY)]
+
+    # Stack analysis: legacy roles only -> every bucket fails the access rule, reported on the bucket's URN.
+    def stack(read_role: str, write_role: str) -> analyzer_pb2.AnalyzeStackRequest:
+        resources = []
+        for purpose in domain.BUCKET_PURPOSES:
+            resources.append(analyzer_pb2.AnalyzerResource(type=r.BUCKET, name=purpose, urn=urn(r.BUCKET, purpose),
+                                                           properties=struct(bucket_props(purpose))))
+            role = read_role if purpose in domain.READ_BUCKETS else write_role
+            name = f"{purpose}-training-sa"
+            resources.append(analyzer_pb2.AnalyzerResource(
+                type=r.BUCKET_IAM_MEMBER, name=name, urn=urn(r.BUCKET_IAM_MEMBER, name),
+                properties=struct({"bucket": NAMES[purpose], "role": role, "member": SA}),
+                propertyDependencies={"bucket": analyzer_pb2.AnalyzerPropertyDependencies(urns=[urn(r.BUCKET, purpose)])},
+            ))
+        return analyzer_pb2.AnalyzeStackRequest(resources=resources)
+
+    ok = analyzer.AnalyzeStack(stack("roles/storage.objectViewer", "roles/storage.objectUser"))
+    assert list(ok.diagnostics) == []
+    legacy = analyzer.AnalyzeStack(stack("roles/storage.legacyBucketReader", "roles/storage.legacyBucketWriter"))
+    diags = list(legacy.diagnostics)
+    assert {d.policyName for d in diags} == {"training-principals-storage-access"}
+    assert {d.urn for d in diags} == {urn(r.BUCKET, p) for p in domain.BUCKET_PURPOSES}
+    assert all("storage.objects.get" in d.message and d.enforcementLevel == analyzer_pb2.MANDATORY for d in diags)
+
+
+def test_engine_launch_style_serves_the_same_pack():
+    """`pulumi preview --policy-pack policy` runs `python -u -m pulumi.policy <engine> <pack dir>`."""
+    proc, port = _start(["-m", "pulumi.policy", "127.0.0.1:1", str(REPO / "policy")])
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        grpc.channel_ready_future(channel).result(timeout=30)
+        stub = analyzer_pb2_grpc.AnalyzerStub(channel)
+        assert stub.GetPluginInfo(empty_pb2.Empty()).version
+        assert stub.GetAnalyzerInfo(empty_pb2.Empty()).name == "tpuctl"
+    finally:
+        channel.close()
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
