@@ -327,7 +327,7 @@ def plan_job(opts, outputs, *, region: str | None = None, job_name: str | None =
     args = ["--distribution_strategy", strategy_for(accel, opts.workers)]
     if accel.kind == "gpu":
         args += ["--num_gpus", str(accel.gpu_count)]
-    args += ["--data_dir", data_dir.rstrip("/"), "--model_dir", f"{base_output}/model", *model_args(opts),
+    args += ["--data_dir", data_dir.rstrip("/"), "--model_dir", base_output, *model_args(opts),
              *opts.extra]
     env = {"TF_USE_LEGACY_KERAS": "1"}
     hub_cache = opts.hub_cache_dir or outputs.tfhub_cache_dir

@@ -110,7 +110,8 @@ def _train_local(opts, stack_outputs) -> None:
 def _train_vertex(opts, stack_outputs, region, job_name, image, dry_run, wait, poll_seconds) -> None:
     import warnings
 
-    warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\..*")
+    # google-api-core warns about the Python version on every import; not the user's concern here.
+    warnings.filterwarnings("ignore", message="You are using a Python version", category=FutureWarning)
     from tpuctl import vertex
 
     job = vertex.plan_job(opts, stack_outputs, region=region, job_name=job_name, image=image)

@@ -1,0 +1,195 @@
+"""`tpuctl train --target vertex` against a local stand-in for the Vertex AI REST API (real aiplatform_v1
+JobServiceClient, REST transport, TPUCTL_VERTEX_ENDPOINT) and gcp-storage-emulator for the staging upload."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+
+import pytest
+from google.cloud.aiplatform_v1 import AcceleratorType, CustomJob
+
+PROJECT = "my-project-1"
+STAGING = "tpuctl-my-project-1-staging"
+OUTPUTS = {
+    "project": PROJECT, "project_number": "123456789012", "region": "us-central1", "zone": "us-central1-b",
+    "buckets": {"data": "tpuctl-my-project-1-data", "staging": STAGING,
+                "artifacts": "tpuctl-my-project-1-artifacts", "hub-cache": "tpuctl-my-project-1-hub-cache"},
+    "training_service_account": "tpuctl-trainer@my-project-1.iam.gserviceaccount.com",
+    "tfhub_cache_dir": "gs://tpuctl-my-project-1-hub-cache/model-cache",
+    "labels": {"app": "tpuctl", "env": "test"},
+}
+CREATE_PATH = f"/v1/projects/{PROJECT}/locations/us-central1/customJobs"
+
+
+@pytest.fixture
+def vertex(gcs, fake_vertex, tmp_path, tools):
+    url, client = gcs
+    client.create_bucket(STAGING)
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps(OUTPUTS))
+
+    class Ctx:
+        storage = client
+        fake = None
+
+        @staticmethod
+        def run(*args, **fake_kw):
+            Ctx.fake = fake_vertex(**fake_kw)
+            env = {"TPUCTL_VERTEX_ENDPOINT": Ctx.fake.url, "STORAGE_EMULATOR_HOST": url}
+            return tools.run_cli(["train", "--target", "vertex", "--outputs", str(outputs), "--poll-seconds", "0.01",
+                                  *args], env=env, cwd=tmp_path)
+
+        @staticmethod
+        def staged():
+            return [b.name for b in client.list_blobs(STAGING)]
+
+    return Ctx
+
+
+def _package(job):
+    return {
+        "executorImageUri": None, "packageUris": [f"gs://{STAGING}/tpuctl/packages/{job}/tpuctl_trainer-0.1.0.tar.gz"],
+        "pythonModule": "trainer.task",
+    }
+
+
+ENV = [{"name": "TFHUB_CACHE_DIR", "value": "gs://tpuctl-my-project-1-hub-cache/model-cache"},
+       {"name": "TF_USE_LEGACY_KERAS", "value": "1"}]
+
+
+def _expected(job, accelerator, pools, image, args):
+    body = {
+        "displayName": job,
+        "jobSpec": {
+            "workerPoolSpecs": [],
+            "serviceAccount": "tpuctl-trainer@my-project-1.iam.gserviceaccount.com",
+            "baseOutputDirectory": {"outputUriPrefix": f"gs://tpuctl-my-project-1-artifacts/runs/{job}"},
+        },
+        "labels": {"app": "tpuctl", "env": "test", "tpuctl-command": "train", "accelerator": accelerator,
+                   "model": "small_cnn"},
+    }
+    for machine, replicas, env in pools:
+        body["jobSpec"]["workerPoolSpecs"].append({
+            "machineSpec": machine,
+            "replicaCount": str(replicas),
+            "pythonPackageSpec": {**_package(job), "executorImageUri": image, "args": args, "env": env},
+        })
+    return body
+
+
+def test_tpu_v3_8_job_body_upload_and_follow(vertex):
+    proc = vertex.run("--accelerator", "tpu-v3-8", "--job-name", "flowers-tpu", "--epochs", "10")
+    assert proc.returncode == 0, proc.stderr
+    posts = vertex.fake.posts()
+    assert len(posts) == 1 and posts[0][1] == CREATE_PATH
+    assert posts[0][2] == _expected(
+        "flowers-tpu", "tpu-v3-8",
+        [({"machineType": "cloud-tpu", "acceleratorType": int(AcceleratorType.TPU_V3), "acceleratorCount": 8}, 1,
+          ENV + [{"name": "TPU_NAME", "value": "local"}])],
+        "us-docker.pkg.dev/vertex-ai/training/tf-tpu.2-15.cp310:latest",
+        ["--distribution_strategy", "tpu", "--data_dir", "gs://tpuctl-my-project-1-data",
+         "--model_dir", "gs://tpuctl-my-project-1-artifacts/runs/flowers-tpu", "--train_epochs", "10"],
+    )
+    # Followed until it ended, with the console link printed.
+    gets = [r for r in vertex.fake.requests if r[0] == "GET"]
+    assert len(gets) == 3
+    assert "state: JOB_STATE_PENDING\nstate: JOB_STATE_RUNNING\nstate: JOB_STATE_SUCCEEDED" in proc.stdout
+    assert ("console: https://console.cloud.google.com/agent-platform/locations/us-central1/training/1000"
+            "?project=my-project-1") in proc.stdout
+    # The staged package is an sdist of trainer/ with tf-keras pinned to the image's TensorFlow.
+    assert vertex.staged() == ["tpuctl/packages/flowers-tpu/tpuctl_trainer-0.1.0.tar.gz"]
+    blob = vertex.storage.bucket(STAGING).blob(vertex.staged()[0]).download_as_bytes()
+    with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+        names = tar.getnames()
+        requires = tar.extractfile("tpuctl_trainer-0.1.0/tpuctl_trainer.egg-info/requires.txt").read().decode()
+    assert "tpuctl_trainer-0.1.0/trainer/task.py" in names
+    assert not [n for n in names if "__pycache__" in n or n.startswith("tpuctl_trainer-0.1.0/tpuctl/")]
+    assert requires.split() == ["tf-keras~=2.15.0", "tensorflow-hub>=0.16"]
+
+
+def test_two_t4_gpu_job_body(vertex):
+    proc = vertex.run("--accelerator", "gpu-t4x2", "--job-name", "t4-pair")
+    assert proc.returncode == 0, proc.stderr
+    assert vertex.fake.posts()[0][2] == _expected(
+        "t4-pair", "gpu-t4x2",
+        [({"machineType": "n1-standard-16", "acceleratorType": int(AcceleratorType.NVIDIA_TESLA_T4),
+           "acceleratorCount": 2}, 1, ENV)],
+        "us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-17.py310:latest",
+        ["--distribution_strategy", "gpu", "--num_gpus", "2", "--data_dir", "gs://tpuctl-my-project-1-data",
+         "--model_dir", "gs://tpuctl-my-project-1-artifacts/runs/t4-pair"],
+    )
+
+
+def test_multi_worker_gpu_job_body_and_dry_run_equals_submitted(vertex):
+    args = ("--accelerator", "gpu-l4", "--workers", "3", "--job-name", "l4-cluster", "--", "--learning_rate", "0.01")
+    dry = vertex.run("--dry-run", *args)
+    assert dry.returncode == 0, dry.stderr
+    assert vertex.fake.requests == [] and vertex.staged() == []  # dry run: nothing uploaded or sent
+
+    proc = vertex.run(*args)
+    assert proc.returncode == 0, proc.stderr
+    posted = vertex.fake.posts()[0][2]
+    machine = {"machineType": "g2-standard-8", "acceleratorType": int(AcceleratorType.NVIDIA_L4), "acceleratorCount": 1}
+    assert posted == _expected(
+        "l4-cluster", "gpu-l4", [(machine, 1, ENV), (machine, 2, ENV)],
+        "us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-17.py310:latest",
+        ["--distribution_strategy", "multi_worker", "--num_gpus", "1", "--data_dir", "gs://tpuctl-my-project-1-data",
+         "--model_dir", "gs://tpuctl-my-project-1-artifacts/runs/l4-cluster", "--learning_rate", "0.01"],
+    )
+    printed = json.loads(dry.stdout)
+    assert printed["jobSpec"]["workerPoolSpecs"][0]["machineSpec"]["acceleratorType"] == "NVIDIA_L4"
+    assert CustomJob.from_json(json.dumps(printed)) == CustomJob.from_json(json.dumps(posted))
+
+
+def test_tpu_v5e_uses_machine_type_and_topology_in_region(vertex):
+    dry = vertex.run("--dry-run", "--accelerator", "tpu-v5e-4", "--region", "europe-west4", "--job-name", "v5e")
+    assert dry.returncode == 0, dry.stderr
+    pool = json.loads(dry.stdout)["jobSpec"]["workerPoolSpecs"]
+    assert len(pool) == 1
+    assert pool[0]["machineSpec"] == {"machineType": "ct5lp-hightpu-4t", "tpuTopology": "2x2"}
+    assert pool[0]["pythonPackageSpec"]["executorImageUri"] == \
+        "europe-docker.pkg.dev/vertex-ai/training/tf-tpu.2-15.cp310:latest"
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--accelerator", "tpu-v4-8"], "unknown accelerator 'tpu-v4-8'"),
+    (["--accelerator", "tpu-v3-8", "--region", "europe-west1"], "tpu-v3-8 is not available in europe-west1"),
+    (["--accelerator", "tpu-v5e-4", "--workers", "2"], "--workers 2 cannot be combined with tpu-v5e-4"),
+    (["--accelerator", "gpu-t4x3"], "comes in counts 1, 2, 4, 8"),
+    (["--data-dir", "/local/data"], "a Vertex AI job reads from Cloud Storage"),
+    (["--model-dir", "runs/x"], "a Vertex AI job writes to Cloud Storage"),
+    (["--job-name", "Bad_Name"], "job name 'Bad_Name'"),
+])
+def test_bad_input_fails_before_any_upload_or_request(vertex, args, fragment):
+    proc = vertex.run(*args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: ") and fragment in proc.stderr
+    assert vertex.fake.requests == []
+    assert vertex.staged() == []
+
+
+def test_vertex_needs_stack_outputs(tools, tmp_path):
+    proc = tools.run_cli(["train", "--target", "vertex", "--dry-run"], cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "needs the stack's outputs: pass --stack NAME or --outputs FILE" in proc.stderr
+
+
+def test_failed_job_is_reported_with_its_error(vertex):
+    proc = vertex.run("--accelerator", "gpu", "--job-name", "doomed",
+                      states=("JOB_STATE_RUNNING", "JOB_STATE_FAILED"), error="The replica workerpool0-0 exited with a non-zero status of 3.")
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: job projects/my-project-1/locations/us-central1/customJobs/1000 ended in JOB_STATE_FAILED")
+    assert "exited with a non-zero status of 3" in last
+
+
+def test_no_wait_submits_and_returns(vertex):
+    proc = vertex.run("--job-name", "fire-and-forget", "--no-wait")
+    assert proc.returncode == 0, proc.stderr
+    assert [r[0] for r in vertex.fake.requests] == ["POST"]
+    body = vertex.fake.posts()[0][2]
+    assert body["jobSpec"]["workerPoolSpecs"][0]["machineSpec"] == {"machineType": "n1-standard-4"}
+    assert body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["args"][:2] == ["--distribution_strategy", "auto"]
+    assert "console: https://console.cloud.google.com/" in proc.stdout
