@@ -1,7 +1,166 @@
-"""Commands of this group are registered by their owner issue; see tpuctl/cli.py."""
+"""``tpuctl hub-cache add|ls|fetch``: TF-Hub models in tensorflow_hub's cache layout (see bootstrap/hubcache.py)."""
+
+from __future__ import annotations
+
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+from typing import List, Optional
 
 import typer
 
+from tpuctl import domain
+from tpuctl.errors import UserError, handle_errors
+
+# google-api-core warns about the interpreter's end of life on import; stderr is for the user's errors.
+warnings.filterwarnings("ignore", message=r"You are using a Python version .* which Google will stop supporting",
+                        category=FutureWarning)
+
+hub_app = typer.Typer(help="TF-Hub models in tensorflow_hub's cache layout (<TFHUB_CACHE_DIR>/<sha1(handle)>/).",
+                      no_args_is_help=True)
+
+
+@contextmanager
+def _bytes_bar(label: str):
+    from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
+                               TransferSpeedColumn)
+
+    with Progress(TextColumn(label), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                  TimeRemainingColumn()) as progress:
+        task = progress.add_task(label, total=None)
+        yield (lambda n: progress.advance(task, n)), (lambda total: progress.update(task, total=total))
+
+
+def _target(bucket: Optional[str], prefix: Optional[str], stack: Optional[str], outputs: Optional[Path]):
+    """(bucket name, prefix, stack outputs) from --bucket/--prefix or the stack outputs."""
+    from tpuctl.stack import load_outputs
+
+    so = load_outputs(stack=stack, outputs_file=outputs)
+    if bucket is None and so is not None:
+        bucket = so.bucket("hub-cache")
+        if bucket is None:
+            raise UserError("the stack outputs have no buckets['hub-cache']; pass --bucket")
+    if bucket is None:
+        raise UserError("give --bucket B, or --stack NAME / --outputs FILE")
+    name = domain.bucket_name_from(bucket)
+    prefix = prefix or (so.hub_cache_prefix if so and so.hub_cache_prefix else domain.DEFAULT_HUB_CACHE_PREFIX)
+    domain.validate_hub_prefix(prefix)
+    return name, prefix, so
+
+
+def _handles(handles: List[str], so, source: Optional[str]) -> list[str]:
+    out = list(handles) or (list(so.hub_models) if so is not None else [])
+    if not out:
+        raise UserError("name at least one HANDLE (or use --stack/--outputs with hub_models)")
+    if source is not None and len(out) != 1:
+        raise UserError("--from gives the source of one handle; name exactly one HANDLE with it")
+    for h in out:
+        domain.hub_cache_key(h)
+    return out
+
+
+@hub_app.command("add")
+@handle_errors
+def add(
+    handles: List[str] = typer.Argument(None, help="Hub handles (URLs; the exact string hub.load will get)."),
+    bucket: Optional[str] = typer.Option(None, "--bucket", help="Bucket (name or gs://) holding the hub cache."),
+    prefix: Optional[str] = typer.Option(None, "--prefix", help=f"Folder in the bucket (default {domain.DEFAULT_HUB_CACHE_PREFIX})."),
+    source: Optional[str] = typer.Option(None, "--from", help="Take the model from this folder, .tar.gz or URL instead of the handle."),
+    stack: Optional[str] = typer.Option(None, "--stack", help="Bucket, prefix and handles from this stack's outputs."),
+    outputs: Optional[Path] = typer.Option(None, "--outputs", help="Bucket, prefix and handles from this outputs JSON."),
+    workers: int = typer.Option(8, "--workers", min=1, max=64, help="Parallel uploads."),
+) -> None:
+    """Fetch hub models, unpack them safely and upload them to <prefix>/<sha1(handle)>/ in the bucket."""
+    from google.api_core import exceptions
+    from google.cloud import storage
+
+    from bootstrap import hubcache
+
+    name, prefix, so = _target(bucket, prefix, stack, outputs)
+    todo = _handles(handles or [], so, source)
+    client = storage.Client()
+    try:
+        gcs_bucket = client.get_bucket(name)
+    except exceptions.NotFound:
+        raise UserError(f"bucket gs://{name} does not exist (create it, or pass the right --bucket)") from None
+    except exceptions.Forbidden:
+        raise UserError(f"permission denied on gs://{name}: you need storage.buckets.get and objects.create") from None
+    for handle in todo:
+        with _bytes_bar(f"fetch {handle}") as (advance, total):
+            model = hubcache.materialize(handle, source, progress=advance, on_total=total)
+        try:
+            with _bytes_bar(f"upload {model.key[:12]}") as (advance, total):
+                result = hubcache.upload_model(gcs_bucket, prefix, model, workers=workers,
+                                               progress=advance, on_total=total)
+        finally:
+            model.cleanup()
+        typer.echo(f"{handle} -> gs://{name}/{prefix}/{model.key}/  "
+                   f"({len(result.uploaded)} uploaded, {len(result.skipped)} unchanged)")
+        if result.extra:
+            typer.echo(f"  note: {len(result.extra)} object(s) there are not part of this model: "
+                       + ", ".join(result.extra[:5]))
+    typer.echo(f"TFHUB_CACHE_DIR={domain.tfhub_cache_dir(name, prefix)}")
+
+
+@hub_app.command("ls")
+@handle_errors
+def ls(
+    bucket: Optional[str] = typer.Option(None, "--bucket", help="Bucket (name or gs://) holding the hub cache."),
+    prefix: Optional[str] = typer.Option(None, "--prefix", help=f"Folder in the bucket (default {domain.DEFAULT_HUB_CACHE_PREFIX})."),
+    stack: Optional[str] = typer.Option(None, "--stack", help="Bucket and prefix from this stack's outputs."),
+    outputs: Optional[Path] = typer.Option(None, "--outputs", help="Bucket and prefix from this outputs JSON."),
+) -> None:
+    """List the models in the hub cache: sha1 folder, handle, files, size, complete or not."""
+    from google.api_core import exceptions
+    from google.cloud import storage
+
+    from bootstrap import hubcache
+
+    name, prefix, so = _target(bucket, prefix, stack, outputs)
+    try:
+        entries = hubcache.list_cache(storage.Client(), name, prefix)
+    except exceptions.NotFound:
+        raise UserError(f"bucket gs://{name} does not exist") from None
+    except exceptions.Forbidden:
+        raise UserError(f"permission denied listing gs://{name}: you need storage.objects.list") from None
+    configured = set(so.hub_models) if so is not None else set()
+    for e in entries:
+        state = "complete" if e.complete else "INCOMPLETE (no saved_model.pb)"
+        typer.echo(f"{e.key}  {e.handle or '?'}  {e.files} files  {e.size} bytes  {state}")
+    seen = {e.key for e in entries if e.complete}
+    for h in sorted(configured):
+        if domain.hub_cache_key(h) not in seen:
+            typer.echo(f"{domain.hub_cache_key(h)}  {h}  MISSING (run: tpuctl hub-cache add {h} --bucket {name} --prefix {prefix})")
+    if not entries and not configured:
+        typer.echo(f"gs://{name}/{prefix}/ holds no hub models")
+    typer.echo(f"TFHUB_CACHE_DIR={domain.tfhub_cache_dir(name, prefix)}")
+
+
+@hub_app.command("fetch")
+@handle_errors
+def fetch(
+    handles: List[str] = typer.Argument(None, help="Hub handles (URLs; the exact string hub.load will get)."),
+    dest: Path = typer.Option(Path(".tpuctl-cache/hub"), "--dest", help="Local cache folder (the Pulumi program's hubCacheSource)."),
+    source: Optional[str] = typer.Option(None, "--from", help="Take the model from this folder, .tar.gz or URL instead of the handle."),
+    stack: Optional[str] = typer.Option(None, "--stack", help="Handles from this stack's outputs (hub_models)."),
+    outputs: Optional[Path] = typer.Option(None, "--outputs", help="Handles from this outputs JSON (hub_models)."),
+) -> None:
+    """Fetch hub models into a local folder in the same <sha1(handle)>/ layout."""
+    from bootstrap import hubcache
+    from tpuctl.stack import load_outputs
+
+    so = load_outputs(stack=stack, outputs_file=outputs)
+    todo = _handles(handles or [], so, source)
+    for handle in todo:
+        with _bytes_bar(f"fetch {handle}") as (advance, total):
+            model = hubcache.materialize(handle, source, progress=advance, on_total=total)
+        try:
+            path, replaced = hubcache.install_local(model, dest)
+        finally:
+            model.cleanup()
+        typer.echo(f"{handle} -> {path}{' (replaced)' if replaced else ''}")
+    typer.echo(f"TFHUB_CACHE_DIR={dest.resolve()}")
+
 
 def register(app: typer.Typer) -> None:
-    return None
+    app.add_typer(hub_app, name="hub-cache")

@@ -10,8 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from typer.testing import CliRunner
 
-from conftest import TPUCTL
 from tpuctl.cli import app
+from tpuctl.envs import REPO_ROOT
+
+TPUCTL = REPO_ROOT / ".venv" / "bin" / "tpuctl"
 
 CONDITIONAL = {
     "role": "roles/storage.objectViewer",

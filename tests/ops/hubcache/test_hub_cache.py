@@ -1,0 +1,175 @@
+"""hub-cache add/ls/fetch with the real google-cloud-storage client against gcp-storage-emulator."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hubfixtures import make_fake_model, tar_folder
+from tpuctl.cli import app
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def objects(client, prefix="model-cache/"):
+    return {b.name: b for b in client.list_blobs("hub-bkt", prefix=prefix)}
+
+
+def test_add_from_http_with_redirect_uploads_sha1_layout(gcs, model_server, tmp_path):
+    model = make_fake_model(tmp_path / "m")
+    model_server.archives["tiny/1"] = tar_folder(model, tmp_path / "m.tar.gz").read_bytes()
+    handle = model_server.handle("tiny/1")
+    key = hashlib.sha1(handle.encode()).hexdigest()
+
+    r = run("hub-cache", "add", handle, "--bucket", "gs://hub-bkt")
+    assert r.exit_code == 0, r.output
+    assert model_server.requests[0] == "/models/tiny/1?tf-hub-format=compressed"
+    assert model_server.requests[1] == "/blobs/tiny/1.tar.gz"            # the redirect was followed
+    names = set(objects(gcs))
+    assert names == {f"model-cache/{key}/saved_model.pb", f"model-cache/{key}/variables/variables.index",
+                     f"model-cache/{key}/variables/variables.data-00000-of-00001",
+                     f"model-cache/{key}/assets/labels.txt", f"model-cache/{key}.descriptor.txt"}
+    assert gcs.bucket("hub-bkt").blob(f"model-cache/{key}/variables/variables.data-00000-of-00001").download_as_bytes() == b"w" * 5000
+    assert "4 uploaded, 0 unchanged" in r.stdout
+    assert r.stdout.strip().splitlines()[-1] == "TFHUB_CACHE_DIR=gs://hub-bkt/model-cache"
+
+    # ls shows the folder with its handle (from the descriptor) and marks it complete
+    ls = run("hub-cache", "ls", "--bucket", "hub-bkt")
+    assert ls.exit_code == 0, ls.output
+    assert f"{key}  {handle}  4 files" in ls.stdout and "complete" in ls.stdout
+
+
+def test_second_add_skips_unchanged_files_by_checksum(gcs, model_server, tmp_path):
+    model = make_fake_model(tmp_path / "m")
+    handle = "https://tfhub.dev/example/tiny/1"
+    key = hashlib.sha1(handle.encode()).hexdigest()
+    r = run("hub-cache", "add", handle, "--from", str(model), "--bucket", "hub-bkt", "--prefix", "cache/hub")
+    assert r.exit_code == 0, r.output
+    before = {n: b.generation for n, b in objects(gcs, "cache/hub/").items()}
+
+    r = run("hub-cache", "add", handle, "--from", str(model), "--bucket", "hub-bkt", "--prefix", "cache/hub")
+    assert r.exit_code == 0, r.output
+    assert "0 uploaded, 4 unchanged" in r.stdout
+    assert {n: b.generation for n, b in objects(gcs, "cache/hub/").items()} == before
+
+    # one changed file (same size, different bytes): only it is uploaded again
+    (model / "variables" / "variables.data-00000-of-00001").write_bytes(b"v" * 5000)
+    r = run("hub-cache", "add", handle, "--from", str(model), "--bucket", "hub-bkt", "--prefix", "cache/hub")
+    assert "1 uploaded, 3 unchanged" in r.stdout, r.output
+    after = {n: b.generation for n, b in objects(gcs, "cache/hub/").items()}
+    changed = {n for n in after if after[n] != before.get(n)}
+    assert changed == {f"cache/hub/{key}/variables/variables.data-00000-of-00001", f"cache/hub/{key}.descriptor.txt"}
+    assert r.stdout.strip().splitlines()[-1] == "TFHUB_CACHE_DIR=gs://hub-bkt/cache/hub"
+
+
+def test_outputs_file_gives_bucket_prefix_and_handles(gcs, model_server, tmp_path):
+    model = make_fake_model(tmp_path / "m")
+    model_server.archives["a/1"] = tar_folder(model, tmp_path / "a.tar.gz").read_bytes()
+    handle = model_server.handle("a/1")
+    outputs = tmp_path / "out.json"
+    outputs.write_text(json.dumps({"buckets": {"hub-cache": "hub-bkt"}, "hub_cache_prefix": "models",
+                                   "hub_models": [handle]}))
+    r = run("hub-cache", "ls", "--outputs", str(outputs))
+    assert "MISSING" in r.stdout and f"tpuctl hub-cache add {handle}" in r.stdout
+    r = run("hub-cache", "add", "--outputs", str(outputs))
+    assert r.exit_code == 0, r.output
+    assert f"models/{hashlib.sha1(handle.encode()).hexdigest()}/saved_model.pb" in objects(gcs, "models/")
+    r = run("hub-cache", "ls", "--outputs", str(outputs))
+    assert "MISSING" not in r.stdout and "complete" in r.stdout
+
+
+def test_fetch_writes_same_layout_locally(model_server, tmp_path):
+    model = make_fake_model(tmp_path / "m")
+    # a tarball with one top-level folder is accepted too (saved_model.pb one level down)
+    nested = tmp_path / "nested.tar.gz"
+    with tarfile.open(nested, "w:gz") as tar:
+        tar.add(model, arcname="tiny")
+    model_server.archives["n/1"] = nested.read_bytes()
+    handle = model_server.handle("n/1")
+    dest = tmp_path / "cache"
+    r = run("hub-cache", "fetch", handle, "--dest", str(dest))
+    assert r.exit_code == 0, r.output
+    key = hashlib.sha1(handle.encode()).hexdigest()
+    assert (dest / key / "saved_model.pb").read_bytes() == (model / "saved_model.pb").read_bytes()
+    assert (dest / key / "variables" / "variables.index").exists()
+    assert (dest / f"{key}.descriptor.txt").read_text().startswith(f"Module: {handle}\n")
+    assert sorted(p.name for p in dest.iterdir()) == sorted([key, f"{key}.descriptor.txt"])
+    assert r.stdout.strip().splitlines()[-1] == f"TFHUB_CACHE_DIR={dest.resolve()}"
+
+
+def _evil_tar(path: Path, kind: str) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        def add(name, data=b"x", **kw):
+            info = tarfile.TarInfo(name)
+            for k, v in kw.items():
+                setattr(info, k, v)
+            info.size = len(data) if info.type == tarfile.REGTYPE else 0
+            tar.addfile(info, io.BytesIO(data) if info.type == tarfile.REGTYPE else None)
+        add("saved_model.pb", b"pb")
+        add("variables/variables.index", b"idx")
+        if kind == "dotdot":
+            add("variables/../../escape.txt", b"pwned")
+        elif kind == "absolute":
+            add("/tmp/tpuctl-evil-absolute.txt", b"pwned")
+        elif kind == "symlink":
+            add("variables/link", type=tarfile.SYMTYPE, linkname="../../../etc/passwd")
+        elif kind == "hardlink":
+            add("variables/hard", type=tarfile.LNKTYPE, linkname="../outside.txt")
+    return path
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("dotdot", "climbs out of the folder"),
+    ("absolute", "absolute path"),
+    ("symlink", "points outside the archive"),
+    ("hardlink", "points outside the archive"),
+])
+def test_malicious_tarball_rejected_nothing_written(gcs, model_server, tmp_path, kind, message):
+    archive = _evil_tar(tmp_path / f"{kind}.tar.gz", kind)
+    model_server.archives["evil/1"] = archive.read_bytes()
+    handle = model_server.handle("evil/1")
+    workroot = tmp_path / "work"
+    workroot.mkdir()
+
+    r = run("hub-cache", "add", handle, "--bucket", "hub-bkt")
+    assert r.exit_code == 2, r.output
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert objects(gcs, "") == {}                       # nothing uploaded
+
+    dest = tmp_path / "local"
+    r = run("hub-cache", "fetch", handle, "--dest", str(dest))
+    assert r.exit_code == 2 and message in r.stderr
+    assert not dest.exists() or list(dest.iterdir()) == []
+    r = run("hub-cache", "fetch", "https://tfhub.dev/x/1", "--from", str(archive), "--dest", str(dest))
+    assert r.exit_code == 2 and message in r.stderr
+    assert not dest.exists() or list(dest.iterdir()) == []
+    assert not (tmp_path / "escape.txt").exists() and not Path("/tmp/tpuctl-evil-absolute.txt").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["hub-cache", "add", "http://127.0.0.1:9/x", "--bucket", "no-such-bkt"], "bucket gs://no-such-bkt does not exist"),
+    (["hub-cache", "add", "http://127.0.0.1:9/x", "--bucket", "Bad_Bucket"], "bucket name 'Bad_Bucket'"),
+    (["hub-cache", "add", "http://127.0.0.1:9/x", "--bucket", "hub-bkt", "--prefix", "/abs"], "hub cache prefix"),
+    (["hub-cache", "add", " http://x/1", "--bucket", "hub-bkt"], "surrounding spaces"),
+    (["hub-cache", "add", "--bucket", "hub-bkt"], "name at least one HANDLE"),
+    (["hub-cache", "add", "./does-not-exist", "--bucket", "hub-bkt"], "does not exist"),
+])
+def test_bad_input(gcs, args, message):
+    r = run(*args)
+    assert r.exit_code == 2, r.output
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert objects(gcs, "") == {}
+
+
+def test_download_http_error_is_one_line(gcs, model_server):
+    r = run("hub-cache", "add", model_server.handle("nope/1"), "--bucket", "hub-bkt")
+    assert r.exit_code == 1 and "HTTP 404" in r.stderr
+    assert objects(gcs, "") == {}
