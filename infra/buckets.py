@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import pulumi
 import pulumi_gcp as gcp
@@ -11,8 +11,6 @@ import pulumi_gcp as gcp
 from tpuctl import domain
 
 SECONDS_PER_DAY = 86_400
-#: Label on every bucket tpuctl creates; the policy pack finds a bucket's purpose through it.
-PURPOSE_LABEL = "tpuctl-purpose"
 
 
 @dataclass(frozen=True)
@@ -24,6 +22,7 @@ class TrainingBucketsArgs:
     soft_delete_retention_days: int                 # 0 turns soft delete off
     labels: Mapping[str, str] = field(default_factory=dict)
     existing: Mapping[str, str] = field(default_factory=dict)   # purpose -> name, only referenced
+    depends_on: Sequence[pulumi.Resource] = ()                   # e.g. the storage API
 
 
 class TrainingBuckets(pulumi.ComponentResource):
@@ -53,10 +52,10 @@ class TrainingBuckets(pulumi.ComponentResource):
                     soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(
                         retention_duration_seconds=args.soft_delete_retention_days * SECONDS_PER_DAY,
                     ),
-                    labels={**args.labels, PURPOSE_LABEL: purpose},
+                    labels={**args.labels, domain.PURPOSE_LABEL: purpose},
                     force_destroy=False,
                 ),
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
             )
         self.names = {p: b.name for p, b in self.buckets.items()}
         self.urls = {p: b.url for p, b in self.buckets.items()}

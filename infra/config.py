@@ -237,8 +237,8 @@ def _labels(items: list[str]) -> dict[str, str]:
             raise ConfigError("labels", f"label {item!r} must be key=value, e.g. team=vision")
         if k in labels:
             raise ConfigError("labels", f"label key {k!r} is given twice")
-        if k == "tpuctl-purpose":
-            raise ConfigError("labels", "label key 'tpuctl-purpose' is set by tpuctl on each bucket; choose another key")
+        if k == domain.PURPOSE_LABEL:
+            raise ConfigError("labels", f"label key {k!r} is set by tpuctl on each bucket; choose another key")
         labels[k] = v
     _domain("labels", domain.validate_labels, labels)
     return labels

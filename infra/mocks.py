@@ -19,6 +19,7 @@ import pulumi
 from pulumi.runtime import mocks as _mocks
 from pulumi.runtime import settings as _settings
 
+from infra import tokens as T
 from infra.config import NAMESPACE, InfraConfig, load_config
 from tpuctl import domain
 
@@ -42,6 +43,7 @@ class MockedResource:
     custom: bool                   # False for component resources
     inputs: dict[str, Any]         # camelCase, as the engine (and a policy pack) sees them
     outputs: dict[str, Any]        # inputs plus the computed outputs the mocks filled
+    dependencies: tuple[str, ...] = ()   # URNs this resource waits for (depends_on and input outputs)
 
     @property
     def parent_type(self) -> str | None:
@@ -99,13 +101,15 @@ class GcpMocks(pulumi.runtime.Mocks):
         self._lock = threading.Lock()
 
     # -- invokes ------------------------------------------------------------------------------
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict | tuple[dict, list[tuple[str, str]]]:
+        """Invoke results by token. A provider-side failure (not found, denied) is returned as a
+        check failure, which the SDK raises in the program as the engine's error would be."""
         with self._lock:
             self.calls.append((args.token, dict(args.args)))
         if args.token == "gcp:organizations/getProject:getProject":
             pid = args.args.get("projectId") or self.project
             if pid != self.project:
-                raise Exception(f"googleapi: Error 403: project {pid} not found or permission denied")
+                return {}, [("projectId", f"googleapi: Error 403: project {pid} not found or permission denied")]
             return {"projectId": pid, "number": self.project_number, "name": pid, "id": f"projects/{pid}"}
         if args.token == "gcp:storage/getBucket:getBucket":
             name = args.args.get("name")
@@ -114,7 +118,7 @@ class GcpMocks(pulumi.runtime.Mocks):
             elif name in self.existing_buckets:
                 attrs = {**DEFAULT_EXISTING_BUCKET, **self.existing_buckets[name]}
             else:
-                raise Exception(f"googleapi: Error 404: bucket {name} not found")
+                return {}, [("name", f"googleapi: Error 404: bucket {name} not found")]
             return {"name": name, "id": name, "url": f"gs://{name}",
                     "selfLink": f"https://www.googleapis.com/storage/v1/b/{name}", **attrs}
         return {}
@@ -130,7 +134,7 @@ class GcpMocks(pulumi.runtime.Mocks):
 
     def _computed(self, typ: str, name: str, inputs: dict[str, Any]) -> tuple[dict[str, Any], str]:
         project = inputs.get("project") or self.project
-        if typ == "gcp:storage/bucket:Bucket":
+        if typ == T.BUCKET:
             bucket = inputs.get("name") or name
             return {
                 "name": bucket, "url": f"gs://{bucket}", "project": project,
@@ -138,38 +142,37 @@ class GcpMocks(pulumi.runtime.Mocks):
                 "projectNumber": self.project_number,
                 "effectiveLabels": dict(inputs.get("labels") or {}),
             }, bucket
-        if typ == "gcp:projects/serviceIdentity:ServiceIdentity":
+        if typ == T.SERVICE_IDENTITY:
             service = inputs.get("service", "")
             agent = {"tpu.googleapis.com": "cloud-tpu", "aiplatform.googleapis.com": "gcp-sa-aiplatform"}.get(
                 service, f"gcp-sa-{service.split('.')[0]}")
             email = f"service-{self.project_number}@{agent}.iam.gserviceaccount.com"
             return {"email": email, "member": f"serviceAccount:{email}"}, f"projects/{project}/services/{service}"
-        if typ == "gcp:serviceaccount/account:Account":
+        if typ == T.ACCOUNT:
             email = f"{inputs['accountId']}@{project}.iam.gserviceaccount.com"
             unique_id = str(10**20 + int(hashlib.sha1(email.encode()).hexdigest()[:15], 16))
             rid = f"projects/{project}/serviceAccounts/{email}"
             return {"email": email, "member": f"serviceAccount:{email}", "uniqueId": unique_id,
                     "name": rid, "project": project}, rid
-        if typ == "gcp:projects/service:Service":
+        if typ == T.SERVICE:
             return {}, f"{project}/{inputs.get('service')}"
-        if typ in ("gcp:storage/bucketIAMMember:BucketIAMMember", "gcp:projects/iAMMember:IAMMember"):
+        if typ in (T.BUCKET_IAM_MEMBER, T.PROJECT_IAM_MEMBER):
             target = inputs.get("bucket") or inputs.get("project")
             etag = base64.b64encode(hashlib.sha1(f"{target}{inputs.get('role')}".encode()).digest()[:8]).decode()
             return {"etag": etag}, f"{target}/{inputs.get('role')}/{inputs.get('member')}"
-        if typ in ("gcp:storage/bucketAccessControl:BucketAccessControl",
-                   "gcp:storage/defaultObjectAccessControl:DefaultObjectAccessControl"):
+        if typ in (T.BUCKET_ACL, T.DEFAULT_OBJECT_ACL):
             entity = inputs.get("entity", "")
             email = entity.split("-", 1)[1] if entity.startswith("user-") else None
             return {"email": email, "domain": email.split("@", 1)[1] if email else None}, \
                 f"{inputs.get('bucket')}/{entity}"
-        if typ == "gcp:cloudquota/sQuotaPreference:SQuotaPreference":
+        if typ == T.QUOTA_PREFERENCE:
             pref = inputs.get("name") or name
             quota_config = dict(inputs.get("quotaConfig") or {})
             quota_config.setdefault("grantedValue", "0")
             quota_config.setdefault("requestOrigin", "ORIGIN_UNSPECIFIED")
             return {"name": pref, "etag": "mock-etag", "reconciling": True, "quotaConfig": quota_config}, \
                 f"{inputs.get('parent')}/locations/global/quotaPreferences/{pref}"
-        if typ == "gcp:storage/bucketObject:BucketObject":
+        if typ == T.BUCKET_OBJECT:
             obj = inputs.get("name") or name
             computed = {"outputName": obj, "mediaLink":
                         f"https://storage.googleapis.com/download/storage/v1/b/{inputs.get('bucket')}/o/{obj}",
@@ -187,8 +190,14 @@ class _RecordingMonitor(_mocks.MockMonitor):
 
     def __init__(self, mocks: GcpMocks):
         super().__init__(mocks)
-        self.order: list[tuple[str, str | None, str, str, bool]] = []  # urn, parent, type, name, custom
+        self.order: list[tuple[str, str | None, str, str, bool, tuple[str, ...]]] = []
         self._lock = threading.Lock()
+
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        # The engine leaves the root stack's type out of its children's type chain.
+        if parent and parent.split("::")[2] == STACK_TYPE:
+            parent = ""
+        return super().make_urn(parent, type_, name)
 
     def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
         if request.type != STACK_TYPE:
@@ -196,7 +205,11 @@ class _RecordingMonitor(_mocks.MockMonitor):
             with self._lock:
                 if urn in self.resources or any(o[0] == urn for o in self.order):
                     raise Exception(f"Duplicate resource URN '{urn}'; try giving it a unique name")
-                self.order.append((urn, request.parent or None, request.type, request.name, bool(request.custom)))
+                deps = set(request.dependencies)
+                for prop in request.propertyDependencies.values():
+                    deps.update(prop.urns)
+                self.order.append((urn, request.parent or None, request.type, request.name, bool(request.custom),
+                                   tuple(sorted(deps))))
         return super().RegisterResource(request)
 
 
@@ -239,8 +252,8 @@ def run_program(values: Mapping[str, Any], *, stack: str = "dev",
         _settings.set_root_resource(None)  # type: ignore[arg-type]
 
     resources = []
-    for urn, parent, typ, name, custom in monitor.order:
+    for urn, parent, typ, name, custom, deps in monitor.order:
         inputs, outputs = mocks.registered.get((typ, name), ({}, {}))
-        resources.append(MockedResource(typ, name, urn, parent, custom, inputs, outputs))
+        resources.append(MockedResource(typ, name, urn, parent, custom, inputs, outputs, deps))
     outputs = {key: resolved.get(key) for key in domain.OUTPUT_KEYS}
     return MockRun(resources=resources, outputs=outputs, config=cfg, calls=list(mocks.calls))

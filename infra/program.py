@@ -73,8 +73,8 @@ def build(cfg: InfraConfig) -> dict[str, pulumi.Output | Any]:
             soft_delete_retention_days=cfg.soft_delete_retention_days,
             labels=dict(cfg.labels),
             existing=existing,
+            depends_on=storage_api,
         ),
-        opts=pulumi.ResourceOptions(depends_on=storage_api),
     )
     access = AccessGrants(
         "access",
@@ -98,8 +98,8 @@ def build(cfg: InfraConfig) -> dict[str, pulumi.Output | Any]:
                 requests=cfg.gpu_quotas,
                 contact_email=cfg.quota_contact_email or "",
                 justification=cfg.quota_justification,
+                depends_on=[identities.apis["cloudquotas.googleapis.com"]],
             ),
-            opts=pulumi.ResourceOptions(depends_on=[identities.apis["cloudquotas.googleapis.com"]]),
         )
     if cfg.hub_models:
         HubModelCache(

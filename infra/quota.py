@@ -17,6 +17,7 @@ class GpuQuotaArgs:
     requests: Sequence[domain.GpuQuotaRequest]
     contact_email: str
     justification: str | None = None
+    depends_on: Sequence[pulumi.Resource] = ()     # e.g. the Cloud Quotas API
 
 
 def preference_id(req: domain.GpuQuotaRequest) -> str:
@@ -45,6 +46,6 @@ class GpuQuota(pulumi.ComponentResource):
                     contact_email=args.contact_email,
                     justification=args.justification,
                 ),
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
             )
         self.register_outputs({"preferences": {k: p.name for k, p in self.preferences.items()}})

@@ -1,0 +1,170 @@
+"""AccessGrants under mocks: bucket mode, project mode, the ACL route, and additive-only IAM."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra import tokens as T
+from infra.config import ConfigError
+from infra.mocks import run_program
+from tpuctl import domain
+
+PROJECT = "my-tpu-project"
+NUMBER = "123456789012"
+MEMBERS = {
+    "tpu-agent": f"serviceAccount:service-{NUMBER}@cloud-tpu.iam.gserviceaccount.com",
+    "tpu-vm-agent": f"serviceAccount:service-{NUMBER}@gcp-sa-tpu.iam.gserviceaccount.com",
+    "vertex-agent": f"serviceAccount:service-{NUMBER}@gcp-sa-aiplatform-cc.iam.gserviceaccount.com",
+    "training-sa": f"serviceAccount:tpuctl-trainer@{PROJECT}.iam.gserviceaccount.com",
+}
+BUCKETS = {p: f"tpuctl-{PROJECT}-{p}" for p in domain.BUCKET_PURPOSES}
+
+
+def grants(run, type_token=T.BUCKET_IAM_MEMBER) -> set[tuple[str, str, str]]:
+    return {(r.inputs["member"], r.inputs["bucket"], r.inputs["role"]) for r in run.of_type(type_token)}
+
+
+@pytest.fixture(scope="module")
+def bucket_run():
+    return run_program({"tpuctl:project": PROJECT}, project_number=NUMBER)
+
+
+@pytest.fixture(scope="module")
+def project_run():
+    return run_program({"tpuctl:project": PROJECT, "tpuctl:accessMode": "project"}, project_number=NUMBER)
+
+
+def test_bucket_mode_grants_read_roles_on_read_buckets_and_object_user_on_write_buckets(bucket_run):
+    expected = {
+        (member, BUCKETS[purpose], role)
+        for member in MEMBERS.values()
+        for purpose in domain.BUCKET_PURPOSES
+        for role in domain.roles_for("bucket", purpose)
+    }
+    assert grants(bucket_run) == expected
+    assert ("roles/storage.objectViewer" in domain.roles_for("bucket", "data")
+            and domain.roles_for("bucket", "artifacts") == ("roles/storage.objectUser",))
+    # Nothing project-wide besides the TPU VM agent's own service-agent role.
+    assert {r.inputs["role"] for r in bucket_run.of_type(T.PROJECT_IAM_MEMBER)} == {
+        domain.SERVICE_AGENTS["tpu-vm-agent"].project_role}
+
+
+def test_bucket_mode_gives_each_principal_what_training_needs_and_no_more(bucket_run):
+    access = bucket_run.outputs["access_map"]
+    assert set(access) == set(MEMBERS.values())
+    for member, per_bucket in access.items():
+        assert set(per_bucket) == set(BUCKETS.values())
+        for purpose, bucket in BUCKETS.items():
+            perms = domain.storage_permissions(per_bucket[bucket])
+            assert domain.required_permissions(purpose) <= perms, (member, purpose)
+            if purpose in domain.READ_BUCKETS:
+                assert "objects.create" not in perms and "objects.delete" not in perms
+            assert not any(p.startswith("buckets.") and p != "buckets.get" for p in perms)
+
+
+def test_bucket_grants_reference_the_bucket_and_wait_for_the_principal(bucket_run):
+    identity = {r.inputs["service"]: r.urn for r in bucket_run.of_type(T.SERVICE_IDENTITY)}
+    account = bucket_run.named(T.ACCOUNT, "training-sa").urn
+    for grant in bucket_run.of_type(T.BUCKET_IAM_MEMBER):
+        purpose, _, keyword = grant.name.partition("-storage.")[0].rpartition("-")[0], None, None
+        bucket_urn = bucket_run.named(T.BUCKET, next(p for p in BUCKETS if grant.inputs["bucket"] == BUCKETS[p])).urn
+        assert bucket_urn in grant.dependencies, grant.name
+        if grant.inputs["member"] == MEMBERS["training-sa"]:
+            assert account in grant.dependencies
+        elif grant.inputs["member"] == MEMBERS["vertex-agent"]:
+            assert identity["aiplatform.googleapis.com"] in grant.dependencies
+        else:
+            assert identity["tpu.googleapis.com"] in grant.dependencies
+        assert grant.parent_type == T.ACCESS_GRANTS
+
+
+def test_project_mode_grants_the_classic_set_on_the_project_only(project_run):
+    project_grants = {(r.inputs["member"], r.inputs["role"]) for r in project_run.of_type(T.PROJECT_IAM_MEMBER)
+                      if r.parent_type == T.ACCESS_GRANTS}
+    assert project_grants == {(m, role) for m in MEMBERS.values() for role in domain.PROJECT_MODE_ROLES}
+    assert all(r.inputs["project"] == PROJECT for r in project_run.of_type(T.PROJECT_IAM_MEMBER))
+    assert project_run.of_type(T.BUCKET_IAM_MEMBER) == []
+    assert "roles/ml.serviceAgent" not in {role for _, role in project_grants}
+    assert project_run.outputs["access_mode"] == "project"
+    for member in MEMBERS.values():
+        assert project_run.outputs["access_map"][member] == {b: list(domain.PROJECT_MODE_ROLES) for b in BUCKETS.values()}
+
+
+def test_existing_data_bucket_via_iam_gets_bucket_grants_on_the_given_name():
+    run = run_program({"tpuctl:project": PROJECT, "tpuctl:existingDataBucket": "shared-imagenet",
+                       "tpuctl:principals": ["training-sa"]}, project_number=NUMBER)
+    data = {(m, r) for m, b, r in grants(run) if b == "shared-imagenet"}
+    assert data == {(MEMBERS["training-sa"], role) for role in domain.BUCKET_READ_ROLES}
+    assert run.outputs["access_map"][MEMBERS["training-sa"]]["shared-imagenet"] == sorted(domain.BUCKET_READ_ROLES)
+
+
+def test_project_mode_still_grants_on_an_existing_bucket_it_may_not_own():
+    run = run_program({"tpuctl:project": PROJECT, "tpuctl:accessMode": "project",
+                       "tpuctl:existingDataBucket": "shared-imagenet"}, project_number=NUMBER)
+    assert {b for _, b, _ in grants(run)} == {"shared-imagenet"}
+    assert len(run.of_type(T.PROJECT_IAM_MEMBER)) == len(MEMBERS) * len(domain.PROJECT_MODE_ROLES) + 1
+
+
+def test_acl_route_on_a_fine_grained_existing_bucket():
+    run = run_program(
+        {"tpuctl:project": PROJECT, "tpuctl:existingDataBucket": "legacy-data",
+         "tpuctl:existingDataBucketAccess": "acl"},
+        existing_buckets={"legacy-data": {"uniformBucketLevelAccess": False}}, project_number=NUMBER,
+    )
+    assert ("gcp:storage/getBucket:getBucket", {"name": "legacy-data"}) in run.calls
+    emails = {m.split(":", 1)[1] for m in MEMBERS.values()}
+    bucket_acl = {(r.inputs["bucket"], r.inputs["entity"], r.inputs["role"]) for r in run.of_type(T.BUCKET_ACL)}
+    object_acl = {(r.inputs["bucket"], r.inputs["entity"], r.inputs["role"])
+                  for r in run.of_type(T.DEFAULT_OBJECT_ACL)}
+    assert bucket_acl == object_acl == {("legacy-data", f"user-{e}", "READER") for e in emails}
+    # The ACL'd bucket gets no IAM member; the created buckets keep theirs.
+    assert "legacy-data" not in {b for _, b, _ in grants(run)}
+    assert {b for _, b, _ in grants(run)} == {BUCKETS["staging"], BUCKETS["artifacts"], BUCKETS["hub-cache"]}
+    for member in MEMBERS.values():
+        entries = run.outputs["access_map"][member]["legacy-data"]
+        assert entries == ["bucket:READER", "defaultObject:READER"]
+        assert domain.required_permissions("data") <= domain.storage_permissions(entries)
+
+
+def test_acl_route_rejects_a_uniform_bucket_before_registering_anything(registrations):
+    with pytest.raises(ConfigError) as info:
+        run_program({"tpuctl:project": PROJECT, "tpuctl:existingDataBucket": "modern-data",
+                     "tpuctl:existingDataBucketAccess": "acl"},
+                    existing_buckets={"modern-data": {"uniformBucketLevelAccess": True}})
+    message = str(info.value)
+    assert message.startswith("tpuctl:existingDataBucketAccess: bucket 'modern-data' uses uniform bucket-level access")
+    assert "existingDataBucketAccess: iam" in message
+    assert registrations == []
+
+
+def test_acl_route_on_a_missing_bucket_is_a_config_error(registrations):
+    with pytest.raises(ConfigError, match=r"^tpuctl:existingDataBucket: cannot read bucket 'gone-data'.*404"):
+        run_program({"tpuctl:project": PROJECT, "tpuctl:existingDataBucket": "gone-data",
+                     "tpuctl:existingDataBucketAccess": "acl"}, existing_buckets={})
+    assert registrations == []
+
+
+def test_no_principals_no_grants():
+    run = run_program({"tpuctl:project": PROJECT, "tpuctl:principals": []})
+    assert grants(run) == set() and run.of_type(T.PROJECT_IAM_MEMBER) == []
+    assert run.outputs["access_map"] == {} and run.outputs["principals"] == {}
+
+
+SCENARIOS = [
+    {},
+    {"tpuctl:accessMode": "project"},
+    {"tpuctl:existingDataBucket": "legacy-data", "tpuctl:existingDataBucketAccess": "acl"},
+    {"tpuctl:accessMode": "project", "tpuctl:existingDataBucket": "legacy-data"},
+    {"tpuctl:principals": ["training-sa", "tpu-vm-agent"]},
+]
+
+
+@pytest.mark.parametrize("extra", SCENARIOS, ids=["bucket", "project", "acl", "project+existing", "subset"])
+def test_only_additive_iam_is_ever_registered(extra):
+    run = run_program({"tpuctl:project": PROJECT, **extra})
+    types = {r.type for r in run.resources}
+    assert not [t for t in types if any(marker in t for marker in T.AUTHORITATIVE_IAM_MARKERS)], types
+    iam_types = {t for t in types if "IAM" in t or "AccessControl" in t}
+    assert iam_types <= {T.BUCKET_IAM_MEMBER, T.PROJECT_IAM_MEMBER, T.BUCKET_ACL, T.DEFAULT_OBJECT_ACL}
+    # Each access_map entry is backed by registered grants and vice versa.
+    assert sum(len(v) for v in run.outputs["access_map"].values()) >= len({(m, b) for m, b, _ in grants(run)})

@@ -1,0 +1,115 @@
+"""The program as a whole: stack outputs, the engine entry point, repeatable offline runs."""
+
+from __future__ import annotations
+
+import json
+import runpy
+import subprocess
+import sys
+
+import pulumi
+import pytest
+
+from infra import tokens as T
+from infra.config import REPO_ROOT, from_pulumi_config, load_config, read_stack_config
+from infra.mocks import GcpMocks, _RecordingMonitor, run_program
+from tpuctl import domain
+from tpuctl.stack import parse_outputs
+
+PROJECT = "my-tpu-project"
+
+
+def test_outputs_have_exactly_the_domain_keys_and_shapes():
+    run = run_program({"tpuctl:project": PROJECT, "tpuctl:zone": "us-central1-b",
+                       "tpuctl:labels": ["managed-by=tpuctl", "cost-center=ml"]}, project_number="111122223333")
+    out = run.outputs
+    assert tuple(out) == domain.OUTPUT_KEYS
+    assert out["project"] == PROJECT and out["project_number"] == "111122223333"
+    assert (out["region"], out["zone"], out["access_mode"]) == ("us-central1", "us-central1-b", "bucket")
+    assert out["buckets"] == {p: f"tpuctl-{PROJECT}-{p}" for p in domain.BUCKET_PURPOSES}
+    assert out["bucket_urls"] == {p: f"gs://tpuctl-{PROJECT}-{p}" for p in domain.BUCKET_PURPOSES}
+    assert out["labels"] == {"managed-by": "tpuctl", "cost-center": "ml"}
+    assert out["hub_cache_prefix"] == "model-cache"
+    # Plain JSON, the shape `pulumi stack output --json` prints and every --outputs FILE accepts.
+    parsed = parse_outputs(json.loads(json.dumps(out)), "test")
+    assert parsed.bucket("artifacts") == f"tpuctl-{PROJECT}-artifacts"
+    assert parsed.principals["training-sa"] == parsed.training_service_account
+    assert parsed.access_map == out["access_map"]
+
+
+def test_runs_are_independent_within_one_process():
+    first = run_program({"tpuctl:project": PROJECT}, stack="dev")
+    second = run_program({"tpuctl:project": "other-project-1", "tpuctl:principals": []}, stack="prod")
+    third = run_program({"tpuctl:project": PROJECT}, stack="dev")
+    assert all(r.urn.startswith("urn:pulumi:prod::tpuctl::") for r in second.resources)
+    assert not [r for r in second.resources if PROJECT in json.dumps(r.inputs, default=str)]
+    assert len(second.resources) < len(first.resources)
+    assert sorted(r.urn for r in first.resources) == sorted(r.urn for r in third.resources)
+    assert first.outputs == third.outputs
+
+
+def test_resource_urns_are_unique_and_parented_to_components():
+    run = run_program({"tpuctl:project": PROJECT, "tpuctl:accessMode": "project",
+                       "tpuctl:gpuQuotas": ["t4:us-central1:1"], "tpuctl:quotaContactEmail": "ml@example.com"})
+    urns = [r.urn for r in run.resources]
+    assert len(urns) == len(set(urns))
+    components = {T.TRAINING_BUCKETS, T.SERVICE_IDENTITIES, T.ACCESS_GRANTS, T.GPU_QUOTA}
+    assert {r.type for r in run.resources if not r.custom} == components
+    for r in run.custom_resources:
+        assert r.parent_type in components, r.urn
+        assert r.parent and r.parent.split("::")[-1] in {"buckets", "identities", "access", "gpu-quota"}
+
+
+def test_duplicate_resource_names_are_rejected_like_the_engine_does():
+    import pulumi_gcp as gcp
+
+    mocks = GcpMocks(PROJECT)
+    pulumi.runtime.set_mocks(mocks, project="tpuctl", stack="dup", preview=False, monitor=_RecordingMonitor(mocks))
+
+    def program():
+        gcp.storage.Bucket("same", name="bucket-one", location="US")
+        gcp.storage.Bucket("same", name="bucket-two", location="US")
+
+    with pytest.raises(Exception, match="Duplicate resource URN"):
+        pulumi.runtime.test(program)()
+
+
+def test_engine_entry_point_exports_every_output(monkeypatch):
+    values = {k: v for k, v in read_stack_config("example").items() if k != "tpuctl:hubModels"}
+    engine_config = {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
+    mocks = GcpMocks(PROJECT)
+    pulumi.runtime.set_mocks(mocks, project="tpuctl", stack="example", preview=False,
+                             monitor=_RecordingMonitor(mocks))
+    pulumi.runtime.set_all_config(engine_config)
+    exported: dict[str, object] = {}
+    monkeypatch.setattr(pulumi, "export", lambda k, v: exported.__setitem__(k, v))
+
+    def program():
+        runpy.run_path(str(REPO_ROOT / "infra" / "__main__.py"), run_name="__main__")
+        return pulumi.Output.from_input(dict(exported)).apply(exported.update)
+
+    pulumi.runtime.test(program)()
+    assert tuple(exported) == domain.OUTPUT_KEYS
+    assert exported["buckets"]["staging"] == f"tpuctl-{PROJECT}-staging"
+    assert exported["labels"] == {"managed-by": "tpuctl", "team": "vision"}
+
+
+def test_engine_config_reads_like_the_offline_loader():
+    values = {k: v for k, v in read_stack_config("example").items() if k != "tpuctl:hubModels"}
+    pulumi.runtime.set_all_config({k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()})
+    assert from_pulumi_config() == load_config(values)
+
+
+def test_engine_config_with_a_typo_names_the_unknown_key():
+    pulumi.runtime.set_all_config({"tpuctl:project": PROJECT, "tpuctl:acessMode": "project"})
+    with pytest.raises(Exception, match=r"^tpuctl:acessMode: unknown config key"):
+        from_pulumi_config()
+
+
+def test_no_resources_at_import_time():
+    # Importing every module without an engine or mocks must not try to register anything.
+    code = ("import infra, infra.config, infra.buckets, infra.identities, infra.access, infra.quota, "
+            "infra.hub_cache, infra.program, infra.mocks, infra.tokens; print('ok')")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
