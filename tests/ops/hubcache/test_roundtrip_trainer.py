@@ -1,0 +1,79 @@
+"""hub-cache add of a real tiny SavedModel, then hub.load/KerasLayer of the same handle in the trainer
+environment with TFHUB_CACHE_DIR = a local copy of the uploaded prefix and the network blocked."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tarfile
+import textwrap
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tpuctl.cli import app
+from tpuctl.envs import REPO_ROOT, trainer_env, trainer_python
+
+MAKE_MODULE = REPO_ROOT / "tests" / "fixtures" / "make_tiny_hub_module.py"
+
+LOAD_OFFLINE = textwrap.dedent("""
+    import json, socket, sys
+
+    def _no_network(*args, **kwargs):
+        raise OSError("network is blocked in this test")
+    socket.socket.connect = _no_network
+    socket.socket.connect_ex = _no_network
+    socket.create_connection = _no_network
+    socket.getaddrinfo = _no_network
+
+    import tensorflow as tf
+    import tensorflow_hub as hub
+
+    handle, original = sys.argv[1], sys.argv[2]
+    images = tf.random.stateless_uniform([2, 5, 5, 3], seed=[3, 4])
+    loaded = hub.load(handle)                       # resolved through TFHUB_CACHE_DIR only
+    layer = hub.KerasLayer(handle, trainable=False)
+    reference = tf.saved_model.load(original)
+    print(json.dumps({
+        "load": loaded(images).numpy().tolist(),
+        "keras": layer(images).numpy().tolist(),
+        "reference": reference(images).numpy().tolist(),
+    }))
+""")
+
+
+@pytest.mark.skipif(not trainer_python().exists(), reason="trainer environment (.venv-trainer) not set up")
+def test_uploaded_prefix_loads_with_hub_offline(gcs, model_server, tmp_path):
+    module = tmp_path / "module"
+    subprocess.run([str(trainer_python()), str(MAKE_MODULE), str(module)], env=trainer_env(),
+                   check=True, capture_output=True, timeout=300)
+    archive = tmp_path / "module.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for p in sorted(module.rglob("*")):
+            tar.add(p, arcname=p.relative_to(module).as_posix(), recursive=False)
+    model_server.archives["tiny-features/1"] = archive.read_bytes()
+    handle = model_server.handle("tiny-features/1")
+
+    r = CliRunner().invoke(app, ["hub-cache", "add", handle, "--bucket", "hub-bkt", "--prefix", "model-cache"])
+    assert r.exit_code == 0, r.output
+    assert "TFHUB_CACHE_DIR=gs://hub-bkt/model-cache" in r.stdout
+
+    # a local copy of the uploaded prefix, exactly as stored
+    local = tmp_path / "hub-cache-copy"
+    for blob in gcs.list_blobs("hub-bkt", prefix="model-cache/"):
+        dest = local / blob.name[len("model-cache/"):]
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        blob.download_to_filename(str(dest))
+
+    # the model server is stopped too: the only way to the model is the cache folder
+    model_server.stop()
+    proc = subprocess.run(
+        [str(trainer_python()), "-c", LOAD_OFFLINE, handle, str(module)],
+        env=trainer_env({"TFHUB_CACHE_DIR": str(local), "TFHUB_MODEL_LOAD_FORMAT": "COMPRESSED"}),
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(out["load"]) == 2 and len(out["load"][0]) == 8
+    assert out["load"] == out["reference"] and out["keras"] == out["reference"]
