@@ -63,7 +63,9 @@ class AccessModel:
                       key=lambda b: (order[b.purpose], b.key))
 
     def roles(self, principal: str, bucket: str) -> set[str]:
-        return set(self.bucket_roles.get(principal, {}).get(bucket, set())) | self.project_roles.get(principal, set())
+        """Roles and ACL keys that apply on ``bucket``: its own, plus project roles that carry storage permissions."""
+        project = {role for role in self.project_roles.get(principal, set()) if domain.storage_permissions([role])}
+        return set(self.bucket_roles.get(principal, {}).get(bucket, set())) | project
 
     def permissions(self, principal: str, bucket: str) -> frozenset[str]:
         return domain.storage_permissions(self.roles(principal, bucket))

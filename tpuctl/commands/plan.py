@@ -1,7 +1,128 @@
-"""Commands of this group are registered by their owner issue; see tpuctl/cli.py."""
+"""``tpuctl plan``: parse flags, call ``tpuctl.plan.plan``, render. No pulumi import at module load."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
 
 import typer
 
+from tpuctl.errors import handle_errors
+
+EXIT_VIOLATIONS = 1
+
 
 def register(app: typer.Typer) -> None:
-    return None
+    app.command("plan")(plan_command)
+
+
+@handle_errors
+def plan_command(
+    stack: Optional[str] = typer.Option(None, "--stack", "-s", metavar="NAME",
+                                        help="Stack whose Pulumi.<NAME>.yaml to plan (default: example)."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", metavar="FILE",
+                                          help="Plan this stack config file instead of a stack."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object: resources, access, violations, outputs."),
+    no_policy: bool = typer.Option(False, "--no-policy", help="Skip the policy rules (exit 0 unless the config is invalid)."),
+) -> None:
+    """Preview a stack offline: the resources it would create, who can read/write which bucket, policy verdicts.
+
+    Runs the real Pulumi program under the SDK's mocks: no credentials, no Pulumi CLI. Exit 0 when no
+    mandatory policy is violated, 1 when one is, 2 when the config is invalid.
+    """
+    from tpuctl.plan import plan
+
+    result = plan(stack=stack, config_file=config, check_policy=not no_policy)
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), indent=2, sort_keys=False, default=str))
+    else:
+        render(result)
+    if result.exit_code:
+        raise typer.Exit(EXIT_VIOLATIONS)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def render(result: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from tpuctl import domain
+
+    console = Console(highlight=False)
+    if not console.is_terminal and console.width < 120:  # piped or captured: room for the tables
+        console = Console(highlight=False, width=120)
+    outputs = result.outputs
+    console.print(Text.assemble(
+        ("Plan ", "bold"), (result.source, "bold cyan"),
+        f": {len(result.resources)} resources in project {outputs.get('project')} "
+        f"({outputs.get('region')}), access mode {outputs.get('access_mode')}",
+    ))
+
+    groups: dict[str, list[Any]] = {}
+    for res in result.resources:
+        groups.setdefault(res.component, []).append(res)
+    for component, members in groups.items():
+        table = Table(title=f"{component} ({len(members)})", title_justify="left", expand=False)
+        table.add_column("type", style="cyan", no_wrap=True)
+        table.add_column("name", overflow="fold", max_width=48)
+        table.add_column("key properties", overflow="fold")
+        for res in members:
+            props = "  ".join(f"{k}={_cell(v)}" for k, v in res.properties.items())
+            table.add_row(res.short_type, res.name, props)
+        console.print(table)
+
+    buckets = outputs.get("buckets") or {}
+    columns = [p for p in domain.BUCKET_PURPOSES if p in buckets]
+    extra = sorted({row["bucket"] for row in result.access} - set(buckets.values()))
+    if not result.access:
+        console.print(Text("Access map: no IAM or ACL grants on any bucket", style="yellow"))
+    else:
+        access = Table(title="Access map (derived from the IAM and ACL resources; project roles count on every bucket)",
+                       title_justify="left")
+        access.add_column("principal", overflow="fold")
+        for purpose in columns:
+            access.add_column(purpose, no_wrap=True)
+        for name in extra:
+            access.add_column(name, no_wrap=True)
+        cells: dict[str, dict[str, str]] = {}
+        labels: dict[str, str] = {}
+        for row in result.access:
+            cells.setdefault(row["principal"], {})[row["bucket"]] = row["access"]
+            labels[row["principal"]] = row.get("keyword") or row["principal"]
+        for principal in sorted(cells, key=lambda p: (labels[p] == p, labels[p])):
+            values = ([cells[principal].get(buckets[p], "-") for p in columns]
+                      + [cells[principal].get(b, "-") for b in extra])
+            access.add_row(labels[principal], *values)
+        legend = [f"{purpose} = gs://{buckets[purpose]}" for purpose in columns]
+        legend += [f"{labels[p]} = {p}" for p in sorted(cells) if labels[p] != p]
+        console.print(access)
+        for line in legend:
+            console.print(f"  {line}", soft_wrap=True)
+
+    if not result.policy_checked:
+        console.print(Text("Policy: skipped (--no-policy)", style="yellow"))
+        return
+    if result.violations:
+        verdicts = Table(title="Policy verdicts", title_justify="left")
+        verdicts.add_column("level", no_wrap=True)
+        verdicts.add_column("rule", no_wrap=True)
+        verdicts.add_column("resource")
+        verdicts.add_column("message", overflow="fold")
+        for v in sorted(result.violations, key=lambda v: (not v.mandatory, v.rule, v.resource or "")):
+            verdicts.add_row(Text(v.level, style="bold red" if v.mandatory else "yellow"), v.rule,
+                             v.resource or "(stack)", v.message)
+        console.print(verdicts)
+    mandatory = len(result.mandatory)
+    advisory = len(result.violations) - mandatory
+    if mandatory:
+        console.print(Text(f"Policy: {mandatory} mandatory violation(s), {advisory} advisory — `pulumi up` with "
+                           "--policy-pack policy would be blocked", style="bold red"))
+    else:
+        console.print(Text(f"Policy: passed ({advisory} advisory)", style="bold green"))

@@ -134,3 +134,23 @@ def test_misplaced_hub_objects_fail(example_run):
     resources = with_props(example_run, lambda res: res.type == r.BUCKET_OBJECT,
                            lambda p: p.update(name=p["name"].replace(domain.DEFAULT_HUB_CACHE_PREFIX, "models")))
     assert mandatory(evaluate(from_mocked(resources), settings_for_stack(example_run.config))) == ["hub-cache-layout"]
+
+
+def test_bad_config_gpu_request_over_the_cap_fails(stack_values):
+    run = run_program({**stack_values, "tpuctl:gpuQuotas": ["nvidia-tesla-t4:us-central1:64"]})
+    violations = verdicts(run)
+    assert mandatory(violations) == ["gpu-quota-preference"]
+    assert "asks for 64 GPUs" in next(v.message for v in violations if v.rule == "gpu-quota-preference")
+
+
+def test_bad_config_without_quota_contact_fails_or_is_rejected(stack_values):
+    """Either the program's config validation or the policy stops a quota request without a contact."""
+    from infra.config import ConfigError
+
+    values = {k: v for k, v in stack_values.items() if k != "tpuctl:quotaContactEmail"}
+    try:
+        run = run_program(values)
+    except ConfigError as exc:
+        assert "quotaContactEmail" in str(exc)
+    else:
+        assert "gpu-quota-preference" in mandatory(verdicts(run))

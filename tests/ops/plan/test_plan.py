@@ -1,0 +1,167 @@
+"""`tpuctl plan`: the plain function, the command's text and JSON output, and its three exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from tpuctl import domain
+from tpuctl.cli import app
+from tpuctl.plan import plan
+from tpuctl.stack import load_outputs, parse_outputs
+
+REPO = Path(__file__).resolve().parents[3]
+HUB_HANDLE = "https://tfhub.dev/google/imagenet/mobilenet_v2_100_224/feature_vector/5"
+runner = CliRunner()
+
+
+def write_stack(path: Path, hub_dir: Path, **overrides) -> Path:
+    """Pulumi.example.yaml with its hub model served from a tiny local cache, plus ``overrides``."""
+    folder = hub_dir / domain.hub_cache_key(HUB_HANDLE)
+    (folder / "variables").mkdir(parents=True, exist_ok=True)
+    (folder / "saved_model.pb").write_bytes(b"\x08\x01")
+    (folder / "variables" / "variables.index").write_bytes(b"idx")
+    doc = yaml.safe_load((REPO / "Pulumi.example.yaml").read_text())
+    doc["config"]["tpuctl:hubCacheSource"] = str(hub_dir)
+    for key, value in overrides.items():
+        doc["config"][f"tpuctl:{key}"] = value
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.fixture
+def example_file(tmp_path):
+    return write_stack(tmp_path / "Pulumi.dev.yaml", tmp_path / "hub")
+
+
+@pytest.fixture
+def greedy_file(tmp_path):
+    """Valid stack config whose GPU request breaks the policy cap (maxGpuQuota defaults to 16)."""
+    return write_stack(tmp_path / "greedy.yaml", tmp_path / "hub", gpuQuotas=["nvidia-tesla-t4:us-central1:64"])
+
+
+# --- the plain function ------------------------------------------------------------------------
+
+def test_plan_of_the_example_stack(example_file):
+    result = plan(config_file=example_file)
+    assert result.exit_code == 0 and result.mandatory == []
+    assert result.stack == "dev"
+    by_component: dict[str, set[str]] = {}
+    for res in result.resources:
+        by_component.setdefault(res.component, set()).add(res.short_type)
+    assert "storage.Bucket" in by_component["TrainingBuckets buckets"]
+    assert "storage.BucketIAMMember" in next(t for c, t in by_component.items() if c.startswith("AccessGrants"))
+    assert "storage.BucketObject" in next(t for c, t in by_component.items() if c.startswith("HubModelCache"))
+    bucket = next(r for r in result.resources if r.short_type == "storage.Bucket" and r.name == "artifacts")
+    assert bucket.properties["versioning.enabled"] is True
+    assert bucket.properties["publicAccessPrevention"] == "enforced"
+
+
+def test_access_map_is_derived_from_the_registered_grants(example_file):
+    result = plan(config_file=example_file)
+    access = result.access_json()
+    principals = result.outputs["principals"]
+    buckets = result.outputs["buckets"]
+    assert set(access) == {domain.member_for_email(e) for e in principals.values()}
+    for member, per_bucket in access.items():
+        assert {cell["purpose"] for cell in per_bucket.values()} == set(domain.BUCKET_PURPOSES)
+        for name, cell in per_bucket.items():
+            expected = "read,list" if cell["purpose"] in domain.READ_BUCKETS else "read,list,write"
+            assert cell["access"] == expected, (member, name)
+            # same roles as the program's own access_map output, computed independently from the resources
+            assert sorted(cell["roles"]) == sorted(result.outputs["access_map"][member][name])
+    assert set(buckets.values()) == {name for cells in access.values() for name in cells}
+
+
+def test_project_mode_access_comes_from_project_roles(tmp_path):
+    result = plan(config_file=write_stack(tmp_path / "p.yaml", tmp_path / "hub", accessMode="project"))
+    assert result.exit_code == 0
+    rows = [row for row in result.access if row["keyword"] == "training-sa"]
+    assert {row["access"] for row in rows} == {"read,list,write"}  # storage.admin on every bucket
+    assert all("roles/storage.admin" in row["roles"] for row in rows)
+    assert {v.rule for v in result.violations} == {"project-mode-broad-roles"}
+
+
+def test_stack_name_reads_pulumi_stack_file_from_root(tmp_path):
+    write_stack(tmp_path / "Pulumi.team.yaml", tmp_path / "hub")
+    result = plan(stack="team", root=tmp_path)
+    assert result.stack == "team" and "Pulumi.team.yaml" in result.source
+
+
+# --- the command: text, JSON, exit codes ----------------------------------------------------------
+
+def test_text_output_and_exit_0(example_file):
+    res = runner.invoke(app, ["plan", "--config", str(example_file)])
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    for fragment in ("TrainingBuckets buckets", "storage.Bucket", "Access map", "training-sa", "read,list,write",
+                     "gs://tpuctl-my-tpu-project-artifacts", "Policy: passed"):
+        assert fragment in out, fragment
+
+
+def test_json_output_shape_and_outputs_accepted_by_outputs_file(example_file, tmp_path):
+    res = runner.invoke(app, ["plan", "--config", str(example_file), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert set(doc) == {"resources", "access", "violations", "outputs"}
+    assert doc["violations"] == []
+    assert {r["type"] for r in doc["resources"]} >= {"gcp:storage/bucket:Bucket", "gcp:storage/bucketIAMMember:BucketIAMMember"}
+    assert set(doc["outputs"]) == set(domain.OUTPUT_KEYS)
+    parsed = parse_outputs(doc["outputs"])
+    assert parsed.bucket("data") == "tpuctl-my-tpu-project-data"
+    assert parsed.principals["training-sa"] == "tpuctl-trainer@my-tpu-project.iam.gserviceaccount.com"
+    outputs_file = tmp_path / "outputs.json"
+    outputs_file.write_text(json.dumps(doc["outputs"]))
+    loaded = load_outputs(outputs_file=outputs_file)
+    assert loaded.access_mode == "bucket" and loaded.tfhub_cache_dir.endswith("/model-cache")
+
+
+def test_mandatory_violation_exits_1_in_text_and_json(greedy_file):
+    res = runner.invoke(app, ["plan", "--config", str(greedy_file)])
+    assert res.exit_code == 1, res.output
+    assert "gpu-quota-preference" in res.stdout and "mandatory" in res.stdout
+    assert "would be blocked" in res.stdout
+    res = runner.invoke(app, ["plan", "--config", str(greedy_file), "--json"])
+    assert res.exit_code == 1
+    violations = json.loads(res.stdout)["violations"]
+    assert [(v["rule"], v["level"]) for v in violations] == [("gpu-quota-preference", "mandatory")]
+    assert "maxGpuQuota=16" in violations[0]["message"] and violations[0]["resource"]
+
+
+def test_no_policy_skips_the_rules(greedy_file):
+    res = runner.invoke(app, ["plan", "--config", str(greedy_file), "--no-policy", "--json"])
+    assert res.exit_code == 0
+    assert json.loads(res.stdout)["violations"] == []
+    res = runner.invoke(app, ["plan", "--config", str(greedy_file), "--no-policy"])
+    assert res.exit_code == 0 and "skipped" in res.stdout
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--config", "{bad}"], "tpuctl:region"),
+    (["--config", "{missing}"], "does not exist"),
+    (["--stack", "no-such-stack"], "Pulumi.no-such-stack.yaml does not exist"),
+    (["--stack", "example", "--config", "{bad}"], "either --stack or --config"),
+])
+def test_invalid_config_exits_2_with_one_line(tmp_path, args, fragment):
+    bad = write_stack(tmp_path / "bad.yaml", tmp_path / "hub", region="us-centrall1")
+    args = [a.format(bad=bad, missing=tmp_path / "missing.yaml") for a in args]
+    res = runner.invoke(app, ["plan", *args])
+    assert res.exit_code == 2, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0]
+    assert res.stdout == ""
+
+
+def test_command_module_imports_no_pulumi_or_policy():
+    probe = ("import sys, tpuctl.commands.plan; "
+             "bad = [m for m in sys.modules if m.split('.')[0] in ('pulumi', 'pulumi_gcp', 'pulumi_policy', 'policy', 'infra')]; "
+             "print(bad)")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"

@@ -1,0 +1,172 @@
+"""``tpuctl plan``: what a stack would create and who could read or write what, with no cloud and no CLI.
+
+Runs the real Pulumi program (``infra/``) under the SDK's mocks with a stack's config
+(``infra.mocks.run_program``), derives the access map from the IAM/ACL resources it registers
+(``policy.access``) and runs the policy pack's rules on them (``policy.evaluate``). Heavy imports
+(pulumi, pulumi_gcp) happen inside ``plan`` so importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tpuctl import domain
+from tpuctl.envs import REPO_ROOT
+from tpuctl.errors import UserError
+
+DEFAULT_STACK = "example"
+STACK_TYPE = "pulumi:pulumi:Stack"
+
+#: Properties worth showing per resource type (dotted paths into the camelCase outputs).
+KEY_PROPERTIES: dict[str, tuple[str, ...]] = {
+    "gcp:storage/bucket:Bucket": ("name", "location", f"labels.{domain.PURPOSE_LABEL}", "uniformBucketLevelAccess",
+                                  "publicAccessPrevention", "versioning.enabled", "forceDestroy",
+                                  "softDeletePolicy.retentionDurationSeconds"),
+    "gcp:storage/bucketIAMMember:BucketIAMMember": ("bucket", "role", "member"),
+    "gcp:projects/iAMMember:IAMMember": ("project", "role", "member"),
+    "gcp:storage/bucketAccessControl:BucketAccessControl": ("bucket", "role", "entity"),
+    "gcp:storage/defaultObjectAccessControl:DefaultObjectAccessControl": ("bucket", "role", "entity"),
+    "gcp:storage/bucketObject:BucketObject": ("bucket", "contentType"),
+    "gcp:cloudquota/sQuotaPreference:SQuotaPreference": ("quotaId", "dimensions.region", "quotaConfig.preferredValue",
+                                                         "contactEmail"),
+    "gcp:projects/service:Service": ("service", "disableOnDestroy"),
+    "gcp:projects/serviceIdentity:ServiceIdentity": ("service", "email"),
+    "gcp:serviceaccount/account:Account": ("accountId", "email"),
+    "gcp:serviceaccount/iAMMember:IAMMember": ("serviceAccountId", "role", "member"),
+}
+
+
+@dataclass
+class PlannedResource:
+    type: str
+    name: str
+    urn: str
+    component: str                      # "<component type> <name>" or "stack"
+    properties: dict[str, Any]
+
+    @property
+    def short_type(self) -> str:
+        return short_type(self.type)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "name": self.name, "urn": self.urn, "component": self.component,
+                "properties": self.properties}
+
+
+@dataclass
+class PlanResult:
+    source: str                                   # "stack example (Pulumi.example.yaml)" / "config FILE"
+    stack: str
+    resources: list[PlannedResource]
+    access: list[dict[str, Any]]                  # rows: principal, keyword, bucket, purpose, roles, access
+    violations: list[Any]                         # policy.evaluate.Violation
+    outputs: dict[str, Any]
+    policy_checked: bool
+    seconds: float = 0.0
+    components: list[str] = field(default_factory=list)
+
+    @property
+    def mandatory(self) -> list[Any]:
+        return [v for v in self.violations if v.mandatory]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.mandatory else 0
+
+    def access_json(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for row in self.access:
+            out.setdefault(row["principal"], {})[row["bucket"]] = {
+                "purpose": row["purpose"], "roles": row["roles"], "access": row["access"]}
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "resources": [r.to_json() for r in self.resources],
+            "access": self.access_json(),
+            "violations": [v.to_json() for v in self.violations],
+            "outputs": self.outputs,
+        }
+
+
+def short_type(token: str) -> str:
+    """``gcp:storage/bucketIAMMember:BucketIAMMember`` -> ``storage.BucketIAMMember``."""
+    parts = token.split(":")
+    if len(parts) == 3 and "/" in parts[1]:
+        return f"{parts[1].split('/')[0]}.{parts[2]}"
+    return parts[-1]
+
+
+def _dig(props: Any, path: str) -> Any:
+    value = props
+    for key in path.split("."):
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def key_properties(rtype: str, props: dict[str, Any]) -> dict[str, Any]:
+    keys = KEY_PROPERTIES.get(rtype)
+    if keys is None:
+        keys = tuple(k for k, v in props.items() if isinstance(v, (str, int, float, bool)))[:4]
+    out = {}
+    for key in keys:
+        value = _dig(props, key)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def stack_source(stack: str | None, config_file: Path | None) -> tuple[str, Path | None, str]:
+    if stack and config_file:
+        raise UserError("give either --stack or --config, not both")
+    if config_file is not None:
+        path = Path(config_file)
+        name = path.name
+        derived = name[len("Pulumi."):-len(".yaml")] if name.startswith("Pulumi.") and name.endswith(".yaml") else "plan"
+        return derived or "plan", path, f"config {path}"
+    stack = stack or DEFAULT_STACK
+    return stack, None, f"stack {stack} (Pulumi.{stack}.yaml)"
+
+
+def plan(stack: str | None = None, config_file: Path | None = None, *, check_policy: bool = True,
+         root: Path = REPO_ROOT) -> PlanResult:
+    """Run the program offline for a stack (default ``example``) or a stack config file.
+
+    Raises ``DomainError`` (``infra.config.ConfigError`` for a bad value) before anything is shown.
+    """
+    started = time.perf_counter()
+    name, path, source = stack_source(stack, config_file)
+
+    from infra.config import read_stack_config
+    from infra.mocks import run_program
+    from policy.access import access_rows, build_model
+    from policy.evaluate import evaluate, from_mocked
+    from policy.settings import settings_for_stack
+
+    values = read_stack_config(stack=None if path else name, config_file=path, root=root)
+    run = run_program(values, stack=name)
+
+    components = {res.urn: f"{res.type.rsplit(':', 1)[-1]} {res.name}" for res in run.resources if not res.custom}
+    planned = [
+        PlannedResource(res.type, res.name, res.urn, components.get(res.parent or "", "stack"),
+                        key_properties(res.type, res.outputs))
+        for res in run.resources if res.custom
+    ]
+    settings = settings_for_stack(run.config)
+    stack_resources = from_mocked(run.resources)
+    keywords = {domain.member_for_email(email): kw for kw, email in (run.outputs.get("principals") or {}).items()
+                if isinstance(email, str) and "@" in email}
+    access = []
+    for row in access_rows(build_model(stack_resources, settings)):
+        access.append({**row, "keyword": keywords.get(row["principal"])})
+    violations = evaluate(stack_resources, settings) if check_policy else []
+    return PlanResult(
+        source=source, stack=name, resources=planned, access=access, violations=violations,
+        outputs=run.outputs, policy_checked=check_policy, seconds=time.perf_counter() - started,
+        components=sorted(set(components.values())),
+    )
