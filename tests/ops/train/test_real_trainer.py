@@ -1,0 +1,107 @@
+"""`tpuctl train` driving the real trainer environment (.venv-trainer): the embedded default, a 2-process
+cluster, and a cluster losing a worker mid-training. CPU only; tiny model, the demo dataset."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """One demo-data cache for the module: the first run generates it, later runs reuse it."""
+    return tmp_path_factory.mktemp("tpuctl-cache")
+
+
+@pytest.fixture
+def env(cache, tools):
+    if not tools.trainer_python.exists():
+        pytest.skip("trainer environment .venv-trainer is missing (scripts/setup.sh)")
+    return {"TPUCTL_CACHE_DIR": str(cache), "TPUCTL_TRAINER_PYTHON": str(tools.trainer_python)}
+
+
+def _result(stdout: str) -> tuple[Path, float]:
+    export = re.search(r"^SavedModel: (.+)$", stdout, re.M)
+    accuracy = re.search(r"^validation accuracy: ([0-9.]+)$", stdout, re.M)
+    assert export and accuracy, stdout[-2000:]
+    return Path(export.group(1)), float(accuracy.group(1))
+
+
+@pytest.mark.slow
+def test_train_with_no_arguments_trains_exports_and_reports(env, tools, tmp_path, cache):
+    proc = tools.run_cli(["train"], env=env, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    export, accuracy = _result(proc.stdout)
+    runs = list((tmp_path / "runs").iterdir())
+    assert len(runs) == 1 and export.is_relative_to(runs[0])
+    assert (export / "saved_model.pb").is_file()
+    result = json.loads((runs[0] / "result.json").read_text())
+    assert result["export_dir"] == str(export)
+    assert round(result["val_accuracy"], 4) == accuracy
+    assert result["validation_examples"] > 0 and result["strategy"] == "default"
+    # The demo dataset landed in the cache, complete.
+    manifest = json.loads((cache / "demo-data" / "manifest.json").read_text())
+    assert manifest["splits"]["train"]["examples"] == result["train_examples"]
+
+
+@pytest.mark.slow
+def test_two_local_workers_train_one_model(env, tools, tmp_path):
+    proc = tools.run_cli(["train", "--workers", "2", "--epochs", "1"], env=env, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    export, _ = _result(proc.stdout)
+    assert (export / "saved_model.pb").is_file()
+    result = json.loads((export.parents[2] / "result.json").read_text())
+    assert result["num_workers"] == 2 and result["strategy"] == "multi_worker"
+    assert "started chief (pid" in proc.stderr and "started worker 0 (pid" in proc.stderr
+
+
+@pytest.mark.slow
+def test_killing_a_real_worker_fails_fast_without_orphans(env, tools, tmp_path):
+    proc = subprocess.Popen([str(tools.ops_python), "-m", "tpuctl.cli", "train", "--workers", "2", "--epochs", "50"],
+                            env={**os.environ, **env}, cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    pids: dict[str, int] = {}
+    err_lines: list[str] = []
+    training = threading.Event()
+
+    def read_stderr():
+        for line in proc.stderr:
+            err_lines.append(line)
+            m = re.match(r"started (chief|worker 0) \(pid (\d+)\)", line)
+            if m:
+                pids[m.group(1)] = int(m.group(2))
+
+    def read_stdout():
+        for line in proc.stdout:
+            if line.startswith("[worker 0] epoch-start:"):
+                training.set()
+
+    readers = [threading.Thread(target=read_stderr, daemon=True), threading.Thread(target=read_stdout, daemon=True)]
+    for t in readers:
+        t.start()
+    try:
+        assert training.wait(180), "".join(err_lines[-30:])
+        time.sleep(1.0)  # inside the first epoch: both workers in collectives
+        os.kill(pids["worker 0"], signal.SIGKILL)
+        t0 = time.monotonic()
+        proc.wait(timeout=60)
+        elapsed = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    for t in readers:
+        t.join(timeout=10)
+    assert proc.returncode == 1
+    last = err_lines[-1].strip()
+    assert last.startswith(f"error: worker 0 (pid {pids['worker 0']}) was killed by SIGKILL"), last
+    assert last.endswith("stopped chief"), last
+    assert elapsed < 10
+    assert not tools.pid_alive(pids["chief"]) and not tools.pid_alive(pids["worker 0"])
