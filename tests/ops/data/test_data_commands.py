@@ -1,0 +1,126 @@
+"""`tpuctl data make-tfrecords` / `tpuctl data sample` with the real trainer tools (trainer env), local and gs://."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+MAKE_JPEGS = r"""
+import sys
+from pathlib import Path
+import numpy as np
+from PIL import Image
+root = Path(sys.argv[1])
+rng = np.random.default_rng(0)
+for cls, n in (("cat", 7), ("dog", 6), ("owl", 5)):
+    (root / cls).mkdir(parents=True)
+    for i in range(n):
+        pixels = rng.integers(0, 255, size=(24, 24, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(root / cls / f"{cls}{i}.jpg", quality=90)
+(root / "dog" / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 this is not really a jpeg")
+"""
+
+READ_SHARDS = r"""
+import json, sys
+import tensorflow as tf
+from trainer import data
+folder = sys.argv[1]
+counts = {}
+for split in ("train", "validation"):
+    ds = data.make_dataset(f"{folder}/*-{split}-*", batch_size=1, image_size=(24, 24), training=False)
+    labels = [int(y[0]) for _, y in ds]
+    counts[split] = {"n": len(labels), "labels": sorted(set(labels))}
+    for x, _ in ds.take(1):
+        counts[split]["shape"] = list(x.shape)
+print("COUNTS=" + json.dumps(counts))
+"""
+
+
+@pytest.fixture
+def jpegs(tmp_path, trainer_run):
+    src = tmp_path / "images"
+    trainer_run(MAKE_JPEGS, str(src))
+    return src
+
+
+def _summary(proc):
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def test_make_tfrecords_skips_the_corrupt_jpeg_and_the_trainer_reads_the_shards(cli, jpegs, tmp_path, trainer_run):
+    dest = tmp_path / "records"
+    summary = _summary(cli(["data", "make-tfrecords", str(jpegs), str(dest), "--validation-fraction", "0.3",
+                            "--shard-mb", "0.002", "--json"]))
+    assert summary["classes"] == ["cat", "dog", "owl"]
+    assert summary["skipped"] == 1
+    assert [Path(p).name for p in summary["skipped_files"]] == ["broken.jpg"]
+    assert summary["train"] + summary["validation"] == 18
+    assert summary["validation"] > 0
+    shards = sorted(p.name for p in dest.glob("*.tfrecord*"))
+    assert len(shards) == summary["shards"] > 2  # small --shard-mb: several shards
+    assert summary["bytes"] == sum(p.stat().st_size for p in dest.glob("*.tfrecord*"))
+
+    out = trainer_run(READ_SHARDS, str(dest))
+    counts = json.loads(out.split("COUNTS=")[1])
+    assert counts["train"]["n"] == summary["train"]
+    assert counts["validation"]["n"] == summary["validation"]
+    assert counts["train"]["labels"] == [0, 1, 2]
+    assert counts["train"]["shape"] == [1, 24, 24, 3]
+
+
+def test_make_tfrecords_table_output_names_the_skipped_file(cli, jpegs, tmp_path):
+    proc = cli(["data", "make-tfrecords", str(jpegs), str(tmp_path / "out")])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "skipped files" in proc.stdout and "broken.jpg" in proc.stdout
+    assert "3: cat, dog, owl" in proc.stdout
+
+
+def test_make_tfrecords_to_gcs_uploads_every_shard_and_the_manifest(cli, jpegs, gcs):
+    url, client = gcs
+    client.create_bucket("tpuctl-p-data")
+    summary = _summary(cli(["data", "make-tfrecords", str(jpegs), "gs://tpuctl-p-data/pets/v1", "--json"],
+                           env={"STORAGE_EMULATOR_HOST": url}))
+    names = sorted(b.name for b in client.list_blobs("tpuctl-p-data"))
+    assert "pets/v1/manifest.json" in names
+    assert summary["uploaded"] == len(names) == summary["shards"] + 1
+    manifest = json.loads(client.bucket("tpuctl-p-data").blob("pets/v1/manifest.json").download_as_bytes())
+    listed = {f for split in manifest["splits"].values() for f in split["files"]}
+    assert {f"pets/v1/{f}" for f in listed} == set(names) - {"pets/v1/manifest.json"}
+
+
+def test_sample_writes_the_demo_dataset_locally_and_to_gcs(cli, tmp_path, gcs, trainer_python):
+    local = _summary(cli(["data", "sample", str(tmp_path / "demo"), "--json"]))
+    assert local["train"] + local["validation"] == 1797  # scikit-learn digits
+    assert local["classes"] == [str(d) for d in range(10)]
+    assert (tmp_path / "demo" / "manifest.json").is_file()
+
+    url, client = gcs
+    client.create_bucket("tpuctl-p-data")
+    remote = _summary(cli(["data", "sample", "gs://tpuctl-p-data/demo", "--json"], env={"STORAGE_EMULATOR_HOST": url}))
+    names = sorted(b.name for b in client.list_blobs("tpuctl-p-data"))
+    assert remote["uploaded"] == len(names) == local["shards"] + 1
+    local_files = sorted(f"demo/{p.name}" for p in (tmp_path / "demo").iterdir())
+    assert names == local_files
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["make-tfrecords", "/no/such/folder", "out"], "source folder /no/such/folder does not exist"),
+    (["make-tfrecords", "{src}", "out", "--validation-fraction", "1.5"], "--validation-fraction must be between 0 and 1"),
+    (["make-tfrecords", "{src}", "out", "--shard-mb", "0"], "--shard-mb must be positive"),
+    (["make-tfrecords", "{src}", "gs://missing-bucket/x"], "bucket missing-bucket does not exist"),
+    (["make-tfrecords", "{src}", "gs://Bad_Bucket/x"], "destination gs://Bad_Bucket/x"),
+    (["sample", "gs://missing-bucket/demo"], "bucket missing-bucket does not exist"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(cli, tmp_path, gcs, args, fragment):
+    url, _ = gcs
+    src = tmp_path / "src"
+    (src / "a").mkdir(parents=True)
+    args = [a.replace("{src}", str(src)) for a in args]
+    proc = cli(["data", *args], env={"STORAGE_EMULATOR_HOST": url, "TPUCTL_TRAINER_PYTHON": "/nonexistent/python"},
+               cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1 and fragment in proc.stderr
+    assert not (tmp_path / "out").exists()
