@@ -1,0 +1,120 @@
+"""Shared setup for the trainer tests: the demo dataset (once per session) and a trainer runner."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+RESULT_PREFIX = "tpuctl-result: "
+
+
+def trainer_env(extra: dict | None = None) -> dict:
+    env = dict(os.environ)
+    env.pop("TF_CONFIG", None)
+    env.pop("TPU_NAME", None)
+    for key in ("AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR"):
+        env.pop(key, None)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["TF_USE_LEGACY_KERAS"] = "1"
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    # Two cores shared by several processes: keep each TensorFlow process from oversubscribing.
+    env.setdefault("TF_NUM_INTEROP_THREADS", "2")
+    env.setdefault("TF_NUM_INTRAOP_THREADS", "2")
+    if extra:
+        env.update(extra)
+    return env
+
+
+class Run:
+    def __init__(self, proc: subprocess.CompletedProcess):
+        self.proc = proc
+        self.returncode = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+
+    @property
+    def stdout_lines(self) -> list[str]:
+        return [line for line in self.stdout.splitlines() if line.strip()]
+
+    @property
+    def stderr_lines(self) -> list[str]:
+        return [line for line in self.stderr.splitlines() if line.strip()]
+
+    @property
+    def result(self) -> dict:
+        assert self.returncode == 0, f"exit {self.returncode}\nSTDOUT:\n{self.stdout[-3000:]}\nSTDERR:\n{self.stderr[-3000:]}"
+        last = self.stdout_lines[-1]
+        assert last.startswith(RESULT_PREFIX), last
+        return json.loads(last[len(RESULT_PREFIX):])
+
+    def error_line(self) -> str:
+        lines = [l for l in self.stderr_lines if l.startswith("error: ")]
+        assert len(lines) == 1, self.stderr[-3000:]
+        return lines[0]
+
+
+def run_module(module_args: list[str], *, env: dict | None = None, timeout: float = 180,
+               python_args: list[str] | None = None) -> Run:
+    cmd = [sys.executable, *(["-m"] if python_args is None else python_args), *module_args]
+    proc = subprocess.run(cmd, cwd=REPO, env=trainer_env(env), capture_output=True, text=True, timeout=timeout)
+    return Run(proc)
+
+
+def fast_flags(data_dir, model_dir, *extra: str) -> list[str]:
+    return ["--data_dir", str(data_dir), "--model_dir", str(model_dir), "--train_epochs", "2",
+            "--steps_per_epoch", "5", "--seed", "1", *extra]
+
+
+@pytest.fixture(scope="session")
+def demo_data(tmp_path_factory) -> Path:
+    """The embedded digits dataset, 2 shards per split, written once per session."""
+    from trainer.sample_data import write_demo_dataset
+
+    out = tmp_path_factory.mktemp("demo") / "digits"
+    write_demo_dataset(out, shards=2, image_size=32)
+    return out
+
+
+@pytest.fixture(scope="session")
+def one_shard_data(tmp_path_factory) -> Path:
+    """The digits dataset with a single shard per split (fewer files than workers)."""
+    from trainer.sample_data import write_demo_dataset
+
+    out = tmp_path_factory.mktemp("demo1") / "digits"
+    write_demo_dataset(out, shards=1, image_size=16)
+    return out
+
+
+@pytest.fixture(scope="session")
+def trained_run(demo_data, tmp_path_factory):
+    """One default-strategy training run shared by the export tests."""
+    model_dir = tmp_path_factory.mktemp("trained") / "model"
+    run = run_module(["trainer.task", *fast_flags(demo_data, model_dir, "--train_epochs", "3", "--steps_per_epoch", "20")])
+    return model_dir, run.result
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def tools():
+    """Helpers for tests (conftest modules are not importable under --import-mode=importlib)."""
+    import types
+
+    return types.SimpleNamespace(run_module=run_module, fast_flags=fast_flags, free_port=free_port,
+                                 env=trainer_env, REPO=REPO, HERE=HERE, RESULT_PREFIX=RESULT_PREFIX)

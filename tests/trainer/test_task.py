@@ -1,0 +1,137 @@
+"""python -m trainer.task end to end on CPU: strategies, outputs, errors."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+
+def test_default_run_writes_result_export_checkpoints_and_logs(tools, demo_data, tmp_path):
+    model_dir = tmp_path / "model"
+    run = tools.run_module(["trainer.task", "--data_dir", str(demo_data), "--model_dir", str(model_dir)])
+    result = run.result  # last stdout line is tpuctl-result: {...}
+    assert result == json.loads((model_dir / "result.json").read_text())
+    assert result["strategy"] == "default" and result["model"] == "small_cnn"
+    assert result["num_workers"] == 1
+    assert result["epochs"] == 5  # the default really trains every epoch it announces
+    assert (result["train_examples"], result["validation_examples"]) == (1437, 360)  # from the manifest
+    assert result["export_dir"] == f"{model_dir}/export/small_cnn/1"
+    assert (model_dir / "export" / "small_cnn" / "1" / "saved_model.pb").is_file()
+    # Digits are easy: the default run must learn far beyond chance (0.1).
+    assert result["val_accuracy"] > 0.5
+    starts = [l for l in run.stdout_lines if l.startswith("epoch-start:")]
+    assert starts == [f"epoch-start: {i}/5" for i in range(1, 6)]
+    # One checkpoint per epoch, TensorBoard scalars for train/validation and the final tag.
+    assert sorted(p.name for p in (model_dir / "checkpoints").glob("ckpt-*.index")) == [
+        f"ckpt-000{i}.index" for i in range(1, 6)]
+    tags = _scalar_tags(model_dir / "logs")
+    assert {"train/epoch_accuracy", "validation/epoch_accuracy", "final/val_accuracy",
+            "final/training/hptuning/metric"} <= set(tags)
+    assert tags["final/val_accuracy"] == pytest.approx(result["val_accuracy"], abs=1e-6)
+    assert len(tags["validation/epoch_accuracy_all"]) == 5
+
+
+def _scalar_tags(logs_dir) -> dict:
+    import tensorflow as tf
+
+    tags: dict = {}
+    for events in sorted(logs_dir.rglob("events.out.tfevents.*")):
+        run = events.parent.relative_to(logs_dir).as_posix()
+        for event in tf.compat.v1.train.summary_iterator(str(events)):
+            for value in event.summary.value:
+                assert value.metadata.plugin_data.plugin_name == "scalars"
+                number = float(tf.make_ndarray(value.tensor))
+                tags[f"{run}/{value.tag}"] = number
+                tags.setdefault(f"{run}/{value.tag}_all", []).append(number)
+    return tags
+
+
+def test_second_run_exports_next_version(tools, demo_data, tmp_path):
+    model_dir = tmp_path / "model"
+    (model_dir / "export" / "small_cnn" / "7").mkdir(parents=True)
+    (model_dir / "result.json").write_text("{\"stale\": true}")
+    run = tools.run_module(["trainer.task", *tools.fast_flags(demo_data, model_dir, "--train_epochs", "1")])
+    assert run.result["export_dir"].endswith("/export/small_cnn/8")
+    assert "stale" not in json.loads((model_dir / "result.json").read_text())
+
+
+def test_one_device_strategy(tools, demo_data, tmp_path):
+    run = tools.run_module(["trainer.task", *tools.fast_flags(demo_data, tmp_path / "m", "--distribution_strategy", "one_device")])
+    assert run.result["strategy"] == "one_device"
+
+
+def test_mirrored_over_two_logical_cpus(tools, demo_data, tmp_path):
+    flags = tools.fast_flags(demo_data, tmp_path / "m", "--distribution_strategy", "cpu", "--train_batch_size", "16")
+    run = tools.run_module([str(tools.HERE / "cpu_devices_runner.py"), "2", "--", *flags], python_args=[])
+    result = run.result
+    assert result["strategy"] == "mirrored"
+    assert "replicas=2" in run.stdout
+
+
+def test_vertex_environment_variables_win(tools, demo_data, tmp_path):
+    aip = {"AIP_MODEL_DIR": str(tmp_path / "aip-model"), "AIP_CHECKPOINT_DIR": str(tmp_path / "aip-ckpt"),
+           "AIP_TENSORBOARD_LOG_DIR": str(tmp_path / "aip-logs")}
+    model_dir = tmp_path / "model"
+    run = tools.run_module(["trainer.task", *tools.fast_flags(demo_data, model_dir, "--train_epochs", "1")], env=aip)
+    result = run.result
+    assert result["export_dir"] == f"{tmp_path}/aip-model/small_cnn/1"
+    assert (tmp_path / "aip-model" / "small_cnn" / "1" / "saved_model.pb").is_file()
+    assert list((tmp_path / "aip-ckpt").glob("ckpt-0001.index"))
+    assert list((tmp_path / "aip-logs").rglob("events.out.tfevents.*"))
+    assert (model_dir / "result.json").is_file()
+    assert not (model_dir / "checkpoints").exists() and not (model_dir / "logs").exists()
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--train_epochs", "0"], "--train_epochs"),
+    (["--distribution_strategy", "quantum"], "--distribution_strategy"),
+    (["--model", "hub"], "--hub_handle"),
+    (["--image_size", "big"], "--image_size"),
+    (["--resnet_weights", "w.h5"], "--resnet_weights"),
+])
+def test_bad_flags_exit_2_with_one_line(tools, demo_data, tmp_path, flags, needle):
+    run = tools.run_module(["trainer.task", "--data_dir", str(demo_data), "--model_dir", str(tmp_path / "m"), *flags],
+                           timeout=60)
+    assert run.returncode == 2
+    assert needle in run.error_line()
+    assert not (tmp_path / "m").exists()  # nothing created on bad input
+
+
+def test_missing_data_exit_2(tools, tmp_path):
+    (tmp_path / "empty").mkdir()
+    for data_dir, needle in ((tmp_path / "nope", "does not exist"), (tmp_path / "empty", "manifest.json")):
+        run = tools.run_module(["trainer.task", "--data_dir", str(data_dir), "--model_dir", str(tmp_path / "m")])
+        assert run.returncode == 2, run.stderr[-2000:]
+        assert needle in run.error_line()
+    assert not (tmp_path / "m").exists()
+
+
+def test_missing_shard_named(tools, demo_data, tmp_path):
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(demo_data, data)
+    (data / "digits-train-00001-of-00002.tfrecord").unlink()
+    run = tools.run_module(["trainer.task", "--data_dir", str(data), "--model_dir", str(tmp_path / "m")])
+    assert run.returncode == 2
+    assert "digits-train-00001-of-00002.tfrecord" in run.error_line()
+
+
+@pytest.mark.parametrize("strategy, env, needle", [
+    ("tpu", {}, "TPU"),
+    ("gpu", {}, "GPU"),
+    ("gpu", {"CUDA_VISIBLE_DEVICES": ""}, "GPU"),
+])
+def test_missing_accelerator_fails_fast_with_exit_3(tools, demo_data, tmp_path, strategy, env, needle):
+    start = time.monotonic()
+    run = tools.run_module(["trainer.task", "--data_dir", str(demo_data), "--model_dir", str(tmp_path / "m"),
+                            "--distribution_strategy", strategy], env=env, timeout=60)
+    elapsed = time.monotonic() - start
+    assert run.returncode == 3, run.stderr[-2000:]
+    line = run.error_line()
+    assert needle in line and strategy in line
+    assert run.stderr_lines[-1] == line
+    assert elapsed < 30  # seconds, TensorFlow import included; never a hang
+    assert not any(l.startswith(tools.RESULT_PREFIX) for l in run.stdout_lines)

@@ -1,0 +1,103 @@
+"""Models, built and compiled inside the strategy scope by :func:`build_model`.
+
+Every model takes images float32 [B, H, W, 3] in [0, 1] and returns logits; the loss is
+SparseCategoricalCrossentropy(from_logits=True) (the seed paired a softmax layer with
+``from_logits=True``, which trains on the wrong loss). Probabilities are computed at serving time.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
+import tensorflow as tf
+import tf_keras as keras
+
+from trainer.config import TrainConfig
+from trainer.errors import DataError, UsageError
+
+
+def small_cnn(image_size, num_classes: int) -> keras.Model:
+    """A few conv blocks: trains on the demo digits in seconds on a laptop CPU."""
+    inputs = keras.Input(shape=(image_size[0], image_size[1], 3), name="images")
+    x = inputs
+    for i, filters in enumerate((16, 32, 64)):
+        x = keras.layers.Conv2D(filters, 3, padding="same", use_bias=False)(x)
+        x = keras.layers.BatchNormalization(momentum=0.9)(x)  # few steps: stats must settle fast
+        x = keras.layers.ReLU()(x)
+        if i < 2:
+            x = keras.layers.MaxPooling2D()(x)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    x = keras.layers.Dropout(0.2)(x)
+    outputs = keras.layers.Dense(num_classes, name="logits")(x)
+    return keras.Model(inputs, outputs, name="small_cnn")
+
+
+def _local_weights(path: str) -> str:
+    """Keras reads .h5 weights from local files only; copy a gs:// file to a temp file first."""
+    if not tf.io.gfile.exists(path):
+        raise DataError(f"--resnet_weights {path} does not exist")
+    if "://" not in path:
+        return path
+    local = os.path.join(tempfile.mkdtemp(prefix="resnet-weights-"), os.path.basename(path))
+    tf.io.gfile.copy(path, local, overwrite=True)
+    return local
+
+
+def resnet50(image_size, num_classes: int, *, weights_path: str | None, fine_tune: bool) -> keras.Model:
+    """ResNet50 base (random init, or no-top weights from a local/gs:// file: never downloaded)."""
+    weights = _local_weights(weights_path) if weights_path else None
+    try:
+        base = keras.applications.ResNet50(include_top=False, weights=weights,
+                                           input_shape=(image_size[0], image_size[1], 3))
+    except (ValueError, OSError) as err:
+        raise DataError(f"--resnet_weights {weights_path}: not ResNet50 no-top weights ({err})") from None
+    # Random init has nothing to keep frozen.
+    base.trainable = fine_tune or weights is None
+    inputs = keras.Input(shape=(image_size[0], image_size[1], 3), name="images")
+    # ResNet50 expects caffe-style inputs (BGR, mean-subtracted 0..255).
+    x = keras.layers.Lambda(lambda t: keras.applications.resnet50.preprocess_input(t * 255.0),
+                            name="resnet_preprocess")(inputs)
+    x = base(x, training=False if weights is not None and not fine_tune else None)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    outputs = keras.layers.Dense(num_classes, name="logits")(x)
+    return keras.Model(inputs, outputs, name="resnet50")
+
+
+def hub_classifier(image_size, num_classes: int, *, handle: str, fine_tune: bool) -> keras.Model:
+    """A TF-Hub image feature vector (resolved through TFHUB_CACHE_DIR first) + a linear head."""
+    import tensorflow_hub as hub
+
+    try:
+        features = hub.KerasLayer(handle, trainable=fine_tune, name="hub_features")
+    except Exception as err:  # noqa: BLE001 - resolver/network/format errors all mean: not loadable
+        cache = os.environ.get("TFHUB_CACHE_DIR")
+        hint = (f"TFHUB_CACHE_DIR={cache} has no usable model for it" if cache
+                else "set TFHUB_CACHE_DIR to a folder holding <sha1(handle)>/saved_model.pb")
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise DataError(f"cannot load --hub_handle {handle}: {hint} ({type(err).__name__}: {first})") from None
+    inputs = keras.Input(shape=(image_size[0], image_size[1], 3), name="images")
+    x = features(inputs)
+    outputs = keras.layers.Dense(num_classes, name="logits")(x)
+    return keras.Model(inputs, outputs, name="hub")
+
+
+def build_model(cfg: TrainConfig, num_classes: int, image_size) -> keras.Model:
+    """Build and compile; call inside ``strategy.scope()`` so every variable is distributed."""
+    if cfg.seed is not None:
+        keras.utils.set_random_seed(cfg.seed)
+    if cfg.model == "small_cnn":
+        model = small_cnn(image_size, num_classes)
+    elif cfg.model == "resnet50":
+        model = resnet50(image_size, num_classes, weights_path=cfg.resnet_weights, fine_tune=cfg.fine_tuning_choice)
+    elif cfg.model == "hub":
+        model = hub_classifier(image_size, num_classes, handle=cfg.hub_handle, fine_tune=cfg.fine_tuning_choice)
+    else:
+        raise UsageError(f"unknown --model {cfg.model!r}")
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate=cfg.learning_rate),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+    )
+    return model

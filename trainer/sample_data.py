@@ -1,0 +1,114 @@
+"""Write the embedded demo dataset: scikit-learn's handwritten digits as TFRecord shards + manifest.
+
+    python -m trainer.sample_data --out DIR [--validation-fraction 0.2] [--shards 2] [--image-size 32]
+
+No download: ``sklearn.datasets.load_digits`` ships 1797 8x8 grey images with the library. Each is
+scaled to 0..255, upscaled to ``--image-size`` and stored as an RGB JPEG in the seed's schema with
+class names "0".."9". Output is deterministic, so re-running into the same folder (which replaces a
+previous output) gives the same shards. Prints ``summary: <json>`` as its last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+from pathlib import Path
+
+import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
+from trainer.errors import UsageError, run_cli
+
+PREFIX = "digits"
+CLASSES = [str(d) for d in range(10)]
+
+
+def _jpeg(pixels, size: int) -> bytes:
+    from PIL import Image
+
+    grey = Image.fromarray(pixels, mode="L").resize((size, size), Image.Resampling.BILINEAR)
+    buf = io.BytesIO()
+    grey.convert("RGB").save(buf, format="JPEG", quality=95)
+    return buf.getvalue()
+
+
+def write_demo_dataset(out: str | Path, *, validation_fraction: float = 0.2, shards: int = 2,
+                       image_size: int = 32) -> dict:
+    """Write the digits dataset into ``out``; returns the summary dict."""
+    import numpy as np
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    from trainer import records
+
+    if not 0 < validation_fraction < 1:
+        raise UsageError(f"--validation-fraction must be between 0 and 1 (exclusive), got {validation_fraction}")
+    if not 1 <= shards <= 100:
+        raise UsageError(f"--shards must be between 1 and 100, got {shards}")
+    if not 8 <= image_size <= 512:
+        raise UsageError(f"--image-size must be between 8 and 512, got {image_size}")
+    out = Path(out)
+    previous = records.check_output_dir(out, "sample_data")
+
+    digits = load_digits()
+    pixels = np.clip(digits.images * (255.0 / 16.0), 0, 255).astype(np.uint8)
+    indices = np.arange(len(pixels))
+    train_idx, val_idx = train_test_split(
+        indices, test_size=validation_fraction, stratify=digits.target, random_state=0)
+
+    out.mkdir(parents=True, exist_ok=True)
+    records.remove_previous(previous)
+    written: dict[str, list[tuple[str, int]]] = {}
+    total_bytes = 0
+    for split, idx in (("train", train_idx), ("validation", val_idx)):
+        per_shard = -(-len(idx) // shards)
+        writer = records.ShardWriter(out, PREFIX, split, records_per_shard=per_shard)
+        try:
+            for i in idx:
+                label = int(digits.target[i])
+                writer.write(records.make_example(
+                    encoded=_jpeg(pixels[i], image_size), label=label, text=CLASSES[label],
+                    height=image_size, width=image_size, filename=f"digits/{label}/{i:04d}.jpg"))
+        except BaseException:
+            writer.abort()
+            raise
+        written[split] = writer.close()
+        total_bytes += writer.bytes_written
+    manifest = records.build_manifest(prefix=PREFIX, classes=CLASSES, image_size=(image_size, image_size),
+                                      shards=written, source="sample_data")
+    records.write_manifest(out, manifest)
+    return {
+        "dir": str(out),
+        "prefix": PREFIX,
+        "train": manifest["splits"]["train"]["examples"],
+        "validation": manifest["splits"]["validation"]["examples"],
+        "classes": CLASSES,
+        "image_size": [image_size, image_size],
+        "shards": sum(len(v) for v in written.values()),
+        "bytes": total_bytes,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m trainer.sample_data", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="local folder to write (created; a previous output is replaced)")
+    parser.add_argument("--validation-fraction", type=float, default=0.2)
+    parser.add_argument("--shards", type=int, default=2, help="shards per split")
+    parser.add_argument("--image-size", type=int, default=32, help="side of the stored square images")
+
+    def parse_error(message):
+        raise UsageError(message)
+
+    parser.error = parse_error
+
+    def run():
+        args = parser.parse_args(argv)
+        summary = write_demo_dataset(args.out, validation_fraction=args.validation_fraction,
+                                     shards=args.shards, image_size=args.image_size)
+        print("summary: " + json.dumps(summary, separators=(",", ":")), flush=True)
+
+    return run_cli(run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

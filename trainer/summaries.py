@@ -1,0 +1,57 @@
+"""TensorBoard scalars without the tensorboard package (not part of the trainer environment).
+
+``tf.summary.scalar`` lives in the tensorboard package; the core op ``tf.summary.write`` with the
+scalars plugin's metadata writes the same event records, so TensorBoard and tuning services read
+them as ordinary scalars. Layout follows Keras' TensorBoard callback: ``<logs>/train`` and
+``<logs>/validation`` with tags ``epoch_loss`` / ``epoch_accuracy``.
+"""
+
+from __future__ import annotations
+
+import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
+import tensorflow as tf
+import tf_keras as keras
+from tensorflow.core.framework import summary_pb2
+
+_SCALAR_METADATA = summary_pb2.SummaryMetadata(
+    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
+
+
+def write_scalar(tag: str, value: float, step: int) -> None:
+    """Write one scalar with the default summary writer (inside ``writer.as_default()``)."""
+    tf.summary.write(tag, tf.constant(float(value), tf.float32), step=int(step), metadata=_SCALAR_METADATA)
+
+
+def write_scalars(log_dir: str, values: dict[str, float], step: int) -> None:
+    writer = tf.summary.create_file_writer(log_dir)
+    with writer.as_default():
+        for tag, value in values.items():
+            write_scalar(tag, value, step)
+    writer.close()
+
+
+class EpochScalars(keras.callbacks.Callback):
+    """Per-epoch ``epoch_<metric>`` scalars under ``<logs>/train`` and ``<logs>/validation``."""
+
+    def __init__(self, log_dir: str):
+        super().__init__()
+        self.log_dir = log_dir.rstrip("/")
+        self._writers: dict[str, tf.summary.SummaryWriter] = {}
+
+    def _writer(self, run: str) -> tf.summary.SummaryWriter:
+        if run not in self._writers:
+            self._writers[run] = tf.summary.create_file_writer(f"{self.log_dir}/{run}")
+        return self._writers[run]
+
+    def on_epoch_end(self, epoch, logs=None):
+        for key, value in (logs or {}).items():
+            run, name = ("validation", key[4:]) if key.startswith("val_") else ("train", key)
+            with self._writer(run).as_default():
+                write_scalar(f"epoch_{name}", value, epoch + 1)
+        for writer in self._writers.values():
+            writer.flush()
+
+    def on_train_end(self, logs=None):
+        for writer in self._writers.values():
+            writer.close()
+        self._writers = {}

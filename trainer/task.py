@@ -1,0 +1,226 @@
+"""Train an image classifier on TFRecord shards and export it for TF Serving.
+
+    python -m trainer.task --model_dir DIR --data_dir DIR [--distribution_strategy auto] [--model small_cnn] ...
+
+Three seams: where the data comes from (:func:`trainer.data.make_dataset`), which strategy runs
+(:func:`trainer.strategy.resolve_strategy`), what is built in its scope (:func:`trainer.models.build_model`).
+On success the chief writes ``<model_dir>/result.json`` and prints ``tpuctl-result: <json>`` as its last
+stdout line. Errors: one ``error: …`` line on stderr, exit 2 (input) or 3 (hardware). See docs/trainer.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from typing import Mapping, Sequence
+
+import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
+from trainer.config import DEFAULT_IMAGE_SIZE, OutputDirs, TrainConfig, parse_args
+from trainer.errors import DataError, UsageError, run_cli
+
+RESULT_FILE = "result.json"
+RESULT_PREFIX = "tpuctl-result: "
+#: Tag of the final validation accuracy written for hyperparameter-tuning services (the legacy
+#: AI Platform default ``hyperparameterMetricTag``), next to a plain ``val_accuracy`` tag.
+TUNING_METRIC_TAG = "training/hptuning/metric"
+
+# Test-only hooks (documented in docs/trainer.md): simulate a preemption after an epoch's backup,
+# and dump each worker's final weights so tests can compare replicas across processes.
+_EXIT_AFTER_EPOCH_ENV = "TPUCTL_TRAINER_TEST_EXIT_AFTER_EPOCH"
+_DUMP_WEIGHTS_ENV = "TPUCTL_TRAINER_TEST_DUMP_WEIGHTS"
+
+
+def _join(base: str, *names: str) -> str:
+    return "/".join([base.rstrip("/"), *names])
+
+
+def _callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, environ: Mapping[str, str]):
+    from trainer.summaries import EpochScalars
+
+    class EpochLog(keras.callbacks.Callback):
+        """One parseable line per epoch boundary (the CLI and the resume test read them)."""
+
+        def on_epoch_begin(self, epoch, logs=None):
+            print(f"epoch-start: {epoch + 1}/{cfg.train_epochs}", flush=True)
+
+        def on_epoch_end(self, epoch, logs=None):
+            metrics = " ".join(f"{k}={float(v):.4f}" for k, v in sorted((logs or {}).items()))
+            print(f"epoch-end: {epoch + 1}/{cfg.train_epochs} {metrics}", flush=True)
+
+    callbacks = [
+        # All workers pass the same folder: tf_keras keeps the chief's state in backup/chief and gives
+        # every other worker its own write folder (backup/workertemp_<id>), all restore from the chief's.
+        keras.callbacks.BackupAndRestore(backup_dir=_join(dirs.checkpoints, "backup")),
+        keras.callbacks.ModelCheckpoint(filepath=_join(dirs.checkpoints, "ckpt-{epoch:04d}"),
+                                        save_weights_only=True),
+        EpochLog(),
+    ]
+    if info.is_chief:
+        callbacks.append(EpochScalars(dirs.logs))
+    exit_after = environ.get(_EXIT_AFTER_EPOCH_ENV)
+    if exit_after:
+        class ExitAfterEpoch(keras.callbacks.Callback):
+            def on_epoch_end(self, epoch, logs=None):
+                if epoch + 1 == int(exit_after):
+                    print(f"test hook: exiting after epoch {epoch + 1}", flush=True)
+                    sys.stderr.flush()
+                    os._exit(75)
+
+        callbacks.append(ExitAfterEpoch())
+    return callbacks
+
+
+def _corruption_error(manifest, image_size) -> DataError | None:
+    from trainer.data import scan_shards
+
+    for split in ("train", "validation"):
+        info = manifest.splits[split]
+        scan = scan_shards(info.files, image_size, info.shard_examples)
+        if scan.problems:
+            p = scan.problems[0]
+            return DataError(f"corrupt data in {p.file} (record {p.record}: {p.reason}); rewrite or remove "
+                             "that shard, or pass --skip_corrupt to skip bad records")
+    return None
+
+
+def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | None:
+    """Train, export, report. Returns the result dict on the chief, None on other workers."""
+    env = os.environ if environ is None else environ
+    dirs = OutputDirs.resolve(cfg.model_dir, env)
+
+    # The strategy comes first: MultiWorkerMirrored must be created before any other TensorFlow op.
+    from trainer.strategy import resolve_strategy
+
+    info = resolve_strategy(cfg.distribution_strategy, num_gpus=cfg.num_gpus, environ=env)
+
+    import numpy as np
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from trainer import data, export, models
+    from trainer.summaries import write_scalars
+
+    manifest = data.read_manifest(cfg.data_dir)
+    image_size = cfg.image_size or manifest.image_size or (DEFAULT_IMAGE_SIZE, DEFAULT_IMAGE_SIZE)
+    if cfg.model == "resnet50" and min(image_size) < 32:
+        raise UsageError(f"--model resnet50 needs images of at least 32x32 (data is {image_size[0]}x{image_size[1]}); "
+                         "pass --image_size 32 or larger")
+    train, val = manifest.splits["train"], manifest.splits["validation"]
+    if train.examples < 1 or not train.files:
+        raise DataError(f"{cfg.data_dir} has no training examples (manifest lists none)")
+    if val.examples < 1 or not val.files:
+        raise DataError(f"{cfg.data_dir} has no validation examples; write the data with a validation fraction > 0")
+
+    train_examples, val_examples = train.examples, val.examples
+    readable = {"train": None, "validation": None}
+    skipped = 0
+    if cfg.skip_corrupt:
+        for split, split_info in (("train", train), ("validation", val)):
+            scan = data.scan_shards(split_info.files, image_size, split_info.shard_examples)
+            readable[split] = scan.readable_records
+            for p in scan.problems:
+                print(f"warning: skipping {p.bad_records} corrupt record(s) in {p.file} "
+                      f"(first at record {p.record}: {p.reason})", file=sys.stderr, flush=True)
+            skipped += scan.bad_records
+            if split == "train":
+                train_examples -= scan.bad_records
+            else:
+                val_examples -= scan.bad_records
+        if train_examples < 1 or val_examples < 1:
+            raise DataError(f"nothing left to train on after skipping {skipped} corrupt record(s)")
+        print(f"skipped-records: {skipped}", flush=True)
+
+    steps_per_epoch = cfg.steps_per_epoch or max(1, train_examples // cfg.train_batch_size)
+    validation_steps = max(1, val_examples // cfg.validation_batch_size)
+    common = dict(num_workers=info.num_workers, cache=cfg.cache, skip_corrupt=cfg.skip_corrupt, seed=cfg.seed)
+    train_ds = data.make_dataset(list(train.files), cfg.train_batch_size, image_size, True,
+                                 shuffle_buffer=cfg.shuffle_buffer, readable_records=readable["train"], **common)
+    val_ds = data.make_dataset(list(val.files), cfg.validation_batch_size, image_size, False,
+                               readable_records=readable["validation"], **common)
+
+    if info.is_chief:
+        try:
+            tf.io.gfile.makedirs(cfg.model_dir)
+            stale = _join(cfg.model_dir, RESULT_FILE)
+            if tf.io.gfile.exists(stale):
+                tf.io.gfile.remove(stale)  # never leave a previous run's result next to a failed one
+        except tf.errors.OpError as err:
+            raise UsageError(f"cannot write --model_dir {cfg.model_dir}: {err.message}") from None
+
+    with info.strategy.scope():
+        model = models.build_model(cfg, len(manifest.classes), image_size)
+
+    print(f"training: model={cfg.model} strategy={info.kind} replicas={info.num_replicas} "
+          f"workers={info.num_workers} image_size={image_size[0]}x{image_size[1]} "
+          f"steps_per_epoch={steps_per_epoch} validation_steps={validation_steps}", flush=True)
+    try:
+        history = model.fit(train_ds, epochs=cfg.train_epochs, steps_per_epoch=steps_per_epoch,
+                            validation_data=val_ds, validation_steps=validation_steps,
+                            callbacks=_callbacks(keras, cfg, dirs, info, env), verbose=2)
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError):
+        problem = None if cfg.skip_corrupt else _corruption_error(manifest, image_size)
+        if problem is not None:
+            raise problem from None
+        raise
+
+    accuracies = history.history.get("val_accuracy") or []
+    if accuracies:
+        val_accuracy = float(accuracies[-1])
+    else:  # every epoch was already done before a restart: measure the restored model
+        val_accuracy = float(model.evaluate(val_ds, steps=validation_steps, verbose=0, return_dict=True)["accuracy"])
+
+    dump = env.get(_DUMP_WEIGHTS_ENV)
+    if dump:
+        os.makedirs(dump, exist_ok=True)
+        name = f"weights-{info.task_type or 'chief'}-{info.task_id}.npz"
+        np.savez(os.path.join(dump, name), *model.get_weights())
+
+    model_base = _join(dirs.export_base, cfg.model)
+    if info.is_chief:
+        export_dir = _join(model_base, str(export.next_version(model_base)))
+        export.export_saved_model(model, export_dir, image_size, manifest.classes)
+    else:
+        # Every worker takes part in saving (synchronised variables are read collectively);
+        # only the chief's copy is kept.
+        scratch = tempfile.mkdtemp(prefix=f"export-{info.task_type}-{info.task_id}-")
+        try:
+            export.export_saved_model(model, scratch, image_size, manifest.classes)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return None
+
+    write_scalars(_join(dirs.logs, "final"), {"val_accuracy": val_accuracy, TUNING_METRIC_TAG: val_accuracy},
+                  step=cfg.train_epochs)
+
+    result = {
+        "export_dir": export_dir,
+        "val_accuracy": val_accuracy,
+        "epochs": cfg.train_epochs,
+        "model": cfg.model,
+        "strategy": info.kind,
+        "num_workers": info.num_workers,
+        "train_examples": train_examples,
+        "validation_examples": val_examples,
+        "skipped_records": skipped,
+    }
+    with tf.io.gfile.GFile(_join(cfg.model_dir, RESULT_FILE), "w") as f:
+        f.write(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    def go():
+        cfg = parse_args(argv)
+        result = run(cfg)
+        if result is not None:
+            sys.stderr.flush()
+            print(RESULT_PREFIX + json.dumps(result, separators=(",", ":")), flush=True)
+
+    return run_cli(go)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
