@@ -353,8 +353,11 @@ def list_cache(client, bucket_name: str, prefix: str) -> list[CacheEntry]:
 
 def cached_handles(client, bucket_name: str, prefix: str, handles: Iterable[str]) -> dict[str, bool]:
     """For each handle: does ``<prefix>/<sha1>/saved_model.pb`` exist? (doctor's hub check)"""
-    bucket = client.bucket(bucket_name)
-    return {h: bucket.blob(domain.hub_object_name(prefix, h, SAVED_MODEL)).exists() for h in handles}
+    out = {}
+    for h in handles:
+        name = domain.hub_object_name(prefix, h, SAVED_MODEL)
+        out[h] = any(b.name == name for b in client.list_blobs(bucket_name, prefix=name, max_results=5))
+    return out
 
 
 # --------------------------------------------------------------------------------------------

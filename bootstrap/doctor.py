@@ -1,0 +1,250 @@
+"""``tpuctl doctor``: one line per check, pass/fail, and the command that fixes a failure.
+
+Effective bucket permissions are computed from the IAM policies actually set (bucket policy plus
+project policy, unconditional bindings only) with the same role -> permission table the policy
+pack uses (``tpuctl.domain.ROLE_STORAGE_PERMISSIONS``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from bootstrap import clients
+from tpuctl import domain
+from tpuctl.errors import UserError
+from tpuctl.stack import StackOutputs
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str          # pass | fail | warn
+    detail: str
+    fix: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "fail"
+
+    def line(self) -> str:
+        text = f"{self.status.upper():4}  {self.name}: {self.detail}"
+        if self.status != "pass" and self.fix:
+            text += f"  -> fix: {self.fix}"
+        return text
+
+
+def _err(exc: Exception) -> str:
+    msg = getattr(exc, "message", None) or str(exc)
+    return msg.splitlines()[0][:200] if msg else exc.__class__.__name__
+
+
+def check_credentials() -> Check:
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+
+    try:
+        creds, project = google.auth.default()
+    except DefaultCredentialsError:
+        if clients.uses_anonymous("storage"):
+            return Check("credentials", "pass", "none needed: STORAGE_EMULATOR_HOST points at a local server")
+        return Check("credentials", "fail", "no Application Default Credentials found",
+                     "gcloud auth application-default login")
+    who = getattr(creds, "service_account_email", None) or getattr(creds, "signer_email", None) or "user credentials"
+    return Check("credentials", "pass", f"Application Default Credentials ({who}; quota project {project or 'unset'})")
+
+
+def check_apis(project: str) -> Check:
+    from google.cloud import service_usage_v1
+
+    client = service_usage_v1.ServiceUsageClient(**clients.client_kwargs("serviceusage"))
+    names = [f"projects/{project}/services/{s}" for s in domain.REQUIRED_APIS]
+    try:
+        resp = client.batch_get_services(request={"parent": f"projects/{project}", "names": names})
+    except Exception as exc:  # noqa: BLE001 - any API failure is this check's failure
+        return Check("apis", "fail", f"cannot read enabled services: {_err(exc)}",
+                     f"grant yourself serviceusage.services.get on {project} (roles/serviceusage.serviceUsageViewer)")
+    enabled = {s.name.rsplit("/", 1)[-1] for s in resp.services
+               if s.state == service_usage_v1.State.ENABLED}
+    missing = [s for s in domain.REQUIRED_APIS if s not in enabled]
+    if missing:
+        return Check("apis", "fail", "not enabled: " + ", ".join(missing),
+                     f"gcloud services enable {' '.join(missing)} --project {project}")
+    return Check("apis", "pass", f"all {len(domain.REQUIRED_APIS)} required APIs enabled")
+
+
+def _project_bindings(project: str):
+    from google.cloud import resourcemanager_v3
+
+    client = resourcemanager_v3.ProjectsClient(**clients.client_kwargs("crm"))
+    policy = client.get_iam_policy(request={"resource": f"projects/{project}",
+                                            "options": {"requested_policy_version": 3}})
+    return [{"role": b.role, "members": set(b.members), "condition": b.HasField("condition")}
+            for b in policy.bindings]
+
+
+def _roles_of(member: str, bindings) -> set[str]:
+    return {b["role"] for b in bindings if not b.get("condition") and member in b["members"]}
+
+
+def _grant_fix(project: str | None, bucket: str, purpose: str, principal: str) -> str:
+    flag = "--read-bucket" if purpose in domain.READ_BUCKETS else "--write-bucket"
+    proj = f"--project {project} " if project else ""
+    return f"tpuctl grant-access {proj}{flag} {bucket} --principal {principal} --yes"
+
+
+def run_checks(outputs: StackOutputs | None, project: str | None = None) -> Iterator[Check]:
+    project = project or (outputs.project if outputs else None)
+    if project is None:
+        raise UserError("the stack outputs name no project; pass --project")
+    domain.validate_project_id(project)
+
+    yield check_credentials()
+    yield check_apis(project)
+
+    # principals: stack outputs, else the keywords resolved from the project number
+    principals: dict[str, str] = dict(outputs.principals) if outputs else {}
+    if outputs and outputs.training_service_account:
+        principals.setdefault(domain.TRAINING_SA_KEYWORD, outputs.training_service_account)
+    project_bindings = None
+    try:
+        project_bindings = _project_bindings(project)
+    except Exception as exc:  # noqa: BLE001
+        yield Check("project policy", "fail", f"cannot read the IAM policy of {project}: {_err(exc)}",
+                    f"grant yourself resourcemanager.projects.getIamPolicy on {project} (roles/iam.securityReviewer)")
+    if not principals:
+        try:
+            from bootstrap.principals import project_number
+
+            number = project_number(project, outputs.project_number if outputs else None)
+            principals = {k: domain.agent_email(k, number) for k in domain.SERVICE_AGENTS}
+            principals[domain.TRAINING_SA_KEYWORD] = domain.training_sa_email(project)
+        except UserError as exc:
+            yield Check("principals", "fail", str(exc), f"gcloud projects describe {project}")
+
+    bucket_policies: dict[str, list | None] = {}
+    buckets = dict(outputs.buckets) if outputs else {}
+    if buckets:
+        from google.api_core import exceptions
+        from google.cloud import storage
+
+        client = storage.Client(project=project)
+        for purpose, name in buckets.items():
+            try:
+                policy = client.bucket(name).get_iam_policy(requested_policy_version=3)
+                bucket_policies[name] = [{"role": b["role"], "members": set(b.get("members") or ()),
+                                          "condition": bool(b.get("condition"))} for b in policy.bindings]
+            except exceptions.NotFound:
+                bucket_policies[name] = None
+                yield Check(f"bucket {purpose}", "fail", f"gs://{name} does not exist", "pulumi up")
+            except Exception as exc:  # noqa: BLE001
+                bucket_policies[name] = None
+                yield Check(f"bucket {purpose}", "fail", f"cannot read the IAM policy of gs://{name}: {_err(exc)}",
+                            f"grant yourself storage.buckets.getIamPolicy on gs://{name}")
+
+    # agents / training SA exist
+    for keyword, email in sorted(principals.items()):
+        member = domain.member_for_email(email)
+        if keyword == domain.TRAINING_SA_KEYWORD:
+            from bootstrap.principals import service_account_exists
+
+            try:
+                exists = service_account_exists(project, email)
+            except Exception as exc:  # noqa: BLE001
+                yield Check(f"{keyword} exists", "fail", f"cannot look up {email}: {_err(exc)}",
+                            f"grant yourself iam.serviceAccounts.get on {project}")
+                continue
+            yield (Check(f"{keyword} exists", "pass", email) if exists else
+                   Check(f"{keyword} exists", "fail", f"{email} does not exist",
+                         f"gcloud iam service-accounts create {email.split('@')[0]} --project {project}"))
+            continue
+        agent = domain.SERVICE_AGENTS.get(keyword)
+        if agent is None:
+            continue
+        seen = any(member in b["members"] for b in (project_bindings or []))
+        seen = seen or any(member in b["members"] for bs in bucket_policies.values() for b in (bs or []))
+        if seen:
+            yield Check(f"{keyword} exists", "pass", f"{email} (holds IAM bindings)")
+        else:
+            yield Check(f"{keyword} exists", "fail", f"{email} has no IAM binding anywhere; it may not exist yet",
+                        f"gcloud beta services identity create --service={agent.service} --project={project}")
+
+    # effective permissions of every principal on every bucket
+    for purpose, name in sorted(buckets.items()):
+        bindings = bucket_policies.get(name)
+        if bindings is None:
+            continue
+        required = domain.required_permissions(purpose)
+        for keyword, email in sorted(principals.items()):
+            member = domain.member_for_email(email)
+            roles = _roles_of(member, bindings) | _roles_of(member, project_bindings or [])
+            have = domain.storage_permissions(roles)
+            # roles that say nothing about storage (service-agent roles, aiplatform.user) are noise here
+            roles = {r for r in roles if domain.ROLE_STORAGE_PERMISSIONS.get(r, frozenset({"?"}))}
+            missing = sorted(required - have)
+            label = f"{keyword} on gs://{name} ({purpose})"
+            if missing:
+                yield Check(label, "fail", "missing " + ", ".join(f"storage.{p}" for p in missing)
+                            + (f" (has: {', '.join(sorted(roles))})" if roles else " (no roles)"),
+                            _grant_fix(project, name, purpose, keyword))
+            else:
+                yield Check(label, "pass", domain.access_summary(have) + f" via {', '.join(sorted(roles))}")
+
+    # hub cache holds every configured handle
+    hub_models = list(outputs.hub_models) if outputs else []
+    hub_bucket = buckets.get("hub-cache")
+    if hub_models and hub_bucket:
+        from google.cloud import storage
+
+        from bootstrap.hubcache import cached_handles
+
+        prefix = outputs.hub_cache_prefix or domain.DEFAULT_HUB_CACHE_PREFIX
+        try:
+            found = cached_handles(storage.Client(project=project), hub_bucket, prefix, hub_models)
+        except Exception as exc:  # noqa: BLE001
+            yield Check("hub cache", "fail", f"cannot list gs://{hub_bucket}/{prefix}: {_err(exc)}",
+                        f"grant yourself storage.objects.list on gs://{hub_bucket}")
+        else:
+            for handle, ok in found.items():
+                yield (Check(f"hub cache {handle}", "pass", f"gs://{hub_bucket}/{prefix}/{domain.hub_cache_key(handle)}/")
+                       if ok else
+                       Check(f"hub cache {handle}", "fail", "not in the cache (no saved_model.pb)",
+                             f"tpuctl hub-cache add {handle} --bucket {hub_bucket} --prefix {prefix}"))
+    elif hub_models:
+        yield Check("hub cache", "fail", "hub models are configured but the outputs name no hub-cache bucket", "pulumi up")
+
+    yield from check_quota_preferences(project)
+
+
+def check_quota_preferences(project: str) -> Iterator[Check]:
+    """GPU quota preferences (Cloud Quotas API): granted, pending review, or granted below the request."""
+    try:
+        session = clients.authorized_session("cloudquotas")
+        resp = session.get(f"{clients.base_url('cloudquotas')}/v1/projects/{project}/locations/global/quotaPreferences",
+                           timeout=30)
+    except Exception as exc:  # noqa: BLE001
+        yield Check("quota preferences", "fail", f"cannot list quota preferences: {_err(exc)}",
+                    "gcloud auth application-default login")
+        return
+    if resp.status_code >= 400:
+        yield Check("quota preferences", "fail", f"cannot list quota preferences: HTTP {resp.status_code}",
+                    f"gcloud services enable cloudquotas.googleapis.com --project {project}")
+        return
+    prefs = resp.json().get("quotaPreferences", [])
+    if not prefs:
+        yield Check("quota preferences", "pass", "none requested")
+        return
+    for p in prefs:
+        cfg = p.get("quotaConfig", {})
+        want = int(cfg.get("preferredValue", 0))
+        granted = cfg.get("grantedValue")
+        dims = ",".join(f"{k}={v}" for k, v in sorted((p.get("dimensions") or {}).items()))
+        label = f"quota {p.get('quotaId', '?')}" + (f" [{dims}]" if dims else "")
+        if p.get("reconciling"):
+            yield Check(label, "warn", f"{want} requested, under review (granted so far: {granted or 0})",
+                        "wait for Google's review e-mail; nothing to run")
+        elif granted is not None and int(granted) < want:
+            yield Check(label, "fail", f"{want} requested, only {granted} granted",
+                        "lower the request in the stack config (gpuQuotas) or contact sales for more")
+        else:
+            yield Check(label, "pass", f"{want} granted")

@@ -1,0 +1,101 @@
+"""tpuctl doctor against the local fake Google APIs: one line per check, fixes, exit status."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from typer.testing import CliRunner
+
+from tpuctl.cli import app
+
+PROJECT = "my-proj-1"
+NUMBER = "777000777"
+AGENT = f"service-{NUMBER}@gcp-sa-tpu.iam.gserviceaccount.com"
+SA = f"tpuctl-trainer@{PROJECT}.iam.gserviceaccount.com"
+HANDLE = "https://tfhub.dev/google/tiny/1"
+REQUIRED = ["tpu.googleapis.com", "aiplatform.googleapis.com", "storage.googleapis.com", "iam.googleapis.com",
+            "cloudquotas.googleapis.com", "serviceusage.googleapis.com", "compute.googleapis.com"]
+
+
+def run(*args):
+    return CliRunner().invoke(app, list(args))
+
+
+def setup(fake, iam_admin, tmp_path, data_roles):
+    fake.add_project(PROJECT, NUMBER, [{"role": "roles/tpu.serviceAgent", "members": [f"serviceAccount:{AGENT}"]}])
+    fake.services[PROJECT] = set(REQUIRED)
+    iam_admin.accounts[SA] = {"project": PROJECT}
+    key = hashlib.sha1(HANDLE.encode()).hexdigest()
+    fake.add_bucket("p-data", [{"role": r, "members": [f"serviceAccount:{AGENT}", f"serviceAccount:{SA}"]}
+                               for r in data_roles])
+    fake.add_bucket("p-art", [{"role": "roles/storage.objectUser",
+                               "members": [f"serviceAccount:{AGENT}", f"serviceAccount:{SA}"]}])
+    fake.add_bucket("p-hub", [{"role": "roles/storage.objectViewer",
+                               "members": [f"serviceAccount:{AGENT}", f"serviceAccount:{SA}"]}],
+                    objects=[{"name": f"model-cache/{key}/saved_model.pb", "size": "10"}])
+    fake.quota_preferences[PROJECT] = [{
+        "name": "t4", "quotaId": "NVIDIA-T4-GPUS-per-project-region", "dimensions": {"region": "us-central1"},
+        "quotaConfig": {"preferredValue": "4", "grantedValue": "4"}, "service": "compute.googleapis.com"}]
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps({
+        "project": PROJECT, "project_number": NUMBER,
+        "buckets": {"data": "p-data", "artifacts": "p-art", "hub-cache": "p-hub"},
+        "principals": {"tpu-vm-agent": AGENT, "training-sa": SA},
+        "hub_cache_prefix": "model-cache", "hub_models": [HANDLE],
+    }))
+    return outputs
+
+
+def test_doctor_reports_missing_objects_get_with_fix_then_passes(fake, google_env, iam_admin, tmp_path):
+    # the classic tutorial roles: legacy bucket reader/writer give no storage.objects.get
+    outputs = setup(fake, iam_admin, tmp_path, ["roles/storage.legacyBucketReader"])
+    r = run("doctor", "--outputs", str(outputs))
+    assert r.exit_code == 1, r.output
+    lines = r.stdout.splitlines()
+    fails = [line for line in lines if line.startswith("FAIL")]
+    assert fails == [
+        "FAIL  tpu-vm-agent on gs://p-data (data): missing storage.objects.get (has: roles/storage.legacyBucketReader)"
+        f"  -> fix: tpuctl grant-access --project {PROJECT} --read-bucket p-data --principal tpu-vm-agent --yes",
+        "FAIL  training-sa on gs://p-data (data): missing storage.objects.get (has: roles/storage.legacyBucketReader)"
+        f"  -> fix: tpuctl grant-access --project {PROJECT} --read-bucket p-data --principal training-sa --yes",
+    ]
+    assert any(line.startswith("PASS  credentials:") for line in lines)
+    assert "PASS  apis: all 7 required APIs enabled" in lines
+    assert f"PASS  tpu-vm-agent exists: {AGENT} (holds IAM bindings)" in lines
+    assert f"PASS  training-sa exists: {SA}" in lines
+    assert any(line.startswith(f"PASS  hub cache {HANDLE}:") for line in lines)
+    assert "PASS  quota NVIDIA-T4-GPUS-per-project-region [region=us-central1]: 4 granted" in lines
+    assert "2 check(s) failed" in r.stderr
+
+    # the fix it printed works
+    fix = run("grant-access", "--project", PROJECT, "--read-bucket", "p-data", "--principal", "tpu-vm-agent",
+              "--principal", "training-sa", "--outputs", str(outputs), "--yes")
+    assert fix.exit_code == 0, fix.output
+    r = run("doctor", "--outputs", str(outputs))
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[-1] == "all checks passed"
+
+
+def test_doctor_fails_on_apis_missing_hub_model_and_sa(fake, google_env, iam_admin, tmp_path):
+    outputs = setup(fake, iam_admin, tmp_path, ["roles/storage.objectViewer"])
+    fake.services[PROJECT] -= {"tpu.googleapis.com", "cloudquotas.googleapis.com"}
+    fake.buckets["p-hub"]["objects"] = []
+    del iam_admin.accounts[SA]
+    fake.quota_preferences[PROJECT][0]["reconciling"] = True
+    r = run("doctor", "--outputs", str(outputs))
+    assert r.exit_code == 1
+    lines = r.stdout.splitlines()
+    assert ("FAIL  apis: not enabled: tpu.googleapis.com, cloudquotas.googleapis.com  -> fix: gcloud services "
+            f"enable tpu.googleapis.com cloudquotas.googleapis.com --project {PROJECT}") in lines
+    assert (f"FAIL  hub cache {HANDLE}: not in the cache (no saved_model.pb)  -> fix: tpuctl hub-cache add {HANDLE} "
+            "--bucket p-hub --prefix model-cache") in lines
+    assert any(line.startswith(f"FAIL  training-sa exists: {SA} does not exist  -> fix: gcloud iam service-accounts create tpuctl-trainer")
+               for line in lines)
+    assert any(line.startswith("WARN  quota NVIDIA-T4") and "under review" in line for line in lines)
+    assert fake.set_calls == {}           # doctor only reads
+
+
+def test_doctor_needs_a_target():
+    r = run("doctor")
+    assert r.exit_code == 2 and "--stack" in r.stderr
