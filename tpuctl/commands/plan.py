@@ -28,8 +28,9 @@ def plan_command(
 ) -> None:
     """Preview a stack offline: the resources it would create, who can read/write which bucket, policy verdicts.
 
-    Runs the real Pulumi program under the SDK's mocks: no credentials, no Pulumi CLI. Exit 0 when no
-    mandatory policy is violated, 1 when one is, 2 when the config is invalid.
+    Runs the real Pulumi program under the SDK's mocks: no credentials, no Pulumi CLI.
+
+    Exit 0 when no mandatory policy is violated, 1 when one is, 2 when the config is invalid.
     """
     from tpuctl.plan import plan
 
