@@ -258,7 +258,7 @@ def _hub_models(handles: list[str], source: Path) -> tuple[HubModel, ...]:
         raise ConfigError(
             "hubCacheSource",
             f"hub cache folder {source} does not exist; fetch the models into it first "
-            "(`tpuctl hubcache fetch`) or point hubCacheSource at a folder in tensorflow_hub cache layout",
+            "(`tpuctl hub-cache fetch HANDLE`) or point hubCacheSource at a folder in tensorflow_hub cache layout",
         )
     for handle, key in seen.items():
         folder = source / key
