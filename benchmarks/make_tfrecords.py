@@ -1,0 +1,98 @@
+"""Throughput of `tpuctl data make-tfrecords` as a ratio to copying the same bytes, in one run.
+
+    .venv/bin/python benchmarks/make_tfrecords.py [--images 3000] [--size 128] [--classes 5]
+
+Generates a folder of random JPEGs (class sub-folders) with the trainer environment's Pillow, then times
+  copy      shutil.copytree of the folder (the floor: read + write the same bytes)
+  convert   tpuctl's make-tfrecords (trainer.make_tfrecords in the trainer env: decode check, encode
+            tf.train.Example, write ~--shard-mb shards), end to end including interpreter/TensorFlow start,
+            and from its first progress line on (steady state)
+and prints MB/s of each and the ratios convert/copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+MAKE_JPEGS = r"""
+import sys
+from pathlib import Path
+import numpy as np
+from PIL import Image
+root, n, size, classes = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rng = np.random.default_rng(0)
+base = rng.integers(0, 255, size=(size, size, 3), dtype=np.uint8)
+for i in range(n):
+    folder = root / f"class{i % classes}"
+    folder.mkdir(parents=True, exist_ok=True)
+    noise = rng.integers(-20, 20, size=base.shape)
+    Image.fromarray(np.clip(base + noise, 0, 255).astype(np.uint8)).save(folder / f"img{i:06d}.jpg", quality=90)
+"""
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=3000)
+    parser.add_argument("--size", type=int, default=128, help="side of the generated square JPEGs")
+    parser.add_argument("--classes", type=int, default=5)
+    parser.add_argument("--shard-mb", type=float, default=100)
+    args = parser.parse_args()
+
+    from tpuctl import datatools
+    from tpuctl.envs import trainer_env, trainer_python
+
+    with tempfile.TemporaryDirectory(prefix="bench-tfrecords-") as tmp:
+        tmp_path = Path(tmp)
+        src = tmp_path / "images"
+        subprocess.run([str(trainer_python()), "-c", MAKE_JPEGS, str(src), str(args.images), str(args.size),
+                        str(args.classes)], env=trainer_env(), check=True)
+        size = folder_bytes(src)
+        mb = size / 1e6
+
+        os.sync()
+        t0 = time.perf_counter()
+        shutil.copytree(src, tmp_path / "copy")
+        os.sync()
+        copy_s = time.perf_counter() - t0
+
+        first_progress: list[float] = []
+
+        def on_progress(done: int, total: int) -> None:
+            if not first_progress:
+                first_progress.append(time.perf_counter())
+
+        t0 = time.perf_counter()
+        summary = datatools.make_tfrecords(str(src), str(tmp_path / "records"), shard_mb=args.shard_mb,
+                                           on_progress=on_progress)
+        os.sync()
+        end = time.perf_counter()
+        convert_s = end - t0
+        steady_s = end - (first_progress[0] if first_progress else t0)
+
+    print(f"images: {args.images} JPEGs {args.size}x{args.size}, {mb:.1f} MB in {args.classes} classes; "
+          f"shards: {summary.get('shards')}, examples: {summary.get('train', 0) + summary.get('validation', 0)}, "
+          f"skipped: {summary.get('skipped')}")
+    print(f"copy:                {copy_s:8.3f} s  {mb / copy_s:9.1f} MB/s")
+    print(f"convert end-to-end:  {convert_s:8.3f} s  {mb / convert_s:9.1f} MB/s")
+    print(f"convert steady:      {steady_s:8.3f} s  {mb / steady_s:9.1f} MB/s  (from the first progress line)")
+    print(f"ratio convert/copy (end-to-end): {copy_s / convert_s:.3f}")
+    print(f"ratio convert/copy (steady):     {copy_s / steady_s:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

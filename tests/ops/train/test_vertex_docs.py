@@ -1,0 +1,33 @@
+"""docs/vertex.md's accelerator → machine spec table says what the request builder does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tpuctl import domain, vertex
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "vertex.md"
+
+
+def _cell(value) -> str:
+    return "–" if value is None else f"`{value}`"
+
+
+def test_machine_spec_table_matches_the_catalogue():
+    rows = {}
+    for line in DOC.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 7 and cells[0].startswith("`") and cells[0] != "`--accelerator`":
+            rows[cells[0].strip("`")] = cells[1:]
+    expected_names = ["cpu", *(f"gpu-{g.short}" + ("" if c == 1 else f"x{c}")
+                               for g in domain.GPU_TYPES.values() for c in sorted(g.machine_types)),
+                      *domain.TPU_TYPES]
+    assert sorted(rows) == sorted(expected_names)
+    for name in expected_names:
+        accel = domain.parse_accelerator(name)
+        spec = vertex.machine_spec(accel)
+        strategy = f"`{vertex.strategy_for(accel, 1)}`" + (f" `--num_gpus {accel.gpu_count}`" if accel.kind == "gpu" else "")
+        assert rows[name] == [
+            f"`{spec['machine_type']}`", _cell(spec.get("accelerator_type")), _cell(spec.get("accelerator_count")),
+            _cell(spec.get("tpu_topology")), f"`{domain.VERTEX_TRAINING_IMAGES[accel.kind].name}`", strategy,
+        ], name
