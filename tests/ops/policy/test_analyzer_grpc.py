@@ -23,7 +23,7 @@ from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 from policy import resources as r
 from policy.rules import RESOURCE_RULES
 from policy.stack_rules import STACK_RULES
-from pulumi_policy.proxy import UNKNOWN_BOOLEAN_VALUE
+from pulumi_policy.proxy import UNKNOWN_BOOLEAN_VALUE, UNKNOWN_STRING_VALUE
 from tpuctl import domain
 
 REPO = Path(__file__).resolve().parents[3]
@@ -32,8 +32,8 @@ SA = "serviceAccount:tpuctl-trainer@my-tpu-project.iam.gserviceaccount.com"
 NAMES = {p: f"tpuctl-my-tpu-project-{p}" for p in domain.BUCKET_PURPOSES}
 
 
-def _start(args: list[str]) -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen([str(PYTHON if PYTHON.exists() else sys.executable), "-u", *args], cwd=REPO,
+def _start(args: list[str], cwd: Path = REPO) -> tuple[subprocess.Popen, int]:
+    proc = subprocess.Popen([str(PYTHON if PYTHON.exists() else sys.executable), "-u", *args], cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     deadline = time.monotonic() + 60
     line = b""
@@ -97,6 +97,9 @@ def test_analyzer_protocol_end_to_end(analyzer):
         analyzer.Handshake(analyzer_pb2.AnalyzerHandshakeRequest(engine_address="127.0.0.1:1", root_directory=str(REPO)))
     assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
+    # The engine's next call: stack identity and stack config (pulumi-policy keeps the stack tags).
+    analyzer.ConfigureStack(analyzer_pb2.AnalyzerStackConfigureRequest(stack="dev", project="tpuctl", dry_run=True))
+
     info = analyzer.GetAnalyzerInfo(empty_pb2.Empty())
     assert info.name == "tpuctl" and info.supportsConfig
     policies = {p.name: p for p in info.policies}
@@ -147,8 +150,12 @@ def test_analyzer_protocol_end_to_end(analyzer):
     assert [(d.policyName, d.enforcementLevel) for d in broad.diagnostics] == [("project-mode-broad-roles", analyzer_pb2.ADVISORY)]
 
     # Stack analysis: legacy roles only -> every bucket fails the access rule, reported on the bucket's URN.
-    def stack(read_role: str, write_role: str) -> analyzer_pb2.AnalyzeStackRequest:
-        resources = []
+    account = urn(r.SERVICE_ACCOUNT, "training-sa")
+
+    def stack(read_role: str, write_role: str, member: str = SA) -> analyzer_pb2.AnalyzeStackRequest:
+        resources = [analyzer_pb2.AnalyzerResource(
+            type=r.SERVICE_ACCOUNT, name="training-sa", urn=account,
+            properties=struct({"accountId": "tpuctl-trainer", "email": member.partition(":")[2] or member}))]
         for purpose in domain.BUCKET_PURPOSES:
             resources.append(analyzer_pb2.AnalyzerResource(type=r.BUCKET, name=purpose, urn=urn(r.BUCKET, purpose),
                                                            properties=struct(bucket_props(purpose))))
@@ -156,8 +163,9 @@ def test_analyzer_protocol_end_to_end(analyzer):
             name = f"{purpose}-training-sa"
             resources.append(analyzer_pb2.AnalyzerResource(
                 type=r.BUCKET_IAM_MEMBER, name=name, urn=urn(r.BUCKET_IAM_MEMBER, name),
-                properties=struct({"bucket": NAMES[purpose], "role": role, "member": SA}),
-                propertyDependencies={"bucket": analyzer_pb2.AnalyzerPropertyDependencies(urns=[urn(r.BUCKET, purpose)])},
+                properties=struct({"bucket": NAMES[purpose], "role": role, "member": member}),
+                propertyDependencies={"bucket": analyzer_pb2.AnalyzerPropertyDependencies(urns=[urn(r.BUCKET, purpose)]),
+                                      "member": analyzer_pb2.AnalyzerPropertyDependencies(urns=[account])},
             ))
         return analyzer_pb2.AnalyzeStackRequest(resources=resources)
 
@@ -169,10 +177,18 @@ def test_analyzer_protocol_end_to_end(analyzer):
     assert {d.urn for d in diags} == {urn(r.BUCKET, p) for p in domain.BUCKET_PURPOSES}
     assert all("storage.objects.get" in d.message and d.enforcementLevel == analyzer_pb2.MANDATORY for d in diags)
 
+    # During a preview the member e-mail is unknown: the principal is named after the resource it comes from.
+    preview_stack = analyzer.AnalyzeStack(stack("roles/storage.legacyBucketReader", "roles/storage.objectUser",
+                                                member=UNKNOWN_STRING_VALUE))
+    messages = [d.message for d in preview_stack.diagnostics]
+    assert len(messages) == len(domain.READ_BUCKETS)
+    assert all("<member of training-sa> lacks storage.objects.get" in m for m in messages)
+
 
 def test_engine_launch_style_serves_the_same_pack():
-    """`pulumi preview --policy-pack policy` runs `python -u -m pulumi.policy <engine> <pack dir>`."""
-    proc, port = _start(["-m", "pulumi.policy", "127.0.0.1:1", str(REPO / "policy")])
+    """`pulumi preview --policy-pack policy` starts pulumi-analyzer-policy-python in the pack folder with
+    `<engine address> . -virtualenv=../.venv`, which runs `<venv>/bin/python -u -m pulumi.policy <engine> .`."""
+    proc, port = _start(["-m", "pulumi.policy", "127.0.0.1:1", "."], cwd=REPO / "policy")
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     try:
         grpc.channel_ready_future(channel).result(timeout=30)
