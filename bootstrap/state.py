@@ -1,0 +1,152 @@
+"""``tpuctl bootstrap``: what must exist before the first ``pulumi up``.
+
+The APIs Pulumi itself calls (``domain.BOOTSTRAP_APIS``) and a bucket for Pulumi's state
+(``pulumi login gs://BUCKET``), created with the same safe defaults as the training buckets:
+uniform bucket-level access, public access prevention enforced, versioning on (state history).
+Idempotent: a second run finds everything in place and changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from bootstrap import clients
+from tpuctl import domain
+from tpuctl.errors import UserError
+
+STATE_LABELS = {"managed-by": "tpuctl", "purpose": "pulumi-state"}
+
+
+def default_state_bucket(project: str) -> str:
+    return f"{project}-pulumi-state"
+
+
+@dataclass
+class BootstrapPlan:
+    project: str
+    bucket: str
+    location: str
+    bucket_exists: bool
+    apis_missing: list[str] = field(default_factory=list)
+    bucket_fixes: list[str] = field(default_factory=list)   # safe defaults an existing bucket lacks
+
+    @property
+    def pending(self) -> bool:
+        return bool(self.apis_missing) or not self.bucket_exists or bool(self.bucket_fixes)
+
+    @property
+    def backend_url(self) -> str:
+        return f"gs://{self.bucket}"
+
+    def lines(self) -> list[str]:
+        out = [f"project {self.project}"]
+        for api in domain.BOOTSTRAP_APIS:
+            out.append(f"  + enable {api}" if api in self.apis_missing else f"    {api}: enabled")
+        if self.bucket_exists and self.bucket_fixes:
+            out.append(f"  ~ state bucket gs://{self.bucket}: turn on " + ", ".join(self.bucket_fixes))
+        elif self.bucket_exists:
+            out.append(f"    state bucket gs://{self.bucket}: exists")
+        else:
+            out.append(f"  + create state bucket gs://{self.bucket} in {self.location} "
+                       "(uniform access, public access prevention, versioning)")
+        return out
+
+
+def _usage_client():
+    from google.cloud import service_usage_v1
+
+    return service_usage_v1.ServiceUsageClient(**clients.client_kwargs("serviceusage"))
+
+
+def plan_bootstrap(project: str, bucket: str | None = None, location: str = "US",
+                   storage_client=None, usage_client=None) -> BootstrapPlan:
+    from google.api_core import exceptions
+    from google.cloud import service_usage_v1, storage
+
+    domain.validate_project_id(project)
+    name = domain.bucket_name_from(bucket) if bucket else default_state_bucket(project)
+    domain.validate_bucket_name(name)
+    if not location or not location.replace("-", "").isalnum():
+        raise UserError(f"location {location!r} must be a region (us-central1) or multi-region (US, EU)")
+
+    usage = usage_client or _usage_client()
+    names = [f"projects/{project}/services/{s}" for s in domain.BOOTSTRAP_APIS]
+    try:
+        resp = usage.batch_get_services(request={"parent": f"projects/{project}", "names": names})
+    except exceptions.Forbidden as exc:
+        raise UserError(f"permission denied reading services of {project}: you need serviceusage.services.get "
+                        f"({exc.message})") from None
+    except exceptions.NotFound:
+        raise UserError(f"project {project} does not exist") from None
+    enabled = {s.name.rsplit("/", 1)[-1] for s in resp.services if s.state == service_usage_v1.State.ENABLED}
+    missing = [s for s in domain.BOOTSTRAP_APIS if s not in enabled]
+
+    client = storage_client or storage.Client(project=project)
+    fixes: list[str] = []
+    try:
+        fixes = missing_safe_defaults(client.get_bucket(name))
+        exists = True
+    except exceptions.NotFound:
+        exists = False
+    except exceptions.Forbidden:
+        raise UserError(f"gs://{name} exists but you cannot read it (bucket names are global: it may belong to "
+                        "someone else); pick another name with --bucket") from None
+    return BootstrapPlan(project, name, location, exists, missing, fixes)
+
+
+def missing_safe_defaults(bucket) -> list[str]:
+    cfg = bucket.iam_configuration
+    out = []
+    if not cfg.uniform_bucket_level_access_enabled:
+        out.append("uniform bucket-level access")
+    if cfg.public_access_prevention != "enforced":
+        out.append("public access prevention")
+    if not bucket.versioning_enabled:
+        out.append("versioning")
+    return out
+
+
+def apply_safe_defaults(bucket) -> None:
+    """Turn on what the bucket lacks (one metageneration-checked patch)."""
+    bucket.iam_configuration.uniform_bucket_level_access_enabled = True
+    bucket.iam_configuration.public_access_prevention = "enforced"
+    bucket.versioning_enabled = True
+    bucket.patch(if_metageneration_match=bucket.metageneration)
+
+
+def execute(plan: BootstrapPlan, log: Callable[[str], None] = print,
+            storage_client=None, usage_client=None) -> None:
+    from google.api_core import exceptions
+    from google.cloud import storage
+
+    if plan.apis_missing:
+        usage = usage_client or _usage_client()
+        op = usage.batch_enable_services(request={"parent": f"projects/{plan.project}",
+                                                  "service_ids": plan.apis_missing})
+        op.result(timeout=600)
+        log(f"enabled {', '.join(plan.apis_missing)}")
+    client = storage_client or storage.Client(project=plan.project)
+    if plan.bucket_exists and plan.bucket_fixes:
+        apply_safe_defaults(client.get_bucket(plan.bucket))
+        log(f"state bucket gs://{plan.bucket}: turned on {', '.join(plan.bucket_fixes)}")
+    if not plan.bucket_exists:
+        bucket = client.bucket(plan.bucket)
+        bucket.iam_configuration.uniform_bucket_level_access_enabled = True
+        bucket.iam_configuration.public_access_prevention = "enforced"
+        bucket.versioning_enabled = True
+        bucket.labels = dict(STATE_LABELS)
+        try:
+            client.create_bucket(bucket, project=plan.project, location=plan.location)
+        except exceptions.Conflict:
+            # created meanwhile (a parallel run) or owned by someone else: tell them apart
+            try:
+                client.get_bucket(plan.bucket)
+            except exceptions.Forbidden:
+                raise UserError(f"gs://{plan.bucket} is taken by someone else; pick another name with --bucket", 1) from None
+            log(f"state bucket gs://{plan.bucket} already exists")
+            return
+        created = client.get_bucket(plan.bucket)
+        if missing_safe_defaults(created):   # a server that ignored settings at creation time
+            apply_safe_defaults(created)
+        log(f"created state bucket gs://{plan.bucket}")

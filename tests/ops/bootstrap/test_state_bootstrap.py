@@ -1,0 +1,83 @@
+"""tpuctl bootstrap: APIs via serviceusage (local fake) and the state bucket in gcp-storage-emulator."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from typer.testing import CliRunner
+
+from tpuctl.cli import app
+
+
+@pytest.fixture
+def emulator(google_env, monkeypatch):
+    from gcp_storage_emulator.server import create_server
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = create_server("127.0.0.1", port, in_memory=True)
+    server.start()
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
+    from google.cloud import storage
+
+    yield storage.Client()
+    server.stop()
+
+
+def run(*args):
+    return CliRunner().invoke(app, list(args))
+
+
+def test_bootstrap_dry_run_then_create_then_idempotent(fake, emulator):
+    fake.add_project("my-proj-1", "1")
+    fake.services["my-proj-1"] = {"storage.googleapis.com"}
+
+    dry = run("bootstrap", "--project", "my-proj-1", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert dry.stdout.splitlines() == [
+        "project my-proj-1",
+        "  + enable cloudresourcemanager.googleapis.com",
+        "  + enable serviceusage.googleapis.com",
+        "    storage.googleapis.com: enabled",
+        "  + enable iam.googleapis.com",
+        "  + create state bucket gs://my-proj-1-pulumi-state in US (uniform access, public access prevention, versioning)",
+        "dry run: nothing changed",
+    ]
+    assert fake.enable_calls == [] and list(emulator.list_buckets()) == []
+
+    refused = run("bootstrap", "--project", "my-proj-1")
+    assert refused.exit_code == 2 and "--yes" in refused.stderr
+
+    r = run("bootstrap", "--project", "my-proj-1", "--yes")
+    assert r.exit_code == 0, r.output
+    assert fake.enable_calls == [("my-proj-1", ["cloudresourcemanager.googleapis.com", "serviceusage.googleapis.com",
+                                                "iam.googleapis.com"])]
+    bucket = emulator.get_bucket("my-proj-1-pulumi-state")
+    assert bucket.versioning_enabled and bucket.iam_configuration.uniform_bucket_level_access_enabled
+    assert bucket.iam_configuration.public_access_prevention == "enforced"
+    # (labels are sent at creation; the emulator ignores bucket metadata on insert, so not asserted here)
+    assert r.stdout.splitlines()[-1] == "pulumi login gs://my-proj-1-pulumi-state"
+
+    again = run("bootstrap", "--project", "my-proj-1", "--yes")
+    assert again.exit_code == 0, again.output
+    assert "already bootstrapped; nothing to do" in again.stdout
+    assert len(fake.enable_calls) == 1
+
+    # an existing state bucket without versioning gets it turned on, nothing else changes
+    bucket.versioning_enabled = False
+    bucket.patch()
+    fixed = run("bootstrap", "--project", "my-proj-1", "--yes")
+    assert "  ~ state bucket gs://my-proj-1-pulumi-state: turn on versioning" in fixed.stdout, fixed.output
+    assert emulator.get_bucket("my-proj-1-pulumi-state").versioning_enabled
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--project", "Bad_Proj"], "project id 'Bad_Proj'"),
+    (["--project", "my-proj-1", "--bucket", "goog-state"], "must not start with 'goog'"),
+])
+def test_bootstrap_bad_input(fake, emulator, args, message):
+    r = run("bootstrap", *args, "--yes")
+    assert r.exit_code == 2 and message in r.stderr
+    assert fake.enable_calls == [] and list(emulator.list_buckets()) == []
