@@ -1,0 +1,85 @@
+"""grant-access --via acl on a fine-grained bucket (gcp-storage-emulator), refused on a uniform one."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from typer.testing import CliRunner
+
+from tpuctl.cli import app
+
+SA = "trainer@my-proj-1.iam.gserviceaccount.com"
+
+
+@pytest.fixture
+def emulator(google_env, monkeypatch):
+    from gcp_storage_emulator.server import create_server
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = create_server("127.0.0.1", port, in_memory=True)
+    server.start()
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
+    from google.cloud import storage
+
+    yield storage.Client()
+    server.stop()
+
+
+def run(*args):
+    return CliRunner().invoke(app, list(args))
+
+
+def entries(acl):
+    acl.reload()
+    return {(e["entity"], e["role"]) for e in acl}
+
+
+def test_acl_mode_bucket_default_and_existing_objects(emulator):
+    bucket = emulator.create_bucket("legacy-data")
+    bucket.acl.reload()
+    bucket.acl.user("owner@example.com").grant_owner()
+    bucket.acl.save()
+    for i in range(5):
+        bucket.blob(f"train/part-{i}.tfrecord").upload_from_string(b"x" * 10)
+
+    dry = run("grant-access", "--via", "acl", "--read-bucket", "legacy-data", "--principal", SA,
+              "--existing-objects", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert dry.stdout.splitlines() == [
+        "gs://legacy-data (bucket ACL)",
+        f"  + user-{SA} READER",
+        "gs://legacy-data (default object ACL)",
+        f"  + user-{SA} READER",
+        f"gs://legacy-data (existing objects): add READER for user-{SA}",
+        "dry run: 2 change(s) shown, nothing written",
+    ]
+    assert (f"user-{SA}", "READER") not in entries(bucket.acl)
+
+    r = run("grant-access", "--via", "acl", "--read-bucket", "legacy-data", "--principal", SA, "--existing-objects", "--yes")
+    assert r.exit_code == 0, r.output
+    assert "gs://legacy-data: 5 existing object(s) updated" in r.stdout
+    assert {(f"user-{SA}", "READER"), ("user-owner@example.com", "OWNER")} <= entries(bucket.acl)
+    assert (f"user-{SA}", "READER") in entries(bucket.default_object_acl)
+    for blob in emulator.list_blobs("legacy-data"):
+        assert (f"user-{SA}", "READER") in entries(blob.acl)
+
+    again = run("grant-access", "--via", "acl", "--read-bucket", "legacy-data", "--principal", SA, "--yes")
+    assert again.exit_code == 0 and "everything is already granted; nothing written" in again.stdout
+
+    rev = run("grant-access", "--via", "acl", "--read-bucket", "legacy-data", "--principal", SA, "--revoke", "--yes")
+    assert rev.exit_code == 0, rev.output
+    assert (f"user-{SA}", "READER") not in entries(bucket.acl)
+    assert ("user-owner@example.com", "OWNER") in entries(bucket.acl)
+
+
+def test_acl_mode_refused_on_uniform_bucket(emulator):
+    bucket = emulator.create_bucket("uniform-data")
+    bucket.iam_configuration.uniform_bucket_level_access_enabled = True
+    bucket.patch()
+    r = run("grant-access", "--via", "acl", "--read-bucket", "uniform-data", "--principal", SA, "--yes")
+    assert r.exit_code == 2
+    assert "uses uniform bucket-level access, where ACLs are disabled" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
