@@ -374,7 +374,10 @@ def run_job(job: VertexJob, *, wait: bool = True, poll_seconds: float = 30.0,
     echo(f"console: {url}")
     if not wait:
         return Submission(created.name, state_name(created), url)
-    final = follow(client, created.name, poll_seconds=poll_seconds, echo=echo)
+    try:
+        final = follow(client, created.name, poll_seconds=poll_seconds, echo=echo)
+    except KeyboardInterrupt:
+        raise UserError(f"stopped following {created.name}; the job keeps running ({url})", 130) from None
     state = state_name(final)
     error = final.error.message if final.error and final.error.message else None
     return Submission(created.name, state, url, error)

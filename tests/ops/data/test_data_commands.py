@@ -99,7 +99,9 @@ def test_sample_writes_the_demo_dataset_locally_and_to_gcs(cli, tmp_path, gcs, t
 
     url, client = gcs
     client.create_bucket("tpuctl-p-data")
-    remote = _summary(cli(["data", "sample", "gs://tpuctl-p-data/demo", "--json"], env={"STORAGE_EMULATOR_HOST": url}))
+    proc = cli(["data", "sample", "gs://tpuctl-p-data/demo", "--json"], env={"STORAGE_EMULATOR_HOST": url})
+    remote = _summary(proc)
+    assert "Warning" not in proc.stderr
     names = sorted(b.name for b in client.list_blobs("tpuctl-p-data"))
     assert remote["uploaded"] == len(names) == local["shards"] + 1
     local_files = sorted(f"demo/{p.name}" for p in (tmp_path / "demo").iterdir())
