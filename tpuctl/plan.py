@@ -126,6 +126,8 @@ def stack_source(stack: str | None, config_file: Path | None) -> tuple[str, Path
         raise UserError("give either --stack or --config, not both")
     if config_file is not None:
         path = Path(config_file)
+        if path.is_dir():
+            raise UserError(f"--config {path} is a folder; give a stack config file such as {path}/Pulumi.dev.yaml")
         name = path.name
         derived = name[len("Pulumi."):-len(".yaml")] if name.startswith("Pulumi.") and name.endswith(".yaml") else "plan"
         return derived or "plan", path, f"config {path}"

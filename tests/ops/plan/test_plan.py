@@ -147,10 +147,11 @@ def test_no_policy_skips_the_rules(greedy_file):
     (["--config", "{missing}"], "does not exist"),
     (["--stack", "no-such-stack"], "Pulumi.no-such-stack.yaml does not exist"),
     (["--stack", "example", "--config", "{bad}"], "either --stack or --config"),
+    (["--config", "{folder}"], "is a folder"),
 ])
 def test_invalid_config_exits_2_with_one_line(tmp_path, args, fragment):
     bad = write_stack(tmp_path / "bad.yaml", tmp_path / "hub", region="us-centrall1")
-    args = [a.format(bad=bad, missing=tmp_path / "missing.yaml") for a in args]
+    args = [a.format(bad=bad, missing=tmp_path / "missing.yaml", folder=tmp_path) for a in args]
     res = runner.invoke(app, ["plan", *args])
     assert res.exit_code == 2, res.output
     lines = res.stderr.strip().splitlines()
