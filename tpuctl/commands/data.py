@@ -61,7 +61,6 @@ def _render(summary: dict, as_json: bool) -> None:
     table.add_column("value", justify="right")
     classes = summary.get("classes")
     rows = [
-        ("destination", summary.get("destination")),
         ("train examples", summary.get("train")),
         ("validation examples", summary.get("validation")),
         ("classes", f"{len(classes)}: {', '.join(map(str, classes))}" if isinstance(classes, list) else classes),
@@ -75,6 +74,7 @@ def _render(summary: dict, as_json: bool) -> None:
         if value is not None:
             table.add_row(key, str(value))
     console = Console()
+    console.print(f"written to: {summary.get('destination')}", soft_wrap=True)
     console.print(table)
     for path in summary.get("skipped_files") or []:
         console.print(f"skipped (unreadable image): {path}", soft_wrap=True)

@@ -41,6 +41,21 @@ if module == "trainer.sample_data":
     print("summary: " + json.dumps({"train": 10, "validation": 10, "classes": ["0", "1"], "shards": 2, "bytes": 24}))
     sys.exit(0)
 
+if module == "trainer.make_tfrecords":
+    src, dest = Path(args[0]), Path(args[1])
+    (log_dir / "make_tfrecords.json").write_text(json.dumps({"args": args}))
+    if mode == "fail":
+        print("error: no images found under " + str(src), file=sys.stderr)
+        sys.exit(2)
+    dest.mkdir(parents=True, exist_ok=True)
+    for i in range(3):
+        print(f"progress: {i + 1}/3", flush=True)
+    (dest / "x-train-00000-of-00001.tfrecord").write_bytes(b"r" * 100)
+    (dest / "manifest.json").write_text("{}")
+    print("summary: " + json.dumps({"train": 2, "validation": 1, "classes": ["a", "b"], "skipped": 1,
+                                    "skipped_files": [str(src / "b" / "bad.jpg")], "shards": 1, "bytes": 100}))
+    sys.exit(0)
+
 assert module == "trainer.task", module
 tf_config = json.loads(os.environ.get("TF_CONFIG") or "{}")
 task = tf_config.get("task", {"type": "chief", "index": 0})
