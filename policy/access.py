@@ -202,12 +202,17 @@ def access_rows(model: AccessModel) -> list[dict[str, Any]]:
             if not roles:
                 continue
             perms = domain.storage_permissions(roles)
+            without_default = domain.storage_permissions(r for r in roles if not r.startswith("defaultObject:"))
+            note = None
+            if "objects.get" in perms and "objects.get" not in without_default:
+                note = ("objects.get comes only from the default object ACL: objects written before the grant "
+                        "stay unreadable until they get their own ACL entry")
             rows.append({
                 "principal": principal,
                 "bucket": bucket.key,
                 "purpose": bucket.purpose,
                 "roles": sorted(roles),
                 "access": domain.access_summary(perms),
-                "via_project": sorted(model.project_roles.get(principal, set())),
+                "note": note,
             })
     return rows

@@ -79,8 +79,10 @@ class PlanResult:
     def access_json(self) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
         for row in self.access:
-            out.setdefault(row["principal"], {})[row["bucket"]] = {
-                "purpose": row["purpose"], "roles": row["roles"], "access": row["access"]}
+            cell = {"purpose": row["purpose"], "roles": row["roles"], "access": row["access"]}
+            if row.get("note"):
+                cell["note"] = row["note"]
+            out.setdefault(row["principal"], {})[row["bucket"]] = cell
         return out
 
     def to_json(self) -> dict[str, Any]:

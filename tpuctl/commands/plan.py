@@ -94,8 +94,10 @@ def render(result: Any) -> None:
             access.add_column(name, no_wrap=True)
         cells: dict[str, dict[str, str]] = {}
         labels: dict[str, str] = {}
+        notes = sorted({row["note"] for row in result.access if row.get("note")})
         for row in result.access:
-            cells.setdefault(row["principal"], {})[row["bucket"]] = row["access"]
+            mark = "*" * (notes.index(row["note"]) + 1) if row.get("note") else ""
+            cells.setdefault(row["principal"], {})[row["bucket"]] = row["access"] + mark
             labels[row["principal"]] = row.get("keyword") or row["principal"]
         for principal in sorted(cells, key=lambda p: (labels[p] == p, labels[p])):
             values = ([cells[principal].get(buckets[p], "-") for p in columns]
@@ -104,6 +106,7 @@ def render(result: Any) -> None:
         legend = [f"{purpose} = gs://{buckets[purpose]}" for purpose in columns]
         legend += [f"{labels[p]} = {p}" for p in sorted(cells) if labels[p] != p]
         console.print(access)
+        legend += [f"{'*' * (i + 1)} {note}" for i, note in enumerate(notes)]
         for line in legend:
             console.print(f"  {line}", soft_wrap=True)
 

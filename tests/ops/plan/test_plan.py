@@ -166,3 +166,18 @@ def test_command_module_imports_no_pulumi_or_policy():
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_acl_route_marks_read_that_covers_only_new_objects(tmp_path):
+    config = write_stack(tmp_path / "acl.yaml", tmp_path / "hub", existingDataBucket="legacy-training-data",
+                         existingDataBucketAccess="acl")
+    res = runner.invoke(app, ["plan", "--config", str(config), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    cells = [per_bucket["legacy-training-data"] for per_bucket in doc["access"].values()]
+    assert cells and all(c["roles"] == ["bucket:READER", "defaultObject:READER"] for c in cells)
+    assert all(c["access"] == "read,list" and "written before the grant" in c["note"] for c in cells)
+    assert all("note" not in c for per in doc["access"].values() for b, c in per.items() if b != "legacy-training-data")
+    assert {v["rule"] for v in doc["violations"]} == {"acl-on-existing-bucket"}
+    text = runner.invoke(app, ["plan", "--config", str(config)]).stdout
+    assert "read,list*" in text and "* objects.get comes only from the default object ACL" in text
