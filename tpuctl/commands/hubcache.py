@@ -140,7 +140,9 @@ def ls(
 @handle_errors
 def fetch(
     handles: List[str] = typer.Argument(None, help="Hub handles (URLs; the exact string hub.load will get)."),
-    dest: Path = typer.Option(Path(".tpuctl-cache/hub"), "--dest", help="Local cache folder (the Pulumi program's hubCacheSource)."),
+    dest: Optional[Path] = typer.Option(
+        None, "--dest",
+        help="Local cache folder (the Pulumi program's hubCacheSource; default <project folder>/.tpuctl-cache/hub)."),
     source: Optional[str] = typer.Option(None, "--from", help="Take the model from this folder, .tar.gz or URL instead of the handle."),
     stack: Optional[str] = typer.Option(None, "--stack", help="Handles from this stack's outputs (hub_models)."),
     outputs: Optional[Path] = typer.Option(None, "--outputs", help="Handles from this outputs JSON (hub_models)."),
@@ -149,8 +151,11 @@ def fetch(
     from bootstrap import hubcache
     from tpuctl.stack import load_outputs
 
+    from tpuctl.envs import REPO_ROOT
+
     so = load_outputs(stack=stack, outputs_file=outputs)
     todo = _handles(handles or [], so, source)
+    dest = dest if dest is not None else REPO_ROOT / hubcache.DEFAULT_LOCAL_CACHE
     for handle in todo:
         with _bytes_bar(f"fetch {handle}") as (advance, total):
             model = hubcache.materialize(handle, source, progress=advance, on_total=total)
