@@ -2,8 +2,43 @@
 
 from __future__ import annotations
 
-from policy.access import check_training_access
+import re
+from typing import Iterable
+
+from policy import resources as r
+from policy.access import StackResource, check_training_access
 from policy.rules import MANDATORY, Rule
+from policy.settings import PolicySettings
+
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+
+
+def check_hub_models_complete(resources: Iterable[StackResource], settings: PolicySettings) -> list[tuple[str, str | None]]:
+    """Every ``<prefix>/<sha1>/`` folder the stack uploads has ``saved_model.pb`` at its root."""
+    prefix = settings.hub_cache_prefix + "/"
+    folders: dict[tuple[str, str], list[StackResource]] = {}
+    for res in resources:
+        if res.type != r.BUCKET_OBJECT:
+            continue
+        name = r.get(res.props, "name")
+        bucket = r.strip_bucket(r.get(res.props, "bucket"))
+        if not isinstance(name, str) or not name.startswith(prefix):
+            continue
+        key = name[len(prefix):].split("/", 1)[0]
+        if _HEX40.match(key):
+            folders.setdefault((str(bucket), key), []).append(res)
+    out = []
+    for (bucket, key), objects in sorted(folders.items()):
+        names = {r.get(o.props, "name") for o in objects}
+        if f"{prefix}{key}/saved_model.pb" in names:
+            continue
+        nested = sorted(n for n in names if isinstance(n, str) and n.endswith("/saved_model.pb"))
+        hint = (f"; it is at {nested[0]} — upload the model folder's contents, not the folder" if nested
+                else "; the folder holds no SavedModel")
+        out.append((f"hub model folder gs://{bucket}/{prefix}{key}/ has no saved_model.pb at its root, so "
+                    f"tensorflow_hub will ignore it and try to download the model{hint}", objects[0].urn))
+    return out
+
 
 STACK_RULES: tuple[Rule, ...] = (
     Rule("training-principals-storage-access",
@@ -14,4 +49,8 @@ STACK_RULES: tuple[Rule, ...] = (
          rationale="The most common TPU job failure is a 403 on storage.objects.list/get minutes into a run. "
                    "Effective permissions are computed from tpuctl.domain's role table over bucket IAM, ACL "
                    "entries and project-level roles; legacyBucketReader/Writer alone lack storage.objects.get."),
+    Rule("hub-cache-complete", "Each uploaded hub model folder has saved_model.pb at its root.", MANDATORY,
+         check_hub_models_complete, kind="stack", config_keys=("hubCachePrefix",),
+         rationale="tensorflow_hub only uses <TFHUB_CACHE_DIR>/<sha1(handle)>/ when saved_model.pb sits directly in "
+                   "it; a model uploaded one folder too deep is silently ignored and the worker tries to download it."),
 )

@@ -154,3 +154,11 @@ def test_bad_config_without_quota_contact_fails_or_is_rejected(stack_values):
         assert "quotaContactEmail" in str(exc)
     else:
         assert "gpu-quota-preference" in mandatory(verdicts(run))
+
+
+def test_hub_model_nested_one_folder_too_deep_fails(example_run):
+    def nest(props):
+        prefix, key, rest = props["name"].split("/", 2)
+        props["name"] = f"{prefix}/{key}/mobilenet/{rest}"
+    resources = with_props(example_run, lambda res: res.type == r.BUCKET_OBJECT, nest)
+    assert mandatory(evaluate(from_mocked(resources), settings_for_stack(example_run.config))) == ["hub-cache-complete"]

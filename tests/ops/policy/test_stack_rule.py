@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from policy import resources as r
 from policy.access import StackResource, build_model, check_training_access
+from policy.stack_rules import check_hub_models_complete
 from policy.settings import PolicySettings
 from tpuctl import domain
 
@@ -145,3 +146,32 @@ def test_state_style_bucket_reference_and_unknown_member_resolve():
     assert check_training_access(stack, PolicySettings()) == []
     problems = check_training_access(buckets() + unknown_member_grants(skip=NAMES["staging"]), PolicySettings())
     assert len(problems) == 1 and problems[0][0].startswith("<member of training-sa> lacks")
+
+
+HUB = domain.hub_cache_key("https://tfhub.dev/google/x/1")
+
+
+def hub_object(name: str) -> StackResource:
+    return StackResource(r.BUCKET_OBJECT, name, urn(r.BUCKET_OBJECT, name), {"bucket": NAMES["hub-cache"], "name": name})
+
+
+def test_hub_model_with_saved_model_at_root_passes():
+    objects = [hub_object(f"model-cache/{HUB}/saved_model.pb"), hub_object(f"model-cache/{HUB}/variables/variables.index")]
+    assert check_hub_models_complete(objects, PolicySettings()) == []
+    assert check_hub_models_complete([], PolicySettings()) == []
+
+
+def test_hub_model_uploaded_one_folder_too_deep_fails():
+    objects = [hub_object(f"model-cache/{HUB}/mobilenet/saved_model.pb"),
+               hub_object(f"model-cache/{HUB}/mobilenet/variables/variables.index")]
+    problems = check_hub_models_complete(objects, PolicySettings())
+    assert len(problems) == 1
+    assert f"model-cache/{HUB}/ has no saved_model.pb" in problems[0][0]
+    assert "it is at model-cache/" in problems[0][0] and problems[0][1] == objects[0].urn
+
+
+def test_hub_model_folder_without_any_saved_model_fails_under_configured_prefix():
+    settings = PolicySettings(hub_cache_prefix="tfhub")
+    assert check_hub_models_complete([hub_object(f"tfhub/{HUB}/variables/variables.index")], settings)
+    # objects outside the configured prefix are the resource rule's business, not this one's
+    assert check_hub_models_complete([hub_object(f"model-cache/{HUB}/variables/variables.index")], settings) == []
