@@ -20,6 +20,35 @@ _STACK_HELP = "Take project, buckets and principals from this Pulumi stack's out
 _OUTPUTS_HELP = "Take project, buckets and principals from this JSON file (`pulumi stack output --json`)."
 
 
+def google_errors(fn):
+    """Google client failures that escape the plain functions become one line (inside handle_errors)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - classified below, re-raised when not Google's
+            raise _as_user_error(exc) from None
+
+    return wrapper
+
+
+def _as_user_error(exc: Exception) -> Exception:
+    mod = type(exc).__module__
+    if type(exc).__name__ == "DefaultCredentialsError":
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return UserError(f"no Google credentials ({first}); run `gcloud auth application-default login`")
+    if mod.startswith("google.api_core.exceptions"):
+        message = getattr(exc, "message", None) or str(exc)
+        return UserError(f"Google API error {getattr(exc, 'code', '')}: {message.splitlines()[0][:300]}", exit_code=1)
+    if mod.startswith(("requests.", "urllib3.", "google.auth.exceptions")):
+        return UserError(f"cannot reach a Google API: {str(exc).splitlines()[0][:300]}", exit_code=1)
+    return exc
+
+
 def _confirm_or_refuse(yes: bool, what: str) -> None:
     """Without --yes we ask on a terminal; with no terminal (CI) we refuse rather than guess."""
     if yes:
@@ -131,6 +160,6 @@ def bootstrap(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("grant-access")(handle_errors(grant_access))
-    app.command("doctor")(handle_errors(doctor))
-    app.command("bootstrap")(handle_errors(bootstrap))
+    app.command("grant-access")(handle_errors(google_errors(grant_access)))
+    app.command("doctor")(handle_errors(google_errors(doctor)))
+    app.command("bootstrap")(handle_errors(google_errors(bootstrap)))

@@ -10,6 +10,7 @@ from typing import List, Optional
 import typer
 
 from tpuctl import domain
+from tpuctl.commands.access import google_errors
 from tpuctl.errors import UserError, handle_errors
 
 # google-api-core warns about the interpreter's end of life on import; stderr is for the user's errors.
@@ -61,6 +62,7 @@ def _handles(handles: List[str], so, source: Optional[str]) -> list[str]:
 
 @hub_app.command("add")
 @handle_errors
+@google_errors
 def add(
     handles: List[str] = typer.Argument(None, help="Hub handles (URLs; the exact string hub.load will get)."),
     bucket: Optional[str] = typer.Option(None, "--bucket", help="Bucket (name or gs://) holding the hub cache."),
@@ -104,6 +106,7 @@ def add(
 
 @hub_app.command("ls")
 @handle_errors
+@google_errors
 def ls(
     bucket: Optional[str] = typer.Option(None, "--bucket", help="Bucket (name or gs://) holding the hub cache."),
     prefix: Optional[str] = typer.Option(None, "--prefix", help=f"Folder in the bucket (default {domain.DEFAULT_HUB_CACHE_PREFIX})."),
@@ -138,6 +141,7 @@ def ls(
 
 @hub_app.command("fetch")
 @handle_errors
+@google_errors
 def fetch(
     handles: List[str] = typer.Argument(None, help="Hub handles (URLs; the exact string hub.load will get)."),
     dest: Optional[Path] = typer.Option(

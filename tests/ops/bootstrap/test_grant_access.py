@@ -41,6 +41,7 @@ def unconditional(bindings, role):
     return out
 
 
+@pytest.mark.slow
 def test_sixteen_concurrent_processes_keep_every_binding(fake, google_env):
     fake.add_bucket("shared-data", PRE_EXISTING)
     members = [f"serviceAccount:worker-{i:02d}@my-proj-1.iam.gserviceaccount.com" for i in range(16)]
@@ -250,3 +251,12 @@ def test_project_mode_concurrent_processes(fake, google_env):
     assert unconditional(b, "roles/viewer") == set(members) == unconditional(b, "roles/storage.admin")
     assert {"role": "roles/owner", "members": ["user:boss@example.com"]} in b
     assert fake.set_calls["projects/my-proj-1"] == 6
+
+
+def test_missing_credentials_is_one_line(monkeypatch, tmp_path):
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    r = run("grant-access", "--read-bucket", "data-bkt", "--principal", SA, "--yes")
+    assert r.exit_code == 2, r.output
+    assert r.stderr.startswith("error: no Google credentials") and "gcloud auth application-default login" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

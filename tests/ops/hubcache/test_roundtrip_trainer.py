@@ -43,6 +43,7 @@ LOAD_OFFLINE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not trainer_python().exists(), reason="trainer environment (.venv-trainer) not set up")
 def test_uploaded_prefix_loads_with_hub_offline(gcs, model_server, tmp_path):
     module = tmp_path / "module"
