@@ -66,7 +66,6 @@ def test_bucket_grants_reference_the_bucket_and_wait_for_the_principal(bucket_ru
     identity = {r.inputs["service"]: r.urn for r in bucket_run.of_type(T.SERVICE_IDENTITY)}
     account = bucket_run.named(T.ACCOUNT, "training-sa").urn
     for grant in bucket_run.of_type(T.BUCKET_IAM_MEMBER):
-        purpose, _, keyword = grant.name.partition("-storage.")[0].rpartition("-")[0], None, None
         bucket_urn = bucket_run.named(T.BUCKET, next(p for p in BUCKETS if grant.inputs["bucket"] == BUCKETS[p])).urn
         assert bucket_urn in grant.dependencies, grant.name
         if grant.inputs["member"] == MEMBERS["training-sa"]:
@@ -159,12 +158,28 @@ SCENARIOS = [
 ]
 
 
+def registered_access(run) -> set[tuple[str, str, str]]:
+    """(member, bucket, role or ACL entry) from the grant resources themselves."""
+    out = set(grants(run))
+    for type_token, entry in ((T.BUCKET_ACL, "bucket:READER"), (T.DEFAULT_OBJECT_ACL, "defaultObject:READER")):
+        for r in run.of_type(type_token):
+            assert r.inputs["role"] == "READER" and r.inputs["entity"].startswith("user-")
+            out.add((domain.member_for_email(r.inputs["entity"][len("user-"):]), r.inputs["bucket"], entry))
+    created = {r.inputs["name"] for r in run.of_type(T.BUCKET)}
+    for r in run.of_type(T.PROJECT_IAM_MEMBER):
+        if r.parent_type == T.ACCESS_GRANTS:      # project mode: reaches every bucket of the project
+            out |= {(r.inputs["member"], bucket, r.inputs["role"]) for bucket in created}
+    return out
+
+
 @pytest.mark.parametrize("extra", SCENARIOS, ids=["bucket", "project", "acl", "project+existing", "subset"])
-def test_only_additive_iam_is_ever_registered(extra):
+def test_only_additive_iam_is_ever_registered_and_the_access_map_matches_it(extra):
     run = run_program({"tpuctl:project": PROJECT, **extra})
     types = {r.type for r in run.resources}
     assert not [t for t in types if any(marker in t for marker in T.AUTHORITATIVE_IAM_MARKERS)], types
     iam_types = {t for t in types if "IAM" in t or "AccessControl" in t}
     assert iam_types <= {T.BUCKET_IAM_MEMBER, T.PROJECT_IAM_MEMBER, T.BUCKET_ACL, T.DEFAULT_OBJECT_ACL}
-    # Each access_map entry is backed by registered grants and vice versa.
-    assert sum(len(v) for v in run.outputs["access_map"].values()) >= len({(m, b) for m, b, _ in grants(run)})
+    exported = {(m, b, role) for m, per_bucket in run.outputs["access_map"].items()
+                for b, roles in per_bucket.items() for role in roles}
+    assert exported == registered_access(run)
+    assert exported, "every scenario grants something"

@@ -94,6 +94,20 @@ def test_engine_entry_point_exports_every_output(monkeypatch):
     assert exported["labels"] == {"managed-by": "tpuctl", "team": "vision"}
 
 
+def test_engine_entry_point_turns_a_config_error_into_a_run_error(registrations):
+    mocks = GcpMocks(PROJECT)
+    pulumi.runtime.set_mocks(mocks, project="tpuctl", stack="bad", preview=False, monitor=_RecordingMonitor(mocks))
+    pulumi.runtime.set_all_config({"tpuctl:project": PROJECT, "tpuctl:zone": "europe-west4-a"})
+
+    def program():
+        runpy.run_path(str(REPO_ROOT / "infra" / "__main__.py"), run_name="__main__")
+
+    # RunError: the engine prints just the message, no Python traceback.
+    with pytest.raises(pulumi.RunError, match=r"^tpuctl:zone: zone 'europe-west4-a' is not in region 'us-central1'$"):
+        pulumi.runtime.test(program)()
+    assert registrations == []
+
+
 def test_engine_config_reads_like_the_offline_loader():
     values = {k: v for k, v in read_stack_config("example").items() if k != "tpuctl:hubModels"}
     pulumi.runtime.set_all_config({k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()})
