@@ -326,6 +326,16 @@ def timestamp() -> str:
     return time.strftime("%Y%m%d-%H%M%S")
 
 
+def _fresh_run_dir(base: Path) -> str:
+    """``runs/<timestamp>``, suffixed ``-2``, ``-3``… if taken: a reused folder would resume its backup."""
+    stamp = timestamp()
+    candidate, n = base / stamp, 1
+    while candidate.exists():
+        n += 1
+        candidate = base / f"{stamp}-{n}"
+    return str(candidate)
+
+
 def check_common(opts: TrainOptions) -> None:
     if opts.workers < 1:
         raise UserError(f"--workers must be at least 1 (got {opts.workers})")
@@ -382,7 +392,7 @@ def plan_local(opts: TrainOptions, outputs=None, echo: Callable[[str], None] | N
     model_dir = opts.model_dir
     if not model_dir:
         artifacts = outputs.bucket_url("artifacts") if outputs else None
-        model_dir = f"{artifacts}/runs/{timestamp()}" if artifacts else f"runs/{timestamp()}"
+        model_dir = f"{artifacts}/runs/{timestamp()}" if artifacts else _fresh_run_dir(Path("runs"))
     if not model_dir.startswith("gs://"):
         path = Path(model_dir).expanduser()
         if path.exists() and not path.is_dir():

@@ -193,3 +193,16 @@ def test_worker_ignoring_sigterm_is_killed_after_the_grace_period(fake_trainer, 
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 1
     assert not tools.pid_alive(pids["chief-0"])
+
+
+
+def test_default_run_folder_is_never_reused(monkeypatch, tmp_path):
+    from tpuctl import launch
+
+    monkeypatch.setattr(launch, "timestamp", lambda: "20261122-030000")
+    base = tmp_path / "runs"
+    assert launch._fresh_run_dir(base) == str(base / "20261122-030000")
+    (base / "20261122-030000").mkdir(parents=True)
+    assert launch._fresh_run_dir(base) == str(base / "20261122-030000-2")
+    (base / "20261122-030000-2").mkdir()
+    assert launch._fresh_run_dir(base) == str(base / "20261122-030000-3")
