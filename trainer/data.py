@@ -149,12 +149,14 @@ def shard_policy(num_files: int, num_workers: int) -> tf.data.experimental.AutoS
 def make_dataset(file_pattern: str | Sequence[str], batch_size: int, image_size: Sequence[int], training: bool, *,
                  num_workers: int = 1, cache: bool = False, shuffle_buffer: int = 2048,
                  readable_records: dict[str, int] | None = None, skip_corrupt: bool = False,
-                 seed: int | None = None) -> tf.data.Dataset:
-    """Endless dataset of ``(images float32 [B,H,W,3] in [0,1], labels int32 [B])`` batches.
+                 seed: int | None = None, repeat: bool | None = None) -> tf.data.Dataset:
+    """Dataset of ``(images float32 [B,H,W,3] in [0,1], labels int32 [B])`` batches.
 
     ``file_pattern``: glob (local or gs://) or a list of files. ``batch_size`` is the global batch
-    (a distribution strategy splits it across replicas). Always repeats: pass explicit steps to
-    ``fit``/``evaluate``. ``training`` shuffles files and records. ``skip_corrupt`` parses record by
+    (a distribution strategy splits it across replicas); the last partial batch is dropped.
+    ``training`` shuffles files and records and repeats endlessly (pass explicit steps to ``fit``);
+    ``repeat`` overrides that (the trainer repeats validation data too and passes validation steps,
+    so every replica sees the same number of full batches). One pass: ``training=False``. ``skip_corrupt`` parses record by
     record and drops records whose image does not decode; ``readable_records`` ({file: n}) then stops
     reading each file before a truncated or corrupted tail (see :func:`scan_shards`).
     """
@@ -177,7 +179,9 @@ def make_dataset(file_pattern: str | Sequence[str], batch_size: int, image_size:
         ds = ds.cache()  # serialized records: small, and decoding stays in the parallel map
     if training:
         ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    ds = ds.repeat()
+    endless = training if repeat is None else repeat
+    if endless:
+        ds = ds.repeat()
     if skip_corrupt:
         ds = ds.map(lambda r: _parse_one(r, image_size), num_parallel_calls=AUTOTUNE, deterministic=False)
         ds = ds.ignore_errors()

@@ -65,7 +65,8 @@ def make_example(*, encoded: bytes, label: int, text: str, height: int, width: i
         "image/colorspace": _bytes(b"RGB"),
         "image/filename": _bytes(filename.encode("utf8")),
     }
-    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+    # deterministic: map fields in key order, so the same input gives byte-identical shards
+    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString(deterministic=True)
 
 
 def shard_name(prefix: str, split: str, index: int, count: int) -> str:

@@ -138,7 +138,7 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
     common = dict(num_workers=info.num_workers, cache=cfg.cache, skip_corrupt=cfg.skip_corrupt, seed=cfg.seed)
     train_ds = data.make_dataset(list(train.files), cfg.train_batch_size, image_size, True,
                                  shuffle_buffer=cfg.shuffle_buffer, readable_records=readable["train"], **common)
-    val_ds = data.make_dataset(list(val.files), cfg.validation_batch_size, image_size, False,
+    val_ds = data.make_dataset(list(val.files), cfg.validation_batch_size, image_size, False, repeat=True,
                                readable_records=readable["validation"], **common)
 
     if info.is_chief:

@@ -1,0 +1,112 @@
+"""python -m trainer.make_tfrecords on generated JPEG/PNG folders, including a corrupt image."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+MAKE_IMAGES = r"""
+import sys
+from pathlib import Path
+import numpy as np
+from PIL import Image
+root = Path(sys.argv[1])
+rng = np.random.default_rng(0)
+for cls, n in (("cat", 9), ("dog", 8), ("owl", 7)):
+    (root / cls / "sub").mkdir(parents=True)
+    for i in range(n):
+        pixels = rng.integers(0, 255, size=(20, 28, 3), dtype=np.uint8)
+        if i % 4 == 0:
+            Image.fromarray(pixels).convert("RGBA").save(root / cls / "sub" / f"{cls}{i}.png")
+        else:
+            Image.fromarray(pixels).save(root / cls / f"{cls}{i}.jpg", quality=90)
+(root / "dog" / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 this is not really a jpeg")
+(root / "owl" / "notes.txt").write_text("not an image")
+"""
+
+
+@pytest.fixture(scope="module")
+def image_folder(tools, tmp_path_factory):
+    src = tmp_path_factory.mktemp("imgs") / "src"
+    run = tools.run_module(["-c", MAKE_IMAGES, str(src)], python_args=[])
+    assert run.returncode == 0, run.stderr
+    return src
+
+
+def _summary(run) -> dict:
+    assert run.returncode == 0, run.stderr[-3000:]
+    last = run.stdout_lines[-1]
+    assert last.startswith("summary: ")
+    return json.loads(last[len("summary: "):])
+
+
+def test_converts_in_parallel_skips_the_corrupt_image_and_trains(tools, image_folder, tmp_path):
+    dest = tmp_path / "records"
+    run = tools.run_module(["trainer.make_tfrecords", str(image_folder), str(dest), "--shard-mb", "0.004",
+                            "--validation-fraction", "0.25", "--workers", "2", "--prefix", "pets"], timeout=180)
+    summary = _summary(run)
+    assert summary["classes"] == ["cat", "dog", "owl"]
+    assert summary["skipped"] == 1 and summary["skipped_files"] == [str(image_folder / "dog" / "broken.jpg")]
+    assert [l for l in run.stderr_lines if l.startswith("skipped: ")] == [
+        l for l in run.stderr_lines if "broken.jpg" in l]
+    assert summary["train"] + summary["validation"] == 24
+    assert summary["validation"] in (5, 6)  # 25 % per class planned (2 + 2 + 2), minus the broken one if drawn
+    progress = [l for l in run.stdout_lines if l.startswith("progress: ")]
+    assert progress[-1] == "progress: 25/25"
+    shards = sorted(p.name for p in dest.glob("*.tfrecord"))
+    assert len(shards) == summary["shards"] > 2  # small --shard-mb: several shards
+    assert summary["bytes"] == sum(p.stat().st_size for p in dest.glob("*.tfrecord"))
+    manifest = json.loads((dest / "manifest.json").read_text())
+    assert manifest["prefix"] == "pets" and manifest["image_size"] == [20, 28]
+    assert set(manifest["splits"]["train"]["files"]) | set(manifest["splits"]["validation"]["files"]) == set(shards)
+    assert manifest["splits"]["train"]["examples"] == summary["train"]
+
+    import tensorflow as tf
+
+    from trainer import data
+
+    labels = []
+    for _, y in data.make_dataset(str(dest / "pets-train-*"), 1, (20, 28), training=False):
+        labels.append(int(y[0]))
+    assert len(labels) == summary["train"] and sorted(set(labels)) == [0, 1, 2]
+    # PNGs (with alpha) were re-encoded: every stored image is a JPEG.
+    for raw in tf.data.TFRecordDataset([str(dest / s) for s in shards]):
+        ex = tf.train.Example.FromString(raw.numpy())
+        assert ex.features.feature["image/encoded"].bytes_list.value[0][:2] == b"\xff\xd8"
+
+    # The trainer trains on it.
+    model_dir = tmp_path / "model"
+    trained = tools.run_module(["trainer.task", "--data_dir", str(dest), "--model_dir", str(model_dir),
+                                "--train_epochs", "1", "--train_batch_size", "4", "--validation_batch_size", "2"])
+    assert trained.result["train_examples"] == summary["train"]
+
+    # Same output folder again: replaced, deterministic.
+    before = {p.name: p.read_bytes() for p in dest.iterdir()}
+    again = _summary(tools.run_module(["trainer.make_tfrecords", str(image_folder), str(dest), "--shard-mb", "0.004",
+                                       "--validation-fraction", "0.25", "--workers", "1", "--prefix", "pets"]))
+    assert again == summary
+    assert {p.name: p.read_bytes() for p in dest.iterdir()} == before
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["{missing}", "{out}"], "does not exist"),
+    (["{src}", "{out}", "--shard-mb", "0"], "--shard-mb"),
+    (["{src}", "{out}", "--validation-fraction", "1"], "--validation-fraction"),
+    (["{src}", "{foreign}"], "not empty"),
+    (["{one_class}", "{out}"], "at least 2"),
+])
+def test_bad_input_one_line_exit_2_nothing_written(tools, image_folder, tmp_path, args, needle):
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "x.txt").write_text("mine")
+    one_class = tmp_path / "one"
+    (one_class / "only").mkdir(parents=True)
+    (one_class / "only" / "a.jpg").write_bytes((image_folder / "cat" / "cat1.jpg").read_bytes())
+    paths = {"missing": tmp_path / "nope", "out": tmp_path / "out", "src": image_folder, "foreign": foreign,
+             "one_class": one_class}
+    run = tools.run_module(["trainer.make_tfrecords", *[a.format(**paths) for a in args]], timeout=60)
+    assert run.returncode == 2
+    assert needle in run.error_line()
+    assert not (tmp_path / "out").exists()
+    assert [p.name for p in foreign.iterdir()] == ["x.txt"]
