@@ -35,7 +35,14 @@ LOAD_OFFLINE = textwrap.dedent("""
     loaded = hub.load(handle)                       # resolved through TFHUB_CACHE_DIR only
     layer = hub.KerasLayer(handle, trainable=False)
     reference = tf.saved_model.load(original)
+    # control: a handle whose sha1 folder is not in the cache must fail (it would need the network)
+    try:
+        hub.load(handle + "/")
+        control = "loaded"
+    except Exception as exc:
+        control = type(exc).__name__
     print(json.dumps({
+        "control": control,
         "load": loaded(images).numpy().tolist(),
         "keras": layer(images).numpy().tolist(),
         "reference": reference(images).numpy().tolist(),
@@ -71,10 +78,11 @@ def test_uploaded_prefix_loads_with_hub_offline(gcs, model_server, tmp_path):
     model_server.stop()
     proc = subprocess.run(
         [str(trainer_python()), "-c", LOAD_OFFLINE, handle, str(module)],
-        env=trainer_env({"TFHUB_CACHE_DIR": str(local), "TFHUB_MODEL_LOAD_FORMAT": "COMPRESSED"}),
+        env=trainer_env({"TFHUB_CACHE_DIR": str(local)}),
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert len(out["load"]) == 2 and len(out["load"][0]) == 8
     assert out["load"] == out["reference"] and out["keras"] == out["reference"]
+    assert out["control"] != "loaded"
