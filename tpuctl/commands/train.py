@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -62,6 +63,9 @@ def train(
     from tpuctl.launch import TrainOptions
     from tpuctl.stack import load_outputs
 
+    if ctx.args and "--" not in sys.argv:
+        raise UserError(f"unexpected argument {ctx.args[0]!r}; trainer flags go after `--`, e.g. "
+                        "`tpuctl train -- --learning_rate 0.01`")
     opts = TrainOptions(
         accelerator=accelerator, workers=workers, data_dir=data_dir, model_dir=model_dir,
         model=model.value if model else None, hub_handle=hub_handle, hub_cache_dir=hub_cache_dir,

@@ -102,6 +102,7 @@ def test_trainer_exit_code_and_error_line_are_passed_on(fake_trainer, tools, tmp
     (["--data-dir", "/does/not/exist"], "data folder /does/not/exist does not exist"),
     (["--model", "hub"], "--model hub needs --hub-handle"),
     (["--dry-run"], "--dry-run only applies to --target vertex"),
+    (["stray"], "unexpected argument 'stray'; trainer flags go after `--`"),
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_runs(fake_trainer, tools, tmp_path, args, fragment):
     proc = tools.run_cli(["train", *args], env=fake_trainer, cwd=tmp_path)
