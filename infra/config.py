@@ -258,7 +258,8 @@ def _hub_models(handles: list[str], source: Path) -> tuple[HubModel, ...]:
         raise ConfigError(
             "hubCacheSource",
             f"hub cache folder {source} does not exist; fetch the models into it first "
-            "(`tpuctl hub-cache fetch HANDLE`) or point hubCacheSource at a folder in tensorflow_hub cache layout",
+            "(`tpuctl hub-cache fetch HANDLE`, or `--from DIR` for a SavedModel on disk), point hubCacheSource "
+            "at a folder in tensorflow_hub cache layout, or remove hubModels",
         )
     for handle, key in seen.items():
         folder = source / key
@@ -266,10 +267,11 @@ def _hub_models(handles: list[str], source: Path) -> tuple[HubModel, ...]:
             raise ConfigError(
                 "hubModels",
                 f"hub model {handle!r} is not in the cache folder: {folder}/saved_model.pb is missing "
-                "(tensorflow_hub needs <cache>/<sha1(handle)>/saved_model.pb)",
+                "(tensorflow_hub needs <cache>/<sha1(handle)>/saved_model.pb; `tpuctl hub-cache fetch HANDLE` "
+                "puts it there)",
             )
         files = tuple(
-            sorted((p.relative_to(folder).as_posix(), p.resolve()) for p in folder.rglob("*") if p.is_file())
+            sorted((p.relative_to(folder).as_posix(), p.absolute()) for p in folder.rglob("*") if p.is_file())
         )
         models.append(HubModel(handle, key, folder, files))
     return tuple(models)
