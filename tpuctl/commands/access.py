@@ -62,10 +62,12 @@ def _confirm_or_refuse(yes: bool, what: str) -> None:
 
 @contextmanager
 def _object_progress(bucket: str):
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+    console = Console(stderr=True)   # progress only on a terminal; CI logs get the summary lines
     with Progress(TextColumn(f"gs://{bucket} objects"), BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), transient=False) as progress:
+                  TimeRemainingColumn(), console=console, disable=not console.is_terminal) as progress:
         task = progress.add_task("objects", total=None)
         yield (lambda n: progress.advance(task, n)), (lambda total: progress.update(task, total=total))
 

@@ -23,11 +23,15 @@ hub_app = typer.Typer(help="TF-Hub models in tensorflow_hub's cache layout (<TFH
 
 @contextmanager
 def _bytes_bar(label: str):
+    from rich.console import Console
     from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
                                TransferSpeedColumn)
 
+    # progress on stderr and only on a terminal: stdout stays the results (and the TFHUB_CACHE_DIR
+    # line scripts read), and an error stays one line in CI logs
+    console = Console(stderr=True)
     with Progress(TextColumn(label), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                  TimeRemainingColumn()) as progress:
+                  TimeRemainingColumn(), console=console, disable=not console.is_terminal) as progress:
         task = progress.add_task(label, total=None)
         yield (lambda n: progress.advance(task, n)), (lambda total: progress.update(task, total=total))
 

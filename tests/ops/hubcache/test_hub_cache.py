@@ -173,3 +173,18 @@ def test_download_http_error_is_one_line(gcs, model_server):
     r = run("hub-cache", "add", model_server.handle("nope/1"), "--bucket", "hub-bkt")
     assert r.exit_code == 1 and "HTTP 404" in r.stderr
     assert objects(gcs, "") == {}
+
+
+def test_upload_progress_counts_every_byte(gcs, tmp_path):
+    from bootstrap import hubcache
+
+    model = make_fake_model(tmp_path / "m", weights=b"z" * 300_000)
+    m = hubcache.materialize("https://example.com/models/p/1", str(model))
+    seen, totals = [], []
+    result = hubcache.upload_model(gcs.bucket("hub-bkt"), "model-cache", m, workers=4,
+                                   progress=seen.append, on_total=totals.append)
+    size = sum(p.stat().st_size for p in model.rglob("*") if p.is_file())
+    assert totals == [size] and sum(seen) >= size
+    assert sorted(result.uploaded) == ["assets/labels.txt", "saved_model.pb", "variables/variables.data-00000-of-00001",
+                                       "variables/variables.index"]
+    assert result.uploaded[-1] == "saved_model.pb"          # written last: a partial upload never looks complete
