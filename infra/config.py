@@ -436,7 +436,7 @@ def read_stack_config(stack: str | None = None, config_file: Path | None = None,
 
     if config_file is None:
         if not stack:
-            raise ConfigError("stack", "give a stack name or a stack config file")
+            raise DomainError("give a stack name or a stack config file")
         config_file = Path(root) / f"Pulumi.{stack}.yaml"
     path = Path(config_file)
     try:
