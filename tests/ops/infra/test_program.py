@@ -127,3 +127,47 @@ def test_no_resources_at_import_time():
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
 
+
+
+ENGINE_DRIVER = r'''
+import importlib.util, json, runpy, sys
+# Like an engine running infra/ from a checkout where tpuctl is not installed: no editable finder,
+# the repository root not on sys.path (the driver runs from another folder).
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in getattr(f, "__module__", "")]
+sys.path_hooks[:] = [h for h in sys.path_hooks if "editable" not in getattr(h, "__module__", "")]
+sys.path_importer_cache.clear()
+assert importlib.util.find_spec("tpuctl") is None and importlib.util.find_spec("infra") is None
+import pulumi
+
+class Mocks(pulumi.runtime.Mocks):
+    def new_resource(self, args):
+        name = args.inputs.get("name", args.name)
+        email = "x@my-tpu-project.iam.gserviceaccount.com"
+        return args.name + "-id", {**args.inputs, "name": name, "url": "gs://" + name,
+                                   "email": email, "member": "serviceAccount:" + email}
+    def call(self, args):
+        return {"projectId": "my-tpu-project", "number": "123456789012"}
+
+pulumi.runtime.set_mocks(Mocks(), project="tpuctl", stack="dev", preview=False)
+pulumi.runtime.set_all_config({"tpuctl:project": "my-tpu-project"})
+exported = {}
+pulumi.export = lambda k, v: exported.__setitem__(k, v)
+
+def program():
+    runpy.run_path(sys.argv[1], run_name="__main__")
+    return pulumi.Output.from_input(dict(exported)).apply(exported.update)
+
+pulumi.runtime.test(program)()
+print(json.dumps({"keys": list(exported), "buckets": exported["buckets"]}))
+'''
+
+
+def test_engine_runs_the_infra_folder_without_the_editable_install(tmp_path):
+    driver = tmp_path / "engine.py"
+    driver.write_text(ENGINE_DRIVER)
+    proc = subprocess.run([sys.executable, str(driver), str(REPO_ROOT / "infra")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert tuple(result["keys"]) == domain.OUTPUT_KEYS
+    assert result["buckets"]["data"] == "tpuctl-my-tpu-project-data"
