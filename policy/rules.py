@@ -121,7 +121,7 @@ def check_authoritative_project_iam(rtype: str, props: Any, settings: PolicySett
 def check_authoritative_bucket_iam(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
     bucket = r.strip_bucket(r.get(props, "bucket"))
     kind = rtype.rsplit(":", 1)[-1]
-    return [f"{kind} on bucket {bucket} is authoritative: it removes grants `tpuctl access grant` or others "
+    return [f"{kind} on bucket {bucket} is authoritative: it removes grants `tpuctl grant-access` or others "
             "added; use BucketIAMMember"]
 
 
@@ -285,7 +285,7 @@ RESOURCE_RULES: tuple[Rule, ...] = (
          rationale="Authoritative IAM replaces grants made by other tools and people; a mistake can lock everyone out of the project. tpuctl is additive-only."),
     Rule("additive-bucket-iam", "Bucket IAM is additive (BucketIAMMember).", ADVISORY,
          check_authoritative_bucket_iam, types=r.AUTHORITATIVE_BUCKET_IAM_TYPES,
-         rationale="BucketIAMBinding/Policy remove grants that `tpuctl access grant` or colleagues added on the next `pulumi up`."),
+         rationale="BucketIAMBinding/Policy remove grants that `tpuctl grant-access` or colleagues added on the next `pulumi up`."),
     Rule("no-authoritative-bucket-acl", "No authoritative ACL resources (BucketACL, DefaultObjectACL, ObjectACL).",
          MANDATORY, check_authoritative_acl, types=r.AUTHORITATIVE_ACL_TYPES,
          rationale="They replace the whole ACL and fail with HTTP 400 on uniform-access buckets."),
