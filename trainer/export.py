@@ -44,10 +44,13 @@ def serving_function(model, image_size, class_names):
     return serve
 
 
-def export_saved_model(model, export_dir: str, image_size, class_names) -> str:
-    """Write the SavedModel (Keras model + serving signature) to ``export_dir``."""
+def export_saved_model(model, export_dir: str, image_size, class_names, *, io_device: str | None = None) -> str:
+    """Write the SavedModel (Keras model + serving signature) to ``export_dir``.
+
+    ``io_device``: on TPUs "/job:localhost", so the host (not the TPU worker) writes to gs://.
+    """
     serve = serving_function(model, image_size, class_names)
-    options = tf.saved_model.SaveOptions(experimental_io_device="/job:localhost")
+    options = tf.saved_model.SaveOptions(experimental_io_device=io_device)
     model.save(export_dir, save_format="tf", signatures={"serving_default": serve}, options=options,
                include_optimizer=False)
     return export_dir

@@ -155,7 +155,8 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
 
     print(f"training: model={cfg.model} strategy={info.kind} replicas={info.num_replicas} "
           f"workers={info.num_workers} image_size={image_size[0]}x{image_size[1]} "
-          f"steps_per_epoch={steps_per_epoch} validation_steps={validation_steps}", flush=True)
+          f"steps_per_epoch={steps_per_epoch} validation_steps={validation_steps} "
+          f"input_sharding={data.shard_policy(len(train.files), info.num_workers).name}", flush=True)
     try:
         history = model.fit(train_ds, epochs=cfg.train_epochs, steps_per_epoch=steps_per_epoch,
                             validation_data=val_ds, validation_steps=validation_steps,
@@ -179,9 +180,10 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
         np.savez(os.path.join(dump, name), *model.get_weights())
 
     model_base = _join(dirs.export_base, cfg.model)
+    io_device = "/job:localhost" if info.kind == "tpu" else None
     if info.is_chief:
         export_dir = _join(model_base, str(export.next_version(model_base)))
-        export.export_saved_model(model, export_dir, image_size, manifest.classes)
+        export.export_saved_model(model, export_dir, image_size, manifest.classes, io_device=io_device)
     else:
         # Every worker takes part in saving (synchronised variables are read collectively);
         # only the chief's copy is kept.
