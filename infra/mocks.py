@@ -39,7 +39,7 @@ class MockedResource:
     type: str                      # type token, e.g. gcp:storage/bucket:Bucket
     name: str                      # logical (Pulumi) name
     urn: str
-    parent: str | None             # parent URN (None for resources directly under the stack)
+    parent: str | None             # parent URN (the root stack's for top-level components)
     custom: bool                   # False for component resources
     inputs: dict[str, Any]         # camelCase, as the engine (and a policy pack) sees them
     outputs: dict[str, Any]        # inputs plus the computed outputs the mocks filled
@@ -99,6 +99,7 @@ class GcpMocks(pulumi.runtime.Mocks):
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.registered: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any]]] = {}
         self._lock = threading.Lock()
+        self._last = threading.local()   # (inputs, outputs) of the registration running in this thread
 
     # -- invokes ------------------------------------------------------------------------------
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict | tuple[dict, list[tuple[str, str]]]:
@@ -130,6 +131,7 @@ class GcpMocks(pulumi.runtime.Mocks):
         outputs = {**inputs, **computed}
         with self._lock:
             self.registered[(args.typ, args.name)] = (inputs, outputs)
+        self._last.value = (inputs, outputs)
         return rid, outputs
 
     def _computed(self, typ: str, name: str, inputs: dict[str, Any]) -> tuple[dict[str, Any], str]:
@@ -190,7 +192,9 @@ class _RecordingMonitor(_mocks.MockMonitor):
 
     def __init__(self, mocks: GcpMocks):
         super().__init__(mocks)
-        self.order: list[tuple[str, str | None, str, str, bool, tuple[str, ...]]] = []
+        self.mocks = mocks
+        self.recorded: list[MockedResource] = []
+        self._urns: set[str] = set()
         self._lock = threading.Lock()
 
     def make_urn(self, parent: str, type_: str, name: str) -> str:
@@ -200,17 +204,22 @@ class _RecordingMonitor(_mocks.MockMonitor):
         return super().make_urn(parent, type_, name)
 
     def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
-        if request.type != STACK_TYPE:
-            urn = self.make_urn(request.parent, request.type, request.name)
-            with self._lock:
-                if urn in self.resources or any(o[0] == urn for o in self.order):
-                    raise Exception(f"Duplicate resource URN '{urn}'; try giving it a unique name")
-                deps = set(request.dependencies)
-                for prop in request.propertyDependencies.values():
-                    deps.update(prop.urns)
-                self.order.append((urn, request.parent or None, request.type, request.name, bool(request.custom),
-                                   tuple(sorted(deps))))
-        return super().RegisterResource(request)
+        if request.type == STACK_TYPE:
+            return super().RegisterResource(request)
+        urn = self.make_urn(request.parent, request.type, request.name)
+        with self._lock:
+            if urn in self._urns:
+                raise Exception(f"Duplicate resource URN '{urn}'; try giving it a unique name")
+            self._urns.add(urn)
+        response = super().RegisterResource(request)   # calls GcpMocks.new_resource in this thread
+        inputs, outputs = self.mocks._last.value
+        deps = set(request.dependencies)
+        for prop in request.propertyDependencies.values():
+            deps.update(prop.urns)
+        with self._lock:
+            self.recorded.append(MockedResource(request.type, request.name, urn, request.parent or None,
+                                                bool(request.custom), inputs, outputs, tuple(sorted(deps))))
+        return response
 
 
 def _engine_config(values: Mapping[str, Any]) -> dict[str, str]:
@@ -251,9 +260,6 @@ def run_program(values: Mapping[str, Any], *, stack: str = "dev",
     finally:
         _settings.set_root_resource(None)  # type: ignore[arg-type]
 
-    resources = []
-    for urn, parent, typ, name, custom, deps in monitor.order:
-        inputs, outputs = mocks.registered.get((typ, name), ({}, {}))
-        resources.append(MockedResource(typ, name, urn, parent, custom, inputs, outputs, deps))
+    resources = list(monitor.recorded)
     outputs = {key: resolved.get(key) for key in domain.OUTPUT_KEYS}
     return MockRun(resources=resources, outputs=outputs, config=cfg, calls=list(mocks.calls))
