@@ -282,3 +282,57 @@ def test_every_rule_is_documented_and_named_uniquely():
     for spec in ALL_RULES:
         assert spec.level in (MANDATORY, ADVISORY)
         assert spec.rationale, spec.name
+
+
+# --- one good and one bad resource per rule, and proof that the table covers every rule ------------
+
+ACL_MODE = PolicySettings(existing_data_bucket="legacy-data", existing_data_bucket_access="acl")
+PROJECT_MODE = PolicySettings(access_mode="project")
+CASES = {
+    # rule: (type, good props, bad props, settings); a bad case of another type is written (type, props)
+    "bucket-public-access-prevention": (r.BUCKET, bucket(), bucket(publicAccessPrevention="inherited"), None),
+    "bucket-uniform-access": (r.BUCKET, bucket(), bucket(uniformBucketLevelAccess=False), None),
+    "no-public-members": (r.BUCKET_IAM_MEMBER, {"bucket": "b", "role": "roles/storage.objectViewer", "member": SA},
+                          {"bucket": "b", "role": "roles/storage.objectViewer", "member": "allUsers"}, None),
+    "no-authoritative-project-iam": (r.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA},
+                                     (r.PROJECT_IAM_BINDING, {"project": "p", "role": "roles/aiplatform.user", "members": [SA]}), None),
+    "additive-bucket-iam": (r.BUCKET_IAM_MEMBER, {"bucket": "b", "role": "roles/storage.objectViewer", "member": SA},
+                            (r.BUCKET_IAM_BINDING, {"bucket": "b", "role": "roles/storage.objectViewer", "members": [SA]}), None),
+    "no-authoritative-bucket-acl": (r.BUCKET_ACCESS_CONTROL, {"bucket": "legacy-data", "role": "READER", "entity": "user-a@example.com"},
+                                    (r.BUCKET_ACL, {"bucket": "legacy-data", "roleEntities": ["READER:user-a@example.com"]}), ACL_MODE),
+    "acl-only-on-existing-bucket": (r.BUCKET_ACCESS_CONTROL, {"bucket": "legacy-data", "role": "READER", "entity": "user-a@example.com"},
+                                    {"bucket": "tpuctl-proj-data", "role": "READER", "entity": "user-a@example.com"}, ACL_MODE),
+    "acl-on-existing-bucket": (r.BUCKET_ACCESS_CONTROL, {"bucket": "tpuctl-proj-data", "role": "READER", "entity": "user-a@example.com"},
+                               {"bucket": "legacy-data", "role": "READER", "entity": "user-a@example.com"}, ACL_MODE),
+    "no-basic-roles": (r.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA},
+                       {"project": "p", "role": "roles/owner", "member": SA}, None),
+    "project-roles-need-project-mode": (r.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA},
+                                        {"project": "p", "role": "roles/storage.admin", "member": SA}, None),
+    "project-mode-broad-roles": (r.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA},
+                                 {"project": "p", "role": "roles/storage.admin", "member": SA}, PROJECT_MODE),
+    "no-project-impersonation-roles": (r.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA},
+                                       {"project": "p", "role": "roles/iam.serviceAccountUser", "member": SA}, None),
+    "artifacts-bucket-versioned": (r.BUCKET, bucket("artifacts"), bucket("artifacts", versioning={"enabled": False}), None),
+    "no-force-destroy": (r.BUCKET, bucket("data"), bucket("data", forceDestroy=True), None),
+    "hub-cache-layout": (r.BUCKET_OBJECT, {"bucket": "h", "name": f"model-cache/{HUB_KEY}/saved_model.pb"},
+                         {"bucket": "h", "name": "model-cache/mobilenet/saved_model.pb"}, None),
+    "gpu-quota-preference": (r.QUOTA_PREFERENCE, quota("8"), quota("64"), None),
+    "bucket-labels": (r.BUCKET, bucket(), bucket(labels={}), None),
+}
+
+
+def test_case_table_covers_every_resource_rule():
+    from policy.rules import RESOURCE_RULES
+
+    assert set(CASES) == {spec.name for spec in RESOURCE_RULES}
+
+
+@pytest.mark.parametrize("rule_name", sorted(CASES))
+def test_each_rule_good_and_bad(rule_name):
+    rtype, good, bad, settings = CASES[rule_name]
+    settings = settings or PolicySettings()
+    bad_type, bad = bad if isinstance(bad, tuple) else (rtype, bad)
+    good_rules = {v.rule for v in check_resource(rtype, good, settings)}
+    bad_hits = [v for v in check_resource(bad_type, bad, settings) if v.rule == rule_name]
+    assert rule_name not in good_rules
+    assert bad_hits and all(v.level == rule(rule_name).level and v.message for v in bad_hits)
