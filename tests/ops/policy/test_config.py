@@ -38,3 +38,16 @@ def test_cli_writes_json_for_the_example_stack():
     bad = subprocess.run([sys.executable, "-m", "policy.config", "missing.yaml"], cwd=REPO,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.startswith("error: ") and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_pulumi_policy_yaml_points_the_engine_at_the_ops_env():
+    import yaml
+
+    doc = yaml.safe_load((REPO / "policy" / "PulumiPolicy.yaml").read_text())
+    assert doc["runtime"]["name"] == "python"
+    venv = (REPO / "policy" / doc["runtime"]["options"]["virtualenv"]).resolve()
+    assert venv == (REPO / ".venv").resolve()  # the analyzer script resolves it from the pack folder
+    assert (venv / "bin" / "python").exists()
+    probe = subprocess.run([str(venv / "bin" / "python"), "-c", "import pulumi_policy, pulumi.policy"],
+                           capture_output=True, text=True, timeout=60)
+    assert probe.returncode == 0, probe.stderr
