@@ -88,7 +88,7 @@ class AccessModel:
 def _principal(grant: r.Grant, res: StackResource) -> str:
     if isinstance(grant.member, str):
         return grant.member
-    source = (res.sources.get("member") or res.sources.get("members") or [None])[0]
+    source = (res.sources.get("member") or res.sources.get("members") or res.sources.get("entity") or [None])[0]
     if source:
         return f"<member of {source.rsplit('::', 1)[-1]}>"
     return f"<member of {res.name}>"
