@@ -38,10 +38,19 @@ print("COUNTS=" + json.dumps(counts))
 """
 
 
-@pytest.fixture
-def jpegs(tmp_path, trainer_run):
-    src = tmp_path / "images"
-    trainer_run(MAKE_JPEGS, str(src))
+@pytest.fixture(scope="module")
+def jpegs(tmp_path_factory):
+    """18 random JPEGs in 3 class folders plus one corrupt file (made once, with the trainer env's Pillow)."""
+    import os
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[3]
+    python = repo / ".venv-trainer" / "bin" / "python"
+    if not python.exists():
+        pytest.skip("trainer environment .venv-trainer is missing (scripts/setup.sh)")
+    src = tmp_path_factory.mktemp("jpegs") / "images"
+    subprocess.run([str(python), "-c", MAKE_JPEGS, str(src)], check=True, timeout=120,
+                   env={**os.environ, "PYTHONPATH": str(repo)})
     return src
 
 
@@ -91,6 +100,7 @@ def test_make_tfrecords_to_gcs_uploads_every_shard_and_the_manifest(cli, jpegs, 
     assert {f"pets/v1/{f}" for f in listed} == set(names) - {"pets/v1/manifest.json"}
 
 
+@pytest.mark.slow
 def test_sample_writes_the_demo_dataset_locally_and_to_gcs(cli, tmp_path, gcs, trainer_python):
     local = _summary(cli(["data", "sample", str(tmp_path / "demo"), "--json"]))
     assert local["train"] + local["validation"] == 1797  # scikit-learn digits
