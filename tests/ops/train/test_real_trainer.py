@@ -105,3 +105,21 @@ def test_killing_a_real_worker_fails_fast_without_orphans(env, tools, tmp_path):
     assert last.endswith("stopped chief"), last
     assert elapsed < 10
     assert not tools.pid_alive(pids["chief"]) and not tools.pid_alive(pids["worker 0"])
+
+
+@pytest.mark.slow
+def test_hub_model_loads_from_the_hub_cache_dir_given(env, tools, tmp_path):
+    from tpuctl.domain import hub_cache_key
+
+    handle = "https://tfhub.dev/tpuctl/tiny-feature-vector/1"
+    cache_dir = tmp_path / "hub-cache"
+    built = subprocess.run([str(tools.trainer_python), str(tools.repo / "tests" / "fixtures" / "make_tiny_hub_module.py"),
+                            str(cache_dir / hub_cache_key(handle))], capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr[-2000:]
+    proc = tools.run_cli(["train", "--hub-handle", handle, "--hub-cache-dir", str(cache_dir), "--epochs", "1"],
+                         env=env, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    export, _ = _result(proc.stdout)
+    result = json.loads((export.parents[2] / "result.json").read_text())
+    assert result["model"] == "hub"
+    assert (export / "saved_model.pb").is_file()
