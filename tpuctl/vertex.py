@@ -332,6 +332,9 @@ def plan_job(opts, outputs, *, region: str | None = None, job_name: str | None =
     env = {"TF_USE_LEGACY_KERAS": "1"}
     hub_cache = opts.hub_cache_dir or outputs.tfhub_cache_dir
     if hub_cache:
+        if not hub_cache.startswith("gs://"):
+            raise UserError(f"--hub-cache-dir {hub_cache}: a Vertex AI job reads hub models from Cloud Storage; "
+                            "use the stack's hub cache (tpuctl hub-cache) or a gs:// folder")
         env["TFHUB_CACHE_DIR"] = hub_cache
     if accel.kind == "tpu":
         # On a Vertex AI TPU VM the TPU is attached to the host the trainer runs on.

@@ -53,6 +53,19 @@ def test_incomplete_demo_data_is_regenerated(fake_trainer, tools, tmp_path):
     assert not [p for p in demo.parent.iterdir() if p.name.startswith("demo-data.partial")]
 
 
+def test_concurrent_first_runs_share_one_demo_dataset(fake_trainer, tools, tmp_path):
+    procs = [subprocess.Popen([str(tools.ops_python), "-m", "tpuctl.cli", "train"], env={**os.environ, **fake_trainer},
+                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert "validation accuracy: 0.8750" in out
+    cache = Path(fake_trainer["TPUCTL_CACHE_DIR"])
+    assert [p.name for p in cache.iterdir()] == ["demo-data"]  # no partial folders left behind
+    assert (cache / "demo-data" / "manifest.json").is_file()
+
+
 def test_stack_defaults_flags_and_passthrough(fake_trainer, tools, tmp_path):
     data = tmp_path / "data"
     data.mkdir()

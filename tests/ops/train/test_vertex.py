@@ -160,6 +160,7 @@ def test_tpu_v5e_uses_machine_type_and_topology_in_region(vertex):
     (["--accelerator", "gpu-t4x3"], "comes in counts 1, 2, 4, 8"),
     (["--data-dir", "/local/data"], "a Vertex AI job reads from Cloud Storage"),
     (["--model-dir", "runs/x"], "a Vertex AI job writes to Cloud Storage"),
+    (["--hub-cache-dir", "/home/me/hub"], "a Vertex AI job reads hub models from Cloud Storage"),
     (["--job-name", "Bad_Name"], "job name 'Bad_Name'"),
 ])
 def test_bad_input_fails_before_any_upload_or_request(vertex, args, fragment):
