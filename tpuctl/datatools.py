@@ -44,8 +44,11 @@ def run_tool(module: str, args: list[str], on_progress: ProgressCallback | None 
              on_line: Callable[[str], None] | None = None) -> dict:
     """Run ``python -m <module> ARGS`` in the trainer env; return its ``summary:`` JSON."""
     argv = [str(require_trainer_python()), "-u", "-m", module, *args]
-    proc = subprocess.Popen(argv, env=trainer_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, text=True, encoding="utf-8", errors="replace", bufsize=1)
+    try:
+        proc = subprocess.Popen(argv, env=trainer_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL, text=True, encoding="utf-8", errors="replace", bufsize=1)
+    except OSError as exc:
+        raise UserError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
     stderr_tail: deque[str] = deque(maxlen=50)
 
     def _drain_stderr() -> None:

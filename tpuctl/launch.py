@@ -134,10 +134,13 @@ def _pump(task: Task, stream: TextIO, sink: TextIO, prefix: str, is_stdout: bool
 
 
 def _start(task: Task, prefix: str, out: TextIO, err: TextIO) -> None:
-    task.proc = subprocess.Popen(
-        task.argv, env=task.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-        text=True, encoding="utf-8", errors="replace", bufsize=1, start_new_session=True,
-    )
+    try:
+        task.proc = subprocess.Popen(
+            task.argv, env=task.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            text=True, encoding="utf-8", errors="replace", bufsize=1, start_new_session=True,
+        )
+    except OSError as exc:
+        raise UserError(f"cannot start {task.argv[0]}: {exc.strerror or exc}") from None
     for stream, sink, is_stdout in ((task.proc.stdout, out, True), (task.proc.stderr, err, False)):
         t = threading.Thread(target=_pump, args=(task, stream, sink, prefix, is_stdout), daemon=True)
         t.start()

@@ -133,6 +133,15 @@ def test_missing_trainer_environment_is_a_clear_error(tools, tmp_path):
     assert "trainer interpreter" in proc.stderr and "scripts/setup.sh" in proc.stderr
 
 
+def test_trainer_interpreter_that_cannot_run_is_a_clear_error(tools, tmp_path):
+    python = tmp_path / "python"
+    python.write_text("not a program")  # exists, not executable
+    proc = tools.run_cli(["train"], env={"TPUCTL_TRAINER_PYTHON": str(python), "TPUCTL_CACHE_DIR": str(tmp_path / "c")},
+                         cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == f"error: cannot start {python}: Permission denied"
+
+
 def test_two_workers_get_a_chief_worker_tf_config_on_free_local_ports(fake_trainer, tools, tmp_path):
     proc = tools.run_cli(["train", "--workers", "2", "--model-dir", str(tmp_path / "m")], env=fake_trainer, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
