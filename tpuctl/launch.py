@@ -219,6 +219,7 @@ def run_tasks(
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, _on_signal)
     failed: Task | None = None
+    still_running: list[Task] = []
     try:
         for task in tasks:
             _start(task, f"[{task.label}] " if prefix_output else "", out, err)
@@ -229,6 +230,7 @@ def run_tasks(
             bad = [t for t, c in zip(tasks, codes) if c is not None and c != 0]
             if bad:
                 failed = bad[0]
+                still_running = [t for t, c in zip(tasks, codes) if c is None]
                 break
             if all(c == 0 for c in codes):
                 break
@@ -246,8 +248,7 @@ def run_tasks(
         why = describe_status(code)
         last = failed.last_error_line()
         detail = f"; last stderr line: {last}" if last else ""
-        others = [t for t in tasks if t is not failed]
-        stopped = f"; stopped {_names(others)}" if others else ""
+        stopped = f"; stopped {_names(still_running)}" if still_running else ""
         exit_code = code if code > 0 else 1
         raise TrainingFailed(f"{failed.label} (pid {failed.pid}) {why}{detail}{stopped}", exit_code)
     result = next((t.result for t in tasks if t.result is not None), None)
