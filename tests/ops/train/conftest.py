@@ -77,9 +77,11 @@ def gcs():
 class FakeVertex:
     """Answers CustomJob create/get like Vertex AI's REST API and records every request."""
 
-    def __init__(self, states=("JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"), error=None):
+    def __init__(self, states=("JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"), error=None,
+                 unavailable_gets=0):
         self.states = list(states)
         self.error = error
+        self.unavailable_gets = unavailable_gets  # answer this many GETs with 503 first
         self.requests: list[tuple[str, str, dict | None]] = []
         self.jobs: dict[str, dict] = {}
         self.gets: dict[str, int] = {}
@@ -117,6 +119,9 @@ class FakeVertex:
                 with fake.lock:
                     fake.requests.append(("GET", path, None))
                 name = path[len("/v1/"):]
+                if fake.unavailable_gets > 0:
+                    fake.unavailable_gets -= 1
+                    return self._send(503, {"error": {"code": 503, "message": "try again", "status": "UNAVAILABLE"}})
                 if name not in fake.jobs:
                     return self._send(404, {"error": {"code": 404, "message": f"{name} not found", "status": "NOT_FOUND"}})
                 i = fake.gets.get(name, 0)

@@ -194,3 +194,11 @@ def test_no_wait_submits_and_returns(vertex):
     assert body["jobSpec"]["workerPoolSpecs"][0]["machineSpec"] == {"machineType": "n1-standard-4"}
     assert body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["args"][:2] == ["--distribution_strategy", "auto"]
     assert "console: https://console.cloud.google.com/" in proc.stdout
+
+
+def test_transient_errors_while_following_are_retried(vertex):
+    proc = vertex.run("--job-name", "flaky", unavailable_gets=2)
+    assert proc.returncode == 0, proc.stderr
+    gets = [r for r in vertex.fake.requests if r[0] == "GET"]
+    assert len(gets) == 2 + 3  # two 503s retried, then PENDING, RUNNING, SUCCEEDED
+    assert "state: JOB_STATE_SUCCEEDED" in proc.stdout
