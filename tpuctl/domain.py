@@ -223,7 +223,6 @@ ROLE_STORAGE_PERMISSIONS: dict[str, frozenset[str]] = {
     "roles/owner": _OBJECT_ALL | _BUCKET_ALL,
     # Service agent roles carry no data access to the project's buckets.
     "roles/cloudtpu.serviceAgent": frozenset(),
-    "roles/tpu.serviceAgent": frozenset(),
     "roles/aiplatform.customCodeServiceAgent": frozenset(),
     "roles/ml.serviceAgent": frozenset({"buckets.get", "objects.get", "objects.list"}),
     "roles/aiplatform.user": frozenset(),
@@ -338,7 +337,7 @@ SERVICE_AGENTS: dict[str, AgentKind] = {
     ),
     "tpu-vm-agent": AgentKind(
         "tpu-vm-agent", "Cloud TPU VM service agent", "tpu.googleapis.com",
-        "service-{project_number}@gcp-sa-tpu.iam.gserviceaccount.com", "roles/tpu.serviceAgent",
+        "service-{project_number}@gcp-sa-tpu.iam.gserviceaccount.com", "roles/cloudtpu.serviceAgent",
     ),
     "vertex-agent": AgentKind(
         "vertex-agent", "Vertex AI custom code service agent", "aiplatform.googleapis.com",

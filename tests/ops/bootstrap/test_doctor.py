@@ -23,7 +23,7 @@ def run(*args):
 
 
 def setup(fake, iam_admin, tmp_path, data_roles):
-    fake.add_project(PROJECT, NUMBER, [{"role": "roles/tpu.serviceAgent", "members": [f"serviceAccount:{AGENT}"]}])
+    fake.add_project(PROJECT, NUMBER, [{"role": "roles/cloudtpu.serviceAgent", "members": [f"serviceAccount:{AGENT}"]}])
     fake.services[PROJECT] = set(REQUIRED)
     iam_admin.accounts[SA] = {"project": PROJECT}
     key = hashlib.sha1(HANDLE.encode()).hexdigest()

@@ -22,13 +22,15 @@ runner = CliRunner()
 
 
 def write_stack(path: Path, hub_dir: Path, **overrides) -> Path:
-    """Pulumi.example.yaml with its hub model served from a tiny local cache, plus ``overrides``."""
+    """Pulumi.example.yaml with its commented-out hub model switched on and served from a tiny local
+    cache, plus ``overrides``."""
     folder = hub_dir / domain.hub_cache_key(HUB_HANDLE)
     (folder / "variables").mkdir(parents=True, exist_ok=True)
     (folder / "saved_model.pb").write_bytes(b"\x08\x01")
     (folder / "variables" / "variables.index").write_bytes(b"idx")
     doc = yaml.safe_load((REPO / "Pulumi.example.yaml").read_text())
     doc["config"]["tpuctl:hubCacheSource"] = str(hub_dir)
+    doc["config"]["tpuctl:hubModels"] = [HUB_HANDLE]
     for key, value in overrides.items():
         doc["config"][f"tpuctl:{key}"] = value
     path.write_text(yaml.safe_dump(doc))

@@ -23,9 +23,11 @@ def make_hub_cache(root: Path, handle: str = HUB_HANDLE) -> Path:
 
 @pytest.fixture
 def stack_values(tmp_path):
-    """Config of the example stack (read from Pulumi.example.yaml) with its hub model in a temp cache."""
+    """Config of the example stack (read from Pulumi.example.yaml) with its commented-out hub model
+    switched on and served from a temp cache."""
     from infra.config import read_stack_config
 
     values = read_stack_config("example")
     values["tpuctl:hubCacheSource"] = str(make_hub_cache(tmp_path / "hub"))
+    values["tpuctl:hubModels"] = [HUB_HANDLE]
     return values

@@ -86,7 +86,7 @@ def test_project_level_roles_count_for_every_bucket():
 
 
 def test_service_agent_role_does_not_make_a_training_principal():
-    stack = buckets() + least_privilege() + [project_member("roles/tpu.serviceAgent", AGENT)]
+    stack = buckets() + least_privilege() + [project_member("roles/cloudtpu.serviceAgent", AGENT)]
     assert check_training_access(stack, PolicySettings()) == []
 
 
