@@ -1,0 +1,188 @@
+"""The user's path end to end, with the real CLI as a process at every step:
+
+tpuctl plan (example stack) → tpuctl hub-cache add (tiny hub module served from 127.0.0.1, into the
+local GCS emulator, bucket and prefix taken from the plan's outputs) → tpuctl data sample →
+tpuctl train --workers 2 --model hub (hub cache copied locally from the emulator) → the exported
+SavedModel answers a prediction on a JPEG.
+
+Run it alone with:  .venv/bin/python -m pytest tests/e2e -m e2e
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tarfile
+import textwrap
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tpuctl import domain
+from tpuctl.envs import REPO_ROOT, trainer_env, trainer_python
+from tpuctl.stack import parse_outputs
+
+TPUCTL = Path(sys.executable).with_name("tpuctl")
+MAKE_MODULE = REPO_ROOT / "tests" / "fixtures" / "make_tiny_hub_module.py"
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class HubServer:
+    """Answers ``/tiny/1?tf-hub-format=compressed`` like tfhub.dev: a redirect, then the .tar.gz."""
+
+    def __init__(self, archive: bytes):
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                path, _, query = self.path.partition("?")
+                if path == "/tiny/1" and query == "tf-hub-format=compressed":
+                    self.send_response(302)
+                    self.send_header("Location", "/storage/tiny-1.tar.gz")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                elif path == "/storage/tiny-1.tar.gz":
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/x-tar")
+                    self.send_header("Content-Length", str(len(archive)))
+                    self.end_headers()
+                    self.wfile.write(archive)
+                else:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.handle = f"http://127.0.0.1:{self.httpd.server_address[1]}/tiny/1"
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def gcs_emulator(tmp_path):
+    from gcp_storage_emulator.server import create_server
+
+    port = free_port()
+    server = create_server("127.0.0.1", port, in_memory=True)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+def tpuctl(args: list[str], env: dict[str, str], timeout: int = 600) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(TPUCTL), *args], env=env, cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, f"tpuctl {' '.join(args)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+PREDICT = textwrap.dedent("""
+    import io, json, sys
+    import numpy as np, tensorflow as tf
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    export_dir, size = sys.argv[1], int(sys.argv[2])
+    digit = load_digits().images[7]                      # a "7", 8x8 grey levels 0..16
+    grey = (digit / 16.0 * 255).astype("uint8")
+    rgb = Image.fromarray(grey).convert("RGB").resize((size, size))
+    buf = io.BytesIO(); rgb.save(buf, format="JPEG")
+    serve = tf.saved_model.load(export_dir).signatures["serving_default"]
+    (name, spec), = serve.structured_input_signature[1].items()
+    out = serve(**{name: tf.constant([buf.getvalue()])})
+    print(json.dumps({"input_dtype": spec.dtype.name,
+                      "probabilities": out["probabilities"].numpy()[0].tolist(),
+                      "class_id": int(out["class_id"].numpy()[0]),
+                      "class_name": out["class_name"].numpy()[0].decode()}))
+""")
+
+
+def test_plan_hub_cache_data_train_predict(tmp_path, gcs_emulator, monkeypatch):
+    env = dict(os.environ)
+    env.update(STORAGE_EMULATOR_HOST=gcs_emulator, GOOGLE_CLOUD_PROJECT="my-tpu-project",
+               TPUCTL_CACHE_DIR=str(tmp_path / "cache"), COLUMNS="200")
+    env.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
+
+    # 1. Preview the example stack offline; its outputs feed the next steps like `pulumi stack output`.
+    plan = json.loads(tpuctl(["plan", "--stack", "example", "--json"], env).stdout)
+    assert not [v for v in plan["violations"] if v["level"] == "mandatory"]
+    outputs = parse_outputs(plan["outputs"])
+    hub_bucket = outputs.bucket("hub-cache")
+    assert outputs.tfhub_cache_dir == f"gs://{hub_bucket}/{outputs.hub_cache_prefix}"
+    outputs_file = tmp_path / "outputs.json"
+    outputs_file.write_text(json.dumps(plan["outputs"]))
+
+    # The stack would create the bucket; here the emulator gets it directly.
+    from google.cloud import storage
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator)
+    client = storage.Client(project="my-tpu-project")
+    client.create_bucket(hub_bucket)
+
+    # 2. A tiny hub module (a real reusable SavedModel) served like tfhub.dev from 127.0.0.1.
+    module = tmp_path / "module"
+    subprocess.run([str(trainer_python()), str(MAKE_MODULE), str(module)], env=trainer_env(),
+                   check=True, capture_output=True, timeout=300)
+    archive = tmp_path / "module.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for p in sorted(module.rglob("*")):
+            tar.add(p, arcname=p.relative_to(module).as_posix(), recursive=False)
+    server = HubServer(archive.read_bytes())   # stopped before training: the trainer can only use the cache
+    try:
+        added = tpuctl(["hub-cache", "add", server.handle, "--outputs", str(outputs_file)], env)
+    finally:
+        server.stop()
+    assert outputs.tfhub_cache_dir in added.stdout
+    key = domain.hub_cache_key(server.handle)
+    prefix = f"{outputs.hub_cache_prefix}/{key}/"
+    uploaded = {b.name[len(prefix):] for b in client.list_blobs(hub_bucket, prefix=prefix)}
+    assert "saved_model.pb" in uploaded and any(n.startswith("variables/") for n in uploaded)
+
+    # Copy the uploaded cache locally, as a worker's TFHUB_CACHE_DIR would see it.
+    local_cache = tmp_path / "hub-cache"
+    for blob in client.list_blobs(hub_bucket, prefix=f"{outputs.hub_cache_prefix}/"):
+        target = local_cache / blob.name[len(outputs.hub_cache_prefix) + 1:]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        blob.download_to_filename(target)
+
+    # 3. The demo dataset.
+    data_dir = tmp_path / "data"
+    tpuctl(["data", "sample", str(data_dir)], env)
+    manifest = json.loads((data_dir / "manifest.json").read_text())
+    assert manifest["classes"] == [str(i) for i in range(10)]
+
+    # 4. Two local worker processes training the hub model, network use impossible for the module.
+    model_dir = tmp_path / "run"
+    trained = tpuctl(["train", "--workers", "2", "--model", "hub", "--hub-handle", server.handle,
+                      "--hub-cache-dir", str(local_cache), "--data-dir", str(data_dir),
+                      "--model-dir", str(model_dir), "--epochs", "1"], env, timeout=900)
+    result = json.loads((model_dir / "result.json").read_text())
+    assert result["num_workers"] == 2 and result["model"] == "hub"
+    assert result["export_dir"] in trained.stdout
+    export_dir = Path(result["export_dir"])
+    assert export_dir.parent == model_dir / "export" / export_dir.parent.name and export_dir.name.isdigit()
+
+    # 5. The exported SavedModel answers a prediction on JPEG bytes.
+    size = manifest["image_size"][0] if manifest.get("image_size") else 32
+    proc = subprocess.run([str(trainer_python()), "-c", PREDICT, str(export_dir), str(size)],
+                          env=trainer_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    answer = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert answer["input_dtype"] == "string"
+    assert len(answer["probabilities"]) == 10 and abs(sum(answer["probabilities"]) - 1) < 1e-4
+    assert answer["class_name"] == manifest["classes"][answer["class_id"]]
