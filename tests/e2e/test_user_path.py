@@ -15,10 +15,7 @@ import os
 import socket
 import subprocess
 import sys
-import tarfile
 import textwrap
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -27,8 +24,10 @@ from tpuctl import domain
 from tpuctl.envs import REPO_ROOT, trainer_env, trainer_python
 from tpuctl.stack import parse_outputs
 
+sys.path.insert(0, str(REPO_ROOT / "tests" / "fixtures"))
+from hubfixtures import ModelServer, build_tiny_module, download_prefix, tar_folder  # noqa: E402
+
 TPUCTL = Path(sys.executable).with_name("tpuctl")
-MAKE_MODULE = REPO_ROOT / "tests" / "fixtures" / "make_tiny_hub_module.py"
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -37,41 +36,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-class HubServer:
-    """Answers ``/tiny/1?tf-hub-format=compressed`` like tfhub.dev: a redirect, then the .tar.gz."""
-
-    def __init__(self, archive: bytes):
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                path, _, query = self.path.partition("?")
-                if path == "/tiny/1" and query == "tf-hub-format=compressed":
-                    self.send_response(302)
-                    self.send_header("Location", "/storage/tiny-1.tar.gz")
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                elif path == "/storage/tiny-1.tar.gz":
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/x-tar")
-                    self.send_header("Content-Length", str(len(archive)))
-                    self.end_headers()
-                    self.wfile.write(archive)
-                else:
-                    self.send_response(404)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.handle = f"http://127.0.0.1:{self.httpd.server_address[1]}/tiny/1"
-
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture
@@ -135,30 +99,23 @@ def test_plan_hub_cache_data_train_predict(tmp_path, gcs_emulator, monkeypatch):
     client.create_bucket(hub_bucket)
 
     # 2. A tiny hub module (a real reusable SavedModel) served like tfhub.dev from 127.0.0.1.
-    module = tmp_path / "module"
-    subprocess.run([str(trainer_python()), str(MAKE_MODULE), str(module)], env=trainer_env(),
-                   check=True, capture_output=True, timeout=300)
-    archive = tmp_path / "module.tar.gz"
-    with tarfile.open(archive, "w:gz") as tar:
-        for p in sorted(module.rglob("*")):
-            tar.add(p, arcname=p.relative_to(module).as_posix(), recursive=False)
-    server = HubServer(archive.read_bytes())   # stopped before training: the trainer can only use the cache
+    module = build_tiny_module(tmp_path / "module")
+    server = ModelServer()   # stopped before training: the trainer can only use the cache
+    server.archives["tiny/1"] = tar_folder(module, tmp_path / "module.tar.gz").read_bytes()
+    handle = server.handle("tiny/1")
     try:
-        added = tpuctl(["hub-cache", "add", server.handle, "--outputs", str(outputs_file)], env)
+        added = tpuctl(["hub-cache", "add", handle, "--outputs", str(outputs_file)], env)
     finally:
         server.stop()
+    assert any(r.startswith("/blobs/") for r in server.requests)   # fetched through the redirect
     assert outputs.tfhub_cache_dir in added.stdout
-    key = domain.hub_cache_key(server.handle)
+    key = domain.hub_cache_key(handle)
     prefix = f"{outputs.hub_cache_prefix}/{key}/"
     uploaded = {b.name[len(prefix):] for b in client.list_blobs(hub_bucket, prefix=prefix)}
     assert "saved_model.pb" in uploaded and any(n.startswith("variables/") for n in uploaded)
 
     # Copy the uploaded cache locally, as a worker's TFHUB_CACHE_DIR would see it.
-    local_cache = tmp_path / "hub-cache"
-    for blob in client.list_blobs(hub_bucket, prefix=f"{outputs.hub_cache_prefix}/"):
-        target = local_cache / blob.name[len(outputs.hub_cache_prefix) + 1:]
-        target.parent.mkdir(parents=True, exist_ok=True)
-        blob.download_to_filename(target)
+    local_cache = download_prefix(client, hub_bucket, outputs.hub_cache_prefix, tmp_path / "hub-cache")
 
     # 3. The demo dataset.
     data_dir = tmp_path / "data"
@@ -168,7 +125,7 @@ def test_plan_hub_cache_data_train_predict(tmp_path, gcs_emulator, monkeypatch):
 
     # 4. Two local worker processes training the hub model, network use impossible for the module.
     model_dir = tmp_path / "run"
-    trained = tpuctl(["train", "--workers", "2", "--model", "hub", "--hub-handle", server.handle,
+    trained = tpuctl(["train", "--workers", "2", "--model", "hub", "--hub-handle", handle,
                       "--hub-cache-dir", str(local_cache), "--data-dir", str(data_dir),
                       "--model-dir", str(model_dir), "--epochs", "1"], env, timeout=900)
     result = json.loads((model_dir / "result.json").read_text())

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import tarfile
 import textwrap
 from pathlib import Path
 
@@ -13,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from tpuctl.cli import app
-from tpuctl.envs import REPO_ROOT, trainer_env, trainer_python
+from hubfixtures import build_tiny_module, download_prefix, tar_folder
+from tpuctl.envs import trainer_env, trainer_python
 
-MAKE_MODULE = REPO_ROOT / "tests" / "fixtures" / "make_tiny_hub_module.py"
 
 LOAD_OFFLINE = textwrap.dedent("""
     import json, socket, sys
@@ -53,14 +52,8 @@ LOAD_OFFLINE = textwrap.dedent("""
 @pytest.mark.slow
 @pytest.mark.skipif(not trainer_python().exists(), reason="trainer environment (.venv-trainer) not set up")
 def test_uploaded_prefix_loads_with_hub_offline(gcs, model_server, tmp_path):
-    module = tmp_path / "module"
-    subprocess.run([str(trainer_python()), str(MAKE_MODULE), str(module)], env=trainer_env(),
-                   check=True, capture_output=True, timeout=300)
-    archive = tmp_path / "module.tar.gz"
-    with tarfile.open(archive, "w:gz") as tar:
-        for p in sorted(module.rglob("*")):
-            tar.add(p, arcname=p.relative_to(module).as_posix(), recursive=False)
-    model_server.archives["tiny-features/1"] = archive.read_bytes()
+    module = build_tiny_module(tmp_path / "module")
+    model_server.archives["tiny-features/1"] = tar_folder(module, tmp_path / "module.tar.gz").read_bytes()
     handle = model_server.handle("tiny-features/1")
 
     r = CliRunner().invoke(app, ["hub-cache", "add", handle, "--bucket", "hub-bkt", "--prefix", "model-cache"])
@@ -68,11 +61,7 @@ def test_uploaded_prefix_loads_with_hub_offline(gcs, model_server, tmp_path):
     assert "TFHUB_CACHE_DIR=gs://hub-bkt/model-cache" in r.stdout
 
     # a local copy of the uploaded prefix, exactly as stored
-    local = tmp_path / "hub-cache-copy"
-    for blob in gcs.list_blobs("hub-bkt", prefix="model-cache/"):
-        dest = local / blob.name[len("model-cache/"):]
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        blob.download_to_filename(str(dest))
+    local = download_prefix(gcs, "hub-bkt", "model-cache", tmp_path / "hub-cache-copy")
 
     # the model server is stopped too: the only way to the model is the cache folder
     model_server.stop()
