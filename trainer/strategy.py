@@ -77,9 +77,10 @@ def _gpus() -> list:
 def _tpu_strategy(tpu_name: str | None) -> StrategyInfo:
     try:
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_name or None)
-    except (ValueError, RuntimeError) as err:
+    except Exception as err:  # noqa: BLE001 - ValueError (none configured), URLError (name not resolvable), ...
         where = f"TPU_NAME={tpu_name!r}" if tpu_name else "TPU_NAME is not set and this is not a TPU VM"
-        raise HardwareError(f"--distribution_strategy tpu: no TPU found ({where}): {err}") from None
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise HardwareError(f"--distribution_strategy tpu: no TPU found ({where}): {first}") from None
     try:
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)

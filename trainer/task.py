@@ -113,6 +113,8 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
         raise DataError(f"{cfg.data_dir} has no training examples (manifest lists none)")
     if val.examples < 1 or not val.files:
         raise DataError(f"{cfg.data_dir} has no validation examples; write the data with a validation fraction > 0")
+    if cfg.resnet_weights and not tf.io.gfile.exists(cfg.resnet_weights):
+        raise DataError(f"--resnet_weights {cfg.resnet_weights} does not exist")
 
     train_examples, val_examples = train.examples, val.examples
     readable = {"train": None, "validation": None}
@@ -141,6 +143,10 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
     val_ds = data.make_dataset(list(val.files), cfg.validation_batch_size, image_size, False, repeat=True,
                                readable_records=readable["validation"], **common)
 
+    with info.strategy.scope():
+        model = models.build_model(cfg, len(manifest.classes), image_size)
+
+    # Every input was checked (flags, data, model); only now is anything written.
     if info.is_chief:
         try:
             tf.io.gfile.makedirs(cfg.model_dir)
@@ -150,8 +156,6 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
         except tf.errors.OpError as err:
             raise UsageError(f"cannot write --model_dir {cfg.model_dir}: {err.message}") from None
 
-    with info.strategy.scope():
-        model = models.build_model(cfg, len(manifest.classes), image_size)
 
     print(f"training: model={cfg.model} strategy={info.kind} replicas={info.num_replicas} "
           f"workers={info.num_workers} image_size={image_size[0]}x{image_size[1]} "

@@ -71,3 +71,4 @@ def test_network_is_really_blocked_for_uncached_handles(tools, demo_data, hub_ca
     assert run.returncode == 2, run.stderr[-3000:]
     line = run.error_line()
     assert other in line and "TFHUB_CACHE_DIR" in line
+    assert not (tmp_path / "m").exists()  # nothing written before every input was checked

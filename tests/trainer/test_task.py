@@ -121,6 +121,7 @@ def test_missing_shard_named(tools, demo_data, tmp_path):
 
 @pytest.mark.parametrize("strategy, env, needle", [
     ("tpu", {}, "TPU"),
+    ("auto", {"TPU_NAME": "no-such-tpu"}, "TPU_NAME='no-such-tpu'"),  # auto picks TPU when one is configured
     ("gpu", {}, "GPU"),
     ("gpu", {"CUDA_VISIBLE_DEVICES": ""}, "GPU"),
 ])
@@ -131,7 +132,7 @@ def test_missing_accelerator_fails_fast_with_exit_3(tools, demo_data, tmp_path, 
     elapsed = time.monotonic() - start
     assert run.returncode == 3, run.stderr[-2000:]
     line = run.error_line()
-    assert needle in line and strategy in line
+    assert needle in line and ("tpu" if strategy == "auto" else strategy) in line
     assert run.stderr_lines[-1] == line
     assert elapsed < 30  # seconds, TensorFlow import included; never a hang
     assert not any(l.startswith(tools.RESULT_PREFIX) for l in run.stdout_lines)
