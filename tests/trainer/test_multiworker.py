@@ -10,14 +10,20 @@ import numpy as np
 import pytest
 
 
-def _cluster(tools, data_dir, model_dir, dump_dir, *extra):
+def _cluster(tools, data_dir, model_dir, dump_dir, *extra, with_chief=False, env_extra=None, expect_rc=0):
+    """Two trainer processes; ``with_chief``: chief + worker (tpuctl's layout), else worker 0 + worker 1."""
     ports = [tools.free_port(), tools.free_port()]
-    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    if with_chief:
+        cluster = {"chief": [f"127.0.0.1:{ports[0]}"], "worker": [f"127.0.0.1:{ports[1]}"]}
+        tasks = [("chief", 0), ("worker", 0)]
+    else:
+        cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+        tasks = [("worker", 0), ("worker", 1)]
     procs = []
-    for index in range(2):
-        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+    for task_type, index in tasks:
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}})
         env = tools.env({"TF_CONFIG": tf_config, "TPUCTL_TRAINER_TEST_DUMP_WEIGHTS": str(dump_dir),
-                         "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"})
+                         "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1", **(env_extra or {})})
         cmd = [sys.executable, "-m", "trainer.task", *tools.fast_flags(data_dir, model_dir, *extra)]
         procs.append(subprocess.Popen(cmd, cwd=tools.REPO, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
@@ -31,7 +37,7 @@ def _cluster(tools, data_dir, model_dir, dump_dir, *extra):
             if p.poll() is None:
                 p.kill()
     for rc, out, err in outputs:
-        assert rc == 0, f"exit {rc}\n{out[-2000:]}\n{err[-3000:]}"
+        assert rc == expect_rc, f"exit {rc}\n{out[-2000:]}\n{err[-3000:]}"
     return outputs
 
 
@@ -72,4 +78,30 @@ def test_fewer_files_than_workers_still_trains(tools, one_shard_data, tmp_path):
     assert result["num_workers"] == 2
     assert "input_sharding=DATA" in chief_out and "input_sharding=DATA" in worker_out
     for a, b in zip(_weights(dump / "weights-worker-0.npz"), _weights(dump / "weights-worker-1.npz")):
+        np.testing.assert_array_equal(a, b)
+
+
+def _epoch_starts(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith("epoch-start:")]
+
+
+@pytest.mark.slow
+def test_preempted_cluster_resumes_at_the_interrupted_epoch(tools, demo_data, tmp_path):
+    """chief + worker (tpuctl's layout) both stop after epoch 2's backup; restarted, both run epoch 3 only."""
+    model_dir, dump = tmp_path / "model", tmp_path / "weights"
+    flags = ("--train_epochs", "3", "--train_batch_size", "16")
+    killed = _cluster(tools, demo_data, model_dir, dump, *flags, with_chief=True,
+                      env_extra={"TPUCTL_TRAINER_TEST_EXIT_AFTER_EPOCH": "2"}, expect_rc=75)
+    for _, out, _ in killed:
+        assert _epoch_starts(out) == ["epoch-start: 1/3", "epoch-start: 2/3"]
+    assert not (model_dir / "result.json").exists()
+    # Only the chief's state is kept; the worker's own write folder is removed after each save.
+    assert sorted(p.name for p in (model_dir / "checkpoints" / "backup").iterdir()) == ["chief"]
+
+    (_, chief_out, _), (_, worker_out, _) = _cluster(tools, demo_data, model_dir, dump, *flags, with_chief=True)
+    assert _epoch_starts(chief_out) == _epoch_starts(worker_out) == ["epoch-start: 3/3"]
+    result = json.loads(chief_out.strip().splitlines()[-1][len(tools.RESULT_PREFIX):])
+    assert result["num_workers"] == 2 and result["epochs"] == 3
+    assert tools.RESULT_PREFIX not in worker_out
+    for a, b in zip(_weights(dump / "weights-chief-0.npz"), _weights(dump / "weights-worker-0.npz")):
         np.testing.assert_array_equal(a, b)

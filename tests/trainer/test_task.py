@@ -122,6 +122,7 @@ def test_missing_shard_named(tools, demo_data, tmp_path):
 @pytest.mark.parametrize("strategy, env, needle", [
     ("tpu", {}, "TPU"),
     ("auto", {"TPU_NAME": "no-such-tpu"}, "TPU_NAME='no-such-tpu'"),  # auto picks TPU when one is configured
+    ("tpu", {"TPU_NAME": "local"}, "cannot initialise the TPU system"),  # what a Vertex TPU VM sets
     ("gpu", {}, "GPU"),
     ("gpu", {"CUDA_VISIBLE_DEVICES": ""}, "GPU"),
 ])
