@@ -148,7 +148,7 @@ def shard_policy(num_files: int, num_workers: int) -> tf.data.experimental.AutoS
 
 def make_dataset(file_pattern: str | Sequence[str], batch_size: int, image_size: Sequence[int], training: bool, *,
                  num_workers: int = 1, cache: bool = False, shuffle_buffer: int = 2048,
-                 readable_records: dict[str, int] | None = None, skip_corrupt: bool = False,
+                 skip_corrupt: bool = False,
                  seed: int | None = None, repeat: bool | None = None) -> tf.data.Dataset:
     """Dataset of ``(images float32 [B,H,W,3] in [0,1], labels int32 [B])`` batches.
 
@@ -156,25 +156,22 @@ def make_dataset(file_pattern: str | Sequence[str], batch_size: int, image_size:
     (a distribution strategy splits it across replicas); the last partial batch is dropped.
     ``training`` shuffles files and records and repeats endlessly (pass explicit steps to ``fit``);
     ``repeat`` overrides that (the trainer repeats validation data too and passes validation steps,
-    so every replica sees the same number of full batches). One pass: ``training=False``. ``skip_corrupt`` parses record by
-    record and drops records whose image does not decode; ``readable_records`` ({file: n}) then stops
-    reading each file before a truncated or corrupted tail (see :func:`scan_shards`).
+    so every replica sees the same number of full batches). One pass: ``training=False``.
+    ``skip_corrupt`` stops reading a file at a truncated or corrupted record and drops records whose
+    image does not decode (parsed record by record); :func:`scan_shards` counts what that skips.
     """
     files = list_files(file_pattern)
     image_size = (int(image_size[0]), int(image_size[1]))
-    if readable_records is not None:
-        counts = [int(readable_records.get(f, -1)) for f in files]
-        ds = tf.data.Dataset.from_tensor_slices((files, tf.constant(counts, tf.int64)))
-        if training:
-            ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-        ds = ds.interleave(lambda f, n: tf.data.TFRecordDataset(f).take(n), cycle_length=min(len(files), 8),
-                           num_parallel_calls=AUTOTUNE, deterministic=False)
+    if skip_corrupt:
+        # A file's reader stops at its first truncated/corrupted record (ignore_errors ends that file).
+        read = lambda f: tf.data.TFRecordDataset(f).ignore_errors()  # noqa: E731
     else:
-        ds = tf.data.Dataset.from_tensor_slices(files)
-        if training:
-            ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-        ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(len(files), 8),
-                           num_parallel_calls=AUTOTUNE, deterministic=False)
+        read = tf.data.TFRecordDataset
+    # The source stays a dataset of file names, so FILE auto-sharding can split it between workers.
+    ds = tf.data.Dataset.from_tensor_slices(files)
+    if training:
+        ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    ds = ds.interleave(read, cycle_length=min(len(files), 8), num_parallel_calls=AUTOTUNE, deterministic=False)
     if cache:
         ds = ds.cache()  # serialized records: small, and decoding stays in the parallel map
     if training:

@@ -18,7 +18,6 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import Iterable
 
 import tensorflow as tf
 
@@ -211,10 +210,3 @@ def remove_previous(previous: PreviousOutput | None) -> None:
     # The manifest goes first: a folder without one is never mistaken for a complete dataset.
     for path in sorted(previous.files, key=lambda p: p.name != MANIFEST):
         path.unlink(missing_ok=True)
-
-
-def split_counts(items: Iterable[str]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for split in items:
-        counts[split] = counts.get(split, 0) + 1
-    return counts

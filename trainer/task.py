@@ -117,12 +117,10 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
         raise DataError(f"--resnet_weights {cfg.resnet_weights} does not exist")
 
     train_examples, val_examples = train.examples, val.examples
-    readable = {"train": None, "validation": None}
     skipped = 0
     if cfg.skip_corrupt:
         for split, split_info in (("train", train), ("validation", val)):
             scan = data.scan_shards(split_info.files, image_size, split_info.shard_examples)
-            readable[split] = scan.readable_records
             for p in scan.problems:
                 print(f"warning: skipping {p.bad_records} corrupt record(s) in {p.file} "
                       f"(first at record {p.record}: {p.reason})", file=sys.stderr, flush=True)
@@ -139,9 +137,9 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
     validation_steps = max(1, val_examples // cfg.validation_batch_size)
     common = dict(num_workers=info.num_workers, cache=cfg.cache, skip_corrupt=cfg.skip_corrupt, seed=cfg.seed)
     train_ds = data.make_dataset(list(train.files), cfg.train_batch_size, image_size, True,
-                                 shuffle_buffer=cfg.shuffle_buffer, readable_records=readable["train"], **common)
+                                 shuffle_buffer=cfg.shuffle_buffer, **common)
     val_ds = data.make_dataset(list(val.files), cfg.validation_batch_size, image_size, False, repeat=True,
-                               readable_records=readable["validation"], **common)
+                               **common)
 
     with info.strategy.scope():
         model = models.build_model(cfg, len(manifest.classes), image_size)

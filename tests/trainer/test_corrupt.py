@@ -103,3 +103,18 @@ def test_record_schema_constant_matches_the_seed():
     assert records.FEATURE_KEYS == (
         "image/encoded", "image/class/label", "image/class/text", "image/height", "image/width",
         "image/channels", "image/format", "image/colorspace", "image/filename")
+
+
+def test_make_dataset_skip_corrupt_yields_exactly_the_good_records(corrupt_data):
+    manifest = data.read_manifest(str(corrupt_data))
+    for split in ("train", "validation"):
+        info = manifest.splits[split]
+        scan = data.scan_shards(info.files, (32, 32), info.shard_examples)
+        ds = data.make_dataset(list(info.files), 1, (32, 32), training=False, skip_corrupt=True)
+        assert sum(1 for _ in ds) == info.examples - scan.bad_records
+        with pytest.raises((tf.errors.DataLossError, tf.errors.InvalidArgumentError)):
+            for _ in data.make_dataset(list(info.files), 1, (32, 32), training=False):
+                pass
+    # Two workers, two files: FILE sharding still applies with skip_corrupt.
+    two = data.make_dataset(list(manifest.splits["train"].files), 8, (32, 32), True, num_workers=2, skip_corrupt=True)
+    assert two.options().experimental_distribute.auto_shard_policy == tf.data.experimental.AutoShardPolicy.FILE
