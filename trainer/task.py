@@ -15,6 +15,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from typing import Mapping, Sequence
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
@@ -71,6 +72,22 @@ def _callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, environ: Mapping
 
         callbacks.append(ExitAfterEpoch())
     return callbacks
+
+
+def report_tuning_metric(value: float, step: int, environ: Mapping[str, str]) -> str | None:
+    """Vertex AI hyperparameter tuning: append the metric where its agent reads it (cloudml-hypertune's
+    file format: one JSON object per line), only when running as a tuning trial."""
+    path = environ.get("CLOUD_ML_HP_METRIC_FILE")
+    trial = environ.get("CLOUD_ML_TRIAL_ID")
+    if not path and trial is None:
+        return None
+    path = path or "/tmp/hypertune/output.metrics"
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    entry = {"timestamp": time.time(), "trial": str(trial or 0), "val_accuracy": str(float(value)),
+             "global_step": str(int(step))}
+    with open(path, "a") as f:
+        f.write(json.dumps(entry, sort_keys=True) + "\n")
+    return path
 
 
 def _corruption_error(manifest, image_size) -> DataError | None:
@@ -198,6 +215,7 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
 
     write_scalars(_join(dirs.logs, "final"), {"val_accuracy": val_accuracy, TUNING_METRIC_TAG: val_accuracy},
                   step=cfg.train_epochs)
+    report_tuning_metric(val_accuracy, cfg.train_epochs, env)
 
     result = {
         "export_dir": export_dir,

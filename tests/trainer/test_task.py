@@ -72,7 +72,9 @@ def test_mirrored_over_two_logical_cpus(tools, demo_data, tmp_path):
 
 def test_vertex_environment_variables_win(tools, demo_data, tmp_path):
     aip = {"AIP_MODEL_DIR": str(tmp_path / "aip-model"), "AIP_CHECKPOINT_DIR": str(tmp_path / "aip-ckpt"),
-           "AIP_TENSORBOARD_LOG_DIR": str(tmp_path / "aip-logs")}
+           "AIP_TENSORBOARD_LOG_DIR": str(tmp_path / "aip-logs"),
+           # a Vertex AI hyperparameter-tuning trial
+           "CLOUD_ML_TRIAL_ID": "7", "CLOUD_ML_HP_METRIC_FILE": str(tmp_path / "hypertune" / "output.metrics")}
     model_dir = tmp_path / "model"
     run = tools.run_module(["trainer.task", *tools.fast_flags(demo_data, model_dir, "--train_epochs", "1")], env=aip)
     result = run.result
@@ -82,6 +84,9 @@ def test_vertex_environment_variables_win(tools, demo_data, tmp_path):
     assert list((tmp_path / "aip-logs").rglob("events.out.tfevents.*"))
     assert (model_dir / "result.json").is_file()
     assert not (model_dir / "checkpoints").exists() and not (model_dir / "logs").exists()
+    [metric] = [json.loads(l) for l in (tmp_path / "hypertune" / "output.metrics").read_text().splitlines()]
+    assert metric["trial"] == "7" and float(metric["val_accuracy"]) == pytest.approx(result["val_accuracy"])
+    assert metric["global_step"] == "1"
 
 
 @pytest.mark.parametrize("flags, needle", [
