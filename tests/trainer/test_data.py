@@ -143,3 +143,12 @@ def test_read_manifest_errors(tmp_path, demo_data):
         data.make_dataset(str(tmp_path / "*.tfrecord"), 8, (8, 8), True)
     manifest = data.read_manifest(str(demo_data))
     assert manifest.classes == tuple(str(d) for d in range(10)) and manifest.image_size == (32, 32)
+
+
+def test_cached_dataset_yields_the_same_records_each_epoch(demo_data):
+    files = sorted(str(p) for p in demo_data.glob("digits-validation-*"))
+    ds = data.make_dataset(files, 40, (32, 32), training=False, cache=True)
+    first = np.concatenate([y.numpy() for _, y in ds])
+    second = np.concatenate([y.numpy() for _, y in ds])  # served from the cache
+    assert len(first) == len(second) == (360 // 40) * 40
+    assert sorted(first) == sorted(second)

@@ -15,7 +15,9 @@ def test_killed_run_resumes_at_the_interrupted_epoch(tools, demo_data, tmp_path)
     assert not (model_dir / "result.json").exists()
     assert not (model_dir / "export").exists()
     assert (model_dir / "checkpoints" / "backup" / "chief").is_dir()
-    losses_before = [l for l in killed.stdout_lines if l.startswith("epoch-end: 2/3")]
+    def loss(run, epoch):
+        [line] = [l for l in run.stdout_lines if l.startswith(f"epoch-end: {epoch}/3")]
+        return float(line.split(" loss=")[1].split()[0])
 
     resumed = tools.run_module(["trainer.task", *flags])
     result = resumed.result
@@ -25,6 +27,7 @@ def test_killed_run_resumes_at_the_interrupted_epoch(tools, demo_data, tmp_path)
     assert json.loads((model_dir / "result.json").read_text()) == result
     assert sorted(p.name for p in (model_dir / "checkpoints").glob("ckpt-*.index")) == [
         "ckpt-0001.index", "ckpt-0002.index", "ckpt-0003.index"]
-    assert losses_before
+    # Restored weights, not a fresh model: epoch 3 continues below where epoch 1 started.
+    assert loss(resumed, 3) < loss(killed, 1)
     # A finished run removes its backup: the next run in this folder starts from epoch 1.
     assert not list((model_dir / "checkpoints" / "backup").rglob("*.index"))
