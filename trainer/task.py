@@ -133,6 +133,12 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
     if cfg.resnet_weights and not tf.io.gfile.exists(cfg.resnet_weights):
         raise DataError(f"--resnet_weights {cfg.resnet_weights} does not exist")
 
+    if info.kind == "tpu":
+        # Static per-replica shapes: the global batch must split evenly across TPU cores.
+        for flag, size in (("--train_batch_size", cfg.train_batch_size), ("--validation_batch_size", cfg.validation_batch_size)):
+            if size % info.num_replicas:
+                raise UsageError(f"{flag} {size} must be a multiple of the {info.num_replicas} TPU cores")
+
     train_examples, val_examples = train.examples, val.examples
     skipped = 0
     if cfg.skip_corrupt:
@@ -170,7 +176,6 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
                 tf.io.gfile.remove(stale)  # never leave a previous run's result next to a failed one
         except tf.errors.OpError as err:
             raise UsageError(f"cannot write --model_dir {cfg.model_dir}: {err.message}") from None
-
 
     print(f"training: model={cfg.model} strategy={info.kind} replicas={info.num_replicas} "
           f"workers={info.num_workers} image_size={image_size[0]}x{image_size[1]} "
