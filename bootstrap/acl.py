@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from bootstrap import clients
 from bootstrap.grants import Change, _conflict_retry, compute_changes
 from tpuctl.errors import UserError
 
@@ -55,14 +56,7 @@ class BucketAcl:
         return f"gs://{self.name} ({'bucket ACL' if self.kind == 'acl' else 'default object ACL'})"
 
     def check_exists(self):
-        from google.api_core import exceptions
-
-        try:
-            bucket = self.client.get_bucket(self.name)
-        except exceptions.NotFound:
-            raise UserError(f"bucket gs://{self.name} does not exist (check the name, or create it first)") from None
-        except exceptions.Forbidden:
-            raise UserError(f"permission denied reading bucket gs://{self.name}: you need storage.buckets.get") from None
+        bucket = clients.get_bucket(self.client, self.name)
         if bucket.iam_configuration.uniform_bucket_level_access_enabled:
             raise UserError(
                 f"gs://{self.name} uses uniform bucket-level access, where ACLs are disabled; "

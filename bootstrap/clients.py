@@ -154,3 +154,20 @@ def authorized_session(service: str):
     if creds is None:
         creds, _ = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
     return AuthorizedSession(creds)
+
+
+def get_bucket(client: Any, name: str, needs: str = "storage.buckets.get"):
+    """``client.get_bucket(name)`` with a missing bucket or a 403 turned into a one-line UserError.
+
+    ``needs``: the permission(s) the caller's next steps require, named in the 403 message.
+    """
+    from google.api_core import exceptions
+
+    from tpuctl.errors import UserError
+
+    try:
+        return client.get_bucket(name)
+    except exceptions.NotFound:
+        raise UserError(f"bucket gs://{name} does not exist (check the name, or create it first)") from None
+    except exceptions.Forbidden:
+        raise UserError(f"permission denied reading bucket gs://{name}: you need {needs} on it") from None

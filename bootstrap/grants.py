@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from bootstrap import clients
 from tpuctl.errors import UserError
 
 #: (member, role) pairs one run wants present (grant) or absent (revoke) on one resource.
@@ -96,17 +97,7 @@ class BucketPolicy:
         return f"gs://{self.name}"
 
     def check_exists(self):
-        from google.api_core import exceptions
-
-        try:
-            return self.client.get_bucket(self.name)
-        except exceptions.NotFound:
-            raise UserError(f"bucket gs://{self.name} does not exist (check the name, or create it first)") from None
-        except exceptions.Forbidden:
-            raise UserError(
-                f"permission denied reading bucket gs://{self.name}: you need storage.buckets.get on it "
-                "(e.g. roles/storage.admin)"
-            ) from None
+        return clients.get_bucket(self.client, self.name, "storage.buckets.get (e.g. roles/storage.admin)")
 
     def read(self):
         from google.api_core import exceptions

@@ -77,20 +77,14 @@ def add(
     workers: int = typer.Option(8, "--workers", min=1, max=64, help="Parallel uploads."),
 ) -> None:
     """Fetch hub models, unpack them safely and upload them to <prefix>/<sha1(handle)>/ in the bucket."""
-    from google.api_core import exceptions
     from google.cloud import storage
 
-    from bootstrap import hubcache
+    from bootstrap import clients, hubcache
 
     name, prefix, so = _target(bucket, prefix, stack, outputs)
     todo = _handles(handles or [], so, source)
     client = storage.Client()
-    try:
-        gcs_bucket = client.get_bucket(name)
-    except exceptions.NotFound:
-        raise UserError(f"bucket gs://{name} does not exist (create it, or pass the right --bucket)") from None
-    except exceptions.Forbidden:
-        raise UserError(f"permission denied on gs://{name}: you need storage.buckets.get and objects.create") from None
+    gcs_bucket = clients.get_bucket(client, name, "storage.buckets.get and storage.objects.create")
     for handle in todo:
         with _bytes_bar(f"fetch {handle}") as (advance, total):
             model = hubcache.materialize(handle, source, progress=advance, on_total=total)
