@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -24,29 +23,18 @@ from tpuctl import domain
 from tpuctl.envs import REPO_ROOT, trainer_env, trainer_python
 from tpuctl.stack import parse_outputs
 
-sys.path.insert(0, str(REPO_ROOT / "tests" / "fixtures"))
-from hubfixtures import ModelServer, build_tiny_module, download_prefix, tar_folder  # noqa: E402
+from gcsfixtures import storage_emulator
+from hubfixtures import ModelServer, build_tiny_module, download_prefix, tar_folder
 
 TPUCTL = Path(sys.executable).with_name("tpuctl")
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
-def gcs_emulator(tmp_path):
-    from gcp_storage_emulator.server import create_server
-
-    port = free_port()
-    server = create_server("127.0.0.1", port, in_memory=True)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
+def gcs_emulator():
+    with storage_emulator() as url:
+        yield url
 
 
 def tpuctl(args: list[str], env: dict[str, str], timeout: int = 600) -> subprocess.CompletedProcess:

@@ -7,6 +7,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from fakegoogle import FakeGoogle  # noqa: E402
+from gcsfixtures import storage_emulator  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[3]
 TPUCTL = REPO / ".venv" / "bin" / "tpuctl"
@@ -49,3 +50,13 @@ def iam_admin(google_env, monkeypatch):
     google_env["TPUCTL_IAM_ENDPOINT"] = server.url
     yield server
     server.stop()
+
+
+@pytest.fixture
+def emulator(google_env, monkeypatch):
+    """gcp-storage-emulator; the real client (and the CLI) reach it through STORAGE_EMULATOR_HOST."""
+    with storage_emulator() as url:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
+        from google.cloud import storage
+
+        yield storage.Client()

@@ -2,30 +2,12 @@
 
 from __future__ import annotations
 
-import socket
 
-import pytest
 from typer.testing import CliRunner
 
 from tpuctl.cli import app
 
 SA = "trainer@my-proj-1.iam.gserviceaccount.com"
-
-
-@pytest.fixture
-def emulator(google_env, monkeypatch):
-    from gcp_storage_emulator.server import create_server
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = create_server("127.0.0.1", port, in_memory=True)
-    server.start()
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
-    from google.cloud import storage
-
-    yield storage.Client()
-    server.stop()
 
 
 def run(*args):

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
+from gcsfixtures import anonymous_client, storage_emulator
 
 REPO = Path(__file__).resolve().parents[3]
 OPS_PYTHON = REPO / ".venv" / "bin" / "python"
@@ -46,19 +46,5 @@ def trainer_run(trainer_python):
 @pytest.fixture
 def gcs():
     """gcp-storage-emulator on 127.0.0.1 (in memory); yields (url, storage client)."""
-    from gcp_storage_emulator.server import create_server
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import storage
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = create_server("127.0.0.1", port, in_memory=True)
-    server.start()
-    url = f"http://127.0.0.1:{port}"
-    client = storage.Client(project="test-project", credentials=AnonymousCredentials(),
-                            client_options={"api_endpoint": url})
-    try:
-        yield url, client
-    finally:
-        server.stop()
+    with storage_emulator() as url:
+        yield url, anonymous_client(url)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -14,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from gcsfixtures import anonymous_client, storage_emulator
 
 REPO = Path(__file__).resolve().parents[3]
 OPS_PYTHON = REPO / ".venv" / "bin" / "python"
@@ -43,35 +43,19 @@ def fake_trainer(tmp_path):
     }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def gcs():
-    """gcp-storage-emulator on 127.0.0.1 (in memory); yields (url, storage client)."""
-    from gcp_storage_emulator.server import create_server
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import storage
-
-    port = free_port()
-    server = create_server("127.0.0.1", port, in_memory=True)
-    server.start()
-    url = f"http://127.0.0.1:{port}"
-    old = os.environ.get("STORAGE_EMULATOR_HOST")
-    os.environ["STORAGE_EMULATOR_HOST"] = url
-    client = storage.Client(project="test-project", credentials=AnonymousCredentials(),
-                            client_options={"api_endpoint": url})
-    try:
-        yield url, client
-    finally:
-        server.stop()
-        if old is None:
-            os.environ.pop("STORAGE_EMULATOR_HOST", None)
-        else:
-            os.environ["STORAGE_EMULATOR_HOST"] = old
+    """gcp-storage-emulator on 127.0.0.1 (in memory), also as STORAGE_EMULATOR_HOST; yields (url, client)."""
+    with storage_emulator() as url:
+        old = os.environ.get("STORAGE_EMULATOR_HOST")
+        os.environ["STORAGE_EMULATOR_HOST"] = url
+        try:
+            yield url, anonymous_client(url)
+        finally:
+            if old is None:
+                os.environ.pop("STORAGE_EMULATOR_HOST", None)
+            else:
+                os.environ["STORAGE_EMULATOR_HOST"] = old
 
 
 class FakeVertex:
