@@ -17,8 +17,8 @@ case "${1:-}" in
 esac
 
 py=${TPUCTL_PYTHON:-python3}
-if ! "$py" -c 'import sys; sys.exit(0 if (3, 10) <= sys.version_info[:2] < (3, 14) else 1)' 2>/dev/null; then
-  echo "error: tpuctl needs Python 3.10-3.13 as '$py' (set TPUCTL_PYTHON to another interpreter)" >&2
+if ! "$py" -c 'import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] < (3, 14) else 1)' 2>/dev/null; then
+  echo "error: tpuctl needs Python 3.11-3.13 (the pinned numpy and TensorFlow wheels) as '$py' (set TPUCTL_PYTHON to another interpreter)" >&2
   exit 2
 fi
 
