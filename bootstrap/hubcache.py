@@ -191,24 +191,24 @@ def model_files(root: Path) -> list[tuple[Path, str]]:
 # Bucket side: upload with skip-unchanged, listing
 # --------------------------------------------------------------------------------------------
 
+def _digest_b64(path: Path, hasher) -> str:
+    """Base64 digest of a file, read in 1 MiB chunks (the encoding GCS uses for crc32c and md5Hash)."""
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            hasher.update(chunk)
+    return base64.b64encode(hasher.digest()).decode()
+
+
 def crc32c_b64(path: Path) -> str:
     import google_crc32c
 
-    c = google_crc32c.Checksum()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            c.update(chunk)
-    return base64.b64encode(c.digest()).decode()
+    return _digest_b64(path, google_crc32c.Checksum())
 
 
 def md5_b64(path: Path) -> str:
     import hashlib
 
-    h = hashlib.md5()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return base64.b64encode(h.digest()).decode()
+    return _digest_b64(path, hashlib.md5())
 
 
 def same_content(local: Path, blob) -> bool:
