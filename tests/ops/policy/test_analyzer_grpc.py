@@ -8,6 +8,7 @@ pulumi-policy 1.21 does not implement Handshake; the engine treats UNIMPLEMENTED
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import subprocess
@@ -52,9 +53,10 @@ def _start(args: list[str], cwd: Path = REPO) -> tuple[subprocess.Popen, int]:
     return proc, int(line)
 
 
-@pytest.fixture(scope="module")
-def analyzer():
-    proc, port = _start(["-m", "policy"])
+@contextlib.contextmanager
+def _serving(args: list[str], cwd: Path = REPO):
+    """Start the pack with ``args``, yield an AnalyzerStub on the port it printed, stop it afterwards."""
+    proc, port = _start(args, cwd)
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     try:
         grpc.channel_ready_future(channel).result(timeout=30)
@@ -67,6 +69,12 @@ def analyzer():
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def analyzer():
+    with _serving(["-m", "policy"]) as stub:
+        yield stub
 
 
 def struct(props: dict) -> struct_pb2.Struct:
@@ -188,18 +196,6 @@ def test_analyzer_protocol_end_to_end(analyzer):
 def test_engine_launch_style_serves_the_same_pack():
     """`pulumi preview --policy-pack policy` starts pulumi-analyzer-policy-python in the pack folder with
     `<engine address> . -virtualenv=../.venv`, which runs `<venv>/bin/python -u -m pulumi.policy <engine> .`."""
-    proc, port = _start(["-m", "pulumi.policy", "127.0.0.1:1", "."], cwd=REPO / "policy")
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    try:
-        grpc.channel_ready_future(channel).result(timeout=30)
-        stub = analyzer_pb2_grpc.AnalyzerStub(channel)
+    with _serving(["-m", "pulumi.policy", "127.0.0.1:1", "."], cwd=REPO / "policy") as stub:
         assert stub.GetPluginInfo(empty_pb2.Empty()).version
         assert stub.GetAnalyzerInfo(empty_pb2.Empty()).name == "tpuctl"
-    finally:
-        channel.close()
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
