@@ -33,9 +33,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import trainer  # noqa: E402,F401  (environment defaults before TensorFlow loads)
 import tensorflow as tf  # noqa: E402
 
+import trainer  # noqa: E402,F401  (environment defaults before TensorFlow loads)
 from trainer import data  # noqa: E402
 from trainer.sample_data import write_demo_dataset  # noqa: E402
 
@@ -44,7 +44,7 @@ AUTOTUNE = tf.data.AUTOTUNE
 
 def seed_pipeline(data_dir: str, batch_size: int, image_size: int, num_classes: int) -> tf.data.Dataset:
     """The seed's chapter-5 pipeline, reimplemented as written (only the file prefix and sizes differ)."""
-    train_file_pattern = "{}/digits-train*.tfrecord*".format(data_dir)
+    train_file_pattern = f"{data_dir}/digits-train*.tfrecord*"
     train_all_files = tf.data.Dataset.list_files(tf.io.gfile.glob(train_file_pattern))
     train_all_ds = tf.data.TFRecordDataset(train_all_files, num_parallel_reads=AUTOTUNE)
 

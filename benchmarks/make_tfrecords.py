@@ -52,8 +52,8 @@ def main() -> int:
     parser.add_argument("--shard-mb", type=float, default=100)
     args = parser.parse_args()
 
-    from tpuctl import datatools
-    from tpuctl.envs import trainer_env, trainer_python
+    from tpuctl.ground.envs import trainer_env, trainer_python
+    from tpuctl.services import data as datatools
 
     with tempfile.TemporaryDirectory(prefix="bench-tfrecords-") as tmp:
         tmp_path = Path(tmp)

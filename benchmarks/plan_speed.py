@@ -23,7 +23,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tpuctl import domain  # noqa: E402
+from tpuctl.ground import domain  # noqa: E402
 
 
 def example_config(tmp: Path) -> Path:
@@ -60,7 +60,7 @@ def main() -> None:
         texts = [wall([*tpuctl, "plan", "--config", str(config)]) for _ in range(args.repeat)]
         jsons = [wall([*tpuctl, "plan", "--config", str(config), "--json"]) for _ in range(args.repeat)]
 
-        from tpuctl.plan import plan
+        from tpuctl.services.plan import plan
 
         started = time.perf_counter()
         first = plan(config_file=config)
@@ -75,7 +75,7 @@ def main() -> None:
     print(f"tpuctl --help                      {help_s:6.2f} s (median of {args.repeat})")
     print(f"tpuctl plan (example, text)        {text_s:6.2f} s (median of {args.repeat}), {text_s / help_s:4.1f}x --help")
     print(f"tpuctl plan --json (example)       {json_s:6.2f} s (median of {args.repeat}), {json_s / help_s:4.1f}x --help")
-    print(f"tpuctl.plan.plan() in-process      {cold:6.2f} s first call, {statistics.median(warm):.2f} s warm")
+    print(f"tpuctl.services.plan.plan()     {cold:6.2f} s first call, {statistics.median(warm):.2f} s warm")
     print(f"planned {len(first.resources)} resources, {len(first.access)} access cells, "
           f"{len(first.violations)} verdicts, exit code {first.exit_code}")
 

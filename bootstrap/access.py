@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from bootstrap import acl as acl_mod
-from bootstrap import grants, principals as principals_mod
-from tpuctl import domain
-from tpuctl.errors import UserError
-from tpuctl.stack import StackOutputs
+from bootstrap import grants
+from bootstrap import principals as principals_mod
+from tpuctl.ground import domain
+from tpuctl.ground.errors import UserError
+from tpuctl.ground.outputs import StackOutputs
 
 
 @dataclass
@@ -153,10 +154,10 @@ def plan_grants(req: GrantRequest, client=None, crm_client=None) -> GrantPlan:
             entities = [acl_mod.acl_entity(m) for m in members]
             bucket_acl = acl_mod.BucketAcl(client, name, "acl")
             wanted = [(e, "WRITER" if is_write else "READER") for e in entities]
-            steps.append(Step(bucket_acl, wanted, acl_mod.plan(bucket_acl, wanted, req.revoke)))
+            steps.append(Step(bucket_acl, wanted, grants.plan(bucket_acl, wanted, req.revoke)))
             default_acl = acl_mod.BucketAcl(client, name, "defaultObjectAcl")
             dwanted = [(e, "READER") for e in entities]
-            steps.append(Step(default_acl, dwanted, acl_mod.plan(default_acl, dwanted, req.revoke)))
+            steps.append(Step(default_acl, dwanted, grants.plan(default_acl, dwanted, req.revoke)))
             if req.existing_objects:
                 object_acl_buckets.append(name)
             continue
@@ -194,10 +195,7 @@ def execute(plan: GrantPlan, log: Callable[[str], None] = print,
     for step in plan.steps:
         if not step.changes:
             continue   # already as wanted at plan time: no write (idempotent runs make zero calls)
-        if step.is_acl:
-            done = acl_mod.apply(step.target, step.wanted, plan.request.revoke)
-        else:
-            done = grants.apply(step.target, step.wanted, plan.request.revoke)
+        done = grants.apply(step.target, step.wanted, plan.request.revoke)
         written.extend(done)
         if done:
             log(f"{step.target.resource}: {len(done)} binding change(s) written")

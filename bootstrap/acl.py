@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable
 
 from bootstrap import clients
 from bootstrap.grants import Change, _conflict_retry, compute_changes
-from tpuctl.errors import UserError
+from tpuctl.ground.errors import UserError
 
 _ENTITY_PREFIX = {"user": "user", "serviceAccount": "user", "group": "group", "domain": "domain"}
 
@@ -68,25 +68,26 @@ class BucketAcl:
         return bucket.acl if self.kind == "acl" else bucket.default_object_acl
 
     def read(self):
-        from google.api_core import exceptions
-
         bucket = self.client.bucket(self.name)
-        try:
+        with clients.google_errors(
+            not_found=f"bucket gs://{self.name} does not exist",
+            forbidden=f"permission denied reading the ACL of gs://{self.name}: you need storage.buckets.get "
+                      "and OWNER access to the bucket",
+            bad_request=f"gs://{self.name} refuses ACL access (uniform bucket-level access?); "
+                        "grant bucket IAM roles instead (drop --via acl)",
+        ):
             bucket.reload(projection="noAcl")   # metageneration first: a later ACL change then fails the write
-            acl = self._acl(bucket)
-            acl.reload()
-        except exceptions.NotFound:
-            raise UserError(f"bucket gs://{self.name} does not exist") from None
-        except exceptions.Forbidden:
-            raise UserError(f"permission denied reading the ACL of gs://{self.name}: you need storage.buckets.get "
-                            "and OWNER access to the bucket") from None
-        except exceptions.BadRequest:
-            raise UserError(f"gs://{self.name} refuses ACL access (uniform bucket-level access?); "
-                            "grant bucket IAM roles instead (drop --via acl)") from None
+            self._acl(bucket).reload()
         return bucket
 
-    def bindings(self, bucket) -> list[dict]:
-        return _acl_bindings(self._acl(bucket))
+    write_permission = "OWNER access to the bucket"
+
+    def changes(self, bucket, wanted: Iterable[tuple[str, str]], revoke: bool) -> list[Change]:
+        current = _acl_bindings(self._acl(bucket))
+        if revoke:
+            return compute_changes(self.resource, current, wanted, True)
+        todo = [(e, r) for e, r in wanted if not _satisfied(current, e, r)]
+        return compute_changes(self.resource, current, todo, False)
 
     def write(self, bucket, changes: list[Change]) -> None:
         acl = self._acl(bucket)
@@ -99,32 +100,6 @@ class BucketAcl:
                 entity.revoke(c.role)
         acl.save(if_metageneration_match=bucket.metageneration)
         self.writes += 1
-
-
-def acl_changes(target: BucketAcl, bucket, wanted: Iterable[tuple[str, str]], revoke: bool) -> list[Change]:
-    bindings = target.bindings(bucket)
-    if revoke:
-        return compute_changes(target.resource, bindings, wanted, True)
-    todo = [(e, r) for e, r in wanted if not _satisfied(bindings, e, r)]
-    return compute_changes(target.resource, bindings, todo, False)
-
-
-def plan(target: BucketAcl, wanted, revoke: bool) -> list[Change]:
-    target.check_exists()
-    return acl_changes(target, target.read(), wanted, revoke)
-
-
-def apply(target: BucketAcl, wanted, revoke: bool) -> list[Change]:
-    wanted = list(wanted)
-
-    def attempt():
-        bucket = target.read()
-        changes = acl_changes(target, bucket, wanted, revoke)
-        if changes:
-            target.write(bucket, changes)
-        return changes
-
-    return _conflict_retry()(attempt)()
 
 
 def grant_existing_objects(client, bucket_name: str, entities: list[str], revoke: bool = False,

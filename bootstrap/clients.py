@@ -161,13 +161,80 @@ def get_bucket(client: Any, name: str, needs: str = "storage.buckets.get"):
 
     ``needs``: the permission(s) the caller's next steps require, named in the 403 message.
     """
-    from google.api_core import exceptions
-
-    from tpuctl.errors import UserError
-
-    try:
+    with google_errors(not_found=f"bucket gs://{name} does not exist (check the name, or create it first)",
+                       forbidden=f"permission denied reading bucket gs://{name}: you need {needs} on it"):
         return client.get_bucket(name)
-    except exceptions.NotFound:
-        raise UserError(f"bucket gs://{name} does not exist (check the name, or create it first)") from None
-    except exceptions.Forbidden:
-        raise UserError(f"permission denied reading bucket gs://{name}: you need {needs} on it") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Google errors -> one line: the single translation every caller (and the CLI boundary) uses
+# --------------------------------------------------------------------------------------------
+
+def as_user_error(exc: BaseException, doing: str | None = None) -> Exception | None:
+    """The one-line ``UserError`` for a Google client / auth / transport failure, or None when ``exc``
+    is not one. ``doing`` names what was being done ("reading bucket gs://x") for the message."""
+    from tpuctl.ground.errors import UserError
+
+    if isinstance(exc, UserError):
+        return exc
+    where = f"{doing}: " if doing else ""
+    mod = type(exc).__module__
+    first = (str(exc).splitlines() or [""])[0][:300]
+    if type(exc).__name__ == "DefaultCredentialsError":
+        return UserError(f"{where}no Google credentials ({first}); run `gcloud auth application-default login`")
+    if mod.startswith("google.api_core.exceptions"):
+        message = (getattr(exc, "message", None) or str(exc)).splitlines()
+        return UserError(f"{where}Google API error {getattr(exc, 'code', '')}: {(message or [''])[0][:300]}",
+                         exit_code=1)
+    if mod.startswith(("requests.", "urllib3.", "google.auth.exceptions")):
+        return UserError(f"{where}cannot reach a Google API: {first}", exit_code=1)
+    return None
+
+
+class google_errors:
+    """``with google_errors("reading bucket gs://x"):`` — Google failures inside become one-line UserErrors.
+
+    ``not_found`` / ``forbidden`` / ``bad_request``: the exact line for a 404 / a 403 / a 400 (what to check, which permission is
+    needed); ``exit_code`` for those lines (default 2: the user fixes a name or a grant). Other failures get
+    the generic translation of ``as_user_error``. Usable as a decorator too (``@google_errors()``);
+    anything that is not a Google failure passes through.
+    """
+
+    def __init__(self, doing: str | None = None, *, not_found: str | None = None, forbidden: str | None = None,
+                 bad_request: str | None = None, exit_code: int = 2):
+        self.doing = doing
+        self.not_found = not_found
+        self.forbidden = forbidden
+        self.bad_request = bad_request
+        self.exit_code = exit_code
+
+    def __enter__(self) -> google_errors:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc is None:
+            return False
+        from google.api_core import exceptions
+
+        from tpuctl.ground.errors import UserError
+
+        if self.not_found and isinstance(exc, exceptions.NotFound):
+            raise UserError(self.not_found, self.exit_code) from None
+        if self.forbidden and isinstance(exc, (exceptions.Forbidden, exceptions.PermissionDenied)):
+            raise UserError(self.forbidden, self.exit_code) from None
+        if self.bad_request and isinstance(exc, exceptions.BadRequest):
+            raise UserError(self.bad_request, self.exit_code) from None
+        translated = as_user_error(exc, self.doing)
+        if translated is None or translated is exc:
+            return False
+        raise translated from None
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with google_errors(self.doing):
+                return fn(*args, **kwargs)
+
+        return wrapper

@@ -1,8 +1,8 @@
 """``tpuctl doctor``: one line per check, pass/fail, and the command that fixes a failure.
 
-Effective bucket permissions are computed from the IAM policies actually set (bucket policy plus
-project policy, unconditional bindings only) with the same role -> permission table the policy
-pack uses (``tpuctl.domain.ROLE_STORAGE_PERMISSIONS``).
+Effective bucket permissions come from the policy pack's access model (``policy.access.AccessModel``), fed with
+the IAM policies actually set (bucket policy plus project policy, unconditional bindings only) instead of
+the planned resources: the same role -> permission table, the same required permissions per bucket purpose.
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from bootstrap import clients
-from tpuctl import domain
-from tpuctl.errors import UserError
-from tpuctl.stack import StackOutputs
+from policy.access import AccessModel
+from tpuctl.ground import domain
+from tpuctl.ground.errors import UserError
+from tpuctl.ground.outputs import StackOutputs
 
 
 @dataclass(frozen=True)
@@ -81,10 +82,6 @@ def _project_bindings(project: str):
                                             "options": {"requested_policy_version": 3}})
     return [{"role": b.role, "members": set(b.members), "condition": b.HasField("condition")}
             for b in policy.bindings]
-
-
-def _roles_of(member: str, bindings) -> set[str]:
-    return {b["role"] for b in bindings if not b.get("condition") and member in b["members"]}
 
 
 def _grant_fix(project: str | None, bucket: str, purpose: str, principal: str) -> str:
@@ -169,19 +166,19 @@ def run_checks(outputs: StackOutputs | None, project: str | None = None) -> Iter
             yield Check(f"{keyword} exists", "fail", f"{email} has no IAM binding anywhere; it may not exist yet",
                         f"gcloud beta services identity create --service={agent.service} --project={project}")
 
-    # effective permissions of every principal on every bucket
+    # effective permissions of every principal on every bucket: the policy pack's access model, fed with
+    # the live policies instead of the planned resources
+    model = AccessModel.from_bindings({p: n for p, n in buckets.items() if bucket_policies.get(n) is not None},
+                                      bucket_policies, project_bindings)
     for purpose, name in sorted(buckets.items()):
-        bindings = bucket_policies.get(name)
-        if bindings is None:
+        if bucket_policies.get(name) is None:
             continue
-        required = domain.required_permissions(purpose)
         for keyword, email in sorted(principals.items()):
             member = domain.member_for_email(email)
-            roles = _roles_of(member, bindings) | _roles_of(member, project_bindings or [])
-            have = domain.storage_permissions(roles)
+            have = model.permissions(member, name)
             # roles that say nothing about storage (service-agent roles, aiplatform.user) are noise here
-            roles = {r for r in roles if domain.ROLE_STORAGE_PERMISSIONS.get(r, frozenset({"?"}))}
-            missing = sorted(required - have)
+            roles = {r for r in model.roles(member, name) if domain.ROLE_STORAGE_PERMISSIONS.get(r, frozenset({"?"}))}
+            missing = sorted(model.missing(member, name))
             label = f"{keyword} on gs://{name} ({purpose})"
             if missing:
                 yield Check(label, "fail", "missing " + ", ".join(f"storage.{p}" for p in missing)

@@ -1,6 +1,7 @@
 """Additive IAM grants on buckets (google-cloud-storage) and projects (resource manager v3).
 
-Every write is a read-modify-write that carries the etag it read. When another writer got there
+One edit path for both: each target reads its policy as a google-api-core ``iam.Policy`` (version 3,
+conditions preserved), ``apply_to_bindings`` edits its bindings, and the target writes it back. Every write is a read-modify-write that carries the etag it read. When another writer got there
 first the server answers 409/412; google-api-core's Retry then re-reads the policy and re-applies
 only this run's own change (computed afresh against the new policy), so concurrent runs never
 drop each other's bindings. Conditional bindings and bindings for other roles/members are never
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from bootstrap import clients
-from tpuctl.errors import UserError
+from tpuctl.ground.errors import UserError
 
 #: (member, role) pairs one run wants present (grant) or absent (revoke) on one resource.
 Want = tuple[str, str]
@@ -100,26 +101,20 @@ class BucketPolicy:
         return clients.get_bucket(self.client, self.name, "storage.buckets.get (e.g. roles/storage.admin)")
 
     def read(self):
-        from google.api_core import exceptions
-
-        try:
+        with clients.google_errors(
+            not_found=f"bucket gs://{self.name} does not exist (check the name, or create it first)",
+            forbidden=f"permission denied reading the IAM policy of gs://{self.name}: you need "
+                      "storage.buckets.getIamPolicy on it (e.g. roles/storage.admin)",
+        ):
             return self.client.bucket(self.name).get_iam_policy(requested_policy_version=3)
-        except exceptions.NotFound:
-            raise UserError(f"bucket gs://{self.name} does not exist (check the name, or create it first)") from None
-        except exceptions.Forbidden:
-            raise UserError(
-                f"permission denied reading the IAM policy of gs://{self.name}: you need "
-                "storage.buckets.getIamPolicy on it (e.g. roles/storage.admin)"
-            ) from None
 
-    @staticmethod
-    def bindings(policy) -> list[dict]:
-        return [dict(b) for b in policy.bindings]
+    write_permission = "storage.buckets.setIamPolicy"
+
+    def changes(self, policy, wanted: Iterable[Want], revoke: bool) -> list[Change]:
+        return compute_changes(self.resource, bindings(policy), wanted, revoke)
 
     def write(self, policy, changes: list[Change]) -> None:
-        policy.bindings = apply_to_bindings(self.bindings(policy), changes)
-        policy.version = 3
-        self.client.bucket(self.name).set_iam_policy(policy)
+        self.client.bucket(self.name).set_iam_policy(edited(policy, changes))
         self.writes += 1
 
 
@@ -139,10 +134,11 @@ class ProjectPolicy:
         return None
 
     def read(self):
-        from google.api_core import exceptions
+        from google.api_core import exceptions, iam
+        from google.protobuf.json_format import MessageToDict
 
         try:
-            return self.client.get_iam_policy(
+            pb = self.client.get_iam_policy(
                 request={"resource": self.resource, "options": {"requested_policy_version": 3}}
             )
         except exceptions.NotFound:
@@ -153,70 +149,66 @@ class ProjectPolicy:
                 "resourcemanager.projects.getIamPolicy (e.g. roles/resourcemanager.projectIamAdmin)"
             ) from None
 
-    @staticmethod
-    def bindings(policy) -> list[dict]:
-        return [
-            {"role": b.role, "members": list(b.members),
-             "condition": b.condition if b.HasField("condition") else None}
-            for b in policy.bindings
-        ]
+        return iam.Policy.from_api_repr(MessageToDict(pb))
+
+    write_permission = "resourcemanager.projects.setIamPolicy"
+
+    def changes(self, policy, wanted: Iterable[Want], revoke: bool) -> list[Change]:
+        return compute_changes(self.resource, bindings(policy), wanted, revoke)
 
     def write(self, policy, changes: list[Change]) -> None:
-        for c in changes:
-            targets = [b for b in policy.bindings if b.role == c.role and not b.HasField("condition")]
-            if c.action == "+":
-                if targets:
-                    targets[0].members.append(c.member)
-                else:
-                    policy.bindings.add(role=c.role, members=[c.member])
-            else:
-                for b in targets:
-                    if c.member in b.members:
-                        b.members.remove(c.member)
-        # Drop only the unconditional bindings this run emptied.
-        for i in reversed(range(len(policy.bindings))):
-            b = policy.bindings[i]
-            if not b.members and not b.HasField("condition") and any(c.role == b.role for c in changes):
-                del policy.bindings[i]
-        policy.version = 3
-        self.client.set_iam_policy(request={"resource": self.resource, "policy": policy})
+        from google.iam.v1 import policy_pb2
+        from google.protobuf.json_format import ParseDict
+
+        pb = ParseDict(edited(policy, changes).to_api_repr(), policy_pb2.Policy())
+        self.client.set_iam_policy(request={"resource": self.resource, "policy": pb})
         self.writes += 1
 
 
+def bindings(policy) -> list[dict]:
+    """The bindings of an ``iam.Policy`` as plain dicts (role, members, condition)."""
+    return [dict(b) for b in policy.bindings]
+
+
+def edited(policy, changes: Iterable[Change]):
+    """``policy`` (an ``iam.Policy``) with ``changes`` applied, as version 3; its etag is kept."""
+    policy.bindings = apply_to_bindings(bindings(policy), changes)
+    policy.version = 3
+    return policy
+
+
 def plan(target, wanted: Iterable[Want], revoke: bool) -> list[Change]:
-    """Read once (errors become one-line UserErrors) and return the changes this run would make."""
+    """Read once (errors become one-line UserErrors) and return the changes this run would make.
+
+    ``target``: a ``BucketPolicy``, ``ProjectPolicy`` or ``acl.BucketAcl`` (read/changes/write).
+    """
     target.check_exists()
-    policy = target.read()
-    return compute_changes(target.resource, target.bindings(policy), wanted, revoke)
+    return target.changes(target.read(), wanted, revoke)
 
 
 def apply(target, wanted: Iterable[Want], revoke: bool) -> list[Change]:
-    """Read-modify-write with the etag read; on conflict re-read and re-apply this run's change.
-
-    Returns the changes actually written (empty when everything was already as wanted).
+    """Read-modify-write with the etag (or metageneration) read; on conflict re-read and re-apply this
+    run's change. Returns the changes actually written (empty when everything was already as wanted).
     """
     from google.api_core import exceptions
 
     wanted = list(wanted)
 
     def attempt() -> list[Change]:
-        policy = target.read()
-        changes = compute_changes(target.resource, target.bindings(policy), wanted, revoke)
+        state = target.read()
+        changes = target.changes(state, wanted, revoke)
         if changes:
-            target.write(policy, changes)
+            target.write(state, changes)
         return changes
 
     try:
         return _conflict_retry()(attempt)()
     except exceptions.Forbidden as exc:
-        raise UserError(
-            f"permission denied writing the IAM policy of {target.resource}: you need "
-            f"{'storage.buckets.setIamPolicy' if isinstance(target, BucketPolicy) else 'resourcemanager.projects.setIamPolicy'}"
-            f" ({exc.message})", exit_code=1,
-        ) from None
+        raise UserError(f"permission denied writing {target.resource}: you need {target.write_permission} "
+                        f"({exc.message})", exit_code=1) from None
     except exceptions.BadRequest as exc:
-        raise UserError(f"{target.resource} rejected the new IAM policy: {exc.message}", exit_code=1) from None
+        raise UserError(f"{target.resource} rejected the change: {exc.message}", exit_code=1) from None
     except exceptions.RetryError:
         raise UserError(
-            f"{target.resource}: the IAM policy kept changing under us for 5 minutes; run again", exit_code=1
+            f"{target.resource}: it kept changing under us for 5 minutes; run again", exit_code=1
         ) from None

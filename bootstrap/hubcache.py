@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from tpuctl import domain
-from tpuctl.errors import UserError
+from tpuctl.ground import domain
+from tpuctl.ground.errors import UserError
 
 DEFAULT_LOCAL_CACHE = Path(".tpuctl-cache/hub")
 DOWNLOAD_TIMEOUT = 60

@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 
 from bootstrap import clients
-from tpuctl import domain
-from tpuctl.errors import UserError
+from tpuctl.ground import domain
+from tpuctl.ground.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -36,19 +36,15 @@ def project_number(project: str, known: str | None = None) -> str:
     """The project number (stack outputs, else resource manager ``get_project``)."""
     if known:
         return str(known)
-    from google.api_core import exceptions
     from google.cloud import resourcemanager_v3
 
     client = resourcemanager_v3.ProjectsClient(**clients.client_kwargs("crm"))
-    try:
+    with clients.google_errors(
+        not_found=f"project {project} does not exist (check --project)",
+        forbidden=f"permission denied reading project {project}: you need resourcemanager.projects.get "
+                  "(e.g. roles/viewer) to resolve agent e-mails; or pass explicit member strings",
+    ):
         found = client.get_project(name=f"projects/{project}")
-    except exceptions.NotFound:
-        raise UserError(f"project {project} does not exist (check --project)") from None
-    except exceptions.Forbidden:
-        raise UserError(
-            f"permission denied reading project {project}: you need resourcemanager.projects.get "
-            "(e.g. roles/viewer) to resolve agent e-mails; or pass explicit member strings"
-        ) from None
     return found.name.split("/", 1)[1]
 
 
@@ -175,18 +171,13 @@ def ensure_training_sa(project: str, email: str, client=None) -> bool:
 
 def check_custom_role(role: str, client=None) -> None:
     """Predefined roles: offline catalogue. Custom roles: must exist (IAM admin ``get_role``)."""
-    from google.api_core import exceptions
-
     domain.validate_role(role)
     if not domain.is_custom_role(role):
         return
     client = client or iam_client()
-    try:
+    with clients.google_errors(not_found=f"custom role {role} does not exist",
+                               forbidden=f"permission denied reading custom role {role}: you need iam.roles.get"):
         found = client.get_role(request={"name": role})
-    except exceptions.NotFound:
-        raise UserError(f"custom role {role} does not exist") from None
-    except exceptions.PermissionDenied:
-        raise UserError(f"permission denied reading custom role {role}: you need iam.roles.get") from None
     if found.deleted:
         raise UserError(f"custom role {role} is deleted; undelete it or pick another role")
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from bootstrap import clients
-from tpuctl import domain
-from tpuctl.errors import UserError
+from tpuctl.ground import domain
+from tpuctl.ground.errors import UserError
 
 STATE_LABELS = {"managed-by": "tpuctl", "purpose": "pulumi-state"}
 

@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 import pulumi
 import pulumi_gcp as gcp
 
-from tpuctl import domain
+from tpuctl.ground import domain
 
 #: Access-map entries of the ACL route (keys of domain.ACL_PERMISSIONS).
 ACL_BUCKET_READER = "bucket:READER"

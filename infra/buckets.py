@@ -8,7 +8,7 @@ from typing import Mapping, Sequence
 import pulumi
 import pulumi_gcp as gcp
 
-from tpuctl import domain
+from tpuctl.ground import domain
 
 SECONDS_PER_DAY = 86_400
 

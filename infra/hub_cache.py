@@ -14,7 +14,7 @@ from typing import Sequence
 import pulumi
 import pulumi_gcp as gcp
 
-from tpuctl import domain
+from tpuctl.ground import domain
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,9 @@ import pulumi
 from pulumi.runtime import mocks as _mocks
 from pulumi.runtime import settings as _settings
 
-from infra import tokens as T
 from infra.config import NAMESPACE, InfraConfig, load_config
-from tpuctl import domain
+from tpuctl.ground import tokens as T
+from tpuctl.ground.outputs import OUTPUT_KEYS
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 #: Attributes of an existing bucket when the caller says nothing about it. Fine-grained access
@@ -107,12 +107,12 @@ class GcpMocks(pulumi.runtime.Mocks):
         check failure, which the SDK raises in the program as the engine's error would be."""
         with self._lock:
             self.calls.append((args.token, dict(args.args)))
-        if args.token == "gcp:organizations/getProject:getProject":
+        if args.token == T.GET_PROJECT:
             pid = args.args.get("projectId") or self.project
             if pid != self.project:
                 return {}, [("projectId", f"googleapi: Error 403: project {pid} not found or permission denied")]
             return {"projectId": pid, "number": self.project_number, "name": pid, "id": f"projects/{pid}"}
-        if args.token == "gcp:storage/getBucket:getBucket":
+        if args.token == T.GET_BUCKET:
             name = args.args.get("name")
             if self.existing_buckets is None:
                 attrs = dict(DEFAULT_EXISTING_BUCKET)
@@ -150,7 +150,7 @@ class GcpMocks(pulumi.runtime.Mocks):
                 service, f"gcp-sa-{service.split('.')[0]}")
             email = f"service-{self.project_number}@{agent}.iam.gserviceaccount.com"
             return {"email": email, "member": f"serviceAccount:{email}"}, f"projects/{project}/services/{service}"
-        if typ == T.ACCOUNT:
+        if typ == T.SERVICE_ACCOUNT:
             email = f"{inputs['accountId']}@{project}.iam.gserviceaccount.com"
             unique_id = str(10**20 + int(hashlib.sha1(email.encode()).hexdigest()[:15], 16))
             rid = f"projects/{project}/serviceAccounts/{email}"
@@ -162,7 +162,7 @@ class GcpMocks(pulumi.runtime.Mocks):
             target = inputs.get("bucket") or inputs.get("project")
             etag = base64.b64encode(hashlib.sha1(f"{target}{inputs.get('role')}".encode()).digest()[:8]).decode()
             return {"etag": etag}, f"{target}/{inputs.get('role')}/{inputs.get('member')}"
-        if typ in (T.BUCKET_ACL, T.DEFAULT_OBJECT_ACL):
+        if typ in (T.BUCKET_ACCESS_CONTROL, T.DEFAULT_OBJECT_ACCESS_CONTROL):
             entity = inputs.get("entity", "")
             email = entity.split("-", 1)[1] if entity.startswith("user-") else None
             return {"email": email, "domain": email.split("@", 1)[1] if email else None}, \
@@ -261,5 +261,5 @@ def run_program(values: Mapping[str, Any], *, stack: str = "dev",
         _settings.set_root_resource(None)  # type: ignore[arg-type]
 
     resources = list(monitor.recorded)
-    outputs = {key: resolved.get(key) for key in domain.OUTPUT_KEYS}
+    outputs = {key: resolved.get(key) for key in OUTPUT_KEYS}
     return MockRun(resources=resources, outputs=outputs, config=cfg, calls=list(mocks.calls))

@@ -13,13 +13,14 @@ from infra.config import ConfigError, InfraConfig
 from infra.hub_cache import HubModelCache, HubModelCacheArgs, HubModelFiles
 from infra.identities import ServiceIdentities, ServiceIdentitiesArgs
 from infra.quota import GpuQuota, GpuQuotaArgs
-from tpuctl import domain
+from tpuctl.ground import domain
+from tpuctl.ground.outputs import OUTPUT_KEYS
 
 
 def _project_number(cfg: InfraConfig) -> str:
     try:
         result = gcp.organizations.get_project(project_id=cfg.project)
-    except Exception as exc:  # the provider's error text varies: not found, no permission, no credentials
+    except Exception as exc:  # noqa: BLE001 - the provider's error text varies: not found, no permission, no credentials
         raise ConfigError("project", f"cannot read project {cfg.project!r}: {str(exc).splitlines()[0]}") from None
     number = str(result.number or "")
     if not number.isdigit():
@@ -34,7 +35,7 @@ def _check_existing_data_bucket(cfg: InfraConfig) -> None:
         return
     try:
         bucket = gcp.storage.get_bucket(name=name)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any failure to read it is a config error naming the bucket
         raise ConfigError("existingDataBucket", f"cannot read bucket {name!r}: {str(exc).splitlines()[0]}") from None
     if bucket.uniform_bucket_level_access:
         raise ConfigError(
@@ -45,7 +46,7 @@ def _check_existing_data_bucket(cfg: InfraConfig) -> None:
 
 
 def build(cfg: InfraConfig) -> dict[str, pulumi.Output | Any]:
-    """Register every resource for ``cfg``; returns the stack outputs keyed by ``domain.OUTPUT_KEYS``."""
+    """Register every resource for ``cfg``; returns the stack outputs keyed by ``OUTPUT_KEYS``."""
     # Lookups that can still reject the config run before the first resource is registered.
     number = _project_number(cfg)
     _check_existing_data_bucket(cfg)
@@ -127,5 +128,5 @@ def build(cfg: InfraConfig) -> dict[str, pulumi.Output | Any]:
         "access_map": access.access_map,
         "labels": dict(cfg.labels),
     }
-    assert tuple(outputs) == domain.OUTPUT_KEYS, "stack outputs drifted from domain.OUTPUT_KEYS"
+    assert tuple(outputs) == OUTPUT_KEYS, "stack outputs drifted from OUTPUT_KEYS"
     return outputs

@@ -2,7 +2,7 @@
 
 Input is the list of resources a stack registers (type, name, urn, props); output is, per principal
 and bucket, the roles and ACL entries that apply and the storage permissions they add up to
-(``tpuctl.domain.ROLE_STORAGE_PERMISSIONS`` / ``ACL_PERMISSIONS``). Project-level roles count on every
+(``tpuctl.ground.domain.ROLE_STORAGE_PERMISSIONS`` / ``ACL_PERMISSIONS``). Project-level roles count on every
 bucket. The stack rule ``training-principals-storage-access`` and ``tpuctl plan``'s access map both use
 this module, so what the plan shows is what the policy checked.
 """
@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from tpuctl import domain
-
 from policy import resources as r
 from policy.settings import PolicySettings
+from tpuctl.ground import domain
+from tpuctl.ground import tokens as T
 
 
 @dataclass
@@ -70,6 +70,37 @@ class AccessModel:
     def permissions(self, principal: str, bucket: str) -> frozenset[str]:
         return domain.storage_permissions(self.roles(principal, bucket))
 
+    def missing(self, principal: str, bucket: str) -> frozenset[str]:
+        """What the training job needs on ``bucket`` (by its purpose) that ``principal`` does not have."""
+        purpose = self.buckets[bucket].purpose
+        if purpose is None:
+            return frozenset()
+        return domain.required_permissions(purpose) - self.permissions(principal, bucket)
+
+    @classmethod
+    def from_bindings(cls, buckets: Mapping[str, str], bucket_bindings: Mapping[str, Iterable[Mapping] | None],
+                      project_bindings: Iterable[Mapping] | None) -> AccessModel:
+        """The same model from live IAM policies (``tpuctl doctor``): ``buckets`` is purpose -> bucket name,
+        ``bucket_bindings`` bucket name -> bindings, ``project_bindings`` the project's bindings; a binding is a
+        mapping with ``role``, ``members`` and an optional ``condition``."""
+        model = cls()
+        for purpose, name in buckets.items():
+            model.buckets[name] = Bucket(name, purpose, False)
+
+        def add(bindings: Iterable[Mapping] | None, where: str, grant) -> None:
+            for b in bindings or ():
+                for member in b.get("members") or ():
+                    if b.get("condition"):
+                        model.conditional.setdefault(member, []).append(f"{b['role']} on {where}")
+                    else:
+                        grant(member, b["role"])
+
+        for name, bindings in bucket_bindings.items():
+            add(bindings, name, lambda m, role, name=name: model.bucket_roles.setdefault(m, {})
+                .setdefault(name, set()).add(role))
+        add(project_bindings, "the project", lambda m, role: model.project_roles.setdefault(m, set()).add(role))
+        return model
+
     def training_principals(self) -> list[str]:
         """Principals granted anything on a training bucket, or object access at project level."""
         training = {b.key for b in self.training_buckets}
@@ -99,7 +130,7 @@ def build_model(resources: Iterable[StackResource], settings: PolicySettings) ->
     model = AccessModel()
     by_urn: dict[str, Bucket] = {}
     for res in resources:
-        if res.type != r.BUCKET:
+        if res.type != T.BUCKET:
             continue
         name = r.bucket_name(res.props)
         key = name if isinstance(name, str) else res.urn
@@ -121,7 +152,7 @@ def build_model(resources: Iterable[StackResource], settings: PolicySettings) ->
         return None
 
     for res in resources:
-        if res.type in r.BUCKET_IAM_TYPES or res.type in r.ACL_ENTRY_TYPES or res.type in r.AUTHORITATIVE_ACL_TYPES:
+        if res.type in T.BUCKET_IAM_TYPES or res.type in T.ACL_ENTRY_TYPES or res.type in T.AUTHORITATIVE_ACL_TYPES:
             key = bucket_key(res)
             if key is None:
                 continue
@@ -134,7 +165,7 @@ def build_model(resources: Iterable[StackResource], settings: PolicySettings) ->
                     model.conditional.setdefault(principal, []).append(f"{grant.role} on {key}")
                     continue
                 model.bucket_roles.setdefault(principal, {}).setdefault(key, set()).add(grant.role)
-        elif res.type in r.PROJECT_IAM_TYPES:
+        elif res.type in T.PROJECT_IAM_TYPES:
             for grant in r.iam_grants(res.type, res.props):
                 if not isinstance(grant.role, str):
                     continue
@@ -172,11 +203,10 @@ def check_training_access(resources: Iterable[StackResource], settings: PolicySe
     for principal in principals:
         for bucket in buckets:
             assert bucket.purpose is not None
-            needed = domain.required_permissions(bucket.purpose)
-            have = model.permissions(principal, bucket.key)
-            missing = needed - have
+            missing = model.missing(principal, bucket.key)
             if not missing:
                 continue
+            have = model.permissions(principal, bucket.key)
             roles = sorted(model.roles(principal, bucket.key))
             held = (f"it holds {', '.join(roles)} ({domain.access_summary(have)})" if roles
                     else "it holds no role there")

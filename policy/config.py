@@ -17,8 +17,7 @@ from typing import Any, Mapping
 
 from policy.evaluate import ALL_RULES
 from policy.settings import SCHEMA, PolicySettings, SettingsError, settings_from
-
-NAMESPACE = "tpuctl"
+from tpuctl.ground.settings import NAMESPACE
 
 
 def settings_from_stack_values(values: Mapping[str, Any]) -> PolicySettings:
@@ -28,7 +27,7 @@ def settings_from_stack_values(values: Mapping[str, Any]) -> PolicySettings:
         ns, _, bare = key.rpartition(":")
         if ns in ("", NAMESPACE) and bare in SCHEMA and value is not None:
             picked[bare] = value
-    return settings_from(picked)
+    return settings_from(picked, strict=False)
 
 
 def pack_config(settings: PolicySettings) -> dict[str, dict[str, Any]]:
@@ -42,8 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1 or args[0] in ("-h", "--help"):
         print("usage: python -m policy.config Pulumi.<stack>.yaml > policy-config.json", file=sys.stderr)
         return 2
-    from infra.config import read_stack_config
-    from tpuctl.domain import DomainError
+    from tpuctl.ground.domain import DomainError
+    from tpuctl.ground.stackfile import read_stack_config
 
     try:
         settings = settings_from_stack_values(read_stack_config(config_file=Path(args[0])))

@@ -12,53 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
-from tpuctl import domain
-
-# --------------------------------------------------------------------------------------------
-# Type tokens (pulumi-gcp 10)
-# --------------------------------------------------------------------------------------------
-
-BUCKET = "gcp:storage/bucket:Bucket"
-BUCKET_OBJECT = "gcp:storage/bucketObject:BucketObject"
-BUCKET_IAM_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
-BUCKET_IAM_BINDING = "gcp:storage/bucketIAMBinding:BucketIAMBinding"
-BUCKET_IAM_POLICY = "gcp:storage/bucketIAMPolicy:BucketIAMPolicy"
-PROJECT_IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
-PROJECT_IAM_BINDING = "gcp:projects/iAMBinding:IAMBinding"
-PROJECT_IAM_POLICY = "gcp:projects/iAMPolicy:IAMPolicy"
-FOLDER_IAM_BINDING = "gcp:folder/iAMBinding:IAMBinding"
-FOLDER_IAM_POLICY = "gcp:folder/iAMPolicy:IAMPolicy"
-FOLDER_IAM_MEMBER = "gcp:folder/iAMMember:IAMMember"
-ORG_IAM_BINDING = "gcp:organizations/iAMBinding:IAMBinding"
-ORG_IAM_POLICY = "gcp:organizations/iAMPolicy:IAMPolicy"
-ORG_IAM_MEMBER = "gcp:organizations/iAMMember:IAMMember"
-SA_IAM_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
-SA_IAM_BINDING = "gcp:serviceaccount/iAMBinding:IAMBinding"
-SA_IAM_POLICY = "gcp:serviceaccount/iAMPolicy:IAMPolicy"
-BUCKET_ACL = "gcp:storage/bucketACL:BucketACL"
-DEFAULT_OBJECT_ACL = "gcp:storage/defaultObjectACL:DefaultObjectACL"
-OBJECT_ACL = "gcp:storage/objectACL:ObjectACL"
-BUCKET_ACCESS_CONTROL = "gcp:storage/bucketAccessControl:BucketAccessControl"
-DEFAULT_OBJECT_ACCESS_CONTROL = "gcp:storage/defaultObjectAccessControl:DefaultObjectAccessControl"
-OBJECT_ACCESS_CONTROL = "gcp:storage/objectAccessControl:ObjectAccessControl"
-QUOTA_PREFERENCE = "gcp:cloudquota/sQuotaPreference:SQuotaPreference"
-SERVICE_ACCOUNT = "gcp:serviceaccount/account:Account"
-
-BUCKET_IAM_TYPES = frozenset({BUCKET_IAM_MEMBER, BUCKET_IAM_BINDING, BUCKET_IAM_POLICY})
-PROJECT_IAM_TYPES = frozenset({PROJECT_IAM_MEMBER, PROJECT_IAM_BINDING, PROJECT_IAM_POLICY})
-HIERARCHY_IAM_TYPES = frozenset({FOLDER_IAM_MEMBER, FOLDER_IAM_BINDING, FOLDER_IAM_POLICY,
-                                 ORG_IAM_MEMBER, ORG_IAM_BINDING, ORG_IAM_POLICY})
-SA_IAM_TYPES = frozenset({SA_IAM_MEMBER, SA_IAM_BINDING, SA_IAM_POLICY})
-IAM_TYPES = BUCKET_IAM_TYPES | PROJECT_IAM_TYPES | HIERARCHY_IAM_TYPES | SA_IAM_TYPES
-#: Authoritative IAM above the bucket: replaces grants other tools (and people) made.
-AUTHORITATIVE_PROJECT_IAM_TYPES = frozenset({PROJECT_IAM_BINDING, PROJECT_IAM_POLICY, FOLDER_IAM_BINDING,
-                                             FOLDER_IAM_POLICY, ORG_IAM_BINDING, ORG_IAM_POLICY})
-AUTHORITATIVE_BUCKET_IAM_TYPES = frozenset({BUCKET_IAM_BINDING, BUCKET_IAM_POLICY})
-#: Authoritative ACL resources: they replace the whole ACL of a bucket or object.
-AUTHORITATIVE_ACL_TYPES = frozenset({BUCKET_ACL, DEFAULT_OBJECT_ACL, OBJECT_ACL})
-#: One fine-grained ACL entry each (additive).
-ACL_ENTRY_TYPES = frozenset({BUCKET_ACCESS_CONTROL, DEFAULT_OBJECT_ACCESS_CONTROL, OBJECT_ACCESS_CONTROL})
-ACL_TYPES = AUTHORITATIVE_ACL_TYPES | ACL_ENTRY_TYPES
+from tpuctl.ground import domain
+from tpuctl.ground import tokens as T
 
 #: Predefined ACLs (bucket or object) that open data to everyone.
 PUBLIC_PREDEFINED_ACLS = frozenset({"publicRead", "publicReadWrite", "authenticatedRead"})
@@ -148,12 +103,12 @@ class Grant:
 
 def iam_grants(rtype: str, props: Any) -> list[Grant]:
     """(role, member) pairs of an IAM member/binding/policy resource of any level."""
-    if rtype not in IAM_TYPES:
+    if rtype not in T.IAM_TYPES:
         return []
-    if rtype.endswith(":IAMMember") or rtype == BUCKET_IAM_MEMBER:
+    if rtype.endswith(":IAMMember") or rtype == T.BUCKET_IAM_MEMBER:
         conditional = bool(get(props, "condition"))
         return [Grant(get(props, "role"), get(props, "member"), conditional)]
-    if rtype.endswith(":IAMBinding") or rtype == BUCKET_IAM_BINDING:
+    if rtype.endswith(":IAMBinding") or rtype == T.BUCKET_IAM_BINDING:
         role = get(props, "role")
         conditional = bool(get(props, "condition"))
         return [Grant(role, m, conditional) for m in items(get(props, "members"))]
@@ -195,13 +150,13 @@ def entity_member(entity: Any) -> Any:
 
 def acl_grants(rtype: str, props: Any) -> list[Grant]:
     """ACL entries as grants whose role is a ``domain.ACL_PERMISSIONS`` key (``bucket:READER``…)."""
-    if rtype == BUCKET_ACCESS_CONTROL:
+    if rtype == T.BUCKET_ACCESS_CONTROL:
         return [Grant(_acl_key("bucket", get(props, "role")), entity_member(get(props, "entity")))]
-    if rtype == DEFAULT_OBJECT_ACCESS_CONTROL:
+    if rtype == T.DEFAULT_OBJECT_ACCESS_CONTROL:
         return [Grant(_acl_key("defaultObject", get(props, "role")), entity_member(get(props, "entity")))]
-    if rtype == OBJECT_ACCESS_CONTROL:
+    if rtype == T.OBJECT_ACCESS_CONTROL:
         return [Grant(_acl_key("object", get(props, "role")), entity_member(get(props, "entity")))]
-    scope = {BUCKET_ACL: "bucket", DEFAULT_OBJECT_ACL: "defaultObject", OBJECT_ACL: "object"}.get(rtype)
+    scope = {T.BUCKET_ACL: "bucket", T.DEFAULT_OBJECT_ACL: "defaultObject", T.OBJECT_ACL: "object"}.get(rtype)
     if scope is None:
         return []
     out = []

@@ -11,10 +11,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from tpuctl import domain
-
 from policy import resources as r
 from policy.settings import PolicySettings
+from tpuctl.ground import domain
+from tpuctl.ground import tokens as T
 
 MANDATORY = "mandatory"
 ADVISORY = "advisory"
@@ -171,7 +171,7 @@ def check_basic_roles(rtype: str, props: Any, settings: PolicySettings) -> list[
 
 
 def _project_mode_grants(rtype: str, props: Any) -> list[r.Grant]:
-    if rtype not in r.PROJECT_IAM_TYPES:
+    if rtype not in T.PROJECT_IAM_TYPES:
         return []
     return [g for g in r.iam_grants(rtype, props)
             if g.role in domain.PROJECT_MODE_ONLY_ROLES and r.is_service_account_member(g.member)]
@@ -202,7 +202,7 @@ _BROAD_REASON = {
 
 
 def check_project_impersonation_roles(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
-    if rtype not in r.PROJECT_IAM_TYPES:
+    if rtype not in T.PROJECT_IAM_TYPES:
         return []
     return [f"project-level {g.role} for {_member_text(g.member)} lets it act as every service account of the "
             "project; grant it on the training service account only (serviceaccount.IAMMember)"
@@ -234,7 +234,7 @@ def check_hub_cache_layout(rtype: str, props: Any, settings: PolicySettings) -> 
                     "nothing may sit directly under the prefix"]
         if not _HEX40.match(rest[0]):
             return [f"object {name}: folder {rest[0]!r} is not the 40-hex sha1 of a handle, so tensorflow_hub "
-                    f"will not find it; upload to {prefix}/<sha1(handle)>/… (tpuctl.domain.hub_object_name)"]
+                    f"will not find it; upload to {prefix}/<sha1(handle)>/… (tpuctl.ground.domain.hub_object_name)"]
         return []
     if any(_HEXISH40.match(p) for p in parts[:-1]):
         return [f"object {name} looks like a hub cache file but is not under hubCachePrefix {prefix!r}; "
@@ -268,63 +268,63 @@ def check_gpu_quota(rtype: str, props: Any, settings: PolicySettings) -> list[st
 # Registry
 # --------------------------------------------------------------------------------------------
 
-_IAM_AND_ACL = r.IAM_TYPES | r.ACL_TYPES | frozenset({r.BUCKET_OBJECT})
+_IAM_AND_ACL = T.IAM_TYPES | T.ACL_TYPES | frozenset({T.BUCKET_OBJECT})
 
 RESOURCE_RULES: tuple[Rule, ...] = (
     Rule("bucket-public-access-prevention", "Buckets enforce public access prevention.", MANDATORY,
-         check_public_access_prevention, types=frozenset({r.BUCKET}), checkov=("CKV_GCP_114",),
+         check_public_access_prevention, types=frozenset({T.BUCKET}), checkov=("CKV_GCP_114",),
          rationale="Training data and models are private; 'enforced' blocks any later public grant, even a mistaken one."),
     Rule("bucket-uniform-access", "Buckets use uniform bucket-level access.", MANDATORY,
-         check_uniform_access, types=frozenset({r.BUCKET}), checkov=("CKV_GCP_29",),
+         check_uniform_access, types=frozenset({T.BUCKET}), checkov=("CKV_GCP_29",),
          rationale="One access system (IAM) per bucket: no per-object ACLs that drift, and IAM grants are what the access map shows."),
     Rule("no-public-members", "No allUsers/allAuthenticatedUsers in IAM or ACLs.", MANDATORY,
          check_public_members, types=_IAM_AND_ACL, checkov=("CKV_GCP_28",),
          rationale="A public member exposes training data or models to the internet."),
     Rule("no-authoritative-project-iam", "No authoritative project/folder/organization IAM (IAMPolicy, IAMBinding).",
-         MANDATORY, check_authoritative_project_iam, types=r.AUTHORITATIVE_PROJECT_IAM_TYPES,
+         MANDATORY, check_authoritative_project_iam, types=T.AUTHORITATIVE_PROJECT_IAM_TYPES,
          rationale="Authoritative IAM replaces grants made by other tools and people; a mistake can lock everyone out of the project. tpuctl is additive-only."),
     Rule("additive-bucket-iam", "Bucket IAM is additive (BucketIAMMember).", ADVISORY,
-         check_authoritative_bucket_iam, types=r.AUTHORITATIVE_BUCKET_IAM_TYPES,
+         check_authoritative_bucket_iam, types=T.AUTHORITATIVE_BUCKET_IAM_TYPES,
          rationale="BucketIAMBinding/Policy remove grants that `tpuctl grant-access` or colleagues added on the next `pulumi up`."),
     Rule("no-authoritative-bucket-acl", "No authoritative ACL resources (BucketACL, DefaultObjectACL, ObjectACL).",
-         MANDATORY, check_authoritative_acl, types=r.AUTHORITATIVE_ACL_TYPES,
+         MANDATORY, check_authoritative_acl, types=T.AUTHORITATIVE_ACL_TYPES,
          rationale="They replace the whole ACL and fail with HTTP 400 on uniform-access buckets."),
     Rule("acl-only-on-existing-bucket", "ACL entries only on the referenced existing data bucket in ACL mode.",
-         MANDATORY, check_acl_only_on_existing_bucket, types=r.ACL_ENTRY_TYPES,
+         MANDATORY, check_acl_only_on_existing_bucket, types=T.ACL_ENTRY_TYPES,
          config_keys=("existingDataBucket", "existingDataBucketAccess"),
          rationale="Buckets the stack creates use uniform access, where ACLs fail; ACLs are a migration aid for an existing fine-grained bucket."),
     Rule("acl-on-existing-bucket", "ACL entries on the existing data bucket are a stop-gap.", ADVISORY,
-         check_acl_on_existing_bucket, types=r.ACL_ENTRY_TYPES,
+         check_acl_on_existing_bucket, types=T.ACL_ENTRY_TYPES,
          config_keys=("existingDataBucket", "existingDataBucketAccess"),
          rationale="Fine-grained ACLs work only while the bucket keeps uniform access off, and default-object entries only cover new objects."),
     Rule("no-basic-roles", "No roles/owner or roles/editor.", MANDATORY,
-         check_basic_roles, types=r.IAM_TYPES, checkov=("CKV_GCP_117", "CKV_GCP_115", "CKV_GCP_116"),
+         check_basic_roles, types=T.IAM_TYPES, checkov=("CKV_GCP_117", "CKV_GCP_115", "CKV_GCP_116"),
          rationale="Basic roles grant write access to nearly every service; a training job needs storage only."),
     Rule("project-roles-need-project-mode",
          "Project-level roles/storage.admin and roles/viewer for service accounts only in accessMode=project.",
-         MANDATORY, check_project_roles_need_project_mode, types=r.PROJECT_IAM_TYPES,
+         MANDATORY, check_project_roles_need_project_mode, types=T.PROJECT_IAM_TYPES,
          config_keys=("accessMode",), checkov=("CKV_GCP_42",),
          rationale="storage.admin at project level reaches every bucket in the project; the default bucket mode grants object roles on four buckets."),
     Rule("project-mode-broad-roles", "accessMode=project grants broad project roles.", ADVISORY,
-         check_project_mode_roles, types=r.PROJECT_IAM_TYPES, config_keys=("accessMode",), checkov=("CKV_GCP_42",),
+         check_project_mode_roles, types=T.PROJECT_IAM_TYPES, config_keys=("accessMode",), checkov=("CKV_GCP_42",),
          rationale="The classic tutorial set is accepted when chosen explicitly, with the reason shown on every preview."),
     Rule("no-project-impersonation-roles",
          "No project-level service-account impersonation roles (serviceAccountUser, TokenCreator, ...).",
-         MANDATORY, check_project_impersonation_roles, types=r.PROJECT_IAM_TYPES, checkov=("CKV_GCP_41", "CKV_GCP_49"),
+         MANDATORY, check_project_impersonation_roles, types=T.PROJECT_IAM_TYPES, checkov=("CKV_GCP_41", "CKV_GCP_49"),
          rationale="At project level these let a principal act as every service account; actAs belongs on the training service account only."),
     Rule("artifacts-bucket-versioned", "The artifacts bucket keeps object versions.", MANDATORY,
-         check_artifacts_versioned, types=frozenset({r.BUCKET}), checkov=("CKV_GCP_78",),
+         check_artifacts_versioned, types=frozenset({T.BUCKET}), checkov=("CKV_GCP_78",),
          rationale="Models and checkpoints are the result of hours of accelerator time; versioning makes an overwrite or delete recoverable."),
     Rule("no-force-destroy", "force_destroy is off on the data and artifacts buckets.", MANDATORY,
-         check_force_destroy, types=frozenset({r.BUCKET}),
+         check_force_destroy, types=frozenset({T.BUCKET}),
          rationale="With force_destroy, `pulumi destroy` deletes the training data and trained models along with the bucket."),
     Rule("hub-cache-layout", "Hub cache objects live under <prefix>/<40 hex>/.", MANDATORY,
-         check_hub_cache_layout, types=frozenset({r.BUCKET_OBJECT}), config_keys=("hubCachePrefix",),
+         check_hub_cache_layout, types=frozenset({T.BUCKET_OBJECT}), config_keys=("hubCachePrefix",),
          rationale="tensorflow_hub looks for <TFHUB_CACHE_DIR>/<sha1(handle)>/saved_model.pb; anything else is ignored and it tries to download."),
     Rule("gpu-quota-preference", "GPU quota preferences name a contact and stay under the cap.", MANDATORY,
-         check_gpu_quota, types=frozenset({r.QUOTA_PREFERENCE}), config_keys=("maxGpuQuota",),
+         check_gpu_quota, types=frozenset({T.QUOTA_PREFERENCE}), config_keys=("maxGpuQuota",),
          rationale="Quota increases are reviewed by Google (contact needed) and cost money once used; the cap stops a typo like 80 for 8."),
     Rule("bucket-labels", "Buckets carry labels, including tpuctl-purpose.", ADVISORY,
-         check_labels, types=frozenset({r.BUCKET}),
+         check_labels, types=frozenset({T.BUCKET}),
          rationale="Labels attribute storage cost; tpuctl-purpose tells the stack rule and `tpuctl plan` which bucket is data, staging, artifacts or hub-cache."),
 )

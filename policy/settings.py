@@ -1,9 +1,10 @@
-"""Policy configuration: the four settings the rules need, their JSON schema, defaults and validation.
+"""Policy configuration: the stack settings the rules need, validated by the stack's own settings model.
 
-The same names as the stack config of the Pulumi program (``accessMode``, ``existingDataBucket``,
-``existingDataBucketAccess``, ``maxGpuQuota``, ``hubCachePrefix``), so a policy config file can be
-written from a stack file (``python -m policy.config Pulumi.dev.yaml``) and ``tpuctl plan`` hands the
-stack's values to the rules unchanged.
+The same names, types, defaults and rules as the stack config of the Pulumi program (``accessMode``,
+``existingDataBucket``, ``existingDataBucketAccess``, ``maxGpuQuota``, ``hubCachePrefix``): one model
+(``tpuctl.ground.settings.StackSettings``) validates both and produces the schema each policy declares, so a
+policy config file can be written from a stack file (``python -m policy.config Pulumi.dev.yaml``) and
+``tpuctl plan`` hands the stack's values to the rules unchanged.
 """
 
 from __future__ import annotations
@@ -11,42 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from tpuctl import domain
+from tpuctl.ground import domain
+from tpuctl.ground.errors import ConfigError
+from tpuctl.ground.settings import StackSettings
 
-EXISTING_BUCKET_ACCESS: tuple[str, ...] = ("iam", "acl")
-
-#: JSON schema of every setting, with its default. Each policy declares the subset it reads.
-SCHEMA: dict[str, dict[str, Any]] = {
-    "accessMode": {
-        "type": "string",
-        "enum": list(domain.ACCESS_MODES),
-        "default": domain.DEFAULT_ACCESS_MODE,
-        "description": "Access mode of the stack: 'bucket' (least privilege per bucket) or 'project' "
-                       "(project-wide roles, accepted with an advisory).",
-    },
-    "existingDataBucket": {
-        "type": "string",
-        "default": "",
-        "description": "Name of an existing data bucket the stack references instead of creating one ('' = none).",
-    },
-    "existingDataBucketAccess": {
-        "type": "string",
-        "enum": list(EXISTING_BUCKET_ACCESS),
-        "default": "iam",
-        "description": "How the stack grants access to the existing data bucket: 'iam' or fine-grained 'acl'.",
-    },
-    "maxGpuQuota": {
-        "type": "integer",
-        "minimum": 0,
-        "default": domain.DEFAULT_MAX_GPU_QUOTA,
-        "description": "Largest GPU quota preference (preferred value) the stack may request.",
-    },
-    "hubCachePrefix": {
-        "type": "string",
-        "default": domain.DEFAULT_HUB_CACHE_PREFIX,
-        "description": "Folder of the TF-Hub cache in the hub-cache bucket (TFHUB_CACHE_DIR = gs://BUCKET/PREFIX).",
-    },
-}
+#: The stack keys the rules read. Their JSON schema (type, default, description, enum/range) comes from
+#: the one settings model the program and ``tpuctl plan`` use; each policy declares the subset it reads.
+POLICY_KEYS: tuple[str, ...] = ("accessMode", "existingDataBucket", "existingDataBucketAccess", "maxGpuQuota",
+                                "hubCachePrefix")
+SCHEMA: dict[str, dict[str, Any]] = StackSettings.json_schema_for(POLICY_KEYS)
 
 
 class SettingsError(domain.DomainError):
@@ -72,45 +46,28 @@ class PolicySettings:
         }
 
 
-def settings_from(config: Mapping[str, Any] | None) -> PolicySettings:
-    """Validate a (partial) camelCase config; missing keys take the schema defaults."""
-    values = {key: spec["default"] for key, spec in SCHEMA.items()}
+def settings_from(config: Mapping[str, Any] | None, *, strict: bool = True) -> PolicySettings:
+    """Validate a (partial) camelCase policy config with the stack's own rules; missing keys take the defaults.
+
+    ``strict``: values have their JSON types (a policy config); otherwise stack-file spellings are accepted.
+    """
+    values = {}
     for key, value in dict(config or {}).items():
         if key == "enforcementLevel":
             continue
         if key not in SCHEMA:
             raise SettingsError(f"unknown policy setting {key!r}; known: {', '.join(SCHEMA)}")
         values[key] = value
-    mode = values["accessMode"]
-    if mode not in domain.ACCESS_MODES:
-        raise SettingsError(f"accessMode {mode!r} must be one of: {', '.join(domain.ACCESS_MODES)}")
-    access = values["existingDataBucketAccess"]
-    if access not in EXISTING_BUCKET_ACCESS:
-        raise SettingsError(f"existingDataBucketAccess {access!r} must be one of: {', '.join(EXISTING_BUCKET_ACCESS)}")
-    bucket = values["existingDataBucket"] or None
-    if bucket is not None:
-        if not isinstance(bucket, str):
-            raise SettingsError("existingDataBucket must be a bucket name")
-        try:
-            bucket = domain.bucket_name_from(bucket)
-        except domain.DomainError as exc:
-            raise SettingsError(f"existingDataBucket: {exc}") from None
-    cap = values["maxGpuQuota"]
-    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or int(cap) != cap or cap < 0:
-        raise SettingsError(f"maxGpuQuota {cap!r} must be a whole number >= 0")
-    prefix = values["hubCachePrefix"]
-    if not isinstance(prefix, str):
-        raise SettingsError("hubCachePrefix must be a string like 'model-cache'")
     try:
-        domain.validate_hub_prefix(prefix)
-    except domain.DomainError as exc:
-        raise SettingsError(f"hubCachePrefix: {exc}") from None
+        s = StackSettings.from_values(values, strict=strict, partial=True)
+    except ConfigError as exc:
+        raise SettingsError(f"{exc.key.partition(':')[2]}: {str(exc).split(': ', 1)[1]}") from None
     return PolicySettings(
-        access_mode=mode,
-        existing_data_bucket=bucket,
-        existing_data_bucket_access=access,
-        max_gpu_quota=int(cap),
-        hub_cache_prefix=prefix,
+        access_mode=s.access_mode,
+        existing_data_bucket=s.existing_data_bucket or None,
+        existing_data_bucket_access=s.existing_data_bucket_access,
+        max_gpu_quota=s.max_gpu_quota,
+        hub_cache_prefix=s.hub_cache_prefix,
     )
 
 

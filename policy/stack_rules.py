@@ -9,6 +9,7 @@ from policy import resources as r
 from policy.access import StackResource, check_training_access
 from policy.rules import MANDATORY, Rule
 from policy.settings import PolicySettings
+from tpuctl.ground import tokens as T
 
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
@@ -18,7 +19,7 @@ def check_hub_models_complete(resources: Iterable[StackResource], settings: Poli
     prefix = settings.hub_cache_prefix + "/"
     folders: dict[tuple[str, str], list[StackResource]] = {}
     for res in resources:
-        if res.type != r.BUCKET_OBJECT:
+        if res.type != T.BUCKET_OBJECT:
             continue
         name = r.get(res.props, "name")
         bucket = r.strip_bucket(r.get(res.props, "bucket"))
@@ -47,7 +48,7 @@ STACK_RULES: tuple[Rule, ...] = (
          MANDATORY, check_training_access, kind="stack",
          config_keys=("existingDataBucket", "existingDataBucketAccess"),
          rationale="The most common TPU job failure is a 403 on storage.objects.list/get minutes into a run. "
-                   "Effective permissions are computed from tpuctl.domain's role table over bucket IAM, ACL "
+                   "Effective permissions are computed from tpuctl.ground.domain's role table over bucket IAM, ACL "
                    "entries and project-level roles; legacyBucketReader/Writer alone lack storage.objects.get."),
     Rule("hub-cache-complete", "Each uploaded hub model folder has saved_model.pb at its root.", MANDATORY,
          check_hub_models_complete, kind="stack", config_keys=("hubCachePrefix",),

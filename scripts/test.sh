@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run every test suite, each in the environment it belongs to, and print one closing line.
+# Lint, then run every test suite, each in the environment it belongs to, and print one closing line.
 #   tests/ops      .venv          CLI, infra (Pulumi mocks), policy pack (incl. its gRPC analyzer), bootstrap
 #   tests/trainer  .venv-trainer  trainer on CPU (single device, 2 logical devices, 2-process clusters)
 #   tests/e2e      .venv          the user's path end to end (drives both environments)
@@ -28,6 +28,11 @@ done
 reports=$(mktemp -d)
 trap 'rm -rf "$reports"' EXIT
 status=0
+
+# Lint first: ruff (pyproject [tool.ruff]) and the layers contract (pyproject [tool.importlinter]).
+echo "=== lint (ruff, import layers)"
+if ! .venv/bin/python -m ruff check --no-cache .; then status=1; fi
+if ! .venv/bin/lint-imports --no-cache; then status=1; fi
 for suite in "${suites[@]}"; do
   case "$suite" in
     trainer) py=.venv-trainer/bin/python ;;

@@ -1,11 +1,20 @@
-"""The ``tpuctl`` command line. Commands parse, call a plain function, render."""
+"""The ``tpuctl`` command line. Commands parse, call a plain function, render.
+
+This module is the one place an error becomes an exit code: ``run`` catches what the commands raise
+(``UserError``, ``DomainError``, Google client failures, usage errors, Ctrl-C) and prints exactly one
+``error: …`` line on stderr. ``--help`` stays rich.
+"""
 
 from __future__ import annotations
+
+import sys
+from typing import Sequence
 
 import typer
 
 from tpuctl import __version__
 from tpuctl.commands import access, data, hubcache, plan, train
+from tpuctl.ground.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, DomainError, UserError
 
 app = typer.Typer(
     name="tpuctl",
@@ -33,8 +42,51 @@ for _group in (plan, access, hubcache, train, data):
     _group.register(app)
 
 
+def _error(message: str, code: int) -> int:
+    text = " ".join(str(message).split()) or "unknown error"
+    typer.echo(f"error: {text}", err=True)
+    return code
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI on ``argv`` (default: sys.argv[1:]) and return the exit status; never raises."""
+    from typer._click import exceptions as click_exc
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        rv = app(args=args, prog_name="tpuctl", standalone_mode=False)
+    except UserError as exc:
+        return _error(str(exc), exc.exit_code)
+    except DomainError as exc:
+        return _error(str(exc), EXIT_BAD_INPUT)
+    except click_exc.NoArgsIsHelpError as exc:  # `tpuctl` or `tpuctl data` alone: the (rich) help
+        typer.echo(exc.format_message())
+        return exc.exit_code
+    except click_exc.UsageError as exc:
+        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
+        return _error(exc.format_message() + hint, exc.exit_code)
+    except click_exc.ClickException as exc:
+        return _error(exc.format_message(), exc.exit_code)
+    except (KeyboardInterrupt, typer.Abort):
+        typer.echo("interrupted", err=True)
+        return EXIT_INTERRUPTED
+    except typer.Exit as exc:
+        return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - Google failures become one line; anything else is a bug
+        from bootstrap.clients import as_user_error
+
+        translated = as_user_error(exc)
+        if translated is None:
+            raise
+        return _error(str(translated), getattr(translated, "exit_code", 1))
+    code = rv if isinstance(rv, int) else 0
+    if code == EXIT_INTERRUPTED:  # typer turns Ctrl-C into a bare Exit(130); say what happened
+        typer.echo("interrupted", err=True)
+    return code
+
+
 def main() -> None:
-    app()
+    sys.exit(run())
 
 
 if __name__ == "__main__":

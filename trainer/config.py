@@ -54,7 +54,7 @@ class OutputDirs:
     logs: str
 
     @classmethod
-    def resolve(cls, model_dir: str, environ: Mapping[str, str] | None = None) -> "OutputDirs":
+    def resolve(cls, model_dir: str, environ: Mapping[str, str] | None = None) -> OutputDirs:
         env = os.environ if environ is None else environ
         join = lambda *p: "/".join(s.rstrip("/") for s in p)  # noqa: E731 - gs:// safe
         return cls(

@@ -18,9 +18,9 @@ import json
 import posixpath
 from typing import Sequence
 
-import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 import tensorflow as tf
 
+import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer.errors import DataError
 from trainer.records import MANIFEST, SPLITS
 

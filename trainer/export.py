@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 
-import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 import tensorflow as tf
 
+import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer.data import decode_batch
 
 SIGNATURE_INPUT = "image_bytes"

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import json
 import multiprocessing
 import os
 import random
@@ -28,6 +27,7 @@ import time
 from pathlib import Path
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
+from trainer import protocol
 from trainer.errors import DataError, UsageError, run_cli
 from trainer.imaging import IMAGE_EXTENSIONS, load_as_jpeg
 
@@ -127,7 +127,7 @@ def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, valid
                 print(f"skipped: {path}: {payload}", file=sys.stderr, flush=True)
             now = time.monotonic()
             if done == total or (done - last_report >= max(1, total // 200) and now - last_time >= 0.1):
-                progress(f"progress: {done}/{total}")
+                progress(done, total)
                 last_report, last_time = done, now
         written = {split: w.close() for split, w in writers.items()}
         counts = {split: sum(n for _, n in written[split]) for split in records.SPLITS}
@@ -179,8 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         summary = convert(args.src, args.dest, shard_mb=args.shard_mb, validation_fraction=args.validation_fraction,
                           prefix=args.prefix, workers=args.workers, seed=args.seed,
-                          progress=lambda line: print(line, flush=True))
-        print("summary: " + json.dumps(summary, separators=(",", ":")), flush=True)
+                          progress=lambda done, total: protocol.emit(protocol.PROGRESS, (done, total)))
+        protocol.emit(protocol.SUMMARY, summary)
 
     return run_cli(run)
 

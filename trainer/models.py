@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import tempfile
 
-import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 import tensorflow as tf
 import tf_keras as keras
 
+import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer.config import TrainConfig
 from trainer.errors import DataError, UsageError
 

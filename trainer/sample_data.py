@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import sys
 from pathlib import Path
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
+from trainer import protocol
 from trainer.errors import UsageError, run_cli
 
 PREFIX = "digits"
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         summary = write_demo_dataset(args.out, validation_fraction=args.validation_fraction,
                                      shards=args.shards, image_size=args.image_size)
-        print("summary: " + json.dumps(summary, separators=(",", ":")), flush=True)
+        protocol.emit(protocol.SUMMARY, summary)
 
     return run_cli(run)
 

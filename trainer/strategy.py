@@ -13,9 +13,9 @@ import json
 import os
 from typing import Mapping
 
-import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 import tensorflow as tf
 
+import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer.errors import HardwareError, UsageError
 
 

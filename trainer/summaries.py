@@ -8,10 +8,11 @@ them as ordinary scalars. Layout follows Keras' TensorBoard callback: ``<logs>/t
 
 from __future__ import annotations
 
-import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 import tensorflow as tf
 import tf_keras as keras
 from tensorflow.core.framework import summary_pb2
+
+import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(
     plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))

@@ -19,11 +19,11 @@ import time
 from typing import Mapping, Sequence
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
+from trainer import protocol
 from trainer.config import DEFAULT_IMAGE_SIZE, OutputDirs, TrainConfig, parse_args
 from trainer.errors import DataError, UsageError, run_cli
 
 RESULT_FILE = "result.json"
-RESULT_PREFIX = "tpuctl-result: "
 #: Tag of the final validation accuracy written for hyperparameter-tuning services (the legacy
 #: AI Platform default ``hyperparameterMetricTag``), next to a plain ``val_accuracy`` tag.
 TUNING_METRIC_TAG = "training/hptuning/metric"
@@ -45,11 +45,10 @@ def _callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, environ: Mapping
         """One parseable line per epoch boundary (the CLI and the resume test read them)."""
 
         def on_epoch_begin(self, epoch, logs=None):
-            print(f"epoch-start: {epoch + 1}/{cfg.train_epochs}", flush=True)
+            protocol.emit(protocol.EPOCH_START, (epoch + 1, cfg.train_epochs, {}))
 
         def on_epoch_end(self, epoch, logs=None):
-            metrics = " ".join(f"{k}={float(v):.4f}" for k, v in sorted((logs or {}).items()))
-            print(f"epoch-end: {epoch + 1}/{cfg.train_epochs} {metrics}", flush=True)
+            protocol.emit(protocol.EPOCH_END, (epoch + 1, cfg.train_epochs, dict(logs or {})))
 
     callbacks = [
         # All workers pass the same folder: tf_keras keeps the chief's state in backup/chief and gives
@@ -154,7 +153,7 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
                 val_examples -= scan.bad_records
         if train_examples < 1 or val_examples < 1:
             raise DataError(f"nothing left to train on after skipping {skipped} corrupt record(s)")
-        print(f"skipped-records: {skipped}", flush=True)
+        protocol.emit(protocol.SKIPPED_RECORDS, skipped)
 
     steps_per_epoch = cfg.steps_per_epoch or max(1, train_examples // cfg.train_batch_size)
     validation_steps = max(1, val_examples // cfg.validation_batch_size)
@@ -244,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = run(cfg)
         if result is not None:
             sys.stderr.flush()
-            print(RESULT_PREFIX + json.dumps(result, separators=(",", ":")), flush=True)
+            protocol.emit(protocol.RESULT, result)
 
     return run_cli(go)
 

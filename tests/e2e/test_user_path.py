@@ -13,20 +13,19 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from tpuctl import domain
-from tpuctl.envs import REPO_ROOT, trainer_env, trainer_python
-from tpuctl.stack import parse_outputs
+from tpuctl.ground import domain
+from tpuctl.ground.envs import REPO_ROOT, ops_python, trainer_env, trainer_python
+from tpuctl.ground.outputs import parse_outputs
 
 from gcsfixtures import storage_emulator
 from hubfixtures import ModelServer, build_tiny_module, download_prefix, tar_folder
 
-TPUCTL = Path(sys.executable).with_name("tpuctl")
+TPUCTL = [str(ops_python()), "-m", "tpuctl.cli"]
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -38,7 +37,7 @@ def gcs_emulator():
 
 
 def tpuctl(args: list[str], env: dict[str, str], timeout: int = 600) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(TPUCTL), *args], env=env, cwd=REPO_ROOT, capture_output=True, text=True,
+    proc = subprocess.run([*TPUCTL, *args], env=env, cwd=REPO_ROOT, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, f"tpuctl {' '.join(args)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc

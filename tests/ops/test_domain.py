@@ -4,8 +4,8 @@ import hashlib
 
 import pytest
 
-from tpuctl import domain
-from tpuctl.domain import DomainError
+from tpuctl.ground import domain
+from tpuctl.ground.domain import DomainError
 
 
 @pytest.mark.parametrize("name", ["abc", "my-bucket_1", "a.b.c", "x" * 63, "tpuctl-proj-123-data"])

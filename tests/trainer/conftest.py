@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from netfixtures import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -103,12 +104,6 @@ def trained_run(demo_data, tmp_path_factory):
     model_dir = tmp_path_factory.mktemp("trained") / "model"
     run = run_module(["trainer.task", *fast_flags(demo_data, model_dir, "--train_epochs", "3", "--steps_per_epoch", "20")])
     return model_dir, run.result
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")

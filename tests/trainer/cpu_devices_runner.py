@@ -5,8 +5,9 @@ Logical devices must be configured before TensorFlow initialises its runtime, i.
 
 import sys
 
-import trainer  # noqa: F401  (tf_keras selected before TensorFlow loads)
 import tensorflow as tf
+
+import trainer  # noqa: F401  (tf_keras selected before TensorFlow loads)
 
 count = int(sys.argv[1])
 assert sys.argv[2] == "--"

@@ -8,19 +8,10 @@ import os
 
 import pytest
 
+from netfixtures import BLOCK_NETWORK
+
 HANDLE = "https://tfhub.dev/tpuctl-tests/tiny-image-features/feature_vector/1"
 
-BLOCK_NETWORK = '''
-import socket
-
-def _blocked(*args, **kwargs):
-    raise OSError("network access blocked by the test")
-
-socket.socket.connect = _blocked
-socket.socket.connect_ex = _blocked
-socket.create_connection = _blocked
-socket.getaddrinfo = _blocked
-'''
 
 
 @pytest.fixture(scope="module")

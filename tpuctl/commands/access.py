@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from tpuctl.errors import UserError, handle_errors
+from tpuctl.ground.errors import UserError
 
 # google-api-core warns about the interpreter's end of life on import; stderr is for the user's errors.
 warnings.filterwarnings("ignore", message=r"You are using a Python version .* which Google will stop supporting",
@@ -18,35 +18,6 @@ warnings.filterwarnings("ignore", message=r"You are using a Python version .* wh
 
 _STACK_HELP = "Take project, buckets and principals from this Pulumi stack's outputs."
 _OUTPUTS_HELP = "Take project, buckets and principals from this JSON file (`pulumi stack output --json`)."
-
-
-def google_errors(fn):
-    """Google client failures that escape the plain functions become one line (inside handle_errors)."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except UserError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - classified below, re-raised when not Google's
-            raise _as_user_error(exc) from None
-
-    return wrapper
-
-
-def _as_user_error(exc: Exception) -> Exception:
-    mod = type(exc).__module__
-    if type(exc).__name__ == "DefaultCredentialsError":
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        return UserError(f"no Google credentials ({first}); run `gcloud auth application-default login`")
-    if mod.startswith("google.api_core.exceptions"):
-        message = getattr(exc, "message", None) or str(exc)
-        return UserError(f"Google API error {getattr(exc, 'code', '')}: {message.splitlines()[0][:300]}", exit_code=1)
-    if mod.startswith(("requests.", "urllib3.", "google.auth.exceptions")):
-        return UserError(f"cannot reach a Google API: {str(exc).splitlines()[0][:300]}", exit_code=1)
-    return exc
 
 
 def _confirm_or_refuse(yes: bool, what: str) -> None:
@@ -91,7 +62,7 @@ def grant_access(
 ) -> None:
     """Grant (or revoke) training principals access to buckets, additively and safely."""
     from bootstrap import access
-    from tpuctl.stack import load_outputs
+    from tpuctl.ground.outputs import load_outputs
 
     stack_outputs = load_outputs(stack=stack, outputs_file=outputs)
     req = access.GrantRequest(
@@ -122,7 +93,7 @@ def doctor(
 ) -> None:
     """Check credentials, APIs, agents, bucket permissions, hub cache and quota preferences."""
     from bootstrap import doctor as doctor_mod
-    from tpuctl.stack import load_outputs
+    from tpuctl.ground.outputs import load_outputs
 
     stack_outputs = load_outputs(stack=stack, outputs_file=outputs)
     if stack_outputs is None and project is None:
@@ -162,6 +133,6 @@ def bootstrap(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("grant-access")(handle_errors(google_errors(grant_access)))
-    app.command("doctor")(handle_errors(google_errors(doctor)))
-    app.command("bootstrap")(handle_errors(google_errors(bootstrap)))
+    app.command("grant-access")(grant_access)
+    app.command("doctor")(doctor)
+    app.command("bootstrap")(bootstrap)

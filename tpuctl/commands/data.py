@@ -6,8 +6,6 @@ import json
 
 import typer
 
-from tpuctl.errors import handle_errors
-
 data_app = typer.Typer(
     name="data", no_args_is_help=True,
     help="Prepare training data with the trainer's tools (TFRecord shards + manifest), locally or in gs://.",
@@ -81,7 +79,6 @@ def _render(summary: dict, as_json: bool) -> None:
 
 
 @data_app.command("make-tfrecords")
-@handle_errors
 def make_tfrecords(
     src: str = typer.Argument(..., help="Local folder with one sub-folder of images per class."),
     dest: str = typer.Argument(..., help="Output folder, local or gs://BUCKET/PATH."),
@@ -90,7 +87,7 @@ def make_tfrecords(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Convert images (class sub-folders) to TFRecord shards the trainer reads; corrupt images are skipped and counted."""
-    from tpuctl import datatools
+    from tpuctl.services import data as datatools
 
     _quiet_google_warnings()
     summary = _run_with_progress(
@@ -102,13 +99,12 @@ def make_tfrecords(
 
 
 @data_app.command("sample")
-@handle_errors
 def sample(
     dest: str = typer.Argument(..., help="Output folder, local or gs://BUCKET/PATH."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Write the embedded demo dataset (scikit-learn digits, no download) as TFRecord shards + manifest."""
-    from tpuctl import datatools
+    from tpuctl.services import data as datatools
 
     _quiet_google_warnings()
     summary = _run_with_progress("writing demo dataset", lambda cb: datatools.sample(dest, on_progress=cb))

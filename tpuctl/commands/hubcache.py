@@ -9,9 +9,8 @@ from typing import List, Optional
 
 import typer
 
-from tpuctl import domain
-from tpuctl.commands.access import google_errors
-from tpuctl.errors import UserError, handle_errors
+from tpuctl.ground import domain
+from tpuctl.ground.errors import UserError
 
 # google-api-core warns about the interpreter's end of life on import; stderr is for the user's errors.
 warnings.filterwarnings("ignore", message=r"You are using a Python version .* which Google will stop supporting",
@@ -24,8 +23,7 @@ hub_app = typer.Typer(help="TF-Hub models in tensorflow_hub's cache layout (<TFH
 @contextmanager
 def _bytes_bar(label: str):
     from rich.console import Console
-    from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
-                               TransferSpeedColumn)
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
     # progress on stderr and only on a terminal: stdout stays the results (and the TFHUB_CACHE_DIR
     # line scripts read), and an error stays one line in CI logs
@@ -38,7 +36,7 @@ def _bytes_bar(label: str):
 
 def _target(bucket: Optional[str], prefix: Optional[str], stack: Optional[str], outputs: Optional[Path]):
     """(bucket name, prefix, stack outputs) from --bucket/--prefix or the stack outputs."""
-    from tpuctl.stack import load_outputs
+    from tpuctl.ground.outputs import load_outputs
 
     so = load_outputs(stack=stack, outputs_file=outputs)
     if bucket is None and so is not None:
@@ -65,8 +63,6 @@ def _handles(handles: List[str], so, source: Optional[str]) -> list[str]:
 
 
 @hub_app.command("add")
-@handle_errors
-@google_errors
 def add(
     handles: List[str] = typer.Argument(None, help="Hub handles (URLs; the exact string hub.load will get)."),
     bucket: Optional[str] = typer.Option(None, "--bucket", help="Bucket (name or gs://) holding the hub cache."),
@@ -103,8 +99,6 @@ def add(
 
 
 @hub_app.command("ls")
-@handle_errors
-@google_errors
 def ls(
     bucket: Optional[str] = typer.Option(None, "--bucket", help="Bucket (name or gs://) holding the hub cache."),
     prefix: Optional[str] = typer.Option(None, "--prefix", help=f"Folder in the bucket (default {domain.DEFAULT_HUB_CACHE_PREFIX})."),
@@ -138,8 +132,6 @@ def ls(
 
 
 @hub_app.command("fetch")
-@handle_errors
-@google_errors
 def fetch(
     handles: List[str] = typer.Argument(None, help="Hub handles (URLs; the exact string hub.load will get)."),
     dest: Optional[Path] = typer.Option(
@@ -151,9 +143,8 @@ def fetch(
 ) -> None:
     """Fetch hub models into a local folder in the same <sha1(handle)>/ layout."""
     from bootstrap import hubcache
-    from tpuctl.stack import load_outputs
-
-    from tpuctl.envs import REPO_ROOT
+    from tpuctl.ground.envs import REPO_ROOT
+    from tpuctl.ground.outputs import load_outputs
 
     so = load_outputs(stack=stack, outputs_file=outputs)
     todo = _handles(handles or [], so, source)

@@ -8,8 +8,6 @@ from typing import Any, Optional
 
 import typer
 
-from tpuctl.errors import handle_errors
-
 EXIT_VIOLATIONS = 1
 
 
@@ -17,7 +15,6 @@ def register(app: typer.Typer) -> None:
     app.command("plan")(plan_command)
 
 
-@handle_errors
 def plan_command(
     stack: Optional[str] = typer.Option(None, "--stack", "-s", metavar="NAME",
                                         help="Stack whose Pulumi.<NAME>.yaml to plan (default: example)."),
@@ -32,7 +29,7 @@ def plan_command(
 
     Exit 0 when no mandatory policy is violated, 1 when one is, 2 when the config is invalid.
     """
-    from tpuctl.plan import plan
+    from tpuctl.services.plan import plan
 
     result = plan(stack=stack, config_file=config, check_policy=not no_policy)
     if as_json:
@@ -54,7 +51,7 @@ def render(result: Any) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from tpuctl import domain
+    from tpuctl.ground import domain
 
     console = Console(highlight=False)
     if not console.is_terminal and console.width < 120:  # piped or captured: room for the tables

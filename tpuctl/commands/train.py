@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from tpuctl.errors import UserError, handle_errors
+from tpuctl.ground.errors import UserError
 
 
 class Target(str, Enum):
@@ -35,7 +35,6 @@ def register(app: typer.Typer) -> None:
     )(train)
 
 
-@handle_errors
 def train(
     ctx: typer.Context,
     target: Target = typer.Option(Target.local, "--target", help="Where to train: this machine or a Vertex AI CustomJob."),
@@ -60,8 +59,8 @@ def train(
     wait: bool = typer.Option(True, "--wait/--no-wait", help="Vertex: follow the job until it ends."),
     poll_seconds: float = typer.Option(30.0, "--poll-seconds", hidden=True),
 ) -> None:
-    from tpuctl.launch import TrainOptions
-    from tpuctl.stack import load_outputs
+    from tpuctl.ground.outputs import load_outputs
+    from tpuctl.services.training import TrainOptions
 
     if ctx.args and "--" not in sys.argv:
         raise UserError(f"unexpected argument {ctx.args[0]!r}; trainer flags go after `--`, e.g. "
@@ -88,7 +87,7 @@ def _echo_err(message: str) -> None:
 
 
 def _train_local(opts, stack_outputs) -> None:
-    from tpuctl.launch import plan_local, run_local
+    from tpuctl.services.training import plan_local, run_local
 
     plan = plan_local(opts, stack_outputs, echo=_echo_err)
     source = "demo dataset" if plan.demo_data else "data"
@@ -116,7 +115,7 @@ def _train_vertex(opts, stack_outputs, region, job_name, image, dry_run, wait, p
 
     # google-api-core warns about the Python version on every import; not the user's concern here.
     warnings.filterwarnings("ignore", message="You are using a Python version", category=FutureWarning)
-    from tpuctl import vertex
+    from tpuctl.services import vertex
 
     job = vertex.plan_job(opts, stack_outputs, region=region, job_name=job_name, image=image)
     if dry_run:

@@ -10,7 +10,6 @@ from fakegoogle import FakeGoogle  # noqa: E402
 from gcsfixtures import storage_emulator  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[3]
-TPUCTL = REPO / ".venv" / "bin" / "tpuctl"
 
 
 @pytest.fixture

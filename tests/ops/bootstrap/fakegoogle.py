@@ -62,7 +62,7 @@ class FakeGoogle:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
     # ---- server ----
-    def start(self) -> "FakeGoogle":
+    def start(self) -> FakeGoogle:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -279,7 +279,7 @@ class FakeIamAdmin:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "FakeIamAdmin":
+    def start(self) -> FakeIamAdmin:
         from concurrent import futures
 
         import grpc

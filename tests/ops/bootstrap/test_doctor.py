@@ -5,9 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from typer.testing import CliRunner
-
-from tpuctl.cli import app
+from clifixtures import invoke
 
 PROJECT = "my-proj-1"
 NUMBER = "777000777"
@@ -19,7 +17,7 @@ REQUIRED = ["tpu.googleapis.com", "aiplatform.googleapis.com", "storage.googleap
 
 
 def run(*args):
-    return CliRunner().invoke(app, list(args))
+    return invoke(args)
 
 
 def setup(fake, iam_admin, tmp_path, data_roles):

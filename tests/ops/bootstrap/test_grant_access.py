@@ -7,12 +7,12 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from typer.testing import CliRunner
 
-from tpuctl.cli import app
-from tpuctl.envs import REPO_ROOT
+from tpuctl.ground.envs import ops_python
 
-TPUCTL = REPO_ROOT / ".venv" / "bin" / "tpuctl"
+from clifixtures import invoke
+
+TPUCTL = [str(ops_python()), "-m", "tpuctl.cli"]
 
 CONDITIONAL = {
     "role": "roles/storage.objectViewer",
@@ -29,7 +29,7 @@ SA_MEMBER = f"serviceAccount:{SA}"
 
 
 def run(*args: str):
-    return CliRunner().invoke(app, list(args))
+    return invoke(args)
 
 
 def unconditional(bindings, role):
@@ -44,7 +44,7 @@ def unconditional(bindings, role):
 def test_sixteen_concurrent_processes_keep_every_binding(fake, google_env):
     fake.add_bucket("shared-data", PRE_EXISTING)
     members = [f"serviceAccount:worker-{i:02d}@my-proj-1.iam.gserviceaccount.com" for i in range(16)]
-    cmd = [str(TPUCTL), "grant-access", "--read-bucket", "gs://shared-data", "--role", "roles/storage.objectViewer", "--yes"]
+    cmd = [*TPUCTL, "grant-access", "--read-bucket", "gs://shared-data", "--role", "roles/storage.objectViewer", "--yes"]
 
     def one(member: str):
         return subprocess.run(cmd + ["--principal", member], env=google_env, capture_output=True, text=True, timeout=240)
@@ -241,7 +241,7 @@ def test_project_mode_against_resource_manager_rest(fake, google_env):
 def test_project_mode_concurrent_processes(fake, google_env):
     fake.add_project("my-proj-1", "555", [{"role": "roles/owner", "members": ["user:boss@example.com"]}])
     members = [f"serviceAccount:job-{i}@my-proj-1.iam.gserviceaccount.com" for i in range(6)]
-    cmd = [str(TPUCTL), "grant-access", "--project", "my-proj-1", "--mode", "project", "--yes"]
+    cmd = [*TPUCTL, "grant-access", "--project", "my-proj-1", "--mode", "project", "--yes"]
     with ThreadPoolExecutor(max_workers=6) as pool:
         results = list(pool.map(lambda m: subprocess.run(cmd + ["--principal", m], env=google_env,
                                                          capture_output=True, text=True, timeout=240), members))

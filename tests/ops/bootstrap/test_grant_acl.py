@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-
-from typer.testing import CliRunner
-
-from tpuctl.cli import app
+from clifixtures import invoke
 
 SA = "trainer@my-proj-1.iam.gserviceaccount.com"
 
 
 def run(*args):
-    return CliRunner().invoke(app, list(args))
+    return invoke(args)
 
 
 def entries(acl):

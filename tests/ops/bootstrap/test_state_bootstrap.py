@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-
 import pytest
-from typer.testing import CliRunner
 
-from tpuctl.cli import app
+from clifixtures import invoke
 
 
 def run(*args):
-    return CliRunner().invoke(app, list(args))
+    return invoke(args)
 
 
 def test_bootstrap_dry_run_then_create_then_idempotent(fake, emulator):

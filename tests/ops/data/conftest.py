@@ -7,27 +7,29 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
+from tpuctl.ground import envs
+
+from clifixtures import run_process
 from gcsfixtures import anonymous_client, storage_emulator
 
 REPO = Path(__file__).resolve().parents[3]
-OPS_PYTHON = REPO / ".venv" / "bin" / "python"
-TRAINER_PYTHON = REPO / ".venv-trainer" / "bin" / "python"
 
 
 @pytest.fixture
 def cli():
     def run(args, env=None, cwd=None, timeout=300):
-        return subprocess.run([str(OPS_PYTHON), "-m", "tpuctl.cli", *args], env={**os.environ, **(env or {})},
-                              cwd=cwd, capture_output=True, text=True, timeout=timeout)
+        return run_process(args, env=env, cwd=cwd, timeout=timeout)
 
     return run
 
 
 @pytest.fixture
 def trainer_python():
-    if not TRAINER_PYTHON.exists():
-        pytest.skip("trainer environment .venv-trainer is missing (scripts/setup.sh)")
-    return TRAINER_PYTHON
+    python = envs.trainer_python()
+    if not python.exists():
+        pytest.skip(f"trainer environment {python} is missing (scripts/setup.sh)")
+    return python
 
 
 @pytest.fixture

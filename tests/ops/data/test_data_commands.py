@@ -44,10 +44,12 @@ def jpegs(tmp_path_factory):
     import os
     import subprocess
 
-    repo = Path(__file__).resolve().parents[3]
-    python = repo / ".venv-trainer" / "bin" / "python"
+    from tpuctl.ground.envs import REPO_ROOT as repo
+    from tpuctl.ground.envs import trainer_python
+
+    python = trainer_python()
     if not python.exists():
-        pytest.skip("trainer environment .venv-trainer is missing (scripts/setup.sh)")
+        pytest.skip(f"trainer environment {python} is missing (scripts/setup.sh)")
     src = tmp_path_factory.mktemp("jpegs") / "images"
     subprocess.run([str(python), "-c", MAKE_JPEGS, str(src)], check=True, timeout=120,
                    env={**os.environ, "PYTHONPATH": str(repo)})

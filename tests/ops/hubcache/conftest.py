@@ -1,4 +1,5 @@
 import pytest
+
 from gcsfixtures import storage_emulator
 from hubfixtures import ModelServer
 

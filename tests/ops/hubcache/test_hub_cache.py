@@ -9,14 +9,13 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
+from clifixtures import invoke
 from hubfixtures import make_fake_model, tar_folder
-from tpuctl.cli import app
 
 
 def run(*args: str):
-    return CliRunner().invoke(app, list(args))
+    return invoke(args)
 
 
 def objects(client, prefix="model-cache/"):

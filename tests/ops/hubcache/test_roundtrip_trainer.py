@@ -8,22 +8,15 @@ import subprocess
 import textwrap
 
 import pytest
-from typer.testing import CliRunner
 
-from tpuctl.cli import app
+from tpuctl.ground.envs import trainer_env, trainer_python
+
+from clifixtures import invoke
 from hubfixtures import build_tiny_module, download_prefix, tar_folder
-from tpuctl.envs import trainer_env, trainer_python
+from netfixtures import BLOCK_NETWORK
 
-
-LOAD_OFFLINE = textwrap.dedent("""
-    import json, socket, sys
-
-    def _no_network(*args, **kwargs):
-        raise OSError("network is blocked in this test")
-    socket.socket.connect = _no_network
-    socket.socket.connect_ex = _no_network
-    socket.create_connection = _no_network
-    socket.getaddrinfo = _no_network
+LOAD_OFFLINE = BLOCK_NETWORK + textwrap.dedent("""
+    import json, sys
 
     import tensorflow as tf
     import tensorflow_hub as hub
@@ -55,7 +48,7 @@ def test_uploaded_prefix_loads_with_hub_offline(gcs, model_server, tmp_path):
     model_server.archives["tiny-features/1"] = tar_folder(module, tmp_path / "module.tar.gz").read_bytes()
     handle = model_server.handle("tiny-features/1")
 
-    r = CliRunner().invoke(app, ["hub-cache", "add", handle, "--bucket", "hub-bkt", "--prefix", "model-cache"])
+    r = invoke(["hub-cache", "add", handle, "--bucket", "hub-bkt", "--prefix", "model-cache"])
     assert r.exit_code == 0, r.output
     assert "TFHUB_CACHE_DIR=gs://hub-bkt/model-cache" in r.stdout
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from infra import tokens as T
 from infra.config import ConfigError
 from infra.mocks import run_program
-from tpuctl import domain
+from tpuctl.ground import domain
+from tpuctl.ground import tokens as T
 
 PROJECT = "my-tpu-project"
 NUMBER = "123456789012"
@@ -64,7 +64,7 @@ def test_bucket_mode_gives_each_principal_what_training_needs_and_no_more(bucket
 
 def test_bucket_grants_reference_the_bucket_and_wait_for_the_principal(bucket_run):
     identity = {r.inputs["service"]: r.urn for r in bucket_run.of_type(T.SERVICE_IDENTITY)}
-    account = bucket_run.named(T.ACCOUNT, "training-sa").urn
+    account = bucket_run.named(T.SERVICE_ACCOUNT, "training-sa").urn
     for grant in bucket_run.of_type(T.BUCKET_IAM_MEMBER):
         bucket_urn = bucket_run.named(T.BUCKET, next(p for p in BUCKETS if grant.inputs["bucket"] == BUCKETS[p])).urn
         assert bucket_urn in grant.dependencies, grant.name
@@ -112,9 +112,9 @@ def test_acl_route_on_a_fine_grained_existing_bucket():
     )
     assert ("gcp:storage/getBucket:getBucket", {"name": "legacy-data"}) in run.calls
     emails = {m.split(":", 1)[1] for m in MEMBERS.values()}
-    bucket_acl = {(r.inputs["bucket"], r.inputs["entity"], r.inputs["role"]) for r in run.of_type(T.BUCKET_ACL)}
+    bucket_acl = {(r.inputs["bucket"], r.inputs["entity"], r.inputs["role"]) for r in run.of_type(T.BUCKET_ACCESS_CONTROL)}
     object_acl = {(r.inputs["bucket"], r.inputs["entity"], r.inputs["role"])
-                  for r in run.of_type(T.DEFAULT_OBJECT_ACL)}
+                  for r in run.of_type(T.DEFAULT_OBJECT_ACCESS_CONTROL)}
     assert bucket_acl == object_acl == {("legacy-data", f"user-{e}", "READER") for e in emails}
     # The ACL'd bucket gets no IAM member; the created buckets keep theirs.
     assert "legacy-data" not in {b for _, b, _ in grants(run)}
@@ -161,7 +161,7 @@ SCENARIOS = [
 def registered_access(run) -> set[tuple[str, str, str]]:
     """(member, bucket, role or ACL entry) from the grant resources themselves."""
     out = set(grants(run))
-    for type_token, entry in ((T.BUCKET_ACL, "bucket:READER"), (T.DEFAULT_OBJECT_ACL, "defaultObject:READER")):
+    for type_token, entry in ((T.BUCKET_ACCESS_CONTROL, "bucket:READER"), (T.DEFAULT_OBJECT_ACCESS_CONTROL, "defaultObject:READER")):
         for r in run.of_type(type_token):
             assert r.inputs["role"] == "READER" and r.inputs["entity"].startswith("user-")
             out.add((domain.member_for_email(r.inputs["entity"][len("user-"):]), r.inputs["bucket"], entry))
@@ -178,7 +178,7 @@ def test_only_additive_iam_is_ever_registered_and_the_access_map_matches_it(extr
     types = {r.type for r in run.resources}
     assert not [t for t in types if any(marker in t for marker in T.AUTHORITATIVE_IAM_MARKERS)], types
     iam_types = {t for t in types if "IAM" in t or "AccessControl" in t}
-    assert iam_types <= {T.BUCKET_IAM_MEMBER, T.PROJECT_IAM_MEMBER, T.BUCKET_ACL, T.DEFAULT_OBJECT_ACL}
+    assert iam_types <= {T.BUCKET_IAM_MEMBER, T.PROJECT_IAM_MEMBER, T.BUCKET_ACCESS_CONTROL, T.DEFAULT_OBJECT_ACCESS_CONTROL}
     exported = {(m, b, role) for m, per_bucket in run.outputs["access_map"].items()
                 for b, roles in per_bucket.items() for role in roles}
     assert exported == registered_access(run)

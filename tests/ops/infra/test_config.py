@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from infra.config import ConfigError, load_config, schema
+from infra.config import ConfigError, load_config
 from infra.mocks import run_program
-from tpuctl import domain
+from tpuctl.ground import domain
+from tpuctl.ground.settings import StackSettings
 
 PROJECT = "my-tpu-project"
 T4 = "nvidia-tesla-t4:us-central1:4"
@@ -183,7 +184,7 @@ def test_folder_named_after_the_handle_is_not_the_cache_layout(tmp_path, registr
 
 
 def test_schema_lists_every_key_the_loader_reads():
-    assert set(schema()) == {
+    assert set(StackSettings.keys()) == {
         "project", "region", "zone", "namePrefix", "accessMode", "principals", "trainingServiceAccountId",
         "dataBucket", "stagingBucket", "artifactsBucket", "hubCacheBucket", "existingDataBucket",
         "existingDataBucketAccess", "stagingRetentionDays", "softDeleteRetentionDays", "gpuQuotas",

@@ -6,8 +6,8 @@ import base64
 import hashlib
 from pathlib import Path
 
-from infra import tokens as T
 from infra.mocks import run_program
+from tpuctl.ground import tokens as T
 
 
 def test_hub_objects_use_the_sha1_layout_tensorflow_hub_reads(hub_folder, handles):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from infra import tokens as T
 from infra.mocks import project_number_for, run_program
-from tpuctl import domain
+from tpuctl.ground import domain
+from tpuctl.ground import tokens as T
 
 PROJECT = "my-tpu-project"
 NUMBER = "123456789012"
@@ -59,7 +59,7 @@ def test_tpu_vm_agent_gets_its_service_agent_role(run):
 
 
 def test_dedicated_training_service_account(run):
-    account = run.named(T.ACCOUNT, "training-sa")
+    account = run.named(T.SERVICE_ACCOUNT, "training-sa")
     assert account.inputs["accountId"] == "tpuctl-trainer"
     assert account.inputs["project"] == PROJECT
     assert account.inputs["displayName"]
@@ -72,7 +72,7 @@ def test_principals_switch_off_individually():
     run = run_program({"tpuctl:project": PROJECT, "tpuctl:principals": ["vertex-agent"],
                        "tpuctl:trainingServiceAccountId": "other-trainer"})
     assert [r.inputs["service"] for r in run.of_type(T.SERVICE_IDENTITY)] == ["aiplatform.googleapis.com"]
-    assert run.of_type(T.ACCOUNT) == []
+    assert run.of_type(T.SERVICE_ACCOUNT) == []
     assert run.of_type(T.PROJECT_IAM_MEMBER) == []      # no tpu-vm-agent, no service-agent role
     assert list(run.outputs["principals"]) == ["vertex-agent"]
     assert run.outputs["training_service_account"] is None

@@ -10,11 +10,12 @@ import sys
 import pulumi
 import pytest
 
-from infra import tokens as T
-from infra.config import REPO_ROOT, from_pulumi_config, load_config, read_stack_config
+from infra.config import REPO_ROOT, from_pulumi_config, load_config
 from infra.mocks import GcpMocks, _RecordingMonitor, run_program
-from tpuctl import domain
-from tpuctl.stack import parse_outputs
+from tpuctl.ground import domain
+from tpuctl.ground import tokens as T
+from tpuctl.ground.outputs import OUTPUT_KEYS, parse_outputs
+from tpuctl.ground.stackfile import read_stack_config
 
 PROJECT = "my-tpu-project"
 
@@ -23,7 +24,7 @@ def test_outputs_have_exactly_the_domain_keys_and_shapes():
     run = run_program({"tpuctl:project": PROJECT, "tpuctl:zone": "us-central1-b",
                        "tpuctl:labels": ["managed-by=tpuctl", "cost-center=ml"]}, project_number="111122223333")
     out = run.outputs
-    assert tuple(out) == domain.OUTPUT_KEYS
+    assert tuple(out) == OUTPUT_KEYS
     assert out["project"] == PROJECT and out["project_number"] == "111122223333"
     assert (out["region"], out["zone"], out["access_mode"]) == ("us-central1", "us-central1-b", "bucket")
     assert out["buckets"] == {p: f"tpuctl-{PROJECT}-{p}" for p in domain.BUCKET_PURPOSES}
@@ -89,7 +90,7 @@ def test_engine_entry_point_exports_every_output(monkeypatch):
         return pulumi.Output.from_input(dict(exported)).apply(exported.update)
 
     pulumi.runtime.test(program)()
-    assert tuple(exported) == domain.OUTPUT_KEYS
+    assert tuple(exported) == OUTPUT_KEYS
     assert exported["buckets"]["staging"] == f"tpuctl-{PROJECT}-staging"
     assert exported["labels"] == {"managed-by": "tpuctl", "team": "vision"}
 
@@ -123,7 +124,7 @@ def test_engine_config_with_a_typo_names_the_unknown_key():
 def test_no_resources_at_import_time():
     # Importing every module without an engine or mocks must not try to register anything.
     code = ("import infra, infra.config, infra.buckets, infra.identities, infra.access, infra.quota, "
-            "infra.hub_cache, infra.program, infra.mocks, infra.tokens; print('ok')")
+            "infra.hub_cache, infra.program, infra.mocks, tpuctl.ground.tokens; print('ok')")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
 
@@ -169,5 +170,5 @@ def test_engine_runs_the_infra_folder_without_the_editable_install(tmp_path):
                           capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert tuple(result["keys"]) == domain.OUTPUT_KEYS
+    assert tuple(result["keys"]) == OUTPUT_KEYS
     assert result["buckets"]["data"] == "tpuctl-my-tpu-project-data"

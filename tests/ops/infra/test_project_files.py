@@ -8,9 +8,12 @@ import re
 import pytest
 import yaml
 
-from infra.config import REPO_ROOT, ConfigError, load_config, read_stack_config, schema
-from tpuctl import domain
-from tpuctl.domain import DomainError
+from infra.config import REPO_ROOT, ConfigError, load_config
+from tpuctl.ground import domain
+from tpuctl.ground.domain import DomainError
+from tpuctl.ground.outputs import OUTPUT_KEYS
+from tpuctl.ground.settings import ARRAY_KEYS, INTEGER_KEYS, StackSettings
+from tpuctl.ground.stackfile import read_stack_config
 
 SIMPLE_TYPES = {"string", "integer", "boolean", "array"}          # $defs/simpleConfigType
 DECLARATION_KEYS = {"type", "items", "description", "secret", "default"}   # configTypeDeclaration
@@ -55,6 +58,23 @@ def test_pulumi_yaml_follows_the_project_schema(project):
                     decl["type"] == "integer" and isinstance(default, bool)), key
 
 
+def test_pulumi_yaml_and_the_settings_model_declare_the_same_keys(project):
+    """Pulumi.yaml is the documented schema the engine enforces; the settings model is what every reader
+    validates with. Same keys, same types, same defaults, same descriptions."""
+    config = project["config"]
+    model = StackSettings.model_json_schema(by_alias=True)["properties"]
+    assert set(config) == set(model) == set(StackSettings.keys())
+    for key, decl in config.items():
+        kind = "array" if key in ARRAY_KEYS else "integer" if key in INTEGER_KEYS else "string"
+        assert decl["type"] == kind == model[key]["type"], key
+        assert decl["description"] == model[key]["description"], key
+        default = model[key].get("default")
+        if "default" in decl:
+            assert decl["default"] == default, key
+        else:
+            assert default in ("", None), key
+
+
 def test_defaults_in_pulumi_yaml_are_the_domain_facts(project):
     config = project["config"]
     assert "default" not in config["project"]                     # required: the engine asks for it
@@ -72,7 +92,7 @@ def test_defaults_in_pulumi_yaml_are_the_domain_facts(project):
 
 def test_example_stack_file_is_valid_config_on_a_fresh_checkout(tmp_path):
     values = read_stack_config("example")
-    assert {k.partition(":")[2] for k in values if k.startswith("tpuctl:")} <= set(schema())
+    assert {k.partition(":")[2] for k in values if k.startswith("tpuctl:")} <= set(StackSettings.keys())
     cfg = load_config(values, base_dir=tmp_path)   # no .tpuctl-cache/hub there: nothing fetched yet
     assert cfg.project == values["gcp:project"]
     assert cfg.gpu_quotas and cfg.quota_contact_email and not cfg.hub_models
@@ -120,7 +140,7 @@ def test_stack_config_doc_lists_every_key_with_its_default(project):
 
 def test_stack_outputs_doc_lists_every_output_key():
     doc = (REPO_ROOT / "docs" / "stack-outputs.md").read_text()
-    for key in domain.OUTPUT_KEYS:
+    for key in OUTPUT_KEYS:
         assert f"`{key}`" in doc, f"docs/stack-outputs.md does not document {key}"
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from infra import tokens as T
 from infra.mocks import run_program
-from tpuctl import domain
+from tpuctl.ground import domain
+from tpuctl.ground import tokens as T
 
 PROJECT = "my-tpu-project"
 

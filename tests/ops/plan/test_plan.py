@@ -9,16 +9,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
-from tpuctl import domain
-from tpuctl.cli import app
-from tpuctl.plan import plan
-from tpuctl.stack import load_outputs, parse_outputs
+from tpuctl.ground import domain
+from tpuctl.ground.outputs import OUTPUT_KEYS, load_outputs, parse_outputs
+from tpuctl.services.plan import plan
+
+from clifixtures import invoke
 
 REPO = Path(__file__).resolve().parents[3]
 HUB_HANDLE = "https://tfhub.dev/google/imagenet/mobilenet_v2_100_224/feature_vector/5"
-runner = CliRunner()
 
 
 def write_stack(path: Path, hub_dir: Path, **overrides) -> Path:
@@ -99,7 +98,7 @@ def test_stack_name_reads_pulumi_stack_file_from_root(tmp_path):
 # --- the command: text, JSON, exit codes ----------------------------------------------------------
 
 def test_text_output_and_exit_0(example_file):
-    res = runner.invoke(app, ["plan", "--config", str(example_file)])
+    res = invoke(["plan", "--config", str(example_file)])
     assert res.exit_code == 0, res.output
     out = res.stdout
     for fragment in ("TrainingBuckets buckets", "storage.Bucket", "Access map", "training-sa", "read,list,write",
@@ -108,13 +107,13 @@ def test_text_output_and_exit_0(example_file):
 
 
 def test_json_output_shape_and_outputs_accepted_by_outputs_file(example_file, tmp_path):
-    res = runner.invoke(app, ["plan", "--config", str(example_file), "--json"])
+    res = invoke(["plan", "--config", str(example_file), "--json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert set(doc) == {"resources", "access", "violations", "outputs"}
     assert doc["violations"] == []
     assert {r["type"] for r in doc["resources"]} >= {"gcp:storage/bucket:Bucket", "gcp:storage/bucketIAMMember:BucketIAMMember"}
-    assert set(doc["outputs"]) == set(domain.OUTPUT_KEYS)
+    assert set(doc["outputs"]) == set(OUTPUT_KEYS)
     parsed = parse_outputs(doc["outputs"])
     assert parsed.bucket("data") == "tpuctl-my-tpu-project-data"
     assert parsed.principals["training-sa"] == "tpuctl-trainer@my-tpu-project.iam.gserviceaccount.com"
@@ -125,11 +124,11 @@ def test_json_output_shape_and_outputs_accepted_by_outputs_file(example_file, tm
 
 
 def test_mandatory_violation_exits_1_in_text_and_json(greedy_file):
-    res = runner.invoke(app, ["plan", "--config", str(greedy_file)])
+    res = invoke(["plan", "--config", str(greedy_file)])
     assert res.exit_code == 1, res.output
     assert "gpu-quota-preference" in res.stdout and "mandatory" in res.stdout
     assert "would be blocked" in res.stdout
-    res = runner.invoke(app, ["plan", "--config", str(greedy_file), "--json"])
+    res = invoke(["plan", "--config", str(greedy_file), "--json"])
     assert res.exit_code == 1
     violations = json.loads(res.stdout)["violations"]
     assert [(v["rule"], v["level"]) for v in violations] == [("gpu-quota-preference", "mandatory")]
@@ -137,10 +136,10 @@ def test_mandatory_violation_exits_1_in_text_and_json(greedy_file):
 
 
 def test_no_policy_skips_the_rules(greedy_file):
-    res = runner.invoke(app, ["plan", "--config", str(greedy_file), "--no-policy", "--json"])
+    res = invoke(["plan", "--config", str(greedy_file), "--no-policy", "--json"])
     assert res.exit_code == 0
     assert json.loads(res.stdout)["violations"] == []
-    res = runner.invoke(app, ["plan", "--config", str(greedy_file), "--no-policy"])
+    res = invoke(["plan", "--config", str(greedy_file), "--no-policy"])
     assert res.exit_code == 0 and "skipped" in res.stdout
 
 
@@ -154,7 +153,7 @@ def test_no_policy_skips_the_rules(greedy_file):
 def test_invalid_config_exits_2_with_one_line(tmp_path, args, fragment):
     bad = write_stack(tmp_path / "bad.yaml", tmp_path / "hub", region="us-centrall1")
     args = [a.format(bad=bad, missing=tmp_path / "missing.yaml", folder=tmp_path) for a in args]
-    res = runner.invoke(app, ["plan", *args])
+    res = invoke(["plan", *args])
     assert res.exit_code == 2, res.output
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0]
@@ -173,7 +172,7 @@ def test_command_module_imports_no_pulumi_or_policy():
 def test_acl_route_marks_read_that_covers_only_new_objects(tmp_path):
     config = write_stack(tmp_path / "acl.yaml", tmp_path / "hub", existingDataBucket="legacy-training-data",
                          existingDataBucketAccess="acl")
-    res = runner.invoke(app, ["plan", "--config", str(config), "--json"])
+    res = invoke(["plan", "--config", str(config), "--json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     cells = [per_bucket["legacy-training-data"] for per_bucket in doc["access"].values()]
@@ -181,5 +180,5 @@ def test_acl_route_marks_read_that_covers_only_new_objects(tmp_path):
     assert all(c["access"] == "read,list" and "written before the grant" in c["note"] for c in cells)
     assert all("note" not in c for per in doc["access"].values() for b, c in per.items() if b != "legacy-training-data")
     assert {v["rule"] for v in doc["violations"]} == {"acl-on-existing-bucket"}
-    text = runner.invoke(app, ["plan", "--config", str(config)]).stdout
+    text = invoke(["plan", "--config", str(config)]).stdout
     assert "read,list*" in text and "* objects.get comes only from the default object ACL" in text

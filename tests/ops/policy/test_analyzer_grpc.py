@@ -12,7 +12,6 @@ import contextlib
 import os
 import select
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,21 +19,22 @@ import grpc
 import pytest
 from google.protobuf import empty_pb2, json_format, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
+from pulumi_policy.proxy import UNKNOWN_BOOLEAN_VALUE, UNKNOWN_STRING_VALUE
 
-from policy import resources as r
 from policy.rules import RESOURCE_RULES
 from policy.stack_rules import STACK_RULES
-from pulumi_policy.proxy import UNKNOWN_BOOLEAN_VALUE, UNKNOWN_STRING_VALUE
-from tpuctl import domain
+from tpuctl.ground import domain
+from tpuctl.ground import tokens as T
+from tpuctl.ground.envs import ops_python
 
 REPO = Path(__file__).resolve().parents[3]
-PYTHON = REPO / ".venv" / "bin" / "python"
+PYTHON = ops_python()
 SA = "serviceAccount:tpuctl-trainer@my-tpu-project.iam.gserviceaccount.com"
 NAMES = {p: f"tpuctl-my-tpu-project-{p}" for p in domain.BUCKET_PURPOSES}
 
 
 def _start(args: list[str], cwd: Path = REPO) -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen([str(PYTHON if PYTHON.exists() else sys.executable), "-u", *args], cwd=cwd,
+    proc = subprocess.Popen([str(PYTHON), "-u", *args], cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     deadline = time.monotonic() + 60
     line = b""
@@ -119,9 +119,9 @@ def test_analyzer_protocol_end_to_end(analyzer):
     assert schema["maxGpuQuota"]["default"] == domain.DEFAULT_MAX_GPU_QUOTA
 
     # Resource analysis with the pack's defaults.
-    good = analyze(analyzer, r.BUCKET, "artifacts", bucket_props("artifacts"))
+    good = analyze(analyzer, T.BUCKET, "artifacts", bucket_props("artifacts"))
     assert list(good.diagnostics) == []
-    bad = analyze(analyzer, r.BUCKET, "artifacts",
+    bad = analyze(analyzer, T.BUCKET, "artifacts",
                   bucket_props("artifacts", uniformBucketLevelAccess=False, versioning={"enabled": False}))
     got = {d.policyName: d for d in bad.diagnostics}
     assert set(got) == {"bucket-uniform-access", "artifacts-bucket-versioned"}
@@ -129,17 +129,17 @@ def test_analyzer_protocol_end_to_end(analyzer):
     assert "uniform_bucket_level_access=True" in got["bucket-uniform-access"].message
 
     # A value unknown during preview is not judged (no false violation, no crash).
-    preview = analyze(analyzer, r.BUCKET, "data", bucket_props("data", uniformBucketLevelAccess=UNKNOWN_BOOLEAN_VALUE))
+    preview = analyze(analyzer, T.BUCKET, "data", bucket_props("data", uniformBucketLevelAccess=UNKNOWN_BOOLEAN_VALUE))
     assert list(preview.diagnostics) == []
 
-    public = analyze(analyzer, r.BUCKET_IAM_MEMBER, "pub",
+    public = analyze(analyzer, T.BUCKET_IAM_MEMBER, "pub",
                      {"bucket": NAMES["data"], "role": "roles/storage.objectViewer", "member": "allUsers"})
     assert [d.policyName for d in public.diagnostics] == ["no-public-members"]
 
     quota = {"parent": "projects/my-tpu-project", "service": domain.QUOTA_SERVICE,
              "quotaId": "NVIDIA-T4-GPUS-per-project-region", "quotaConfig": {"preferredValue": "4"},
              "contactEmail": "ml@example.com"}
-    assert list(analyze(analyzer, r.QUOTA_PREFERENCE, "q", quota).diagnostics) == []
+    assert list(analyze(analyzer, T.QUOTA_PREFERENCE, "q", quota).diagnostics) == []
 
     # Configure as `--policy-pack-config` does: a lower cap, and accessMode=project for the broad-roles pair.
     analyzer.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig={
@@ -150,29 +150,29 @@ def test_analyzer_protocol_end_to_end(analyzer):
         "project-mode-broad-roles": analyzer_pb2.PolicyConfig(enforcementLevel=analyzer_pb2.ADVISORY,
                                                               properties=struct({"accessMode": "project"})),
     }))
-    capped = analyze(analyzer, r.QUOTA_PREFERENCE, "q", quota)
+    capped = analyze(analyzer, T.QUOTA_PREFERENCE, "q", quota)
     assert [(d.policyName, d.enforcementLevel) for d in capped.diagnostics] == [("gpu-quota-preference", analyzer_pb2.MANDATORY)]
     assert "maxGpuQuota=2" in capped.diagnostics[0].message
-    broad = analyze(analyzer, r.PROJECT_IAM_MEMBER, "sa-admin",
+    broad = analyze(analyzer, T.PROJECT_IAM_MEMBER, "sa-admin",
                     {"project": "my-tpu-project", "role": "roles/storage.admin", "member": SA})
     assert [(d.policyName, d.enforcementLevel) for d in broad.diagnostics] == [("project-mode-broad-roles", analyzer_pb2.ADVISORY)]
 
     # Stack analysis: legacy roles only -> every bucket fails the access rule, reported on the bucket's URN.
-    account = urn(r.SERVICE_ACCOUNT, "training-sa")
+    account = urn(T.SERVICE_ACCOUNT, "training-sa")
 
     def stack(read_role: str, write_role: str, member: str = SA) -> analyzer_pb2.AnalyzeStackRequest:
         resources = [analyzer_pb2.AnalyzerResource(
-            type=r.SERVICE_ACCOUNT, name="training-sa", urn=account,
+            type=T.SERVICE_ACCOUNT, name="training-sa", urn=account,
             properties=struct({"accountId": "tpuctl-trainer", "email": member.partition(":")[2] or member}))]
         for purpose in domain.BUCKET_PURPOSES:
-            resources.append(analyzer_pb2.AnalyzerResource(type=r.BUCKET, name=purpose, urn=urn(r.BUCKET, purpose),
+            resources.append(analyzer_pb2.AnalyzerResource(type=T.BUCKET, name=purpose, urn=urn(T.BUCKET, purpose),
                                                            properties=struct(bucket_props(purpose))))
             role = read_role if purpose in domain.READ_BUCKETS else write_role
             name = f"{purpose}-training-sa"
             resources.append(analyzer_pb2.AnalyzerResource(
-                type=r.BUCKET_IAM_MEMBER, name=name, urn=urn(r.BUCKET_IAM_MEMBER, name),
+                type=T.BUCKET_IAM_MEMBER, name=name, urn=urn(T.BUCKET_IAM_MEMBER, name),
                 properties=struct({"bucket": NAMES[purpose], "role": role, "member": member}),
-                propertyDependencies={"bucket": analyzer_pb2.AnalyzerPropertyDependencies(urns=[urn(r.BUCKET, purpose)]),
+                propertyDependencies={"bucket": analyzer_pb2.AnalyzerPropertyDependencies(urns=[urn(T.BUCKET, purpose)]),
                                       "member": analyzer_pb2.AnalyzerPropertyDependencies(urns=[account])},
             ))
         return analyzer_pb2.AnalyzeStackRequest(resources=resources)
@@ -182,7 +182,7 @@ def test_analyzer_protocol_end_to_end(analyzer):
     legacy = analyzer.AnalyzeStack(stack("roles/storage.legacyBucketReader", "roles/storage.legacyBucketWriter"))
     diags = list(legacy.diagnostics)
     assert {d.policyName for d in diags} == {"training-principals-storage-access"}
-    assert {d.urn for d in diags} == {urn(r.BUCKET, p) for p in domain.BUCKET_PURPOSES}
+    assert {d.urn for d in diags} == {urn(T.BUCKET, p) for p in domain.BUCKET_PURPOSES}
     assert all("storage.objects.get" in d.message and d.enforcementLevel == analyzer_pb2.MANDATORY for d in diags)
 
     # During a preview the member e-mail is unknown: the principal is named after the resource it comes from.

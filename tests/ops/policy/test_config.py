@@ -25,7 +25,7 @@ def test_stack_values_become_per_policy_config():
     assert config["training-principals-storage-access"] == {"existingDataBucket": "legacy-data",
                                                              "existingDataBucketAccess": "acl"}
     # each policy reads back exactly the stack's settings for the keys it declares
-    for name, values in config.items():
+    for values in config.values():
         back = settings_from(values).to_config()
         assert {k: back[k] for k in values} == values
 

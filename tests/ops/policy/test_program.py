@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 import copy
+import dataclasses
 
 import pytest
 
 from infra.mocks import run_program
-from policy import resources as r
 from policy.evaluate import evaluate, from_mocked
 from policy.settings import settings_for_stack
-from tpuctl import domain
+from tpuctl.ground import domain
+from tpuctl.ground import tokens as T
 
 
 def verdicts(run, settings=None):
@@ -44,7 +44,7 @@ def test_example_stack_passes_every_mandatory_rule(example_run):
     assert mandatory(violations) == [], [v.message for v in violations]
     types = {res.type for res in example_run.resources}
     # the rules really had something to look at: buckets, grants, quota preference, hub objects
-    assert {r.BUCKET, r.BUCKET_IAM_MEMBER, r.QUOTA_PREFERENCE, r.BUCKET_OBJECT} <= types
+    assert {T.BUCKET, T.BUCKET_IAM_MEMBER, T.QUOTA_PREFERENCE, T.BUCKET_OBJECT} <= types
 
 
 def test_project_access_mode_passes_with_advisories(stack_values):
@@ -53,7 +53,7 @@ def test_project_access_mode_passes_with_advisories(stack_values):
     assert mandatory(violations) == []
     advisories = {v.rule for v in violations if not v.mandatory}
     assert "project-mode-broad-roles" in advisories
-    assert not any(res.type == r.BUCKET_IAM_MEMBER for res in run.resources)  # access comes from the project
+    assert not any(res.type == T.BUCKET_IAM_MEMBER for res in run.resources)  # access comes from the project
 
 
 def test_existing_bucket_via_iam_passes(stack_values):
@@ -91,9 +91,9 @@ def test_gpu_quota_above_policy_cap_fails(stack_values):
 def test_legacy_roles_only_stack_fails_the_access_rule(example_run):
     legacy = {"roles/storage.objectViewer": "roles/storage.legacyBucketReader",
               "roles/storage.objectUser": "roles/storage.legacyBucketWriter"}
-    resources = with_props(example_run, lambda res: res.type == r.BUCKET_IAM_MEMBER,
+    resources = with_props(example_run, lambda res: res.type == T.BUCKET_IAM_MEMBER,
                            lambda p: p.update(role=legacy.get(p["role"], p["role"])))
-    roles = {res.outputs["role"] for res in resources if res.type == r.BUCKET_IAM_MEMBER}
+    roles = {res.outputs["role"] for res in resources if res.type == T.BUCKET_IAM_MEMBER}
     assert roles == set(domain.LEGACY_BUCKET_ROLES)
     violations = evaluate(from_mocked(resources), settings_for_stack(example_run.config))
     assert mandatory(violations) == ["training-principals-storage-access"]
@@ -113,7 +113,7 @@ def test_insecure_buckets_fail_with_the_expected_rules(example_run):
         if purpose == "staging":
             props["publicAccessPrevention"] = "inherited"
             props["uniformBucketLevelAccess"] = False
-    resources = with_props(example_run, lambda res: res.type == r.BUCKET, loosen)
+    resources = with_props(example_run, lambda res: res.type == T.BUCKET, loosen)
     violations = evaluate(from_mocked(resources), settings_for_stack(example_run.config))
     assert mandatory(violations) == ["artifacts-bucket-versioned", "bucket-public-access-prevention",
                                      "bucket-uniform-access", "no-force-destroy"]
@@ -125,13 +125,13 @@ def test_public_and_basic_role_grants_fail(example_run):
             props["member"] = "allUsers"
         else:
             props["role"] = "roles/editor"
-    resources = with_props(example_run, lambda res: res.type == r.BUCKET_IAM_MEMBER, worsen)
+    resources = with_props(example_run, lambda res: res.type == T.BUCKET_IAM_MEMBER, worsen)
     got = mandatory(evaluate(from_mocked(resources), settings_for_stack(example_run.config)))
     assert {"no-public-members", "no-basic-roles"} <= set(got)
 
 
 def test_misplaced_hub_objects_fail(example_run):
-    resources = with_props(example_run, lambda res: res.type == r.BUCKET_OBJECT,
+    resources = with_props(example_run, lambda res: res.type == T.BUCKET_OBJECT,
                            lambda p: p.update(name=p["name"].replace(domain.DEFAULT_HUB_CACHE_PREFIX, "models")))
     assert mandatory(evaluate(from_mocked(resources), settings_for_stack(example_run.config))) == ["hub-cache-layout"]
 
@@ -160,5 +160,5 @@ def test_hub_model_nested_one_folder_too_deep_fails(example_run):
     def nest(props):
         prefix, key, rest = props["name"].split("/", 2)
         props["name"] = f"{prefix}/{key}/mobilenet/{rest}"
-    resources = with_props(example_run, lambda res: res.type == r.BUCKET_OBJECT, nest)
+    resources = with_props(example_run, lambda res: res.type == T.BUCKET_OBJECT, nest)
     assert mandatory(evaluate(from_mocked(resources), settings_for_stack(example_run.config))) == ["hub-cache-complete"]

@@ -10,7 +10,8 @@ from policy import resources as r
 from policy.evaluate import ALL_RULES, check_resource, rule
 from policy.rules import ADVISORY, MANDATORY
 from policy.settings import PolicySettings, SettingsError, settings_from
-from tpuctl import domain
+from tpuctl.ground import domain
+from tpuctl.ground import tokens as T
 
 SA = "serviceAccount:tpuctl-trainer@proj-123456.iam.gserviceaccount.com"
 HUB_KEY = domain.hub_cache_key("https://tfhub.dev/google/imagenet/mobilenet_v2_100_224/feature_vector/5")
@@ -45,70 +46,70 @@ def only(rule_name, rtype, props, settings=None):
 
 @pytest.mark.parametrize("purpose", domain.BUCKET_PURPOSES)
 def test_secure_bucket_of_every_purpose_passes_all_rules(purpose):
-    assert check_resource(r.BUCKET, bucket(purpose)) == []
+    assert check_resource(T.BUCKET, bucket(purpose)) == []
 
 
 @pytest.mark.parametrize("value", ["inherited", None, "unspecified"])
 def test_public_access_prevention_must_be_enforced(value):
-    msgs = only("bucket-public-access-prevention", r.BUCKET, bucket(publicAccessPrevention=value))
+    msgs = only("bucket-public-access-prevention", T.BUCKET, bucket(publicAccessPrevention=value))
     assert len(msgs) == 1 and "public_access_prevention='enforced'" in msgs[0]
-    assert only("bucket-public-access-prevention", r.BUCKET, bucket()) == []
+    assert only("bucket-public-access-prevention", T.BUCKET, bucket()) == []
 
 
 def test_uniform_access_required():
-    assert only("bucket-uniform-access", r.BUCKET, bucket()) == []
-    msgs = only("bucket-uniform-access", r.BUCKET, bucket(uniformBucketLevelAccess=False))
+    assert only("bucket-uniform-access", T.BUCKET, bucket()) == []
+    msgs = only("bucket-uniform-access", T.BUCKET, bucket(uniformBucketLevelAccess=False))
     assert "uniform_bucket_level_access=True" in msgs[0]
-    assert only("bucket-uniform-access", r.BUCKET, {k: v for k, v in bucket().items()
+    assert only("bucket-uniform-access", T.BUCKET, {k: v for k, v in bucket().items()
                                                     if k != "uniformBucketLevelAccess"})
 
 
 def test_artifacts_bucket_must_be_versioned_other_buckets_need_not():
-    assert only("artifacts-bucket-versioned", r.BUCKET, bucket("artifacts")) == []
-    bad = only("artifacts-bucket-versioned", r.BUCKET, bucket("artifacts", versioning={"enabled": False}))
+    assert only("artifacts-bucket-versioned", T.BUCKET, bucket("artifacts")) == []
+    bad = only("artifacts-bucket-versioned", T.BUCKET, bucket("artifacts", versioning={"enabled": False}))
     assert bad and "versioning" in bad[0]
-    assert only("artifacts-bucket-versioned", r.BUCKET, bucket("artifacts", versioning=None))
-    assert only("artifacts-bucket-versioned", r.BUCKET, bucket("staging", versioning={"enabled": False})) == []
+    assert only("artifacts-bucket-versioned", T.BUCKET, bucket("artifacts", versioning=None))
+    assert only("artifacts-bucket-versioned", T.BUCKET, bucket("staging", versioning={"enabled": False})) == []
 
 
 @pytest.mark.parametrize("purpose,flagged", [("data", True), ("artifacts", True), ("staging", False), ("hub-cache", False)])
 def test_force_destroy_off_on_data_and_artifacts(purpose, flagged):
-    msgs = only("no-force-destroy", r.BUCKET, bucket(purpose, forceDestroy=True))
+    msgs = only("no-force-destroy", T.BUCKET, bucket(purpose, forceDestroy=True))
     assert bool(msgs) is flagged
-    assert only("no-force-destroy", r.BUCKET, bucket(purpose)) == []
+    assert only("no-force-destroy", T.BUCKET, bucket(purpose)) == []
 
 
 def test_labels_advisory():
     assert rule("bucket-labels").level == ADVISORY
-    assert only("bucket-labels", r.BUCKET, bucket()) == []
-    assert "no labels" in only("bucket-labels", r.BUCKET, bucket(labels={}))[0]
-    wrong = only("bucket-labels", r.BUCKET, bucket(labels={domain.PURPOSE_LABEL: "scratch"}))
+    assert only("bucket-labels", T.BUCKET, bucket()) == []
+    assert "no labels" in only("bucket-labels", T.BUCKET, bucket(labels={}))[0]
+    wrong = only("bucket-labels", T.BUCKET, bucket(labels={domain.PURPOSE_LABEL: "scratch"}))
     assert "scratch" in wrong[0]
 
 
 # --- public members --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("rtype,props", [
-    (r.BUCKET_IAM_MEMBER, {"bucket": "b1", "role": "roles/storage.objectViewer", "member": "allUsers"}),
-    (r.BUCKET_IAM_BINDING, {"bucket": "b1", "role": "roles/storage.objectViewer", "members": [SA, "allAuthenticatedUsers"]}),
-    (r.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/storage.objectViewer", "member": "allUsers"}),
-    (r.BUCKET_IAM_POLICY, {"bucket": "b1", "policyData": json.dumps(
+    (T.BUCKET_IAM_MEMBER, {"bucket": "b1", "role": "roles/storage.objectViewer", "member": "allUsers"}),
+    (T.BUCKET_IAM_BINDING, {"bucket": "b1", "role": "roles/storage.objectViewer", "members": [SA, "allAuthenticatedUsers"]}),
+    (T.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/storage.objectViewer", "member": "allUsers"}),
+    (T.BUCKET_IAM_POLICY, {"bucket": "b1", "policyData": json.dumps(
         {"bindings": [{"role": "roles/storage.objectViewer", "members": ["allUsers"]}]})}),
-    (r.BUCKET_ACCESS_CONTROL, {"bucket": "b1", "role": "READER", "entity": "allUsers"}),
-    (r.DEFAULT_OBJECT_ACCESS_CONTROL, {"bucket": "b1", "role": "READER", "entity": "allAuthenticatedUsers"}),
-    (r.BUCKET_ACL, {"bucket": "b1", "roleEntities": ["READER:allUsers"]}),
-    (r.BUCKET_ACL, {"bucket": "b1", "predefinedAcl": "publicRead"}),
-    (r.BUCKET_OBJECT, {"bucket": "b1", "name": "x", "predefinedAcl": "publicRead"}),
+    (T.BUCKET_ACCESS_CONTROL, {"bucket": "b1", "role": "READER", "entity": "allUsers"}),
+    (T.DEFAULT_OBJECT_ACCESS_CONTROL, {"bucket": "b1", "role": "READER", "entity": "allAuthenticatedUsers"}),
+    (T.BUCKET_ACL, {"bucket": "b1", "roleEntities": ["READER:allUsers"]}),
+    (T.BUCKET_ACL, {"bucket": "b1", "predefinedAcl": "publicRead"}),
+    (T.BUCKET_OBJECT, {"bucket": "b1", "name": "x", "predefinedAcl": "publicRead"}),
 ])
 def test_public_members_rejected_everywhere(rtype, props):
     assert only("no-public-members", rtype, props), (rtype, props)
 
 
 @pytest.mark.parametrize("rtype,props", [
-    (r.BUCKET_IAM_MEMBER, {"bucket": "b1", "role": "roles/storage.objectViewer", "member": SA}),
-    (r.BUCKET_IAM_BINDING, {"bucket": "b1", "role": "roles/storage.objectViewer", "members": [SA, "group:ml@example.com"]}),
-    (r.BUCKET_ACCESS_CONTROL, {"bucket": "b1", "role": "READER", "entity": "user-a@example.com"}),
-    (r.BUCKET_OBJECT, {"bucket": "b1", "name": "x"}),
+    (T.BUCKET_IAM_MEMBER, {"bucket": "b1", "role": "roles/storage.objectViewer", "member": SA}),
+    (T.BUCKET_IAM_BINDING, {"bucket": "b1", "role": "roles/storage.objectViewer", "members": [SA, "group:ml@example.com"]}),
+    (T.BUCKET_ACCESS_CONTROL, {"bucket": "b1", "role": "READER", "entity": "user-a@example.com"}),
+    (T.BUCKET_OBJECT, {"bucket": "b1", "name": "x"}),
 ])
 def test_private_members_pass(rtype, props):
     assert only("no-public-members", rtype, props) == []
@@ -116,7 +117,7 @@ def test_private_members_pass(rtype, props):
 
 # --- authoritative IAM / ACL ------------------------------------------------------------------
 
-@pytest.mark.parametrize("rtype", sorted(r.AUTHORITATIVE_PROJECT_IAM_TYPES))
+@pytest.mark.parametrize("rtype", sorted(T.AUTHORITATIVE_PROJECT_IAM_TYPES))
 def test_authoritative_project_iam_is_mandatory_violation(rtype):
     got = check_resource(rtype, {"project": "p", "role": "roles/storage.objectViewer", "members": [SA],
                                  "policyData": json.dumps({"bindings": []})})
@@ -125,17 +126,17 @@ def test_authoritative_project_iam_is_mandatory_violation(rtype):
 
 
 def test_additive_project_iam_member_passes():
-    got = check_resource(r.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA})
+    got = check_resource(T.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA})
     assert got == []
 
 
 def test_authoritative_bucket_iam_is_advisory():
-    got = check_resource(r.BUCKET_IAM_BINDING, {"bucket": "b1", "role": "roles/storage.objectViewer", "members": [SA]})
+    got = check_resource(T.BUCKET_IAM_BINDING, {"bucket": "b1", "role": "roles/storage.objectViewer", "members": [SA]})
     assert [(v.rule, v.level) for v in got] == [("additive-bucket-iam", ADVISORY)]
-    assert check_resource(r.BUCKET_IAM_MEMBER, {"bucket": "b1", "role": "roles/storage.objectViewer", "member": SA}) == []
+    assert check_resource(T.BUCKET_IAM_MEMBER, {"bucket": "b1", "role": "roles/storage.objectViewer", "member": SA}) == []
 
 
-@pytest.mark.parametrize("rtype", sorted(r.AUTHORITATIVE_ACL_TYPES))
+@pytest.mark.parametrize("rtype", sorted(T.AUTHORITATIVE_ACL_TYPES))
 def test_authoritative_acl_resources_rejected(rtype):
     msgs = only("no-authoritative-bucket-acl", rtype, {"bucket": "b1", "roleEntities": ["READER:user-a@example.com"]})
     assert msgs and "replaces the whole ACL" in msgs[0]
@@ -146,20 +147,20 @@ EXISTING = PolicySettings(existing_data_bucket="legacy-data", existing_data_buck
 
 def test_acl_entry_on_created_bucket_is_mandatory_violation():
     props = {"bucket": "tpuctl-proj-data", "role": "READER", "entity": "user-a@example.com"}
-    assert only("acl-only-on-existing-bucket", r.BUCKET_ACCESS_CONTROL, props, EXISTING)
-    assert only("acl-only-on-existing-bucket", r.BUCKET_ACCESS_CONTROL, props, PolicySettings())
-    assert only("acl-on-existing-bucket", r.BUCKET_ACCESS_CONTROL, props, EXISTING) == []
+    assert only("acl-only-on-existing-bucket", T.BUCKET_ACCESS_CONTROL, props, EXISTING)
+    assert only("acl-only-on-existing-bucket", T.BUCKET_ACCESS_CONTROL, props, PolicySettings())
+    assert only("acl-on-existing-bucket", T.BUCKET_ACCESS_CONTROL, props, EXISTING) == []
 
 
 def test_acl_entry_on_existing_bucket_needs_acl_mode():
     props = {"bucket": "legacy-data", "role": "READER", "entity": "user-a@example.com"}
     iam_mode = PolicySettings(existing_data_bucket="legacy-data", existing_data_bucket_access="iam")
-    assert "existingDataBucketAccess" in only("acl-only-on-existing-bucket", r.BUCKET_ACCESS_CONTROL, props, iam_mode)[0]
-    assert only("acl-only-on-existing-bucket", r.BUCKET_ACCESS_CONTROL, props, EXISTING) == []
+    assert "existingDataBucketAccess" in only("acl-only-on-existing-bucket", T.BUCKET_ACCESS_CONTROL, props, iam_mode)[0]
+    assert only("acl-only-on-existing-bucket", T.BUCKET_ACCESS_CONTROL, props, EXISTING) == []
 
 
 def test_acl_entry_on_existing_bucket_in_acl_mode_is_advisory_with_reason():
-    got = check_resource(r.DEFAULT_OBJECT_ACCESS_CONTROL,
+    got = check_resource(T.DEFAULT_OBJECT_ACCESS_CONTROL,
                          {"bucket": "legacy-data", "role": "READER", "entity": "user-a@example.com"}, EXISTING)
     assert [(v.rule, v.level) for v in got] == [("acl-on-existing-bucket", ADVISORY)]
     assert "objects written after the grant" in got[0].message
@@ -169,48 +170,48 @@ def test_acl_entry_on_existing_bucket_in_acl_mode_is_advisory_with_reason():
 # --- roles -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("role", sorted(domain.FORBIDDEN_ROLES))
-@pytest.mark.parametrize("rtype", [r.PROJECT_IAM_MEMBER, r.BUCKET_IAM_MEMBER])
+@pytest.mark.parametrize("rtype", [T.PROJECT_IAM_MEMBER, T.BUCKET_IAM_MEMBER])
 def test_basic_roles_rejected(role, rtype):
     assert only("no-basic-roles", rtype, {"project": "p", "bucket": "b", "role": role, "member": SA})
 
 
 def test_non_basic_role_passes_basic_roles_rule():
-    assert only("no-basic-roles", r.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA}) == []
+    assert only("no-basic-roles", T.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA}) == []
 
 
 @pytest.mark.parametrize("role", sorted(domain.PROJECT_MODE_ONLY_ROLES))
 def test_broad_project_roles_need_project_mode(role):
     props = {"project": "p", "role": role, "member": SA}
-    bucket_mode = check_resource(r.PROJECT_IAM_MEMBER, props, PolicySettings(access_mode="bucket"))
+    bucket_mode = check_resource(T.PROJECT_IAM_MEMBER, props, PolicySettings(access_mode="bucket"))
     assert [(v.rule, v.level) for v in bucket_mode] == [("project-roles-need-project-mode", MANDATORY)]
-    project_mode = check_resource(r.PROJECT_IAM_MEMBER, props, PolicySettings(access_mode="project"))
+    project_mode = check_resource(T.PROJECT_IAM_MEMBER, props, PolicySettings(access_mode="project"))
     assert [(v.rule, v.level) for v in project_mode] == [("project-mode-broad-roles", ADVISORY)]
     assert "accepted because accessMode=project" in project_mode[0].message
 
 
 def test_broad_project_role_for_a_person_is_not_the_service_account_rule():
     props = {"project": "p", "role": "roles/viewer", "member": "user:someone@example.com"}
-    assert check_resource(r.PROJECT_IAM_MEMBER, props) == []
+    assert check_resource(T.PROJECT_IAM_MEMBER, props) == []
 
 
 def test_unknown_member_at_preview_counts_as_service_account():
     props = {"project": "p", "role": "roles/storage.admin", "member": r.UNKNOWN}
-    assert only("project-roles-need-project-mode", r.PROJECT_IAM_MEMBER, props)
+    assert only("project-roles-need-project-mode", T.PROJECT_IAM_MEMBER, props)
 
 
 @pytest.mark.parametrize("role", sorted(domain.IMPERSONATION_ROLES))
 def test_project_level_impersonation_roles_rejected(role):
-    assert only("no-project-impersonation-roles", r.PROJECT_IAM_MEMBER, {"project": "p", "role": role, "member": SA})
+    assert only("no-project-impersonation-roles", T.PROJECT_IAM_MEMBER, {"project": "p", "role": role, "member": SA})
     # on one service account (serviceaccount.IAMMember) it is the right place
-    assert check_resource(r.SA_IAM_MEMBER, {"serviceAccountId": "x", "role": role, "member": SA}) == []
+    assert check_resource(T.SA_IAM_MEMBER, {"serviceAccountId": "x", "role": role, "member": SA}) == []
 
 
 # --- hub cache ---------------------------------------------------------------------------------
 
 def test_hub_cache_objects_in_sha1_layout_pass():
     name = domain.hub_object_name("model-cache", "https://tfhub.dev/google/x/1", "variables/variables.index")
-    assert only("hub-cache-layout", r.BUCKET_OBJECT, {"bucket": "hub", "name": name}) == []
-    assert only("hub-cache-layout", r.BUCKET_OBJECT, {"bucket": "hub", "name": f"model-cache/{HUB_KEY}/saved_model.pb"}) == []
+    assert only("hub-cache-layout", T.BUCKET_OBJECT, {"bucket": "hub", "name": name}) == []
+    assert only("hub-cache-layout", T.BUCKET_OBJECT, {"bucket": "hub", "name": f"model-cache/{HUB_KEY}/saved_model.pb"}) == []
 
 
 @pytest.mark.parametrize("name,fragment", [
@@ -220,14 +221,14 @@ def test_hub_cache_objects_in_sha1_layout_pass():
     (f"models/{HUB_KEY}/saved_model.pb", "not under hubCachePrefix"),
 ])
 def test_hub_cache_objects_elsewhere_rejected(name, fragment):
-    msgs = only("hub-cache-layout", r.BUCKET_OBJECT, {"bucket": "hub", "name": name})
+    msgs = only("hub-cache-layout", T.BUCKET_OBJECT, {"bucket": "hub", "name": name})
     assert msgs and fragment in msgs[0]
 
 
 def test_hub_cache_prefix_comes_from_config():
     settings = settings_from({"hubCachePrefix": "tfhub/cache"})
-    assert only("hub-cache-layout", r.BUCKET_OBJECT, {"name": f"tfhub/cache/{HUB_KEY}/saved_model.pb"}, settings) == []
-    assert only("hub-cache-layout", r.BUCKET_OBJECT, {"name": f"model-cache/{HUB_KEY}/saved_model.pb"}, settings)
+    assert only("hub-cache-layout", T.BUCKET_OBJECT, {"name": f"tfhub/cache/{HUB_KEY}/saved_model.pb"}, settings) == []
+    assert only("hub-cache-layout", T.BUCKET_OBJECT, {"name": f"model-cache/{HUB_KEY}/saved_model.pb"}, settings)
 
 
 # --- GPU quota -----------------------------------------------------------------------------------
@@ -241,26 +242,26 @@ def quota(preferred="4", email="ml@example.com", quota_id="NVIDIA-T4-GPUS-per-pr
 
 
 def test_gpu_quota_within_cap_with_contact_passes():
-    assert check_resource(r.QUOTA_PREFERENCE, quota()) == []
-    assert check_resource(r.QUOTA_PREFERENCE, quota(str(domain.DEFAULT_MAX_GPU_QUOTA))) == []
+    assert check_resource(T.QUOTA_PREFERENCE, quota()) == []
+    assert check_resource(T.QUOTA_PREFERENCE, quota(str(domain.DEFAULT_MAX_GPU_QUOTA))) == []
 
 
 def test_gpu_quota_without_contact_fails():
-    assert "contactEmail" in only("gpu-quota-preference", r.QUOTA_PREFERENCE, quota(email=None))[0]
-    assert only("gpu-quota-preference", r.QUOTA_PREFERENCE, quota(email=""))
+    assert "contactEmail" in only("gpu-quota-preference", T.QUOTA_PREFERENCE, quota(email=None))[0]
+    assert only("gpu-quota-preference", T.QUOTA_PREFERENCE, quota(email=""))
 
 
 def test_gpu_quota_above_default_and_configured_cap_fails():
-    assert "maxGpuQuota=16" in only("gpu-quota-preference", r.QUOTA_PREFERENCE, quota("80"))[0]
+    assert "maxGpuQuota=16" in only("gpu-quota-preference", T.QUOTA_PREFERENCE, quota("80"))[0]
     tight = settings_from({"maxGpuQuota": 2})
-    assert "maxGpuQuota=2" in only("gpu-quota-preference", r.QUOTA_PREFERENCE, quota("4"), tight)[0]
-    assert only("gpu-quota-preference", r.QUOTA_PREFERENCE, quota("2"), tight) == []
+    assert "maxGpuQuota=2" in only("gpu-quota-preference", T.QUOTA_PREFERENCE, quota("4"), tight)[0]
+    assert only("gpu-quota-preference", T.QUOTA_PREFERENCE, quota("2"), tight) == []
 
 
 def test_unknown_values_at_preview_are_not_violations():
-    assert only("gpu-quota-preference", r.QUOTA_PREFERENCE,
+    assert only("gpu-quota-preference", T.QUOTA_PREFERENCE,
                 {**quota(), "quotaConfig": {"preferredValue": r.UNKNOWN}, "contactEmail": r.UNKNOWN}) == []
-    assert only("bucket-uniform-access", r.BUCKET, bucket(uniformBucketLevelAccess=r.UNKNOWN)) == []
+    assert only("bucket-uniform-access", T.BUCKET, bucket(uniformBucketLevelAccess=r.UNKNOWN)) == []
 
 
 # --- settings ------------------------------------------------------------------------------------
@@ -290,34 +291,34 @@ ACL_MODE = PolicySettings(existing_data_bucket="legacy-data", existing_data_buck
 PROJECT_MODE = PolicySettings(access_mode="project")
 CASES = {
     # rule: (type, good props, bad props, settings); a bad case of another type is written (type, props)
-    "bucket-public-access-prevention": (r.BUCKET, bucket(), bucket(publicAccessPrevention="inherited"), None),
-    "bucket-uniform-access": (r.BUCKET, bucket(), bucket(uniformBucketLevelAccess=False), None),
-    "no-public-members": (r.BUCKET_IAM_MEMBER, {"bucket": "b", "role": "roles/storage.objectViewer", "member": SA},
+    "bucket-public-access-prevention": (T.BUCKET, bucket(), bucket(publicAccessPrevention="inherited"), None),
+    "bucket-uniform-access": (T.BUCKET, bucket(), bucket(uniformBucketLevelAccess=False), None),
+    "no-public-members": (T.BUCKET_IAM_MEMBER, {"bucket": "b", "role": "roles/storage.objectViewer", "member": SA},
                           {"bucket": "b", "role": "roles/storage.objectViewer", "member": "allUsers"}, None),
-    "no-authoritative-project-iam": (r.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA},
-                                     (r.PROJECT_IAM_BINDING, {"project": "p", "role": "roles/aiplatform.user", "members": [SA]}), None),
-    "additive-bucket-iam": (r.BUCKET_IAM_MEMBER, {"bucket": "b", "role": "roles/storage.objectViewer", "member": SA},
-                            (r.BUCKET_IAM_BINDING, {"bucket": "b", "role": "roles/storage.objectViewer", "members": [SA]}), None),
-    "no-authoritative-bucket-acl": (r.BUCKET_ACCESS_CONTROL, {"bucket": "legacy-data", "role": "READER", "entity": "user-a@example.com"},
-                                    (r.BUCKET_ACL, {"bucket": "legacy-data", "roleEntities": ["READER:user-a@example.com"]}), ACL_MODE),
-    "acl-only-on-existing-bucket": (r.BUCKET_ACCESS_CONTROL, {"bucket": "legacy-data", "role": "READER", "entity": "user-a@example.com"},
+    "no-authoritative-project-iam": (T.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA},
+                                     (T.PROJECT_IAM_BINDING, {"project": "p", "role": "roles/aiplatform.user", "members": [SA]}), None),
+    "additive-bucket-iam": (T.BUCKET_IAM_MEMBER, {"bucket": "b", "role": "roles/storage.objectViewer", "member": SA},
+                            (T.BUCKET_IAM_BINDING, {"bucket": "b", "role": "roles/storage.objectViewer", "members": [SA]}), None),
+    "no-authoritative-bucket-acl": (T.BUCKET_ACCESS_CONTROL, {"bucket": "legacy-data", "role": "READER", "entity": "user-a@example.com"},
+                                    (T.BUCKET_ACL, {"bucket": "legacy-data", "roleEntities": ["READER:user-a@example.com"]}), ACL_MODE),
+    "acl-only-on-existing-bucket": (T.BUCKET_ACCESS_CONTROL, {"bucket": "legacy-data", "role": "READER", "entity": "user-a@example.com"},
                                     {"bucket": "tpuctl-proj-data", "role": "READER", "entity": "user-a@example.com"}, ACL_MODE),
-    "acl-on-existing-bucket": (r.BUCKET_ACCESS_CONTROL, {"bucket": "tpuctl-proj-data", "role": "READER", "entity": "user-a@example.com"},
+    "acl-on-existing-bucket": (T.BUCKET_ACCESS_CONTROL, {"bucket": "tpuctl-proj-data", "role": "READER", "entity": "user-a@example.com"},
                                {"bucket": "legacy-data", "role": "READER", "entity": "user-a@example.com"}, ACL_MODE),
-    "no-basic-roles": (r.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA},
+    "no-basic-roles": (T.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA},
                        {"project": "p", "role": "roles/owner", "member": SA}, None),
-    "project-roles-need-project-mode": (r.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA},
+    "project-roles-need-project-mode": (T.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA},
                                         {"project": "p", "role": "roles/storage.admin", "member": SA}, None),
-    "project-mode-broad-roles": (r.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA},
+    "project-mode-broad-roles": (T.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA},
                                  {"project": "p", "role": "roles/storage.admin", "member": SA}, PROJECT_MODE),
-    "no-project-impersonation-roles": (r.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA},
+    "no-project-impersonation-roles": (T.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA},
                                        {"project": "p", "role": "roles/iam.serviceAccountUser", "member": SA}, None),
-    "artifacts-bucket-versioned": (r.BUCKET, bucket("artifacts"), bucket("artifacts", versioning={"enabled": False}), None),
-    "no-force-destroy": (r.BUCKET, bucket("data"), bucket("data", forceDestroy=True), None),
-    "hub-cache-layout": (r.BUCKET_OBJECT, {"bucket": "h", "name": f"model-cache/{HUB_KEY}/saved_model.pb"},
+    "artifacts-bucket-versioned": (T.BUCKET, bucket("artifacts"), bucket("artifacts", versioning={"enabled": False}), None),
+    "no-force-destroy": (T.BUCKET, bucket("data"), bucket("data", forceDestroy=True), None),
+    "hub-cache-layout": (T.BUCKET_OBJECT, {"bucket": "h", "name": f"model-cache/{HUB_KEY}/saved_model.pb"},
                          {"bucket": "h", "name": "model-cache/mobilenet/saved_model.pb"}, None),
-    "gpu-quota-preference": (r.QUOTA_PREFERENCE, quota("8"), quota("64"), None),
-    "bucket-labels": (r.BUCKET, bucket(), bucket(labels={}), None),
+    "gpu-quota-preference": (T.QUOTA_PREFERENCE, quota("8"), quota("64"), None),
+    "bucket-labels": (T.BUCKET, bucket(), bucket(labels={}), None),
 }
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from policy import resources as r
 from policy.access import StackResource, build_model, check_training_access
-from policy.stack_rules import check_hub_models_complete
 from policy.settings import PolicySettings
-from tpuctl import domain
+from policy.stack_rules import check_hub_models_complete
+from tpuctl.ground import domain
+from tpuctl.ground import tokens as T
 
 SA = "serviceAccount:trainer@proj-123456.iam.gserviceaccount.com"
 AGENT = "serviceAccount:service-123@gcp-sa-tpu.iam.gserviceaccount.com"
@@ -18,19 +19,19 @@ def urn(rtype: str, name: str) -> str:
 
 
 def buckets(purposes=domain.BUCKET_PURPOSES):
-    return [StackResource(r.BUCKET, p, urn(r.BUCKET, p),
+    return [StackResource(T.BUCKET, p, urn(T.BUCKET, p),
                           {"name": NAMES[p], "labels": {domain.PURPOSE_LABEL: p}}) for p in purposes]
 
 
 def member(bucket: str, role: str, who: str = SA, **extra) -> StackResource:
     name = f"{bucket}-{role}-{who}"
-    return StackResource(r.BUCKET_IAM_MEMBER, name, urn(r.BUCKET_IAM_MEMBER, name),
+    return StackResource(T.BUCKET_IAM_MEMBER, name, urn(T.BUCKET_IAM_MEMBER, name),
                          {"bucket": bucket, "role": role, "member": who, **extra})
 
 
 def project_member(role: str, who: str = SA) -> StackResource:
     name = f"project-{role}-{who}"
-    return StackResource(r.PROJECT_IAM_MEMBER, name, urn(r.PROJECT_IAM_MEMBER, name),
+    return StackResource(T.PROJECT_IAM_MEMBER, name, urn(T.PROJECT_IAM_MEMBER, name),
                          {"project": "proj-123456", "role": role, "member": who})
 
 
@@ -95,9 +96,9 @@ def test_existing_bucket_via_acl_counts_acl_entries():
     stack = buckets(("staging", "artifacts", "hub-cache")) + [g for g in least_privilege()
                                                              if g.props["bucket"] != NAMES["data"]]
     entity = "user-" + SA.split(":", 1)[1]
-    reader = StackResource(r.BUCKET_ACCESS_CONTROL, "acl", urn(r.BUCKET_ACCESS_CONTROL, "acl"),
+    reader = StackResource(T.BUCKET_ACCESS_CONTROL, "acl", urn(T.BUCKET_ACCESS_CONTROL, "acl"),
                            {"bucket": "legacy-data", "role": "READER", "entity": entity})
-    default_reader = StackResource(r.DEFAULT_OBJECT_ACCESS_CONTROL, "dacl", urn(r.DEFAULT_OBJECT_ACCESS_CONTROL, "dacl"),
+    default_reader = StackResource(T.DEFAULT_OBJECT_ACCESS_CONTROL, "dacl", urn(T.DEFAULT_OBJECT_ACCESS_CONTROL, "dacl"),
                                    {"bucket": "legacy-data", "role": "READER", "entity": entity})
     assert check_training_access(stack + [reader, default_reader], settings) == []
     problems = check_training_access(stack + [reader], settings)
@@ -128,7 +129,7 @@ def test_stack_without_any_grant_fails():
 
 
 def test_state_style_bucket_reference_and_unknown_member_resolve():
-    account_urn = urn(r.SERVICE_ACCOUNT, "training-sa")
+    account_urn = urn(T.SERVICE_ACCOUNT, "training-sa")
 
     def unknown_member_grants(skip: str | None = None) -> list[StackResource]:
         out = []
@@ -152,7 +153,7 @@ HUB = domain.hub_cache_key("https://tfhub.dev/google/x/1")
 
 
 def hub_object(name: str) -> StackResource:
-    return StackResource(r.BUCKET_OBJECT, name, urn(r.BUCKET_OBJECT, name), {"bucket": NAMES["hub-cache"], "name": name})
+    return StackResource(T.BUCKET_OBJECT, name, urn(T.BUCKET_OBJECT, name), {"bucket": NAMES["hub-cache"], "name": name})
 
 
 def test_hub_model_with_saved_model_at_root_passes():

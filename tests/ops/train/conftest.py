@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 import threading
 import time
@@ -13,20 +12,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
+from tpuctl.ground.envs import ops_python, trainer_python
+
+from clifixtures import run_process
 from gcsfixtures import anonymous_client, storage_emulator
 
 REPO = Path(__file__).resolve().parents[3]
-OPS_PYTHON = REPO / ".venv" / "bin" / "python"
-TRAINER_PYTHON = REPO / ".venv-trainer" / "bin" / "python"
 FAKE_TRAINER = Path(__file__).with_name("fake_trainer.py")
 
 
 def run_cli(args, env=None, cwd=None, timeout=120, **kw):
     """`tpuctl ARGS` in a subprocess of the ops interpreter."""
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    return subprocess.run([str(OPS_PYTHON), "-m", "tpuctl.cli", *args], env=full_env, cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout, **kw)
+    return run_process(args, env=env, cwd=cwd, timeout=timeout, **kw)
 
 
 @pytest.fixture
@@ -167,4 +165,4 @@ def tools():
     from types import SimpleNamespace
 
     return SimpleNamespace(run_cli=run_cli, wait_for=wait_for, pid_alive=pid_alive, repo=REPO,
-                           ops_python=OPS_PYTHON, trainer_python=TRAINER_PYTHON)
+                           ops_python=ops_python(), trainer_python=trainer_python())

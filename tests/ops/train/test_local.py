@@ -220,7 +220,7 @@ def test_worker_ignoring_sigterm_is_killed_after_the_grace_period(fake_trainer, 
 
 
 def test_default_run_folder_is_never_reused(monkeypatch, tmp_path):
-    from tpuctl import launch
+    from tpuctl.services import training as launch
 
     monkeypatch.setattr(launch, "timestamp", lambda: "20261122-030000")
     base = tmp_path / "runs"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tpuctl import domain, vertex
+from tpuctl.ground import domain
+from tpuctl.services import vertex
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "vertex.md"
 

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 #: Repository root (tpuctl is installed editable into .venv, so this is the checkout).
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def ops_python() -> Path:
+    """Interpreter of the ops environment: $TPUCTL_OPS_PYTHON, else the one running now (ops code runs in it)."""
+    configured = os.environ.get("TPUCTL_OPS_PYTHON")
+    return Path(configured) if configured else Path(sys.executable)
 
 
 def trainer_python() -> Path:

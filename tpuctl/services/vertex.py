@@ -3,7 +3,7 @@
 This replaces the seeds' ``gcloud ai-platform jobs submit training --scale-tier BASIC_TPU`` (AI Platform
 Training was shut down on 2025-01-31). The job runs ``python -m trainer.task`` from a source
 distribution of ``trainer/`` on a Vertex AI prebuilt TensorFlow image; its worker pools come from the
-accelerator catalogue in ``tpuctl.domain``.
+accelerator catalogue in ``tpuctl.ground.domain``.
 
 google-cloud-aiplatform and google-cloud-storage are imported inside the functions that need them.
 """
@@ -21,9 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from tpuctl import __version__, domain
-from tpuctl.envs import REPO_ROOT
-from tpuctl.errors import UserError
+from tpuctl import __version__
+from tpuctl.ground import domain
+from tpuctl.ground.envs import REPO_ROOT
+from tpuctl.ground.errors import UserError
+from tpuctl.ground.outputs import StackOutputs
+from tpuctl.services.training import TrainOptions, check_common, model_args, timestamp
 
 TRAINER_MODULE = "trainer.task"
 SDIST_NAME = "tpuctl_trainer"
@@ -274,14 +277,9 @@ def follow(client, name: str, *, poll_seconds: float, echo: Callable[[str], None
 # `tpuctl train --target vertex`: defaults from the stack, then build / upload / submit / follow
 # --------------------------------------------------------------------------------------------
 
-def plan_job(opts, outputs, *, region: str | None = None, job_name: str | None = None,
-             image: str | None = None) -> VertexJob:
-    """Validate everything and assemble the job; nothing is built or uploaded here.
-
-    ``opts`` is a ``tpuctl.launch.TrainOptions``; ``outputs`` the stack's ``StackOutputs``.
-    """
-    from tpuctl.launch import check_common, model_args, timestamp
-
+def plan_job(opts: TrainOptions, outputs: StackOutputs | None, *, region: str | None = None,
+             job_name: str | None = None, image: str | None = None) -> VertexJob:
+    """Validate everything and assemble the job; nothing is built or uploaded here."""
     check_common(opts)
     accel = domain.parse_accelerator(opts.accelerator or "cpu")
     if outputs is None:

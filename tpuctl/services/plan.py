@@ -13,29 +13,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tpuctl import domain
-from tpuctl.envs import REPO_ROOT
-from tpuctl.errors import UserError
+from tpuctl.ground import domain
+from tpuctl.ground import tokens as T
+from tpuctl.ground.envs import REPO_ROOT
+from tpuctl.ground.errors import UserError
 
 DEFAULT_STACK = "example"
 STACK_TYPE = "pulumi:pulumi:Stack"
 
 #: Properties worth showing per resource type (dotted paths into the camelCase outputs).
 KEY_PROPERTIES: dict[str, tuple[str, ...]] = {
-    "gcp:storage/bucket:Bucket": ("name", "location", f"labels.{domain.PURPOSE_LABEL}", "uniformBucketLevelAccess",
+    T.BUCKET: ("name", "location", f"labels.{domain.PURPOSE_LABEL}", "uniformBucketLevelAccess",
                                   "publicAccessPrevention", "versioning.enabled", "forceDestroy",
                                   "softDeletePolicy.retentionDurationSeconds"),
-    "gcp:storage/bucketIAMMember:BucketIAMMember": ("bucket", "role", "member"),
-    "gcp:projects/iAMMember:IAMMember": ("project", "role", "member"),
-    "gcp:storage/bucketAccessControl:BucketAccessControl": ("bucket", "role", "entity"),
-    "gcp:storage/defaultObjectAccessControl:DefaultObjectAccessControl": ("bucket", "role", "entity"),
-    "gcp:storage/bucketObject:BucketObject": ("bucket", "contentType"),
-    "gcp:cloudquota/sQuotaPreference:SQuotaPreference": ("quotaId", "dimensions.region", "quotaConfig.preferredValue",
+    T.BUCKET_IAM_MEMBER: ("bucket", "role", "member"),
+    T.PROJECT_IAM_MEMBER: ("project", "role", "member"),
+    T.BUCKET_ACCESS_CONTROL: ("bucket", "role", "entity"),
+    T.DEFAULT_OBJECT_ACCESS_CONTROL: ("bucket", "role", "entity"),
+    T.BUCKET_OBJECT: ("bucket", "contentType"),
+    T.QUOTA_PREFERENCE: ("quotaId", "dimensions.region", "quotaConfig.preferredValue",
                                                          "contactEmail"),
-    "gcp:projects/service:Service": ("service", "disableOnDestroy"),
-    "gcp:projects/serviceIdentity:ServiceIdentity": ("service", "email"),
-    "gcp:serviceaccount/account:Account": ("accountId", "email"),
-    "gcp:serviceaccount/iAMMember:IAMMember": ("serviceAccountId", "role", "member"),
+    T.SERVICE: ("service", "disableOnDestroy"),
+    T.SERVICE_IDENTITY: ("service", "email"),
+    T.SERVICE_ACCOUNT: ("accountId", "email"),
+    T.SA_IAM_MEMBER: ("serviceAccountId", "role", "member"),
 }
 
 
@@ -146,11 +147,11 @@ def plan(stack: str | None = None, config_file: Path | None = None, *, check_pol
     started = time.perf_counter()
     name, path, source = stack_source(stack, config_file)
 
-    from infra.config import read_stack_config
     from infra.mocks import run_program
     from policy.access import access_rows, build_model
     from policy.evaluate import evaluate, from_mocked
     from policy.settings import settings_for_stack
+    from tpuctl.ground.stackfile import read_stack_config
 
     values = read_stack_config(stack=None if path else name, config_file=path, root=root)
     run = run_program(values, stack=name)
@@ -161,6 +162,8 @@ def plan(stack: str | None = None, config_file: Path | None = None, *, check_pol
                         key_properties(res.type, res.outputs))
         for res in run.resources if res.custom
     ]
+    # The mocks register concurrently, so registration order varies run to run; the plan does not.
+    planned.sort(key=lambda r: (r.component, r.type, r.name))
     settings = settings_for_stack(run.config)
     stack_resources = from_mocked(run.resources)
     keywords = {domain.member_for_email(email): kw for kw, email in (run.outputs.get("principals") or {}).items()
@@ -169,6 +172,7 @@ def plan(stack: str | None = None, config_file: Path | None = None, *, check_pol
     for row in access_rows(build_model(stack_resources, settings)):
         access.append({**row, "keyword": keywords.get(row["principal"])})
     violations = evaluate(stack_resources, settings) if check_policy else []
+    violations.sort(key=lambda v: (v.rule, v.urn or "", v.message))
     return PlanResult(
         source=source, stack=name, resources=planned, access=access, violations=violations,
         outputs=run.outputs, policy_checked=check_policy, seconds=time.perf_counter() - started,

@@ -1,6 +1,6 @@
 """Stack outputs: what `pulumi up` exported, read from a stack (Pulumi CLI) or a JSON file.
 
-The shape is the one infra/ exports (keys in ``tpuctl.domain.OUTPUT_KEYS``) and the one
+The shape is the one infra/ exports (keys in ``OUTPUT_KEYS``) and the one
 ``tpuctl plan --json`` prints under ``outputs``; every ``--outputs FILE`` option accepts it.
 """
 
@@ -13,9 +13,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tpuctl import domain
-from tpuctl.envs import REPO_ROOT
-from tpuctl.errors import UserError
+from tpuctl.ground import domain
+from tpuctl.ground.envs import REPO_ROOT
+from tpuctl.ground.errors import UserError
+
+#: Keys of the stack outputs (`pulumi stack output --json`), documented in docs/stack-outputs.md.
+OUTPUT_KEYS: tuple[str, ...] = (
+    "project", "project_number", "region", "zone", "access_mode",
+    "buckets",             # {purpose: bucket name}
+    "bucket_urls",         # {purpose: gs://name}
+    "principals",          # {keyword: e-mail}
+    "training_service_account",
+    "tfhub_cache_dir", "hub_cache_prefix", "hub_models",
+    "access_map",          # {member: {bucket name: [roles]}}
+    "labels",
+)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Data commands: the trainer's data tools run in the trainer environment, results optionally uploaded.
+"""Data tools: the trainer's data tools run in the trainer environment, results optionally uploaded.
 
 ``trainer.make_tfrecords`` and ``trainer.sample_data`` (trainer environment, TensorFlow) write shards
 to a local folder and report ``progress: done/total`` and a final ``summary: {json}`` on stdout.
@@ -10,22 +10,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
-import subprocess
 import tempfile
-import threading
-from collections import deque
 from pathlib import Path
 from typing import Callable
 
-from tpuctl import domain
-from tpuctl.envs import cache_dir, trainer_env
-from tpuctl.errors import UserError
-from tpuctl.launch import require_trainer_python
+from tpuctl.ground import domain
+from tpuctl.ground.envs import cache_dir, trainer_env
+from tpuctl.ground.errors import UserError
+from tpuctl.services.supervisor import Task, TaskFailed, run_tasks, trainer_module_argv
+from trainer import protocol
 
-_PROGRESS = re.compile(r"^progress:\s*(\d+)\s*/\s*(\d+)\s*$")
-SUMMARY_PREFIX = "summary:"
 ProgressCallback = Callable[[int, int], None]
 
 
@@ -42,51 +37,37 @@ def split_gcs(uri: str) -> tuple[str, str]:
 
 def run_tool(module: str, args: list[str], on_progress: ProgressCallback | None = None,
              on_line: Callable[[str], None] | None = None) -> dict:
-    """Run ``python -m <module> ARGS`` in the trainer env; return its ``summary:`` JSON."""
-    argv = [str(require_trainer_python()), "-u", "-m", module, *args]
-    try:
-        proc = subprocess.Popen(argv, env=trainer_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                stdin=subprocess.DEVNULL, text=True, encoding="utf-8", errors="replace", bufsize=1)
-    except OSError as exc:
-        raise UserError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
-    stderr_tail: deque[str] = deque(maxlen=50)
+    """Run ``python -m <module> ARGS`` in the trainer env under the supervisor; return its ``summary:`` JSON.
 
-    def _drain_stderr() -> None:
-        for line in iter(proc.stderr.readline, ""):
-            stderr_tail.append(line.rstrip("\n"))
+    Progress messages go to ``on_progress``, other stdout lines to ``on_line``; stderr is kept for the
+    one-line failure message only.
+    """
+    def on_message(message: protocol.Message) -> bool:
+        if message.kind == protocol.PROGRESS:
+            if on_progress:
+                on_progress(*message.payload)
+            return True
+        return message.kind == protocol.SUMMARY
 
-    reader = threading.Thread(target=_drain_stderr, daemon=True)
-    reader.start()
-    summary = None
+    class _Lines:
+        def write(self, text: str) -> None:
+            if on_line and text.strip():
+                on_line(text.rstrip("\n"))
+
+        def flush(self) -> None:
+            pass
+
+    task = Task(module, trainer_module_argv(module, args), trainer_env(), on_message=on_message)
     try:
-        for line in iter(proc.stdout.readline, ""):
-            text = line.rstrip("\n")
-            m = _PROGRESS.match(text)
-            if m:
-                if on_progress:
-                    on_progress(int(m.group(1)), int(m.group(2)))
-            elif text.startswith(SUMMARY_PREFIX):
-                try:
-                    summary = json.loads(text[len(SUMMARY_PREFIX):])
-                except json.JSONDecodeError:
-                    summary = None
-            elif on_line and text.strip():
-                on_line(text)
-        code = proc.wait()
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        reader.join(timeout=5)
-    if code != 0:
-        lines = [ln for ln in stderr_tail if ln.strip()]
-        last = next((ln for ln in reversed(lines) if ln.startswith("error:")), lines[-1] if lines else "")
-        last = last[len("error:"):].strip() if last.startswith("error:") else last.strip()
-        raise UserError(f"{module} failed (exit {code}): {last or 'no message'}", code if code > 0 else 1)
+        run_tasks([task], out=_Lines(), echo_stderr=False)
+    except TaskFailed as exc:
+        if exc.task is None:
+            raise
+        code = exc.task.proc.returncode
+        last = exc.task.last_error_line() or ""
+        last = last[len("error:"):].strip() if last.startswith("error:") else last
+        raise UserError(f"{module} failed (exit {code}): {last or 'no message'}", exc.exit_code) from None
+    summary = task.messages.get(protocol.SUMMARY)
     if not isinstance(summary, dict):
         raise UserError(f"{module} finished without a 'summary:' line; is the trainer package up to date?", 1)
     return summary

@@ -1,0 +1,71 @@
+"""The layers contract (pyproject.toml [tool.importlinter]) and ruff hold on the tree, and they do bite:
+a deliberately wrong import in a copy of the tree fails the same check CI runs."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tpuctl.ground.envs import REPO_ROOT, ops_python
+
+PACKAGES = ("tpuctl", "infra", "policy", "bootstrap", "trainer")
+
+
+def _copy_tree(dest: Path) -> Path:
+    for name in PACKAGES:
+        shutil.copytree(REPO_ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO_ROOT / "pyproject.toml", dest / "pyproject.toml")
+    return dest
+
+
+def _lint_imports(cwd: Path) -> subprocess.CompletedProcess:
+    script = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+    return subprocess.run([str(ops_python()), "-c", script, "--no-cache"], cwd=cwd, capture_output=True,
+                          text=True, timeout=300)
+
+
+def _append(path: Path, line: str) -> None:
+    path.write_text(path.read_text() + f"\n{line}\n")
+
+
+def test_the_repository_keeps_every_contract():
+    proc = _lint_imports(REPO_ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "0 broken" in proc.stdout
+
+
+@pytest.mark.parametrize("target, line, contract", [
+    # the ground layer may not reach up into the CLI toolkit ...
+    ("tpuctl/ground/errors.py", "import typer", "Only the CLI renders"),
+    # ... nor into the layers above it
+    ("tpuctl/ground/outputs.py", "from infra import config", "Layers"),
+    # bootstrap acts on live APIs; it does not call the CLI
+    ("bootstrap/state.py", "from tpuctl.commands import access", "Layers"),
+    # infra and policy are independent siblings
+    ("policy/rules.py", "from infra import buckets", "Layers"),
+    # the trainer ships alone
+    ("trainer/task.py", "from tpuctl.ground import domain", "The trainer ships alone"),
+    ("trainer/data.py", "import google.cloud.storage", "The trainer ships alone"),
+    # the ops side knows the trainer only through its line protocol
+    ("bootstrap/hubcache.py", "from trainer import data", "line protocol"),
+])
+def test_a_wrong_import_breaks_its_contract(tmp_path, target, line, contract):
+    tree = _copy_tree(tmp_path)
+    _append(tree / target, line)
+    proc = _lint_imports(tree)
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    broken = proc.stdout.split("Broken contracts", 1)[-1]
+    assert contract in broken, proc.stdout[-3000:]
+
+
+def test_ruff_is_clean_and_catches_an_unused_import(tmp_path):
+    ruff = [str(ops_python()), "-m", "ruff", "check", "--no-cache"]
+    clean = subprocess.run([*ruff, "."], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert clean.returncode == 0, clean.stdout[-3000:]
+    tree = _copy_tree(tmp_path)
+    _append(tree / "tpuctl/ground/envs.py", "import json")
+    dirty = subprocess.run([*ruff, "."], cwd=tree, capture_output=True, text=True, timeout=300)
+    assert dirty.returncode != 0 and "F401" in dirty.stdout, dirty.stdout[-2000:]

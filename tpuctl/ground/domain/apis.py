@@ -1,0 +1,22 @@
+"""Google Cloud APIs the setup enables.
+"""
+
+from __future__ import annotations
+
+#: APIs the training setup needs. Enabled by infra/ and bootstrap/, never disabled on destroy.
+REQUIRED_APIS: tuple[str, ...] = (
+    "tpu.googleapis.com",
+    "aiplatform.googleapis.com",
+    "storage.googleapis.com",
+    "iam.googleapis.com",
+    "cloudquotas.googleapis.com",
+    "serviceusage.googleapis.com",
+    "compute.googleapis.com",
+)
+#: APIs Pulumi itself needs before the first `pulumi up` (state bucket, resource manager, usage).
+BOOTSTRAP_APIS: tuple[str, ...] = (
+    "cloudresourcemanager.googleapis.com",
+    "serviceusage.googleapis.com",
+    "storage.googleapis.com",
+    "iam.googleapis.com",
+)

@@ -1,0 +1,91 @@
+"""Who gets access: service agents, the training service account, IAM member strings.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tpuctl.ground.domain.names import validate_account_id
+from tpuctl.ground.domain.storage_iam import PUBLIC_MEMBERS
+from tpuctl.ground.errors import DomainError
+
+
+@dataclass(frozen=True)
+class AgentKind:
+    keyword: str
+    description: str
+    service: str          # API whose service identity this is (generateServiceIdentity target)
+    email_format: str     # str.format with project_number
+    project_role: str | None = None  # the agent's own service-agent role, when Google does not grant it
+
+
+SERVICE_AGENTS: dict[str, AgentKind] = {
+    "tpu-agent": AgentKind(
+        "tpu-agent", "Cloud TPU service agent (TPU nodes)", "tpu.googleapis.com",
+        "service-{project_number}@cloud-tpu.iam.gserviceaccount.com",
+    ),
+    "tpu-vm-agent": AgentKind(
+        "tpu-vm-agent", "Cloud TPU VM service agent", "tpu.googleapis.com",
+        "service-{project_number}@gcp-sa-tpu.iam.gserviceaccount.com", "roles/cloudtpu.serviceAgent",
+    ),
+    "vertex-agent": AgentKind(
+        "vertex-agent", "Vertex AI custom code service agent", "aiplatform.googleapis.com",
+        "service-{project_number}@gcp-sa-aiplatform-cc.iam.gserviceaccount.com",
+    ),
+}
+TRAINING_SA_KEYWORD = "training-sa"
+PRINCIPAL_KEYWORDS: tuple[str, ...] = (*SERVICE_AGENTS, TRAINING_SA_KEYWORD)
+DEFAULT_TRAINING_SA_ID = "tpuctl-trainer"
+
+_EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$")
+_MEMBER_KINDS = ("user", "serviceAccount", "group", "domain", "principal", "principalSet")
+
+
+def agent_email(keyword: str, project_number: str | int) -> str:
+    if keyword not in SERVICE_AGENTS:
+        raise DomainError(f"unknown service agent {keyword!r}; expected one of {', '.join(SERVICE_AGENTS)}")
+    number = str(project_number)
+    if not number.isdigit():
+        raise DomainError(f"project number {project_number!r} must be digits")
+    return SERVICE_AGENTS[keyword].email_format.format(project_number=number)
+
+
+def training_sa_email(project: str, account_id: str = DEFAULT_TRAINING_SA_ID) -> str:
+    validate_account_id(account_id)
+    return f"{account_id}@{project}.iam.gserviceaccount.com"
+
+
+def member_for_email(email: str) -> str:
+    """IAM member string for an e-mail: service accounts get ``serviceAccount:``, others ``user:``."""
+    if not _EMAIL.match(email):
+        raise DomainError(f"{email!r} is not an e-mail address")
+    kind = "serviceAccount" if email.endswith(".gserviceaccount.com") else "user"
+    return f"{kind}:{email}"
+
+
+def classify_principal(value: str) -> tuple[str, str]:
+    """Sort a ``--principal`` value into ``("keyword", k)``, ``("member", m)``.
+
+    Keywords need the project (number) to resolve; e-mails and member strings are used as given.
+    """
+    value = value.strip()
+    if value in PRINCIPAL_KEYWORDS:
+        return "keyword", value
+    if ":" in value:
+        kind, _, rest = value.partition(":")
+        if kind not in _MEMBER_KINDS or not rest:
+            raise DomainError(
+                f"principal {value!r}: member strings look like serviceAccount:EMAIL, user:EMAIL, "
+                "group:EMAIL or domain:NAME"
+            )
+        if kind in PUBLIC_MEMBERS:
+            raise DomainError(f"principal {value!r} would make data public")
+        return "member", value
+    if value in PUBLIC_MEMBERS:
+        raise DomainError(f"principal {value!r} would make the bucket public; tpuctl never grants it")
+    if "@" in value:
+        return "member", member_for_email(value)
+    raise DomainError(
+        f"unknown principal {value!r}; use one of {', '.join(PRINCIPAL_KEYWORDS)}, an e-mail or a member string"
+    )

@@ -1,0 +1,431 @@
+"""One settings model for a stack: every ``tpuctl:<key>`` with its type, default, range and rule.
+
+The Pulumi program (``infra.config``), the policy pack (``policy.settings``: its settings and the config
+schema it declares to the engine) and ``tpuctl plan`` all read a stack through ``StackSettings``.
+``Pulumi.yaml`` stays the documented schema the engine enforces; ``tests/ops/infra/test_project_files.py``
+keeps the two in step (the same keys, types, defaults and descriptions).
+
+Two spellings of the same values are accepted:
+- stack input (``Pulumi.<stack>.yaml`` read offline, or what the engine hands the program): integers may be
+  text (``"7"``), arrays may be JSON text (``'["a", "b"]'``), empty text means "not set";
+- strict input (``context={"strict": True}``: a policy config object): values must have their JSON type;
+  whole-number floats are accepted for integers because the engine sends numbers as doubles.
+
+Every failure is one ``ConfigError`` whose message starts with the key (``tpuctl:region: …``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Annotated, Any, Mapping
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
+
+from tpuctl.ground import domain
+from tpuctl.ground.errors import ConfigError, DomainError
+
+NAMESPACE = "tpuctl"
+#: Config key of the name override for each bucket purpose.
+BUCKET_KEYS: dict[str, str] = {
+    "data": "dataBucket",
+    "staging": "stagingBucket",
+    "artifacts": "artifactsBucket",
+    "hub-cache": "hubCacheBucket",
+}
+EXISTING_BUCKET_ACCESS: tuple[str, ...] = ("iam", "acl")
+#: GCS accepts a soft-delete retention of 0 (off) or 7-90 days
+#: (cloud.google.com/storage/docs/soft-delete#retention-duration, checked 2026-11).
+SOFT_DELETE_MIN_DAYS, SOFT_DELETE_MAX_DAYS = 7, 90
+#: Our own sanity bounds (not Google's): a staging lifecycle of up to ten years, a quota cap of up to 1000.
+STAGING_MAX_DAYS = 3650
+MAX_GPU_QUOTA_CAP = 1000
+
+
+# --------------------------------------------------------------------------------------------
+# Spellings -> typed values (BeforeValidators); messages are the ones users see after the key
+# --------------------------------------------------------------------------------------------
+
+def _strict(info: ValidationInfo) -> bool:
+    return bool(info.context and info.context.get("strict"))
+
+
+def _no_secret(value: Any) -> None:
+    if isinstance(value, dict) and "secure" in value:
+        raise ValueError("is a secret; tpuctl does not read secrets offline (and this key needs none)")
+
+
+def _as_string(value: Any, info: ValidationInfo) -> str:
+    _no_secret(value)
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or (_strict(info) and not isinstance(value, str)):
+        raise ValueError(f"must be a string, not {type(value).__name__}")
+    return str(value).strip()
+
+
+def _as_int(value: Any, info: ValidationInfo) -> int:
+    _no_secret(value)
+    if isinstance(value, bool):
+        raise ValueError(f"must be a whole number, not {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value == int(value):
+        return int(value)
+    if isinstance(value, str) and not _strict(info):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise ValueError(f"must be a whole number, not {value!r}")
+
+
+def _as_list(value: Any, info: ValidationInfo) -> tuple[str, ...]:
+    """Arrays come as lists (YAML) or as JSON text (what the engine hands the program)."""
+    _no_secret(value)
+    if isinstance(value, str) and not _strict(info):
+        text = value.strip()
+        if not text:
+            return ()
+        try:
+            value = json.loads(text)
+        except (json.JSONDecodeError, RecursionError):
+            raise ValueError(f"must be a list, e.g. [\"a\", \"b\"]; got {value!r}") from None
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"must be a list, not {type(value).__name__}")
+    items = []
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, (str, int)):
+            raise ValueError(f"items must be strings, not {item!r}")
+        items.append(str(item).strip())
+    return tuple(items)
+
+
+def _checked(check, *, skip_empty: bool = True):
+    """An AfterValidator that runs a domain check and keeps the value (its message becomes the error)."""
+    def run(value):
+        if value or not skip_empty:
+            check(value)
+        return value
+    return AfterValidator(run)
+
+
+def _range(low: int, high: int, low_message: str):
+    def run(value: int) -> int:
+        if value < low:
+            raise ValueError(low_message.format(value=value))
+        if value > high:
+            raise ValueError(f"must be at most {high}, not {value}")
+        return value
+    return AfterValidator(run)
+
+
+def _name_prefix(prefix: str) -> str:
+    if not prefix or not prefix[0].isalpha() or not all(c.islower() or c.isdigit() or c == "-" for c in prefix) \
+            or prefix.endswith("-") or len(prefix) > 20:
+        raise ValueError(f"name prefix {prefix!r} must be 1-20 lowercase letters, digits or '-', start with a letter "
+                         "and not end with '-'")
+    return prefix
+
+
+def _principals(items: tuple[str, ...]) -> tuple[str, ...]:
+    for p in items:
+        if p not in domain.PRINCIPAL_KEYWORDS:
+            raise ValueError(f"unknown principal {p!r}; use any of {', '.join(domain.PRINCIPAL_KEYWORDS)}")
+    for p in items:
+        if items.count(p) > 1:
+            raise ValueError(f"principal {p!r} is listed twice")
+    return items
+
+
+def _one_of(allowed: tuple[str, ...]):
+    def run(value: str) -> str:
+        if value not in allowed:
+            raise ValueError(f"{value!r} must be one of: {', '.join(allowed)}")
+        return value
+    return AfterValidator(run)
+
+
+def _bucket(value: str) -> str:
+    return domain.bucket_name_from(value) if value else value
+
+
+def _soft_delete(days: int) -> int:
+    if days != 0 and not SOFT_DELETE_MIN_DAYS <= days <= SOFT_DELETE_MAX_DAYS:
+        raise ValueError(f"must be 0 (off) or {SOFT_DELETE_MIN_DAYS}-{SOFT_DELETE_MAX_DAYS} days (GCS limits), "
+                         f"not {days}")
+    return days
+
+
+def _gpu_quotas(entries: tuple[str, ...]) -> tuple[str, ...]:
+    seen: dict[tuple[str, str], str] = {}
+    for entry in entries:
+        req = domain.parse_gpu_quota(entry)
+        ident = (req.gpu.name, req.region)
+        if ident in seen:
+            raise ValueError(f"{entry!r} repeats {req.gpu.name} in {req.region} (already {seen[ident]!r})")
+        seen[ident] = entry
+    return entries
+
+
+def _contact(email: str) -> str:
+    if email and domain.member_for_email(email).startswith("serviceAccount:"):
+        raise ValueError(f"{email!r} is a service account; Google needs a person to contact")
+    return email
+
+
+def _hub_handles(handles: tuple[str, ...]) -> tuple[str, ...]:
+    for i, handle in enumerate(handles):
+        domain.hub_cache_key(handle)
+        if handle in handles[:i]:
+            raise ValueError(f"hub handle {handle!r} is listed twice")
+    return handles
+
+
+def _labels(items: tuple[str, ...]) -> tuple[str, ...]:
+    label_map(items)
+    return items
+
+
+def label_map(items: tuple[str, ...]) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for item in items:
+        k, sep, v = item.partition("=")
+        k, v = k.strip(), v.strip()
+        if not sep or not k:
+            raise ValueError(f"label {item!r} must be key=value, e.g. team=vision")
+        if k in labels:
+            raise ValueError(f"label key {k!r} is given twice")
+        if k == domain.PURPOSE_LABEL:
+            raise ValueError(f"label key {k!r} is set by tpuctl on each bucket; choose another key")
+        labels[k] = v
+    domain.validate_labels(labels)
+    return labels
+
+
+Str = Annotated[str, BeforeValidator(_as_string)]
+Int = Annotated[int, BeforeValidator(_as_int)]
+List = Annotated[tuple[str, ...], BeforeValidator(_as_list)]
+
+
+def _key(alias: str, default: Any, description: str, **extra: Any) -> Any:
+    return Field(default, alias=alias, description=description, json_schema_extra=extra or None)
+
+
+class StackSettings(BaseModel):
+    """A stack's ``tpuctl:`` config, validated. Field order is the order rules are checked and reported."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=False)
+
+    project: Annotated[Str, _checked(domain.validate_project_id)] = _key(
+        "project", "", "Google Cloud project id that owns the buckets, identities and quota preferences (required).")
+    region: Annotated[Str, _checked(domain.validate_region)] = _key(
+        "region", "us-central1", "Region of the buckets and of the training jobs.")
+    zone: Str = _key("zone", "us-central1-a", "Zone for TPU VMs; must lie in `region`.")
+    name_prefix: Annotated[Str, AfterValidator(_name_prefix)] = _key(
+        "namePrefix", "tpuctl", "Prefix of default bucket names (<prefix>-<project>-<purpose>).")
+    access_mode: Annotated[Str, _checked(domain.validate_access_mode)] = _key(
+        "accessMode", domain.DEFAULT_ACCESS_MODE,
+        "bucket (least privilege per bucket) or project (the classic project-wide roles: viewer + storage.admin).",
+        enum=list(domain.ACCESS_MODES))
+    principals: Annotated[List, AfterValidator(_principals)] = _key(
+        "principals", domain.PRINCIPAL_KEYWORDS, "Principals to grant; leave a keyword out to switch it off.")
+    training_sa_id: Annotated[Str, _checked(domain.validate_account_id)] = _key(
+        "trainingServiceAccountId", domain.DEFAULT_TRAINING_SA_ID,
+        "Account id of the dedicated training service account (principal training-sa).")
+    data_bucket: Annotated[Str, AfterValidator(_bucket)] = _key(
+        "dataBucket", "", "Name of the data bucket to create (default <prefix>-<project>-data).")
+    staging_bucket: Annotated[Str, AfterValidator(_bucket)] = _key(
+        "stagingBucket", "", "Name of the staging bucket (default <prefix>-<project>-staging).")
+    artifacts_bucket: Annotated[Str, AfterValidator(_bucket)] = _key(
+        "artifactsBucket", "", "Name of the artifacts bucket (default <prefix>-<project>-artifacts).")
+    hub_cache_bucket: Annotated[Str, AfterValidator(_bucket)] = _key(
+        "hubCacheBucket", "", "Name of the TF-Hub cache bucket (default <prefix>-<project>-hub-cache).")
+    existing_data_bucket: Annotated[Str, AfterValidator(_bucket)] = _key(
+        "existingDataBucket", "", "Use this existing bucket as the data bucket instead of creating one.")
+    existing_data_bucket_access: Annotated[Str, _one_of(EXISTING_BUCKET_ACCESS)] = _key(
+        "existingDataBucketAccess", "iam",
+        "How the existing data bucket is shared: iam (bucket IAM members) or acl (READER ACLs, fine-grained "
+        "buckets only).", enum=list(EXISTING_BUCKET_ACCESS))
+    staging_retention_days: Annotated[Int, _range(1, STAGING_MAX_DAYS, "must be at least 1 day, not {value}")] = _key(
+        "stagingRetentionDays", 7, "Objects in the staging bucket are deleted after this many days.",
+        minimum=1, maximum=STAGING_MAX_DAYS)
+    soft_delete_retention_days: Annotated[Int, AfterValidator(_soft_delete)] = _key(
+        "softDeleteRetentionDays", 7, "Soft-delete retention of created buckets in days (0 = off, else 7-90).",
+        minimum=0, maximum=SOFT_DELETE_MAX_DAYS)
+    gpu_quotas: Annotated[List, AfterValidator(_gpu_quotas)] = _key(
+        "gpuQuotas", (), "GPU quota preferences, each GPU_TYPE:REGION:COUNT (e.g. nvidia-tesla-t4:us-central1:4).")
+    quota_contact_email: Annotated[Str, AfterValidator(_contact)] = _key(
+        "quotaContactEmail", "", "Contact e-mail for GPU quota requests (required when gpuQuotas is not empty).")
+    quota_justification: Str = _key(
+        "quotaJustification", "TensorFlow model training on Vertex AI (tpuctl)",
+        "Justification sent with GPU quota requests.")
+    max_gpu_quota: Annotated[Int, _range(1, MAX_GPU_QUOTA_CAP, "must be at least 1, not {value}")] = _key(
+        "maxGpuQuota", domain.DEFAULT_MAX_GPU_QUOTA,
+        "Largest GPU count a single quota preference may ask for (enforced by the tpuctl policy pack).",
+        minimum=1, maximum=MAX_GPU_QUOTA_CAP)
+    hub_models: Annotated[List, AfterValidator(_hub_handles)] = _key(
+        "hubModels", (), "TF-Hub / Kaggle model handles to upload into the hub cache bucket.")
+    hub_cache_source: Str = _key(
+        "hubCacheSource", ".tpuctl-cache/hub",
+        "Local folder in tensorflow_hub cache layout (<dir>/<sha1(handle)>/saved_model.pb), relative to the project.")
+    hub_cache_prefix: Annotated[Str, _checked(domain.validate_hub_prefix, skip_empty=False)] = _key(
+        "hubCachePrefix", domain.DEFAULT_HUB_CACHE_PREFIX, "Folder in the hub cache bucket that TFHUB_CACHE_DIR points at.")
+    labels: Annotated[List, AfterValidator(_labels)] = _key(
+        "labels", ("managed-by=tpuctl",), "Labels (key=value) put on every created bucket.")
+
+    @model_validator(mode="after")
+    def _across_keys(self, info: ValidationInfo) -> StackSettings:
+        if info.context and info.context.get("partial"):
+            return self      # a policy's own subset of keys: the rules across keys belong to the whole stack
+        if self.zone:
+            try:
+                domain.validate_zone(self.zone, self.region)
+            except DomainError as exc:
+                raise ConfigError("zone", str(exc)) from None
+        if self.existing_data_bucket and self.data_bucket:
+            raise ConfigError("existingDataBucket", "give either dataBucket (create it) or existingDataBucket (use it), "
+                                                    "not both")
+        if self.existing_data_bucket_access == "acl" and not self.existing_data_bucket:
+            raise ConfigError(
+                "existingDataBucketAccess",
+                "acl applies only to an existing data bucket (set existingDataBucket); buckets tpuctl creates use "
+                "uniform bucket-level access, where ACLs are rejected",
+            )
+        if self.gpu_quotas and not self.quota_contact_email:
+            raise ConfigError("quotaContactEmail",
+                              "is required when gpuQuotas is set (Google contacts this person about the request)")
+        if self.project:
+            self.buckets()
+        return self
+
+    # ----------------------------------------------------------------------------------------
+    # Derived values
+    # ----------------------------------------------------------------------------------------
+
+    def buckets(self) -> dict[str, str]:
+        """purpose -> bucket name (created or existing); every name valid and used for one purpose only."""
+        if not self.project:
+            raise ConfigError("project", "is required: `pulumi config set tpuctl:project <project-id>`")
+        out: dict[str, str] = {}
+        for purpose, key in BUCKET_KEYS.items():
+            if purpose == "data" and self.existing_data_bucket:
+                out[purpose] = self.existing_data_bucket
+                continue
+            override = getattr(self, _FIELD_OF[key])
+            name = override or domain.default_bucket_name(self.name_prefix, self.project, purpose)
+            try:
+                out[purpose] = domain.bucket_name_from(name)
+            except DomainError as exc:
+                raise ConfigError(key if override else "namePrefix", str(exc)) from None
+        names = list(out.values())
+        for purpose, name in out.items():
+            if names.count(name) > 1:
+                key = "existingDataBucket" if purpose == "data" and self.existing_data_bucket else BUCKET_KEYS[purpose]
+                raise ConfigError(key, f"bucket {name!r} is used for more than one purpose; each purpose needs its "
+                                       "own bucket")
+        return out
+
+    def gpu_quota_requests(self) -> tuple[domain.GpuQuotaRequest, ...]:
+        return tuple(domain.parse_gpu_quota(entry) for entry in self.gpu_quotas)
+
+    def label_map(self) -> dict[str, str]:
+        return label_map(self.labels)
+
+    # ----------------------------------------------------------------------------------------
+    # Reading
+    # ----------------------------------------------------------------------------------------
+
+    @classmethod
+    def keys(cls) -> dict[str, str]:
+        """Config key (camelCase, as in Pulumi.yaml) -> field name."""
+        return dict(_KEYS)
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any], *, strict: bool = False,
+                    partial: bool = False) -> StackSettings:
+        """Validate bare or ``tpuctl:``-prefixed keys (other namespaces are ignored); raise ``ConfigError``.
+
+        ``partial``: ``values`` are a subset of a stack (one policy's config): no key is required and the
+        rules that relate several keys are not checked.
+        """
+        given = bare_values(values)
+        unknown = sorted(set(given) - set(_KEYS))
+        if unknown:
+            raise ConfigError(unknown[0], f"unknown config key; known keys: {', '.join(sorted(_KEYS))}")
+        if not strict:   # empty text = not set (array keys: an empty list)
+            given = {k: v for k, v in given.items()
+                     if v is not None and not (isinstance(v, str) and not v.strip() and not _is_array(k))}
+        if not partial and not given.get("project"):
+            raise ConfigError("project", "is required: `pulumi config set tpuctl:project <project-id>`")
+        try:
+            return cls.model_validate(given, context={"strict": strict, "partial": partial})
+        except ValidationError as exc:
+            raise _config_error(exc) from None
+
+    @classmethod
+    def json_schema_for(cls, keys: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+        """JSON schema properties (type, default, description, enum/range) of these config keys."""
+        props = cls.model_json_schema(by_alias=True)["properties"]
+        out = {}
+        for key in keys:
+            spec = props[key]
+            prop = {"type": spec.get("type", "string"), "default": _jsonable(spec.get("default"))}
+            for extra in ("enum", "minimum", "maximum", "description"):
+                if extra in spec:
+                    prop[extra] = spec[extra]
+            out[key] = prop
+        return out
+
+
+_KEYS: dict[str, str] = {f.alias: name for name, f in StackSettings.model_fields.items()}
+_FIELD_OF = _KEYS
+#: Keys whose values are arrays (Pulumi config type ``array``); the rest are strings or integers.
+ARRAY_KEYS = frozenset(alias for alias, name in _KEYS.items()
+                       if StackSettings.model_fields[name].annotation is not None
+                       and "tuple" in str(StackSettings.model_fields[name].annotation))
+INTEGER_KEYS = frozenset({"stagingRetentionDays", "softDeleteRetentionDays", "maxGpuQuota"})
+
+
+def _is_array(key: str) -> bool:
+    return key in ARRAY_KEYS
+
+
+def _jsonable(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def bare_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Keep the ``tpuctl`` namespace (bare or ``tpuctl:``-prefixed keys); ignore ``gcp:`` and others."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        key = str(key)
+        if ":" in key:
+            ns, _, bare = key.partition(":")
+            if ns != NAMESPACE:
+                continue
+        else:
+            bare = key
+        if bare in out:
+            raise ConfigError(bare, "given twice (bare and namespaced)")
+        out[bare] = value
+    return out
+
+
+def _config_error(exc: ValidationError) -> ConfigError:
+    """The first failure, in field order, as ``tpuctl:<key>: <message>``."""
+    error = exc.errors(include_url=False)[0]
+    cause = (error.get("ctx") or {}).get("error")
+    if isinstance(cause, ConfigError):
+        return cause
+    loc = error.get("loc") or ()
+    key = str(loc[0]) if loc else "config"
+    message = str(cause) if cause is not None else error.get("msg", "is invalid")
+    return ConfigError(key, message)

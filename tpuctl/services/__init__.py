@@ -1,0 +1,4 @@
+"""Services: orchestration above infra/, policy/ and bootstrap/ (local runs, data tools, Vertex, plans).
+
+Plain functions that the CLI calls; they raise ``tpuctl.ground.errors.UserError`` and never render.
+"""

@@ -1,0 +1,279 @@
+"""Processes of the trainer environment, started and supervised: training workers and data tools alike.
+
+Every process runs in its own session (process group), so the supervisor alone decides when it stops:
+a terminal Ctrl-C reaches the supervisor, which stops every group it started. When one worker of a
+cluster dies, MultiWorkerMirroredStrategy would leave its peers blocked in collectives; the supervisor
+notices within a poll interval and stops the rest, then names the worker and the cause. Processes
+talk back through the trainer's line protocol (``trainer.protocol``), parsed here as lines arrive.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence, TextIO
+
+from tpuctl.ground.envs import trainer_python
+from tpuctl.ground.errors import EXIT_INTERRUPTED, UserError
+from trainer import protocol
+
+#: How long a stopped process gets between SIGTERM and SIGKILL.
+STOP_GRACE_SECONDS = 5.0
+POLL_SECONDS = 0.1
+
+#: Called with each protocol message a process prints; returns True when the line is consumed
+#: (not echoed). Plain lines are echoed unless ``echo_plain`` is off.
+OnMessage = Callable[[protocol.Message], bool]
+
+
+class TaskFailed(UserError):
+    """A supervised process (or one worker of a cluster) ended unsuccessfully; message says which and why."""
+
+    def __init__(self, message: str, exit_code: int, task: Task | None = None):
+        super().__init__(message, exit_code)
+        self.task = task
+
+
+def require_trainer_python() -> Path:
+    python = trainer_python()
+    if not python.exists():
+        raise UserError(
+            f"trainer interpreter {python} does not exist; run scripts/setup.sh to create .venv-trainer "
+            "or point TPUCTL_TRAINER_PYTHON at a Python with TensorFlow"
+        )
+    return python
+
+
+def trainer_module_argv(module: str, args: Sequence[str]) -> list[str]:
+    """``<trainer python> -u -m <module> ARGS`` (unbuffered: protocol lines arrive as they are printed)."""
+    return [str(require_trainer_python()), "-u", "-m", module, *args]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free TCP ports on 127.0.0.1 (all sockets held open until every port is picked)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def describe_status(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"was killed by {name}"
+    return f"exited with code {returncode}"
+
+
+@dataclass
+class Task:
+    """One process and what it printed."""
+
+    label: str                      # "trainer", "chief", "worker 0" (as in TF_CONFIG), or a tool's module
+    argv: list[str]
+    env: dict[str, str]
+    on_message: OnMessage | None = None
+    proc: subprocess.Popen | None = None
+    last_stderr: deque = field(default_factory=lambda: deque(maxlen=50))
+    #: The last payload of each JSON protocol kind (result, summary) the process printed.
+    messages: dict[str, Any] = field(default_factory=dict)
+    threads: list[threading.Thread] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    @property
+    def result(self) -> dict | None:
+        return self.messages.get(protocol.RESULT)
+
+    def last_error_line(self) -> str | None:
+        """The most telling stderr line: the last ``error: …`` line, else the last non-empty one."""
+        lines = [line for line in self.last_stderr if line.strip()]
+        for line in reversed(lines):
+            if line.lstrip().startswith("error:") or "Error" in line:
+                return line.strip()
+        return lines[-1].strip() if lines else None
+
+
+@dataclass
+class RunOutcome:
+    returncode: int
+    result: dict | None
+    tasks: list[Task]
+
+
+def _write(sink: TextIO | None, text: str) -> None:
+    if sink is None:
+        return
+    try:
+        sink.write(text)
+        sink.flush()
+    except (ValueError, OSError):  # sink closed (e.g. pytest capture torn down)
+        pass
+
+
+def _pump(task: Task, stream: TextIO, sink: TextIO | None, prefix: str, is_stdout: bool) -> None:
+    for line in iter(stream.readline, ""):
+        text = line.rstrip("\n")
+        if is_stdout:
+            message = protocol.parse(text)
+            if message is not None:
+                if message.kind in protocol.JSON_KINDS:
+                    task.messages[message.kind] = message.payload
+                if task.on_message is not None and task.on_message(message):
+                    continue
+        else:
+            task.last_stderr.append(text)
+        _write(sink, f"{prefix}{text}\n")
+    stream.close()
+
+
+def _start(task: Task, prefix: str, out: TextIO | None, err: TextIO | None) -> None:
+    try:
+        task.proc = subprocess.Popen(
+            task.argv, env=task.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            text=True, encoding="utf-8", errors="replace", bufsize=1, start_new_session=True,
+        )
+    except OSError as exc:
+        raise UserError(f"cannot start {task.argv[0]}: {exc.strerror or exc}") from None
+    for stream, sink, is_stdout in ((task.proc.stdout, out, True), (task.proc.stderr, err, False)):
+        t = threading.Thread(target=_pump, args=(task, stream, sink, prefix, is_stdout), daemon=True)
+        t.start()
+        task.threads.append(t)
+
+
+def _signal_group(task: Task, sig: int) -> None:
+    if task.proc is None:
+        return
+    try:
+        os.killpg(task.proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def exit_status(task: Task) -> int | None:
+    """Exit status (negative signal number if killed), or None while running — WITHOUT reaping.
+
+    An unreaped leader keeps its process-group id reserved, so signalling the group stays safe.
+    """
+    proc = task.proc
+    if proc is None:
+        return None
+    if proc.returncode is not None:
+        return proc.returncode
+    try:
+        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return proc.poll()
+    if info is None:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
+def stop_tasks(tasks: Sequence[Task], grace: float = STOP_GRACE_SECONDS) -> None:
+    """SIGTERM every running task's process group, SIGKILL whatever is left after ``grace`` s, reap all."""
+    running = [t for t in tasks if t.proc is not None and exit_status(t) is None]
+    for t in running:
+        _signal_group(t, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while running and time.monotonic() < deadline:
+        running = [t for t in running if exit_status(t) is None]
+        if running:
+            time.sleep(0.05)
+    for t in tasks:
+        if t.proc is None or t.proc.returncode is not None:
+            continue
+        # Leader not reaped yet: the group id is still ours. Children it spawned die with it.
+        _signal_group(t, signal.SIGKILL)
+        t.proc.wait()
+
+
+def run_tasks(
+    tasks: Sequence[Task],
+    *,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    echo_stderr: bool = True,
+    prefix_output: bool = False,
+    on_started: Callable[[Task], None] | None = None,
+) -> RunOutcome:
+    """Start every task, stream its output, and supervise: the first failure stops all the others.
+
+    Raises TaskFailed naming the task that failed first (with its exit status and last stderr line),
+    or TaskFailed with exit code 130 on SIGINT/SIGTERM after stopping everything.
+    """
+    out = out or sys.stdout
+    err = (err or sys.stderr) if echo_stderr else None
+    interrupted: list[int] = []
+
+    def _on_signal(signum, _frame):
+        interrupted.append(signum)
+
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = {}
+    if in_main_thread:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, _on_signal)
+    failed: Task | None = None
+    still_running: list[Task] = []
+    try:
+        for task in tasks:
+            _start(task, f"[{task.label}] " if prefix_output else "", out, err)
+            if on_started:
+                on_started(task)
+        while not interrupted:
+            codes = [exit_status(t) for t in tasks]
+            bad = [t for t, c in zip(tasks, codes) if c is not None and c != 0]
+            if bad:
+                failed = bad[0]
+                still_running = [t for t, c in zip(tasks, codes) if c is None]
+                break
+            if all(c == 0 for c in codes):
+                break
+            time.sleep(POLL_SECONDS)
+    finally:
+        stop_tasks(tasks)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        _join(tasks)
+    if interrupted:
+        name = signal.Signals(interrupted[0]).name
+        raise TaskFailed(f"interrupted by {name}; stopped {_names(tasks)}", EXIT_INTERRUPTED)
+    if failed is not None:
+        code = failed.proc.returncode
+        why = describe_status(code)
+        last = failed.last_error_line()
+        detail = f"; last stderr line: {last}" if last else ""
+        stopped = f"; stopped {_names(still_running)}" if still_running else ""
+        exit_code = code if code > 0 else 1
+        raise TaskFailed(f"{failed.label} (pid {failed.pid}) {why}{detail}{stopped}", exit_code, failed)
+    result = next((t.result for t in tasks if t.result is not None), None)
+    return RunOutcome(0, result, list(tasks))
+
+
+def _names(tasks: Sequence[Task]) -> str:
+    return ", ".join(t.label for t in tasks) or "nothing"
+
+
+def _join(tasks: Sequence[Task]) -> None:
+    for t in tasks:
+        for th in t.threads:
+            th.join(timeout=5)

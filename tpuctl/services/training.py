@@ -1,0 +1,185 @@
+"""`tpuctl train --target local`: resolve what the user asked for, then run the trainer as a cluster of processes.
+
+Locally a run is exactly what a cloud worker runs: ``python -m trainer.task`` in the trainer environment,
+one process, or a chief + workers MultiWorkerMirrored cluster on 127.0.0.1 with TF_CONFIG.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence, TextIO
+
+from tpuctl.ground import domain
+from tpuctl.ground.envs import trainer_env
+from tpuctl.ground.errors import UserError
+from tpuctl.ground.outputs import StackOutputs
+from tpuctl.services.data import ensure_demo_data
+from tpuctl.services.supervisor import (
+    RunOutcome,
+    Task,
+    free_ports,
+    require_trainer_python,
+    run_tasks,
+    trainer_module_argv,
+)
+
+
+def tf_config(ports: Sequence[int], index: int) -> dict:
+    """TF_CONFIG of task ``index`` in a chief + workers cluster on 127.0.0.1 (index 0 is the chief)."""
+    chief, *workers = [f"127.0.0.1:{p}" for p in ports]
+    cluster: dict[str, list[str]] = {"chief": [chief]}
+    if workers:
+        cluster["worker"] = workers
+    task = {"type": "chief", "index": 0} if index == 0 else {"type": "worker", "index": index - 1}
+    return {"cluster": cluster, "task": task}
+
+
+def trainer_argv(args: Sequence[str]) -> list[str]:
+    return trainer_module_argv("trainer.task", args)
+
+
+def run_local(
+    args: Sequence[str],
+    *,
+    workers: int = 1,
+    env: dict[str, str] | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    on_started: Callable[[Task], None] | None = None,
+) -> RunOutcome:
+    """Run ``python -m trainer.task ARGS`` once, or as a ``workers``-process cluster with TF_CONFIG."""
+    if workers < 1:
+        raise UserError(f"--workers must be at least 1 (got {workers})")
+    argv = trainer_argv(args)
+    if workers == 1:
+        task_env = trainer_env(env)
+        task_env.pop("TF_CONFIG", None)
+        return run_tasks([Task("trainer", argv, task_env)], out=out, err=err, on_started=on_started)
+    ports = free_ports(workers)
+    tasks = []
+    for index in range(workers):
+        extra = dict(env or {})
+        extra["TF_CONFIG"] = json.dumps(tf_config(ports, index))
+        label = "chief" if index == 0 else f"worker {index - 1}"
+        tasks.append(Task(label, argv, trainer_env(extra)))
+    return run_tasks(tasks, out=out, err=err, prefix_output=True, on_started=on_started)
+
+
+# --------------------------------------------------------------------------------------------
+# `tpuctl train --target local`: defaults, then the run
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class TrainOptions:
+    """What the user asked for on the command line (None = not given: use the default)."""
+
+    accelerator: str | None = None
+    workers: int = 1
+    data_dir: str | None = None
+    model_dir: str | None = None
+    model: str | None = None
+    hub_handle: str | None = None
+    hub_cache_dir: str | None = None
+    epochs: int | None = None
+    batch_size: int | None = None
+    extra: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LocalPlan:
+    args: list[str]
+    env: dict[str, str]
+    workers: int
+    data_dir: str
+    model_dir: str
+    demo_data: bool
+
+
+def timestamp() -> str:
+    return time.strftime("%Y%m%d-%H%M%S")
+
+
+def _fresh_run_dir(base: Path) -> str:
+    """``runs/<timestamp>``, suffixed ``-2``, ``-3``… if taken: a reused folder would resume its backup."""
+    stamp = timestamp()
+    candidate, n = base / stamp, 1
+    while candidate.exists():
+        n += 1
+        candidate = base / f"{stamp}-{n}"
+    return str(candidate)
+
+
+def check_common(opts: TrainOptions) -> None:
+    if opts.workers < 1:
+        raise UserError(f"--workers must be at least 1 (got {opts.workers})")
+    if opts.epochs is not None and opts.epochs < 1:
+        raise UserError(f"--epochs must be at least 1 (got {opts.epochs})")
+    if opts.batch_size is not None and opts.batch_size < 1:
+        raise UserError(f"--batch-size must be at least 1 (got {opts.batch_size})")
+    if opts.hub_handle and opts.model not in (None, "hub"):
+        raise UserError(f"--hub-handle only applies to --model hub (got --model {opts.model})")
+    if opts.model == "hub" and not opts.hub_handle:
+        raise UserError("--model hub needs --hub-handle (a TF-Hub/Kaggle handle or a local SavedModel path)")
+
+
+def model_args(opts: TrainOptions) -> list[str]:
+    args: list[str] = []
+    model = "hub" if opts.hub_handle and opts.model is None else opts.model
+    if model:
+        args += ["--model", model]
+    if opts.hub_handle:
+        args += ["--hub_handle", opts.hub_handle]
+    if opts.epochs is not None:
+        args += ["--train_epochs", str(opts.epochs)]
+    if opts.batch_size is not None:
+        args += ["--train_batch_size", str(opts.batch_size)]
+    return args
+
+
+def plan_local(opts: TrainOptions, outputs: StackOutputs | None = None,
+               echo: Callable[[str], None] | None = None) -> LocalPlan:
+    """Resolve defaults for a local run. Validates every input before the demo data is generated."""
+    check_common(opts)
+    accel = domain.parse_accelerator(opts.accelerator) if opts.accelerator else None
+    if accel is not None and accel.kind == "tpu" and opts.workers > 1:
+        raise UserError(f"--workers {opts.workers} cannot be combined with {accel.name}: TPUStrategy runs one "
+                        "process per TPU host")
+    require_trainer_python()
+    if opts.workers > 1:
+        strategy = "multi_worker"
+    elif accel is None:
+        strategy = "auto"
+    else:
+        strategy = accel.strategy
+    args = ["--distribution_strategy", strategy]
+    if accel is not None and accel.kind == "gpu":
+        args += ["--num_gpus", str(accel.gpu_count)]
+
+    data_dir = opts.data_dir or (outputs.bucket_url("data") if outputs else None)
+    if data_dir and not data_dir.startswith("gs://"):
+        path = Path(data_dir).expanduser()
+        if not path.is_dir():
+            raise UserError(f"data folder {data_dir} does not exist (make one with `tpuctl data make-tfrecords`)")
+        data_dir = str(path.resolve())
+    model_dir = opts.model_dir
+    if not model_dir:
+        artifacts = outputs.bucket_url("artifacts") if outputs else None
+        model_dir = f"{artifacts}/runs/{timestamp()}" if artifacts else _fresh_run_dir(Path("runs"))
+    if not model_dir.startswith("gs://"):
+        path = Path(model_dir).expanduser()
+        if path.exists() and not path.is_dir():
+            raise UserError(f"model folder {model_dir} exists and is not a folder")
+        model_dir = str(path.resolve())
+    env: dict[str, str] = {}
+    hub_cache = opts.hub_cache_dir or (outputs.tfhub_cache_dir if outputs else None)
+    if hub_cache:
+        env["TFHUB_CACHE_DIR"] = hub_cache
+
+    demo = data_dir is None
+    if demo:
+        data_dir = str(ensure_demo_data(echo))
+    args += ["--data_dir", data_dir, "--model_dir", model_dir, *model_args(opts), *opts.extra]
+    return LocalPlan(args, env, opts.workers, data_dir, model_dir, demo)
