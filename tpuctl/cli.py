@@ -8,6 +8,7 @@ This module is the one place an error becomes an exit code: ``run`` catches what
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Sequence
 
 import typer
@@ -15,6 +16,11 @@ import typer
 from tpuctl import __version__
 from tpuctl.commands import access, data, hubcache, plan, train
 from tpuctl.ground.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, DomainError, UserError
+
+# google-api-core warns about the interpreter's end of life on every import; the CLI's stderr is for the
+# user's errors. Set once here, before any command imports a Google client.
+warnings.filterwarnings("ignore", message=r"You are using a Python version .* which Google will stop supporting",
+                        category=FutureWarning)
 
 app = typer.Typer(
     name="tpuctl",

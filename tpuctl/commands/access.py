@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import List, Optional
@@ -11,10 +10,6 @@ from typing import List, Optional
 import typer
 
 from tpuctl.ground.errors import UserError
-
-# google-api-core warns about the interpreter's end of life on import; stderr is for the user's errors.
-warnings.filterwarnings("ignore", message=r"You are using a Python version .* which Google will stop supporting",
-                        category=FutureWarning)
 
 _STACK_HELP = "Take project, buckets and principals from this Pulumi stack's outputs."
 _OUTPUTS_HELP = "Take project, buckets and principals from this JSON file (`pulumi stack output --json`)."

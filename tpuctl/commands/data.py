@@ -16,13 +16,6 @@ def register(app: typer.Typer) -> None:
     app.add_typer(data_app, name="data")
 
 
-def _quiet_google_warnings() -> None:
-    import warnings
-
-    # google-api-core warns about the Python version on every import; not the user's concern here.
-    warnings.filterwarnings("ignore", message="You are using a Python version", category=FutureWarning)
-
-
 def _run_with_progress(label: str, fn):
     """Call ``fn(on_progress)``; a rich progress bar (stderr) appears with the tool's first progress line,
     so input errors found before any work print just their one line."""
@@ -89,7 +82,6 @@ def make_tfrecords(
     """Convert images (class sub-folders) to TFRecord shards the trainer reads; corrupt images are skipped and counted."""
     from tpuctl.services import data as datatools
 
-    _quiet_google_warnings()
     summary = _run_with_progress(
         "converting images",
         lambda cb: datatools.make_tfrecords(src, dest, shard_mb=shard_mb,
@@ -106,6 +98,5 @@ def sample(
     """Write the embedded demo dataset (scikit-learn digits, no download) as TFRecord shards + manifest."""
     from tpuctl.services import data as datatools
 
-    _quiet_google_warnings()
     summary = _run_with_progress("writing demo dataset", lambda cb: datatools.sample(dest, on_progress=cb))
     _render(summary, as_json)

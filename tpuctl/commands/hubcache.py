@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import List, Optional
@@ -11,10 +10,6 @@ import typer
 
 from tpuctl.ground import domain
 from tpuctl.ground.errors import UserError
-
-# google-api-core warns about the interpreter's end of life on import; stderr is for the user's errors.
-warnings.filterwarnings("ignore", message=r"You are using a Python version .* which Google will stop supporting",
-                        category=FutureWarning)
 
 hub_app = typer.Typer(help="TF-Hub models in tensorflow_hub's cache layout (<TFHUB_CACHE_DIR>/<sha1(handle)>/).",
                       no_args_is_help=True)

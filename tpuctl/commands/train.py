@@ -111,10 +111,6 @@ def _train_local(opts, stack_outputs) -> None:
 
 
 def _train_vertex(opts, stack_outputs, region, job_name, image, dry_run, wait, poll_seconds) -> None:
-    import warnings
-
-    # google-api-core warns about the Python version on every import; not the user's concern here.
-    warnings.filterwarnings("ignore", message="You are using a Python version", category=FutureWarning)
     from tpuctl.services import vertex
 
     job = vertex.plan_job(opts, stack_outputs, region=region, job_name=job_name, image=image)
