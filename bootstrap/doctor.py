@@ -90,6 +90,24 @@ def _grant_fix(project: str | None, bucket: str, purpose: str, principal: str) -
     return f"tpuctl grant-access {proj}{flag} {bucket} --principal {principal} --yes"
 
 
+def check_hub_cache(client, bucket: str, prefix: str, handles: list[str]) -> Iterator[Check]:
+    """One check per hub handle: ``<prefix>/<sha1>/`` is complete — its manifest (written last by
+    ``hub-cache add`` and by the Pulumi program) is valid and every file it lists is there with its size
+    and crc32c. tensorflow_hub loads any non-empty folder, so an interrupted upload must fail here."""
+    from bootstrap.hubcache import hub_status
+
+    try:
+        found = hub_status(client, bucket, prefix, handles)
+    except Exception as exc:  # noqa: BLE001
+        yield Check("hub cache", "fail", f"cannot read gs://{bucket}/{prefix}: {_err(exc)}",
+                    f"grant yourself storage.objects.list and storage.objects.get on gs://{bucket}")
+        return
+    for s in found:
+        yield (Check(f"hub cache {s.handle}", "pass", s.detail) if s.complete else
+               Check(f"hub cache {s.handle}", "fail", s.detail,
+                     f"tpuctl hub-cache add {s.handle} --bucket {bucket} --prefix {prefix}"))
+
+
 def run_checks(outputs: StackOutputs | None, project: str | None = None) -> Iterator[Check]:
     project = project or (outputs.project if outputs else None)
     if project is None:
@@ -160,11 +178,8 @@ def run_checks(outputs: StackOutputs | None, project: str | None = None) -> Iter
             continue
         seen = any(member in b["members"] for b in (project_bindings or []))
         seen = seen or any(member in b["members"] for bs in bucket_policies.values() for b in (bs or []))
-        if seen:
-            yield Check(f"{keyword} exists", "pass", f"{email} (holds IAM bindings)")
-        else:
-            yield Check(f"{keyword} exists", "fail", f"{email} has no IAM binding anywhere; it may not exist yet",
-                        f"gcloud beta services identity create --service={agent.service} --project={project}")
+        zone = (outputs.zone if outputs and outputs.zone else None) or "us-central1-a"
+        yield from check_agent(keyword, email, agent, project, zone, seen, project_bindings)
 
     # effective permissions of every principal on every bucket: the policy pack's access model, fed with
     # the live policies instead of the planned resources
@@ -193,55 +208,98 @@ def run_checks(outputs: StackOutputs | None, project: str | None = None) -> Iter
     if hub_models and hub_bucket:
         from google.cloud import storage
 
-        from bootstrap.hubcache import cached_handles
-
         prefix = outputs.hub_cache_prefix or domain.DEFAULT_HUB_CACHE_PREFIX
-        try:
-            found = cached_handles(storage.Client(project=project), hub_bucket, prefix, hub_models)
-        except Exception as exc:  # noqa: BLE001
-            yield Check("hub cache", "fail", f"cannot list gs://{hub_bucket}/{prefix}: {_err(exc)}",
-                        f"grant yourself storage.objects.list on gs://{hub_bucket}")
-        else:
-            for handle, ok in found.items():
-                yield (Check(f"hub cache {handle}", "pass", f"gs://{hub_bucket}/{prefix}/{domain.hub_cache_key(handle)}/")
-                       if ok else
-                       Check(f"hub cache {handle}", "fail", "not in the cache (no saved_model.pb)",
-                             f"tpuctl hub-cache add {handle} --bucket {hub_bucket} --prefix {prefix}"))
+        yield from check_hub_cache(storage.Client(project=project), hub_bucket, prefix, hub_models)
     elif hub_models:
         yield Check("hub cache", "fail", "hub models are configured but the outputs name no hub-cache bucket", "pulumi up")
 
     yield from check_quota_preferences(project)
 
 
+def check_agent(keyword: str, email: str, agent: domain.AgentKind, project: str, zone: str, seen: bool,
+                project_bindings: list[dict] | None) -> Iterator[Check]:
+    """The agent holds IAM bindings (so it exists) and, when created on request, its own service-agent role.
+    The fix is the agent's own creating call: Service Usage for primary agents, the Cloud TPU v2 API for the
+    TPU VM agent (``domain.AgentKind.create_command``)."""
+    from bootstrap.principals import role_command
+
+    member = domain.member_for_email(email)
+    if not seen:
+        fix = agent.create_command(project, zone)
+        if agent.project_role and agent.created_on_request:
+            fix += f", then {role_command(project, email, agent.project_role)}"
+        yield Check(f"{keyword} exists", "fail", f"{email} has no IAM binding anywhere; it may not exist yet", fix)
+        return
+    yield Check(f"{keyword} exists", "pass", f"{email} (holds IAM bindings)")
+    if agent.project_role and agent.created_on_request and project_bindings is not None:
+        has_role = any(b["role"] == agent.project_role and member in b["members"] and not b["condition"]
+                       for b in project_bindings)
+        yield (Check(f"{keyword} role", "pass", agent.project_role) if has_role else
+               Check(f"{keyword} role", "fail", f"{email} lacks its service-agent role {agent.project_role} "
+                                                "(an agent created on request is not granted it automatically)",
+                     role_command(project, email, agent.project_role)))
+
+
+# --------------------------------------------------------------------------------------------
+# Quota: Cloud Quotas (google-cloud-quotas) preferences, and the limit of one metric in a region
+# --------------------------------------------------------------------------------------------
+
+def quotas_client():
+    from google.cloud import cloudquotas_v1
+
+    return cloudquotas_v1.CloudQuotasClient(**clients.client_kwargs("cloudquotas"))
+
+
+def quota_info_for_metric(project: str, metric: str, client=None):
+    """The per-region QuotaInfo of ``metric`` (``CloudQuotasClient.list_quota_infos`` of its service).
+
+    Raises ``DomainError`` naming the metric when no per-region quota of the service has it."""
+    client = client or quotas_client()
+    service = metric.split("/", 1)[0]
+    with clients.google_errors(f"listing the {service} quotas of {project}",
+                               forbidden=f"permission denied listing the {service} quotas of {project}: you need "
+                                         "cloudquotas.quotas.get (e.g. roles/cloudquotas.viewer)", exit_code=1):
+        infos = list(client.list_quota_infos(parent=f"projects/{project}/locations/global/services/{service}"))
+    quota_id = domain.regional_quota_id(metric, [(i.quota_id, i.metric, tuple(i.dimensions)) for i in infos])
+    return next(i for i in infos if i.quota_id == quota_id)
+
+
+def regional_limit(info, region: str) -> int | None:
+    """The value in force in ``region`` (the most specific dimensions info that applies); None when unknown."""
+    general = None
+    for dim in info.dimensions_infos:
+        dims = dict(dim.dimensions)
+        if dims.get("region") == region or region in dim.applicable_locations and not dims:
+            return int(dim.details.value)
+        if not dims:
+            general = int(dim.details.value)
+    return general
+
+
 def check_quota_preferences(project: str) -> Iterator[Check]:
-    """GPU quota preferences (Cloud Quotas API): granted, pending review, or granted below the request."""
+    """Accelerator quota preferences (Cloud Quotas API, google-cloud-quotas): granted, pending review, or
+    granted below the request."""
     try:
-        session = clients.authorized_session("cloudquotas")
-        resp = session.get(f"{clients.base_url('cloudquotas')}/v1/projects/{project}/locations/global/quotaPreferences",
-                           timeout=30)
-    except Exception as exc:  # noqa: BLE001
+        prefs = list(quotas_client().list_quota_preferences(parent=f"projects/{project}/locations/global"))
+    except Exception as exc:  # noqa: BLE001 - any API failure is this check's failure
         yield Check("quota preferences", "fail", f"cannot list quota preferences: {_err(exc)}",
-                    "gcloud auth application-default login")
+                    f"gcloud services enable cloudquotas.googleapis.com --project {project} (and "
+                    "`gcloud auth application-default login`)")
         return
-    if resp.status_code >= 400:
-        yield Check("quota preferences", "fail", f"cannot list quota preferences: HTTP {resp.status_code}",
-                    f"gcloud services enable cloudquotas.googleapis.com --project {project}")
-        return
-    prefs = resp.json().get("quotaPreferences", [])
     if not prefs:
         yield Check("quota preferences", "pass", "none requested")
         return
     for p in prefs:
-        cfg = p.get("quotaConfig", {})
-        want = int(cfg.get("preferredValue", 0))
-        granted = cfg.get("grantedValue")
-        dims = ",".join(f"{k}={v}" for k, v in sorted((p.get("dimensions") or {}).items()))
-        label = f"quota {p.get('quotaId', '?')}" + (f" [{dims}]" if dims else "")
-        if p.get("reconciling"):
+        want = int(p.quota_config.preferred_value)
+        granted = p.quota_config.granted_value
+        dims = ",".join(f"{k}={v}" for k, v in sorted(p.dimensions.items()))
+        label = f"quota {p.service}/{p.quota_id or '?'}" + (f" [{dims}]" if dims else "")
+        if p.reconciling:
             yield Check(label, "warn", f"{want} requested, under review (granted so far: {granted or 0})",
                         "wait for Google's review e-mail; nothing to run")
-        elif granted is not None and int(granted) < want:
+        elif granted < want:
             yield Check(label, "fail", f"{want} requested, only {granted} granted",
-                        "lower the request in the stack config (gpuQuotas) or contact sales for more")
+                        "lower the request in the stack config (gpuQuotas / tpuQuotas) or ask Google for more "
+                        "(the console's quota page, or contact sales)")
         else:
             yield Check(label, "pass", f"{want} granted")

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import base64
 import datetime
+import errno
 import io
 import os
 import posixpath
+import secrets
 import shutil
 import socket
 import tarfile
@@ -23,8 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from tpuctl.ground import domain
+from tpuctl.ground import domain, localtree
 from tpuctl.ground.errors import UserError
+from tpuctl.ground.localtree import scan_tree
 
 DEFAULT_LOCAL_CACHE = Path(".tpuctl-cache/hub")
 DOWNLOAD_TIMEOUT = 60
@@ -86,20 +89,24 @@ def _inside(root: str, path: str) -> bool:
 
 
 def validate_tar_members(members: Iterable[tarfile.TarInfo], source: str) -> list[tarfile.TarInfo]:
-    """Reject path traversal, absolute paths, links leaving the tree, devices. Returns the members."""
+    """Reject path traversal, absolute paths, odd segments, links leaving the tree, devices. Returns the members."""
     checked = []
     for m in members:
         name = m.name
-        if name.startswith("/") or posixpath.isabs(name) or (len(name) > 1 and name[1] == ":"):
+        problem = localtree.path_problem(name)
+        if problem == "has an absolute path":
             raise UserError(f"{source}: refusing archive member with an absolute path: {name!r}")
-        if not _inside("", name) or ".." in name.split("/"):
+        if problem == "climbs out of the folder" or not _inside("", name):
             raise UserError(f"{source}: refusing archive member that climbs out of the folder: {name!r}")
+        if problem:
+            raise UserError(f"{source}: refusing archive member {name!r}: it {problem}")
         if m.issym():
             target = m.linkname
-            if posixpath.isabs(target) or not _inside("", posixpath.join(posixpath.dirname(name), target)):
+            if ("\\" in target or posixpath.isabs(target)
+                    or not _inside("", posixpath.join(posixpath.dirname(localtree.strip_dot_prefix(name)), target))):
                 raise UserError(f"{source}: refusing symlink {name!r} -> {target!r} that points outside the archive")
         elif m.islnk():
-            if posixpath.isabs(m.linkname) or not _inside("", m.linkname):
+            if "\\" in m.linkname or posixpath.isabs(m.linkname) or not _inside("", m.linkname):
                 raise UserError(f"{source}: refusing hardlink {name!r} -> {m.linkname!r} that points outside the archive")
         elif not (m.isfile() or m.isdir()):
             raise UserError(f"{source}: refusing special file {name!r} (device, FIFO) in the archive")
@@ -108,18 +115,29 @@ def validate_tar_members(members: Iterable[tarfile.TarInfo], source: str) -> lis
 
 
 def safe_extract(archive: Path, dest: Path, source: str | None = None) -> None:
-    """Validate every member first, then extract (with tarfile's 'data' filter as a second guard)."""
+    """Validate every member first, then extract (with tarfile's 'data' filter as a second guard).
+
+    Empty, truncated and non-tar files are one line: tarfile, gzip, zlib, lzma and bz2 each signal a
+    damaged stream their own way (ReadError, EOFError, zlib.error, LZMAError, OSError)."""
+    import lzma
+    import zlib
+
     source = source or str(archive)
     try:
+        if archive.stat().st_size == 0:
+            raise UserError(f"{source} is empty; it is not a .tar/.tar.gz archive")
         with tarfile.open(archive, "r:*") as tar:
             members = validate_tar_members(tar.getmembers(), source)
+            if not members:
+                raise UserError(f"{source} is an archive with no files in it")
             tar.extractall(dest, members=members, filter="data")
-    except tarfile.TarError as exc:
-        raise UserError(f"{source} is not a readable .tar/.tar.gz archive ({exc})") from None
+    except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError) as exc:
+        raise UserError(f"{source} is not a readable .tar/.tar.gz archive (truncated or damaged: "
+                        f"{exc.__class__.__name__}: {localtree.first_line(exc)})") from None
     except OSError as exc:
-        if isinstance(exc, (FileNotFoundError, PermissionError)):
-            raise
-        raise UserError(f"{source} is not a readable .tar/.tar.gz archive ({exc})") from None
+        if isinstance(exc, (FileNotFoundError, PermissionError)) or exc.errno == errno.ENAMETOOLONG:
+            raise localtree.os_error(exc, source) from None
+        raise UserError(f"{source} is not a readable .tar/.tar.gz archive ({localtree.first_line(exc)})") from None
 
 
 def model_root(folder: Path, source: str) -> Path:
@@ -128,8 +146,36 @@ def model_root(folder: Path, source: str) -> Path:
         return folder
     entries = [p for p in folder.iterdir() if not p.name.startswith(".")]
     if len(entries) == 1 and entries[0].is_dir() and (entries[0] / SAVED_MODEL).is_file():
+        if entries[0].is_symlink() and not localtree.within(Path(os.path.realpath(entries[0])), Path(os.path.realpath(folder))):
+            raise UserError(f"{source}: refusing symlink {entries[0].name!r} -> {os.readlink(entries[0])!r} "
+                            "that points outside the folder")
         return entries[0]
     raise UserError(f"{source} has no {SAVED_MODEL} at its top level; it is not a TF-Hub SavedModel")
+
+
+# --------------------------------------------------------------------------------------------
+# The files of a model folder: one scan, used by add (upload) and fetch (local copy) alike
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class LocalFile:
+    path: Path        # where to read the bytes (an in-tree symlink: its target)
+    rel: str          # relative posix path in the model (the object name under <sha1>/)
+    size: int
+    _crc: str | None = None
+
+    def crc32c(self) -> str:
+        if self._crc is None:
+            self._crc = crc32c_b64(self.path)
+        return self._crc
+
+
+def scan_folder(root: Path, source: str) -> list[LocalFile]:
+    """Every file of the model folder ``root`` (``localtree.scan_tree``'s rules), with saved_model.pb at its top."""
+    out = [LocalFile(f.path, f.rel, f.size) for f in scan_tree(root, source)]
+    if not any(f.rel == SAVED_MODEL for f in out):
+        raise UserError(f"{source} has no {SAVED_MODEL} at its top level; it is not a TF-Hub SavedModel")
+    return out
 
 
 @dataclass
@@ -138,6 +184,7 @@ class Materialized:
     key: str
     root: Path               # folder with saved_model.pb at its root
     workdir: Path | None     # temporary folder to remove afterwards (None for a local folder)
+    files: list[LocalFile] = field(default_factory=list)   # checked by scan_folder
 
     def cleanup(self) -> None:
         if self.workdir is not None:
@@ -146,7 +193,7 @@ class Materialized:
 
 def materialize(handle: str, source: str | None = None, workdir_parent: Path | None = None,
                 progress: Progress | None = None, on_total=None) -> Materialized:
-    """Get ``handle``'s model as a local folder. ``source`` (path) overrides where it comes from;
+    """Get ``handle``'s model as a checked local folder. ``source`` (path) overrides where it comes from;
     without it a URL handle is downloaded and a local-path handle is used as is."""
     key = domain.hub_cache_key(handle)
     src = source
@@ -154,14 +201,24 @@ def materialize(handle: str, source: str | None = None, workdir_parent: Path | N
         src = handle
     if src is not None and not is_url(src):
         path = Path(src).expanduser()
-        if not path.exists():
+        try:
+            exists, is_dir = path.exists(), path.is_dir()
+        except OSError as exc:
+            raise localtree.os_error(exc, f"hub model source {src}") from None
+        if not exists:
+            if path.is_symlink():
+                raise UserError(f"hub model source {src} is a dangling symlink")
             raise UserError(f"hub model source {src} does not exist (give an http(s) handle, a folder or a .tar.gz)")
-        if path.is_dir():
-            return Materialized(handle, key, model_root(path, src), None)
+        if is_dir:
+            root = model_root(path, src)
+            return Materialized(handle, key, root, None, scan_folder(root, src))
+        if not path.is_file():
+            raise UserError(f"hub model source {src} is not a folder or an archive (a FIFO, socket or device)")
         workdir = Path(tempfile.mkdtemp(prefix="tpuctl-hub-", dir=workdir_parent))
         try:
             safe_extract(path, workdir / "x", src)
-            return Materialized(handle, key, model_root(workdir / "x", src), workdir)
+            root = model_root(workdir / "x", src)
+            return Materialized(handle, key, root, workdir, scan_folder(root, src))
         except BaseException:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
@@ -170,21 +227,16 @@ def materialize(handle: str, source: str | None = None, workdir_parent: Path | N
     try:
         archive = download(url_handle, workdir / "model.tar.gz", progress, on_total)
         safe_extract(archive, workdir / "x", url_handle)
-        return Materialized(handle, key, model_root(workdir / "x", url_handle), workdir)
+        root = model_root(workdir / "x", url_handle)
+        return Materialized(handle, key, root, workdir, scan_folder(root, url_handle))
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
 
 
 def model_files(root: Path) -> list[tuple[Path, str]]:
-    """(local file, relative posix path) for every file under ``root`` (in-tree symlinks followed)."""
-    out = []
-    for dirpath, _dirs, files in os.walk(root, followlinks=False):
-        for f in files:
-            p = Path(dirpath) / f
-            if p.is_file():
-                out.append((p, p.relative_to(root).as_posix()))
-    return sorted(out, key=lambda t: t[1])
+    """(local file, relative posix path) for every file under ``root`` (checked like ``scan_folder``)."""
+    return [(f.path, f.rel) for f in scan_folder(root, str(root))]
 
 
 # --------------------------------------------------------------------------------------------
@@ -211,22 +263,41 @@ def md5_b64(path: Path) -> str:
     return _digest_b64(path, hashlib.md5())
 
 
-def same_content(local: Path, blob) -> bool:
-    if blob.size is not None and int(blob.size) != local.stat().st_size:
+def same_content(local: LocalFile | Path, blob) -> bool:
+    """Is ``blob`` exactly the local file? Size, then CRC32C (MD5 when the server gives no CRC32C)."""
+    path = local.path if isinstance(local, LocalFile) else local
+    size = local.size if isinstance(local, LocalFile) else path.stat().st_size
+    if blob.size is not None and int(blob.size) != size:
         return False
     if blob.crc32c:
-        return blob.crc32c == crc32c_b64(local)
+        return blob.crc32c == (local.crc32c() if isinstance(local, LocalFile) else crc32c_b64(path))
     if blob.md5_hash:
-        return blob.md5_hash == md5_b64(local)
+        return blob.md5_hash == md5_b64(path)
     return False
 
 
-class _ProgressReader(io.RawIOBase):
-    """A file whose reads advance a progress bar (transfer_manager threads read through it)."""
+class _LazyReader(io.RawIOBase):
+    """A file for transfer_manager that opens on first use and closes at end of file.
+
+    Tens of thousands of model files must not be open at once (EMFILE): a reader holds a descriptor
+    only while its upload is reading it. Reads advance the progress bar; a retry's seek reopens."""
 
     def __init__(self, path: Path, progress: Progress | None):
-        self._fh = open(path, "rb")
+        self._path = path
+        self._fh = None
+        self._pos = 0
         self._progress = progress
+
+    def _file(self):
+        if self._fh is None:
+            self._fh = open(self._path, "rb")
+            self._fh.seek(self._pos)
+        return self._fh
+
+    def _release(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
 
     def readable(self) -> bool:
         return True
@@ -235,13 +306,24 @@ class _ProgressReader(io.RawIOBase):
         return True
 
     def seek(self, offset: int, whence: int = 0) -> int:
-        return self._fh.seek(offset, whence)
+        if whence == os.SEEK_SET:
+            self._pos = offset
+        elif whence == os.SEEK_CUR:
+            self._pos += offset
+        else:
+            self._pos = os.stat(self._path).st_size + offset
+        if self._fh is not None:
+            self._fh.seek(self._pos)
+        return self._pos
 
     def tell(self) -> int:
-        return self._fh.tell()
+        return self._pos
 
     def read(self, size: int = -1) -> bytes:
-        data = self._fh.read(size)
+        data = self._file().read(size)
+        self._pos += len(data)
+        if not data or size is None or size < 0 or len(data) < size:
+            self._release()      # end of file: give the descriptor back now
         if self._progress and data:
             self._progress(len(data))
         return data
@@ -252,55 +334,64 @@ class _ProgressReader(io.RawIOBase):
         return len(data)
 
     def close(self) -> None:
-        self._fh.close()
+        self._release()
         super().close()
+
+
+# kept for callers of the old name
+_ProgressReader = _LazyReader
 
 
 @dataclass
 class UploadResult:
     handle: str
     key: str
-    uploaded: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    extra: list[str] = field(default_factory=list)   # objects in the folder that the model does not have
+    uploaded: list[str] = field(default_factory=list)   # sent from this machine in this run
+    reused: list[str] = field(default_factory=list)     # verified objects a previous interrupted run staged
+    skipped: list[str] = field(default_factory=list)    # already in <sha1>/ with the same size and crc32c
+    extra: list[str] = field(default_factory=list)      # objects in the folder that the model does not have
+    cleaned: int = 0                                    # stray staging objects removed
+    manifest_written: bool = False
 
 
-def plan_upload(bucket, prefix: str, m: Materialized) -> tuple[list[tuple[Path, str]], UploadResult]:
-    folder = f"{prefix}/{m.key}/"
-    existing = {b.name: b for b in bucket.client.list_blobs(bucket, prefix=folder)}
-    result = UploadResult(m.handle, m.key)
-    todo = []
-    for local, rel in model_files(m.root):
-        name = domain.hub_object_name(prefix, m.handle, rel)
-        blob = existing.pop(name, None)
-        if blob is not None and same_content(local, blob):
-            result.skipped.append(rel)
-        else:
-            todo.append((local, rel))
-    result.extra = sorted(n[len(folder):] for n in existing)
-    return todo, result
+def _rel_in_staging(name: str, staging_prefix: str) -> str | None:
+    rest = name[len(staging_prefix):]
+    _run, sep, rel = rest.partition("/")
+    return rel if sep and rel else None
 
 
-def upload_model(bucket, prefix: str, m: Materialized, workers: int = 8,
-                 progress: Progress | None = None, on_total: Callable[[int], None] | None = None) -> UploadResult:
-    """Upload the model folder to ``<prefix>/<sha1(handle)>/`` in parallel; unchanged files skipped.
+def _commit_copy(bucket, src, dest_name: str) -> None:
+    """Server-side copy with the rewrite API (large objects take several calls; ``token`` resumes)."""
+    dest = bucket.blob(dest_name)
+    token, _done, _total = dest.rewrite(src)
+    while token is not None:
+        token, _done, _total = dest.rewrite(src, token=token)
 
-    saved_model.pb goes last (and the descriptor after it): a folder that shows saved_model.pb
-    holds everything, so an interrupted upload never looks like a complete model to ``ls``/doctor.
-    """
+
+def _read_manifest(blob) -> bytes | None:
+    from google.api_core import exceptions
+
+    try:
+        return blob.download_as_bytes()
+    except exceptions.NotFound:
+        return None
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def _upload_batches(bucket, files: list[LocalFile], run_dir: str, workers: int, progress: Progress | None,
+                    done: Callable[[LocalFile], None]) -> None:
+    """transfer_manager.upload_many in windows of a few files per worker: at most ``window`` files are
+    in flight, and Ctrl-C stops submitting after the current window (the staged objects stay where
+    tensorflow_hub never reads; the next run reuses or removes them)."""
     from google.cloud.storage import transfer_manager
 
-    domain.validate_hub_prefix(prefix)
-    todo, result = plan_upload(bucket, prefix, m)
-    if on_total:
-        on_total(sum(p.stat().st_size for p, _ in todo))
-    first = [(p, r) for p, r in todo if r != SAVED_MODEL]
-    last = [(p, r) for p, r in todo if r == SAVED_MODEL]
-    for batch in (first, last):
-        if not batch:
-            continue
-        pairs = [(_ProgressReader(p, progress), bucket.blob(domain.hub_object_name(prefix, m.handle, r)))
-                 for p, r in batch]
+    window = max(4 * workers, 16)
+    for i in range(0, len(files), window):
+        chunk = files[i:i + window]
+        pairs = [(_LazyReader(f.path, progress), bucket.blob(run_dir + f.rel)) for f in chunk]
         try:
             transfer_manager.upload_many(
                 pairs, worker_type=transfer_manager.THREAD, max_workers=workers, raise_exception=True,
@@ -309,10 +400,109 @@ def upload_model(bucket, prefix: str, m: Materialized, workers: int = 8,
         finally:
             for reader, _ in pairs:
                 reader.close()
-        result.uploaded.extend(r for _, r in batch)
-    if result.uploaded:
-        bucket.blob(f"{prefix}/{m.key}.descriptor.txt").upload_from_string(descriptor_text(m.handle))
+        for f in chunk:
+            done(f)
+
+
+def upload_model(bucket, prefix: str, m: Materialized, workers: int = 8,
+                 progress: Progress | None = None, on_total: Callable[[int], None] | None = None,
+                 created_by: str = "tpuctl hub-cache add") -> UploadResult:
+    """Put the model into ``<prefix>/<sha1(handle)>/`` so that the folder is complete or detectably not.
+
+    1. files not already there (same size + crc32c) go to ``<prefix>/.staging/<sha1>-<random>/`` (outside
+       anything tensorflow_hub reads), in parallel through transfer_manager; verified objects a previous
+       interrupted run staged are reused;
+    2. every staged object's crc32c is compared with the local file's;
+    3. the old manifest is deleted (the folder is now incomplete), staged objects are copied in
+       server-side, the folder is listed and checked again;
+    4. the descriptor, then the manifest (handle, files, sizes, crc32c) are written LAST;
+    5. every staging object of this model is removed.
+    An interruption anywhere leaves either the previous complete folder (steps 1-2) or a folder without
+    a valid manifest (3-4), which ``ls``, ``tpuctl doctor`` and the trainer report as incomplete.
+    """
+    from bootstrap.clients import google_errors
+
+    domain.validate_hub_prefix(prefix)
+    client = bucket.client
+    folder = domain.hub_folder(prefix, m.handle)
+    staging = domain.hub_staging_prefix(prefix, m.key)
+    files = m.files or scan_folder(m.root, str(m.root))
+    local = {f.rel: f for f in files}
+    result = UploadResult(m.handle, m.key)
+    where = f"gs://{bucket.name}/{folder}"
+
+    with google_errors(f"listing {where}"):
+        final = {b.name[len(folder):]: b for b in client.list_blobs(bucket, prefix=folder)}
+        staged = list(client.list_blobs(bucket, prefix=staging))
+    manifest_blob = final.pop(domain.HUB_MANIFEST, None)
+    result.extra = sorted(rel for rel in final if rel not in local)
+    in_place = {rel for rel, f in local.items() if rel in final and same_content(f, final[rel])}
+    reusable: dict[str, object] = {}
+    for b in staged:
+        rel = _rel_in_staging(b.name, staging)
+        if rel in local and rel not in in_place and rel not in reusable and same_content(local[rel], b):
+            reusable[rel] = b
+    manifest = domain.hub_manifest(m.handle, {rel: (f.size, f.crc32c()) for rel, f in local.items()},
+                                   created_by, _now())
+    if len(in_place) == len(local) and manifest_blob is not None:
+        with google_errors(f"reading {where}{domain.HUB_MANIFEST}"):
+            old = _read_manifest(manifest_blob)
+        try:
+            complete = old is not None and domain.parse_hub_manifest(old, m.handle) == domain.parse_hub_manifest(manifest)
+        except domain.DomainError:
+            complete = False
+        if complete:
+            result.skipped = sorted(in_place)
+            result.cleaned = _remove_staging(bucket, staging)
+            return result
+
+    todo = [f for rel, f in sorted(local.items()) if rel not in in_place and rel not in reusable]
+    if on_total:
+        on_total(sum(f.size for f in todo))
+    run_dir = f"{staging}{secrets.token_hex(6)}/"
+    with google_errors(f"uploading to gs://{bucket.name}/{run_dir}"):
+        _upload_batches(bucket, todo, run_dir, workers, progress, lambda f: result.uploaded.append(f.rel))
+        # verify what was staged: the uploaded object's crc32c against the local file's
+        fresh = {_rel_in_staging(b.name, staging): b for b in client.list_blobs(bucket, prefix=run_dir)}
+    bad = [f.rel for f in todo if f.rel not in fresh or not same_content(f, fresh[f.rel])]
+    if bad:
+        raise UserError(f"upload of {m.handle} could not be verified: {len(bad)} object(s) in "
+                        f"gs://{bucket.name}/{run_dir} differ from the local files (e.g. {bad[0]}); "
+                        "nothing was placed in the cache folder, run the same command again", 1)
+    sources = {**reusable, **{f.rel: fresh[f.rel] for f in todo}}
+    result.reused = sorted(reusable)
+    result.skipped = sorted(in_place)
+
+    with google_errors(f"writing {where}"):
+        if manifest_blob is not None:
+            manifest_blob.delete()                        # from here the folder is detectably incomplete
+        for rel, src in sorted(sources.items(), key=lambda kv: (kv[0] == SAVED_MODEL, kv[0])):
+            _commit_copy(bucket, src, folder + rel)
+        placed = {b.name[len(folder):]: b for b in client.list_blobs(bucket, prefix=folder)}
+        wrong = [rel for rel, f in local.items() if rel not in placed or not same_content(f, placed[rel])]
+        if wrong:
+            raise UserError(f"{where} does not hold what was uploaded after the copy ({len(wrong)} object(s), "
+                            f"e.g. {wrong[0]}); it stays incomplete, run the same command again", 1)
+        bucket.blob(domain.hub_descriptor_name(prefix, m.handle)).upload_from_string(descriptor_text(m.handle))
+        bucket.blob(folder + domain.HUB_MANIFEST).upload_from_string(manifest, content_type="application/json")
+        result.manifest_written = True
+        result.cleaned = _remove_staging(bucket, staging)
     return result
+
+
+def _remove_staging(bucket, staging_prefix: str) -> int:
+    """Delete every staging object of one model (this run's and strays of interrupted runs)."""
+    from bootstrap.clients import google_errors
+
+    with google_errors(f"removing gs://{bucket.name}/{staging_prefix}*"):
+        blobs = list(bucket.client.list_blobs(bucket, prefix=staging_prefix))
+        for b in blobs:
+            try:
+                b.delete()
+            except Exception as exc:  # noqa: BLE001 - someone else removed it: that is the goal
+                if type(exc).__name__ != "NotFound":
+                    raise
+    return len(blobs)
 
 
 @dataclass
@@ -322,63 +512,152 @@ class CacheEntry:
     files: int
     size: int
     complete: bool
+    problem: str | None = None          # why it is incomplete
+    staging: int = 0                    # objects of interrupted uploads under .staging/
+
+
+def _folder_state(bucket, prefix: str, key: str, objects: list,
+                  handle: str | None = None) -> tuple[bool, str | None, str | None]:
+    """(complete, problem, handle from the manifest) of one ``<sha1>/`` folder from its listed objects."""
+    import json
+
+    listed = {}
+    manifest_blob = None
+    for b in objects:
+        rel = b.name[len(prefix) + len(key) + 2:]
+        if rel == domain.HUB_MANIFEST:
+            manifest_blob = b
+        else:
+            listed[rel] = (int(b.size or 0), b.crc32c)
+    text = _read_manifest(bucket.blob(manifest_blob.name)) if manifest_blob is not None else None
+    problem = domain.hub_folder_problem(text, listed, handle)
+    found = None
+    if text is not None:
+        try:
+            found = json.loads(text).get("handle")
+        except ValueError:
+            found = None
+    if problem is None and found is not None and domain.hub_cache_key(found) != key:
+        problem = f"manifest is for {found!r}, whose sha1 is not {key}"
+    return problem is None, problem, found
 
 
 def list_cache(client, bucket_name: str, prefix: str) -> list[CacheEntry]:
+    """Every ``<sha1>/`` folder under ``prefix``: handle, files, size, complete (a valid manifest whose
+    files are all there with their size and crc32c) or why not; and staged objects of interrupted uploads."""
     domain.validate_hub_prefix(prefix)
-    entries: dict[str, dict] = {}
+    folders: dict[str, list] = {}
     descriptors: dict[str, str] = {}
+    staging: dict[str, int] = {}
     for blob in client.list_blobs(bucket_name, prefix=f"{prefix}/"):
         rest = blob.name[len(prefix) + 1:]
         top, _, inner = rest.partition("/")
+        if top == domain.HUB_STAGING:
+            key = inner.partition("/")[0].partition("-")[0]
+            if domain.is_hub_cache_key(key):
+                staging[key] = staging.get(key, 0) + 1
+            continue
         if not inner:
             if top.endswith(".descriptor.txt") and domain.is_hub_cache_key(top[: -len(".descriptor.txt")]):
                 descriptors[top[: -len(".descriptor.txt")]] = blob.name
             continue
-        if not domain.is_hub_cache_key(top):
-            continue
-        e = entries.setdefault(top, {"files": 0, "size": 0, "complete": False})
-        e["files"] += 1
-        e["size"] += int(blob.size or 0)
-        e["complete"] |= inner == SAVED_MODEL
+        if domain.is_hub_cache_key(top):
+            folders.setdefault(top, []).append(blob)
     bucket = client.bucket(bucket_name)
     out = []
-    for key in sorted(entries):
-        handle = None
-        if key in descriptors:
+    for key in sorted(set(folders) | set(staging)):
+        objects = folders.get(key, [])
+        if objects:
+            complete, problem, handle = _folder_state(bucket, prefix, key, objects)
+        else:
+            complete, problem, handle = False, "only an interrupted upload (nothing in the folder yet)", None
+        if handle is None and key in descriptors:
             handle = handle_from_descriptor(bucket.blob(descriptors[key]).download_as_text())
-        out.append(CacheEntry(key, handle, entries[key]["files"], entries[key]["size"], entries[key]["complete"]))
+        files = [b for b in objects if not b.name.endswith("/" + domain.HUB_MANIFEST)]
+        out.append(CacheEntry(key, handle, len(files), sum(int(b.size or 0) for b in files), complete, problem,
+                              staging.get(key, 0)))
+    return out
+
+
+@dataclass
+class HubStatus:
+    handle: str
+    complete: bool
+    detail: str          # where it is (complete) or what is wrong
+
+
+def hub_status(client, bucket_name: str, prefix: str, handles: Iterable[str]) -> list[HubStatus]:
+    """For each handle: is ``<prefix>/<sha1>/`` complete (doctor's hub check)? Lists only that model's
+    folder and staging objects, reads its manifest."""
+    domain.validate_hub_prefix(prefix)
+    bucket = client.bucket(bucket_name)
+    out = []
+    for h in handles:
+        key = domain.hub_cache_key(h)
+        objects = list(client.list_blobs(bucket_name, prefix=domain.hub_folder(prefix, h)))
+        staged = sum(1 for _ in client.list_blobs(bucket_name, prefix=domain.hub_staging_prefix(prefix, key)))
+        where = f"gs://{bucket_name}/{prefix}/{key}/"
+        note = f"; an interrupted upload left {staged} object(s) in {prefix}/{domain.HUB_STAGING}/" if staged else ""
+        if not objects:
+            out.append(HubStatus(h, False, "not in the cache (no saved_model.pb)" + note))
+            continue
+        complete, problem, _found = _folder_state(bucket, prefix, key, objects, h)
+        out.append(HubStatus(h, True, where) if complete else
+                   HubStatus(h, False, f"INCOMPLETE {where}: {problem}{note}"))
     return out
 
 
 def cached_handles(client, bucket_name: str, prefix: str, handles: Iterable[str]) -> dict[str, bool]:
-    """For each handle: does ``<prefix>/<sha1>/saved_model.pb`` exist? (doctor's hub check)"""
-    out = {}
-    for h in handles:
-        name = domain.hub_object_name(prefix, h, SAVED_MODEL)
-        out[h] = any(b.name == name for b in client.list_blobs(bucket_name, prefix=name, max_results=5))
-    return out
+    """For each handle: is its folder complete? (see ``hub_status`` for the reason when not)"""
+    return {s.handle: s.complete for s in hub_status(client, bucket_name, prefix, handles)}
 
 
 # --------------------------------------------------------------------------------------------
 # Local side: fetch into a folder (the Pulumi program's hubCacheSource)
 # --------------------------------------------------------------------------------------------
 
-def install_local(m: Materialized, dest_root: Path) -> tuple[Path, bool]:
-    """Copy the model to ``dest_root/<key>/`` atomically (temp folder + rename). Returns (path, replaced)."""
-    dest_root.mkdir(parents=True, exist_ok=True)
-    final = dest_root / m.key
-    staging = Path(tempfile.mkdtemp(prefix=f".{m.key}.", dir=dest_root))
+def install_local(m: Materialized, dest_root: Path, created_by: str = "tpuctl hub-cache fetch") -> tuple[Path, bool]:
+    """Copy the model's checked files to ``dest_root/<key>/`` atomically (temp folder + rename), with the
+    same manifest as in a bucket. Returns (path, replaced)."""
+    files = m.files or scan_folder(m.root, str(m.root))
+    what = f"--dest {dest_root}"
     try:
-        shutil.copytree(m.root, staging / "model", symlinks=False)
+        if dest_root.exists() and not dest_root.is_dir():
+            raise UserError(f"{what} is a file, not a folder; give a folder for the local hub cache")
+        dest_root.mkdir(parents=True, exist_ok=True)
+    except UserError:
+        raise
+    except FileExistsError:
+        raise UserError(f"{what}: a parent of it is a file, not a folder") from None
+    except NotADirectoryError:
+        raise UserError(f"{what}: a parent of it is a file, not a folder") from None
+    except OSError as exc:
+        raise localtree.os_error(exc, what) from None
+    final = dest_root / m.key
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{m.key}.", dir=dest_root))
+    except OSError as exc:
+        raise localtree.os_error(exc, what) from None
+    try:
+        model = staging / "model"
+        for f in files:
+            target = model / f.rel
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(f.path, target)
+            except OSError as exc:
+                raise localtree.os_error(exc, f"{what}: {target}") from None
+        manifest = domain.hub_manifest(m.handle, {f.rel: (f.size, f.crc32c()) for f in files}, created_by,
+                                       _now())
+        (model / domain.HUB_MANIFEST).write_text(manifest)
         replaced = final.exists()
         if replaced:
             old = dest_root / f".{m.key}.old-{os.getpid()}"
             os.replace(final, old)
-            os.replace(staging / "model", final)
+            os.replace(model, final)
             shutil.rmtree(old, ignore_errors=True)
         else:
-            os.replace(staging / "model", final)
+            os.replace(model, final)
         (dest_root / f"{m.key}.descriptor.txt").write_text(descriptor_text(m.handle))
         return final, replaced
     finally:

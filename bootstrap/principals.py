@@ -2,9 +2,11 @@
 
 Keywords (tpu-agent, tpu-vm-agent, vertex-agent, training-sa) resolve through the project number
 (resource manager) and domain's e-mail formats; explicit e-mails/member strings need no API call.
-Agents are created with serviceusage v1beta1 ``generateServiceIdentity`` (no client library
-method covers it, so an authorised REST call); the training service account is looked up or
-created through the IAM admin API (google-cloud-iam ``iam_admin_v1``).
+Agents are created the way ``domain.AgentKind.creator`` says: primary agents with serviceusage v1beta1
+``generateServiceIdentity`` (no client library method covers it, so an authorised REST call), the TPU VM
+agent gcp-sa-tpu with the Cloud TPU v2 API (google-cloud-tpu ``TpuClient.generate_service_identity``);
+Service Usage never returns gcp-sa-tpu. The training service account is looked up or created through the
+IAM admin API (google-cloud-iam ``iam_admin_v1``).
 """
 
 from __future__ import annotations
@@ -108,6 +110,24 @@ def generate_service_identity(project: str, service: str, *, poll_seconds: float
     return (op.get("response") or {}).get("email")
 
 
+def generate_tpu_identity(project: str, zone: str = "us-central1-a", client=None) -> str:
+    """Create (or return) the TPU VM agent ``service-N@gcp-sa-tpu…`` through the Cloud TPU v2 API; its e-mail."""
+    from google.cloud import tpu_v2
+
+    domain.validate_zone(zone)
+    client = client or tpu_v2.TpuClient(**clients.client_kwargs("tpu"))
+    with clients.google_errors(
+        f"creating the TPU VM service agent in {project}",
+        forbidden=f"permission denied creating the TPU VM service agent in {project}: you need "
+                  "tpu.locations.generateServiceIdentity (e.g. roles/tpu.admin)",
+        not_found=f"project {project} or zone {zone} not found, or the Cloud TPU API is not enabled "
+                  f"(gcloud services enable tpu.googleapis.com --project {project})",
+    ):
+        response = client.generate_service_identity(
+            request=tpu_v2.GenerateServiceIdentityRequest(parent=f"projects/{project}/locations/{zone}"))
+    return response.identity.email
+
+
 def _raise_for(resp, doing: str, permission: str) -> None:
     if resp.status_code < 400:
         return
@@ -182,16 +202,34 @@ def check_custom_role(role: str, client=None) -> None:
         raise UserError(f"custom role {role} is deleted; undelete it or pick another role")
 
 
-def ensure_exists(principals: list[Principal], project: str | None, log=print) -> None:
-    """Create missing agents / the training SA (called after confirmation, before IAM writes)."""
-    done_services: set[str] = set()
+def role_command(project: str, email: str, role: str) -> str:
+    return (f"gcloud projects add-iam-policy-binding {project} --member=serviceAccount:{email} "
+            f"--role={role} --condition=None")
+
+
+def ensure_exists(principals: list[Principal], project: str | None, log=print, zone: str = "us-central1-a") -> None:
+    """Create missing agents / the training SA (called after confirmation, before IAM writes).
+
+    An agent created on request does not get its service-agent role automatically; grant-access edits
+    bucket policies only, so it prints the command that grants the role (``pulumi up`` grants it itself).
+    """
+    done: set[str] = set()
     for p in principals:
         agent = p.agent
         if agent is not None and project:
-            if agent.service not in done_services:
+            creator = "tpu-v2" if agent.creator == "tpu-v2" else agent.service
+            if creator in done:
+                continue
+            if agent.creator == "tpu-v2":
+                generate_tpu_identity(project, zone)
+                log(f"TPU VM service agent {p.email} is present (Cloud TPU v2 API)")
+            else:
                 generate_service_identity(project, agent.service)
-                done_services.add(agent.service)
                 log(f"service agent for {agent.service} is present")
+            done.add(creator)
+            if agent.project_role and agent.created_on_request:
+                log(f"  it needs its role {agent.project_role} if it was just created: "
+                    f"{role_command(project, p.email, agent.project_role)}")
         elif p.keyword == domain.TRAINING_SA_KEYWORD and project:
             if ensure_training_sa(project, p.email):
                 log(f"created service account {p.email}")

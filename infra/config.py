@@ -13,8 +13,9 @@ from typing import Any, Mapping
 
 from tpuctl.ground import domain
 from tpuctl.ground.envs import REPO_ROOT
-from tpuctl.ground.errors import ConfigError
-from tpuctl.ground.settings import ARRAY_KEYS, NAMESPACE, StackSettings, bare_values
+from tpuctl.ground.errors import ConfigError, UserError
+from tpuctl.ground.localtree import scan_tree
+from tpuctl.ground.settings import ARRAY_KEYS, NAMESPACE, PROVIDER_PROJECT_KEY, StackSettings, bare_values
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,9 @@ class InfraConfig:
     hub_cache_source: Path
     hub_cache_prefix: str
     labels: Mapping[str, str]
+    versioned_buckets: tuple[str, ...] = ("data", "artifacts")   # purposes that keep object versions
+    access_log_bucket: str | None = None                         # None: no access logs
+    access_log_retention_days: int = 0
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -99,9 +103,11 @@ def _hub_models(handles: tuple[str, ...], source: Path) -> tuple[HubModel, ...]:
                 "(tensorflow_hub needs <cache>/<sha1(handle)>/saved_model.pb; `tpuctl hub-cache fetch HANDLE` "
                 "puts it there)",
             )
-        files = tuple(
-            sorted((p.relative_to(folder).as_posix(), p.absolute()) for p in folder.rglob("*") if p.is_file())
-        )
+        try:   # the same walk as `tpuctl hub-cache add`: nothing from outside the folder is uploaded
+            tree = scan_tree(folder, f"hub model folder {folder}")
+        except UserError as exc:
+            raise ConfigError("hubModels", str(exc)) from None
+        files = tuple((f.rel, f.path.absolute()) for f in tree)
         models.append(HubModel(handle, key, folder, files))
     return tuple(models)
 
@@ -139,6 +145,9 @@ def load_config(values: Mapping[str, Any], base_dir: Path | None = None) -> Infr
         hub_cache_source=source,
         hub_cache_prefix=s.hub_cache_prefix,
         labels=s.label_map(),
+        versioned_buckets=tuple(s.versioned_buckets),
+        access_log_bucket=s.access_log_bucket_name(),
+        access_log_retention_days=s.access_log_retention_days,
         raw=bare_values(values),
     )
 
@@ -169,4 +178,8 @@ def from_pulumi_config() -> InfraConfig:
         ns, _, bare = key.partition(":")
         if ns == NAMESPACE and bare not in values and bare not in known:
             values[bare] = value
+    # The provider's project: tpuctl:project defaults to it, and the two must agree when both are set.
+    provider_project = pulumi.Config("gcp").get("project")
+    if provider_project is not None:
+        values[PROVIDER_PROJECT_KEY] = provider_project
     return load_config(values, base_dir=REPO_ROOT)

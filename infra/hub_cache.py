@@ -1,12 +1,18 @@
-"""HubModelCache: hub models as objects in tensorflow_hub's cache layout.
+"""HubModelCache: hub models as objects in tensorflow_hub's cache layout, complete or detectably not.
 
-``TFHUB_CACHE_DIR=gs://<bucket>/<prefix>`` makes ``hub.load(handle)`` look in
-``<prefix>/<sha1(handle)>/`` for ``saved_model.pb``; every file of a model goes there unchanged
-(``FileAsset``: bytes as they are, not re-packed like a ``FileArchive``).
+``TFHUB_CACHE_DIR=gs://<bucket>/<prefix>`` makes ``hub.load(handle)`` use ``<prefix>/<sha1(handle)>/`` as
+soon as that folder exists and is non-empty (tensorflow_hub never checks it further), so a ``pulumi up``
+that fails half-way would leave a folder every job "loads" and crashes on. Every file of a model goes
+there unchanged (``FileAsset``: bytes as they are, not re-packed like a ``FileArchive``), then the
+descriptor, and the manifest (``<sha1>/.tpuctl-manifest.json``: handle, files, sizes, crc32c) LAST: it
+``depends_on`` every file object, so Pulumi creates it only after all of them succeeded. ``tpuctl
+hub-cache ls``, ``tpuctl doctor`` and the trainer treat a folder without a valid manifest as incomplete.
+The manifest and descriptor are deterministic (no date, no host) so an unchanged model is not rewritten.
 """
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -15,6 +21,8 @@ import pulumi
 import pulumi_gcp as gcp
 
 from tpuctl.ground import domain
+
+CREATED_BY = "pulumi up (tpuctl infra HubModelCache)"
 
 
 @dataclass(frozen=True)
@@ -30,23 +38,54 @@ class HubModelCacheArgs:
     models: Sequence[HubModelFiles]
 
 
+def _crc32c(path: Path) -> str:
+    """Base64 CRC32C of a file, the encoding GCS lists for an object (read in 1 MiB chunks)."""
+    import google_crc32c
+
+    checksum = google_crc32c.Checksum()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            checksum.update(chunk)
+    return base64.b64encode(checksum.digest()).decode()
+
+
+def manifest_text(model: HubModelFiles) -> str:
+    """The manifest of one model's files (a local manifest from ``hub-cache fetch`` is not one of them)."""
+    files = {rel: (path.stat().st_size, _crc32c(path)) for rel, path in model.files if rel != domain.HUB_MANIFEST}
+    return domain.hub_manifest(model.handle, files, CREATED_BY, None)
+
+
 class HubModelCache(pulumi.ComponentResource):
-    objects: dict[str, gcp.storage.BucketObject]   # object name -> object
+    objects: dict[str, gcp.storage.BucketObject]   # object name -> object (files, descriptor, manifest)
+    manifests: dict[str, gcp.storage.BucketObject]  # handle -> its manifest object
 
     def __init__(self, name: str, args: HubModelCacheArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpuctl:infra:HubModelCache", name, None, opts)
+        self._bucket = args.bucket
         self.objects = {}
+        self.manifests = {}
         for model in args.models:
+            files = []
             for rel, path in model.files:
+                if rel == domain.HUB_MANIFEST:      # `hub-cache fetch` writes one locally; ours is written last
+                    continue
                 object_name = domain.hub_object_name(args.prefix, model.handle, rel)
-                # The object name is unique in the bucket and stable across runs: a good resource name.
-                self.objects[object_name] = gcp.storage.BucketObject(
-                    object_name,
-                    gcp.storage.BucketObjectArgs(
-                        bucket=args.bucket,
-                        name=object_name,
-                        source=pulumi.FileAsset(str(path)),
-                    ),
-                    opts=pulumi.ResourceOptions(parent=self),
-                )
+                files.append(self._object(object_name, pulumi.FileAsset(str(path))))
+            descriptor = self._object(domain.hub_descriptor_name(args.prefix, model.handle),
+                                      pulumi.StringAsset(f"Module: {model.handle}\nWritten by: {CREATED_BY}\n"),
+                                      depends_on=files)
+            self.manifests[model.handle] = self._object(
+                domain.hub_manifest_name(args.prefix, model.handle), pulumi.StringAsset(manifest_text(model)),
+                depends_on=[*files, descriptor], content_type="application/json")
         self.register_outputs({"objects": sorted(self.objects)})
+
+    def _object(self, object_name: str, source, depends_on=(), content_type: str | None = None):
+        # The object name is unique in the bucket and stable across runs: a good resource name.
+        obj = gcp.storage.BucketObject(
+            object_name,
+            gcp.storage.BucketObjectArgs(bucket=self._bucket, name=object_name, source=source,
+                                         content_type=content_type),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(depends_on)),
+        )
+        self.objects[object_name] = obj
+        return obj

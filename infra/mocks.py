@@ -20,13 +20,58 @@ from pulumi.runtime import mocks as _mocks
 from pulumi.runtime import settings as _settings
 
 from infra.config import NAMESPACE, InfraConfig, load_config
+from tpuctl.ground import domain
 from tpuctl.ground import tokens as T
 from tpuctl.ground.outputs import OUTPUT_KEYS
 
 STACK_TYPE = "pulumi:pulumi:Stack"
+DYNAMIC_PROVIDER_KEY = "__provider"
 #: Attributes of an existing bucket when the caller says nothing about it. Fine-grained access
 #: (uniform off), so an offline plan of the ACL route goes through; the real engine reads the bucket.
 DEFAULT_EXISTING_BUCKET: dict[str, Any] = {"uniformBucketLevelAccess": False, "location": "US"}
+
+
+#: Quota ids Google has been seen to use for these metrics (a Vertex AI RESOURCE_EXHAUSTED error names
+#: CustomModelTrainingT4GPUsPerProjectPerRegion; Compute Engine's ids are documented on
+#: cloud.google.com/compute/resource-usage; checked 2026-11). Other ids the mocks make up (``mock_quota_id``).
+KNOWN_QUOTA_IDS: dict[str, str] = {
+    "aiplatform.googleapis.com/custom_model_training_nvidia_t4_gpus": "CustomModelTrainingT4GPUsPerProjectPerRegion",
+    "compute.googleapis.com/nvidia_t4_gpus": "NVIDIA-T4-GPUS-per-project-region",
+    "compute.googleapis.com/preemptible_nvidia_t4_gpus": "PREEMPTIBLE-NVIDIA-T4-GPUS-per-project-region",
+}
+
+
+def mock_quota_id(metric: str) -> str:
+    """A plausible per-region quota id for ``metric`` (mocks only; the real program looks it up)."""
+    if metric in KNOWN_QUOTA_IDS:
+        return KNOWN_QUOTA_IDS[metric]
+    service, _, name = metric.partition("/")
+    if service == "compute.googleapis.com":
+        return f"{name.upper().replace('_', '-')}-per-project-region"
+    return "".join(part.capitalize() for part in name.split("_")) + "PerProjectPerRegion"
+
+
+def catalogue_quota_infos(service: str) -> list[dict[str, Any]]:
+    """One per-region QuotaInfo (camelCase, as the provider returns it) for every accelerator metric of
+    ``service`` in the domain catalogue."""
+    metrics = {domain.gpu_quota_metric(g, kind, spot) for g in domain.GPU_TYPES.values()
+               for kind in domain.QUOTA_SERVICES for spot in (False, True)}
+    metrics |= {metric for metric, _ in domain.VERTEX_TPU_QUOTA.values()}
+    return [quota_info(service, m) for m in sorted(metrics) if m.startswith(service + "/")]
+
+
+def quota_info(service: str, metric: str, quota_id: str | None = None,
+               dimensions: tuple[str, ...] = ("region",)) -> dict[str, Any]:
+    qid = quota_id or mock_quota_id(metric)
+    return {
+        "name": f"projects/PROJECT/locations/global/services/{service}/quotaInfos/{qid}",
+        "quotaId": qid, "metric": metric, "service": service, "dimensions": list(dimensions),
+        "containerType": "PROJECT", "isConcurrent": False, "isFixed": False, "isPrecise": True,
+        "metricDisplayName": metric.rsplit("/", 1)[-1], "metricUnit": "1", "quotaDisplayName": qid,
+        "refreshInterval": "", "serviceRequestQuotaUri": "https://console.cloud.google.com/iam-admin/quotas",
+        "quotaIncreaseEligibilities": [{"isEligible": True, "ineligibilityReason": ""}],
+        "dimensionsInfos": [{"dimensions": {}, "applicableLocations": ["us-central1"], "details": [{"value": "0"}]}],
+    }
 
 
 def project_number_for(project: str) -> str:
@@ -92,8 +137,11 @@ class GcpMocks(pulumi.runtime.Mocks):
     """Fills computed outputs the way Google Cloud would, and records every resource and call."""
 
     def __init__(self, project: str, project_number: str | None = None,
-                 existing_buckets: Mapping[str, Mapping[str, Any]] | None = None):
+                 existing_buckets: Mapping[str, Mapping[str, Any]] | None = None,
+                 quota_infos: Mapping[str, list[dict[str, Any]]] | None = None):
         self.project = project
+        #: service -> QuotaInfos the getSQuotaInfos lookup returns (default: the catalogue's metrics)
+        self.quota_infos = None if quota_infos is None else {k: list(v) for k, v in quota_infos.items()}
         self.project_number = project_number or project_number_for(project)
         self.existing_buckets = None if existing_buckets is None else {k: dict(v) for k, v in existing_buckets.items()}
         self.calls: list[tuple[str, dict[str, Any]]] = []
@@ -122,11 +170,20 @@ class GcpMocks(pulumi.runtime.Mocks):
                 return {}, [("name", f"googleapi: Error 404: bucket {name} not found")]
             return {"name": name, "id": name, "url": f"gs://{name}",
                     "selfLink": f"https://www.googleapis.com/storage/v1/b/{name}", **attrs}
+        if args.token == T.GET_QUOTA_INFOS:
+            parent, service = args.args.get("parent", ""), args.args.get("service", "")
+            if parent != f"projects/{self.project}":
+                return {}, [("parent", f"googleapi: Error 403: permission denied on {parent}")]
+            infos = (catalogue_quota_infos(service) if self.quota_infos is None
+                     else self.quota_infos.get(service, []))
+            return {"id": f"{parent}/services/{service}", "parent": parent, "service": service, "quotaInfos": infos}
         return {}
 
     # -- resources ----------------------------------------------------------------------------
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict]:
         inputs = dict(args.inputs)
+        if DYNAMIC_PROVIDER_KEY in inputs:   # a dill pickle: neither readable nor stable across Python versions
+            inputs[DYNAMIC_PROVIDER_KEY] = "<dynamic provider>"
         computed, rid = self._computed(args.typ, args.name, inputs)
         outputs = {**inputs, **computed}
         with self._lock:
@@ -150,6 +207,10 @@ class GcpMocks(pulumi.runtime.Mocks):
                 service, f"gcp-sa-{service.split('.')[0]}")
             email = f"service-{self.project_number}@{agent}.iam.gserviceaccount.com"
             return {"email": email, "member": f"serviceAccount:{email}"}, f"projects/{project}/services/{service}"
+        if typ == T.TPU_SERVICE_IDENTITY:
+            email = f"service-{self.project_number}@gcp-sa-tpu.iam.gserviceaccount.com"
+            parent = f"projects/{inputs.get('project')}/locations/{inputs.get('location')}"
+            return {"email": email, "member": f"serviceAccount:{email}"}, f"{parent}/serviceIdentity"
         if typ == T.SERVICE_ACCOUNT:
             email = f"{inputs['accountId']}@{project}.iam.gserviceaccount.com"
             unique_id = str(10**20 + int(hashlib.sha1(email.encode()).hexdigest()[:15], 16))
@@ -233,18 +294,22 @@ def _engine_config(values: Mapping[str, Any]) -> dict[str, str]:
 
 def run_program(values: Mapping[str, Any], *, stack: str = "dev",
                 existing_buckets: Mapping[str, Mapping[str, Any]] | None = None,
-                base_dir: Path | None = None, project_number: str | None = None) -> MockRun:
+                base_dir: Path | None = None, project_number: str | None = None,
+                quota_infos: Mapping[str, list[dict[str, Any]]] | None = None) -> MockRun:
     """Validate ``values`` (stack config), run ``infra.program.build`` under ``GcpMocks``
     (``preview=False``: every output is known) and return the resources and resolved outputs.
 
     ``existing_buckets`` maps bucket name -> attributes (camelCase, e.g. ``{"uniformBucketLevelAccess":
     True}``) that the ``getBucket`` lookup returns; when given, other buckets do not exist.
+    ``quota_infos`` maps service -> QuotaInfos (``quota_info(...)``) the getSQuotaInfos lookup returns; by
+    default every accelerator metric of the catalogue has a per-region quota.
     Raises ``ConfigError`` before anything is registered. Safe to call repeatedly in one process.
     """
     from infra.program import build  # pulumi_gcp is heavy: only when a program actually runs
 
     cfg = load_config(values, base_dir=base_dir)
-    mocks = GcpMocks(cfg.project, project_number=project_number, existing_buckets=existing_buckets)
+    mocks = GcpMocks(cfg.project, project_number=project_number, existing_buckets=existing_buckets,
+                     quota_infos=quota_infos)
     monitor = _RecordingMonitor(mocks)
     _settings.set_root_resource(None)  # type: ignore[arg-type]  # a fresh Stack for this run
     pulumi.runtime.set_all_config(_engine_config(values))

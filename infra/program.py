@@ -8,13 +8,14 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.access import AccessGrants, AccessGrantsArgs
-from infra.buckets import TrainingBuckets, TrainingBucketsArgs
+from infra.buckets import BucketOptions, TrainingBuckets, TrainingBucketsArgs
 from infra.config import ConfigError, InfraConfig
 from infra.hub_cache import HubModelCache, HubModelCacheArgs, HubModelFiles
 from infra.identities import ServiceIdentities, ServiceIdentitiesArgs
-from infra.quota import GpuQuota, GpuQuotaArgs
+from infra.quota import GpuQuota, GpuQuotaArgs, resolve_quota_ids
 from tpuctl.ground import domain
 from tpuctl.ground.outputs import OUTPUT_KEYS
+from tpuctl.ground.settings import PROVIDER_PROJECT_KEY, StackSettings
 
 
 def _project_number(cfg: InfraConfig) -> str:
@@ -45,11 +46,21 @@ def _check_existing_data_bucket(cfg: InfraConfig) -> None:
         )
 
 
+def _check_provider_project(cfg: InfraConfig) -> None:
+    """The provider's default project (``gcp:project``) is the stack's project, or unset: the settings model's
+    rule, applied again to what the engine hands the provider (the program config carries tpuctl keys only)."""
+    provider = pulumi.Config("gcp").get("project")
+    if provider:
+        StackSettings.from_values({"project": cfg.project, PROVIDER_PROJECT_KEY: provider}, partial=True)
+
+
 def build(cfg: InfraConfig) -> dict[str, pulumi.Output | Any]:
     """Register every resource for ``cfg``; returns the stack outputs keyed by ``OUTPUT_KEYS``."""
     # Lookups that can still reject the config run before the first resource is registered.
+    _check_provider_project(cfg)
     number = _project_number(cfg)
     _check_existing_data_bucket(cfg)
+    quota_ids = resolve_quota_ids(cfg.project, cfg.gpu_quotas) if cfg.gpu_quotas else {}
 
     identities = ServiceIdentities(
         "identities",
@@ -58,6 +69,7 @@ def build(cfg: InfraConfig) -> dict[str, pulumi.Output | Any]:
             project_number=number,
             apis=domain.REQUIRED_APIS,
             agents=cfg.agents,
+            zone=cfg.zone,
             training_sa_id=cfg.training_sa_id if cfg.wants_training_sa else None,
         ),
     )
@@ -75,6 +87,7 @@ def build(cfg: InfraConfig) -> dict[str, pulumi.Output | Any]:
             labels=dict(cfg.labels),
             existing=existing,
             depends_on=storage_api,
+            options=BucketOptions(cfg.versioned_buckets, cfg.access_log_bucket or "", cfg.access_log_retention_days),
         ),
     )
     access = AccessGrants(
@@ -97,6 +110,7 @@ def build(cfg: InfraConfig) -> dict[str, pulumi.Output | Any]:
             GpuQuotaArgs(
                 project=cfg.project,
                 requests=cfg.gpu_quotas,
+                quota_ids=quota_ids,
                 contact_email=cfg.quota_contact_email or "",
                 justification=cfg.quota_justification,
                 depends_on=[identities.apis["cloudquotas.googleapis.com"]],

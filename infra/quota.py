@@ -1,28 +1,72 @@
-"""GpuQuota: one Cloud Quotas preference per requested GPU type and region."""
+"""GpuQuota: one Cloud Quotas preference per requested accelerator quota (GPU or Vertex TPU) and region.
+
+Which quota limits a job depends on where it runs (``domain.QUOTA_SERVICES``): Vertex AI custom training
+by default, Compute Engine for users who train on their own VMs/GKE (``quotaService: compute``). The
+catalogue holds each accelerator's quota METRIC; the quota ID a preference names is looked up from the
+metric in the project's Cloud Quotas QuotaInfos (``resolve_quota_ids``), never guessed.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import pulumi
 import pulumi_gcp as gcp
 
+from infra.config import ConfigError
 from tpuctl.ground import domain
+from tpuctl.ground.errors import DomainError
 
 
 @dataclass(frozen=True)
 class GpuQuotaArgs:
     project: str
-    requests: Sequence[domain.GpuQuotaRequest]
+    requests: Sequence[domain.QuotaRequest]
+    quota_ids: Mapping[str, str]                   # metric -> quota id, from resolve_quota_ids
     contact_email: str
     justification: str | None = None
     depends_on: Sequence[pulumi.Resource] = ()     # e.g. the Cloud Quotas API
 
 
-def preference_id(req: domain.GpuQuotaRequest) -> str:
+def _key_of(req: domain.QuotaRequest) -> str:
+    return "tpuQuotas" if req.tpu_version else "gpuQuotas"
+
+
+def resolve_quota_ids(project: str, requests: Sequence[domain.QuotaRequest]) -> dict[str, str]:
+    """metric -> quota id for every request's metric, from ``gcp.cloudquota.get_s_quota_infos`` (one call per service).
+
+    Raises ``ConfigError`` (naming the metric) when the lookup fails or no per-region quota has the metric.
+    """
+    infos: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {}
+    out: dict[str, str] = {}
+    for req in requests:
+        service = req.service
+        if service not in infos:
+            try:
+                result = gcp.cloudquota.get_s_quota_infos(parent=f"projects/{project}", service=service)
+            except Exception as exc:  # noqa: BLE001 - not found, denied, API disabled: the provider's text varies
+                raise ConfigError(_key_of(req), f"cannot read the Cloud Quotas quota infos of {service} "
+                                                f"(to find the quota of {req.metric}): "
+                                                f"{str(exc).splitlines()[0]}") from None
+            infos[service] = [(i.quota_id, i.metric, tuple(i.dimensions or ())) for i in result.quota_infos or ()]
+        try:
+            out[req.metric] = domain.regional_quota_id(req.metric, infos[service])
+        except DomainError as exc:
+            raise ConfigError(_key_of(req), str(exc)) from None
+    return out
+
+
+def preference_id(req: domain.QuotaRequest, quota_id: str) -> str:
     """Quota preference id in the form the Cloud console uses: ``<service>-<quota id>_<region>``."""
-    return f"{domain.QUOTA_SERVICE.replace('.', '_')}-{req.quota_id}_{req.region}"
+    return f"{req.service.replace('.', '_')}-{quota_id}_{req.region}"
+
+
+def resource_name(req: domain.QuotaRequest) -> str:
+    """``vertex-quota-t4-us-central1``, ``vertex-quota-t4-spot-…``, ``vertex-quota-tpu-v5e-…``; Compute Engine
+    quota keeps the name earlier versions gave it (``gpu-quota-t4-us-central1``), so those stacks see no change."""
+    kind = "gpu" if req.service == domain.QUOTA_SERVICES["compute"] else "vertex"
+    return f"{kind}-quota-{req.label}-{req.region}"
 
 
 class GpuQuota(pulumi.ComponentResource):
@@ -32,15 +76,17 @@ class GpuQuota(pulumi.ComponentResource):
         super().__init__("tpuctl:infra:GpuQuota", name, None, opts)
         self.preferences = {}
         for req in args.requests:
+            quota_id = args.quota_ids[req.metric]
+            pref = preference_id(req, quota_id)
             # A preference is a request Google reviews; the API cannot delete one, so a removed
             # entry leaves the granted quota in place.
-            self.preferences[preference_id(req)] = gcp.cloudquota.SQuotaPreference(
-                f"gpu-quota-{req.gpu.short}-{req.region}",
+            self.preferences[pref] = gcp.cloudquota.SQuotaPreference(
+                resource_name(req),
                 gcp.cloudquota.SQuotaPreferenceArgs(
                     parent=f"projects/{args.project}",
-                    name=preference_id(req),
-                    service=domain.QUOTA_SERVICE,
-                    quota_id=req.quota_id,
+                    name=pref,
+                    service=req.service,
+                    quota_id=quota_id,
                     dimensions={"region": req.region},
                     quota_config=gcp.cloudquota.SQuotaPreferenceQuotaConfigArgs(preferred_value=str(req.count)),
                     contact_email=args.contact_email,

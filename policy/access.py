@@ -2,9 +2,21 @@
 
 Input is the list of resources a stack registers (type, name, urn, props); output is, per principal
 and bucket, the roles and ACL entries that apply and the storage permissions they add up to
-(``tpuctl.ground.domain.ROLE_STORAGE_PERMISSIONS`` / ``ACL_PERMISSIONS``). Project-level roles count on every
-bucket. The stack rule ``training-principals-storage-access`` and ``tpuctl plan``'s access map both use
-this module, so what the plan shows is what the policy checked.
+(``tpuctl.ground.domain.ROLE_STORAGE_PERMISSIONS`` / ``ACL_PERMISSIONS``, from the checked-in snapshot of
+Google's role definitions). Project-level roles count on every bucket. The stack rule
+``training-principals-storage-access``, ``tpuctl plan``'s access map and ``tpuctl doctor`` all use this
+module, so what the plan shows is what the policy checked.
+
+Basic roles (roles/viewer, roles/editor, roles/owner) carry no ``storage.objects.*`` permission; their
+holders reach objects through the bucket's *convenience bindings* (members ``projectViewer:P``,
+``projectEditor:P``, ``projectOwner:P``). The model keeps those per bucket (``convenience``) and gives a
+principal holding a basic role at project level the roles its convenience member holds on that bucket.
+Assumption, stack side: a bucket the stack creates carries Google's default convenience bindings
+(``domain.DEFAULT_CONVENIENCE_BINDINGS``) unless the stack replaces them (an authoritative bucket IAM
+policy drops all of them, an authoritative binding for a role drops that role's); a bucket the stack
+does not create is assumed to have none (unknown; ``tpuctl doctor`` reads its live policy). Live side
+(``from_bindings``): the convenience members found in the bucket's real policy. Convenience access
+alone does not make anyone a training principal.
 """
 
 from __future__ import annotations
@@ -51,6 +63,8 @@ class AccessModel:
     project_roles: dict[str, set[str]] = field(default_factory=dict)
     #: principal -> descriptions of conditional grants, which the rule does not count
     conditional: dict[str, list[str]] = field(default_factory=dict)
+    #: bucket key -> convenience member type (projectViewer/projectEditor/projectOwner) -> roles it holds there
+    convenience: dict[str, dict[str, set[str]]] = field(default_factory=dict)
 
     @property
     def principals(self) -> list[str]:
@@ -63,9 +77,28 @@ class AccessModel:
                       key=lambda b: (order[b.purpose], b.key))
 
     def roles(self, principal: str, bucket: str) -> set[str]:
-        """Roles and ACL keys that apply on ``bucket``: its own, plus project roles that carry storage permissions."""
+        """Roles and ACL keys that apply on ``bucket``: its own, project roles that carry storage permissions,
+        and the bucket's convenience-binding roles of the basic roles the principal holds."""
         project = {role for role in self.project_roles.get(principal, set()) if domain.storage_permissions([role])}
-        return set(self.bucket_roles.get(principal, {}).get(bucket, set())) | project
+        return set(self.bucket_roles.get(principal, {}).get(bucket, set())) | project | self.via_convenience(principal, bucket)
+
+    def via_convenience(self, principal: str, bucket: str) -> set[str]:
+        """Roles ``principal`` holds on ``bucket`` only through its convenience bindings (basic role at project level)."""
+        per_member = self.convenience.get(bucket, {})
+        out: set[str] = set()
+        for role in self.project_roles.get(principal, set()):
+            member_type = domain.BASIC_ROLE_CONVENIENCE_MEMBERS.get(role)
+            if member_type:
+                out |= per_member.get(member_type, set())
+        return out
+
+    def grant_convenience(self, bucket: str, member: str, role: str) -> bool:
+        """Record ``role`` for a convenience member (``projectViewer:P``…) on ``bucket``; False for other members."""
+        member_type = domain.convenience_member_type(member)
+        if member_type is None:
+            return False
+        self.convenience.setdefault(bucket, {}).setdefault(member_type, set()).add(role)
+        return True
 
     def permissions(self, principal: str, bucket: str) -> frozenset[str]:
         return domain.storage_permissions(self.roles(principal, bucket))
@@ -95,9 +128,12 @@ class AccessModel:
                     else:
                         grant(member, b["role"])
 
+        def grant_on(name: str, m: str, role: str) -> None:
+            if not model.grant_convenience(name, m, role):
+                model.bucket_roles.setdefault(m, {}).setdefault(name, set()).add(role)
+
         for name, bindings in bucket_bindings.items():
-            add(bindings, name, lambda m, role, name=name: model.bucket_roles.setdefault(m, {})
-                .setdefault(name, set()).add(role))
+            add(bindings, name, lambda m, role, name=name: grant_on(name, m, role))
         add(project_bindings, "the project", lambda m, role: model.project_roles.setdefault(m, set()).add(role))
         return model
 
@@ -139,6 +175,10 @@ def build_model(resources: Iterable[StackResource], settings: PolicySettings) ->
         by_urn[res.urn] = bucket
     if settings.existing_data_bucket and settings.existing_data_bucket not in model.buckets:
         model.buckets[settings.existing_data_bucket] = Bucket(settings.existing_data_bucket, "data", False)
+    # Google's default convenience bindings on every bucket the stack creates (see the module docstring).
+    for bucket in by_urn.values():
+        for member_type, roles in domain.DEFAULT_CONVENIENCE_BINDINGS.items():
+            model.convenience.setdefault(bucket.key, {})[member_type] = set(roles)
 
     def bucket_key(res: StackResource) -> str | None:
         ref = r.strip_bucket(r.get(res.props, "bucket"))
@@ -156,6 +196,7 @@ def build_model(resources: Iterable[StackResource], settings: PolicySettings) ->
             key = bucket_key(res)
             if key is None:
                 continue
+            _drop_replaced_defaults(model, key, res)
             grants = r.iam_grants(res.type, res.props) + r.acl_grants(res.type, res.props)
             for grant in grants:
                 if not isinstance(grant.role, str):
@@ -163,6 +204,8 @@ def build_model(resources: Iterable[StackResource], settings: PolicySettings) ->
                 principal = _principal(grant, res)
                 if grant.conditional:
                     model.conditional.setdefault(principal, []).append(f"{grant.role} on {key}")
+                    continue
+                if model.grant_convenience(key, principal, grant.role):
                     continue
                 model.bucket_roles.setdefault(principal, {}).setdefault(key, set()).add(grant.role)
         elif res.type in T.PROJECT_IAM_TYPES:
@@ -175,6 +218,20 @@ def build_model(resources: Iterable[StackResource], settings: PolicySettings) ->
                     continue
                 model.project_roles.setdefault(principal, set()).add(grant.role)
     return model
+
+
+def _drop_replaced_defaults(model: AccessModel, key: str, res: StackResource) -> None:
+    """An authoritative bucket IAM resource replaces the default convenience bindings it covers."""
+    defaults = model.convenience.get(key)
+    if not defaults:
+        return
+    if res.type == T.BUCKET_IAM_POLICY:
+        defaults.clear()
+    elif res.type == T.BUCKET_IAM_BINDING:
+        role = r.get(res.props, "role")
+        if isinstance(role, str):
+            for roles in defaults.values():
+                roles.discard(role)
 
 
 def _fix_for(purpose: str) -> str:
@@ -233,10 +290,18 @@ def access_rows(model: AccessModel) -> list[dict[str, Any]]:
                 continue
             perms = domain.storage_permissions(roles)
             without_default = domain.storage_permissions(r for r in roles if not r.startswith("defaultObject:"))
-            note = None
+            notes = []
             if "objects.get" in perms and "objects.get" not in without_default:
-                note = ("objects.get comes only from the default object ACL: objects written before the grant "
-                        "stay unreadable until they get their own ACL entry")
+                notes.append("objects.get comes only from the default object ACL: objects written before the grant "
+                             "stay unreadable until they get their own ACL entry")
+            derived = model.via_convenience(principal, bucket.key) - set(model.bucket_roles.get(principal, {})
+                                                                          .get(bucket.key, set()))
+            if derived:
+                basic = sorted(role for role in model.project_roles.get(principal, set())
+                               if role in domain.BASIC_ROLE_CONVENIENCE_MEMBERS)
+                notes.append(f"{', '.join(sorted(derived))} through the bucket's convenience bindings "
+                             f"(project-level {', '.join(basic)})")
+            note = "; ".join(notes) or None
             rows.append({
                 "principal": principal,
                 "bucket": bucket.key,

@@ -18,6 +18,39 @@ from tpuctl.ground import tokens as T
 #: Predefined ACLs (bucket or object) that open data to everyone.
 PUBLIC_PREDEFINED_ACLS = frozenset({"publicRead", "publicReadWrite", "authenticatedRead"})
 
+#: Terraform type (google provider) of each Pulumi type token: the names checkov and other plan scanners use,
+#: and those of policy/exceptions.yaml. pulumi-gcp is bridged from that provider, so each Pulumi resource is
+#: one Terraform resource with the same attributes in snake_case.
+TERRAFORM_TYPES: dict[str, str] = {
+    T.BUCKET: "google_storage_bucket",
+    T.BUCKET_OBJECT: "google_storage_bucket_object",
+    T.BUCKET_IAM_MEMBER: "google_storage_bucket_iam_member",
+    T.BUCKET_IAM_BINDING: "google_storage_bucket_iam_binding",
+    T.BUCKET_IAM_POLICY: "google_storage_bucket_iam_policy",
+    T.PROJECT_IAM_MEMBER: "google_project_iam_member",
+    T.PROJECT_IAM_BINDING: "google_project_iam_binding",
+    T.PROJECT_IAM_POLICY: "google_project_iam_policy",
+    T.FOLDER_IAM_MEMBER: "google_folder_iam_member",
+    T.FOLDER_IAM_BINDING: "google_folder_iam_binding",
+    T.FOLDER_IAM_POLICY: "google_folder_iam_policy",
+    T.ORG_IAM_MEMBER: "google_organization_iam_member",
+    T.ORG_IAM_BINDING: "google_organization_iam_binding",
+    T.ORG_IAM_POLICY: "google_organization_iam_policy",
+    T.SA_IAM_MEMBER: "google_service_account_iam_member",
+    T.SA_IAM_BINDING: "google_service_account_iam_binding",
+    T.SA_IAM_POLICY: "google_service_account_iam_policy",
+    T.BUCKET_ACL: "google_storage_bucket_acl",
+    T.DEFAULT_OBJECT_ACL: "google_storage_default_object_acl",
+    T.OBJECT_ACL: "google_storage_object_acl",
+    T.BUCKET_ACCESS_CONTROL: "google_storage_bucket_access_control",
+    T.DEFAULT_OBJECT_ACCESS_CONTROL: "google_storage_default_object_access_control",
+    T.OBJECT_ACCESS_CONTROL: "google_storage_object_access_control",
+    T.SERVICE: "google_project_service",
+    T.SERVICE_IDENTITY: "google_project_service_identity",
+    T.SERVICE_ACCOUNT: "google_service_account",
+    T.QUOTA_PREFERENCE: "google_cloud_quotas_quota_preference",
+}
+
 
 # --------------------------------------------------------------------------------------------
 # Reading values that may be unknown during preview
@@ -197,6 +230,15 @@ def bucket_purpose(props: Any) -> str | None:
     for key in ("labels", "effectiveLabels"):
         value = get(props, key, domain.PURPOSE_LABEL)
         if isinstance(value, str) and value in domain.BUCKET_PURPOSES:
+            return value
+    return None
+
+
+def labelled_purpose(props: Any) -> Any:
+    """The ``tpuctl-purpose`` label of a bucket, whatever its value (training purposes and ``access-logs``)."""
+    for key in ("labels", "effectiveLabels"):
+        value = get(props, key, domain.PURPOSE_LABEL)
+        if value is not None:
             return value
     return None
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from policy import resources as r
+from policy.exceptions import accepted
 from policy.settings import PolicySettings
 from tpuctl.ground import domain
 from tpuctl.ground import tokens as T
@@ -77,6 +78,37 @@ def check_force_destroy(rtype: str, props: Any, settings: PolicySettings) -> lis
     return []
 
 
+def check_access_logs(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    name = r.bucket_name(props, "?")
+    log_bucket = r.get(props, "logging", "logBucket")
+    if log_bucket is r.UNKNOWN:
+        return []
+    if not log_bucket:
+        if accepted("CKV_GCP_62", rtype, props, settings):
+            return []
+        return [f"bucket {name} logs no access (checkov CKV_GCP_62): nobody can tell later who read or changed "
+                "the data; set accessLogRetentionDays > 0 so its usage and storage logs go to the access-log bucket"]
+    if log_bucket == r.get(props, "name"):
+        return [f"bucket {name} logs to itself (checkov CKV_GCP_63): every log write is logged again; log to the "
+                "separate access-log bucket"]
+    return []
+
+
+def check_bucket_versioning(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    purpose = r.labelled_purpose(props)
+    if purpose == "artifacts":      # artifacts-bucket-versioned (mandatory) judges it
+        return []
+    enabled = r.get(props, "versioning", "enabled")
+    if enabled is r.UNKNOWN or enabled is True or accepted("CKV_GCP_78", rtype, props, settings):
+        return []
+    what = f"{purpose} bucket" if isinstance(purpose, str) else "bucket"
+    fix = (f"add {purpose} to versionedBuckets" if purpose in domain.BUCKET_PURPOSES
+           else "set versioning={'enabled': True}")
+    return [f"{what} {r.bucket_name(props, '?')}: versioning is off (checkov CKV_GCP_78), so an overwritten or "
+            f"deleted object is gone once soft delete expires; {fix}, or accept it in policy/exceptions.yaml "
+            "with a reason"]
+
+
 def check_labels(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
     labels = r.get(props, "labels")
     if labels is r.UNKNOWN:
@@ -87,7 +119,7 @@ def check_labels(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
     purpose = r.get(labels, domain.PURPOSE_LABEL)
     if purpose is r.UNKNOWN:
         return []
-    if purpose not in domain.BUCKET_PURPOSES:
+    if purpose not in domain.BUCKET_PURPOSES and purpose != domain.ACCESS_LOG_PURPOSE:
         return [f"bucket {name}: label {domain.PURPOSE_LABEL} is {purpose!r}; set it to one of "
                 f"{', '.join(domain.BUCKET_PURPOSES)} so policies and `tpuctl plan` know what the bucket is for"]
     return []
@@ -164,10 +196,64 @@ def check_acl_on_existing_bucket(rtype: str, props: Any, settings: PolicySetting
     return out
 
 
+#: Basic roles checkov rejects above the bucket (CKV_GCP_115/116/117, AbsGoogleBasicRoles.BASIC_ROLES).
+CHECKOV_BASIC_ROLES = frozenset({"roles/owner", "roles/editor", "roles/viewer"})
+_HIERARCHY_IAM = T.PROJECT_IAM_TYPES | T.HIERARCHY_IAM_TYPES
+_CHECKOV_BASIC_ID = {**{t: "CKV_GCP_117" for t in T.PROJECT_IAM_TYPES},
+                     T.FOLDER_IAM_MEMBER: "CKV_GCP_116", T.FOLDER_IAM_BINDING: "CKV_GCP_116",
+                     T.FOLDER_IAM_POLICY: "CKV_GCP_116", T.ORG_IAM_MEMBER: "CKV_GCP_115",
+                     T.ORG_IAM_BINDING: "CKV_GCP_115", T.ORG_IAM_POLICY: "CKV_GCP_115"}
+
+
 def check_basic_roles(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
-    return [f"{g.role} granted to {g.member}: basic roles give write access to almost everything in the "
-            "project; grant the storage role the job needs instead"
-            for g in r.iam_grants(rtype, props) if g.role in domain.FORBIDDEN_ROLES]
+    out = [f"{g.role} granted to {g.member}: basic roles give write access to almost everything in the "
+           "project; grant the storage role the job needs instead"
+           for g in r.iam_grants(rtype, props) if g.role in domain.FORBIDDEN_ROLES]
+    if rtype not in _HIERARCHY_IAM or accepted(_CHECKOV_BASIC_ID[rtype], rtype, props, settings):
+        return out
+    for g in r.iam_grants(rtype, props):
+        if g.role not in CHECKOV_BASIC_ROLES - domain.FORBIDDEN_ROLES:
+            continue
+        if rtype in T.PROJECT_IAM_TYPES and r.is_service_account_member(g.member):
+            continue    # project-roles-need-project-mode / project-mode-broad-roles judge these
+        out.append(f"{g.role} granted to {_member_text(g.member)} at {rtype.split(':')[1].split('/')[0]} level "
+                   f"is a basic role (checkov {_CHECKOV_BASIC_ID[rtype]}): it reads the configuration of nearly "
+                   "every resource; grant the specific viewer role needed instead")
+    return out
+
+
+#: checkov CKV_GCP_42 (GoogleProjectAdminServiceAccount): a user-managed or agent service account holding an
+#: admin, editor or owner role on the project.
+_SA_EMAIL = re.compile(r".*@.*\.iam\.gserviceaccount\.com$")
+_ADMIN_ROLE = re.compile(r".*(.*Admin|.*admin|editor|owner)")
+
+
+def check_admin_roles_for_service_accounts(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    if accepted("CKV_GCP_42", rtype, props, settings):
+        return []
+    out = []
+    for g in r.iam_grants(rtype, props):
+        if not (isinstance(g.role, str) and isinstance(g.member, str)):
+            continue
+        if g.role in domain.FORBIDDEN_ROLES | domain.PROJECT_MODE_ONLY_ROLES:
+            continue    # no-basic-roles and the accessMode rules judge these
+        if _SA_EMAIL.match(g.member) and _ADMIN_ROLE.match(g.role):
+            out.append(f"project-level {g.role} for service account {g.member} (checkov CKV_GCP_42): an admin role "
+                       "lets whatever runs as that account change the project's resources or IAM; grant the "
+                       "narrow role the job needs, on the resource it needs it for")
+    return out
+
+
+#: checkov CKV_GCP_46/47/48 (AbsGoogleIAMMemberDefaultServiceAccount): Compute Engine and App Engine default accounts.
+_DEFAULT_SA = re.compile(r".*-compute@developer\.gserviceaccount\.com|.*@appspot\.gserviceaccount\.com")
+
+
+def check_default_service_accounts(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    return [f"{g.role} granted to the default service account {g.member} (checkov CKV_GCP_46/47/48): every VM or "
+            "App Engine app that runs as it gets the grant; use the dedicated training service account "
+            "(principal training-sa)"
+            for g in r.iam_grants(rtype, props)
+            if isinstance(g.member, str) and _DEFAULT_SA.match(g.member.split(":", 1)[-1])]
 
 
 def _project_mode_grants(rtype: str, props: Any) -> list[r.Grant]:
@@ -188,10 +274,14 @@ def check_project_roles_need_project_mode(rtype: str, props: Any, settings: Poli
 def check_project_mode_roles(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
     if settings.access_mode != "project":
         return []
-    return [f"project-level {g.role} for {_member_text(g.member)}: accepted because accessMode=project, but it "
-            f"{_BROAD_REASON.get(g.role, 'reaches every resource of the project')}; accessMode=bucket grants "
-            "only objectViewer/objectUser on the four training buckets"
-            for g in _project_mode_grants(rtype, props)]
+    out = []
+    for g in _project_mode_grants(rtype, props):
+        entry = (accepted("CKV_GCP_42", rtype, props, settings) or accepted("CKV_GCP_117", rtype, props, settings))
+        where = f" (policy/exceptions.yaml accepts checkov {entry.check} for it)" if entry else ""
+        out.append(f"project-level {g.role} for {_member_text(g.member)}: accepted because accessMode=project{where}, "
+                   f"but it {_BROAD_REASON.get(g.role, 'reaches every resource of the project')}; accessMode=bucket "
+                   "grants only objectViewer/objectUser on the four training buckets")
+    return out
 
 
 _BROAD_REASON = {
@@ -201,12 +291,54 @@ _BROAD_REASON = {
 }
 
 
+#: Roles checkov CKV_GCP_49 rejects at project level because they can act as or manage service accounts
+#: (checkov/terraform/checks/resource/gcp/AbsGoogleImpersonationRoles.py, IMPERSONATION_ROLES, checked 2026-11;
+#: roles/owner and roles/editor are left to no-basic-roles). Mostly Google service-agent roles.
+CHECKOV_IMPERSONATION_ROLES: frozenset[str] = frozenset({
+    "roles/iam.securityAdmin", "roles/iam.serviceAccountAdmin", "roles/iam.serviceAccountKeyAdmin",
+    "roles/iam.serviceAccountUser", "roles/iam.serviceAccountTokenCreator", "roles/iam.workloadIdentityUser",
+    "roles/iam.serviceAccountOpenIdTokenCreator", "roles/dataflow.developer", "roles/dataflow.admin",
+    "roles/deploymentmanager.editor", "roles/cloudbuild.builds.editor", "roles/cloudbuild.builds.builder",
+    "roles/composer.worker", "roles/run.sourceDeveloper", "roles/assuredoss.admin", "roles/securitycenter.admin",
+    "roles/backupdr.computeEngineOperator",
+    "roles/serverless.serviceAgent", "roles/dataproc.serviceAgent", "roles/aiplatform.customCodeServiceAgent",
+    "roles/aiplatform.extensionServiceAgent", "roles/aiplatform.serviceAgent", "roles/apigateway.serviceAgent",
+    "roles/apigee.serviceAgent", "roles/appengine.serviceAgent", "roles/appengineflex.serviceAgent",
+    "roles/bigquerycontinuousquery.serviceAgent", "roles/bigquerydatatransfer.serviceAgent",
+    "roles/bigqueryspark.serviceAgent", "roles/cloudbuild.serviceAgent", "roles/cloudconfig.serviceAgent",
+    "roles/clouddeploy.serviceAgent", "roles/cloudfunctions.serviceAgent", "roles/cloudscheduler.serviceAgent",
+    "roles/cloudtasks.serviceAgent", "roles/composer.serviceAgent", "roles/compute.serviceAgent",
+    "roles/connectors.serviceAgent", "roles/dataflow.serviceAgent", "roles/eventarc.serviceAgent",
+    "roles/integrations.serviceAgent", "roles/ml.serviceAgent", "roles/notebooks.serviceAgent",
+    "roles/pubsub.serviceAgent", "roles/run.serviceAgent", "roles/sourcerepo.serviceAgent",
+    "roles/workflows.serviceAgent", "roles/aiplatform.colabServiceAgent", "roles/backupdr.serviceAgent",
+    "roles/batch.serviceAgent", "roles/clouddeploymentmanager.serviceAgent", "roles/cloudtpu.serviceAgent",
+    "roles/compute.instanceGroupManagerServiceAgent", "roles/configdelivery.serviceAgent",
+    "roles/container.serviceAgent", "roles/datapipelines.serviceAgent", "roles/dataplex.serviceAgent",
+    "roles/dataprep.serviceAgent", "roles/dataproc.hubAgent", "roles/firebaseapphosting.serviceAgent",
+    "roles/firebasemods.serviceAgent", "roles/gameservices.serviceAgent", "roles/genomics.serviceAgent",
+    "roles/krmapihosting.anthosApiEndpointServiceAgent", "roles/krmapihosting.serviceAgent",
+    "roles/lifesciences.serviceAgent", "roles/osconfig.serviceAgent", "roles/runapps.serviceAgent",
+    "roles/securitycenter.securityResponseServiceAgent", "roles/workstations.serviceAgent",
+    "roles/securesourcemanager.serviceAgent", "roles/vpcaccess.serviceAgent",
+})
+
+
 def check_project_impersonation_roles(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
     if rtype not in T.PROJECT_IAM_TYPES:
         return []
-    return [f"project-level {g.role} for {_member_text(g.member)} lets it act as every service account of the "
-            "project; grant it on the training service account only (serviceaccount.IAMMember)"
-            for g in r.iam_grants(rtype, props) if g.role in domain.IMPERSONATION_ROLES]
+    out = []
+    for g in r.iam_grants(rtype, props):
+        if g.role in domain.IMPERSONATION_ROLES:
+            if not accepted("CKV_GCP_41", rtype, props, settings) and not accepted("CKV_GCP_49", rtype, props, settings):
+                out.append(f"project-level {g.role} for {_member_text(g.member)} lets it act as every service "
+                           "account of the project; grant it on the training service account only "
+                           "(serviceaccount.IAMMember)")
+        elif g.role in CHECKOV_IMPERSONATION_ROLES and not accepted("CKV_GCP_49", rtype, props, settings):
+            out.append(f"project-level {g.role} for {_member_text(g.member)} can act as or manage the project's "
+                       "service accounts (checkov CKV_GCP_49); service-agent roles belong to their Google agent "
+                       "only; accept such a grant in policy/exceptions.yaml with the reason, or grant a narrower role")
+    return out
 
 
 def _member_text(member: Any) -> str:
@@ -219,6 +351,7 @@ def _member_text(member: Any) -> str:
 
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEXISH40 = re.compile(r"^[0-9a-fA-F]{40}$")
+_DESCRIPTOR = re.compile(r"^[0-9a-f]{40}\.descriptor\.txt$")
 
 
 def check_hub_cache_layout(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
@@ -229,6 +362,8 @@ def check_hub_cache_layout(rtype: str, props: Any, settings: PolicySettings) -> 
     parts = name.split("/")
     if name.startswith(prefix + "/"):
         rest = name[len(prefix) + 1:].split("/")
+        if len(rest) == 1 and _DESCRIPTOR.match(rest[0]):
+            return []       # <sha1>.descriptor.txt: what tensorflow_hub writes next to a module folder
         if len(rest) < 2 or not rest[-1]:
             return [f"object {name}: hub cache objects live in {prefix}/<sha1 of the handle>/<file>; "
                     "nothing may sit directly under the prefix"]
@@ -297,9 +432,10 @@ RESOURCE_RULES: tuple[Rule, ...] = (
          check_acl_on_existing_bucket, types=T.ACL_ENTRY_TYPES,
          config_keys=("existingDataBucket", "existingDataBucketAccess"),
          rationale="Fine-grained ACLs work only while the bucket keeps uniform access off, and default-object entries only cover new objects."),
-    Rule("no-basic-roles", "No roles/owner or roles/editor.", MANDATORY,
-         check_basic_roles, types=T.IAM_TYPES, checkov=("CKV_GCP_117", "CKV_GCP_115", "CKV_GCP_116"),
-         rationale="Basic roles grant write access to nearly every service; a training job needs storage only."),
+    Rule("no-basic-roles", "No roles/owner or roles/editor; no roles/viewer on the project, a folder or the organization.",
+         MANDATORY, check_basic_roles, types=T.IAM_TYPES, checkov=("CKV_GCP_117", "CKV_GCP_115", "CKV_GCP_116"),
+         rationale="Basic roles grant write (owner/editor) or read (viewer) access to nearly every service; a training job needs storage only. "
+                   "roles/viewer for the stack's service accounts is judged by the accessMode rules."),
     Rule("project-roles-need-project-mode",
          "Project-level roles/storage.admin and roles/viewer for service accounts only in accessMode=project.",
          MANDATORY, check_project_roles_need_project_mode, types=T.PROJECT_IAM_TYPES,
@@ -309,9 +445,27 @@ RESOURCE_RULES: tuple[Rule, ...] = (
          check_project_mode_roles, types=T.PROJECT_IAM_TYPES, config_keys=("accessMode",), checkov=("CKV_GCP_42",),
          rationale="The classic tutorial set is accepted when chosen explicitly, with the reason shown on every preview."),
     Rule("no-project-impersonation-roles",
-         "No project-level service-account impersonation roles (serviceAccountUser, TokenCreator, ...).",
+         "No project-level roles that act as or manage service accounts (serviceAccountUser, TokenCreator, "
+         "service-agent roles, ...) beyond policy/exceptions.yaml.",
          MANDATORY, check_project_impersonation_roles, types=T.PROJECT_IAM_TYPES, checkov=("CKV_GCP_41", "CKV_GCP_49"),
          rationale="At project level these let a principal act as every service account; actAs belongs on the training service account only."),
+    Rule("no-admin-roles-for-service-accounts", "No project-level admin, editor or owner role for a service account.",
+         MANDATORY, check_admin_roles_for_service_accounts, types=T.PROJECT_IAM_TYPES, checkov=("CKV_GCP_42",),
+         rationale="Whatever runs as the account (a training job, a compromised dependency in it) could change the project's resources or IAM; roles/storage.admin is judged by the accessMode rules."),
+    Rule("no-default-service-account-grants", "No grants to the Compute Engine or App Engine default service account.",
+         MANDATORY, check_default_service_accounts, types=T.PROJECT_IAM_TYPES | T.HIERARCHY_IAM_TYPES,
+         checkov=("CKV_GCP_46", "CKV_GCP_47", "CKV_GCP_48"),
+         rationale="Every VM or app running as a default account inherits the grant; tpuctl's jobs run as the dedicated training-sa."),
+    Rule("bucket-access-logs", "Buckets log access to the separate access-log bucket.", ADVISORY,
+         check_access_logs, types=frozenset({T.BUCKET}), checkov=("CKV_GCP_62", "CKV_GCP_63"),
+         rationale="Usage and storage logs tell later who read or changed training data and models. Advisory: "
+                   "they cost a bucket and storage, so the stack turns them on with accessLogRetentionDays; the "
+                   "log bucket itself is accepted in policy/exceptions.yaml."),
+    Rule("bucket-versioning", "Buckets whose contents cannot be rebuilt keep object versions.", ADVISORY,
+         check_bucket_versioning, types=frozenset({T.BUCKET}), checkov=("CKV_GCP_78",),
+         rationale="Versioning makes an overwrite or delete of training data recoverable beyond soft delete. "
+                   "Advisory: versionedBuckets may leave out data that is a copy; staging, hub-cache and the log "
+                   "bucket are accepted in policy/exceptions.yaml (their files are rebuilt or expire)."),
     Rule("artifacts-bucket-versioned", "The artifacts bucket keeps object versions.", MANDATORY,
          check_artifacts_versioned, types=frozenset({T.BUCKET}), checkov=("CKV_GCP_78",),
          rationale="Models and checkpoints are the result of hours of accelerator time; versioning makes an overwrite or delete recoverable."),

@@ -2,19 +2,26 @@
 # Create or update the two environments tpuctl needs, at the repository root:
 #   .venv          "ops": tpuctl CLI, infra/ (the virtualenv Pulumi.yaml names), policy/, bootstrap/
 #   .venv-trainer  "trainer": trainer/ with TensorFlow (protobuf >= 6; cannot share with pulumi-policy)
+#   .venv-scanners "scanners" (only with --with-scanners): checkov, which scripts/test.sh runs on the
+#                  example stack's exported plans (tests/ops/scanners/checkov_gate.py)
 # Idempotent: an environment whose lock file is unchanged since its last install is left alone.
-# Usage: scripts/setup.sh [--ops-only | --trainer-only]
+# Usage: scripts/setup.sh [--ops-only | --trainer-only] [--with-scanners]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-want_ops=1; want_trainer=1
-case "${1:-}" in
-  --ops-only) want_trainer=0 ;;
-  --trainer-only) want_ops=0 ;;
-  "") ;;
-  *) echo "error: unknown option '$1' (use --ops-only or --trainer-only)" >&2; exit 2 ;;
-esac
+want_ops=1; want_trainer=1; want_scanners=0
+for arg in "$@"; do
+  case "$arg" in
+    --ops-only) want_trainer=0 ;;
+    --trainer-only) want_ops=0 ;;
+    --with-scanners) want_scanners=1 ;;
+    *) echo "error: unknown option '$arg' (use --ops-only, --trainer-only, --with-scanners)" >&2; exit 2 ;;
+  esac
+done
+if [ "$want_ops" = 0 ] && [ "$want_trainer" = 0 ]; then
+  echo "error: --ops-only and --trainer-only exclude each other" >&2; exit 2
+fi
 
 py=${TPUCTL_PYTHON:-python3}
 if ! "$py" -c 'import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] < (3, 14) else 1)' 2>/dev/null; then
@@ -49,4 +56,8 @@ if [ "$want_trainer" = 1 ]; then
   # The trainer is run from the source tree (PYTHONPATH=repo root), exactly as the Vertex job runs
   # the uploaded package, so nothing of this repository is installed into it.
   ensure_env trainer .venv-trainer requirements/trainer.lock true
+fi
+if [ "$want_scanners" = 1 ]; then
+  # Nothing of this repository goes into it: the scanners read exported plan files only.
+  ensure_env scanners .venv-scanners requirements/scanners.lock true
 fi

@@ -3,6 +3,7 @@
 #   tests/ops      .venv          CLI, infra (Pulumi mocks), policy pack (incl. its gRPC analyzer), bootstrap
 #   tests/trainer  .venv-trainer  trainer on CPU (single device, 2 logical devices, 2-process clusters)
 #   tests/e2e      .venv          the user's path end to end (drives both environments)
+#   checkov        .venv-scanners the example stack's exported plans, both access modes (with the ops suite)
 # Usage: scripts/test.sh [ops] [trainer] [e2e] [-- extra pytest args]   (default: all three)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,6 +46,18 @@ for suite in "${suites[@]}"; do
   # exit 5 = no tests collected in this suite: not a failure of the suite.
   if [ $rc -ne 0 ] && [ $rc -ne 5 ]; then status=1; fi
 done
+
+# Scanners: checkov judges the example stack's exported plans (tpuctl plan --format tfplan) in both access
+# modes and fails on any finding policy/exceptions.yaml does not accept. Needs .venv-scanners
+# (scripts/setup.sh --with-scanners); without it the step says so and is skipped.
+if [[ " ${suites[*]} " == *" ops "* ]]; then
+  if [ -x .venv-scanners/bin/checkov ]; then
+    echo "=== checkov (Pulumi.example.yaml, accessMode bucket and project)"
+    if ! .venv/bin/python tests/ops/scanners/checkov_gate.py; then status=1; fi
+  else
+    echo "=== checkov: skipped (.venv-scanners is missing; run scripts/setup.sh --with-scanners)"
+  fi
+fi
 
 .venv/bin/python - "$reports" <<'PY'
 import sys, pathlib, xml.etree.ElementTree as ET

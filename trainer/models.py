@@ -69,6 +69,10 @@ def hub_classifier(image_size, num_classes: int, *, handle: str, fine_tune: bool
     """A TF-Hub image feature vector (resolved through TFHUB_CACHE_DIR first) + a linear head."""
     import tensorflow_hub as hub
 
+    from trainer import hubcheck
+
+    # tensorflow_hub takes any non-empty <cache>/<sha1>/ as the model: refuse an incomplete one first
+    hubcheck.check(handle)
     try:
         features = hub.KerasLayer(handle, trainable=fine_tune, name="hub_features")
     except Exception as err:  # noqa: BLE001 - resolver/network/format errors all mean: not loadable

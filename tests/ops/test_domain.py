@@ -1,6 +1,8 @@
 """The shared catalogue: naming rules, role sets, agents, accelerators, hub hashing."""
 
 import hashlib
+import re
+from pathlib import Path
 
 import pytest
 
@@ -89,14 +91,16 @@ def test_accelerators():
     with pytest.raises(DomainError, match="unknown accelerator"):
         domain.parse_accelerator("tpu-v9-1")
     with pytest.raises(DomainError, match="counts"):
-        domain.parse_accelerator("gpu-h100x2")
+        domain.parse_accelerator("gpu-h100x3")
     with pytest.raises(DomainError, match="not available in"):
         domain.check_accelerator_region(v38, "asia-south1")
 
 
 def test_gpu_quota_spec():
     q = domain.parse_gpu_quota("nvidia-tesla-t4:us-central1:4")
-    assert (q.quota_id, q.region, q.count) == ("NVIDIA-T4-GPUS-per-project-region", "us-central1", 4)
+    # Vertex AI custom training's own quota, not Compute Engine's NVIDIA-T4-GPUS-per-project-region
+    assert (q.metric, q.region, q.count) == ("aiplatform.googleapis.com/custom_model_training_nvidia_t4_gpus",
+                                             "us-central1", 4)
     for bad, frag in [("t4:us-central1", "GPU_TYPE:REGION:COUNT"), ("nvidia-x:us-central1:1", "unknown GPU"),
                       ("t4:us-central1:0", "at least 1"), ("t4:us-central1:-2", "at least 1"),
                       ("t4:mars-north1:1", "region"), ("t4:us-central1:two", "whole number")]:
@@ -113,3 +117,169 @@ def test_hub_cache_key_is_sha1_of_exact_handle():
         f"model-cache/{domain.hub_cache_key(handle)}/variables/variables.index")
     with pytest.raises(DomainError):
         domain.validate_hub_prefix("/abs")
+
+
+# --------------------------------------------------------------------------------------------
+# Predefined roles: the checked-in snapshot of Google's role definitions
+# --------------------------------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+SCANNED = ("tpuctl", "infra", "policy", "bootstrap", "docs", "tests", "scripts", "trainer")
+#: "roles/..." text that is not a predefined role: placeholders in messages and prose.
+NOT_ROLES = {"roles/NAME", "roles/members"}
+#: A predefined role; "projects/P/roles/R" (a custom role) is excluded by the look-behind.
+ROLE_TEXT = re.compile(r"(?<![\w/])roles/[A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z][A-Za-z0-9_]*)*")
+
+
+def _role_strings_in_tree() -> dict[str, str]:
+    found: dict[str, str] = {}
+    files = [REPO / "README.md", *REPO.glob("Pulumi*.yaml")]
+    for top in SCANNED:
+        files += [f for f in (REPO / top).rglob("*") if f.is_file() and f.suffix in {".py", ".md", ".yaml", ".yml", ".sh", ".toml", ".txt"}]
+    for path in files:
+        if "__pycache__" in path.parts:
+            continue
+        for role in ROLE_TEXT.findall(path.read_text(errors="replace")):
+            found.setdefault(role, str(path.relative_to(REPO)))
+    return {role: where for role, where in found.items() if role not in NOT_ROLES}
+
+
+def test_role_snapshot_covers_every_role_in_the_code():
+    found = _role_strings_in_tree()
+    assert "roles/storage.objectViewer" in found and "roles/viewer" in found  # the scan really reads the tree
+    missing = {role: where for role, where in found.items() if role not in domain.ROLE_PERMISSIONS}
+    assert missing == {}, "add these roles to tpuctl/ground/domain/data/predefined_roles.json"
+
+
+def test_role_snapshot_names_its_source_and_keeps_full_permission_lists():
+    source = domain.PREDEFINED_ROLES_SOURCE
+    assert re.fullmatch(r"[0-9a-f]{40}", source["commit"]) and source["commit"] in source["url"]
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", source["commit_date"])
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", source["retrieved"])
+    # full lists, not only storage: other checks (e.g. who may create Vertex jobs) can use them
+    assert "aiplatform.customJobs.create" in domain.ROLE_PERMISSIONS["roles/aiplatform.user"]
+    assert "iam.serviceAccounts.actAs" in domain.ROLE_PERMISSIONS["roles/iam.serviceAccountUser"]
+    for role, perms in domain.ROLE_PERMISSIONS.items():
+        assert domain.ROLE_STORAGE_PERMISSIONS[role] == {p[len("storage."):] for p in perms if p.startswith("storage.")}
+    domain.validate_role("roles/storage.objectViewer")
+    with pytest.raises(DomainError, match="not in tpuctl's role catalogue"):
+        domain.validate_role("roles/" + "storage.notARole")
+
+
+# One test per fact the hand-typed table had wrong (each fails on the old table).
+
+def test_viewer_lists_buckets_but_cannot_get_one():
+    viewer = domain.ROLE_STORAGE_PERMISSIONS["roles/viewer"]
+    assert "buckets.list" in viewer
+    assert "buckets.get" not in viewer
+    assert not {p for p in viewer if p.startswith("objects.")}
+
+
+@pytest.mark.parametrize("role", ["roles/editor", "roles/owner"])
+def test_editor_and_owner_carry_no_object_permissions(role):
+    perms = domain.ROLE_STORAGE_PERMISSIONS[role]
+    assert {p for p in perms if p.startswith("objects.")} == set()
+    assert {"buckets.create", "buckets.list"} <= perms
+    assert domain.access_summary(perms) == "-"
+
+
+def test_basic_roles_map_to_bucket_convenience_members():
+    assert domain.BASIC_ROLE_CONVENIENCE_MEMBERS == {
+        "roles/viewer": "projectViewer", "roles/editor": "projectEditor", "roles/owner": "projectOwner"}
+    assert domain.convenience_member_type("projectEditor:my-proj") == "projectEditor"
+    assert domain.convenience_member_type("user:projectEditor@example.com") is None
+    viewer = domain.storage_permissions(domain.DEFAULT_CONVENIENCE_BINDINGS["projectViewer"])
+    owner = domain.storage_permissions(domain.DEFAULT_CONVENIENCE_BINDINGS["projectOwner"])
+    assert domain.access_summary(viewer) == "read,list" and domain.access_summary(owner) == "read,list,write"
+
+
+def test_bucket_viewer_is_get_and_list_only():
+    assert domain.ROLE_STORAGE_PERMISSIONS["roles/storage.bucketViewer"] == {"buckets.get", "buckets.list"}
+
+
+@pytest.mark.parametrize("role", ["roles/aiplatform.customCodeServiceAgent", "roles/ml.serviceAgent"])
+def test_vertex_and_ml_service_agent_roles_carry_broad_storage_permissions(role):
+    perms = domain.ROLE_STORAGE_PERMISSIONS[role]
+    assert {"objects.get", "objects.list", "objects.create", "objects.delete", "buckets.get", "buckets.create"} <= perms
+
+
+def test_acl_entries_equal_their_legacy_roles():
+    for key, role in domain.ACL_EQUIVALENT_ROLES.items():
+        assert domain.ACL_PERMISSIONS[key] == domain.ROLE_STORAGE_PERMISSIONS[role]
+    assert domain.access_summary(domain.ACL_PERMISSIONS["bucket:READER"]) == "list"
+    assert domain.access_summary(domain.ACL_PERMISSIONS["defaultObject:READER"]) == "read"
+
+
+# --------------------------------------------------------------------------------------------
+# GPUs: the catalogue's machine types come from this table
+# --------------------------------------------------------------------------------------------
+
+#: Google's "GPU compatibility table" for Vertex AI custom training, rows for the GPU types and
+#: machine families tpuctl uses: (acceleratorType, machineType) -> GPU counts Vertex accepts.
+#: Source: https://cloud.google.com/vertex-ai/docs/training/configure-compute#gpu-compatibility-table,
+#: copied 2026-11-22. Verified facts: T4 attaches 1, 2 or 4 per VM (no 8: n1-standard-64 with 8 T4 is
+#: rejected); H100 80GB runs on a3-highgpu-1g/2g/4g/8g; the A2/A3/G2 machine types have their GPU count
+#: built in (Compute Engine, cloud.google.com/compute/docs/gpus). The N1 rows' per-machine count limits
+#: (which counts each n1-standard size takes) could not be re-read from the live page when this was
+#: written and are as last recorded by the project: re-check them when the page changes.
+VERTEX_GPU_TABLE: dict[tuple[str, str], tuple[int, ...]] = {
+    ("NVIDIA_TESLA_T4", "n1-standard-4"): (1, 2, 4),
+    ("NVIDIA_TESLA_T4", "n1-standard-8"): (1, 2, 4),
+    ("NVIDIA_TESLA_T4", "n1-standard-16"): (1, 2, 4),
+    ("NVIDIA_TESLA_T4", "n1-standard-32"): (2, 4),
+    ("NVIDIA_TESLA_T4", "n1-standard-64"): (4,),
+    ("NVIDIA_TESLA_T4", "n1-standard-96"): (4,),
+    ("NVIDIA_TESLA_V100", "n1-standard-4"): (1, 2, 4, 8),
+    ("NVIDIA_TESLA_V100", "n1-standard-8"): (1, 2, 4, 8),
+    ("NVIDIA_TESLA_V100", "n1-standard-16"): (2, 4, 8),
+    ("NVIDIA_TESLA_V100", "n1-standard-32"): (4, 8),
+    ("NVIDIA_TESLA_V100", "n1-standard-64"): (8,),
+    ("NVIDIA_TESLA_V100", "n1-standard-96"): (8,),
+    ("NVIDIA_TESLA_P100", "n1-standard-4"): (1, 2, 4),
+    ("NVIDIA_TESLA_P100", "n1-standard-8"): (1, 2, 4),
+    ("NVIDIA_TESLA_P100", "n1-standard-16"): (1, 2, 4),
+    ("NVIDIA_TESLA_P100", "n1-standard-32"): (2, 4),
+    ("NVIDIA_TESLA_P100", "n1-standard-64"): (4,),
+    ("NVIDIA_L4", "g2-standard-4"): (1,),
+    ("NVIDIA_L4", "g2-standard-8"): (1,),
+    ("NVIDIA_L4", "g2-standard-12"): (1,),
+    ("NVIDIA_L4", "g2-standard-16"): (1,),
+    ("NVIDIA_L4", "g2-standard-24"): (2,),
+    ("NVIDIA_L4", "g2-standard-32"): (1,),
+    ("NVIDIA_L4", "g2-standard-48"): (4,),
+    ("NVIDIA_L4", "g2-standard-96"): (8,),
+    ("NVIDIA_TESLA_A100", "a2-highgpu-1g"): (1,),
+    ("NVIDIA_TESLA_A100", "a2-highgpu-2g"): (2,),
+    ("NVIDIA_TESLA_A100", "a2-highgpu-4g"): (4,),
+    ("NVIDIA_TESLA_A100", "a2-highgpu-8g"): (8,),
+    ("NVIDIA_TESLA_A100", "a2-megagpu-16g"): (16,),
+    ("NVIDIA_A100_80GB", "a2-ultragpu-1g"): (1,),
+    ("NVIDIA_A100_80GB", "a2-ultragpu-2g"): (2,),
+    ("NVIDIA_A100_80GB", "a2-ultragpu-4g"): (4,),
+    ("NVIDIA_A100_80GB", "a2-ultragpu-8g"): (8,),
+    ("NVIDIA_H100_80GB", "a3-highgpu-1g"): (1,),
+    ("NVIDIA_H100_80GB", "a3-highgpu-2g"): (2,),
+    ("NVIDIA_H100_80GB", "a3-highgpu-4g"): (4,),
+    ("NVIDIA_H100_80GB", "a3-highgpu-8g"): (8,),
+}
+#: GPU counts per GPU type that the catalogue deliberately leaves out (the 16-GPU a2-megagpu-16g).
+NOT_OFFERED = {("NVIDIA_TESLA_A100", 16)}
+@pytest.mark.parametrize("gpu", list(domain.GPU_TYPES.values()), ids=lambda g: g.short)
+def test_gpu_machine_types_and_counts_are_rows_of_the_vertex_table(gpu):
+    rows = {machine: counts for (enum, machine), counts in VERTEX_GPU_TABLE.items() if enum == gpu.vertex_accelerator}
+    assert rows, f"{gpu.vertex_accelerator} has no row in the table"
+    counts = {c for cs in rows.values() for c in cs} - {c for e, c in NOT_OFFERED if e == gpu.vertex_accelerator}
+    assert set(gpu.machine_types) == counts
+    for count, machine in gpu.machine_types.items():
+        assert count in rows.get(machine, ()), f"{machine} with {count} x {gpu.vertex_accelerator} is not in the table"
+
+
+def test_t4x8_is_rejected_with_the_valid_counts():
+    with pytest.raises(DomainError, match=r"gpu-t4x8.*comes in counts 1, 2, 4$"):
+        domain.parse_accelerator("gpu-t4x8")
+    assert domain.parse_accelerator("gpu-t4x4").machine_type == "n1-standard-32"
+
+
+def test_h100_runs_on_every_a3_highgpu_size():
+    assert {c: domain.parse_accelerator(f"gpu-h100x{c}").machine_type for c in (1, 2, 4, 8)} == {
+        1: "a3-highgpu-1g", 2: "a3-highgpu-2g", 4: "a3-highgpu-4g", 8: "a3-highgpu-8g"}

@@ -9,7 +9,7 @@ from typing import List, Optional
 import typer
 
 from tpuctl.ground import domain
-from tpuctl.ground.errors import UserError
+from tpuctl.ground.errors import EXIT_INTERRUPTED, UserError
 
 hub_app = typer.Typer(help="TF-Hub models in tensorflow_hub's cache layout (<TFHUB_CACHE_DIR>/<sha1(handle)>/).",
                       no_args_is_help=True)
@@ -83,10 +83,18 @@ def add(
             with _bytes_bar(f"upload {model.key[:12]}") as (advance, total):
                 result = hubcache.upload_model(gcs_bucket, prefix, model, workers=workers,
                                                progress=advance, on_total=total)
+        except KeyboardInterrupt:
+            # Ctrl-C: no new file was submitted after the current window; whatever was sent is in
+            # <prefix>/.staging/ (never read by tensorflow_hub) or in a folder without a manifest
+            raise UserError(f"interrupted: gs://{name}/{prefix}/{model.key}/ was not completed; run the same "
+                            f"command again to resume (verified staged files are reused, the rest cleaned up)",
+                            EXIT_INTERRUPTED) from None
         finally:
             model.cleanup()
+        reused = f", {len(result.reused)} resumed" if result.reused else ""
+        cleaned = f", {result.cleaned} staging object(s) removed" if result.cleaned else ""
         typer.echo(f"{handle} -> gs://{name}/{prefix}/{model.key}/  "
-                   f"({len(result.uploaded)} uploaded, {len(result.skipped)} unchanged)")
+                   f"({len(result.uploaded)} uploaded, {len(result.skipped)} unchanged{reused}{cleaned}; complete)")
         if result.extra:
             typer.echo(f"  note: {len(result.extra)} object(s) there are not part of this model: "
                        + ", ".join(result.extra[:5]))
@@ -114,13 +122,18 @@ def ls(
     except exceptions.Forbidden:
         raise UserError(f"permission denied listing gs://{name}: you need storage.objects.list") from None
     configured = set(so.hub_models) if so is not None else set()
+    repair_target = f"--stack {stack}" if stack else f"--bucket {name} --prefix {prefix}"
     for e in entries:
-        state = "complete" if e.complete else "INCOMPLETE (no saved_model.pb)"
-        typer.echo(f"{e.key}  {e.handle or '?'}  {e.files} files  {e.size} bytes  {state}")
-    seen = {e.key for e in entries if e.complete}
+        if e.complete:
+            state = "complete"
+        else:
+            state = f"INCOMPLETE ({e.problem}; repair: tpuctl hub-cache add {e.handle or 'HANDLE'} {repair_target})"
+        staged = f"  [{e.staging} staged object(s) of an interrupted upload]" if e.staging else ""
+        typer.echo(f"{e.key}  {e.handle or '?'}  {e.files} files  {e.size} bytes  {state}{staged}")
+    seen = {e.key for e in entries}
     for h in sorted(configured):
         if domain.hub_cache_key(h) not in seen:
-            typer.echo(f"{domain.hub_cache_key(h)}  {h}  MISSING (run: tpuctl hub-cache add {h} --bucket {name} --prefix {prefix})")
+            typer.echo(f"{domain.hub_cache_key(h)}  {h}  MISSING (run: tpuctl hub-cache add {h} {repair_target})")
     if not entries and not configured:
         typer.echo(f"gs://{name}/{prefix}/ holds no hub models")
     typer.echo(f"TFHUB_CACHE_DIR={domain.tfhub_cache_dir(name, prefix)}")

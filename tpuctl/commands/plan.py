@@ -9,6 +9,7 @@ from typing import Any, Optional
 import typer
 
 EXIT_VIOLATIONS = 1
+FORMATS = ("table", "json", "tfplan")
 
 
 def register(app: typer.Typer) -> None:
@@ -21,6 +22,12 @@ def plan_command(
     config: Optional[Path] = typer.Option(None, "--config", "-c", metavar="FILE",
                                           help="Plan this stack config file instead of a stack."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object: resources, access, violations, outputs."),
+    fmt: str = typer.Option("table", "--format", metavar="FORMAT",
+                            help="table (default), json (= --json), or tfplan: the planned resources as a Terraform "
+                                 "plan JSON for plan-reading scanners (checkov, conftest)."),
+    baseline: Optional[Path] = typer.Option(None, "--checkov-baseline", metavar="FILE",
+                                            help="Also write a checkov --baseline file accepting exactly the "
+                                                 "findings policy/exceptions.yaml accepts on this plan."),
     no_policy: bool = typer.Option(False, "--no-policy", help="Skip the policy rules (exit 0 unless the config is invalid)."),
 ) -> None:
     """Preview a stack offline: the resources it would create, who can read/write which bucket, policy verdicts.
@@ -29,11 +36,21 @@ def plan_command(
 
     Exit 0 when no mandatory policy is violated, 1 when one is, 2 when the config is invalid.
     """
-    from tpuctl.services.plan import plan
+    from tpuctl.ground.errors import UserError
+    from tpuctl.services.plan import checkov_baseline, plan, to_tfplan
 
+    if fmt not in FORMATS:
+        raise UserError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if as_json and fmt not in ("table", "json"):
+        raise UserError("give either --json or --format, not both")
+    fmt = "json" if as_json else fmt
     result = plan(stack=stack, config_file=config, check_policy=not no_policy)
-    if as_json:
+    if baseline is not None:
+        baseline.write_text(json.dumps(checkov_baseline(result, str(baseline.parent / "plan.json")), indent=2) + "\n")
+    if fmt == "json":
         typer.echo(json.dumps(result.to_json(), indent=2, sort_keys=False, default=str))
+    elif fmt == "tfplan":
+        typer.echo(json.dumps(to_tfplan(result), indent=2, default=str))
     else:
         render(result)
     if result.exit_code:

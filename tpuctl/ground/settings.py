@@ -168,9 +168,20 @@ def _gpu_quotas(entries: tuple[str, ...]) -> tuple[str, ...]:
     seen: dict[tuple[str, str], str] = {}
     for entry in entries:
         req = domain.parse_gpu_quota(entry)
-        ident = (req.gpu.name, req.region)
+        ident = (req.label, req.region)
         if ident in seen:
-            raise ValueError(f"{entry!r} repeats {req.gpu.name} in {req.region} (already {seen[ident]!r})")
+            raise ValueError(f"{entry!r} repeats {req.label} in {req.region} (already {seen[ident]!r})")
+        seen[ident] = entry
+    return entries
+
+
+def _tpu_quotas(entries: tuple[str, ...]) -> tuple[str, ...]:
+    seen: dict[tuple[str, str], str] = {}
+    for entry in entries:
+        req = domain.parse_tpu_quota(entry)
+        ident = (req.label, req.region)
+        if ident in seen:
+            raise ValueError(f"{entry!r} repeats {req.label} in {req.region} (already {seen[ident]!r})")
         seen[ident] = entry
     return entries
 
@@ -225,7 +236,8 @@ class StackSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=False)
 
     project: Annotated[Str, _checked(domain.validate_project_id)] = _key(
-        "project", "", "Google Cloud project id that owns the buckets, identities and quota preferences (required).")
+        "project", "", "Google Cloud project id that owns the buckets, identities and quota preferences "
+                       "(default: gcp:project; when both are set they must match).")
     region: Annotated[Str, _checked(domain.validate_region)] = _key(
         "region", "us-central1", "Region of the buckets and of the training jobs.")
     zone: Str = _key("zone", "us-central1-a", "Zone for TPU VMs; must lie in `region`.")
@@ -261,9 +273,11 @@ class StackSettings(BaseModel):
         "softDeleteRetentionDays", 7, "Soft-delete retention of created buckets in days (0 = off, else 7-90).",
         minimum=0, maximum=SOFT_DELETE_MAX_DAYS)
     gpu_quotas: Annotated[List, AfterValidator(_gpu_quotas)] = _key(
-        "gpuQuotas", (), "GPU quota preferences, each GPU_TYPE:REGION:COUNT (e.g. nvidia-tesla-t4:us-central1:4).")
+        "gpuQuotas", (), "GPU quota preferences, each GPU_TYPE:REGION:COUNT or GPU_TYPE:REGION:COUNT:spot "
+                         "(e.g. nvidia-tesla-t4:us-central1:4); quotaService says whose quota.")
     quota_contact_email: Annotated[Str, AfterValidator(_contact)] = _key(
-        "quotaContactEmail", "", "Contact e-mail for GPU quota requests (required when gpuQuotas is not empty).")
+        "quotaContactEmail", "", "Contact e-mail for quota requests (required when gpuQuotas or tpuQuotas is not "
+                                 "empty).")
     quota_justification: Str = _key(
         "quotaJustification", "TensorFlow model training on Vertex AI (tpuctl)",
         "Justification sent with GPU quota requests.")
@@ -280,6 +294,22 @@ class StackSettings(BaseModel):
         "hubCachePrefix", domain.DEFAULT_HUB_CACHE_PREFIX, "Folder in the hub cache bucket that TFHUB_CACHE_DIR points at.")
     labels: Annotated[List, AfterValidator(_labels)] = _key(
         "labels", ("managed-by=tpuctl",), "Labels (key=value) put on every created bucket.")
+    quota_service: Annotated[Str, _one_of(tuple(domain.QUOTA_SERVICES))] = _key(
+        "quotaService", domain.DEFAULT_QUOTA_SERVICE,
+        "Whose GPU quota gpuQuotas asks for: vertex (Vertex AI custom training, aiplatform.googleapis.com) or "
+        "compute (Compute Engine: your own VMs/GKE, compute.googleapis.com).", enum=list(domain.QUOTA_SERVICES))
+    tpu_quotas: Annotated[List, AfterValidator(_tpu_quotas)] = _key(
+        "tpuQuotas", (), "Vertex AI custom-training TPU quota preferences, each TPU_VERSION:REGION:CORES "
+                         "(e.g. v5e:us-central1:8).")
+    access_log_retention_days: Annotated[Int, _range(0, STAGING_MAX_DAYS, "must be 0 (off) or more days, not {value}")] = _key(
+        "accessLogRetentionDays", 0,
+        "Usage and storage logs of every created bucket go to an access-log bucket and are deleted after this many "
+        "days (0 = no access logs).", minimum=0, maximum=STAGING_MAX_DAYS)
+    access_log_bucket: Annotated[Str, AfterValidator(_bucket)] = _key(
+        "accessLogBucket", "", "Name of the access-log bucket (default <prefix>-<project>-access-logs).")
+    versioned_buckets: Annotated[List, AfterValidator(lambda v: _versioned_buckets(v))] = _key(
+        "versionedBuckets", ("data", "artifacts"),
+        "Buckets that keep old object versions (artifacts always; staging and hub-cache hold rebuildable files).")
 
     @model_validator(mode="after")
     def _across_keys(self, info: ValidationInfo) -> StackSettings:
@@ -299,16 +329,31 @@ class StackSettings(BaseModel):
                 "acl applies only to an existing data bucket (set existingDataBucket); buckets tpuctl creates use "
                 "uniform bucket-level access, where ACLs are rejected",
             )
-        if self.gpu_quotas and not self.quota_contact_email:
-            raise ConfigError("quotaContactEmail",
-                              "is required when gpuQuotas is set (Google contacts this person about the request)")
+        if (self.gpu_quotas or self.tpu_quotas) and not self.quota_contact_email:
+            raise ConfigError("quotaContactEmail", "is required when gpuQuotas or tpuQuotas is set (Google contacts "
+                                                   "this person about the request)")
         if self.project:
-            self.buckets()
+            names = self.buckets()
+            log_bucket = self.access_log_bucket_name()
+            if log_bucket and log_bucket in names.values():
+                raise ConfigError("accessLogBucket", f"bucket {log_bucket!r} is also a training bucket; access logs "
+                                                     "need a bucket of their own")
         return self
 
     # ----------------------------------------------------------------------------------------
     # Derived values
     # ----------------------------------------------------------------------------------------
+
+    def access_log_bucket_name(self) -> str | None:
+        """The access-log bucket (None while accessLogRetentionDays is 0: no access logs)."""
+        if not self.access_log_retention_days:
+            return None
+        name = self.access_log_bucket or domain.default_bucket_name(self.name_prefix, self.project,
+                                                                    domain.ACCESS_LOG_PURPOSE)
+        try:
+            return domain.bucket_name_from(name)
+        except DomainError as exc:
+            raise ConfigError("accessLogBucket" if self.access_log_bucket else "namePrefix", str(exc)) from None
 
     def buckets(self) -> dict[str, str]:
         """purpose -> bucket name (created or existing); every name valid and used for one purpose only."""
@@ -333,8 +378,13 @@ class StackSettings(BaseModel):
                                        "own bucket")
         return out
 
-    def gpu_quota_requests(self) -> tuple[domain.GpuQuotaRequest, ...]:
-        return tuple(domain.parse_gpu_quota(entry) for entry in self.gpu_quotas)
+    def gpu_quota_requests(self) -> tuple[domain.QuotaRequest, ...]:
+        """Every accelerator quota the stack asks for: gpuQuotas (the quotaService's metric), then tpuQuotas
+        (Vertex AI's TPU metrics)."""
+        return (tuple(domain.parse_gpu_quota(entry, self.quota_service) for entry in self.gpu_quotas)
+                + tuple(domain.parse_tpu_quota(entry) for entry in self.tpu_quotas))
+
+    quota_requests = gpu_quota_requests
 
     def label_map(self) -> dict[str, str]:
         return label_map(self.labels)
@@ -351,7 +401,11 @@ class StackSettings(BaseModel):
     @classmethod
     def from_values(cls, values: Mapping[str, Any], *, strict: bool = False,
                     partial: bool = False) -> StackSettings:
-        """Validate bare or ``tpuctl:``-prefixed keys (other namespaces are ignored); raise ``ConfigError``.
+        """Validate bare or ``tpuctl:``-prefixed keys; raise ``ConfigError``.
+
+        Of the other namespaces only ``gcp:project`` (the provider's default project) is read: it is
+        validated, ``tpuctl:project`` defaults to it, and when both are set they must be the same project
+        (resources would otherwise land in one project and be named and granted after another).
 
         ``partial``: ``values`` are a subset of a stack (one policy's config): no key is required and the
         rules that relate several keys are not checked.
@@ -363,8 +417,18 @@ class StackSettings(BaseModel):
         if not strict:   # empty text = not set (array keys: an empty list)
             given = {k: v for k, v in given.items()
                      if v is not None and not (isinstance(v, str) and not v.strip() and not _is_array(k))}
+        provider_project = _provider_project(values)
+        if provider_project is not None:
+            mine = given.get("project")
+            if isinstance(mine, str) and mine.strip() and mine.strip() != provider_project:
+                raise ConfigError("project", f"{mine.strip()!r} differs from gcp:project {provider_project!r}: the "
+                                             "provider would create resources in one project while tpuctl names and "
+                                             "grants them after the other; set both to the same project id (or "
+                                             "leave tpuctl:project out: it defaults to gcp:project)")
+            given.setdefault("project", provider_project)
         if not partial and not given.get("project"):
-            raise ConfigError("project", "is required: `pulumi config set tpuctl:project <project-id>`")
+            raise ConfigError("project", "is required: `pulumi config set tpuctl:project <project-id>` "
+                                         "(or gcp:project)")
         try:
             return cls.model_validate(given, context={"strict": strict, "partial": partial})
         except ValidationError as exc:
@@ -391,7 +455,8 @@ _FIELD_OF = _KEYS
 ARRAY_KEYS = frozenset(alias for alias, name in _KEYS.items()
                        if StackSettings.model_fields[name].annotation is not None
                        and "tuple" in str(StackSettings.model_fields[name].annotation))
-INTEGER_KEYS = frozenset({"stagingRetentionDays", "softDeleteRetentionDays", "maxGpuQuota"})
+INTEGER_KEYS = frozenset({"stagingRetentionDays", "softDeleteRetentionDays", "maxGpuQuota",
+                          "accessLogRetentionDays"})
 
 
 def _is_array(key: str) -> bool:
@@ -400,6 +465,24 @@ def _is_array(key: str) -> bool:
 
 def _jsonable(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
+
+
+PROVIDER_PROJECT_KEY = "gcp:project"
+
+
+def _provider_project(values: Mapping[str, Any]) -> str | None:
+    """``gcp:project`` validated (None when not set or empty); raises ``ConfigError`` on a bad value."""
+    value = values.get(PROVIDER_PROJECT_KEY)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ConfigError(PROVIDER_PROJECT_KEY, f"must be a string, not {type(value).__name__}")
+    project = str(value).strip()
+    try:
+        domain.validate_project_id(project)
+    except DomainError as exc:
+        raise ConfigError(PROVIDER_PROJECT_KEY, str(exc)) from None
+    return project
 
 
 def bare_values(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -429,3 +512,15 @@ def _config_error(exc: ValidationError) -> ConfigError:
     key = str(loc[0]) if loc else "config"
     message = str(cause) if cause is not None else error.get("msg", "is invalid")
     return ConfigError(key, message)
+
+
+def _versioned_buckets(purposes: tuple[str, ...]) -> tuple[str, ...]:
+    """versionedBuckets: bucket purposes, each once, always including artifacts (models are the costly output)."""
+    for i, purpose in enumerate(purposes):
+        if purpose not in domain.BUCKET_PURPOSES:
+            raise ValueError(f"unknown bucket purpose {purpose!r}; use any of {', '.join(domain.BUCKET_PURPOSES)}")
+        if purpose in purposes[:i]:
+            raise ValueError(f"bucket purpose {purpose!r} is listed twice")
+    if "artifacts" not in purposes:
+        raise ValueError("must include artifacts: trained models and checkpoints are always versioned")
+    return purposes

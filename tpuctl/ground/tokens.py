@@ -19,6 +19,10 @@ SERVICE_IDENTITY = "gcp:projects/serviceIdentity:ServiceIdentity"
 SERVICE_ACCOUNT = "gcp:serviceaccount/account:Account"
 SA_IAM_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
 QUOTA_PREFERENCE = "gcp:cloudquota/sQuotaPreference:SQuotaPreference"
+#: A Python dynamic resource registers as pulumi-python:dynamic/<module>:<name> (pulumi 3.x
+#: sdk/python/lib/pulumi/dynamic/dynamic.py Resource.__init_subclass__, checked 2026-11): the TPU VM
+#: agent created through the Cloud TPU v2 API (infra.identities.TpuServiceIdentity).
+TPU_SERVICE_IDENTITY = "pulumi-python:dynamic/tpu:ServiceIdentity"
 
 # Resources the program never registers but the policy pack must recognise (and mostly reject).
 BUCKET_IAM_BINDING = "gcp:storage/bucketIAMBinding:BucketIAMBinding"
@@ -41,6 +45,7 @@ OBJECT_ACCESS_CONTROL = "gcp:storage/objectAccessControl:ObjectAccessControl"
 # Invokes (data sources) the program calls.
 GET_PROJECT = "gcp:organizations/getProject:getProject"
 GET_BUCKET = "gcp:storage/getBucket:getBucket"
+GET_QUOTA_INFOS = "gcp:cloudquota/getSQuotaInfos:getSQuotaInfos"
 
 # The program's own component resources.
 TRAINING_BUCKETS = "tpuctl:infra:TrainingBuckets"

@@ -346,6 +346,76 @@ def plan_job(opts: TrainOptions, outputs: StackOutputs | None, *, region: str | 
     )
 
 
+# --------------------------------------------------------------------------------------------
+# Quota: does the region's Vertex AI quota for the accelerator cover the job? (checked before submitting)
+# --------------------------------------------------------------------------------------------
+
+def _quota_reachable() -> str | None:
+    """None when the Cloud Quotas API can be asked (a redirect, or Application Default Credentials);
+    else why not, for the note that the check was skipped."""
+    from bootstrap import clients
+
+    if clients.endpoint_for("cloudquotas"):
+        return None
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+
+    try:
+        google.auth.default()
+    except DefaultCredentialsError:
+        return "no Google credentials (`gcloud auth application-default login`)"
+    return None
+
+
+def quota_fix(job: VertexJob, metric: str, quota_id: str, need: int) -> str:
+    """How to get ``need`` units of ``quota_id``: the stack key (declarative) or the exact gcloud command."""
+    accel = job.accelerator
+    if accel.kind == "gpu" and accel.gpu is not None:
+        entry = f"tpuctl:gpuQuotas entry {accel.gpu.name}:{job.region}:{need} (quotaService: vertex)"
+    else:
+        assert accel.tpu is not None
+        entry = f"tpuctl:tpuQuotas entry {accel.tpu.version}:{job.region}:{need}"
+    service = metric.split("/", 1)[0]
+    return (f"add the {entry} and run `pulumi up`, or run `gcloud beta quotas preferences create "
+            f"--service={service} --quota-id={quota_id} --preferred-value={need} --dimensions=region={job.region} "
+            f"--project={job.project} --email=YOUR_EMAIL`; Google reviews the request")
+
+
+def check_quota(job: VertexJob, *, client=None, echo: Callable[[str], None] = print) -> int | None:
+    """Raise ``UserError`` when the region's Vertex AI quota for the job's accelerator is below what the job
+    needs (GPUs, or TPU cores, over all replicas). Returns the limit, or None when there was nothing to check
+    or it could not be read: then a note is printed and the job goes on (Vertex AI enforces the quota itself).
+    """
+    from bootstrap import doctor
+    from tpuctl.ground.errors import DomainError
+
+    need = domain.job_quota_need(job.accelerator, job.workers)
+    if need is None:
+        return None
+    metric, units = need
+    if client is None:
+        why = _quota_reachable()
+        if why:
+            echo(f"note: quota check skipped: {why}")
+            return None
+    try:
+        info = doctor.quota_info_for_metric(job.project, metric, client)
+    except DomainError as exc:
+        raise UserError(str(exc), 1) from None
+    except UserError as exc:
+        echo(f"note: quota check skipped: {exc}")
+        return None
+    limit = doctor.regional_limit(info, job.region)
+    if limit is None:
+        echo(f"note: quota check skipped: {info.quota_id} has no value for {job.region}")
+        return None
+    if 0 <= limit < units:   # -1: unlimited
+        raise UserError(
+            f"Vertex AI quota {info.quota_id} ({metric}) in {job.region} is {limit}, the job needs {units}; "
+            + quota_fix(job, metric, info.quota_id, units), 1)
+    return limit
+
+
 @dataclass
 class Submission:
     name: str

@@ -27,6 +27,7 @@ def google_env(fake, monkeypatch, tmp_path):
         "TPUCTL_CRM_ENDPOINT": fake.url,
         "TPUCTL_SERVICEUSAGE_ENDPOINT": fake.url,
         "TPUCTL_CLOUDQUOTAS_ENDPOINT": fake.url,
+        "TPUCTL_TPU_ENDPOINT": fake.url,
         "GOOGLE_CLOUD_PROJECT": "tpuctl-test",
         # no ambient credentials can leak into the tests
         "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "no-credentials.json"),

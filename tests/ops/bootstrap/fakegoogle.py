@@ -2,9 +2,10 @@
 
 Unlike gcp-storage-emulator it ENFORCES IAM etags (stale etag -> 412 for GCS, 409 ABORTED for
 resource manager) and counts setIamPolicy calls, which is what the concurrency tests need.
-Implements only: GCS JSON API bucket get / getIamPolicy / setIamPolicy / objects list;
+Implements only: GCS JSON API bucket get / getIamPolicy / setIamPolicy / objects list / object media;
 Cloud Resource Manager v3 projects get / getIamPolicy / setIamPolicy; serviceusage v1beta1
-generateServiceIdentity and v1 services batchGet / batchEnable; cloudquotas v1 quotaPreferences list.
+generateServiceIdentity and v1 services batchGet / batchEnable; cloudquotas v1 quotaPreferences list and
+quotaInfos list; Cloud TPU v2 projects.locations.generateServiceIdentity (the TPU VM agent).
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ class FakeGoogle:
         self.forbidden_policy_read: set[str] = set()   # bucket names / project ids
         self.services: dict[str, set[str]] = {}    # project -> enabled services
         self.quota_preferences: dict[str, list[dict]] = {}
+        self.quota_infos: dict[str, list[dict]] = {}     # service -> QuotaInfos (JSON), any project
+        self.quota_info_calls: list[tuple[str, str]] = []
+        self.tpu_identity_calls: list[tuple[str, str]] = []
         self.set_calls: dict[str, int] = {}        # resource -> successful setIamPolicy calls
         self.conflicts: dict[str, int] = {}        # resource -> rejected (stale etag) calls
         self.identity_calls: list[tuple[str, str]] = []
@@ -71,10 +75,11 @@ class FakeGoogle:
             def log_message(self, *args):  # quiet
                 pass
 
-            def _send(self, status: int, body: dict) -> None:
-                data = json.dumps(body).encode()
+            def _send(self, status: int, body: dict | bytes) -> None:
+                raw = isinstance(body, bytes)       # object media (alt=media) goes out as stored
+                data = body if raw else json.dumps(body).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "application/octet-stream" if raw else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -175,7 +180,8 @@ def _objects_list(fake, m, q, body):
     if b is None:
         return _err(404, "The specified bucket does not exist.", "notFound")
     prefix = (q.get("prefix") or [""])[0]
-    items = [dict(o, bucket=m["b"], kind="storage#object") for o in b["objects"] if o["name"].startswith(prefix)]
+    items = [{k: v for k, v in dict(o, bucket=m["b"], kind="storage#object").items() if k != "data"}
+             for o in b["objects"] if o["name"].startswith(prefix)]
     return 200, {"kind": "storage#objects", "items": items}
 
 
@@ -247,7 +253,42 @@ def _quota_prefs(fake, m, q, body):
     return 200, {"quotaPreferences": fake.quota_preferences.get(m["p"], [])}
 
 
+def _quota_infos(fake, m, q, body):
+    fake.quota_info_calls.append((m["p"], m["s"]))
+    return 200, {"quotaInfos": fake.quota_infos.get(m["s"], [])}
+
+
+def quota_info(service: str, metric: str, quota_id: str, limits: dict[str, int], default: int | None = None) -> dict:
+    """A per-region QuotaInfo as the Cloud Quotas REST API spells it: ``limits`` region -> value."""
+    infos = [{"dimensions": {"region": r}, "details": {"value": str(v)}, "applicableLocations": [r]}
+             for r, v in limits.items()]
+    if default is not None:
+        infos.append({"dimensions": {}, "details": {"value": str(default)}, "applicableLocations": []})
+    return {"name": f"projects/123/locations/global/services/{service}/quotaInfos/{quota_id}",
+            "quotaId": quota_id, "metric": metric, "service": service, "dimensions": ["region"],
+            "isPrecise": True, "containerType": "PROJECT", "dimensionsInfos": infos}
+
+
+# ---- Cloud TPU v2 ----
+def _tpu_identity(fake, m, q, body):
+    p = fake.projects.get(m["p"]) or next((v for v in fake.projects.values() if v["number"] == m["p"]), None)
+    if p is None:
+        return _err(403, "Permission denied", "PERMISSION_DENIED")
+    fake.tpu_identity_calls.append((m["p"], m["l"]))
+    return 200, {"identity": {"email": f"service-{p['number']}@gcp-sa-tpu.iam.gserviceaccount.com",
+                              "uniqueId": "4321"}}
+
+
+def _object_media(fake, m, q, body):
+    b = fake.buckets.get(m["b"])
+    obj = next((o for o in (b or {}).get("objects", []) if o["name"] == m["o"]), None)
+    if obj is None or "data" not in obj:
+        return _err(404, f"No such object: {m['b']}/{m['o']}", "NOT_FOUND")
+    return 200, obj["data"]
+
+
 ROUTES = [
+    (r"/download/storage/v1/b/(?P<b>[^/]+)/o/(?P<o>.+)", "GET", _object_media),
     (r"/storage/v1/b/(?P<b>[^/]+)", "GET", _bucket_get),
     (r"/storage/v1/b/(?P<b>[^/]+)/iam", "GET", _bucket_iam_get),
     (r"/storage/v1/b/(?P<b>[^/]+)/iam", "PUT", _bucket_iam_set),
@@ -259,6 +300,8 @@ ROUTES = [
     (r"/v1/projects/(?P<p>[^/]+)/services:batchGet", "GET", _services_batch_get),
     (r"/v1/projects/(?P<p>[^/]+)/services:batchEnable", "POST", _services_batch_enable),
     (r"/v1/projects/(?P<p>[^/]+)/locations/global/quotaPreferences", "GET", _quota_prefs),
+    (r"/v1/projects/(?P<p>[^/]+)/locations/global/services/(?P<s>[^/]+)/quotaInfos", "GET", _quota_infos),
+    (r"/v2/projects/(?P<p>[^/]+)/locations/(?P<l>[^/:]+):generateServiceIdentity", "POST", _tpu_identity),
 ]
 
 

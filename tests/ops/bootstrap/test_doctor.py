@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+
+import google_crc32c
+
+from tpuctl.ground import domain
 
 from clifixtures import invoke
 
@@ -29,9 +34,14 @@ def setup(fake, iam_admin, tmp_path, data_roles):
                                for r in data_roles])
     fake.add_bucket("p-art", [{"role": "roles/storage.objectUser",
                                "members": [f"serviceAccount:{AGENT}", f"serviceAccount:{SA}"]}])
+    # a complete model folder as `hub-cache add` leaves it: the file, then its manifest (written last)
+    crc = base64.b64encode(google_crc32c.Checksum(b"0123456789").digest()).decode()
+    manifest = domain.hub_manifest(HANDLE, {"saved_model.pb": (10, crc)}, "test", None).encode()
     fake.add_bucket("p-hub", [{"role": "roles/storage.objectViewer",
                                "members": [f"serviceAccount:{AGENT}", f"serviceAccount:{SA}"]}],
-                    objects=[{"name": f"model-cache/{key}/saved_model.pb", "size": "10"}])
+                    objects=[{"name": f"model-cache/{key}/saved_model.pb", "size": "10", "crc32c": crc},
+                             {"name": f"model-cache/{key}/{domain.HUB_MANIFEST}", "size": str(len(manifest)),
+                              "data": manifest}])
     fake.quota_preferences[PROJECT] = [{
         "name": "t4", "quotaId": "NVIDIA-T4-GPUS-per-project-region", "dimensions": {"region": "us-central1"},
         "quotaConfig": {"preferredValue": "4", "grantedValue": "4"}, "service": "compute.googleapis.com"}]
@@ -63,7 +73,7 @@ def test_doctor_reports_missing_objects_get_with_fix_then_passes(fake, google_en
     assert f"PASS  tpu-vm-agent exists: {AGENT} (holds IAM bindings)" in lines
     assert f"PASS  training-sa exists: {SA}" in lines
     assert any(line.startswith(f"PASS  hub cache {HANDLE}:") for line in lines)
-    assert "PASS  quota NVIDIA-T4-GPUS-per-project-region [region=us-central1]: 4 granted" in lines
+    assert "PASS  quota compute.googleapis.com/NVIDIA-T4-GPUS-per-project-region [region=us-central1]: 4 granted" in lines
     assert "2 check(s) failed" in r.stderr
 
     # the fix it printed works
@@ -90,7 +100,8 @@ def test_doctor_fails_on_apis_missing_hub_model_and_sa(fake, google_env, iam_adm
             "--bucket p-hub --prefix model-cache") in lines
     assert any(line.startswith(f"FAIL  training-sa exists: {SA} does not exist  -> fix: gcloud iam service-accounts create tpuctl-trainer")
                for line in lines)
-    assert any(line.startswith("WARN  quota NVIDIA-T4") and "under review" in line for line in lines)
+    assert any(line.startswith("WARN  quota compute.googleapis.com/NVIDIA-T4") and "under review" in line
+               for line in lines)
     assert fake.set_calls == {}           # doctor only reads
 
 

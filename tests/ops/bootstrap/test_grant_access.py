@@ -156,12 +156,14 @@ def test_keywords_resolve_via_project_number_and_create_agents(fake, google_env,
     assert dry.exit_code == 0, dry.output
     assert "serviceAccount:service-123456789012@gcp-sa-tpu.iam.gserviceaccount.com roles/storage.objectViewer" in dry.stdout
     assert "serviceAccount:tpuctl-trainer@my-proj-1.iam.gserviceaccount.com roles/storage.objectViewer" in dry.stdout
-    assert fake.identity_calls == [] and iam_admin.created == []       # dry run creates nothing
+    assert fake.identity_calls == [] and fake.tpu_identity_calls == [] and iam_admin.created == []  # dry run: nothing
 
     r = run("grant-access", "--project", "my-proj-1", "--read-bucket", "data-bkt",
             "--principal", "tpu-vm-agent", "--principal", "training-sa", "--yes")
     assert r.exit_code == 0, r.output
-    assert fake.identity_calls == [("my-proj-1", "tpu.googleapis.com")]
+    # gcp-sa-tpu comes from the Cloud TPU v2 API (google-cloud-tpu), not Service Usage (which returns cloud-tpu)
+    assert fake.tpu_identity_calls == [("my-proj-1", "us-central1-a")] and fake.identity_calls == []
+    assert "roles/cloudtpu.serviceAgent" in r.stdout    # the role it needs, with the command that grants it
     assert iam_admin.created == ["tpuctl-trainer@my-proj-1.iam.gserviceaccount.com"]
     assert unconditional(fake.bucket_bindings("data-bkt"), "roles/storage.objectViewer") == {
         "serviceAccount:service-123456789012@gcp-sa-tpu.iam.gserviceaccount.com",

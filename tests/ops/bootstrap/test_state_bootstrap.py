@@ -23,6 +23,7 @@ def test_bootstrap_dry_run_then_create_then_idempotent(fake, emulator):
         "  + enable serviceusage.googleapis.com",
         "    storage.googleapis.com: enabled",
         "  + enable iam.googleapis.com",
+        "  + enable cloudquotas.googleapis.com",
         "  + create state bucket gs://my-proj-1-pulumi-state in US (uniform access, public access prevention, versioning)",
         "dry run: nothing changed",
     ]
@@ -34,7 +35,7 @@ def test_bootstrap_dry_run_then_create_then_idempotent(fake, emulator):
     r = run("bootstrap", "--project", "my-proj-1", "--yes")
     assert r.exit_code == 0, r.output
     assert fake.enable_calls == [("my-proj-1", ["cloudresourcemanager.googleapis.com", "serviceusage.googleapis.com",
-                                                "iam.googleapis.com"])]
+                                                "iam.googleapis.com", "cloudquotas.googleapis.com"])]
     bucket = emulator.get_bucket("my-proj-1-pulumi-state")
     assert bucket.versioning_enabled and bucket.iam_configuration.uniform_bucket_level_access_enabled
     assert bucket.iam_configuration.public_access_prevention == "enforced"

@@ -35,7 +35,8 @@ def test_add_from_http_with_redirect_uploads_sha1_layout(gcs, model_server, tmp_
     names = set(objects(gcs))
     assert names == {f"model-cache/{key}/saved_model.pb", f"model-cache/{key}/variables/variables.index",
                      f"model-cache/{key}/variables/variables.data-00000-of-00001",
-                     f"model-cache/{key}/assets/labels.txt", f"model-cache/{key}.descriptor.txt"}
+                     f"model-cache/{key}/assets/labels.txt", f"model-cache/{key}.descriptor.txt",
+                     f"model-cache/{key}/.tpuctl-manifest.json"}          # no .staging/ object is left
     assert gcs.bucket("hub-bkt").blob(f"model-cache/{key}/variables/variables.data-00000-of-00001").download_as_bytes() == b"w" * 5000
     assert "4 uploaded, 0 unchanged" in r.stdout
     assert r.stdout.strip().splitlines()[-1] == "TFHUB_CACHE_DIR=gs://hub-bkt/model-cache"
@@ -65,7 +66,8 @@ def test_second_add_skips_unchanged_files_by_checksum(gcs, model_server, tmp_pat
     assert "1 uploaded, 3 unchanged" in r.stdout, r.output
     after = {n: b.generation for n, b in objects(gcs, "cache/hub/").items()}
     changed = {n for n in after if after[n] != before.get(n)}
-    assert changed == {f"cache/hub/{key}/variables/variables.data-00000-of-00001", f"cache/hub/{key}.descriptor.txt"}
+    assert changed == {f"cache/hub/{key}/variables/variables.data-00000-of-00001", f"cache/hub/{key}.descriptor.txt",
+                       f"cache/hub/{key}/.tpuctl-manifest.json"}
     assert r.stdout.strip().splitlines()[-1] == "TFHUB_CACHE_DIR=gs://hub-bkt/cache/hub"
 
 
@@ -186,4 +188,15 @@ def test_upload_progress_counts_every_byte(gcs, tmp_path):
     assert totals == [size] and sum(seen) >= size
     assert sorted(result.uploaded) == ["assets/labels.txt", "saved_model.pb", "variables/variables.data-00000-of-00001",
                                        "variables/variables.index"]
-    assert result.uploaded[-1] == "saved_model.pb"          # written last: a partial upload never looks complete
+    assert result.manifest_written                          # written last: a partial upload never looks complete
+    key = m.key
+    manifest = json.loads(gcs.bucket("hub-bkt").blob(f"model-cache/{key}/.tpuctl-manifest.json").download_as_bytes())
+    assert manifest["handle"] == "https://example.com/models/p/1" and manifest["key"] == key
+    assert {f["path"]: f["size"] for f in manifest["files"]} == {
+        p.relative_to(model).as_posix(): p.stat().st_size for p in model.rglob("*") if p.is_file()}
+    listed = objects(gcs)
+    for f in manifest["files"]:
+        assert listed[f"model-cache/{key}/{f['path']}"].crc32c == f["crc32c"]
+    # the manifest object is the newest object of the folder: written after every file
+    written = listed[f"model-cache/{key}/.tpuctl-manifest.json"].updated
+    assert all(b.updated <= written for b in listed.values())

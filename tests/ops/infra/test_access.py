@@ -44,9 +44,9 @@ def test_bucket_mode_grants_read_roles_on_read_buckets_and_object_user_on_write_
     assert grants(bucket_run) == expected
     assert ("roles/storage.objectViewer" in domain.roles_for("bucket", "data")
             and domain.roles_for("bucket", "artifacts") == ("roles/storage.objectUser",))
-    # Nothing project-wide besides the TPU VM agent's own service-agent role.
+    # Nothing project-wide besides the TPU agents' own service-agent roles (created on request: not automatic).
     assert {r.inputs["role"] for r in bucket_run.of_type(T.PROJECT_IAM_MEMBER)} == {
-        domain.SERVICE_AGENTS["tpu-vm-agent"].project_role}
+        domain.SERVICE_AGENTS["tpu-vm-agent"].project_role, domain.SERVICE_AGENTS["tpu-agent"].project_role}
 
 
 def test_bucket_mode_gives_each_principal_what_training_needs_and_no_more(bucket_run):
@@ -72,6 +72,8 @@ def test_bucket_grants_reference_the_bucket_and_wait_for_the_principal(bucket_ru
             assert account in grant.dependencies
         elif grant.inputs["member"] == MEMBERS["vertex-agent"]:
             assert identity["aiplatform.googleapis.com"] in grant.dependencies
+        elif grant.inputs["member"] == MEMBERS["tpu-vm-agent"]:   # created by the Cloud TPU v2 API
+            assert bucket_run.named(T.TPU_SERVICE_IDENTITY, "tpu-vm-agent-identity").urn in grant.dependencies
         else:
             assert identity["tpu.googleapis.com"] in grant.dependencies
         assert grant.parent_type == T.ACCESS_GRANTS
@@ -101,7 +103,8 @@ def test_project_mode_still_grants_on_an_existing_bucket_it_may_not_own():
     run = run_program({"tpuctl:project": PROJECT, "tpuctl:accessMode": "project",
                        "tpuctl:existingDataBucket": "shared-imagenet"}, project_number=NUMBER)
     assert {b for _, b, _ in grants(run)} == {"shared-imagenet"}
-    assert len(run.of_type(T.PROJECT_IAM_MEMBER)) == len(MEMBERS) * len(domain.PROJECT_MODE_ROLES) + 1
+    # + the two TPU agents' own service-agent roles
+    assert len(run.of_type(T.PROJECT_IAM_MEMBER)) == len(MEMBERS) * len(domain.PROJECT_MODE_ROLES) + 2
 
 
 def test_acl_route_on_a_fine_grained_existing_bucket():

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from infra.buckets import ACCESS_LOG_WRITER, ACCESS_LOG_WRITER_ROLE
+from infra.config import ConfigError
 from infra.mocks import run_program
 from tpuctl.ground import domain
 from tpuctl.ground import tokens as T
@@ -37,9 +39,50 @@ def test_every_bucket_is_hardened(run, purpose):
     assert inputs["labels"] == {"managed-by": "tpuctl", "team": "vision", domain.PURPOSE_LABEL: purpose}
 
 
-def test_versioning_only_on_artifacts(run):
+def test_versioning_on_data_and_artifacts_by_default(run):
     versioning = {r.name: r.inputs["versioning"]["enabled"] for r in run.of_type(T.BUCKET)}
-    assert versioning == {"data": False, "staging": False, "artifacts": True, "hub-cache": False}
+    assert versioning == {"data": True, "staging": False, "artifacts": True, "hub-cache": False}
+
+
+def test_versioned_buckets_key_chooses_the_buckets():
+    run = run_program({"tpuctl:project": PROJECT, "tpuctl:versionedBuckets": ["artifacts"]})
+    assert {r.name for r in run.of_type(T.BUCKET) if r.inputs["versioning"]["enabled"]} == {"artifacts"}
+    with pytest.raises(ConfigError, match=r"^tpuctl:versionedBuckets: .*must include artifacts"):
+        run_program({"tpuctl:project": PROJECT, "tpuctl:versionedBuckets": ["data"]})
+    with pytest.raises(ConfigError, match=r"^tpuctl:versionedBuckets: unknown bucket purpose 'logs'"):
+        run_program({"tpuctl:project": PROJECT, "tpuctl:versionedBuckets": ["artifacts", "logs"]})
+
+
+def test_no_access_logs_by_default(run):
+    assert "access-logs" not in {r.name for r in run.of_type(T.BUCKET)}
+    assert all("logging" not in r.inputs for r in run.of_type(T.BUCKET))
+    assert not [g for g in run.of_type(T.BUCKET_IAM_MEMBER) if g.inputs["member"] == ACCESS_LOG_WRITER]
+
+
+def test_access_logs_go_to_their_own_expiring_bucket():
+    run = run_program({"tpuctl:project": PROJECT, "tpuctl:accessLogRetentionDays": 30,
+                       "tpuctl:labels": ["managed-by=tpuctl"]})
+    log = run.named(T.BUCKET, domain.ACCESS_LOG_PURPOSE)
+    name = f"tpuctl-{PROJECT}-access-logs"
+    assert log.inputs["name"] == name
+    assert log.inputs["uniformBucketLevelAccess"] is True and log.inputs["publicAccessPrevention"] == "enforced"
+    assert log.inputs["versioning"] == {"enabled": False} and "logging" not in log.inputs
+    assert log.inputs["lifecycleRules"] == [{"action": {"type": "Delete"}, "condition": {"age": 30}}]
+    assert log.inputs["labels"] == {"managed-by": "tpuctl", domain.PURPOSE_LABEL: domain.ACCESS_LOG_PURPOSE}
+    for bucket in run.of_type(T.BUCKET):
+        if bucket.name != domain.ACCESS_LOG_PURPOSE:
+            assert bucket.inputs["logging"] == {"logBucket": name, "logObjectPrefix": bucket.inputs["name"]}
+            assert log.urn in bucket.dependencies
+    [writer] = [g for g in run.of_type(T.BUCKET_IAM_MEMBER) if g.inputs["member"] == ACCESS_LOG_WRITER]
+    assert (writer.inputs["bucket"], writer.inputs["role"]) == (name, ACCESS_LOG_WRITER_ROLE)
+    # the stack outputs still list the four training buckets only
+    assert set(run.outputs["buckets"]) == set(domain.BUCKET_PURPOSES)
+
+
+def test_access_log_bucket_name_override():
+    run = run_program({"tpuctl:project": PROJECT, "tpuctl:accessLogRetentionDays": 7,
+                       "tpuctl:accessLogBucket": "acme-logs"})
+    assert run.named(T.BUCKET, domain.ACCESS_LOG_PURPOSE).inputs["name"] == "acme-logs"
 
 
 def test_staging_objects_expire_after_the_retention(run):

@@ -37,8 +37,18 @@ def test_defaults_come_from_pulumi_yaml_and_agree_with_domain(tmp_path):
 def test_bare_and_namespaced_keys_other_namespaces_ignored(tmp_path):
     a = load_config({"project": PROJECT, "region": "europe-west4", "zone": "europe-west4-a"}, base_dir=tmp_path)
     b = load_config({"tpuctl:project": PROJECT, "tpuctl:region": "europe-west4", "tpuctl:zone": "europe-west4-a",
-                     "gcp:project": "someone-elses-project", "gcp:region": "asia-east1"}, base_dir=tmp_path)
+                     "gcp:project": PROJECT, "gcp:region": "asia-east1"}, base_dir=tmp_path)
     assert a == b and a.region == "europe-west4"
+
+
+def test_one_project_key_tpuctl_project_defaults_to_gcp_project(tmp_path):
+    assert load_config({"gcp:project": PROJECT}, base_dir=tmp_path).project == PROJECT
+    with pytest.raises(ConfigError, match=r"^tpuctl:project: 'my-tpu-project' differs from gcp:project 'someone-else"):
+        load_config({"tpuctl:project": PROJECT, "gcp:project": "someone-elses-project"}, base_dir=tmp_path)
+    with pytest.raises(ConfigError, match=r"^gcp:project: "):
+        load_config({"tpuctl:project": PROJECT, "gcp:project": "Not_A_Project"}, base_dir=tmp_path)
+    with pytest.raises(ConfigError, match=r"^gcp:project: "):
+        load_config({"gcp:project": "x"}, base_dir=tmp_path)
 
 
 def test_engine_spellings_arrays_as_json_and_integers_as_text(tmp_path):
@@ -133,7 +143,7 @@ BAD = [
     ({"gpuQuotas": ["nvidia-tesla-t4:us-centra1:1"], "quotaContactEmail": "a@example.com"}, "gpuQuotas",
      "not a Google Cloud region"),
     ({"gpuQuotas": [T4, "t4:us-central1:8"], "quotaContactEmail": "a@example.com"}, "gpuQuotas", "repeats"),
-    ({"gpuQuotas": [T4]}, "quotaContactEmail", "required when gpuQuotas is set"),
+    ({"gpuQuotas": [T4]}, "quotaContactEmail", "required when gpuQuotas or tpuQuotas is set"),
     ({"gpuQuotas": [T4], "quotaContactEmail": "not-an-email"}, "quotaContactEmail", "not an e-mail"),
     ({"gpuQuotas": [T4], "quotaContactEmail": "bot@p.iam.gserviceaccount.com"}, "quotaContactEmail", "a person"),
     ({"maxGpuQuota": 0}, "maxGpuQuota", "at least 1"),
@@ -149,6 +159,8 @@ BAD = [
     ({"labels": ["tpuctl-purpose=data"]}, "labels", "set by tpuctl"),
     ({"quotaContactEmail": {"secure": "v1:AAAA"}}, "quotaContactEmail", "secret"),
     ({"regoin": "us-central1"}, "regoin", "unknown config key"),
+    ({"accessLogRetentionDays": 30, "accessLogBucket": "shared-data", "existingDataBucket": "shared-data"},
+     "accessLogBucket", "also a training bucket"),
 ]
 
 
@@ -189,5 +201,32 @@ def test_schema_lists_every_key_the_loader_reads():
         "dataBucket", "stagingBucket", "artifactsBucket", "hubCacheBucket", "existingDataBucket",
         "existingDataBucketAccess", "stagingRetentionDays", "softDeleteRetentionDays", "gpuQuotas",
         "quotaContactEmail", "quotaJustification", "maxGpuQuota", "hubModels", "hubCacheSource",
-        "hubCachePrefix", "labels",
+        "hubCachePrefix", "labels", "quotaService", "tpuQuotas", "accessLogRetentionDays", "accessLogBucket",
+        "versionedBuckets",
     }
+
+
+@pytest.mark.parametrize("gcp_project, fragment", [
+    ("someone-elses-project", "tpuctl:project: 'my-tpu-project' differs from gcp:project 'someone-elses-project'"),
+    ("Bad_Project!", "gcp:project: "),
+])
+def test_plan_exits_2_when_gcp_project_is_invalid_or_disagrees(tmp_path, gcp_project, fragment):
+    from clifixtures import invoke
+
+    stack = tmp_path / "Pulumi.dev.yaml"
+    stack.write_text(f"config:\n  gcp:project: {gcp_project}\n  tpuctl:project: {PROJECT}\n")
+    res = invoke(["plan", "--config", str(stack), "--no-policy"])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.strip().splitlines() == [res.stderr.strip()] and fragment in res.stderr
+
+
+def test_a_symlink_out_of_a_hub_model_folder_is_refused_before_anything_registers(tmp_path, hub_folder, handles,
+                                                                                 registrations):
+    # The program uploads every file of <hubCacheSource>/<sha1>/: a link to /etc/passwd must not be one of them.
+    root = hub_folder([handles[0]])
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for the bucket")
+    (root / domain.hub_cache_key(handles[0]) / "variables" / "leak").symlink_to(secret)
+    with pytest.raises(ConfigError, match=r"^tpuctl:hubModels: .*refusing symlink 'variables/leak' .* points outside"):
+        run_program({"project": PROJECT, "hubModels": [handles[0]], "hubCacheSource": str(root)})
+    assert registrations == []

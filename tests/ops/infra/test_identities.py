@@ -33,6 +33,34 @@ def test_service_identity_per_agent_service_after_its_api(run):
     for service, resource in identities.items():
         assert resource.inputs["project"] == PROJECT
         assert run.named(T.SERVICE, f"api-{service.split('.')[0]}").urn in resource.dependencies
+    # Service Usage's identity of tpu.googleapis.com is the PRIMARY agent (cloud-tpu), not gcp-sa-tpu
+    assert identities["tpu.googleapis.com"].outputs["email"] == f"service-{NUMBER}@cloud-tpu.iam.gserviceaccount.com"
+
+
+def test_tpu_vm_agent_is_created_through_the_tpu_v2_api(run):
+    (agent,) = run.of_type(T.TPU_SERVICE_IDENTITY)
+    assert agent.name == "tpu-vm-agent-identity" and agent.parent_type == T.SERVICE_IDENTITIES
+    assert agent.inputs == {"__provider": "<dynamic provider>", "project": PROJECT, "location": "us-central1-a"}
+    assert agent.outputs["email"] == f"service-{NUMBER}@gcp-sa-tpu.iam.gserviceaccount.com"
+    assert run.named(T.SERVICE, "api-tpu").urn in agent.dependencies
+
+
+def test_tpu_identity_provider_pickle_loads_without_the_repository(tmp_path):
+    """The engine unpickles a dynamic provider in its own process: the pickle must not import infra/."""
+    import subprocess
+    import sys
+
+    from pulumi.dynamic.dynamic import serialize_provider
+
+    from infra.identities import _TpuIdentityProvider
+
+    blob = serialize_provider(_TpuIdentityProvider())
+    code = ("import base64, sys, dill; p = dill.loads(base64.b64decode(sys.stdin.read())); "
+            "print(type(p).__name__, hasattr(p, 'create'))")
+    proc = subprocess.run([sys.executable, "-I", "-c", code], input=blob, capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["_TpuIdentityProvider", "True"]
 
 
 def test_project_number_read_with_get_project(run):
@@ -55,7 +83,15 @@ def test_tpu_vm_agent_gets_its_service_agent_role(run):
     grant = run.named(T.PROJECT_IAM_MEMBER, "tpu-vm-agent-service-agent-role")
     assert grant.inputs == {"project": PROJECT, "role": role,
                             "member": f"serviceAccount:service-{NUMBER}@gcp-sa-tpu.iam.gserviceaccount.com"}
-    assert run.named(T.SERVICE_IDENTITY, "tpu-identity").urn in grant.dependencies
+    assert run.named(T.TPU_SERVICE_IDENTITY, "tpu-vm-agent-identity").urn in grant.dependencies
+
+
+def test_agents_created_on_request_get_their_roles_and_vertex_first_use_agent_none(run):
+    grants = {r.name: r.inputs["role"] for r in run.of_type(T.PROJECT_IAM_MEMBER)}
+    assert grants == {"tpu-agent-service-agent-role": "roles/tpu.serviceAgent",
+                      "tpu-vm-agent-service-agent-role": "roles/cloudtpu.serviceAgent"}
+    assert run.named(T.SERVICE_IDENTITY, "tpu-identity").urn in \
+        run.named(T.PROJECT_IAM_MEMBER, "tpu-agent-service-agent-role").dependencies
 
 
 def test_dedicated_training_service_account(run):

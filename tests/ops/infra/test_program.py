@@ -115,6 +115,14 @@ def test_engine_config_reads_like_the_offline_loader():
     assert from_pulumi_config() == load_config(values)
 
 
+def test_engine_config_takes_the_project_from_gcp_project_and_refuses_a_mismatch():
+    pulumi.runtime.set_all_config({"gcp:project": PROJECT})
+    assert from_pulumi_config().project == PROJECT
+    pulumi.runtime.set_all_config({"gcp:project": "someone-elses-project", "tpuctl:project": PROJECT})
+    with pytest.raises(Exception, match=r"^tpuctl:project: .* differs from gcp:project 'someone-elses-project'"):
+        from_pulumi_config()
+
+
 def test_engine_config_with_a_typo_names_the_unknown_key():
     pulumi.runtime.set_all_config({"tpuctl:project": PROJECT, "tpuctl:acessMode": "project"})
     with pytest.raises(Exception, match=r"^tpuctl:acessMode: unknown config key"):

@@ -1,56 +1,108 @@
-"""GpuQuota under mocks: one Cloud Quotas preference per entry, fields as the API wants them."""
+"""GpuQuota under mocks: one Cloud Quotas preference per entry, for the quota of the service the job runs on
+(Vertex AI custom training by default), with the quota id looked up from the catalogue's metric."""
 
 from __future__ import annotations
 
-from infra.mocks import run_program
+import json
+
+import pytest
+
+from infra.config import ConfigError
+from infra.mocks import quota_info, run_program
 from tpuctl.ground import domain
 from tpuctl.ground import tokens as T
 
 PROJECT = "my-tpu-project"
+AIP = "aiplatform.googleapis.com"
+BASE = {"tpuctl:project": PROJECT, "tpuctl:quotaContactEmail": "ml-platform@example.com"}
 
 
-def test_one_quota_preference_per_entry():
-    run = run_program({
-        "tpuctl:project": PROJECT,
-        "tpuctl:gpuQuotas": ["nvidia-tesla-t4:us-central1:4", "l4:europe-west4:2"],
-        "tpuctl:quotaContactEmail": "ml-platform@example.com",
-        "tpuctl:quotaJustification": "Vision model training",
-    })
+def test_default_is_vertex_ai_custom_training_quota_not_compute_engine():
+    run = run_program({**BASE, "tpuctl:gpuQuotas": ["nvidia-tesla-t4:us-central1:4", "l4:europe-west4:2"],
+                       "tpuctl:quotaJustification": "Vision model training"})
     prefs = {r.name: r for r in run.of_type(T.QUOTA_PREFERENCE)}
-    assert set(prefs) == {"gpu-quota-t4-us-central1", "gpu-quota-l4-europe-west4"}
-    t4 = prefs["gpu-quota-t4-us-central1"].inputs
+    assert set(prefs) == {"vertex-quota-t4-us-central1", "vertex-quota-l4-europe-west4"}
+    t4 = prefs["vertex-quota-t4-us-central1"].inputs
     assert t4 == {
         "parent": f"projects/{PROJECT}",
-        "name": "compute_googleapis_com-NVIDIA-T4-GPUS-per-project-region_us-central1",
-        "service": "compute.googleapis.com",
-        "quotaId": domain.gpu_type("nvidia-tesla-t4").quota_id,
+        "name": "aiplatform_googleapis_com-CustomModelTrainingT4GPUsPerProjectPerRegion_us-central1",
+        "service": AIP,
+        "quotaId": "CustomModelTrainingT4GPUsPerProjectPerRegion",
         "dimensions": {"region": "us-central1"},
         "quotaConfig": {"preferredValue": "4"},
         "contactEmail": "ml-platform@example.com",
         "justification": "Vision model training",
     }
-    l4 = prefs["gpu-quota-l4-europe-west4"].inputs
-    assert l4["quotaId"] == "NVIDIA-L4-GPUS-per-project-region"
-    assert l4["dimensions"] == {"region": "europe-west4"} and l4["quotaConfig"] == {"preferredValue": "2"}
+    # the id came from the project's quota infos of the Vertex AI service, not from a table
+    assert ("gcp:cloudquota/getSQuotaInfos:getSQuotaInfos", {"parent": f"projects/{PROJECT}", "service": AIP}) \
+        in run.calls
     quotas_api = run.named(T.SERVICE, "api-cloudquotas").urn
     for pref in prefs.values():
-        assert pref.parent_type == T.GPU_QUOTA
-        assert quotas_api in pref.dependencies
+        assert pref.parent_type == T.GPU_QUOTA and quotas_api in pref.dependencies
+        assert pref.inputs["service"] == AIP
+
+
+def test_spot_and_tpu_quota_use_their_own_metrics():
+    run = run_program({**BASE, "tpuctl:gpuQuotas": ["t4:us-central1:4", "t4:us-central1:8:spot"],
+                       "tpuctl:tpuQuotas": ["v5e:us-central1:8"]})
+    prefs = {r.name: r.inputs for r in run.of_type(T.QUOTA_PREFERENCE)}
+    assert set(prefs) == {"vertex-quota-t4-us-central1", "vertex-quota-t4-spot-us-central1",
+                          "vertex-quota-tpu-v5e-us-central1"}
+    assert prefs["vertex-quota-t4-spot-us-central1"]["quotaConfig"] == {"preferredValue": "8"}
+    assert prefs["vertex-quota-t4-spot-us-central1"]["quotaId"] != prefs["vertex-quota-t4-us-central1"]["quotaId"]
+    assert prefs["vertex-quota-tpu-v5e-us-central1"]["service"] == AIP
+
+
+def test_compute_engine_quota_stays_available_for_own_vms():
+    run = run_program({**BASE, "tpuctl:gpuQuotas": ["t4:us-central1:4"], "tpuctl:quotaService": "compute"})
+    (pref,) = run.of_type(T.QUOTA_PREFERENCE)
+    assert pref.name == "gpu-quota-t4-us-central1"       # the name earlier versions gave it: no change for them
+    assert (pref.inputs["service"], pref.inputs["quotaId"]) == ("compute.googleapis.com",
+                                                                "NVIDIA-T4-GPUS-per-project-region")
+
+
+def test_a_metric_without_quota_is_a_config_error_naming_the_metric(registrations):
+    other = quota_info(AIP, f"{AIP}/custom_model_training_cpus", "CustomModelTrainingCPUsPerProjectPerRegion")
+    with pytest.raises(ConfigError, match=r"^tpuctl:gpuQuotas: .*custom_model_training_nvidia_t4_gpus"):
+        run_program({**BASE, "tpuctl:gpuQuotas": ["t4:us-central1:4"]}, quota_infos={AIP: [other]})
+    assert registrations == []
+
+
+def test_preferences_parse_into_the_cloud_quotas_type():
+    from google.cloud.cloudquotas_v1 import QuotaPreference
+
+    run = run_program({**BASE, "tpuctl:gpuQuotas": ["t4:us-central1:4", "a100:us-central1:8:spot"],
+                       "tpuctl:tpuQuotas": ["v3:europe-west4:8"]})
+    for pref in run.of_type(T.QUOTA_PREFERENCE):
+        body = {k: v for k, v in pref.inputs.items() if k != "parent"}      # parent is the URL, not the body
+        parsed = QuotaPreference.from_json(json.dumps(body), ignore_unknown_fields=False)
+        assert parsed.quota_id == pref.inputs["quotaId"] and parsed.service == pref.inputs["service"]
+        assert parsed.quota_config.preferred_value == int(pref.inputs["quotaConfig"]["preferredValue"])
+        assert dict(parsed.dimensions) == {"region": pref.inputs["dimensions"]["region"]}
 
 
 def test_default_justification_and_no_preferences_without_entries():
-    run = run_program({"tpuctl:project": PROJECT, "tpuctl:gpuQuotas": ["a100:us-central1:8"],
-                       "tpuctl:quotaContactEmail": "ml@example.com"})
+    run = run_program({**BASE, "tpuctl:gpuQuotas": ["a100:us-central1:8"]})
     (pref,) = run.of_type(T.QUOTA_PREFERENCE)
     assert pref.inputs["justification"]          # Pulumi.yaml's default text
     assert pref.inputs["quotaConfig"] == {"preferredValue": "8"}
     none = run_program({"tpuctl:project": PROJECT})
     assert none.of_type(T.QUOTA_PREFERENCE) == [] and not [r for r in none.resources if r.type == T.GPU_QUOTA]
+    assert not [c for c in none.calls if c[0] == T.GET_QUOTA_INFOS]
 
 
 def test_quota_over_the_policy_cap_is_the_policy_packs_call_not_configs():
     # maxGpuQuota is the policy pack's cap; config only checks the count is positive.
-    run = run_program({"tpuctl:project": PROJECT, "tpuctl:gpuQuotas": ["t4:us-central1:64"],
-                       "tpuctl:quotaContactEmail": "ml@example.com", "tpuctl:maxGpuQuota": 8})
+    run = run_program({**BASE, "tpuctl:gpuQuotas": ["t4:us-central1:64"], "tpuctl:maxGpuQuota": 8})
     assert run.config.max_gpu_quota == 8
     assert run.of_type(T.QUOTA_PREFERENCE)[0].inputs["quotaConfig"] == {"preferredValue": "64"}
+
+
+@pytest.mark.parametrize("entry, kind, metric", [
+    ("t4:us-central1:1", "vertex", f"{AIP}/custom_model_training_nvidia_t4_gpus"),
+    ("t4:us-central1:1:spot", "vertex", f"{AIP}/custom_model_training_preemptible_nvidia_t4_gpus"),
+    ("t4:us-central1:1", "compute", "compute.googleapis.com/nvidia_t4_gpus"),
+    ("h100:us-central1:8", "vertex", f"{AIP}/custom_model_training_nvidia_h100_gpus"),
+])
+def test_catalogue_metric_per_accelerator(entry, kind, metric):
+    assert domain.parse_gpu_quota(entry, kind).metric == metric

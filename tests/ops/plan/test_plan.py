@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from infra.buckets import ACCESS_LOG_WRITER
 from tpuctl.ground import domain
 from tpuctl.ground.outputs import OUTPUT_KEYS, load_outputs, parse_outputs
 from tpuctl.services.plan import plan
@@ -69,6 +70,9 @@ def test_access_map_is_derived_from_the_registered_grants(example_file):
     access = result.access_json()
     principals = result.outputs["principals"]
     buckets = result.outputs["buckets"]
+    # the example stack keeps access logs: GCS's log writer may only create objects in the access-log bucket
+    assert access.pop(ACCESS_LOG_WRITER) == {f"tpuctl-{result.outputs['project']}-access-logs": {
+        "purpose": None, "roles": ["roles/storage.objectCreator"], "access": "create"}}
     assert set(access) == {domain.member_for_email(e) for e in principals.values()}
     for member, per_bucket in access.items():
         assert {cell["purpose"] for cell in per_bucket.values()} == set(domain.BUCKET_PURPOSES)
@@ -175,7 +179,8 @@ def test_acl_route_marks_read_that_covers_only_new_objects(tmp_path):
     res = invoke(["plan", "--config", str(config), "--json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    cells = [per_bucket["legacy-training-data"] for per_bucket in doc["access"].values()]
+    cells = [per_bucket["legacy-training-data"] for member, per_bucket in doc["access"].items()
+             if member != ACCESS_LOG_WRITER]
     assert cells and all(c["roles"] == ["bucket:READER", "defaultObject:READER"] for c in cells)
     assert all(c["access"] == "read,list" and "written before the grant" in c["note"] for c in cells)
     assert all("note" not in c for per in doc["access"].values() for b, c in per.items() if b != "legacy-training-data")

@@ -93,7 +93,8 @@ def analyze(stub, rtype: str, name: str, props: dict):
 
 def bucket_props(purpose: str, **over) -> dict:
     props = {"name": NAMES[purpose], "uniformBucketLevelAccess": True, "publicAccessPrevention": "enforced",
-             "forceDestroy": False, "versioning": {"enabled": purpose == "artifacts"},
+             "forceDestroy": False, "versioning": {"enabled": purpose in ("data", "artifacts")},
+             "logging": {"logBucket": "tpuctl-proj-access-logs", "logObjectPrefix": NAMES[purpose]},
              "labels": {domain.PURPOSE_LABEL: purpose, "managed-by": "tpuctl"}}
     props.update(over)
     return props

@@ -24,7 +24,8 @@ def bucket(purpose: str = "data", **over):
         "uniformBucketLevelAccess": True,
         "publicAccessPrevention": "enforced",
         "forceDestroy": False,
-        "versioning": {"enabled": purpose == "artifacts"},
+        "versioning": {"enabled": purpose in ("data", "artifacts")},
+        "logging": {"logBucket": "tpuctl-proj-access-logs", "logObjectPrefix": f"tpuctl-proj-{purpose}"},
         "labels": {"managed-by": "tpuctl", domain.PURPOSE_LABEL: purpose},
     }
     props.update(over)
@@ -191,6 +192,9 @@ def test_broad_project_roles_need_project_mode(role):
 
 def test_broad_project_role_for_a_person_is_not_the_service_account_rule():
     props = {"project": "p", "role": "roles/viewer", "member": "user:someone@example.com"}
+    # roles/viewer on the project is still a basic role (checkov CKV_GCP_117), whoever holds it
+    assert [(v.rule, v.level) for v in check_resource(T.PROJECT_IAM_MEMBER, props)] == [("no-basic-roles", MANDATORY)]
+    props["role"] = "roles/storage.admin"
     assert check_resource(T.PROJECT_IAM_MEMBER, props) == []
 
 
@@ -212,6 +216,7 @@ def test_hub_cache_objects_in_sha1_layout_pass():
     name = domain.hub_object_name("model-cache", "https://tfhub.dev/google/x/1", "variables/variables.index")
     assert only("hub-cache-layout", T.BUCKET_OBJECT, {"bucket": "hub", "name": name}) == []
     assert only("hub-cache-layout", T.BUCKET_OBJECT, {"bucket": "hub", "name": f"model-cache/{HUB_KEY}/saved_model.pb"}) == []
+    assert only("hub-cache-layout", T.BUCKET_OBJECT, {"bucket": "hub", "name": f"model-cache/{HUB_KEY}.descriptor.txt"}) == []
 
 
 @pytest.mark.parametrize("name,fragment", [
@@ -234,7 +239,7 @@ def test_hub_cache_prefix_comes_from_config():
 # --- GPU quota -----------------------------------------------------------------------------------
 
 def quota(preferred="4", email="ml@example.com", quota_id="NVIDIA-T4-GPUS-per-project-region"):
-    props = {"parent": "projects/p", "service": domain.QUOTA_SERVICE, "quotaId": quota_id,
+    props = {"parent": "projects/p", "service": "compute.googleapis.com", "quotaId": quota_id,
              "quotaConfig": {"preferredValue": preferred}, "dimensions": {"region": "us-central1"}}
     if email is not None:
         props["contactEmail"] = email
@@ -314,6 +319,13 @@ CASES = {
     "no-project-impersonation-roles": (T.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA},
                                        {"project": "p", "role": "roles/iam.serviceAccountUser", "member": SA}, None),
     "artifacts-bucket-versioned": (T.BUCKET, bucket("artifacts"), bucket("artifacts", versioning={"enabled": False}), None),
+    "bucket-versioning": (T.BUCKET, bucket("data"), bucket("data", versioning={"enabled": False}), None),
+    "bucket-access-logs": (T.BUCKET, bucket("data"), bucket("data", logging=None), None),
+    "no-admin-roles-for-service-accounts": (T.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA},
+                                            {"project": "p", "role": "roles/compute.admin", "member": SA}, None),
+    "no-default-service-account-grants": (T.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA},
+                                          {"project": "p", "role": "roles/aiplatform.user",
+                                           "member": "serviceAccount:123456789012-compute@developer.gserviceaccount.com"}, None),
     "no-force-destroy": (T.BUCKET, bucket("data"), bucket("data", forceDestroy=True), None),
     "hub-cache-layout": (T.BUCKET_OBJECT, {"bucket": "h", "name": f"model-cache/{HUB_KEY}/saved_model.pb"},
                          {"bucket": "h", "name": "model-cache/mobilenet/saved_model.pb"}, None),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from policy import resources as r
-from policy.access import StackResource, build_model, check_training_access
+from policy.access import AccessModel, StackResource, build_model, check_training_access
 from policy.settings import PolicySettings
 from policy.stack_rules import check_hub_models_complete
 from tpuctl.ground import domain
@@ -83,7 +83,42 @@ def test_project_level_roles_count_for_every_bucket():
     stack = buckets() + [project_member("roles/storage.admin"), project_member("roles/viewer")]
     assert check_training_access(stack, PolicySettings(access_mode="project")) == []
     only_viewer = buckets() + [project_member("roles/viewer"), member(NAMES["data"], "roles/storage.objectViewer")]
-    assert len(check_training_access(only_viewer, PolicySettings())) == 3
+    problems = check_training_access(only_viewer, PolicySettings())
+    # roles/viewer reads the stack's buckets through their projectViewer convenience bindings
+    # (legacyBucketReader + legacyObjectReader), so only the two write buckets fail
+    assert sorted(msg.split(" on the ")[1].split(" bucket")[0] for msg, _ in problems) == ["artifacts", "staging"]
+
+
+def test_basic_roles_reach_objects_only_through_convenience_bindings():
+    # roles/editor carries no storage.objects.* itself: on buckets the stack creates the default
+    # projectEditor bindings (legacyBucketOwner + legacyObjectOwner) give read, list and write ...
+    stack = buckets() + least_privilege() + [project_member("roles/editor", AGENT),
+                                             member(NAMES["data"], "roles/storage.objectViewer", AGENT)]
+    model = build_model(stack, PolicySettings())
+    assert not {p for p in domain.ROLE_STORAGE_PERMISSIONS["roles/editor"] if p.startswith("objects.")}
+    assert model.via_convenience(AGENT, NAMES["artifacts"]) == {"roles/storage.legacyBucketOwner",
+                                                                "roles/storage.legacyObjectOwner"}
+    assert model.missing(AGENT, NAMES["artifacts"]) == frozenset()
+    assert check_training_access(stack, PolicySettings()) == []
+    # ... on a bucket the stack does not create nothing is assumed ...
+    existing = build_model(stack, PolicySettings(existing_data_bucket="legacy-data"))
+    assert existing.via_convenience(AGENT, "legacy-data") == set()
+    # ... and an authoritative bucket policy replaces the defaults.
+    policy = StackResource(T.BUCKET_IAM_POLICY, "pol", urn(T.BUCKET_IAM_POLICY, "pol"),
+                           {"bucket": NAMES["artifacts"], "policyData": '{"bindings": []}'})
+    assert build_model(stack + [policy], PolicySettings()).via_convenience(AGENT, NAMES["artifacts"]) == set()
+
+
+def test_live_convenience_members_apply_to_basic_role_holders():
+    user = "user:ann@example.com"
+    model = AccessModel.from_bindings(
+        {"data": "live-data"},
+        {"live-data": [{"role": "roles/storage.legacyObjectReader", "members": ["projectViewer:proj-123456"]},
+                       {"role": "roles/storage.legacyBucketReader", "members": ["projectViewer:proj-123456"]}]},
+        [{"role": "roles/viewer", "members": [user]}])
+    assert model.permissions(user, "live-data") >= {"objects.get", "objects.list"}
+    assert model.missing(user, "live-data") == frozenset()
+    assert "projectViewer:proj-123456" not in model.principals
 
 
 def test_service_agent_role_does_not_make_a_training_principal():

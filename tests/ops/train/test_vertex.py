@@ -157,7 +157,7 @@ def test_tpu_v5e_uses_machine_type_and_topology_in_region(vertex):
     (["--accelerator", "tpu-v4-8"], "unknown accelerator 'tpu-v4-8'"),
     (["--accelerator", "tpu-v3-8", "--region", "europe-west1"], "tpu-v3-8 is not available in europe-west1"),
     (["--accelerator", "tpu-v5e-4", "--workers", "2"], "--workers 2 cannot be combined with tpu-v5e-4"),
-    (["--accelerator", "gpu-t4x3"], "comes in counts 1, 2, 4, 8"),
+    (["--accelerator", "gpu-t4x8"], "comes in counts 1, 2, 4"),
     (["--data-dir", "/local/data"], "a Vertex AI job reads from Cloud Storage"),
     (["--model-dir", "runs/x"], "a Vertex AI job writes to Cloud Storage"),
     (["--hub-cache-dir", "/home/me/hub"], "a Vertex AI job reads hub models from Cloud Storage"),

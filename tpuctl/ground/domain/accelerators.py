@@ -1,4 +1,4 @@
-"""Accelerators: GPUs (quota ids, Vertex enums), TPUs (Vertex machine specs), Vertex prebuilt images.
+"""Accelerators: GPUs (quota metrics, Vertex enums), TPUs (Vertex machine specs), Vertex prebuilt images.
 """
 
 from __future__ import annotations
@@ -16,48 +16,57 @@ class GpuType:
     name: str                 # Compute Engine accelerator type, e.g. nvidia-tesla-t4
     short: str                # CLI short name: t4
     vertex_accelerator: str   # aiplatform AcceleratorType enum name
-    quota_id: str             # Cloud Quotas per-region quota id (compute.googleapis.com)
+    quota_metric: str         # quota metric name without service/prefix: nvidia_t4_gpus (see QUOTA_METRICS)
     machine_types: Mapping[int, str]  # GPU count -> smallest machine type Vertex accepts with it
     regions: frozenset[str]
 
 
-_N1 = {1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32", 8: "n1-standard-64"}
+#: GPU count -> the machine type tpuctl asks Vertex AI for, per GPU. Every pair is a row of Google's
+#: "GPU compatibility table" for Vertex AI custom training (cloud.google.com/vertex-ai/docs/training/
+#: configure-compute#gpu-compatibility-table, as copied 2026-11-22 into the table of
+#: tests/ops/test_domain.py, which is this catalogue's source and checks it): the smallest machine
+#: type listed for that count. T4 comes in 1, 2 or 4 per VM only (8 T4 on n1-standard-64 is rejected);
+#: H100 80GB on a3-highgpu-1g/2g/4g/8g.
+_T4_MACHINES = {1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32"}
+_V100_MACHINES = {1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32", 8: "n1-standard-64"}
+_P100_MACHINES = {1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32"}
+_L4_MACHINES = {1: "g2-standard-8", 2: "g2-standard-24", 4: "g2-standard-48", 8: "g2-standard-96"}
+_A100_MACHINES = {1: "a2-highgpu-1g", 2: "a2-highgpu-2g", 4: "a2-highgpu-4g", 8: "a2-highgpu-8g"}
+_A100_80GB_MACHINES = {1: "a2-ultragpu-1g", 2: "a2-ultragpu-2g", 4: "a2-ultragpu-4g", 8: "a2-ultragpu-8g"}
+_H100_MACHINES = {1: "a3-highgpu-1g", 2: "a3-highgpu-2g", 4: "a3-highgpu-4g", 8: "a3-highgpu-8g"}
 
 GPU_TYPES: dict[str, GpuType] = {
     g.name: g
     for g in (
-        GpuType("nvidia-tesla-t4", "t4", "NVIDIA_TESLA_T4", "NVIDIA-T4-GPUS-per-project-region", _N1,
+        GpuType("nvidia-tesla-t4", "t4", "NVIDIA_TESLA_T4", "nvidia_t4_gpus", _T4_MACHINES,
                 frozenset({"us-central1", "us-east1", "us-east4", "us-west1", "us-west2", "us-west4",
                            "europe-west1", "europe-west2", "europe-west3", "europe-west4",
                            "asia-east1", "asia-northeast1", "asia-northeast3", "asia-south1",
                            "asia-southeast1", "australia-southeast1", "northamerica-northeast1",
                            "southamerica-east1"})),
-        GpuType("nvidia-tesla-v100", "v100", "NVIDIA_TESLA_V100", "NVIDIA-V100-GPUS-per-project-region", _N1,
+        GpuType("nvidia-tesla-v100", "v100", "NVIDIA_TESLA_V100", "nvidia_v100_gpus", _V100_MACHINES,
                 frozenset({"us-central1", "us-east1", "us-west1", "europe-west4", "asia-east1"})),
-        GpuType("nvidia-tesla-p100", "p100", "NVIDIA_TESLA_P100", "NVIDIA-P100-GPUS-per-project-region",
-                {1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32"},
+        GpuType("nvidia-tesla-p100", "p100", "NVIDIA_TESLA_P100", "nvidia_p100_gpus",
+                _P100_MACHINES,
                 frozenset({"us-central1", "us-east1", "us-west1", "europe-west1", "europe-west4", "asia-east1"})),
-        GpuType("nvidia-l4", "l4", "NVIDIA_L4", "NVIDIA-L4-GPUS-per-project-region",
-                {1: "g2-standard-8", 2: "g2-standard-24", 4: "g2-standard-48", 8: "g2-standard-96"},
+        GpuType("nvidia-l4", "l4", "NVIDIA_L4", "nvidia_l4_gpus",
+                _L4_MACHINES,
                 frozenset({"us-central1", "us-east1", "us-east4", "us-west1", "us-west4", "europe-west1",
                            "europe-west2", "europe-west3", "europe-west4", "asia-east1", "asia-northeast1",
                            "asia-southeast1"})),
-        GpuType("nvidia-tesla-a100", "a100", "NVIDIA_TESLA_A100", "NVIDIA-A100-GPUS-per-project-region",
-                {1: "a2-highgpu-1g", 2: "a2-highgpu-2g", 4: "a2-highgpu-4g", 8: "a2-highgpu-8g"},
+        GpuType("nvidia-tesla-a100", "a100", "NVIDIA_TESLA_A100", "nvidia_a100_gpus",
+                _A100_MACHINES,
                 frozenset({"us-central1", "us-east1", "us-west1", "us-west3", "us-west4", "europe-west4",
                            "asia-northeast1", "asia-southeast1"})),
-        GpuType("nvidia-a100-80gb", "a100-80gb", "NVIDIA_A100_80GB", "NVIDIA-A100-80GB-GPUS-per-project-region",
-                {1: "a2-ultragpu-1g", 2: "a2-ultragpu-2g", 4: "a2-ultragpu-4g", 8: "a2-ultragpu-8g"},
+        GpuType("nvidia-a100-80gb", "a100-80gb", "NVIDIA_A100_80GB", "nvidia_a100_80gb_gpus",
+                _A100_80GB_MACHINES,
                 frozenset({"us-central1", "us-east4", "us-east5", "europe-west4", "asia-southeast1"})),
-        GpuType("nvidia-h100-80gb", "h100", "NVIDIA_H100_80GB", "NVIDIA-H100-GPUS-per-project-region",
-                {8: "a3-highgpu-8g"},
+        GpuType("nvidia-h100-80gb", "h100", "NVIDIA_H100_80GB", "nvidia_h100_gpus",
+                _H100_MACHINES,
                 frozenset({"us-central1", "us-east4", "us-east5", "us-west1", "europe-west4", "asia-southeast1"})),
     )
 }
 GPU_BY_SHORT: dict[str, GpuType] = {g.short: g for g in GPU_TYPES.values()}
-#: Project-wide GPU quota (all regions) that every regional GPU request also needs.
-GPUS_ALL_REGIONS_QUOTA_ID = "GPUS-ALL-REGIONS-per-project"
-QUOTA_SERVICE = "compute.googleapis.com"
 DEFAULT_MAX_GPU_QUOTA = 16
 
 
@@ -71,34 +80,159 @@ def gpu_type(name: str) -> GpuType:
     raise DomainError(f"unknown GPU type {name!r}; known: {', '.join(sorted(GPU_TYPES))}")
 
 
+# --------------------------------------------------------------------------------------------
+# Accelerator quota: which Cloud Quotas METRIC limits a job. The quota ID (what a QuotaPreference
+# names) is never written here: it is resolved from the metric through Cloud Quotas QuotaInfos
+# (Pulumi: gcp.cloudquota.get_s_quota_infos; bootstrap/doctor and `tpuctl train`: CloudQuotasClient
+# .list_quota_infos), so a renamed or missing quota fails with the metric named.
+# --------------------------------------------------------------------------------------------
+
+#: Where the job runs decides which service's quota limits it (shared/REFERENCE.md "GPU quota", 2026-11):
+#: Vertex AI custom training draws on Vertex AI's own quotas; VMs/GKE you run yourself on Compute Engine's.
+QUOTA_SERVICES: dict[str, str] = {
+    "vertex": "aiplatform.googleapis.com",
+    "compute": "compute.googleapis.com",
+}
+DEFAULT_QUOTA_SERVICE = "vertex"
+#: The service whose quota the stack asks for by default (was compute.googleapis.com: the wrong one for Vertex AI).
+QUOTA_SERVICE = QUOTA_SERVICES[DEFAULT_QUOTA_SERVICE]
+#: Full metric for (quota service, spot) from GpuType.quota_metric (``nvidia_t4_gpus``).
+#: vertex on-demand: ``aiplatform.googleapis.com/custom_model_training_<gpu>`` — Google's own sample
+#:   github.com/GoogleCloudPlatform/vertex-ai-samples community-content/vertex_model_garden/model_oss/
+#:   notebook_util/common_util.py ``get_resource_id`` (T4, L4, V100, A100, A100 80GB, H100; checked 2026-11);
+#:   P100 follows the same pattern but is NOT in that list (unverified).
+#: vertex Spot/preemptible: ``…/custom_model_training_preemptible_<gpu>`` — seen in RESOURCE_EXHAUSTED
+#:   errors and quota listings quoted in public repositories (2025-2026); no Google reference page was
+#:   reachable from here (unverified beyond those observations).
+#: compute: ``compute.googleapis.com/<gpu>`` and ``…/preemptible_<gpu>`` — Compute Engine GPU quota
+#:   metrics (cloud.google.com/compute/resource-usage#gpu_quota, the metrics behind
+#:   NVIDIA-T4-GPUS-per-project-region / PREEMPTIBLE-NVIDIA-T4-GPUS-per-project-region; checked 2026-11).
+QUOTA_METRIC_FORMATS: dict[tuple[str, bool], str] = {
+    ("vertex", False): "aiplatform.googleapis.com/custom_model_training_{metric}",
+    ("vertex", True): "aiplatform.googleapis.com/custom_model_training_preemptible_{metric}",
+    ("compute", False): "compute.googleapis.com/{metric}",
+    ("compute", True): "compute.googleapis.com/preemptible_{metric}",
+}
+#: Vertex AI custom-training TPU quota per TPU version: (metric, TensorCores per chip). The quota counts
+#: cores ("Custom model training TPU V2/V3 cores per region" in the Vertex AI quotas console, checked 2026-11).
+#: Metrics: v3 and v5e from the vertex-ai-samples list above; v2 follows the pattern (unverified).
+#: Cores per chip: v2/v3 two TensorCores per chip, v5e one (cloud.google.com/tpu/docs/system-architecture-tpu-vm,
+#: checked 2026-11). Compute Engine has no quota for Vertex TPUs; TPU VMs you create yourself use the Cloud TPU
+#: API's quotas (tpu.googleapis.com), which tpuctl does not request.
+VERTEX_TPU_QUOTA: dict[str, tuple[str, int]] = {
+    "v2": ("aiplatform.googleapis.com/custom_model_training_tpu_v2", 2),
+    "v3": ("aiplatform.googleapis.com/custom_model_training_tpu_v3", 2),
+    "v5e": ("aiplatform.googleapis.com/custom_model_training_tpu_v5e", 1),
+}
+
+
+def quota_service(kind: str) -> str:
+    """``vertex`` / ``compute`` -> the API whose quota it is (aiplatform.googleapis.com / compute.googleapis.com)."""
+    if kind not in QUOTA_SERVICES:
+        raise DomainError(f"quota service {kind!r} must be one of: {', '.join(QUOTA_SERVICES)}")
+    return QUOTA_SERVICES[kind]
+
+
+def gpu_quota_metric(gpu: GpuType, kind: str = DEFAULT_QUOTA_SERVICE, spot: bool = False) -> str:
+    quota_service(kind)
+    return QUOTA_METRIC_FORMATS[(kind, spot)].format(metric=gpu.quota_metric)
+
+
 @dataclass(frozen=True)
-class GpuQuotaRequest:
-    gpu: GpuType
+class QuotaRequest:
+    """One regional accelerator quota the stack asks Google for (a Cloud Quotas preference)."""
+
+    accelerator: str             # short label: t4, tpu-v5e (resource names, messages)
     region: str
-    count: int
+    count: int                   # GPUs, or TPU cores
+    metric: str                  # full quota metric, e.g. aiplatform.googleapis.com/custom_model_training_nvidia_t4_gpus
+    gpu: GpuType | None = None
+    tpu_version: str | None = None
+    spot: bool = False
 
     @property
-    def quota_id(self) -> str:
-        return self.gpu.quota_id
+    def service(self) -> str:
+        return self.metric.split("/", 1)[0]
+
+    @property
+    def label(self) -> str:
+        return f"{self.accelerator}{'-spot' if self.spot else ''}"
 
 
-def parse_gpu_quota(spec: str) -> GpuQuotaRequest:
-    """``GPU_TYPE:REGION:COUNT`` (e.g. ``nvidia-tesla-t4:us-central1:4``) → validated request."""
+#: The old name: every GPU quota request is a QuotaRequest.
+GpuQuotaRequest = QuotaRequest
+
+
+def _count(spec: str, text: str, what: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        raise DomainError(f"{what} {spec!r}: count {text!r} is not a whole number") from None
+    if count <= 0:
+        raise DomainError(f"{what} {spec!r}: count must be at least 1")
+    return count
+
+
+def parse_gpu_quota(spec: str, kind: str = DEFAULT_QUOTA_SERVICE) -> QuotaRequest:
+    """``GPU_TYPE:REGION:COUNT[:spot]`` (e.g. ``nvidia-tesla-t4:us-central1:4``) → validated request for the
+    quota of ``kind`` (vertex: Vertex AI custom training; compute: Compute Engine VMs/GKE)."""
     parts = [p.strip() for p in str(spec).split(":")]
-    if len(parts) != 3:
-        raise DomainError(f"GPU quota {spec!r} must be GPU_TYPE:REGION:COUNT, e.g. nvidia-tesla-t4:us-central1:4")
-    name, region, count_text = parts
+    spot = len(parts) == 4 and parts[3].lower() == "spot"
+    if len(parts) not in (3, 4) or (len(parts) == 4 and not spot):
+        raise DomainError(f"GPU quota {spec!r} must be GPU_TYPE:REGION:COUNT or GPU_TYPE:REGION:COUNT:spot, "
+                          "e.g. nvidia-tesla-t4:us-central1:4")
+    name, region, count_text = parts[:3]
     gpu = gpu_type(name)
     validate_region(region)
     if region not in gpu.regions:
         raise DomainError(f"GPU {gpu.name} is not offered in {region}; try one of {', '.join(sorted(gpu.regions))}")
-    try:
-        count = int(count_text)
-    except ValueError:
-        raise DomainError(f"GPU quota {spec!r}: count {count_text!r} is not a whole number") from None
-    if count <= 0:
-        raise DomainError(f"GPU quota {spec!r}: count must be at least 1")
-    return GpuQuotaRequest(gpu, region, count)
+    count = _count(spec, count_text, "GPU quota")
+    return QuotaRequest(gpu.short, region, count, gpu_quota_metric(gpu, kind, spot), gpu=gpu, spot=spot)
+
+
+def parse_tpu_quota(spec: str) -> QuotaRequest:
+    """``TPU_VERSION:REGION:CORES`` (e.g. ``v5e:us-central1:8`` or ``tpu-v5e:…``) → Vertex AI TPU quota request."""
+    parts = [p.strip() for p in str(spec).split(":")]
+    if len(parts) != 3:
+        raise DomainError(f"TPU quota {spec!r} must be TPU_VERSION:REGION:CORES, e.g. v5e:us-central1:8")
+    version, region, count_text = parts
+    version = version.lower().removeprefix("tpu-")
+    if version not in VERTEX_TPU_QUOTA:
+        raise DomainError(f"TPU quota {spec!r}: version {version!r} must be one of {', '.join(VERTEX_TPU_QUOTA)}")
+    validate_region(region)
+    regions = frozenset().union(*(t.regions for t in TPU_TYPES.values() if t.version == version))
+    if region not in regions:
+        raise DomainError(f"TPU {version} is not offered in {region} on Vertex AI according to tpuctl's catalogue; "
+                          f"try one of {', '.join(sorted(regions))}")
+    count = _count(spec, count_text, "TPU quota")
+    return QuotaRequest(f"tpu-{version}", region, count, VERTEX_TPU_QUOTA[version][0], tpu_version=version)
+
+
+def job_quota_need(accel: Accelerator, replicas: int = 1, kind: str = DEFAULT_QUOTA_SERVICE,
+                   spot: bool = False) -> tuple[str, int] | None:
+    """(metric, units) a job of ``replicas`` copies of ``accel`` draws on; None for CPU-only jobs."""
+    if accel.kind == "gpu" and accel.gpu is not None:
+        return gpu_quota_metric(accel.gpu, kind, spot), accel.gpu_count * replicas
+    if accel.kind == "tpu" and accel.tpu is not None:
+        metric, cores_per_chip = VERTEX_TPU_QUOTA[accel.tpu.version]
+        return metric, accel.tpu.chips * cores_per_chip * replicas
+    return None
+
+
+def regional_quota_id(metric: str, infos) -> str:
+    """The per-region quota id of ``metric`` among Cloud Quotas QuotaInfos, given as
+    ``(quota_id, metric, dimension keys)`` triples. Raises DomainError naming the metric when none matches."""
+    matching = [(qid, tuple(dims)) for qid, m, dims in infos if m == metric]
+    regional = sorted(qid for qid, dims in matching if "region" in dims)
+    if regional:
+        return regional[0]
+    service = metric.split("/", 1)[0]
+    if matching:
+        raise DomainError(f"quota metric {metric} has no per-region quota (quota ids: "
+                          f"{', '.join(q for q, _ in matching)}); tpuctl requests regional quota only")
+    raise DomainError(f"no Cloud Quotas quota of {service} has the metric {metric}: Google may have renamed it, "
+                      f"or the API is not enabled; list them with `gcloud beta quotas info list --service={service} "
+                      "--project=PROJECT` and report it")
 
 
 @dataclass(frozen=True)

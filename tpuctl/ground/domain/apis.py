@@ -13,10 +13,13 @@ REQUIRED_APIS: tuple[str, ...] = (
     "serviceusage.googleapis.com",
     "compute.googleapis.com",
 )
-#: APIs Pulumi itself needs before the first `pulumi up` (state bucket, resource manager, usage).
+#: APIs Pulumi itself needs before the first `pulumi up` (state bucket, resource manager, usage), and
+#: Cloud Quotas: the program looks quota ids up from their metrics (gcp.cloudquota.get_s_quota_infos)
+#: while it plans, before it could enable the API itself.
 BOOTSTRAP_APIS: tuple[str, ...] = (
     "cloudresourcemanager.googleapis.com",
     "serviceusage.googleapis.com",
     "storage.googleapis.com",
     "iam.googleapis.com",
+    "cloudquotas.googleapis.com",
 )

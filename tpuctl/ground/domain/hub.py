@@ -36,3 +36,103 @@ def hub_object_name(prefix: str, handle: str, relative_path: str) -> str:
 
 def tfhub_cache_dir(bucket: str, prefix: str = DEFAULT_HUB_CACHE_PREFIX) -> str:
     return f"gs://{bucket}/{prefix}"
+
+
+# --------------------------------------------------------------------------------------------
+# Crash-safe layout: staging, the completeness manifest, the descriptor
+# --------------------------------------------------------------------------------------------
+# tensorflow_hub treats <TFHUB_CACHE_DIR>/<sha1>/ as cached when the folder EXISTS AND IS NON-EMPTY
+# (tensorflow_hub/resolver.py, atomic_download: ``check_module_exists = gfile.Exists(module_dir) and
+# gfile.ListDirectory(module_dir)``; tensorflow_hub 0.16.1, checked 2025). It never looks for
+# saved_model.pb and never re-downloads, so a half-written folder is "loaded" and crashes the job.
+# tpuctl therefore uploads to a staging prefix tensorflow_hub never reads, copies into <sha1>/ only
+# verified objects, and writes a manifest LAST: a folder without a valid manifest is incomplete.
+# trainer/hubcheck.py reads the same manifest with tf.io.gfile (the trainer imports nothing of ours).
+
+#: Object (file) written last into ``<prefix>/<sha1>/``; its presence and content mark the folder complete.
+HUB_MANIFEST = ".tpuctl-manifest.json"
+#: Format tag inside the manifest (trainer/hubcheck.py checks the same string).
+HUB_MANIFEST_FORMAT = "tpuctl-hub-manifest/1"
+#: Folder under the prefix where uploads are staged: not a sha1, so tensorflow_hub never reads it.
+HUB_STAGING = ".staging"
+
+
+def hub_folder(prefix: str, handle: str) -> str:
+    """``<prefix>/<sha1(handle)>/`` (with the trailing slash: a listing prefix)."""
+    return f"{prefix}/{hub_cache_key(handle)}/"
+
+
+def hub_manifest_name(prefix: str, handle: str) -> str:
+    return f"{prefix}/{hub_cache_key(handle)}/{HUB_MANIFEST}"
+
+
+def hub_descriptor_name(prefix: str, handle: str) -> str:
+    """``<prefix>/<sha1>.descriptor.txt``: the descriptor tensorflow_hub writes next to a module folder."""
+    return f"{prefix}/{hub_cache_key(handle)}.descriptor.txt"
+
+
+def hub_staging_prefix(prefix: str, key: str) -> str:
+    """Listing prefix of every staging folder of one model: ``<prefix>/.staging/<sha1>-``."""
+    return f"{prefix}/{HUB_STAGING}/{key}-"
+
+
+def hub_manifest(handle: str, files: dict[str, tuple[int, str]], created_by: str, created: str | None) -> str:
+    """Manifest text: handle, sha1, every file (relative path -> (size, base64 crc32c)), who wrote it, when.
+
+    ``created`` is None when the writer must be deterministic (the Pulumi program: a date would change
+    the object on every ``pulumi up``)."""
+    import json
+
+    body = {
+        "format": HUB_MANIFEST_FORMAT,
+        "handle": handle,
+        "key": hub_cache_key(handle),
+        "created_by": created_by,
+        "created": created,
+        "descriptor": f"{hub_cache_key(handle)}.descriptor.txt",
+        "files": [{"path": rel, "size": int(size), "crc32c": crc} for rel, (size, crc) in sorted(files.items())],
+    }
+    return json.dumps(body, indent=1, sort_keys=True) + "\n"
+
+
+def parse_hub_manifest(text: str | bytes, handle: str | None = None) -> dict[str, tuple[int, str]]:
+    """Files of a manifest (relative path -> (size, crc32c)); raises DomainError if it is not valid
+    (or, with ``handle``, is the manifest of another handle)."""
+    import json
+
+    try:
+        body = json.loads(text)
+        if body.get("format") != HUB_MANIFEST_FORMAT:
+            raise DomainError(f"unknown manifest format {body.get('format')!r}")
+        files = {f["path"]: (int(f["size"]), str(f["crc32c"])) for f in body["files"]}
+    except DomainError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise DomainError(f"unreadable manifest ({exc.__class__.__name__})") from None
+    if handle is not None and (body.get("handle") != handle or body.get("key") != hub_cache_key(handle)):
+        raise DomainError(f"manifest is for {body.get('handle')!r}, not {handle!r}")
+    if not files or "saved_model.pb" not in files:
+        raise DomainError("manifest lists no saved_model.pb")
+    return files
+
+
+def hub_folder_problem(manifest: str | bytes | None, objects: dict[str, tuple[int, str | None]],
+                       handle: str | None = None) -> str | None:
+    """Why the folder is not complete, or None. ``objects``: relative path -> (size, crc32c) as listed
+    (the manifest itself excluded). Every manifest file must be there with its size and crc32c."""
+    if manifest is None:
+        if not objects:
+            return "empty"
+        return f"no {HUB_MANIFEST} (an upload was interrupted, or it predates manifests)"
+    try:
+        files = parse_hub_manifest(manifest, handle)
+    except DomainError as exc:
+        return str(exc)
+    missing = sorted(rel for rel in files if rel not in objects)
+    if missing:
+        return f"{len(missing)} of {len(files)} file(s) missing (e.g. {missing[0]})"
+    bad = sorted(rel for rel, (size, crc) in files.items()
+                 if objects[rel][0] != size or (objects[rel][1] is not None and objects[rel][1] != crc))
+    if bad:
+        return f"{len(bad)} file(s) differ from the manifest (size or crc32c; e.g. {bad[0]})"
+    return None

@@ -10,28 +10,54 @@ from tpuctl.ground.domain.names import validate_account_id
 from tpuctl.ground.domain.storage_iam import PUBLIC_MEMBERS
 from tpuctl.ground.errors import DomainError
 
+#: How a service agent comes to exist (shared/REFERENCE.md "Google Cloud facts", verified 2026-11):
+#: serviceusage: Service Usage ``generateServiceIdentity`` creates the service's PRIMARY agent (Pulumi
+#:   ``gcp.projects.ServiceIdentity``); tpu-v2: Cloud TPU v2 API ``projects.locations.generateServiceIdentity``
+#:   (google-cloud-tpu ``TpuClient.generate_service_identity``; gcloud ``compute tpus tpu-vm service-identity
+#:   create``) creates the TPU VM agent gcp-sa-tpu, which Service Usage never returns; first-use: Google creates
+#:   it when the API is first used (the Vertex AI custom code agent appears with the first custom job).
+AGENT_CREATORS: tuple[str, ...] = ("serviceusage", "tpu-v2", "first-use")
+
 
 @dataclass(frozen=True)
 class AgentKind:
     keyword: str
     description: str
-    service: str          # API whose service identity this is (generateServiceIdentity target)
+    service: str          # API the agent belongs to
     email_format: str     # str.format with project_number
-    project_role: str | None = None  # the agent's own service-agent role, when Google does not grant it
+    creator: str = "serviceusage"    # one of AGENT_CREATORS
+    #: The agent's own service-agent role. An agent created ON REQUEST (serviceusage / tpu-v2) is not
+    #: granted it automatically, so tpuctl grants it (additively) after creating the agent.
+    project_role: str | None = None
+
+    @property
+    def created_on_request(self) -> bool:
+        return self.creator in ("serviceusage", "tpu-v2")
+
+    def create_command(self, project: str, zone: str = "us-central1-a") -> str:
+        """The gcloud command that creates this agent (doctor's fix line)."""
+        if self.creator == "tpu-v2":
+            return f"gcloud compute tpus tpu-vm service-identity create --zone={zone} --project={project}"
+        if self.creator == "serviceusage":
+            return f"gcloud beta services identity create --service={self.service} --project={project}"
+        return f"run one job on {self.service} (Google creates this agent with the first use)"
 
 
 SERVICE_AGENTS: dict[str, AgentKind] = {
     "tpu-agent": AgentKind(
-        "tpu-agent", "Cloud TPU service agent (TPU nodes)", "tpu.googleapis.com",
+        "tpu-agent", "Cloud TPU service agent (primary)", "tpu.googleapis.com",
         "service-{project_number}@cloud-tpu.iam.gserviceaccount.com",
+        creator="serviceusage", project_role="roles/tpu.serviceAgent",
     ),
     "tpu-vm-agent": AgentKind(
-        "tpu-vm-agent", "Cloud TPU VM service agent", "tpu.googleapis.com",
-        "service-{project_number}@gcp-sa-tpu.iam.gserviceaccount.com", "roles/cloudtpu.serviceAgent",
+        "tpu-vm-agent", "Cloud TPU VM service agent (TPU v2 API)", "tpu.googleapis.com",
+        "service-{project_number}@gcp-sa-tpu.iam.gserviceaccount.com",
+        creator="tpu-v2", project_role="roles/cloudtpu.serviceAgent",
     ),
     "vertex-agent": AgentKind(
         "vertex-agent", "Vertex AI custom code service agent", "aiplatform.googleapis.com",
         "service-{project_number}@gcp-sa-aiplatform-cc.iam.gserviceaccount.com",
+        creator="first-use",
     ),
 }
 TRAINING_SA_KEYWORD = "training-sa"

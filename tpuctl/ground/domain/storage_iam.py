@@ -3,13 +3,18 @@
 
 from __future__ import annotations
 
+import json as _json
 import re
+from importlib import resources as _resources
 from typing import Iterable
 
 from tpuctl.ground.errors import DomainError
 
 #: The four training buckets, keyed by the purpose the user knows them by.
 BUCKET_PURPOSES: tuple[str, ...] = ("data", "staging", "artifacts", "hub-cache")
+#: Purpose label of the access-log bucket (accessLogRetentionDays > 0): not a training bucket, no training
+#: principal gets access; GCS's log writer does.
+ACCESS_LOG_PURPOSE = "access-logs"
 #: Buckets the training job only reads, and the ones it writes.
 READ_BUCKETS: tuple[str, ...] = ("data", "hub-cache")
 WRITE_BUCKETS: tuple[str, ...] = ("artifacts", "staging")
@@ -33,75 +38,74 @@ LEGACY_BUCKET_ROLES: tuple[str, ...] = ("roles/storage.legacyBucketReader", "rol
 REQUIRED_READ_PERMISSIONS: frozenset[str] = frozenset({"objects.list", "objects.get"})
 REQUIRED_WRITE_PERMISSIONS: frozenset[str] = frozenset({"objects.create", "objects.get", "objects.delete"})
 
-_OBJECT_ALL = frozenset(
-    {"objects.create", "objects.delete", "objects.get", "objects.list", "objects.update",
-     "objects.getIamPolicy", "objects.setIamPolicy", "objects.restore"}
+#: Google's predefined role definitions, checked in: ``data/predefined_roles.json`` holds role ->
+#: includedPermissions (the full list, every service) for every role string in tpuctl's code, docs and
+#: tests (``tests/ops/test_domain.py`` scans the tree and fails on a role the snapshot lacks). Source:
+#: the ``gcloud iam roles describe`` dumps of github.com/iann0036/iam-dataset (gcp/roles/*.json) at
+#: commit 2073fa52ac008a45477aa0b1b4580cd99135bf60 (2026-08-22), copied 2026-11-22; the file names
+#: its source. To add a role: copy gcp/roles/<ID>.json of a newer commit into the snapshot and update
+#: "source". Read with the standard library only (ground layer).
+_SNAPSHOT: dict = _json.loads(
+    _resources.files("tpuctl.ground.domain").joinpath("data/predefined_roles.json").read_text(encoding="utf-8")
 )
-_BUCKET_ALL = frozenset(
-    {"buckets.create", "buckets.delete", "buckets.get", "buckets.list", "buckets.update",
-     "buckets.getIamPolicy", "buckets.setIamPolicy"}
-)
+PREDEFINED_ROLES_SOURCE: dict[str, str] = {**_SNAPSHOT["source"], "retrieved": _SNAPSHOT["retrieved"]}
 
-#: Storage permissions (without the "storage." prefix) of every predefined role this project meets.
-#: Source: cloud.google.com/storage/docs/access-control/iam-roles.
+#: Every permission of every snapshotted predefined role (full names, e.g. ``aiplatform.customJobs.create``).
+ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
+    role: frozenset(entry["includedPermissions"]) for role, entry in _SNAPSHOT["roles"].items()
+}
+
+#: The storage part of ROLE_PERMISSIONS, without the "storage." prefix (``objects.get``…). Facts worth
+#: knowing (all from the snapshot): roles/viewer has ``buckets.list`` but not ``buckets.get``;
+#: roles/editor and roles/owner carry no ``objects.*`` at all (basic-role members reach objects only
+#: through a bucket's convenience bindings, see DEFAULT_CONVENIENCE_BINDINGS);
+#: roles/storage.bucketViewer is ``buckets.get`` + ``buckets.list`` only; the service-agent roles
+#: roles/aiplatform.customCodeServiceAgent and roles/ml.serviceAgent carry broad storage permissions.
 ROLE_STORAGE_PERMISSIONS: dict[str, frozenset[str]] = {
-    "roles/storage.objectViewer": frozenset({"objects.get", "objects.list", "folders.get", "folders.list",
-                                             "managedFolders.get", "managedFolders.list"}),
-    "roles/storage.objectCreator": frozenset({"objects.create", "folders.create", "managedFolders.create",
-                                              "multipartUploads.create", "multipartUploads.abort",
-                                              "multipartUploads.listParts"}),
-    "roles/storage.objectUser": frozenset({"objects.create", "objects.delete", "objects.get", "objects.list",
-                                           "objects.update", "objects.restore", "folders.create",
-                                           "folders.delete", "folders.get", "folders.list", "folders.rename",
-                                           "managedFolders.create", "managedFolders.delete",
-                                           "managedFolders.get", "managedFolders.list",
-                                           "multipartUploads.create", "multipartUploads.abort",
-                                           "multipartUploads.list", "multipartUploads.listParts"}),
-    "roles/storage.objectAdmin": _OBJECT_ALL | frozenset({"folders.create", "folders.delete", "folders.get",
-                                                          "folders.list", "multipartUploads.create",
-                                                          "multipartUploads.abort", "multipartUploads.list",
-                                                          "multipartUploads.listParts"}),
-    "roles/storage.legacyBucketReader": frozenset({"buckets.get", "objects.list"}),
-    "roles/storage.legacyBucketWriter": frozenset({"buckets.get", "objects.list", "objects.create",
-                                                   "objects.delete", "multipartUploads.create",
-                                                   "multipartUploads.abort", "multipartUploads.list",
-                                                   "multipartUploads.listParts"}),
-    "roles/storage.legacyBucketOwner": frozenset({"buckets.get", "buckets.update", "buckets.getIamPolicy",
-                                                  "buckets.setIamPolicy", "objects.list", "objects.create",
-                                                  "objects.delete", "multipartUploads.create",
-                                                  "multipartUploads.abort", "multipartUploads.list",
-                                                  "multipartUploads.listParts"}),
-    "roles/storage.legacyObjectReader": frozenset({"objects.get"}),
-    "roles/storage.legacyObjectOwner": frozenset({"objects.get", "objects.update", "objects.getIamPolicy",
-                                                  "objects.setIamPolicy"}),
-    "roles/storage.admin": _OBJECT_ALL | _BUCKET_ALL | frozenset({"folders.create", "folders.delete",
-                                                                  "folders.get", "folders.list",
-                                                                  "multipartUploads.create",
-                                                                  "multipartUploads.abort",
-                                                                  "multipartUploads.list",
-                                                                  "multipartUploads.listParts"}),
-    "roles/storage.bucketViewer": frozenset({"buckets.get", "buckets.list", "buckets.getIamPolicy"}),
-    # Basic roles: project viewers see bucket metadata but get no object data through this role.
-    "roles/viewer": frozenset({"buckets.get", "buckets.list"}),
-    "roles/editor": _OBJECT_ALL | _BUCKET_ALL,
-    "roles/owner": _OBJECT_ALL | _BUCKET_ALL,
-    # Service agent roles carry no data access to the project's buckets.
-    "roles/cloudtpu.serviceAgent": frozenset(),
-    "roles/aiplatform.customCodeServiceAgent": frozenset(),
-    "roles/ml.serviceAgent": frozenset({"buckets.get", "objects.get", "objects.list"}),
-    "roles/aiplatform.user": frozenset(),
-    "roles/iam.serviceAccountUser": frozenset(),
+    role: frozenset(p[len("storage."):] for p in perms if p.startswith("storage."))
+    for role, perms in ROLE_PERMISSIONS.items()
 }
 
-#: Bucket ACL (fine-grained access) entries expressed as the permissions they give.
-ACL_PERMISSIONS: dict[str, frozenset[str]] = {
-    "bucket:READER": frozenset({"buckets.get", "objects.list"}),
-    "bucket:WRITER": frozenset({"buckets.get", "objects.list", "objects.create", "objects.delete"}),
-    "bucket:OWNER": frozenset({"buckets.get", "buckets.update", "objects.list", "objects.create", "objects.delete"}),
-    # Default object ACL: applies to objects written after the grant (existing ones need their own entry).
-    "defaultObject:READER": frozenset({"objects.get"}),
-    "defaultObject:OWNER": frozenset({"objects.get", "objects.update"}),
+#: Bucket ACL (fine-grained access) entries as the legacy role Google defines as their equivalent
+#: (Cloud Storage JSON API, Policy.bindings.role: "legacyBucketReader — equivalent to an ACL entry on a
+#: bucket with the READER role" …; cloud.google.com/storage/docs/access-control/iam#acls). Default
+#: object ACL entries apply to objects written after the grant (existing ones need their own entry).
+ACL_EQUIVALENT_ROLES: dict[str, str] = {
+    "bucket:READER": "roles/storage.legacyBucketReader",
+    "bucket:WRITER": "roles/storage.legacyBucketWriter",
+    "bucket:OWNER": "roles/storage.legacyBucketOwner",
+    "defaultObject:READER": "roles/storage.legacyObjectReader",
+    "defaultObject:OWNER": "roles/storage.legacyObjectOwner",
 }
+ACL_PERMISSIONS: dict[str, frozenset[str]] = {
+    key: ROLE_STORAGE_PERMISSIONS[role] for key, role in ACL_EQUIVALENT_ROLES.items()
+}
+
+#: Basic roles and the bucket-policy member type ("convenience value") that stands for their holders:
+#: ``projectViewer:PROJECT`` in a bucket policy means "whoever holds roles/viewer on PROJECT".
+BASIC_ROLE_CONVENIENCE_MEMBERS: dict[str, str] = {
+    "roles/viewer": "projectViewer",
+    "roles/editor": "projectEditor",
+    "roles/owner": "projectOwner",
+}
+#: The convenience bindings Cloud Storage writes into the IAM policy of a new bucket with uniform
+#: bucket-level access (every bucket tpuctl creates): owners and editors get legacyBucketOwner +
+#: legacyObjectOwner, viewers legacyBucketReader + legacyObjectReader. NOT verified against a Google
+#: documentation page (the page could not be retrieved when this was written, 2026-11-22); it is the
+#: policy `gcloud storage buckets get-iam-policy` shows for a new bucket, as seen in public exports of
+#: live bucket policies. ``tpuctl doctor`` reads the real bucket policy instead of assuming it.
+DEFAULT_CONVENIENCE_BINDINGS: dict[str, tuple[str, ...]] = {
+    "projectOwner": ("roles/storage.legacyBucketOwner", "roles/storage.legacyObjectOwner"),
+    "projectEditor": ("roles/storage.legacyBucketOwner", "roles/storage.legacyObjectOwner"),
+    "projectViewer": ("roles/storage.legacyBucketReader", "roles/storage.legacyObjectReader"),
+}
+
+
+def convenience_member_type(member: str) -> str | None:
+    """``projectViewer`` for ``projectViewer:my-proj`` (or ``projectViewer:123``), else None."""
+    kind, sep, _ = member.partition(":")
+    return kind if sep and kind in DEFAULT_CONVENIENCE_BINDINGS else None
+
 
 #: Roles the project never grants to a training principal.
 FORBIDDEN_ROLES: frozenset[str] = frozenset({"roles/owner", "roles/editor"})
@@ -154,7 +158,7 @@ def validate_access_mode(mode: str) -> None:
 
 
 def storage_permissions(roles: Iterable[str]) -> frozenset[str]:
-    """Union of the storage permissions granted by ``roles`` (unknown roles give nothing)."""
+    """Union of the storage permissions granted by ``roles`` or ACL keys (unknown ones give nothing)."""
     out: set[str] = set()
     for role in roles:
         out |= ROLE_STORAGE_PERMISSIONS.get(role, frozenset())

@@ -1,0 +1,83 @@
+"""The TPU VM agent through the Cloud TPU v2 API, doctor's per-agent fix lines, Cloud Quotas lookups —
+each with the real Google client (google-cloud-tpu, google-cloud-quotas) against the local fake."""
+
+from __future__ import annotations
+
+import pytest
+
+from bootstrap import doctor, principals
+from tpuctl.ground import domain
+from tpuctl.ground.errors import DomainError
+
+from fakegoogle import quota_info
+
+PROJECT, NUMBER = "my-proj-1", "123456789012"
+T4 = "aiplatform.googleapis.com/custom_model_training_nvidia_t4_gpus"
+
+
+def test_tpu_vm_agent_comes_from_the_tpu_v2_api(fake, google_env):
+    fake.add_project(PROJECT, NUMBER)
+    email = principals.generate_tpu_identity(PROJECT, "europe-west4-a")
+    assert email == f"service-{NUMBER}@gcp-sa-tpu.iam.gserviceaccount.com"
+    assert fake.tpu_identity_calls == [(PROJECT, "europe-west4-a")] and fake.identity_calls == []
+
+
+def test_agents_say_how_they_are_created_and_which_role_they_need():
+    vm, tpu, vertex = (domain.SERVICE_AGENTS[k] for k in ("tpu-vm-agent", "tpu-agent", "vertex-agent"))
+    assert (vm.creator, vm.project_role) == ("tpu-v2", "roles/cloudtpu.serviceAgent")
+    assert (tpu.creator, tpu.project_role) == ("serviceusage", "roles/tpu.serviceAgent")
+    assert vertex.creator == "first-use" and not vertex.created_on_request
+
+
+@pytest.mark.parametrize("keyword, fix", [
+    ("tpu-vm-agent", "gcloud compute tpus tpu-vm service-identity create --zone=us-east1-c --project=my-proj-1, "
+                     "then gcloud projects add-iam-policy-binding my-proj-1 --member=serviceAccount:{email} "
+                     "--role=roles/cloudtpu.serviceAgent --condition=None"),
+    ("tpu-agent", "gcloud beta services identity create --service=tpu.googleapis.com --project=my-proj-1, "
+                  "then gcloud projects add-iam-policy-binding my-proj-1 --member=serviceAccount:{email} "
+                  "--role=roles/tpu.serviceAgent --condition=None"),
+])
+def test_doctor_fix_line_is_the_agents_own_creating_call(keyword, fix):
+    email = domain.agent_email(keyword, NUMBER)
+    (check,) = doctor.check_agent(keyword, email, domain.SERVICE_AGENTS[keyword], PROJECT, "us-east1-c", False, [])
+    assert check.status == "fail" and check.fix == fix.format(email=email)
+
+
+def test_doctor_flags_an_agent_without_its_service_agent_role():
+    email = domain.agent_email("tpu-vm-agent", NUMBER)
+    member = f"serviceAccount:{email}"
+    kind = domain.SERVICE_AGENTS["tpu-vm-agent"]
+    bindings = [{"role": "roles/storage.objectViewer", "members": {member}, "condition": False}]
+    exists, role = doctor.check_agent("tpu-vm-agent", email, kind, PROJECT, "us-central1-a", True, bindings)
+    assert exists.status == "pass" and role.status == "fail" and "roles/cloudtpu.serviceAgent" in role.fix
+    bindings.append({"role": "roles/cloudtpu.serviceAgent", "members": {member}, "condition": False})
+    assert [c.status for c in doctor.check_agent("tpu-vm-agent", email, kind, PROJECT, "us-central1-a", True,
+                                                 bindings)] == ["pass", "pass"]
+
+
+def test_quota_id_is_resolved_from_the_metric_with_the_real_client(fake, google_env):
+    fake.quota_infos["aiplatform.googleapis.com"] = [
+        quota_info("aiplatform.googleapis.com", T4, "CustomModelTrainingT4GPUsPerProjectPerRegion",
+                   {"us-central1": 4}, default=0)]
+    info = doctor.quota_info_for_metric(PROJECT, T4)
+    assert info.quota_id == "CustomModelTrainingT4GPUsPerProjectPerRegion"
+    assert doctor.regional_limit(info, "us-central1") == 4 and doctor.regional_limit(info, "europe-west4") == 0
+    assert fake.quota_info_calls == [(PROJECT, "aiplatform.googleapis.com")]
+
+
+def test_a_metric_no_quota_has_fails_naming_the_metric(fake, google_env):
+    fake.quota_infos["aiplatform.googleapis.com"] = [
+        quota_info("aiplatform.googleapis.com", "aiplatform.googleapis.com/other", "Other", {"us-central1": 1})]
+    with pytest.raises(DomainError, match="custom_model_training_nvidia_t4_gpus"):
+        doctor.quota_info_for_metric(PROJECT, T4)
+
+
+def test_doctor_lists_quota_preferences_with_the_cloud_quotas_client(fake, google_env):
+    fake.quota_preferences[PROJECT] = [{
+        "name": f"projects/{PROJECT}/locations/global/quotaPreferences/t4", "service": "aiplatform.googleapis.com",
+        "quotaId": "CustomModelTrainingT4GPUsPerProjectPerRegion", "dimensions": {"region": "us-central1"},
+        "quotaConfig": {"preferredValue": "4", "grantedValue": "2"}}]
+    (check,) = doctor.check_quota_preferences(PROJECT)
+    assert check.status == "fail" and check.name == (
+        "quota aiplatform.googleapis.com/CustomModelTrainingT4GPUsPerProjectPerRegion [region=us-central1]")
+    assert "only 2 granted" in check.detail

@@ -1,0 +1,178 @@
+"""`tpuctl image`: the Dockerfile lints, the build context is exactly what it needs and runs the trainer,
+the tag follows the sources, and Cloud Build is driven through its real client (a local fake endpoint)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tpuctl.ground.envs import REPO_ROOT, trainer_env, trainer_python
+from tpuctl.services import image
+
+from clifixtures import invoke
+from gcsfixtures import storage_emulator
+
+PROJECT, REGION = "my-tpu-project", "us-central1"
+STAGING = "tpuctl-my-tpu-project-staging"
+SA = "tpuctl-trainer@my-tpu-project.iam.gserviceaccount.com"
+
+
+@pytest.fixture
+def outputs_file(tmp_path):
+    f = tmp_path / "outputs.json"
+    f.write_text(json.dumps({
+        "project": PROJECT, "region": REGION, "zone": f"{REGION}-a",
+        "buckets": {"staging": STAGING, "artifacts": "tpuctl-my-tpu-project-artifacts"},
+        "principals": {"training-sa": SA}, "training_service_account": SA,
+    }))
+    return f
+
+
+def _copy_sources(dest: Path) -> Path:
+    for variant in image.VARIANTS:
+        for rel, path in image.context_files(variant):
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, dest / rel)
+    return dest
+
+
+def test_dockerfile_passes_hadolint():
+    hadolint = shutil.which("hadolint") or str(Path(os.sys.executable).with_name("hadolint"))
+    proc = subprocess.run([hadolint, str(REPO_ROOT / image.DOCKERFILE)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_every_variant_has_a_lock_the_dockerfile_installs():
+    dockerfile = (REPO_ROOT / image.DOCKERFILE).read_text()
+    assert "requirements/image-${VARIANT}.lock" in dockerfile and "--no-deps" in dockerfile
+    assert "USER 10001" in dockerfile and 'ENTRYPOINT ["python", "-m", "trainer.task"]' in dockerfile
+    for variant in image.VARIANTS:
+        lock = (REPO_ROOT / image.lock_file(variant)).read_text().splitlines()
+        pins = [line for line in lock if line and not line.startswith("#")]
+        assert pins and all("==" in line for line in pins), variant
+        names = {line.split("==")[0].lower().replace("_", "-") for line in pins}
+        assert "pytest" not in names and "hypothesis" not in names  # runtime only
+        assert {"tf-keras", "tensorflow-hub"} <= names, variant
+    gpu = (REPO_ROOT / image.lock_file("gpu")).read_text()
+    assert "nvidia-cudnn-cu12==" in gpu and "tensorflow==2.21.0" in gpu
+    tpu = (REPO_ROOT / image.lock_file("tpu")).read_text()
+    assert "tensorflow_tpu==" in tpu and "libtpu==" in tpu
+
+
+def test_tag_follows_the_sources_and_nothing_else(tmp_path):
+    root = _copy_sources(tmp_path / "a")
+    first = image.image_tag("cpu", root)
+    assert first == image.image_tag("cpu", root) and first.startswith("sha256-")
+    (root / "README.md").write_text("not in the build context")
+    assert image.image_tag("cpu", root) == first
+    (root / "trainer" / "task.py").write_text((root / "trainer" / "task.py").read_text() + "\n# changed\n")
+    assert image.image_tag("cpu", root) != first
+    assert image.image_tag("gpu", root) != image.image_tag("cpu", root)
+
+
+def test_bad_variant_and_repository_are_one_line(outputs_file):
+    r = invoke(["image", "build", "--variant", "xpu", "--outputs", str(outputs_file), "--dry-run"])
+    assert r.exit_code == 2 and r.stderr.strip() == "error: image variant 'xpu' must be one of: cpu, gpu, tpu"
+    r = invoke(["image", "build", "--repository", "Bad_Repo", "--outputs", str(outputs_file), "--dry-run"])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "Bad_Repo" in r.stderr
+
+
+def test_build_context_holds_exactly_what_the_image_needs_and_trains(tmp_path):
+    python = trainer_python()
+    if not python.exists():
+        pytest.skip(f"trainer environment {python} is missing (scripts/setup.sh)")
+    archive = image.write_context("cpu", tmp_path / "context.tar.gz")
+    with tarfile.open(archive) as tar:
+        names = sorted(tar.getnames())
+        assert names == sorted(rel for rel, _ in image.context_files("cpu"))
+        tar.extractall(tmp_path / "ctx", filter="data")
+    ctx = tmp_path / "ctx"
+    # the lock installs nothing the trainer environment (where every test runs) does not already have
+    dry = subprocess.run([str(python), "-m", "pip", "install", "--dry-run", "--no-deps", "--no-index",
+                          "-r", str(ctx / "requirements/image-cpu.lock")], capture_output=True, text=True, timeout=300)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    assert "Would install" not in dry.stdout, dry.stdout
+    # the unpacked copy alone (not the checkout) writes the demo data and trains one short epoch
+    env = {**trainer_env(), "PYTHONPATH": str(ctx)}
+    where = subprocess.run([str(python), "-c", "import trainer; print(trainer.__file__)"], cwd=ctx, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert Path(where.stdout.strip()).is_relative_to(ctx), where.stdout + where.stderr
+    data = subprocess.run([str(python), "-m", "trainer.sample_data", "--out", str(tmp_path / "data")], cwd=ctx,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert data.returncode == 0, data.stderr[-2000:]
+    run = subprocess.run([str(python), "-m", "trainer.task", "--data_dir", str(tmp_path / "data"),
+                          "--model_dir", str(tmp_path / "model"), "--train_epochs", "1", "--steps_per_epoch", "5",
+                          "--distribution_strategy", "cpu"], cwd=ctx, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads((tmp_path / "model" / "result.json").read_text())
+    assert (Path(result["export_dir"]) / "saved_model.pb").is_file()
+
+
+def test_cloud_build_request_then_no_rebuild_of_an_unchanged_trainer(build_cloud, outputs_file, monkeypatch):
+    from google.cloud.devtools import cloudbuild_v1
+
+    fake = build_cloud()
+    with storage_emulator(default_bucket=STAGING) as url:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
+        first = invoke(["image", "build", "--outputs", str(outputs_file), "--poll-seconds", "0.5"])
+        assert first.exit_code == 0, first.output
+        ref = image.image_ref(None, "cpu", project=PROJECT, region=REGION)
+        assert first.stdout.strip().startswith(f"built and pushed {ref.uri} (build b1")
+        creates = fake.creates()
+        assert len(creates) == 1
+        path, body = creates[0][1], creates[0][2]
+        assert path.startswith(f"/v1/projects/{PROJECT}/builds") and f"locations%2F{REGION}" in path
+        # Google's own type accepts exactly what was sent
+        sent = cloudbuild_v1.Build.from_json(json.dumps(body), ignore_unknown_fields=False)
+        obj = f"tpuctl-image-context/trainer-cpu-{ref.tag}.tar.gz"
+        assert (sent.source.storage_source.bucket, sent.source.storage_source.object_) == (STAGING, obj)
+        assert [s.name for s in sent.steps] == ["gcr.io/cloud-builders/docker"]
+        assert list(sent.steps[0].args) == ["build", "--build-arg", "VARIANT=cpu", "-f", "container/Dockerfile",
+                                            "-t", ref.uri, "."]
+        assert list(sent.images) == [ref.uri] and list(sent.tags) == ["tpuctl", "trainer-cpu"]
+        assert sent.timeout.seconds == image.BUILD_TIMEOUT_SECONDS
+        assert sent.service_account == f"projects/{PROJECT}/serviceAccounts/{SA}"
+        assert sent.options.logging == cloudbuild_v1.BuildOptions.LoggingMode.CLOUD_LOGGING_ONLY
+        # the uploaded context is the reproducible archive of exactly the build context
+        from gcsfixtures import anonymous_client
+
+        blob = anonymous_client(url).bucket(STAGING).blob(obj)
+        assert blob.exists()
+        second = invoke(["image", "build", "--outputs", str(outputs_file)])
+        assert second.exit_code == 0 and "already exists: nothing to build" in second.stdout
+        assert len(fake.creates()) == 1   # no second build call
+
+
+def test_a_failed_build_is_one_line_with_its_log(build_cloud, outputs_file, monkeypatch):
+    build_cloud(statuses=("QUEUED", "FAILURE"), failure="step 0 exited 1: pip could not find tensorflow")
+    with storage_emulator(default_bucket=STAGING) as url:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
+        r = invoke(["image", "build", "--outputs", str(outputs_file), "--poll-seconds", "0.5"])
+    assert r.exit_code == 1
+    lines = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert lines == [r.stderr.splitlines()[-1]]
+    assert "ended FAILURE: step 0 exited 1: pip could not find tensorflow" in lines[0]
+    assert "cloud-build/builds/b1" in lines[0]
+
+
+def test_local_build_without_docker_is_one_line(outputs_file, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))   # no docker, no podman
+    r = invoke(["image", "build", "--local", "--outputs", str(outputs_file)])
+    assert r.exit_code == 2 and r.stderr.startswith("error: --local needs docker or podman")
+
+
+def test_dry_run_prints_the_request_and_calls_nothing(build_cloud, outputs_file):
+    fake = build_cloud()
+    r = invoke(["image", "build", "--outputs", str(outputs_file), "--dry-run", "--variant", "tpu"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["image"].startswith(f"{REGION}-docker.pkg.dev/{PROJECT}/tpuctl-trainer/trainer-tpu:sha256-")
+    assert "requirements/image-tpu.lock" in doc["context"]
+    assert fake.requests == []

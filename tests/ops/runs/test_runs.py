@@ -1,0 +1,102 @@
+"""`tpuctl runs ls|show|compare` and `tpuctl board` on runs the real trainer produced."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from tpuctl.ground.envs import trainer_env, trainer_python
+from tpuctl.services import board, runs
+
+from clifixtures import invoke
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    python = trainer_python()
+    if not python.exists():
+        pytest.skip(f"trainer environment {python} is missing (scripts/setup.sh)")
+    root = tmp_path_factory.mktemp("history")
+    data = root / "data"
+    subprocess.run([str(python), "-m", "trainer.sample_data", "--out", str(data), "--image-size", "16"],
+                   env=trainer_env(), check=True, capture_output=True, timeout=300)
+    base = root / "runs"
+    for name, epochs, started in (("20261101-100000", "2", 1_761_991_200), ("20261102-100000", "3", 1_762_077_600)):
+        model_dir = base / name
+        proc = subprocess.run([str(python), "-m", "trainer.task", "--data_dir", str(data), "--model_dir",
+                               str(model_dir), "--train_epochs", epochs, "--steps_per_epoch", "4", "--seed", "1",
+                               "--distribution_strategy", "cpu"], env=trainer_env(), capture_output=True,
+                              text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        runs.write_launch_record(str(model_dir), {"target": "local", "accelerator": "cpu", "workers": 1,
+                                                  "args": ["--train_epochs", epochs],
+                                                  "started": started, "finished": started + 75})
+    (base / "not-a-run").mkdir()
+    (base / "broken").mkdir()
+    (base / "broken" / "result.json").write_text("{not json")
+    return base
+
+
+def test_ls_lists_runs_newest_first_with_their_results(two_runs):
+    r = invoke(["runs", "ls", "--dir", str(two_runs), "--json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    assert [row["run"] for row in rows] == ["20261102-100000", "20261101-100000"]   # broken/foreign left out
+    for row, epochs in zip(rows, (3, 2)):
+        result = json.loads((two_runs / row["run"] / "result.json").read_text())
+        assert row["epochs"] == epochs and row["val_accuracy"] == result["val_accuracy"]
+        assert row["export_dir"] == result["export_dir"] and row["seconds"] == 75.0
+        assert (row["target"], row["accelerator"], row["model"]) == ("local", "cpu", result["model"])
+    table = invoke(["runs", "ls", "--dir", str(two_runs)])
+    assert table.exit_code == 0 and "2 run(s)" in table.stdout and "1m15s" in table.stdout
+
+
+def test_show_prints_settings_and_a_curve_per_metric(two_runs):
+    r = invoke(["runs", "show", "20261101", "--dir", str(two_runs)])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("run 20261101-100000")
+    curves = {line.split()[0]: line for line in r.stdout.splitlines() if "epoch_" in line}
+    assert "train/epoch_loss" in curves and "validation/epoch_accuracy" in curves
+    read = runs.scalars([runs.find_run(runs.list_runs(str(two_runs)), "20261101-100000")])
+    series = next(iter(read.values()))["train/epoch_loss"]
+    assert [step for step, _ in series] == [1, 2]          # one point per epoch, as the trainer wrote them
+    assert f"{series[0][1]:.4f} -> {series[-1][1]:.4f}" in curves["train/epoch_loss"]
+
+
+def test_compare_puts_two_runs_side_by_side(two_runs):
+    r = invoke(["runs", "compare", "20261101-100000", "20261102-100000", "--dir", str(two_runs)])
+    assert r.exit_code == 0, r.output
+    assert "20261101-100000 vs 20261102-100000" in r.stdout
+    assert "train/epoch_loss" in r.stdout and "val_accuracy" in r.stdout
+
+
+def test_unknown_and_ambiguous_runs_are_one_line(two_runs):
+    r = invoke(["runs", "show", "nope", "--dir", str(two_runs)])
+    assert r.exit_code == 2 and r.stderr.startswith("error: no run 'nope'") and r.stderr.count("\n") == 1
+    r = invoke(["runs", "show", "2026110", "--dir", str(two_runs)])
+    assert r.exit_code == 2 and "ambiguous" in r.stderr
+
+
+def test_board_serves_the_runs_scalars(two_runs):
+    handle = board.start(str(two_runs), timeout=180)
+    try:
+        deadline = time.monotonic() + 60
+        tags = {}
+        while time.monotonic() < deadline:     # TensorBoard loads event files in the background
+            with urllib.request.urlopen(handle.url + "data/plugin/scalars/tags", timeout=10) as resp:
+                tags = json.loads(resp.read())
+            if any("epoch_loss" in t for t in tags.values()):
+                break
+            time.sleep(1)
+        runs_seen = {run: set(t) for run, t in tags.items()}
+        assert any(run.endswith("20261101-100000/logs/train") and "epoch_loss" in t for run, t in runs_seen.items()), tags
+        assert any(run.endswith("logs/validation") and "epoch_accuracy" in t for run, t in runs_seen.items()), tags
+    finally:
+        handle.stop()
+    assert handle.task.proc.poll() is not None

@@ -1,0 +1,95 @@
+"""`tpuctl train --target vertex` checks the region's Vertex AI quota before it submits: the real
+google-cloud-quotas client against the local fake Google server (tests/ops/bootstrap/fakegoogle.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tpuctl.ground import domain
+from tpuctl.ground.errors import UserError
+from tpuctl.services import vertex
+from tpuctl.services.training import TrainOptions
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bootstrap"))
+from clifixtures import invoke  # noqa: E402
+from fakegoogle import FakeGoogle, quota_info  # noqa: E402
+
+PROJECT = "my-proj-1"
+AIP = "aiplatform.googleapis.com"
+T4 = f"{AIP}/custom_model_training_nvidia_t4_gpus"
+V5E = f"{AIP}/custom_model_training_tpu_v5e"
+OUTPUTS = {"project": PROJECT, "project_number": "123", "region": "us-central1", "zone": "us-central1-a",
+           "buckets": {"data": "p-data", "staging": "p-staging", "artifacts": "p-art"}}
+
+
+@pytest.fixture
+def quotas(monkeypatch, tmp_path):
+    server = FakeGoogle().start()
+    monkeypatch.setenv("TPUCTL_CLOUDQUOTAS_ENDPOINT", server.url)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "none.json"))
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    server.quota_infos[AIP] = [
+        quota_info(AIP, T4, "CustomModelTrainingT4GPUsPerProjectPerRegion", {"us-central1": 2}, default=0),
+        quota_info(AIP, V5E, "CustomModelTrainingTpuV5ePerProjectPerRegion", {"us-central1": 8}),
+    ]
+    yield server
+    server.stop()
+
+
+def job(accelerator: str, workers: int = 1) -> vertex.VertexJob:
+    from tpuctl.ground.outputs import parse_outputs
+
+    outputs = parse_outputs(OUTPUTS)
+    return vertex.plan_job(TrainOptions(accelerator=accelerator, workers=workers), outputs, job_name="q")
+
+
+def test_job_within_quota_passes(quotas):
+    assert vertex.check_quota(job("gpu-t4x2"), echo=print) == 2
+    assert vertex.check_quota(job("tpu-v5e-8"), echo=print) == 8      # v5e: one core per chip
+
+
+def test_job_over_quota_fails_with_the_stack_key_and_gcloud_command(quotas):
+    with pytest.raises(UserError) as err:
+        vertex.check_quota(job("gpu-t4x2", workers=2), echo=print)     # 2 replicas x 2 GPUs
+    text = str(err.value)
+    assert "CustomModelTrainingT4GPUsPerProjectPerRegion" in text and "is 2, the job needs 4" in text
+    assert "tpuctl:gpuQuotas entry nvidia-tesla-t4:us-central1:4 (quotaService: vertex)" in text
+    assert (f"gcloud beta quotas preferences create --service={AIP} --quota-id="
+            "CustomModelTrainingT4GPUsPerProjectPerRegion --preferred-value=4 --dimensions=region=us-central1 "
+            f"--project={PROJECT}") in text
+    assert err.value.exit_code == 1
+
+
+def test_vertex_quota_not_compute_engine_quota_is_asked(quotas):
+    vertex.check_quota(job("gpu-t4"), echo=print)
+    assert quotas.quota_info_calls == [(PROJECT, AIP)]
+    assert domain.job_quota_need(domain.parse_accelerator("gpu-t4"))[0] == T4
+
+
+def test_unknown_metric_names_the_metric(quotas):
+    quotas.quota_infos[AIP] = []
+    with pytest.raises(UserError, match="custom_model_training_nvidia_t4_gpus"):
+        vertex.check_quota(job("gpu-t4"), echo=print)
+
+
+def test_offline_without_credentials_is_a_note_not_a_failure(monkeypatch, tmp_path):
+    monkeypatch.delenv("TPUCTL_CLOUDQUOTAS_ENDPOINT", raising=False)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "none.json"))
+    notes: list[str] = []
+    assert vertex.check_quota(job("gpu-t4"), echo=notes.append) is None
+    assert notes and notes[0].startswith("note: quota check skipped")
+    assert vertex.check_quota(job("cpu"), echo=notes.append) is None and len(notes) == 1   # CPU: nothing to check
+
+
+def test_dry_run_stops_before_printing_when_quota_is_short(quotas, tmp_path):
+    out = tmp_path / "outputs.json"
+    out.write_text(json.dumps(OUTPUTS))
+    r = invoke(["train", "--target", "vertex", "--dry-run", "--outputs", str(out), "--accelerator", "gpu-t4x4"])
+    assert r.exit_code == 1 and "is 2, the job needs 4" in r.stderr and r.stdout == ""
+    ok = invoke(["train", "--target", "vertex", "--dry-run", "--outputs", str(out), "--accelerator", "gpu-t4x2"])
+    assert ok.exit_code == 0, ok.stderr
+    assert json.loads(ok.stdout)["jobSpec"]["workerPoolSpecs"][0]["machineSpec"]["acceleratorCount"] == 2

@@ -1,0 +1,82 @@
+"""Every CustomJob request `tpuctl train --target vertex --dry-run` can print is valid for Google's own types.
+
+The requests are parsed strictly with the installed client's ``aiplatform_v1.CustomJob.from_json(...,
+ignore_unknown_fields=False)``: a field the API does not define, a wrong enum name or a wrong JSON type is
+an error. The dry run runs in-process through the CLI boundary with a stack outputs file; no cloud access.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from google.cloud import aiplatform_v1
+
+from tpuctl.ground import domain
+from tpuctl.services import vertex
+
+from clifixtures import invoke
+
+OUTPUTS = {
+    "project": "my-project-1", "project_number": "123456789012", "region": "us-central1",
+    "buckets": {"data": "tpuctl-my-project-1-data", "staging": "tpuctl-my-project-1-staging",
+                "artifacts": "tpuctl-my-project-1-artifacts", "hub-cache": "tpuctl-my-project-1-hub-cache"},
+    "training_service_account": "tpuctl-trainer@my-project-1.iam.gserviceaccount.com",
+    "tfhub_cache_dir": "gs://tpuctl-my-project-1-hub-cache/model-cache",
+    "labels": {"app": "tpuctl"},
+}
+
+
+def _catalogue() -> list[tuple[str, int]]:
+    """Every accelerator name the catalogue accepts × 1 worker, and × 3 workers where that is allowed."""
+    names = ["cpu", *(f"gpu-{g.short}x{c}" for g in domain.GPU_TYPES.values() for c in sorted(g.machine_types)),
+             *domain.TPU_TYPES]
+    out = []
+    for name in names:
+        out.append((name, 1))
+        if domain.parse_accelerator(name).kind != "tpu":  # a Vertex TPU job has exactly one replica
+            out.append((name, 3))
+    return out
+
+
+def _region(name: str) -> str:
+    regions = domain.parse_accelerator(name).regions
+    return "us-central1" if regions is None or "us-central1" in regions else sorted(regions)[0]
+
+
+@pytest.fixture(scope="module")
+def outputs_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("contract") / "outputs.json"
+    path.write_text(json.dumps(OUTPUTS))
+    return path
+
+
+@pytest.mark.parametrize("name, workers", _catalogue(), ids=lambda v: str(v))
+def test_dry_run_request_parses_strictly_as_a_custom_job(outputs_file, name, workers):
+    result = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--dry-run", "--accelerator", name,
+                     "--workers", workers, "--region", _region(name), "--job-name", "contract"])
+    assert result.exit_code == 0, result.stderr
+    job = aiplatform_v1.CustomJob.from_json(result.stdout, ignore_unknown_fields=False)
+    pools = job.job_spec.worker_pool_specs
+    assert [p.replica_count for p in pools] == ([1] if workers == 1 else [1, workers - 1])
+    accel = domain.parse_accelerator(name)
+    spec = pools[0].machine_spec
+    assert spec.machine_type == accel.machine_type
+    if accel.kind == "gpu":
+        assert (aiplatform_v1.AcceleratorType(spec.accelerator_type).name, spec.accelerator_count) == (
+            accel.gpu.vertex_accelerator, accel.gpu_count)
+    # what the parse kept is everything that was printed (nothing dropped or renamed on the way)
+    printed = json.loads(result.stdout)
+    assert vertex.job_to_dict(job) == printed
+
+
+def test_every_catalogue_accelerator_enum_exists_in_the_installed_client():
+    names = {g.vertex_accelerator for g in domain.GPU_TYPES.values()}
+    names |= {t.vertex_accelerator for t in domain.TPU_TYPES.values() if t.vertex_accelerator}
+    known = set(aiplatform_v1.AcceleratorType.__members__)
+    assert names - known == set()
+
+
+def test_an_unknown_field_really_fails_the_strict_parse():
+    with pytest.raises(Exception, match="noSuchField|no_such_field"):
+        aiplatform_v1.CustomJob.from_json('{"displayName": "x", "noSuchField": 1}', ignore_unknown_fields=False)

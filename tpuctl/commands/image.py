@@ -1,0 +1,93 @@
+"""``tpuctl image tag|build``: the trainer's container image (container/Dockerfile) for Vertex AI jobs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+image_app = typer.Typer(
+    name="image", no_args_is_help=True,
+    help="The trainer's container image: one Dockerfile, variants cpu/gpu/tpu, tagged by a hash of its sources.",
+)
+
+_VARIANT = typer.Option("cpu", "--variant", help="cpu | gpu (TensorFlow's CUDA wheels) | tpu (tensorflow-tpu + libtpu).")
+_STACK = typer.Option(None, "--stack", help="Project, region, staging bucket and repository from this stack's outputs.")
+_OUTPUTS = typer.Option(None, "--outputs", help="The same from this outputs JSON (`pulumi stack output --json`).")
+_REPO = typer.Option(None, "--repository", help="Artifact Registry Docker repository (default: the stack's, else tpuctl-trainer).")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(image_app, name="image")
+
+
+def _ref(variant, stack, outputs, repository, project=None, region=None):
+    from tpuctl.ground.outputs import load_outputs
+    from tpuctl.services import image
+
+    image.check_variant(variant)
+    so = load_outputs(stack, outputs)
+    return so, image.image_ref(so, variant, project=project, region=region, repository=repository)
+
+
+@image_app.command("tag")
+def tag(
+    variant: str = _VARIANT,
+    stack: Optional[str] = _STACK,
+    outputs: Optional[Path] = _OUTPUTS,
+    repository: Optional[str] = _REPO,
+) -> None:
+    """Print the image URI (or, with no stack, the content tag) of the current trainer sources."""
+    from tpuctl.services import image
+
+    if stack is None and outputs is None:
+        typer.echo(image.image_tag(image.check_variant(variant)))
+        return
+    _, ref = _ref(variant, stack, outputs, repository)
+    typer.echo(ref.uri)
+
+
+@image_app.command("build")
+def build(
+    variant: str = _VARIANT,
+    stack: Optional[str] = _STACK,
+    outputs: Optional[Path] = _OUTPUTS,
+    repository: Optional[str] = _REPO,
+    project: Optional[str] = typer.Option(None, "--project", help="Override the stack's project."),
+    region: Optional[str] = typer.Option(None, "--region", help="Override the stack's region (the repository's location)."),
+    local: bool = typer.Option(False, "--local", help="Build with a local docker/podman instead of Cloud Build."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the tag and the Cloud Build request; build nothing."),
+    poll_seconds: float = typer.Option(5.0, "--poll-seconds", min=0.5, max=300, help="How often to check the build (0.5-300 s)."),
+) -> None:
+    """Build and push the trainer image with Cloud Build (skipped when the tag already exists)."""
+    from tpuctl.ground.errors import UserError
+    from tpuctl.services import image
+
+    so, ref = _ref(variant, stack, outputs, repository, project, region)
+    if local:
+        if dry_run:
+            typer.echo(f"would build {ref.uri} locally from {image.DOCKERFILE}")
+            return
+        image.build_local(ref)
+        typer.echo(f"built {ref.uri}")
+        return
+    staging = so.bucket("staging") if so else None
+    if not staging:
+        raise UserError("Cloud Build needs the stack's staging bucket for the build context: pass --stack/--outputs")
+    obj = f"tpuctl-image-context/{ref.package}-{ref.tag}.tar.gz"
+    if dry_run:
+        from google.cloud.devtools import cloudbuild_v1
+
+        request = image.build_request(ref, staging, obj, so.training_service_account if so else None)
+        typer.echo(json.dumps({"image": ref.uri, "context": [rel for rel, _ in image.context_files(variant)],
+                               "build": json.loads(cloudbuild_v1.Build.to_json(request, including_default_value_fields=False))},
+                               indent=2))
+        return
+    result = image.build(ref, staging, service_account=so.training_service_account if so else None,
+                         on_status=lambda line: typer.echo(line, err=True), poll_seconds=poll_seconds)
+    if not result.built:
+        typer.echo(f"{ref.uri} already exists: nothing to build")
+    else:
+        typer.echo(f"built and pushed {ref.uri} (build {result.build_id}; log: {result.log_url})")

@@ -1,0 +1,164 @@
+"""``tpuctl runs ls|show|compare`` and ``tpuctl board``: earlier runs, their curves, and TensorBoard on them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+runs_app = typer.Typer(name="runs", no_args_is_help=True,
+                       help="Training runs under ./runs (or the stack's artifacts bucket): list, show, compare.")
+
+_DIR = typer.Option("runs", "--dir", help="Folder of runs (local, or gs://bucket/prefix).")
+_STACK = typer.Option(None, "--stack", help="The runs in this stack's artifacts bucket (gs://…/runs).")
+_OUTPUTS = typer.Option(None, "--outputs", help="The same, from this outputs JSON.")
+_BARS = "▁▂▃▄▅▆▇█"
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(runs_app, name="runs")
+    app.command("board")(board)
+
+
+def _runs(base: str, stack, outputs):
+    from tpuctl.ground.outputs import load_outputs
+    from tpuctl.services import runs
+
+    return runs.list_runs(base, outputs=load_outputs(stack, outputs))
+
+
+def _fmt(value, digits: int = 4) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _duration(seconds) -> str:
+    if seconds is None:
+        return "-"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def sparkline(values: list[float]) -> str:
+    if not values:
+        return ""
+    low, high = min(values), max(values)
+    span = (high - low) or 1.0
+    return "".join(_BARS[min(len(_BARS) - 1, int((v - low) / span * (len(_BARS) - 1)))] for v in values)
+
+
+@runs_app.command("ls")
+def ls(base: str = _DIR, stack: Optional[str] = _STACK, outputs: Optional[Path] = _OUTPUTS,
+       as_json: bool = typer.Option(False, "--json", help="One JSON list of runs.")) -> None:
+    """A table of runs, newest first: date, target, model, accelerator, epochs, val accuracy, time, export."""
+    from rich.console import Console
+    from rich.table import Table
+
+    found = _runs(base, stack, outputs)
+    rows = [r.row() for r in found]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        typer.echo(f"no runs in {base if not (stack or outputs) else 'the stack artifacts bucket'}")
+        return
+    table = Table(title=f"{len(rows)} run(s)")
+    for col in ("run", "date", "target", "model", "accelerator", "epochs", "val acc", "time", "export"):
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(row["run"], row["date"], row["target"], _fmt(row["model"]), _fmt(row["accelerator"]),
+                      _fmt(row["epochs"]), _fmt(row["val_accuracy"]), _duration(row["seconds"]),
+                      _fmt(row["export_dir"]))
+    Console().print(table)
+
+
+def _curves(run) -> dict[str, list[list[float]]]:
+    from tpuctl.services import runs
+
+    return runs.scalars([run]).get(run.path, {})
+
+
+@runs_app.command("show")
+def show(run: str = typer.Argument(..., help="Run folder name (or a unique prefix, or its path)."),
+         base: str = _DIR, stack: Optional[str] = _STACK, outputs: Optional[Path] = _OUTPUTS) -> None:
+    """One run: what was asked, what came out, and a terminal chart of its per-epoch curves."""
+    from tpuctl.services import runs
+
+    found = runs.find_run(_runs(base, stack, outputs), run)
+    typer.echo(f"run {found.name}  ({found.path})")
+    for key, value in found.row().items():
+        if key != "run":
+            typer.echo(f"  {key:<13} {_duration(value) if key == 'seconds' else _fmt(value)}")
+    if found.launch.get("args"):
+        typer.echo(f"  {'trainer args':<13} {' '.join(map(str, found.launch['args']))}")
+    for tag, series in sorted(_curves(found).items()):
+        values = [v for _, v in series]
+        if len(values) > 1 or "epoch_" in tag:
+            typer.echo(f"  {tag:<32} {sparkline(values)}  {values[0]:.4f} -> {values[-1]:.4f}")
+
+
+@runs_app.command("compare")
+def compare(a: str = typer.Argument(..., help="First run."), b: str = typer.Argument(..., help="Second run."),
+            base: str = _DIR, stack: Optional[str] = _STACK, outputs: Optional[Path] = _OUTPUTS) -> None:
+    """Two runs side by side: settings, results and the final value of every curve."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from tpuctl.services import runs
+
+    known = _runs(base, stack, outputs)
+    left, right = runs.find_run(known, a), runs.find_run(known, b)
+    curves = runs.scalars([left, right])
+    table = Table(title=f"{left.name} vs {right.name}")
+    table.add_column("")
+    table.add_column(left.name, overflow="fold")
+    table.add_column(right.name, overflow="fold")
+    lrow, rrow = left.row(), right.row()
+    for key in lrow:
+        if key == "run":
+            continue
+        fmt = _duration if key == "seconds" else _fmt
+        table.add_row(key, fmt(lrow[key]), fmt(rrow[key]))
+    lc, rc = curves.get(left.path, {}), curves.get(right.path, {})
+    for tag in sorted(set(lc) | set(rc)):
+        table.add_row(tag, _fmt(lc[tag][-1][1]) if tag in lc else "-", _fmt(rc[tag][-1][1]) if tag in rc else "-")
+    Console().print(table)
+
+
+def board(
+    run: Optional[str] = typer.Argument(None, help="A run (folder name, prefix or path); default: all runs in --dir."),
+    base: str = _DIR, stack: Optional[str] = _STACK, outputs: Optional[Path] = _OUTPUTS,
+    port: Optional[int] = typer.Option(None, "--port", min=1024, max=65535, help="Port on 127.0.0.1 (default: a free one)."),
+) -> None:
+    """Start TensorBoard (trainer environment) on a run's logs, or on every run, and print its URL."""
+    import time
+
+    from tpuctl.ground.errors import UserError
+    from tpuctl.ground.outputs import load_outputs
+    from tpuctl.services import board as board_svc
+    from tpuctl.services import runs
+
+    so = load_outputs(stack, outputs)
+    if run is not None:
+        logdir = f"{runs.find_run(runs.list_runs(base, outputs=so), run).path}/logs"
+    elif so is not None:
+        artifacts = so.bucket_url("artifacts")
+        if not artifacts:
+            raise UserError("the stack outputs name no artifacts bucket")
+        logdir = f"{artifacts}/runs"
+    else:
+        if not Path(base).is_dir():
+            raise UserError(f"no runs folder {base}; train first (`tpuctl train`) or pass --dir")
+        logdir = str(Path(base).resolve())
+    handle = board_svc.start(logdir, port=port)
+    typer.echo(f"TensorBoard on {logdir}: {handle.url}  (Ctrl-C stops it)")
+    try:
+        while handle.task.proc.poll() is None:
+            time.sleep(0.5)
+    finally:
+        handle.stop()

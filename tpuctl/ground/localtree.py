@@ -1,0 +1,141 @@
+"""Local folders read as trees of files, safely: the one walk that hub uploads, hub fetches and the Pulumi
+program's hub cache use, so a folder never leaks a file from outside it.
+
+A symlink may point only inside the folder (its target's bytes are used); a symlink leaving the folder,
+a dangling symlink, a symlink loop, a FIFO, socket or device, a name with a backslash or ``.``/empty
+segments, and too long a name are refused with one line (``UserError``). Nothing is opened here.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import posixpath
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from tpuctl.ground.errors import UserError
+
+NAME_MAX = 255                                   # bytes per path segment (Linux, macOS)
+PATH_MAX = os.pathconf("/", "PC_PATH_MAX") if hasattr(os, "pathconf") else 4096
+
+
+@dataclass
+class TreeFile:
+    path: Path        # where to read the bytes (an in-tree symlink: its target)
+    rel: str          # relative posix path under the root
+    size: int
+
+
+def strip_dot_prefix(name: str) -> str:
+    """``./a/b`` -> ``a/b``: the prefix ``tar -C DIR .`` writes (tfhub archives have it) is allowed once."""
+    while name.startswith("./"):
+        name = name[2:]
+    return name
+
+
+def path_problem(name: str) -> str | None:
+    """Why an archive member / folder entry name cannot become an object name, or None."""
+    if "\\" in name:
+        return "has a backslash in its path"
+    if name.startswith("/") or posixpath.isabs(name) or (len(name) > 1 and name[1] == ":"):
+        return "has an absolute path"
+    parts = strip_dot_prefix(name).rstrip("/").split("/")
+    if ".." in parts:
+        return "climbs out of the folder"
+    if name not in (".", "./") and ("." in parts or "" in parts):
+        return "has '.' or empty segments in its path"
+    if any(len(p.encode("utf8")) > NAME_MAX for p in parts):
+        return f"has a path segment longer than {NAME_MAX} bytes"
+    return None
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0][:200] if text else exc.__class__.__name__
+
+
+def os_error(exc: OSError, what: str) -> UserError:
+    """A filesystem error about ``what`` as one line (too long a path, no permission, not found...)."""
+    if exc.errno == errno.ENAMETOOLONG:
+        return UserError(f"{what[:120]}{'…' if len(what) > 120 else ''}: path too long for this system "
+                         f"(the OS allows {PATH_MAX} bytes, {NAME_MAX} per name)")
+    if exc.errno == errno.ELOOP:
+        return UserError(f"{what}: symlink loop")
+    if isinstance(exc, PermissionError):
+        return UserError(f"{what}: permission denied")
+    if isinstance(exc, FileNotFoundError):
+        return UserError(f"{what} does not exist")
+    return UserError(f"{what}: {exc.strerror or first_line(exc)}")
+
+
+def within(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _kind(mode: int) -> str:
+    return ("FIFO" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode)
+            else "device" if stat.S_ISBLK(mode) or stat.S_ISCHR(mode) else "special file")
+
+
+def scan_tree(root: Path, source: str) -> list[TreeFile]:
+    """Every file under ``root``, checked BEFORE anything is read, uploaded or copied.
+
+    The same rules as for archive members: a symlink may point only inside the folder (its target's
+    bytes are used); a symlink leaving the folder, a dangling symlink, a symlink loop, a FIFO, socket or
+    device, a name with a backslash or too long a name is refused with one line. Nothing is opened here."""
+    try:
+        real_root = Path(os.path.realpath(root))
+    except OSError as exc:
+        raise os_error(exc, source) from None
+    out: list[TreeFile] = []
+
+    def refuse(rel: str, why: str) -> UserError:
+        return UserError(f"{source}: refusing {rel!r}: {why}")
+
+    def walk(folder: Path, rel_dir: str, active: tuple[Path, ...]) -> None:
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            raise os_error(exc, f"{source}: {rel_dir or '.'}") from None
+        for entry in entries:
+            rel = f"{rel_dir}{entry.name}"
+            problem = path_problem(rel)
+            if problem:
+                raise refuse(rel, f"it {problem}")
+            path = Path(entry.path)
+            try:
+                st = os.lstat(path)
+                if stat.S_ISLNK(st.st_mode):
+                    target = os.readlink(path)
+                    try:
+                        real = Path(os.path.realpath(path, strict=True))
+                    except FileNotFoundError:
+                        raise refuse(rel, f"dangling symlink -> {target!r}") from None
+                    except OSError as exc:
+                        if exc.errno == errno.ELOOP:
+                            raise refuse(rel, f"symlink loop -> {target!r}") from None
+                        raise
+                    if not within(real, real_root):
+                        raise UserError(f"{source}: refusing symlink {rel!r} -> {target!r} that points outside the folder")
+                    st = os.stat(real)
+                    if stat.S_ISDIR(st.st_mode):
+                        if real in active:
+                            raise refuse(rel, f"symlink loop -> {target!r} (points at a folder that contains it)")
+                        walk(real, rel + "/", active + (real,))
+                        continue
+                    path = real
+                if stat.S_ISDIR(st.st_mode):
+                    walk(path, rel + "/", active + (Path(os.path.realpath(path)),))
+                elif stat.S_ISREG(st.st_mode):
+                    out.append(TreeFile(path, rel, st.st_size))
+                else:
+                    raise refuse(rel, f"it is a {_kind(st.st_mode)}, not a regular file")
+            except UserError:
+                raise
+            except OSError as exc:
+                raise os_error(exc, f"{source}: {rel}") from None
+
+    walk(real_root, "", (real_root,))
+    return out

@@ -1,0 +1,70 @@
+"""TensorBoard on a run's (or the stack's) logs, served from the trainer environment on 127.0.0.1."""
+
+from __future__ import annotations
+
+import socket
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+from tpuctl.ground.envs import trainer_env
+from tpuctl.ground.errors import UserError
+from tpuctl.services.supervisor import Task, describe_status, free_ports, stop_tasks, trainer_module_argv
+
+#: How long TensorBoard gets to answer its first HTTP request (it loads TensorFlow first).
+START_TIMEOUT_SECONDS = 120.0
+
+
+@dataclass
+class Board:
+    url: str
+    logdir: str
+    task: Task
+
+    def stop(self) -> None:
+        stop_tasks([self.task])
+
+
+def start(logdir: str, *, port: int | None = None, timeout: float = START_TIMEOUT_SECONDS) -> Board:
+    """Start ``tensorboard --logdir LOGDIR`` on 127.0.0.1 and wait until it answers; raise if it does not."""
+    import subprocess
+
+    if port is None:
+        port = free_ports(1)[0]
+    elif not 1024 <= port <= 65535:
+        raise UserError(f"--port {port} must be 1024-65535")
+    else:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                raise UserError(f"port {port} on 127.0.0.1 is in use; pick another with --port")
+    argv = trainer_module_argv("tensorboard.main", ["--logdir", logdir, "--host", "127.0.0.1", "--port", str(port),
+                                                    "--reload_interval", "5"])
+    task = Task("tensorboard", argv, trainer_env())
+    log = tempfile.TemporaryFile(mode="w+")    # TensorBoard's own chatter: read only if it dies
+    try:
+        task.proc = subprocess.Popen(argv, env=task.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                     text=True, start_new_session=True)
+    except OSError as exc:
+        raise UserError(f"cannot start TensorBoard: {exc.strerror or exc}") from None
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + timeout
+    while True:
+        code = task.proc.poll()
+        if code is not None:
+            log.seek(0)
+            tail = log.read().strip().splitlines()
+            hint = next((line for line in reversed(tail) if "Error" in line or "error" in line), tail[-1] if tail else "")
+            raise UserError(f"TensorBoard {describe_status(code)}{': ' + hint if hint else ''} "
+                            "(is tensorboard in the trainer environment? scripts/setup.sh installs it)", 1)
+        try:
+            with urllib.request.urlopen(url + "data/environment", timeout=2):
+                break
+        except (urllib.error.URLError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            stop_tasks([task])
+            raise UserError(f"TensorBoard did not answer on {url} within {timeout:.0f} s", 1)
+        time.sleep(0.25)
+    return Board(url, logdir, task)

@@ -1,0 +1,257 @@
+"""The trainer's container image: build context, content-hash tag, Cloud Build, Artifact Registry lookup.
+
+A Vertex AI job that runs this image runs the same program in the same environment as every local run
+and test: ``container/Dockerfile`` installs exactly ``requirements/image-<variant>.lock`` and copies
+``trainer/``. The tag is a content hash of those files, so an unchanged trainer is never rebuilt and a
+job always names the exact image it runs.
+
+Facts (checked 2026-11):
+- Artifact Registry Docker image names: ``LOCATION-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE:TAG``
+  (cloud.google.com/artifact-registry/docs/docker/names); a tag is 1-128 of ``[A-Za-z0-9_.-]``, not starting
+  with ``.`` or ``-`` (the Docker reference grammar, distribution/reference).
+- Cloud Build ``projects.locations.builds.create`` (google.devtools.cloudbuild.v1.CloudBuild.CreateBuild,
+  googleapis/google/devtools/cloudbuild/v1/cloudbuild.proto) returns a long-running operation whose metadata
+  names the build; ``gcr.io/cloud-builders/docker`` is the Docker builder step
+  (cloud.google.com/build/docs/building/build-containers). A build that runs as a user-specified service
+  account must log to Cloud Logging (``options.logging = CLOUD_LOGGING_ONLY``) or a user bucket
+  (cloud.google.com/build/docs/securing-builds/configure-user-specified-service-accounts).
+- Terminal build states: SUCCESS, FAILURE, INTERNAL_ERROR, TIMEOUT, CANCELLED, EXPIRED (Build.Status in
+  the same proto).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import shutil
+import subprocess
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from bootstrap import clients
+from tpuctl.ground.envs import REPO_ROOT
+from tpuctl.ground.errors import UserError
+from tpuctl.ground.outputs import StackOutputs
+
+VARIANTS: tuple[str, ...] = ("cpu", "gpu", "tpu")
+DOCKERFILE = "container/Dockerfile"
+DEFAULT_REPOSITORY = "tpuctl-trainer"
+DOCKER_BUILDER = "gcr.io/cloud-builders/docker"
+#: How long one Cloud Build may run (the build's own timeout) and how long tpuctl follows it.
+BUILD_TIMEOUT_SECONDS = 3600
+TERMINAL = ("SUCCESS", "FAILURE", "INTERNAL_ERROR", "TIMEOUT", "CANCELLED", "EXPIRED")
+_REPOSITORY = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+def check_variant(variant: str) -> str:
+    if variant not in VARIANTS:
+        raise UserError(f"image variant {variant!r} must be one of: {', '.join(VARIANTS)}")
+    return variant
+
+
+def lock_file(variant: str) -> str:
+    return f"requirements/image-{check_variant(variant)}.lock"
+
+
+def context_files(variant: str, root: Path = REPO_ROOT) -> list[tuple[str, Path]]:
+    """(path in the build context, file on disk), sorted: the Dockerfile, the variant's lock, trainer/*.py."""
+    files = {DOCKERFILE: root / DOCKERFILE, lock_file(variant): root / lock_file(variant)}
+    for path in sorted((root / "trainer").rglob("*.py")):
+        if "__pycache__" not in path.parts:
+            files[path.relative_to(root).as_posix()] = path
+    for rel, path in files.items():
+        if not path.is_file():
+            raise UserError(f"build context file {rel} is missing from {root}")
+    return sorted(files.items())
+
+
+def image_tag(variant: str, root: Path = REPO_ROOT) -> str:
+    """``sha256-<20 hex>`` over the build context's paths and bytes: same sources, same tag."""
+    digest = hashlib.sha256()
+    for rel, path in context_files(variant, root):
+        digest.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+    return f"sha256-{digest.hexdigest()[:20]}"
+
+
+def validate_repository(name: str) -> str:
+    if not _REPOSITORY.match(name or ""):
+        raise UserError(f"Artifact Registry repository {name!r} must be 1-63 lowercase letters, digits or '-', "
+                        "starting with a letter")
+    return name
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    project: str
+    region: str
+    repository: str
+    variant: str
+    tag: str
+
+    @property
+    def package(self) -> str:
+        return f"trainer-{self.variant}"
+
+    @property
+    def uri(self) -> str:
+        return f"{self.region}-docker.pkg.dev/{self.project}/{self.repository}/{self.package}:{self.tag}"
+
+    @property
+    def tag_name(self) -> str:
+        """Artifact Registry resource name of the tag."""
+        return (f"projects/{self.project}/locations/{self.region}/repositories/{self.repository}"
+                f"/packages/{self.package}/tags/{self.tag}")
+
+
+def image_ref(outputs: StackOutputs | None, variant: str, *, project: str | None = None,
+              region: str | None = None, repository: str | None = None, root: Path = REPO_ROOT) -> ImageRef:
+    """Where the image of ``variant`` lives for a stack (outputs), with explicit overrides."""
+    project = project or (outputs.project if outputs else None)
+    region = region or (outputs.region if outputs else None)
+    if not project or not region:
+        raise UserError("the image needs a project and a region: pass --stack/--outputs (or --project and --region)")
+    repository = repository or (outputs.raw.get("trainer_image_repository") if outputs else None) or DEFAULT_REPOSITORY
+    return ImageRef(project, region, validate_repository(str(repository)), check_variant(variant),
+                    image_tag(variant, root))
+
+
+def write_context(variant: str, dest: Path, root: Path = REPO_ROOT) -> Path:
+    """A reproducible ``.tar.gz`` of exactly the build context (fixed mtimes/owners, sorted members)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=9) as tar:
+        for rel, path in context_files(variant, root):
+            data = path.read_bytes()
+            info = tarfile.TarInfo(rel)
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+    dest.write_bytes(buf.getvalue())
+    return dest
+
+
+def build_request(ref: ImageRef, bucket: str, obj: str, service_account: str | None = None):
+    """The ``cloudbuild_v1.Build`` that builds and pushes ``ref`` from ``gs://bucket/obj``."""
+    from google.cloud.devtools import cloudbuild_v1
+    from google.protobuf import duration_pb2
+
+    options = cloudbuild_v1.BuildOptions(logging=cloudbuild_v1.BuildOptions.LoggingMode.CLOUD_LOGGING_ONLY)
+    build = cloudbuild_v1.Build(
+        source=cloudbuild_v1.Source(storage_source=cloudbuild_v1.StorageSource(bucket=bucket, object_=obj)),
+        steps=[cloudbuild_v1.BuildStep(
+            name=DOCKER_BUILDER,
+            args=["build", "--build-arg", f"VARIANT={ref.variant}", "-f", DOCKERFILE, "-t", ref.uri, "."],
+        )],
+        images=[ref.uri],
+        timeout=duration_pb2.Duration(seconds=BUILD_TIMEOUT_SECONDS),
+        tags=["tpuctl", ref.package],
+        options=options,
+    )
+    if service_account:
+        build.service_account = f"projects/{ref.project}/serviceAccounts/{service_account}"
+    return build
+
+
+def tag_exists(ref: ImageRef, client=None) -> bool:
+    from google.api_core import exceptions
+    from google.cloud import artifactregistry_v1
+
+    client = client or artifactregistry_v1.ArtifactRegistryClient(**clients.client_kwargs("artifactregistry"))
+    with clients.google_errors(f"looking up image {ref.uri}",
+                               forbidden=f"permission denied reading {ref.tag_name}: you need "
+                                         "artifactregistry.tags.get (roles/artifactregistry.reader)"):
+        try:
+            client.get_tag(name=ref.tag_name)
+        except exceptions.NotFound:
+            return False
+    return True
+
+
+@dataclass
+class BuildResult:
+    ref: ImageRef
+    built: bool                  # False: the tag already existed
+    build_id: str | None = None
+    log_url: str | None = None
+    status: str | None = None
+
+
+def build(ref: ImageRef, staging_bucket: str, *, service_account: str | None = None,
+          on_status: Callable[[str], None] | None = None, poll_seconds: float = 5.0,
+          timeout: float = BUILD_TIMEOUT_SECONDS + 600, build_client=None, registry_client=None,
+          storage_client=None, root: Path = REPO_ROOT, sleep: Callable[[float], None] = time.sleep) -> BuildResult:
+    """Build and push ``ref`` with Cloud Build unless its tag exists; follow the build to its end."""
+    from google.cloud.devtools import cloudbuild_v1
+
+    if tag_exists(ref, registry_client):
+        return BuildResult(ref, built=False)
+    say = on_status or (lambda _: None)
+    obj = f"tpuctl-image-context/{ref.package}-{ref.tag}.tar.gz"
+    _upload_context(ref.variant, staging_bucket, obj, storage_client, root)
+    say(f"uploaded the build context to gs://{staging_bucket}/{obj}")
+    client = build_client or cloudbuild_v1.CloudBuildClient(**clients.client_kwargs("cloudbuild"))
+    parent = f"projects/{ref.project}/locations/{ref.region}"
+    with clients.google_errors(f"creating a Cloud Build in {parent}",
+                               forbidden=f"permission denied creating a build in {parent}: you need "
+                                         "cloudbuild.builds.create (roles/cloudbuild.builds.editor)"):
+        operation = client.create_build(request={"parent": parent, "project_id": ref.project,
+                                                 "build": build_request(ref, staging_bucket, obj, service_account)})
+        meta = operation.metadata
+    build_id = meta.build.id
+    name = f"{parent}/builds/{build_id}"
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        with clients.google_errors(f"following Cloud Build {name}"):
+            current = client.get_build(request={"name": name})
+        status = cloudbuild_v1.Build.Status(current.status).name
+        if status != last:
+            say(f"build {build_id}: {status}")
+            last = status
+        if status in TERMINAL:
+            break
+        if time.monotonic() > deadline:
+            raise UserError(f"Cloud Build {name} is still {status} after {timeout:.0f} s; follow it at "
+                            f"{current.log_url or 'the Cloud Build console'}", 1)
+        sleep(poll_seconds)
+    if status != "SUCCESS":
+        detail = current.failure_info.detail or current.status_detail or status
+        raise UserError(f"Cloud Build {build_id} ended {status}: {detail.splitlines()[0] if detail else status}"
+                        f" (log: {current.log_url or 'n/a'})", 1)
+    return BuildResult(ref, True, build_id, current.log_url, status)
+
+
+def _upload_context(variant: str, bucket: str, obj: str, storage_client, root: Path) -> None:
+    import tempfile
+
+    from google.cloud import storage
+
+    client = storage_client or storage.Client()
+    with tempfile.TemporaryDirectory(prefix="tpuctl-image-") as tmp:
+        archive = write_context(variant, Path(tmp) / "context.tar.gz", root)
+        with clients.google_errors(f"uploading the build context to gs://{bucket}",
+                                   not_found=f"staging bucket gs://{bucket} does not exist (pulumi up)",
+                                   forbidden=f"permission denied writing gs://{bucket}/{obj}: you need "
+                                             "storage.objects.create on the staging bucket"):
+            client.bucket(bucket).blob(obj).upload_from_filename(str(archive), content_type="application/gzip")
+
+
+def build_local(ref: ImageRef, root: Path = REPO_ROOT, run=subprocess.run) -> BuildResult:
+    """``docker build`` (or podman) of the same context on this machine; the image is tagged ``ref.uri``."""
+    tool = shutil.which("docker") or shutil.which("podman")
+    if tool is None:
+        raise UserError("--local needs docker or podman on PATH; without them drop --local to build with Cloud Build")
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="tpuctl-image-") as tmp:
+        archive = write_context(ref.variant, Path(tmp) / "context.tar.gz", root)
+        with tarfile.open(archive) as tar:
+            tar.extractall(Path(tmp) / "ctx", filter="data")
+        proc = run([tool, "build", "--build-arg", f"VARIANT={ref.variant}", "-f", DOCKERFILE, "-t", ref.uri, "."],
+                   cwd=Path(tmp) / "ctx")
+    if proc.returncode != 0:
+        raise UserError(f"{Path(tool).name} build failed (exit {proc.returncode}); its output is above", 1)
+    return BuildResult(ref, True, status="SUCCESS")
