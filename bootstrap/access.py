@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from bootstrap import acl as acl_mod
-from bootstrap import grants
+from bootstrap import clients, grants
 from bootstrap import principals as principals_mod
 from tpuctl.ground import domain
 from tpuctl.ground.errors import UserError
@@ -58,9 +58,7 @@ class GrantPlan:
 
 
 def storage_client(project: str | None = None):
-    from google.cloud import storage
-
-    return storage.Client(project=project) if project else storage.Client()
+    return clients.storage_client(project)
 
 
 def _bucket_names(values: list[str]) -> list[str]:

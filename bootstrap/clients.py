@@ -8,9 +8,17 @@ Every service tpuctl talks to can be pointed elsewhere with an environment varia
     serviceusage  TPUCTL_SERVICEUSAGE_ENDPOINT   Service Usage (v1 client, v1beta1 REST)
     cloudquotas   TPUCTL_CLOUDQUOTAS_ENDPOINT    Cloud Quotas v1 (REST)
     vertex        TPUCTL_VERTEX_ENDPOINT         Vertex AI (aiplatform)
+    tpu           TPUCTL_TPU_ENDPOINT            Cloud TPU v2 (google-cloud-tpu, REST)
+    cloudbuild    TPUCTL_CLOUDBUILD_ENDPOINT     Cloud Build v1 (REST)
+    artifactregistry TPUCTL_ARTIFACTREGISTRY_ENDPOINT  Artifact Registry v1 (REST)
 
 An endpoint that is a loopback ``http://`` URL (127.0.0.1, ::1, localhost) gets anonymous
 credentials; any other endpoint keeps Application Default Credentials.
+
+An endpoint that cannot be reached (connection refused, DNS failure, no answer within
+``CONNECT_TIMEOUT_SECONDS``) fails at once with one line naming it and the variable that set it;
+throttling (429) and server errors (5xx) keep their retries. ``storage_client()`` builds a storage
+client with that behaviour (the library would otherwise retry a refused connection for 120 s).
 
     from bootstrap.clients import client_kwargs
     ProjectsClient(**client_kwargs("crm"))                  # REST transport, redirect honoured
@@ -24,6 +32,8 @@ import os
 from typing import Any
 from urllib.parse import urlsplit
 
+from tpuctl.ground.errors import UserError
+
 #: service -> (environment variable, default base URL for raw REST calls)
 SERVICES: dict[str, tuple[str, str]] = {
     "storage": ("STORAGE_EMULATOR_HOST", "https://storage.googleapis.com"),
@@ -32,9 +42,16 @@ SERVICES: dict[str, tuple[str, str]] = {
     "serviceusage": ("TPUCTL_SERVICEUSAGE_ENDPOINT", "https://serviceusage.googleapis.com"),
     "cloudquotas": ("TPUCTL_CLOUDQUOTAS_ENDPOINT", "https://cloudquotas.googleapis.com"),
     "vertex": ("TPUCTL_VERTEX_ENDPOINT", ""),  # regional: https://REGION-aiplatform.googleapis.com
+    "tpu": ("TPUCTL_TPU_ENDPOINT", "https://tpu.googleapis.com"),
+    "cloudbuild": ("TPUCTL_CLOUDBUILD_ENDPOINT", "https://cloudbuild.googleapis.com"),
+    "artifactregistry": ("TPUCTL_ARTIFACTREGISTRY_ENDPOINT", "https://artifactregistry.googleapis.com"),
 }
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+
+#: Seconds to wait for a TCP connection to an endpoint; a request gets ``REQUEST_TIMEOUT_SECONDS`` to answer.
+CONNECT_TIMEOUT_SECONDS = 5.0
+REQUEST_TIMEOUT_SECONDS = 60.0
 
 
 def _service(service: str) -> tuple[str, str]:
@@ -131,8 +148,27 @@ def _insecure_grpc_transport(service: str, host: str):
     from google.auth.credentials import AnonymousCredentials
 
     transport_cls = _GRPC_TRANSPORTS[service]()
-    return transport_cls(host=host, credentials=AnonymousCredentials(),
-                         channel=grpc.insecure_channel(host))
+    channel = grpc.intercept_channel(grpc.insecure_channel(host), _fail_fast_interceptor(f"http://{host}"))
+    return transport_cls(host=host, credentials=AnonymousCredentials(), channel=channel)
+
+
+def _fail_fast_interceptor(url: str):
+    """A gRPC interceptor raising ``EndpointUnreachable`` when a call could not connect at all: gRPC reports
+    that as UNAVAILABLE, which GAPIC's default retry would retry for a minute. A server's own UNAVAILABLE
+    (overload) carries other details and is still retried."""
+    import grpc
+
+    class FailFast(grpc.UnaryUnaryClientInterceptor):
+        def intercept_unary_unary(self, continuation, client_call_details, request):
+            outcome = continuation(client_call_details, request)
+            error = outcome.exception() if hasattr(outcome, "exception") else None
+            if isinstance(error, grpc.RpcError) and error.code() == grpc.StatusCode.UNAVAILABLE:
+                reason = unreachable_reason(Exception(error.details() or ""))
+                if reason is not None:
+                    raise _unreachable_error(url, reason)
+            return outcome
+
+    return FailFast()
 
 
 def _iam_grpc_transport():
@@ -156,11 +192,153 @@ def authorized_session(service: str):
     return AuthorizedSession(creds)
 
 
+# --------------------------------------------------------------------------------------------
+# Unreachable endpoints: fail fast and say which one
+# --------------------------------------------------------------------------------------------
+
+class EndpointUnreachable(UserError):
+    """An endpoint could not be connected to at all. A UserError, so no Google retry predicate retries it."""
+
+    def __init__(self, message: str):
+        super().__init__(message, exit_code=1)
+
+
+def describe_endpoint(url: str | None) -> str:
+    """``storage endpoint http://127.0.0.1:9 (STORAGE_EMULATOR_HOST)`` for a redirected service,
+    ``storage.googleapis.com`` for Google's own, else the URL's host."""
+    if not url:
+        return "a Google API endpoint"
+    parts = urlsplit(url if "://" in url else "http://" + url)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    for service, (variable, _default) in SERVICES.items():
+        redirected = endpoint_for(service)
+        if redirected and urlsplit(redirected).netloc == parts.netloc:
+            return f"{service} endpoint {origin} (set by {variable})"
+    for service, (variable, default) in SERVICES.items():
+        if default and urlsplit(default).netloc == parts.netloc:
+            return f"{parts.netloc} ({service}; redirect it with {variable})"
+    return parts.netloc or url
+
+
+_REFUSED = ("connection refused", "failed to connect to remote host", "errno 111", "connect call failed")
+_DNS = ("name or service not known", "temporary failure in name resolution", "nodename nor servname",
+        "failed to resolve", "dns resolution failed", "getaddrinfo failed", "no address associated",
+        "name does not resolve", "nameresolutionerror")
+_CONNECT_TIMEOUT = ("connecttimeout", "connection to", "timed out. (connect timeout")
+
+
+def unreachable_reason(exc: BaseException | None) -> str | None:
+    """``"connection refused"``, ``"DNS lookup failed"`` or ``"no answer"`` when ``exc`` (or what caused it)
+    is a failure to connect at all; None for anything else (a 5xx, a reset mid-transfer, a read timeout)."""
+    import socket
+
+    seen: set[int] = set()
+    stack: list[Any] = [exc]
+    while stack:
+        item = stack.pop()
+        if item is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(item, socket.gaierror):
+            return "DNS lookup failed"
+        name = type(item).__name__
+        if name in ("NameResolutionError",):
+            return "DNS lookup failed"
+        if name in ("ConnectTimeoutError", "ConnectTimeout"):
+            return f"no answer within {CONNECT_TIMEOUT_SECONDS:g} s"
+        if isinstance(item, BaseException):
+            text = str(item).lower()
+            if any(marker in text for marker in _DNS):
+                return "DNS lookup failed"
+            if any(marker in text for marker in _REFUSED):
+                return "connection refused"
+            if "connecttimeouterror" in text or "(connect timeout=" in text:
+                return f"no answer within {CONNECT_TIMEOUT_SECONDS:g} s"
+            stack.extend([item.__cause__, item.__context__, getattr(item, "reason", None),
+                          getattr(item, "cause", None), *[a for a in item.args if isinstance(a, BaseException)]])
+    return None
+
+
+def _unreachable_error(url: str | None, reason: str, doing: str | None = None) -> EndpointUnreachable:
+    where = f"{doing}: " if doing else ""
+    return EndpointUnreachable(f"{where}cannot reach {describe_endpoint(url)}: {reason} "
+                               "(check the endpoint, network, proxy or firewall)")
+
+
+
+def _timeouts(timeout: Any) -> Any:
+    """A (connect, read) pair whose connect part is at most ``CONNECT_TIMEOUT_SECONDS``."""
+    if timeout is None:
+        return (CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS)
+    if isinstance(timeout, (int, float)):
+        return (min(CONNECT_TIMEOUT_SECONDS, float(timeout)), float(timeout))
+    if isinstance(timeout, tuple) and len(timeout) == 2:
+        connect, read = timeout
+        return (min(CONNECT_TIMEOUT_SECONDS, connect) if connect is not None else CONNECT_TIMEOUT_SECONDS, read)
+    return timeout
+
+
+def fail_fast_adapter():
+    """A requests adapter that bounds the connect time and turns "cannot connect at all" into
+    ``EndpointUnreachable`` naming the endpoint, which no retry predicate retries. Other failures pass
+    through unchanged, so throttling and server errors are still retried by the client library."""
+    import requests
+    from requests.adapters import HTTPAdapter
+
+    class FailFastAdapter(HTTPAdapter):
+        def send(self, request, stream=False, timeout=None, verify=True, cert=None, proxies=None):
+            try:
+                return super().send(request, stream=stream, timeout=_timeouts(timeout), verify=verify,
+                                    cert=cert, proxies=proxies)
+            except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
+                reason = unreachable_reason(exc)
+                if reason is None:
+                    raise
+                raise _unreachable_error(request.url, reason) from exc
+
+    return FailFastAdapter()
+
+
+def fail_fast(session):
+    """Mount the fail-fast adapter on a requests session (``AuthorizedSession``); returns the session."""
+    adapter = fail_fast_adapter()
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+def make_fail_fast(client: Any) -> Any:
+    """Give an existing google-cloud client (storage and other ``google.cloud.client.Client``s) the fail-fast
+    adapter; anything without a requests session (a test double) is returned unchanged."""
+    import requests
+
+    try:
+        session = getattr(client, "_http", None)
+    except Exception:  # noqa: BLE001 - e.g. no credentials yet: the real call will say so
+        return client
+    if isinstance(session, requests.Session):
+        fail_fast(session)
+    return client
+
+
+def storage_client(project: str | None = None):
+    """A google-cloud-storage client that fails fast on an unreachable endpoint (see ``fail_fast``).
+
+    Honours ``STORAGE_EMULATOR_HOST`` as the library does (anonymous on a loopback emulator)."""
+    from google.cloud import storage
+
+    client = storage.Client(project=project) if project else storage.Client()
+    return make_fail_fast(client)  # mounts on the client's own AuthorizedSession
+
+
 def get_bucket(client: Any, name: str, needs: str = "storage.buckets.get"):
     """``client.get_bucket(name)`` with a missing bucket or a 403 turned into a one-line UserError.
 
     ``needs``: the permission(s) the caller's next steps require, named in the 403 message.
     """
+    make_fail_fast(client)
     with google_errors(not_found=f"bucket gs://{name} does not exist (check the name, or create it first)",
                        forbidden=f"permission denied reading bucket gs://{name}: you need {needs} on it"):
         return client.get_bucket(name)
@@ -179,7 +357,15 @@ def as_user_error(exc: BaseException, doing: str | None = None) -> Exception | N
         return exc
     where = f"{doing}: " if doing else ""
     mod = type(exc).__module__
+    if type(exc).__name__ == "RetryError" and getattr(exc, "cause", None) is not None:
+        return as_user_error(exc.cause, doing) or UserError(f"{where}{(str(exc).splitlines() or [''])[0][:300]}", 1)
     first = (str(exc).splitlines() or [""])[0][:300]
+    reason = unreachable_reason(exc) if mod.startswith(
+        ("requests.", "urllib3.", "google.auth.exceptions", "google.api_core.exceptions")) else None
+    if reason is not None:
+        request = getattr(exc, "request", None)
+        url = getattr(request, "url", None) or _url_in(str(exc))
+        return _unreachable_error(url, reason, doing)
     if type(exc).__name__ == "DefaultCredentialsError":
         return UserError(f"{where}no Google credentials ({first}); run `gcloud auth application-default login`")
     if mod.startswith("google.api_core.exceptions"):
@@ -189,6 +375,20 @@ def as_user_error(exc: BaseException, doing: str | None = None) -> Exception | N
     if mod.startswith(("requests.", "urllib3.", "google.auth.exceptions")):
         return UserError(f"{where}cannot reach a Google API: {first}", exit_code=1)
     return None
+
+
+def _url_in(text: str) -> str | None:
+    """The endpoint a transport error names: ``host='h', port=p`` (urllib3) or ``ipv4:h:p`` (gRPC)."""
+    import re
+
+    match = re.search(r"host='([^']+)', port=(\d+)", text)
+    if match:
+        return f"http://{match.group(1)}:{match.group(2)}"
+    match = re.search(r"ipv[46]:\[?([0-9a-fA-F:.]+?)\]?:(\d+)", text)
+    if match:
+        return f"http://{match.group(1)}:{match.group(2)}"
+    match = re.search(r"https?://[^\s/'\"]+", text)
+    return match.group(0) if match else None
 
 
 class google_errors:

@@ -108,6 +108,45 @@ def check_hub_cache(client, bucket: str, prefix: str, handles: list[str]) -> Ite
                      f"tpuctl hub-cache add {s.handle} --bucket {bucket} --prefix {prefix}"))
 
 
+#: Principals that pull the trainer image (infra/registry.py grants them roles/artifactregistry.reader).
+IMAGE_PULLERS = ("training-sa", "vertex-agent")
+
+
+def check_image_repository(project: str, region: str, repository: str, principals: dict[str, str],
+                           client=None) -> Iterator[Check]:
+    """The trainer image repository exists (Artifact Registry) and the principals that run jobs can pull."""
+    from google.api_core import exceptions
+    from google.cloud import artifactregistry_v1
+
+    name = f"projects/{project}/locations/{region}/repositories/{repository}"
+    label = f"image repository {repository}"
+    client = client or artifactregistry_v1.ArtifactRegistryClient(**clients.client_kwargs("artifactregistry"))
+    try:
+        client.get_repository(name=name)
+        policy = client.get_iam_policy(request={"resource": name})
+    except exceptions.NotFound:
+        yield Check(label, "fail", f"{name} does not exist", "pulumi up (the stack creates it)")
+        return
+    except Exception as exc:  # noqa: BLE001 - any API failure is this check's failure
+        yield Check(label, "fail", f"cannot read {name}: {_err(exc)}",
+                    f"grant yourself artifactregistry.repositories.get/getIamPolicy on {name}")
+        return
+    yield Check(label, "pass", name)
+    for keyword in IMAGE_PULLERS:
+        email = principals.get(keyword)
+        if not email:
+            continue
+        member = domain.member_for_email(email)
+        roles = sorted(b.role for b in policy.bindings if member in b.members)
+        if any(domain.PULL_PERMISSION in domain.ROLE_PERMISSIONS.get(r, ()) for r in roles):
+            yield Check(f"{keyword} pulls from {repository}", "pass", f"via {', '.join(roles)}")
+        else:
+            yield Check(f"{keyword} pulls from {repository}", "fail",
+                        f"{member} cannot pull the trainer image" + (f" (has: {', '.join(roles)})" if roles else ""),
+                        f"gcloud artifacts repositories add-iam-policy-binding {repository} --location {region} "
+                        f"--project {project} --member {member} --role roles/artifactregistry.reader")
+
+
 def run_checks(outputs: StackOutputs | None, project: str | None = None) -> Iterator[Check]:
     project = project or (outputs.project if outputs else None)
     if project is None:
@@ -141,9 +180,8 @@ def run_checks(outputs: StackOutputs | None, project: str | None = None) -> Iter
     buckets = dict(outputs.buckets) if outputs else {}
     if buckets:
         from google.api_core import exceptions
-        from google.cloud import storage
 
-        client = storage.Client(project=project)
+        client = clients.storage_client(project)
         for purpose, name in buckets.items():
             try:
                 policy = client.bucket(name).get_iam_policy(requested_policy_version=3)
@@ -206,12 +244,15 @@ def run_checks(outputs: StackOutputs | None, project: str | None = None) -> Iter
     hub_models = list(outputs.hub_models) if outputs else []
     hub_bucket = buckets.get("hub-cache")
     if hub_models and hub_bucket:
-        from google.cloud import storage
 
         prefix = outputs.hub_cache_prefix or domain.DEFAULT_HUB_CACHE_PREFIX
-        yield from check_hub_cache(storage.Client(project=project), hub_bucket, prefix, hub_models)
+        yield from check_hub_cache(clients.storage_client(project), hub_bucket, prefix, hub_models)
     elif hub_models:
         yield Check("hub cache", "fail", "hub models are configured but the outputs name no hub-cache bucket", "pulumi up")
+
+    repository = outputs.raw.get("trainer_image_repository") if outputs else None
+    if repository and outputs.region:
+        yield from check_image_repository(project, outputs.region, str(repository), principals)
 
     yield from check_quota_preferences(project)
 

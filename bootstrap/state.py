@@ -62,7 +62,7 @@ def _usage_client():
 def plan_bootstrap(project: str, bucket: str | None = None, location: str = "US",
                    storage_client=None, usage_client=None) -> BootstrapPlan:
     from google.api_core import exceptions
-    from google.cloud import service_usage_v1, storage
+    from google.cloud import service_usage_v1
 
     domain.validate_project_id(project)
     name = domain.bucket_name_from(bucket) if bucket else default_state_bucket(project)
@@ -82,7 +82,7 @@ def plan_bootstrap(project: str, bucket: str | None = None, location: str = "US"
     enabled = {s.name.rsplit("/", 1)[-1] for s in resp.services if s.state == service_usage_v1.State.ENABLED}
     missing = [s for s in domain.BOOTSTRAP_APIS if s not in enabled]
 
-    client = storage_client or storage.Client(project=project)
+    client = storage_client or clients.storage_client(project)
     fixes: list[str] = []
     try:
         fixes = missing_safe_defaults(client.get_bucket(name))
@@ -118,7 +118,6 @@ def apply_safe_defaults(bucket) -> None:
 def execute(plan: BootstrapPlan, log: Callable[[str], None] = print,
             storage_client=None, usage_client=None) -> None:
     from google.api_core import exceptions
-    from google.cloud import storage
 
     if plan.apis_missing:
         usage = usage_client or _usage_client()
@@ -126,7 +125,7 @@ def execute(plan: BootstrapPlan, log: Callable[[str], None] = print,
                                                   "service_ids": plan.apis_missing})
         op.result(timeout=600)
         log(f"enabled {', '.join(plan.apis_missing)}")
-    client = storage_client or storage.Client(project=plan.project)
+    client = storage_client or clients.storage_client(plan.project)
     if plan.bucket_exists and plan.bucket_fixes:
         apply_safe_defaults(client.get_bucket(plan.bucket))
         log(f"state bucket gs://{plan.bucket}: turned on {', '.join(plan.bucket_fixes)}")

@@ -53,6 +53,7 @@ class InfraConfig:
     versioned_buckets: tuple[str, ...] = ("data", "artifacts")   # purposes that keep object versions
     access_log_bucket: str | None = None                         # None: no access logs
     access_log_retention_days: int = 0
+    trainer_image_repository: str = "tpuctl-trainer"         # Artifact Registry Docker repository id
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -148,6 +149,7 @@ def load_config(values: Mapping[str, Any], base_dir: Path | None = None) -> Infr
         versioned_buckets=tuple(s.versioned_buckets),
         access_log_bucket=s.access_log_bucket_name(),
         access_log_retention_days=s.access_log_retention_days,
+        trainer_image_repository=s.trainer_image_repository,
         raw=bare_values(values),
     )
 

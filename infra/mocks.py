@@ -244,6 +244,12 @@ class GcpMocks(pulumi.runtime.Mocks):
             if isinstance(source, pulumi.FileAsset) and Path(str(source.path)).is_file():
                 computed["md5hash"] = base64.b64encode(hashlib.md5(Path(str(source.path)).read_bytes()).digest()).decode()
             return computed, f"{inputs.get('bucket')}-{obj}"
+        if typ == T.ARTIFACT_REPOSITORY:
+            rid = f"projects/{project}/locations/{inputs.get('location')}/repositories/{inputs.get('repositoryId')}"
+            return {"name": inputs.get("repositoryId"), "id": rid, "project": project,
+                    "effectiveLabels": dict(inputs.get("labels") or {})}, rid
+        if typ == T.ARTIFACT_REPOSITORY_IAM_MEMBER:
+            return {"etag": "mock-etag"}, f"{inputs.get('repository')}/{inputs.get('role')}/{inputs.get('member')}"
         return {}, f"{name}-id"
 
 

@@ -13,6 +13,7 @@ from infra.config import ConfigError, InfraConfig
 from infra.hub_cache import HubModelCache, HubModelCacheArgs, HubModelFiles
 from infra.identities import ServiceIdentities, ServiceIdentitiesArgs
 from infra.quota import GpuQuota, GpuQuotaArgs, resolve_quota_ids
+from infra.registry import TrainerImageRepository, TrainerImageRepositoryArgs
 from tpuctl.ground import domain
 from tpuctl.ground.outputs import OUTPUT_KEYS
 from tpuctl.ground.settings import PROVIDER_PROJECT_KEY, StackSettings
@@ -116,6 +117,18 @@ def build(cfg: InfraConfig) -> dict[str, pulumi.Output | Any]:
                 depends_on=[identities.apis["cloudquotas.googleapis.com"]],
             ),
         )
+    images = TrainerImageRepository(
+        "trainer-images",
+        TrainerImageRepositoryArgs(
+            project=cfg.project,
+            region=cfg.region,
+            repository_id=cfg.trainer_image_repository,
+            labels=dict(cfg.labels),
+            members=identities.members,
+            depends_on=[identities.apis["artifactregistry.googleapis.com"]],
+            ready=identities.ready,
+        ),
+    )
     if cfg.hub_models:
         HubModelCache(
             "hub-cache",
@@ -141,6 +154,8 @@ def build(cfg: InfraConfig) -> dict[str, pulumi.Output | Any]:
         "hub_models": [m.handle for m in cfg.hub_models],
         "access_map": access.access_map,
         "labels": dict(cfg.labels),
+        "trainer_image_repository": cfg.trainer_image_repository,
+        "trainer_image_url": images.url,
     }
     assert tuple(outputs) == OUTPUT_KEYS, "stack outputs drifted from OUTPUT_KEYS"
     return outputs

@@ -18,6 +18,8 @@ from typing import Mapping, Sequence
 import pulumi
 import pulumi_gcp as gcp
 
+from tpuctl.ground import domain
+
 #: Principals that pull the image: Vertex runs a job's containers as the job's service account (the
 #: training SA) and starts them through the custom-code service agent.
 READER_PRINCIPALS: tuple[str, ...] = ("training-sa", "vertex-agent")
@@ -52,7 +54,7 @@ class TrainerImageRepository(pulumi.ComponentResource):
             repository_id=args.repository_id,
             format="DOCKER",
             description="tpuctl trainer images (container/Dockerfile), tagged by a hash of their sources",
-            labels={**args.labels, "tpuctl-purpose": "trainer-images"},
+            labels={**args.labels, domain.PURPOSE_LABEL: domain.TRAINER_IMAGES_PURPOSE},
             cleanup_policy_dry_run=False,
             cleanup_policies=[gcp.artifactregistry.RepositoryCleanupPolicyArgs(
                 id="delete-untagged",

@@ -208,6 +208,13 @@ def build_model(resources: Iterable[StackResource], settings: PolicySettings) ->
                 if model.grant_convenience(key, principal, grant.role):
                     continue
                 model.bucket_roles.setdefault(principal, {}).setdefault(key, set()).add(grant.role)
+        elif res.type in T.REPOSITORY_IAM_TYPES:
+            repo = r.get(res.props, "repository")
+            key = repo if isinstance(repo, str) else res.urn
+            model.buckets.setdefault(key, Bucket(key, domain.TRAINER_IMAGES_PURPOSE, True))
+            for grant in r.iam_grants(res.type, res.props):
+                if isinstance(grant.role, str) and not grant.conditional:
+                    model.bucket_roles.setdefault(_principal(grant, res), {}).setdefault(key, set()).add(grant.role)
         elif res.type in T.PROJECT_IAM_TYPES:
             for grant in r.iam_grants(res.type, res.props):
                 if not isinstance(grant.role, str):
@@ -285,6 +292,13 @@ def access_rows(model: AccessModel) -> list[dict[str, Any]]:
         (b for b in model.buckets.values() if b.purpose not in domain.BUCKET_PURPOSES), key=lambda b: b.key)
     for principal in model.principals:
         for bucket in buckets:
+            if bucket.purpose == domain.TRAINER_IMAGES_PURPOSE:    # a repository: its own grants, pull or not
+                own = sorted(model.bucket_roles.get(principal, {}).get(bucket.key, set()))
+                if own:
+                    pulls = any(domain.PULL_PERMISSION in domain.ROLE_PERMISSIONS.get(role, ()) for role in own)
+                    rows.append({"principal": principal, "bucket": bucket.key, "purpose": bucket.purpose,
+                                 "roles": own, "access": "pull" if pulls else "-", "note": None})
+                continue
             roles = model.roles(principal, bucket.key)
             if not roles:
                 continue

@@ -138,10 +138,10 @@ def iam_grants(rtype: str, props: Any) -> list[Grant]:
     """(role, member) pairs of an IAM member/binding/policy resource of any level."""
     if rtype not in T.IAM_TYPES:
         return []
-    if rtype.endswith(":IAMMember") or rtype == T.BUCKET_IAM_MEMBER:
+    if rtype.endswith(":IAMMember") or rtype in (T.BUCKET_IAM_MEMBER, T.ARTIFACT_REPOSITORY_IAM_MEMBER):
         conditional = bool(get(props, "condition"))
         return [Grant(get(props, "role"), get(props, "member"), conditional)]
-    if rtype.endswith(":IAMBinding") or rtype == T.BUCKET_IAM_BINDING:
+    if rtype.endswith(":IAMBinding") or rtype in (T.BUCKET_IAM_BINDING, T.ARTIFACT_REPOSITORY_IAM_BINDING):
         role = get(props, "role")
         conditional = bool(get(props, "condition"))
         return [Grant(role, m, conditional) for m in items(get(props, "members"))]

@@ -284,6 +284,31 @@ def check_project_mode_roles(rtype: str, props: Any, settings: PolicySettings) -
     return out
 
 
+def check_project_artifact_registry_roles(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    if settings.access_mode == "project":
+        return []
+    return [f"project-level {g.role} for {_member_text(g.member)} reaches every Artifact Registry repository of the "
+            f"project; grant {ARTIFACT_READER_ROLE} on the trainer image repository instead "
+            f"(accessMode={settings.access_mode!r})"
+            for g in r.iam_grants(rtype, props)
+            if isinstance(g.role, str) and not g.conditional and _pulls_images(g.role)]
+
+
+def _pulls_images(role: str) -> bool:
+    """A predefined Artifact Registry role (``artifactregistry.*``: reader and up reach every repository's
+    images at project level); basic roles are the project-roles rule's business."""
+    return role.removeprefix("roles/").startswith("artifactregistry.")
+
+
+def check_authoritative_repository_iam(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    kind = rtype.rsplit(":", 1)[-1]
+    return [f"{kind} on repository {r.get(props, 'repository')} is authoritative: it removes readers others "
+            "granted; use RepositoryIamMember"]
+
+
+#: The one Artifact Registry role a training principal needs: pull the trainer image.
+ARTIFACT_READER_ROLE = "roles/artifactregistry.reader"
+
 _BROAD_REASON = {
     "roles/storage.admin": "gives full control (objects, bucket settings, IAM) of every bucket in the project "
                            "(checkov CKV_GCP_42)",
@@ -444,6 +469,15 @@ RESOURCE_RULES: tuple[Rule, ...] = (
     Rule("project-mode-broad-roles", "accessMode=project grants broad project roles.", ADVISORY,
          check_project_mode_roles, types=T.PROJECT_IAM_TYPES, config_keys=("accessMode",), checkov=("CKV_GCP_42",),
          rationale="The classic tutorial set is accepted when chosen explicitly, with the reason shown on every preview."),
+    Rule("no-project-artifact-registry-roles",
+         "Artifact Registry roles on the trainer image repository, not on the project (accessMode=bucket).",
+         MANDATORY, check_project_artifact_registry_roles, types=T.PROJECT_IAM_TYPES, config_keys=("accessMode",),
+         rationale="A project-level artifactregistry role reaches every repository of the project; pulling the "
+                   "trainer image needs artifactregistry.reader on its one repository."),
+    Rule("additive-repository-iam", "Repository IAM is additive (RepositoryIamMember).", ADVISORY,
+         check_authoritative_repository_iam,
+         types=frozenset({T.ARTIFACT_REPOSITORY_IAM_BINDING, T.ARTIFACT_REPOSITORY_IAM_POLICY}),
+         rationale="RepositoryIamBinding/Policy remove readers that colleagues or other stacks added."),
     Rule("no-project-impersonation-roles",
          "No project-level roles that act as or manage service accounts (serviceAccountUser, TokenCreator, "
          "service-agent roles, ...) beyond policy/exceptions.yaml.",

@@ -7,14 +7,17 @@ This module is the one place an error becomes an exit code: ``run`` catches what
 
 from __future__ import annotations
 
+import errno
+import signal
 import sys
+import threading
 import warnings
 from typing import Sequence
 
 import typer
 
 from tpuctl import __version__
-from tpuctl.commands import access, data, hubcache, plan, train
+from tpuctl.commands import access, data, hubcache, image, plan, runs, tpu, train, tune
 from tpuctl.ground.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, DomainError, UserError
 
 # google-api-core warns about the interpreter's end of life on every import; the CLI's stderr is for the
@@ -44,7 +47,7 @@ def _root(
     """tpuctl: Pulumi program, policy pack, setup commands and trainer for Cloud TPU/GPU training."""
 
 
-for _group in (plan, access, hubcache, train, data):
+for _group in (plan, access, hubcache, train, data, image, runs, tpu, tune):
     _group.register(app)
 
 
@@ -54,11 +57,38 @@ def _error(message: str, code: int) -> int:
     return code
 
 
+#: What the OS says about a path the user gave (too long, a file where a folder should be, no permission,
+#: disk full): one line naming the path, whichever layer touched it first.
+_PATH_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.ELOOP,
+                          errno.EROFS, errno.ENOSPC, errno.EEXIST, errno.ENOENT})
+
+
+def _path_error(exc: OSError) -> str:
+    name = str(exc.filename)
+    if len(name) > 120:
+        name = f"{name[:60]}…{name[-40:]} ({len(name)} characters)"
+    reason = "the path is longer than the OS allows" if exc.errno == errno.ENAMETOOLONG else exc.strerror
+    return f"{name}: {reason}"
+
+
+def _raise_interrupt(signum, _frame):
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _sigterm_as_interrupt():
+    """SIGTERM behaves like Ctrl-C (cleanup in ``finally`` blocks, "interrupted", exit 130) instead of
+    killing the process mid-write. Commands that supervise work install their own handlers on top."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
 def run(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default: sys.argv[1:]) and return the exit status; never raises."""
     from typer._click import exceptions as click_exc
 
     args = list(sys.argv[1:] if argv is None else argv)
+    previous = _sigterm_as_interrupt()
     try:
         rv = app(args=args, prog_name="tpuctl", standalone_mode=False)
     except UserError as exc:
@@ -78,6 +108,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except typer.Exit as exc:
         return exc.exit_code
+    except OSError as exc:
+        if exc.errno not in _PATH_ERRNOS or exc.filename is None:
+            raise
+        return _error(_path_error(exc), EXIT_BAD_INPUT)
     except Exception as exc:  # noqa: BLE001 - Google failures become one line; anything else is a bug
         from bootstrap.clients import as_user_error
 
@@ -85,6 +119,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         if translated is None:
             raise
         return _error(str(translated), getattr(translated, "exit_code", 1))
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     code = rv if isinstance(rv, int) else 0
     if code == EXIT_INTERRUPTED:  # typer turns Ctrl-C into a bare Exit(130); say what happened
         typer.echo("interrupted", err=True)

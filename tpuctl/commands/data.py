@@ -3,13 +3,31 @@
 from __future__ import annotations
 
 import json
+import math
 
 import typer
+
+#: Bounds of the numeric flags (docs/troubleshooting.md), checked by the parser before the tool starts.
+MIN_SHARD_MB = 0.001
+MAX_SHARD_MB = 4096.0
+#: --validation-fraction is an open interval: 0 < fraction < 1 (checked in the callback).
 
 data_app = typer.Typer(
     name="data", no_args_is_help=True,
     help="Prepare training data with the trainer's tools (TFRecord shards + manifest), locally or in gs://.",
 )
+
+
+def _finite(ctx: typer.Context, param: typer.CallbackParam, value):
+    if isinstance(value, float) and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number", ctx=ctx, param=param)
+    return value
+
+
+def _open_fraction(ctx: typer.Context, param: typer.CallbackParam, value):
+    if isinstance(value, float) and not (math.isfinite(value) and 0 < value < 1):
+        raise typer.BadParameter(f"{value} is not strictly between 0 and 1", ctx=ctx, param=param)
+    return value
 
 
 def register(app: typer.Typer) -> None:
@@ -75,8 +93,10 @@ def _render(summary: dict, as_json: bool) -> None:
 def make_tfrecords(
     src: str = typer.Argument(..., help="Local folder with one sub-folder of images per class."),
     dest: str = typer.Argument(..., help="Output folder, local or gs://BUCKET/PATH."),
-    shard_mb: float = typer.Option(100, "--shard-mb", help="Approximate size of each shard in MB."),
-    validation_fraction: float = typer.Option(0.1, "--validation-fraction", help="Share of each class held out for validation."),
+    shard_mb: float = typer.Option(100, "--shard-mb", min=MIN_SHARD_MB, max=MAX_SHARD_MB, callback=_finite,
+                                   help=f"Approximate size of each shard in MB, {MIN_SHARD_MB}..{MAX_SHARD_MB:g}."),
+    validation_fraction: float = typer.Option(0.1, "--validation-fraction", callback=_open_fraction,
+                                              help="Share of each class held out for validation, strictly between 0 and 1."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Convert images (class sub-folders) to TFRecord shards the trainer reads; corrupt images are skipped and counted."""

@@ -68,13 +68,12 @@ def add(
     workers: int = typer.Option(8, "--workers", min=1, max=64, help="Parallel uploads."),
 ) -> None:
     """Fetch hub models, unpack them safely and upload them to <prefix>/<sha1(handle)>/ in the bucket."""
-    from google.cloud import storage
 
     from bootstrap import clients, hubcache
 
     name, prefix, so = _target(bucket, prefix, stack, outputs)
     todo = _handles(handles or [], so, source)
-    client = storage.Client()
+    client = clients.storage_client()
     gcs_bucket = clients.get_bucket(client, name, "storage.buckets.get and storage.objects.create")
     for handle in todo:
         with _bytes_bar(f"fetch {handle}") as (advance, total):
@@ -110,13 +109,12 @@ def ls(
 ) -> None:
     """List the models in the hub cache: sha1 folder, handle, files, size, complete or not."""
     from google.api_core import exceptions
-    from google.cloud import storage
 
-    from bootstrap import hubcache
+    from bootstrap import clients, hubcache
 
     name, prefix, so = _target(bucket, prefix, stack, outputs)
     try:
-        entries = hubcache.list_cache(storage.Client(), name, prefix)
+        entries = hubcache.list_cache(clients.storage_client(), name, prefix)
     except exceptions.NotFound:
         raise UserError(f"bucket gs://{name} does not exist") from None
     except exceptions.Forbidden:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
+import time
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -16,12 +18,30 @@ from tpuctl.ground.errors import UserError
 class Target(str, Enum):
     local = "local"
     vertex = "vertex"
+    tpu_vm = "tpu-vm"
 
 
 class Model(str, Enum):
     small_cnn = "small_cnn"
     resnet50 = "resnet50"
     hub = "hub"
+
+
+#: Bounds of the numeric flags (docs/train.md, docs/troubleshooting.md): checked by the parser, before any
+#: process starts or any job is built. 64 processes is far more than one machine runs usefully; a Vertex job
+#: of more replicas is a worker pool spec of its own, not a flag.
+MAX_WORKERS = 64
+MAX_EPOCHS = 100_000
+MAX_BATCH_SIZE = 1 << 20
+MIN_POLL_SECONDS = 0.01
+MAX_POLL_SECONDS = 3600.0
+
+
+def _finite(ctx: typer.Context, param: typer.CallbackParam, value):
+    """Click's FloatRange lets NaN through (every comparison with NaN is false): refuse it here."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number", ctx=ctx, param=param)
+    return value
 
 
 def register(app: typer.Typer) -> None:
@@ -42,22 +62,33 @@ def train(
         None, "--accelerator", "-a",
         help="cpu, gpu (one T4), gpu-t4, gpu-t4x2, gpu-l4x4, tpu-v3-8, tpu-v5e-4, … Local default: auto-detect; "
              "Vertex default: cpu."),
-    workers: int = typer.Option(1, "--workers", "-w", help="Processes/replicas in a MultiWorkerMirrored cluster (chief + N-1 workers)."),
+    workers: int = typer.Option(1, "--workers", "-w", min=1, max=MAX_WORKERS,
+                                help=f"Processes/replicas in a MultiWorkerMirrored cluster (chief + N-1 workers); 1..{MAX_WORKERS}."),
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="TFRecord folder (local or gs://). Default: the stack's data bucket, else the demo dataset."),
     model_dir: Optional[str] = typer.Option(None, "--model-dir", help="Checkpoints, logs and export. Default: the stack's artifacts bucket, else ./runs/<timestamp>."),
     model: Optional[Model] = typer.Option(None, "--model", help="Model to train (trainer default: small_cnn)."),
     hub_handle: Optional[str] = typer.Option(None, "--hub-handle", help="TF-Hub handle of a feature vector (implies --model hub)."),
     hub_cache_dir: Optional[str] = typer.Option(None, "--hub-cache-dir", help="TFHUB_CACHE_DIR for the trainer. Default: the stack's hub cache."),
-    epochs: Optional[int] = typer.Option(None, "--epochs", help="Training epochs (trainer default if omitted)."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Global training batch size."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", min=1, max=MAX_EPOCHS,
+                                         help=f"Training epochs, 1..{MAX_EPOCHS} (trainer default if omitted)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, max=MAX_BATCH_SIZE,
+                                             help=f"Global training batch size, 1..{MAX_BATCH_SIZE}."),
     stack: Optional[str] = typer.Option(None, "--stack", help="Read defaults from this Pulumi stack's outputs."),
     outputs: Optional[Path] = typer.Option(None, "--outputs", help="Read defaults from a `pulumi stack output --json` file."),
     region: Optional[str] = typer.Option(None, "--region", help="Vertex: region of the job (default: the stack's region)."),
     job_name: Optional[str] = typer.Option(None, "--job-name", help="Vertex: display name, also names the staging/output folders. Default: tpuctl-train-<timestamp>."),
-    image: Optional[str] = typer.Option(None, "--image", help="Vertex: executor image instead of the prebuilt TensorFlow image for the accelerator."),
+    image: Optional[str] = typer.Option(None, "--image", help="Vertex/TPU VM: run this image instead of the trainer's own (`tpuctl image build`)."),
+    python_package: bool = typer.Option(False, "--python-package", help="Vertex: ship trainer/ as a package onto Google's prebuilt TensorFlow image (refused past its end of availability)."),
+    spot: bool = typer.Option(False, "--spot", help="Vertex/TPU VM: Spot capacity; a preempted job restarts and resumes from its gs:// backup."),
+    max_run_time: Optional[str] = typer.Option(None, "--max-run-time", help="Vertex: stop the job after this long (10m..7d, e.g. 2h, 1h30m); also bounds the cost estimate."),
+    budget: Optional[float] = typer.Option(None, "--budget", min=0.01, callback=_finite, help="Vertex: refuse the job when its maximum cost (USD) is above this."),
+    zone: Optional[str] = typer.Option(None, "--zone", help="TPU VM: zone of the slice (default: the stack's zone)."),
+    keep: bool = typer.Option(False, "--keep", help="TPU VM: keep the slice when the run ends (it keeps costing money)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Vertex: print the CustomJob request as JSON; build, upload and submit nothing."),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="Vertex: follow the job until it ends."),
-    poll_seconds: float = typer.Option(30.0, "--poll-seconds", hidden=True),
+    poll_seconds: float = typer.Option(30.0, "--poll-seconds", min=MIN_POLL_SECONDS, max=MAX_POLL_SECONDS,
+                                       callback=_finite, hidden=True,
+                                       help=f"Vertex: seconds between job status reads, {MIN_POLL_SECONDS}..{MAX_POLL_SECONDS}."),
 ) -> None:
     from tpuctl.ground.outputs import load_outputs
     from tpuctl.services.training import TrainOptions
@@ -71,14 +102,31 @@ def train(
         epochs=epochs, batch_size=batch_size, extra=list(ctx.args),
     )
     stack_outputs = load_outputs(stack=stack, outputs_file=outputs)
+    if target is not Target.tpu_vm:
+        for name, value in (("--zone", zone), ("--keep", keep)):
+            if value:
+                raise UserError(f"{name} only applies to --target tpu-vm")
     if target is Target.vertex:
-        _train_vertex(opts, stack_outputs, region, job_name, image, dry_run, wait, poll_seconds)
+        _train_vertex(opts, stack_outputs, region, job_name, image, dry_run, wait, poll_seconds,
+                      python_package=python_package, spot=spot, max_run_time=max_run_time, budget=budget)
         return
-    for name, value in (("--region", region), ("--job-name", job_name), ("--image", image)):
+    if target is Target.tpu_vm:
+        for name, value in (("--region", region), ("--python-package", python_package),
+                            ("--max-run-time", max_run_time), ("--budget", budget)):
+            if value:
+                raise UserError(f"{name} does not apply to --target tpu-vm (a TPU VM slice lives in --zone)")
+        from tpuctl.commands import tpu
+
+        tpu.run_options(opts, stack_outputs, zone=zone, spot=spot, keep=keep, name=job_name, image=image,
+                        dry_run=dry_run, poll_seconds=poll_seconds)
+        return
+    for name, value in (("--region", region), ("--job-name", job_name), ("--image", image),
+                        ("--python-package", python_package), ("--spot", spot), ("--max-run-time", max_run_time),
+                        ("--budget", budget)):
         if value:
             raise UserError(f"{name} only applies to --target vertex")
     if dry_run:
-        raise UserError("--dry-run only applies to --target vertex")
+        raise UserError("--dry-run only applies to --target vertex or tpu-vm")
     _train_local(opts, stack_outputs)
 
 
@@ -97,7 +145,14 @@ def _train_local(opts, stack_outputs) -> None:
     def _started(task) -> None:
         _echo_err(f"started {task.label} (pid {task.pid})")
 
+    from tpuctl.services import runs
+
+    started = time.time()
     outcome = run_local(plan.args, workers=plan.workers, env=plan.env, on_started=_started)
+    runs.write_launch_record(plan.model_dir, {
+        "target": "local", "accelerator": opts.accelerator or "auto", "workers": plan.workers,
+        "args": plan.args, "started": started, "finished": time.time(),
+    })
     result = outcome.result
     if not result:
         typer.echo(f"training finished; model dir: {plan.model_dir} (the trainer printed no result line)")
@@ -110,14 +165,24 @@ def _train_local(opts, stack_outputs) -> None:
         typer.echo(f"validation accuracy: {accuracy}")
 
 
-def _train_vertex(opts, stack_outputs, region, job_name, image, dry_run, wait, poll_seconds) -> None:
-    from tpuctl.services import vertex
+def _train_vertex(opts, stack_outputs, region, job_name, image, dry_run, wait, poll_seconds, *,
+                  python_package: bool = False, spot: bool = False, max_run_time: str | None = None,
+                  budget: float | None = None) -> None:
+    from tpuctl.services import cloudrun, vertex
 
-    job = vertex.plan_job(opts, stack_outputs, region=region, job_name=job_name, image=image)
+    job = vertex.plan_job(opts, stack_outputs, region=region, job_name=job_name, image=image,
+                          python_package=python_package, echo=_echo_err)
+    run_time = cloudrun.parse_run_time(max_run_time) if max_run_time else None
+    vertex.check_quota(job, echo=_echo_err, spot=spot)   # before anything is built; offline: a note
+    # Spot / timeout, and the cost estimate (refused over --budget) before anything is uploaded.
+    cloud = cloudrun.plan_cloud_run(job, spot=spot, max_run_time=run_time, budget=budget)
+    for line in cloud.estimate.lines():
+        _echo_err(line)
     if dry_run:
-        typer.echo(json.dumps(vertex.job_to_dict(vertex.build_custom_job(job)), indent=2, sort_keys=True))
+        typer.echo(json.dumps(vertex.job_to_dict(cloud.custom_job), indent=2, sort_keys=True))
         return
-    submission = vertex.run_job(job, wait=wait, poll_seconds=poll_seconds, echo=typer.echo)
+    submission = vertex.run_job(job, wait=wait, poll_seconds=poll_seconds, echo=typer.echo,
+                                custom_job=cloud.custom_job)
     if not wait:
         return
     if submission.state != "JOB_STATE_SUCCEEDED":

@@ -2,16 +2,23 @@
 
 The shape is the one infra/ exports (keys in ``OUTPUT_KEYS``) and the one
 ``tpuctl plan --json`` prints under ``outputs``; every ``--outputs FILE`` option accepts it.
+
+This is the edge where outputs enter: the bytes are checked (size, UTF-8, JSON, nesting, finite numbers)
+and the document is validated into a typed object (``OutputsDocument``, a pydantic model). Anything
+wrong is one ``UserError`` line naming the file and the field; nothing downstream sees an unchecked value.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tpuctl.ground import domain
 from tpuctl.ground.envs import REPO_ROOT
@@ -27,7 +34,137 @@ OUTPUT_KEYS: tuple[str, ...] = (
     "tfhub_cache_dir", "hub_cache_prefix", "hub_models",
     "access_map",          # {member: {bucket name: [roles]}}
     "labels",
+    "trainer_image_repository",   # Artifact Registry repository id of the trainer image
+    "trainer_image_url",          # <region>-docker.pkg.dev/<project>/<repository>
 )
+
+#: Stack outputs are a few KB; anything far bigger is not an outputs file.
+MAX_OUTPUTS_BYTES = 4 * 1024 * 1024
+#: Deepest nesting a valid document has is 4 (access_map); JSON deeper than this is refused unparsed.
+MAX_NESTING = 32
+#: Longest string value accepted (hub handles and gs:// URLs are the longest legitimate values).
+MAX_STRING = 2048
+#: Most entries in any list or mapping (hub models, principals, access map).
+MAX_ITEMS = 1000
+
+
+def _str() -> Any:
+    return Field(default=None, max_length=MAX_STRING)
+
+
+class OutputsDocument(BaseModel):
+    """The typed stack outputs document. Unknown keys are allowed (newer stacks may export more)."""
+
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True)
+
+    project: Optional[str] = _str()
+    project_number: Optional[str | int] = None
+    region: Optional[str] = _str()
+    zone: Optional[str] = _str()
+    access_mode: Optional[str] = None
+    buckets: Optional[dict[str, str]] = Field(default=None, max_length=len(domain.BUCKET_PURPOSES))
+    bucket_urls: Optional[dict[str, str]] = Field(default=None, max_length=len(domain.BUCKET_PURPOSES))
+    principals: Optional[dict[str, str]] = Field(default=None, max_length=MAX_ITEMS)
+    training_service_account: Optional[str] = _str()
+    tfhub_cache_dir: Optional[str] = _str()
+    hub_cache_prefix: Optional[str] = _str()
+    hub_models: Optional[list[str]] = Field(default=None, max_length=MAX_ITEMS)
+    access_map: Optional[dict[str, dict[str, list[str]]]] = Field(default=None, max_length=MAX_ITEMS)
+    labels: Optional[dict[str, str]] = Field(default=None, max_length=64)
+    trainer_image_repository: Optional[str] = _str()
+    trainer_image_url: Optional[str] = _str()
+
+    @field_validator("trainer_image_repository")
+    @classmethod
+    def _repository(cls, value: str | None) -> str | None:
+        if value is not None:
+            domain.validate_repository_id(value)
+        return value
+
+    @field_validator("project_number")
+    @classmethod
+    def _number(cls, value: str | int | None) -> str | None:
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            raise ValueError("must be a string of digits")
+        text = str(value)
+        if not text.isascii() or not text.isdigit() or len(text) > 20 or (isinstance(value, int) and value < 0):
+            raise ValueError(f"must be a string of at most 20 digits (got {_show(value)})")
+        return text
+
+    @field_validator("access_mode")
+    @classmethod
+    def _mode(cls, value: str | None) -> str | None:
+        if value is not None:
+            domain.validate_access_mode(value)
+        return value
+
+    @field_validator("buckets")
+    @classmethod
+    def _buckets(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        for purpose, name in (value or {}).items():
+            if purpose not in domain.BUCKET_PURPOSES:
+                raise ValueError(f"unknown bucket purpose {_show(purpose)}; expected {', '.join(domain.BUCKET_PURPOSES)}")
+            try:
+                domain.validate_bucket_name(name)
+            except domain.DomainError as exc:
+                raise ValueError(f"{purpose}: {exc}") from None
+        return value
+
+    @field_validator("principals")
+    @classmethod
+    def _principals(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        for keyword, email in (value or {}).items():
+            try:
+                domain.member_for_email(email)
+            except domain.DomainError as exc:
+                raise ValueError(f"{_show(keyword)}: {exc}") from None
+        return value
+
+    @field_validator("training_service_account")
+    @classmethod
+    def _account(cls, value: str | None) -> str | None:
+        if value is not None:
+            domain.member_for_email(value)
+        return value
+
+    @field_validator("hub_models", "bucket_urls", "labels", "access_map")
+    @classmethod
+    def _bounded_strings(cls, value: Any) -> Any:
+        for text in _strings(value):
+            if len(text) > MAX_STRING:
+                raise ValueError(f"has a value of {len(text)} characters (at most {MAX_STRING})")
+        return value
+
+
+def _strings(node: Any):
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield key
+            yield from _strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _strings(value)
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _validation_line(source: str, exc: ValidationError) -> str:
+    """The first problem of a ValidationError as ``SOURCE: field.path: what is wrong (got VALUE)``."""
+    error = exc.errors(include_url=False)[0]
+    loc = ".".join(str(part) for part in error.get("loc", ())) or "(document)"
+    message = str(error.get("msg", "is invalid"))
+    message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    got = "" if error.get("type") in ("value_error", "assertion_error") else f" (got {_show(error.get('input'))})"
+    more = len(exc.errors()) - 1
+    tail = f"; and {more} more problem(s)" if more > 0 else ""
+    return f"{source}: {loc}: {message}{got}{tail}"
 
 
 @dataclass(frozen=True)
@@ -56,52 +193,107 @@ class StackOutputs:
 
 
 def parse_outputs(raw: Any, source: str = "stack outputs") -> StackOutputs:
+    """Validate a decoded outputs document into ``StackOutputs``; a bad one is a UserError naming the field."""
     if not isinstance(raw, dict):
-        raise UserError(f"{source}: expected a JSON object of stack outputs")
-    buckets = raw.get("buckets") or {}
-    if not isinstance(buckets, dict):
-        raise UserError(f"{source}: 'buckets' must be an object of purpose -> bucket name")
-    for purpose, name in buckets.items():
-        if purpose not in domain.BUCKET_PURPOSES:
-            raise UserError(f"{source}: unknown bucket purpose {purpose!r} in 'buckets'")
-        try:
-            domain.validate_bucket_name(name)
-        except domain.DomainError as exc:
-            raise UserError(f"{source}: buckets.{purpose}: {exc}") from None
-    principals = raw.get("principals") or {}
-    if not isinstance(principals, dict):
-        raise UserError(f"{source}: 'principals' must be an object of keyword -> e-mail")
-    number = raw.get("project_number")
+        raise UserError(f"{source}: expected a JSON object of stack outputs (got {type(raw).__name__})")
+    try:
+        doc = OutputsDocument.model_validate(raw)
+    except ValidationError as exc:
+        raise UserError(_validation_line(source, exc)) from None
+    except RecursionError:
+        raise UserError(f"{source}: nested too deeply to be stack outputs") from None
     return StackOutputs(
         raw=raw,
-        project=raw.get("project"),
-        project_number=str(number) if number is not None else None,
-        region=raw.get("region"),
-        zone=raw.get("zone"),
-        access_mode=raw.get("access_mode"),
-        buckets=dict(buckets),
-        principals=dict(principals),
-        training_service_account=raw.get("training_service_account"),
-        tfhub_cache_dir=raw.get("tfhub_cache_dir"),
-        hub_cache_prefix=raw.get("hub_cache_prefix"),
-        hub_models=list(raw.get("hub_models") or []),
-        access_map=dict(raw.get("access_map") or {}),
-        labels=dict(raw.get("labels") or {}),
+        project=doc.project,
+        project_number=doc.project_number,  # type: ignore[arg-type]  (normalised to str by the validator)
+        region=doc.region,
+        zone=doc.zone,
+        access_mode=doc.access_mode,
+        buckets=dict(doc.buckets or {}),
+        principals=dict(doc.principals or {}),
+        training_service_account=doc.training_service_account,
+        tfhub_cache_dir=doc.tfhub_cache_dir,
+        hub_cache_prefix=doc.hub_cache_prefix,
+        hub_models=list(doc.hub_models or []),
+        access_map={k: dict(v) for k, v in (doc.access_map or {}).items()},
+        labels=dict(doc.labels or {}),
     )
 
 
-def read_outputs_file(path: Path) -> StackOutputs:
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return value
+
+
+def _nesting(text: str) -> int:
+    """Deepest bracket nesting of a JSON text, outside strings (cheap, before json.loads recurses)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_NESTING:
+                    return deepest
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def decode_json(data: bytes, source: str) -> Any:
+    """Bytes of an outputs document -> Python values, or a one-line UserError naming ``source``."""
+    if len(data) > MAX_OUTPUTS_BYTES:
+        raise UserError(f"{source} is {len(data)} bytes; stack outputs are a few KB (at most {MAX_OUTPUTS_BYTES})")
     try:
-        text = Path(path).read_text()
-    except FileNotFoundError:
-        raise UserError(f"outputs file {path} does not exist (write it with `pulumi stack output --json > {path}`)") from None
-    except OSError as exc:
-        raise UserError(f"cannot read outputs file {path}: {exc.strerror}") from None
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{source} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+    if _nesting(text) > MAX_NESTING:
+        raise UserError(f"{source} is nested more than {MAX_NESTING} levels deep; it is not stack outputs")
     try:
-        raw = json.loads(text)
+        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except json.JSONDecodeError as exc:
-        raise UserError(f"outputs file {path} is not JSON (line {exc.lineno}: {exc.msg})") from None
-    return parse_outputs(raw, str(path))
+        raise UserError(f"{source} is not JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:
+        raise UserError(f"{source} is nested too deeply; it is not stack outputs") from None
+    except ValueError as exc:  # NaN/Infinity, 1e999, integers longer than Python's digit limit
+        first = (str(exc).splitlines() or ["bad number"])[0][:120]
+        raise UserError(f"{source} has a number JSON cannot carry: {first}") from None
+
+
+def read_outputs_file(path: Path) -> StackOutputs:
+    path = Path(path)
+    source = f"outputs file {path}"
+    try:
+        if path.is_dir():
+            raise UserError(f"{source} is a folder; give the JSON file `pulumi stack output --json` wrote")
+        with path.open("rb") as handle:
+            data = handle.read(MAX_OUTPUTS_BYTES + 1)
+    except FileNotFoundError:
+        raise UserError(f"{source} does not exist (write it with `pulumi stack output --json > {path}`)") from None
+    except OSError as exc:
+        raise UserError(f"cannot read {source}: {exc.strerror or exc}") from None
+    except ValueError:  # a NUL byte in the name: no OS accepts it
+        raise UserError(f"outputs file {str(path)!r}: a path cannot contain a NUL byte") from None
+    if len(data) > MAX_OUTPUTS_BYTES:
+        raise UserError(f"{source} is larger than {MAX_OUTPUTS_BYTES} bytes; stack outputs are a few KB")
+    return parse_outputs(decode_json(data, source), source)
 
 
 def read_stack_outputs(stack: str) -> StackOutputs:
@@ -113,16 +305,14 @@ def read_stack_outputs(stack: str) -> StackOutputs:
         )
     proc = subprocess.run(
         [pulumi, "stack", "output", "--json", "--show-secrets", "--stack", stack, "--non-interactive"],
-        cwd=REPO_ROOT, capture_output=True, text=True,
+        cwd=REPO_ROOT, capture_output=True,
     )
     if proc.returncode != 0:
-        detail = (proc.stderr.strip().splitlines() or ["unknown error"])[-1]
+        stderr = proc.stderr.decode("utf-8", "replace")
+        detail = (stderr.strip().splitlines() or ["unknown error"])[-1]
         raise UserError(f"cannot read outputs of stack {stack!r}: {detail}")
-    try:
-        raw = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        raise UserError(f"`pulumi stack output --json` for stack {stack!r} did not print JSON") from None
-    return parse_outputs(raw, f"stack {stack}")
+    source = f"`pulumi stack output --json` for stack {stack!r}"
+    return parse_outputs(decode_json(proc.stdout, source), f"stack {stack}")
 
 
 def load_outputs(stack: str | None = None, outputs_file: Path | None = None) -> StackOutputs | None:

@@ -310,6 +310,9 @@ class StackSettings(BaseModel):
     versioned_buckets: Annotated[List, AfterValidator(lambda v: _versioned_buckets(v))] = _key(
         "versionedBuckets", ("data", "artifacts"),
         "Buckets that keep old object versions (artifacts always; staging and hub-cache hold rebuildable files).")
+    trainer_image_repository: Annotated[Str, _checked(domain.validate_repository_id)] = _key(
+        "trainerImageRepository", "tpuctl-trainer",
+        "Artifact Registry Docker repository (in `region`) for the trainer image that Vertex jobs run.")
 
     @model_validator(mode="after")
     def _across_keys(self, info: ValidationInfo) -> StackSettings:

@@ -1,16 +1,94 @@
 """Stack config files (``Pulumi.<stack>.yaml``) read offline, values exactly as written.
 
-The edge where a stack file enters: anything that is not a YAML mapping with a ``config:`` mapping is
-a one-line ``DomainError`` naming the file. Validation of the values is the settings model's job.
+The edge where a stack file enters: the bytes are checked (size, UTF-8), the YAML is parsed with a
+loader that refuses aliases (``*name``: "billion laughs" documents) and nesting deeper than any stack
+file needs, and the document must be a mapping with a ``config:`` mapping of string keys. Anything else
+is a one-line ``DomainError`` naming the file. Validation of the values is the settings model's job.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 from tpuctl.ground.envs import REPO_ROOT
 from tpuctl.ground.errors import ConfigError, DomainError
+
+#: Stack files are a few KB; a file bigger than this is refused before it is parsed.
+MAX_STACK_FILE_BYTES = 1024 * 1024
+#: Deepest YAML nesting accepted (a stack file needs 4: document, config, a list or a secure mapping).
+MAX_NESTING = 16
+
+
+def _loader():
+    import yaml
+
+    class StackFileLoader(yaml.SafeLoader):
+        """SafeLoader without aliases and with a nesting limit (both checked while composing, before building)."""
+
+        depth = 0
+
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark
+                raise yaml.MarkedYAMLError(None, None, "aliases (*name) are not allowed in a stack config file", mark)
+            self.depth += 1
+            try:
+                if self.depth > MAX_NESTING:
+                    mark = self.peek_event().start_mark
+                    raise yaml.MarkedYAMLError(None, None, f"nested more than {MAX_NESTING} levels deep", mark)
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    return StackFileLoader
+
+
+def parse_stack_yaml(data: bytes, path: Path | str) -> Any:
+    """Bytes of a stack config file -> the YAML document, or a one-line DomainError naming ``path``."""
+    import yaml
+
+    if len(data) > MAX_STACK_FILE_BYTES:
+        raise DomainError(f"stack config file {path} is larger than {MAX_STACK_FILE_BYTES} bytes; "
+                          "a stack config file is a few KB")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DomainError(f"stack config file {path} is not UTF-8 text "
+                          f"(byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+    try:
+        return yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise DomainError(f"stack config file {path} is not valid YAML: {_yaml_line(exc)}") from None
+    except RecursionError:
+        raise DomainError(f"stack config file {path} is nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer longer than Python's digit limit
+        first = (str(exc).splitlines() or ["bad value"])[0][:120]
+        raise DomainError(f"stack config file {path} has a value YAML cannot carry: {first}") from None
+
+
+def _yaml_line(exc: Exception) -> str:
+    problem = getattr(exc, "problem", None)
+    mark = getattr(exc, "problem_mark", None)
+    if problem:
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        return f"{problem}{where}"
+    return (str(exc).splitlines() or ["unknown error"])[0]
+
+
+def _check_value(value: Any, key: str, path: Path) -> None:
+    """Keys inside values must be strings and numbers finite (YAML allows ``.nan``, ``? [a]: b`` …)."""
+    if isinstance(value, dict):
+        for inner, item in value.items():
+            if not isinstance(inner, str):
+                raise ConfigError(key, f"in {path.name} has a non-string key {inner!r} inside its value")
+            _check_value(item, key, path)
+    elif isinstance(value, list):
+        for item in value:
+            _check_value(item, key, path)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(key, f"in {path.name} is {value!r}, which is not a finite number")
 
 
 def read_stack_config(stack: str | None = None, config_file: Path | None = None,
@@ -19,23 +97,27 @@ def read_stack_config(stack: str | None = None, config_file: Path | None = None,
 
     Secure values cannot be decrypted without the engine; they raise ``ConfigError`` naming the key.
     """
-    import yaml
-
     if config_file is None:
         if not stack:
             raise DomainError("give a stack name or a stack config file")
         config_file = Path(root) / f"Pulumi.{stack}.yaml"
     path = Path(config_file)
     try:
-        text = path.read_text(encoding="utf8")
+        if path.is_dir():
+            raise DomainError(f"stack config file {path} is a folder; give a file such as {path}/Pulumi.dev.yaml")
+        with path.open("rb") as handle:
+            data = handle.read(MAX_STACK_FILE_BYTES + 1)
     except FileNotFoundError:
         raise DomainError(
             f"stack config file {path} does not exist (create it with `pulumi stack init` or copy Pulumi.example.yaml)"
         ) from None
-    try:
-        doc = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise DomainError(f"stack config file {path} is not valid YAML: {exc}".splitlines()[0]) from None
+    except OSError as exc:
+        raise DomainError(f"cannot read stack config file {path}: {exc.strerror or exc}") from None
+    except ValueError:  # a NUL byte in the name: no OS accepts it
+        raise DomainError(f"stack config file {str(path)!r}: a path cannot contain a NUL byte") from None
+    doc = parse_stack_yaml(data, path)
+    if doc is None:
+        doc = {}
     if not isinstance(doc, dict):
         raise DomainError(f"stack config file {path} must be a YAML mapping with a 'config:' section")
     config = doc.get("config") or {}
@@ -43,8 +125,10 @@ def read_stack_config(stack: str | None = None, config_file: Path | None = None,
         raise DomainError(f"stack config file {path}: 'config:' must be a mapping of key: value")
     out: dict[str, Any] = {}
     for key, value in config.items():
-        key = str(key)
+        if not isinstance(key, str):
+            raise DomainError(f"stack config file {path}: config key {key!r} must be a string such as tpuctl:region")
         if isinstance(value, dict) and "secure" in value:
             raise ConfigError(key, f"is a secret in {path.name}; secrets can't be read offline (tpuctl needs no secret config)")
+        _check_value(value, key, path)
         out[key] = value
     return out

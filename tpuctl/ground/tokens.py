@@ -23,6 +23,8 @@ QUOTA_PREFERENCE = "gcp:cloudquota/sQuotaPreference:SQuotaPreference"
 #: sdk/python/lib/pulumi/dynamic/dynamic.py Resource.__init_subclass__, checked 2026-11): the TPU VM
 #: agent created through the Cloud TPU v2 API (infra.identities.TpuServiceIdentity).
 TPU_SERVICE_IDENTITY = "pulumi-python:dynamic/tpu:ServiceIdentity"
+ARTIFACT_REPOSITORY = "gcp:artifactregistry/repository:Repository"
+ARTIFACT_REPOSITORY_IAM_MEMBER = "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember"
 
 # Resources the program never registers but the policy pack must recognise (and mostly reject).
 BUCKET_IAM_BINDING = "gcp:storage/bucketIAMBinding:BucketIAMBinding"
@@ -45,6 +47,9 @@ OBJECT_ACCESS_CONTROL = "gcp:storage/objectAccessControl:ObjectAccessControl"
 # Invokes (data sources) the program calls.
 GET_PROJECT = "gcp:organizations/getProject:getProject"
 GET_BUCKET = "gcp:storage/getBucket:getBucket"
+ARTIFACT_REPOSITORY_IAM_BINDING = "gcp:artifactregistry/repositoryIamBinding:RepositoryIamBinding"
+ARTIFACT_REPOSITORY_IAM_POLICY = "gcp:artifactregistry/repositoryIamPolicy:RepositoryIamPolicy"
+
 GET_QUOTA_INFOS = "gcp:cloudquota/getSQuotaInfos:getSQuotaInfos"
 
 # The program's own component resources.
@@ -53,13 +58,16 @@ SERVICE_IDENTITIES = "tpuctl:infra:ServiceIdentities"
 ACCESS_GRANTS = "tpuctl:infra:AccessGrants"
 GPU_QUOTA = "tpuctl:infra:GpuQuota"
 HUB_MODEL_CACHE = "tpuctl:infra:HubModelCache"
+TRAINER_IMAGE_REPOSITORY = "tpuctl:infra:TrainerImageRepository"
 
 BUCKET_IAM_TYPES = frozenset({BUCKET_IAM_MEMBER, BUCKET_IAM_BINDING, BUCKET_IAM_POLICY})
 PROJECT_IAM_TYPES = frozenset({PROJECT_IAM_MEMBER, PROJECT_IAM_BINDING, PROJECT_IAM_POLICY})
 HIERARCHY_IAM_TYPES = frozenset({FOLDER_IAM_MEMBER, FOLDER_IAM_BINDING, FOLDER_IAM_POLICY,
                                  ORG_IAM_MEMBER, ORG_IAM_BINDING, ORG_IAM_POLICY})
 SA_IAM_TYPES = frozenset({SA_IAM_MEMBER, SA_IAM_BINDING, SA_IAM_POLICY})
-IAM_TYPES = BUCKET_IAM_TYPES | PROJECT_IAM_TYPES | HIERARCHY_IAM_TYPES | SA_IAM_TYPES
+REPOSITORY_IAM_TYPES = frozenset({ARTIFACT_REPOSITORY_IAM_MEMBER, ARTIFACT_REPOSITORY_IAM_BINDING,
+                                  ARTIFACT_REPOSITORY_IAM_POLICY})
+IAM_TYPES = BUCKET_IAM_TYPES | PROJECT_IAM_TYPES | HIERARCHY_IAM_TYPES | SA_IAM_TYPES | REPOSITORY_IAM_TYPES
 #: Authoritative IAM above the bucket: replaces grants other tools (and people) made.
 AUTHORITATIVE_PROJECT_IAM_TYPES = frozenset({PROJECT_IAM_BINDING, PROJECT_IAM_POLICY, FOLDER_IAM_BINDING,
                                              FOLDER_IAM_POLICY, ORG_IAM_BINDING, ORG_IAM_POLICY})

@@ -2,22 +2,32 @@
 
 ``trainer.make_tfrecords`` and ``trainer.sample_data`` (trainer environment, TensorFlow) write shards
 to a local folder and report ``progress: done/total`` and a final ``summary: {json}`` on stdout.
-A ``gs://`` destination is written to a local temporary folder first, then uploaded with the storage
-client's transfer manager, so the trainer environment never needs cloud credentials.
+A ``gs://`` destination is written to a local temporary folder first, then uploaded by a few threads of
+the ops side, so the trainer environment never needs cloud credentials. The manifest goes last, so a
+destination never has a manifest naming shards that are not there. Ctrl-C / SIGTERM during the upload
+stops submitting files, waits briefly for the ones in flight, removes the objects this run uploaded and
+ends with exit code 130: a re-run starts from a clean destination.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import math
 import os
+import queue
 import shutil
+import signal
 import tempfile
+import threading
+import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from tpuctl.ground import domain
 from tpuctl.ground.envs import cache_dir, trainer_env
-from tpuctl.ground.errors import UserError
+from tpuctl.ground.errors import EXIT_INTERRUPTED, UserError
 from tpuctl.services.supervisor import Task, TaskFailed, run_tasks, trainer_module_argv
 from trainer import protocol
 
@@ -78,9 +88,10 @@ def run_tool(module: str, args: list[str], on_progress: ProgressCallback | None 
 # --------------------------------------------------------------------------------------------
 
 def storage_client(project: str | None = None):
-    from google.cloud import storage
+    """A storage client that fails within seconds, naming the endpoint, when it cannot connect."""
+    from bootstrap.clients import storage_client as fail_fast_client
 
-    return storage.Client(project=project)
+    return fail_fast_client(project)
 
 
 def check_gcs_destination(uri: str, client=None) -> tuple[str, str]:
@@ -91,9 +102,12 @@ def check_gcs_destination(uri: str, client=None) -> tuple[str, str]:
         bucket, prefix = split_gcs(uri)
     except domain.DomainError as exc:
         raise UserError(f"destination {uri}: {exc}") from None
+    from bootstrap.clients import google_errors
+
     client = client or storage_client()
     try:
-        exists = client.bucket(bucket).exists()
+        with google_errors(f"checking bucket gs://{bucket}"):
+            exists = client.bucket(bucket).exists()
     except exceptions.GoogleAPICallError as exc:
         raise UserError(f"cannot check bucket {bucket}: {exc.message or exc}") from None
     if not exists:
@@ -101,32 +115,187 @@ def check_gcs_destination(uri: str, client=None) -> tuple[str, str]:
     return bucket, prefix
 
 
-def upload_dir(local: Path, uri: str, client=None, workers: int = 8) -> list[str]:
-    """Upload every file under ``local`` to ``gs://bucket/prefix/<relative path>``; return object names."""
-    from google.cloud.storage import transfer_manager
+#: Seconds the uploads in flight get to finish after Ctrl-C / SIGTERM before the cleanup starts.
+UPLOAD_STOP_GRACE_SECONDS = 3.0
+#: Files handed out by the walk: the manifest last (it names the shards; it must never arrive first).
+LAST_FILES = ("manifest.json",)
+
+
+class Interrupted(UserError):
+    """Ctrl-C or SIGTERM stopped the work; ``str()`` says what was stopped and what was cleaned."""
+
+    def __init__(self, message: str):
+        super().__init__(message, EXIT_INTERRUPTED)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGINT/SIGTERM while the block runs (main thread only; elsewhere it never fires).
+
+    The signal name is kept on ``event.signal_name``."""
+    event = threading.Event()
+    event.signal_name = None  # type: ignore[attr-defined]
+    if threading.current_thread() is not threading.main_thread():
+        yield event
+        return
+
+    def _on_signal(signum, _frame):
+        event.signal_name = signal.Signals(signum).name  # type: ignore[attr-defined]
+        event.set()
+
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield event
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _upload_order(local: Path) -> list[str]:
+    files = sorted(str(p.relative_to(local)) for p in local.rglob("*") if p.is_file())
+    return sorted(files, key=lambda f: (f in LAST_FILES, f))
+
+
+def upload_dir(local: Path, uri: str, client=None, workers: int = 8,
+               on_progress: ProgressCallback | None = None) -> list[str]:
+    """Upload every file under ``local`` to ``gs://bucket/prefix/<relative path>``; return object names.
+
+    A failure or Ctrl-C/SIGTERM stops handing out files; the objects this call uploaded are deleted again
+    (the destination is left as it was) and the error says so. The manifest is uploaded last, alone.
+    """
+    from bootstrap.clients import REQUEST_TIMEOUT_SECONDS
 
     bucket_name, prefix = split_gcs(uri)
     client = client or storage_client()
-    files = sorted(str(p.relative_to(local)) for p in local.rglob("*") if p.is_file())
+    files = _upload_order(local)
     if not files:
         return []
     bucket = client.bucket(bucket_name)
-    results = transfer_manager.upload_many_from_filenames(
-        bucket, files, source_directory=str(local), blob_name_prefix=f"{prefix}/" if prefix else "",
-        max_workers=workers, worker_type=transfer_manager.THREAD,
-    )
-    failures = [(name, r) for name, r in zip(files, results) if isinstance(r, Exception)]
-    if failures:
-        name, error = failures[0]
-        raise UserError(f"uploading {name} to {uri} failed ({len(failures)} of {len(files)} files): {error}", 1)
-    return [f"{prefix}/{f}" if prefix else f for f in files]
+
+    def object_name(rel: str) -> str:
+        return f"{prefix}/{rel}" if prefix else rel
+
+    done: list[str] = []
+    in_flight: set[str] = set()
+    failures: list[tuple[str, BaseException]] = []
+    lock = threading.Lock()
+    halt = threading.Event()
+    todo: queue.Queue[str] = queue.Queue()
+    body = [f for f in files if f not in LAST_FILES]
+    last = [f for f in files if f in LAST_FILES]
+
+    def worker() -> None:
+        while not halt.is_set():
+            try:
+                rel = todo.get_nowait()
+            except queue.Empty:
+                return
+            name = object_name(rel)
+            with lock:
+                in_flight.add(name)
+            try:
+                bucket.blob(name).upload_from_filename(str(local / rel), timeout=REQUEST_TIMEOUT_SECONDS)
+            except Exception as exc:  # noqa: BLE001 - reported (translated) by the main thread
+                with lock:
+                    failures.append((rel, exc))
+                halt.set()
+            else:
+                with lock:
+                    done.append(name)
+                    count = len(done)
+                if on_progress:
+                    on_progress(count, len(files))
+            finally:
+                with lock:
+                    in_flight.discard(name)
+
+    def run_batch(batch: list[str], stop: threading.Event) -> bool:
+        """Upload ``batch``; False when stopped (signal or failure)."""
+        for rel in batch:
+            todo.put(rel)
+        threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, min(workers, len(batch))))]
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
+            if stop.is_set():
+                halt.set()
+                deadline = time.monotonic() + UPLOAD_STOP_GRACE_SECONDS
+                for t in threads:
+                    t.join(max(0.0, deadline - time.monotonic()))
+                return False
+            for t in threads:
+                t.join(0.05)
+        return not halt.is_set()
+
+    with stop_on_signals() as stop:
+        finished = run_batch(body, stop) and run_batch(last, stop)
+        if finished:
+            return done
+        with lock:
+            uploaded, abandoned = list(done), sorted(in_flight)
+        removed, kept = _delete_objects(bucket, uploaded + abandoned)
+    cleaned = (f"removed the {removed} object(s) it had uploaded" if not kept
+               else f"removed {removed} object(s); could not remove {len(kept)} (e.g. gs://{bucket_name}/{kept[0]})")
+    cut = f"; {len(abandoned)} upload(s) in flight were cut off" if abandoned else ""
+    if stop.is_set():
+        raise Interrupted(f"interrupted by {stop.signal_name} while uploading to {uri} "  # type: ignore[attr-defined]
+                          f"({len(uploaded)} of {len(files)} files done); {cleaned}{cut}; nothing else was written")
+    name, error = failures[0]
+    from bootstrap.clients import as_user_error
+
+    translated = as_user_error(error)
+    detail = str(translated) if translated is not None else (str(error).splitlines() or [type(error).__name__])[0]
+    raise UserError(f"uploading {name} to {uri} failed ({len(failures)} of {len(files)} files): {detail}; "
+                    f"{cleaned}{cut}", 1)
+
+
+def _delete_objects(bucket, names: list[str]) -> tuple[int, list[str]]:
+    """Delete ``names`` (missing ones count as removed); returns (removed, names that could not be removed)."""
+    from google.api_core import exceptions
+
+    removed, kept = 0, []
+    for name in names:
+        try:
+            bucket.blob(name).delete(timeout=10)
+            removed += 1
+        except exceptions.NotFound:  # never created (cut off in flight) or already gone
+            pass
+        except Exception:  # noqa: BLE001 - best effort; the message names what is left
+            kept.append(name)
+    return removed, kept
+
+
+def local_folder(value: str, what: str, *, must_exist: bool) -> Path:
+    """``value`` as a resolved local folder path, or a one-line UserError: a file where a folder is
+    expected (also among its parents), a path the OS refuses (too long, no permission), a missing folder."""
+    path = Path(value).expanduser()
+    try:
+        resolved = path.resolve()
+        if resolved.exists():
+            if not resolved.is_dir():
+                raise UserError(f"{what} {value} exists and is not a folder")
+        elif must_exist:
+            raise UserError(f"{what} {value} does not exist")
+        else:
+            for parent in resolved.parents:
+                if parent.exists():
+                    if not parent.is_dir():
+                        raise UserError(f"{what} {value}: {parent} is a file, not a folder")
+                    break
+    except ValueError:  # a NUL byte in the path
+        raise UserError(f"{what} {value!r}: a path cannot contain a NUL byte") from None
+    except OSError as exc:
+        reason = "the path is longer than the OS allows" if exc.errno == errno.ENAMETOOLONG else (exc.strerror or str(exc))
+        raise UserError(f"{what} {_short(value)}: {reason}") from None
+    return resolved
+
+
+def _short(value: str, limit: int = 80) -> str:
+    return value if len(value) <= limit else f"{value[:limit - 20]}…{value[-17:]} ({len(value)} characters)"
 
 
 def _local_destination(dest: str) -> Path:
-    path = Path(dest).expanduser().resolve()
-    if path.exists() and not path.is_dir():
-        raise UserError(f"destination {dest} exists and is not a folder")
-    return path
+    return local_folder(dest, "destination", must_exist=False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -136,17 +305,21 @@ def _local_destination(dest: str) -> Path:
 def make_tfrecords(src: str, dest: str, *, shard_mb: float = 100, validation_fraction: float = 0.1,
                    on_progress: ProgressCallback | None = None, client=None) -> dict:
     """Convert a folder of class sub-folders of images into TFRecord shards at ``dest`` (local or gs://)."""
-    source = Path(src).expanduser()
     if is_gcs(src):
         raise UserError("SRC must be a local folder of class sub-folders (copy it down with `gcloud storage cp -r` first)")
-    if not source.is_dir():
-        raise UserError(f"source folder {src} does not exist")
-    if not any(p.is_dir() for p in source.iterdir()):
-        raise UserError(f"source folder {src} has no class sub-folders (expected SRC/<class name>/<image files>)")
-    if not shard_mb > 0:
-        raise UserError(f"--shard-mb must be positive (got {shard_mb})")
-    if not 0 < validation_fraction < 1:
+    if not (math.isfinite(shard_mb) and shard_mb > 0):
+        raise UserError(f"--shard-mb must be a positive number (got {shard_mb})")
+    if not (math.isfinite(validation_fraction) and 0 < validation_fraction < 1):
         raise UserError(f"--validation-fraction must be between 0 and 1 (got {validation_fraction})")
+    source = local_folder(src, "source folder", must_exist=True)
+    try:
+        has_classes = any(p.is_dir() for p in source.iterdir())
+    except OSError as exc:
+        raise UserError(f"cannot read source folder {src}: {exc.strerror or exc}") from None
+    if not has_classes:
+        raise UserError(f"source folder {src} has no class sub-folders (expected SRC/<class name>/<image files>)")
+    if not is_gcs(dest):
+        _local_destination(dest)
     tool_args = ["--shard-mb", _num(shard_mb), "--validation-fraction", _num(validation_fraction)]
     return _run_to(dest, "trainer.make_tfrecords", lambda out: [str(source.resolve()), str(out), *tool_args],
                    on_progress, client)
@@ -169,7 +342,7 @@ def _run_to(dest: str, module: str, build_args: Callable[[Path], list[str]],
         with tempfile.TemporaryDirectory(prefix="tpuctl-data-") as tmp:
             out = Path(tmp) / "out"
             summary = run_tool(module, build_args(out), on_progress)
-            objects = upload_dir(out, dest, client)
+            objects = upload_dir(out, dest, client, on_progress=on_progress)
         summary = dict(summary)
         summary["destination"] = dest.rstrip("/")
         summary["uploaded"] = len(objects)

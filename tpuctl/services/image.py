@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Callable
 
 from bootstrap import clients
+from tpuctl.ground import domain
 from tpuctl.ground.envs import REPO_ROOT
 from tpuctl.ground.errors import UserError
 from tpuctl.ground.outputs import StackOutputs
@@ -44,7 +45,6 @@ DOCKER_BUILDER = "gcr.io/cloud-builders/docker"
 #: How long one Cloud Build may run (the build's own timeout) and how long tpuctl follows it.
 BUILD_TIMEOUT_SECONDS = 3600
 TERMINAL = ("SUCCESS", "FAILURE", "INTERNAL_ERROR", "TIMEOUT", "CANCELLED", "EXPIRED")
-_REPOSITORY = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 
 def check_variant(variant: str) -> str:
@@ -78,9 +78,7 @@ def image_tag(variant: str, root: Path = REPO_ROOT) -> str:
 
 
 def validate_repository(name: str) -> str:
-    if not _REPOSITORY.match(name or ""):
-        raise UserError(f"Artifact Registry repository {name!r} must be 1-63 lowercase letters, digits or '-', "
-                        "starting with a letter")
+    domain.validate_repository_id(name)
     return name
 
 
@@ -117,6 +115,18 @@ def image_ref(outputs: StackOutputs | None, variant: str, *, project: str | None
     repository = repository or (outputs.raw.get("trainer_image_repository") if outputs else None) or DEFAULT_REPOSITORY
     return ImageRef(project, region, validate_repository(str(repository)), check_variant(variant),
                     image_tag(variant, root))
+
+
+_URI = re.compile(r"^(?P<region>[a-z0-9-]+)-docker\.pkg\.dev/(?P<project>[a-z][a-z0-9-]+)/(?P<repository>[a-z0-9-]+)"
+                  r"/trainer-(?P<variant>cpu|gpu|tpu):(?P<tag>sha256-[0-9a-f]{20})$")
+
+
+def parse_uri(uri: str) -> ImageRef | None:
+    """The ImageRef of a URI ``tpuctl image build`` makes; None for any other image."""
+    m = _URI.match(uri)
+    if not m:
+        return None
+    return ImageRef(m["project"], m["region"], m["repository"], m["variant"], m["tag"])
 
 
 def write_context(variant: str, dest: Path, root: Path = REPO_ROOT) -> Path:
@@ -227,9 +237,8 @@ def build(ref: ImageRef, staging_bucket: str, *, service_account: str | None = N
 def _upload_context(variant: str, bucket: str, obj: str, storage_client, root: Path) -> None:
     import tempfile
 
-    from google.cloud import storage
 
-    client = storage_client or storage.Client()
+    client = storage_client or clients.storage_client()
     with tempfile.TemporaryDirectory(prefix="tpuctl-image-") as tmp:
         archive = write_context(variant, Path(tmp) / "context.tar.gz", root)
         with clients.google_errors(f"uploading the build context to gs://{bucket}",

@@ -38,6 +38,8 @@ KEY_PROPERTIES: dict[str, tuple[str, ...]] = {
     T.SERVICE_IDENTITY: ("service", "email"),
     T.SERVICE_ACCOUNT: ("accountId", "email"),
     T.SA_IAM_MEMBER: ("serviceAccountId", "role", "member"),
+    T.ARTIFACT_REPOSITORY: ("repositoryId", "location", "format", "cleanupPolicies.0.condition.tagState"),
+    T.ARTIFACT_REPOSITORY_IAM_MEMBER: ("repository", "role", "member"),
 }
 
 
@@ -109,9 +111,12 @@ def short_type(token: str) -> str:
 def _dig(props: Any, path: str) -> Any:
     value = props
     for key in path.split("."):
-        if not isinstance(value, dict) or key not in value:
+        if isinstance(value, list) and key.isdigit() and int(key) < len(value):
+            value = value[int(key)]
+        elif isinstance(value, dict) and key in value:
+            value = value[key]
+        else:
             return None
-        value = value[key]
     return value
 
 

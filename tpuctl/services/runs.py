@@ -133,9 +133,8 @@ def _list_gcs(base: str, storage_client) -> list[Run]:
     bucket_name = domain.bucket_name_from(base)
     prefix = base[len("gs://") + len(bucket_name):].strip("/") + "/"
     if storage_client is None:
-        from google.cloud import storage
 
-        storage_client = storage.Client()
+        storage_client = clients.storage_client()
     runs: dict[str, Run] = {}
     with clients.google_errors(f"listing runs in {base}",
                                not_found=f"bucket gs://{bucket_name} does not exist",

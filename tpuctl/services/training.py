@@ -16,7 +16,7 @@ from tpuctl.ground import domain
 from tpuctl.ground.envs import trainer_env
 from tpuctl.ground.errors import UserError
 from tpuctl.ground.outputs import StackOutputs
-from tpuctl.services.data import ensure_demo_data
+from tpuctl.services.data import ensure_demo_data, local_folder
 from tpuctl.services.supervisor import (
     RunOutcome,
     Task,
@@ -160,19 +160,18 @@ def plan_local(opts: TrainOptions, outputs: StackOutputs | None = None,
 
     data_dir = opts.data_dir or (outputs.bucket_url("data") if outputs else None)
     if data_dir and not data_dir.startswith("gs://"):
-        path = Path(data_dir).expanduser()
-        if not path.is_dir():
-            raise UserError(f"data folder {data_dir} does not exist (make one with `tpuctl data make-tfrecords`)")
-        data_dir = str(path.resolve())
+        try:
+            data_dir = str(local_folder(data_dir, "data folder", must_exist=True))
+        except UserError as exc:
+            if "does not exist" in str(exc):
+                raise UserError(f"{exc} (make one with `tpuctl data make-tfrecords`)") from None
+            raise
     model_dir = opts.model_dir
     if not model_dir:
         artifacts = outputs.bucket_url("artifacts") if outputs else None
         model_dir = f"{artifacts}/runs/{timestamp()}" if artifacts else _fresh_run_dir(Path("runs"))
     if not model_dir.startswith("gs://"):
-        path = Path(model_dir).expanduser()
-        if path.exists() and not path.is_dir():
-            raise UserError(f"model folder {model_dir} exists and is not a folder")
-        model_dir = str(path.resolve())
+        model_dir = str(local_folder(model_dir, "model folder", must_exist=False))
     env: dict[str, str] = {}
     hub_cache = opts.hub_cache_dir or (outputs.tfhub_cache_dir if outputs else None)
     if hub_cache:

@@ -10,6 +10,7 @@ google-cloud-aiplatform and google-cloud-storage are imported inside the functio
 
 from __future__ import annotations
 
+import datetime
 import re
 import shutil
 import subprocess
@@ -54,6 +55,9 @@ class VertexJob:
     service_account: str | None
     base_output_dir: str
     labels: dict[str, str] = field(default_factory=dict)
+    #: True: the trainer's own image (containerSpec, `tpuctl image build`); False: the trainer as a Python
+    #: package on Google's prebuilt TensorFlow image (pythonPackageSpec, --python-package).
+    container: bool = True
 
     @property
     def parent(self) -> str:
@@ -107,15 +111,22 @@ def machine_spec(accel: domain.Accelerator) -> dict[str, Any]:
 
 
 def worker_pool_specs(job: VertexJob) -> list[dict[str, Any]]:
-    """Pool 0: the chief (one replica). With --workers N, pool 1: N-1 identical workers."""
-    package = {
-        "executor_image_uri": job.image_uri,
-        "package_uris": [job.package_uri],
-        "python_module": TRAINER_MODULE,
-        "args": list(job.trainer_args),
-        "env": [{"name": k, "value": v} for k, v in sorted(job.env.items())],
-    }
-    pool = {"machine_spec": machine_spec(job.accelerator), "replica_count": 1, "python_package_spec": package}
+    """Pool 0: the chief (one replica). With --workers N, pool 1: N-1 identical workers.
+
+    The trainer image's ENTRYPOINT is ``python -m trainer.task`` (container/Dockerfile), so a container pool
+    passes only the trainer's arguments: the same args and env as the Python-package route."""
+    env = [{"name": k, "value": v} for k, v in sorted(job.env.items())]
+    if job.container:
+        code = {"container_spec": {"image_uri": job.image_uri, "args": list(job.trainer_args), "env": env}}
+    else:
+        code = {"python_package_spec": {
+            "executor_image_uri": job.image_uri,
+            "package_uris": [job.package_uri],
+            "python_module": TRAINER_MODULE,
+            "args": list(job.trainer_args),
+            "env": env,
+        }}
+    pool = {"machine_spec": machine_spec(job.accelerator), "replica_count": 1, **code}
     pools = [pool]
     if job.workers > 1:
         pools.append({**pool, "replica_count": job.workers - 1})
@@ -208,10 +219,10 @@ def sdist_filename() -> str:
 # --------------------------------------------------------------------------------------------
 
 def upload_package(path: Path, gs_uri: str, project: str | None) -> None:
-    from google.cloud import storage
+    from bootstrap import clients
 
     bucket, _, name = gs_uri[len("gs://"):].partition("/")
-    client = storage.Client(project=project)
+    client = clients.storage_client(project)
     client.bucket(bucket).blob(name).upload_from_filename(str(path), content_type="application/gzip")
 
 
@@ -278,8 +289,14 @@ def follow(client, name: str, *, poll_seconds: float, echo: Callable[[str], None
 # --------------------------------------------------------------------------------------------
 
 def plan_job(opts: TrainOptions, outputs: StackOutputs | None, *, region: str | None = None,
-             job_name: str | None = None, image: str | None = None) -> VertexJob:
-    """Validate everything and assemble the job; nothing is built or uploaded here."""
+             job_name: str | None = None, image: str | None = None, python_package: bool = False,
+             today: datetime.date | None = None, echo: Callable[[str], None] | None = None) -> VertexJob:
+    """Validate everything and assemble the job; nothing is built or uploaded here.
+
+    Default: the trainer's own image for the accelerator family (`tpuctl image build`), tagged by the hash
+    of the current sources. ``python_package``: the trainer as a package on Google's prebuilt TensorFlow
+    image, refused once the catalogue says the image is past its end of availability (a warning within
+    90 days of it)."""
     check_common(opts)
     accel = domain.parse_accelerator(opts.accelerator or "cpu")
     if outputs is None:
@@ -321,7 +338,15 @@ def plan_job(opts: TrainOptions, outputs: StackOutputs | None, *, region: str | 
               "model": opts.model or ("hub" if opts.hub_handle else "small_cnn")}
     domain.validate_labels(labels)
 
-    training_image = domain.VERTEX_TRAINING_IMAGES[accel.kind]
+    if python_package:
+        training_image = domain.VERTEX_TRAINING_IMAGES[accel.kind]
+        if image is None:
+            check_availability(training_image, today or datetime.date.today(), echo)
+        image_uri = image or training_image.uri(region)
+    else:
+        from tpuctl.services import image as trainer_image
+
+        image_uri = image or trainer_image.image_ref(outputs, accel.kind, region=region).uri
     args = ["--distribution_strategy", strategy_for(accel, opts.workers)]
     if accel.kind == "gpu":
         args += ["--num_gpus", str(accel.gpu_count)]
@@ -339,11 +364,30 @@ def plan_job(opts: TrainOptions, outputs: StackOutputs | None, *, region: str | 
         env["TPU_NAME"] = "local"
     return VertexJob(
         project=project, region=region, display_name=name, accelerator=accel, workers=opts.workers,
-        image_uri=image or training_image.uri(region),
+        image_uri=image_uri,
         package_uri=f"gs://{staging}/tpuctl/packages/{name}/{sdist_filename()}",
         trainer_args=args, env=env, service_account=service_account, base_output_dir=base_output,
-        labels=labels,
+        labels=labels, container=not python_package,
     )
+
+
+#: How long before a prebuilt image's end of availability `train --python-package` starts warning.
+AVAILABILITY_WARNING_DAYS = 90
+
+
+def check_availability(training_image: domain.TrainingImage, today: datetime.date,
+                       echo: Callable[[str], None] | None = None) -> None:
+    """Refuse a prebuilt image past its end of availability; warn within AVAILABILITY_WARNING_DAYS of it."""
+    end = training_image.end_of_availability
+    if end is None:
+        return
+    if today >= end:
+        raise UserError(f"Vertex AI's prebuilt image {training_image.name} reached its end of availability on "
+                        f"{end.isoformat()} (jobs using it are rejected); drop --python-package to run the trainer's "
+                        "own image (`tpuctl image build`)")
+    if (end - today).days <= AVAILABILITY_WARNING_DAYS and echo is not None:
+        echo(f"warning: Vertex AI's prebuilt image {training_image.name} reaches its end of availability on "
+             f"{end.isoformat()}; move to the trainer's own image (drop --python-package)")
 
 
 # --------------------------------------------------------------------------------------------
@@ -381,15 +425,16 @@ def quota_fix(job: VertexJob, metric: str, quota_id: str, need: int) -> str:
             f"--project={job.project} --email=YOUR_EMAIL`; Google reviews the request")
 
 
-def check_quota(job: VertexJob, *, client=None, echo: Callable[[str], None] = print) -> int | None:
-    """Raise ``UserError`` when the region's Vertex AI quota for the job's accelerator is below what the job
-    needs (GPUs, or TPU cores, over all replicas). Returns the limit, or None when there was nothing to check
-    or it could not be read: then a note is printed and the job goes on (Vertex AI enforces the quota itself).
+def check_quota(job: VertexJob, *, client=None, echo: Callable[[str], None] = print, spot: bool = False) -> int | None:
+    """Raise ``UserError`` when the region's Vertex AI quota for the job's accelerator (its Spot quota with
+    ``spot``) is below what the job needs (GPUs, or TPU cores, over all replicas). Returns the limit, or None
+    when there was nothing to check or it could not be read: then a note is printed and the job goes on
+    (Vertex AI enforces the quota itself).
     """
     from bootstrap import doctor
     from tpuctl.ground.errors import DomainError
 
-    need = domain.job_quota_need(job.accelerator, job.workers)
+    need = domain.job_quota_need(job.accelerator, job.workers, spot=spot)
     if need is None:
         return None
     metric, units = need
@@ -416,6 +461,19 @@ def check_quota(job: VertexJob, *, client=None, echo: Callable[[str], None] = pr
     return limit
 
 
+def require_image(job: VertexJob, image_exists=None) -> None:
+    from tpuctl.services import image as trainer_image
+
+    ref = trainer_image.parse_uri(job.image_uri)
+    if ref is None:            # an image tpuctl did not build (--image): Vertex itself will say if it is missing
+        return
+    exists = image_exists(job.image_uri) if image_exists else trainer_image.tag_exists(ref)
+    if not exists:
+        raise UserError(f"the trainer image {job.image_uri} is not built yet: run `tpuctl image build --variant "
+                        f"{ref.variant} --project {ref.project} --region {ref.region} --repository {ref.repository}` "
+                        "(or with --stack), then train again")
+
+
 @dataclass
 class Submission:
     name: str
@@ -425,19 +483,26 @@ class Submission:
 
 
 def run_job(job: VertexJob, *, wait: bool = True, poll_seconds: float = 30.0,
-            echo: Callable[[str], None] = print) -> Submission:
-    """Build the sdist, upload it to staging, create the CustomJob and (unless wait=False) follow it."""
+            echo: Callable[[str], None] = print, custom_job=None, image_exists=None) -> Submission:
+    """Create the CustomJob (``custom_job``, default: built from ``job``) and, unless wait=False, follow it.
+
+    Container route: the image must exist (``image_exists(uri)``, default an Artifact Registry lookup of a
+    tpuctl-built image); otherwise the one command that builds it is the error. Python-package route: the
+    sdist is built and uploaded to staging first."""
     from google.api_core import exceptions
 
-    custom_job = build_custom_job(job)
-    tensorflow = domain.VERTEX_TRAINING_IMAGES[job.accelerator.kind].tensorflow
-    with tempfile.TemporaryDirectory(prefix="tpuctl-package-") as tmp:
-        sdist = build_trainer_sdist(Path(tmp), tensorflow)
-        try:
-            upload_package(sdist, job.package_uri, job.project)
-        except exceptions.GoogleAPICallError as exc:
-            raise UserError(f"uploading the trainer package to {job.package_uri} failed: {exc.message or exc}", 1) from None
-    echo(f"uploaded trainer package: {job.package_uri}")
+    custom_job = custom_job or build_custom_job(job)
+    if job.container:
+        require_image(job, image_exists)
+    else:
+        tensorflow = domain.VERTEX_TRAINING_IMAGES[job.accelerator.kind].tensorflow
+        with tempfile.TemporaryDirectory(prefix="tpuctl-package-") as tmp:
+            sdist = build_trainer_sdist(Path(tmp), tensorflow)
+            try:
+                upload_package(sdist, job.package_uri, job.project)
+            except exceptions.GoogleAPICallError as exc:
+                raise UserError(f"uploading the trainer package to {job.package_uri} failed: {exc.message or exc}", 1) from None
+        echo(f"uploaded trainer package: {job.package_uri}")
     client = job_client(job.region)
     created = submit(client, job, custom_job)
     url = console_url(created.name)

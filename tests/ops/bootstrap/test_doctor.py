@@ -18,7 +18,8 @@ AGENT = f"service-{NUMBER}@gcp-sa-tpu.iam.gserviceaccount.com"
 SA = f"tpuctl-trainer@{PROJECT}.iam.gserviceaccount.com"
 HANDLE = "https://tfhub.dev/google/tiny/1"
 REQUIRED = ["tpu.googleapis.com", "aiplatform.googleapis.com", "storage.googleapis.com", "iam.googleapis.com",
-            "cloudquotas.googleapis.com", "serviceusage.googleapis.com", "compute.googleapis.com"]
+            "cloudquotas.googleapis.com", "serviceusage.googleapis.com", "compute.googleapis.com",
+            "artifactregistry.googleapis.com", "cloudbuild.googleapis.com"]
 
 
 def run(*args):
@@ -69,7 +70,7 @@ def test_doctor_reports_missing_objects_get_with_fix_then_passes(fake, google_en
         f"  -> fix: tpuctl grant-access --project {PROJECT} --read-bucket p-data --principal training-sa --yes",
     ]
     assert any(line.startswith("PASS  credentials:") for line in lines)
-    assert "PASS  apis: all 7 required APIs enabled" in lines
+    assert "PASS  apis: all 9 required APIs enabled" in lines
     assert f"PASS  tpu-vm-agent exists: {AGENT} (holds IAM bindings)" in lines
     assert f"PASS  training-sa exists: {SA}" in lines
     assert any(line.startswith(f"PASS  hub cache {HANDLE}:") for line in lines)

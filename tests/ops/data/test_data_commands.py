@@ -122,8 +122,14 @@ def test_sample_writes_the_demo_dataset_locally_and_to_gcs(cli, tmp_path, gcs, t
 
 @pytest.mark.parametrize("args, fragment", [
     (["make-tfrecords", "/no/such/folder", "out"], "source folder /no/such/folder does not exist"),
-    (["make-tfrecords", "{src}", "out", "--validation-fraction", "1.5"], "--validation-fraction must be between 0 and 1"),
-    (["make-tfrecords", "{src}", "out", "--shard-mb", "0"], "--shard-mb must be positive"),
+    (["make-tfrecords", "{src}", "out", "--validation-fraction", "1.5"], "Invalid value for '--validation-fraction'"),
+    (["make-tfrecords", "{src}", "out", "--validation-fraction", "nan"], "nan is not strictly between 0 and 1"),
+    (["make-tfrecords", "{src}", "out", "--shard-mb", "0"], "Invalid value for '--shard-mb'"),
+    (["make-tfrecords", "{src}", "out", "--shard-mb", "inf"], "Invalid value for '--shard-mb'"),
+    (["make-tfrecords", "{src}", "{file}/out"], "is a file, not a folder"),
+    (["make-tfrecords", "{src}", "{file}"], "exists and is not a folder"),
+    (["make-tfrecords", "{src}", "/" + "o" * 5000], "longer than the OS allows"),
+    (["make-tfrecords", "/" + "s" * 5000, "out"], "longer than the OS allows"),
     (["make-tfrecords", "{src}", "gs://missing-bucket/x"], "bucket missing-bucket does not exist"),
     (["make-tfrecords", "{src}", "gs://Bad_Bucket/x"], "destination gs://Bad_Bucket/x"),
     (["sample", "gs://missing-bucket/demo"], "bucket missing-bucket does not exist"),
@@ -132,7 +138,8 @@ def test_bad_input_is_one_line_and_writes_nothing(cli, tmp_path, gcs, args, frag
     url, _ = gcs
     src = tmp_path / "src"
     (src / "a").mkdir(parents=True)
-    args = [a.replace("{src}", str(src)) for a in args]
+    (tmp_path / "a-file").write_text("not a folder")
+    args = [a.replace("{src}", str(src)).replace("{file}", str(tmp_path / "a-file")) for a in args]
     proc = cli(["data", *args], env={"STORAGE_EMULATOR_HOST": url, "TPUCTL_TRAINER_PYTHON": "/nonexistent/python"},
                cwd=tmp_path)
     assert proc.returncode == 2

@@ -176,3 +176,21 @@ def test_dry_run_prints_the_request_and_calls_nothing(build_cloud, outputs_file)
     assert doc["image"].startswith(f"{REGION}-docker.pkg.dev/{PROJECT}/tpuctl-trainer/trainer-tpu:sha256-")
     assert "requirements/image-tpu.lock" in doc["context"]
     assert fake.requests == []
+
+
+def test_doctor_checks_the_repository_and_who_can_pull(build_cloud):
+    from bootstrap import doctor
+
+    fake = build_cloud()
+    sa, agent = SA, "service-123@gcp-sa-aiplatform-cc.iam.gserviceaccount.com"
+    principals = {"training-sa": sa, "vertex-agent": agent}
+    checks = list(doctor.check_image_repository(PROJECT, REGION, "tpuctl-trainer", principals))
+    assert [(c.status, c.name) for c in checks] == [("fail", "image repository tpuctl-trainer")]
+    assert "does not exist" in checks[0].detail and checks[0].fix.startswith("pulumi up")
+    name = f"projects/{PROJECT}/locations/{REGION}/repositories/tpuctl-trainer"
+    fake.repositories[name] = [{"role": "roles/artifactregistry.reader", "members": [f"serviceAccount:{sa}"]}]
+    checks = {c.name: c for c in doctor.check_image_repository(PROJECT, REGION, "tpuctl-trainer", principals)}
+    assert checks["image repository tpuctl-trainer"].status == "pass"
+    assert checks["training-sa pulls from tpuctl-trainer"].status == "pass"
+    missing = checks["vertex-agent pulls from tpuctl-trainer"]
+    assert missing.status == "fail" and f"--member serviceAccount:{agent} --role roles/artifactregistry.reader" in missing.fix

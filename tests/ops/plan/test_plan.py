@@ -74,6 +74,13 @@ def test_access_map_is_derived_from_the_registered_grants(example_file):
     assert access.pop(ACCESS_LOG_WRITER) == {f"tpuctl-{result.outputs['project']}-access-logs": {
         "purpose": None, "roles": ["roles/storage.objectCreator"], "access": "create"}}
     assert set(access) == {domain.member_for_email(e) for e in principals.values()}
+    # the trainer image repository: exactly the principals that run jobs may pull from it
+    repository = result.outputs["trainer_image_repository"]
+    pullers = {member for member, cells in access.items() if repository in cells}
+    assert pullers == {domain.member_for_email(principals[k]) for k in ("training-sa", "vertex-agent")}
+    for member in pullers:
+        assert access[member].pop(repository) == {"purpose": domain.TRAINER_IMAGES_PURPOSE,
+                                                  "roles": ["roles/artifactregistry.reader"], "access": "pull"}
     for member, per_bucket in access.items():
         assert {cell["purpose"] for cell in per_bucket.values()} == set(domain.BUCKET_PURPOSES)
         for name, cell in per_bucket.items():
@@ -87,7 +94,8 @@ def test_access_map_is_derived_from_the_registered_grants(example_file):
 def test_project_mode_access_comes_from_project_roles(tmp_path):
     result = plan(config_file=write_stack(tmp_path / "p.yaml", tmp_path / "hub", accessMode="project"))
     assert result.exit_code == 0
-    rows = [row for row in result.access if row["keyword"] == "training-sa"]
+    rows = [row for row in result.access if row["keyword"] == "training-sa"
+            and row["purpose"] != domain.TRAINER_IMAGES_PURPOSE]   # the image repository: pull, in both modes
     assert {row["access"] for row in rows} == {"read,list,write"}  # storage.admin on every bucket
     assert all("roles/storage.admin" in row["roles"] for row in rows)
     assert {v.rule for v in result.violations} == {"project-mode-broad-roles"}

@@ -316,6 +316,15 @@ CASES = {
                                         {"project": "p", "role": "roles/storage.admin", "member": SA}, None),
     "project-mode-broad-roles": (T.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA},
                                  {"project": "p", "role": "roles/storage.admin", "member": SA}, PROJECT_MODE),
+    "no-project-artifact-registry-roles": (T.PROJECT_IAM_MEMBER,
+                                           {"project": "p", "role": "roles/aiplatform.user", "member": SA},
+                                           {"project": "p", "role": "roles/artifactregistry.reader", "member": SA},
+                                           None),
+    "additive-repository-iam": (T.ARTIFACT_REPOSITORY_IAM_MEMBER,
+                                {"repository": "tpuctl-trainer", "role": "roles/artifactregistry.reader", "member": SA},
+                                (T.ARTIFACT_REPOSITORY_IAM_BINDING,
+                                 {"repository": "tpuctl-trainer", "role": "roles/artifactregistry.reader",
+                                  "members": [SA]}), None),
     "no-project-impersonation-roles": (T.PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/aiplatform.user", "member": SA},
                                        {"project": "p", "role": "roles/iam.serviceAccountUser", "member": SA}, None),
     "artifacts-bucket-versioned": (T.BUCKET, bucket("artifacts"), bucket("artifacts", versioning={"enabled": False}), None),
@@ -349,3 +358,10 @@ def test_each_rule_good_and_bad(rule_name):
     bad_hits = [v for v in check_resource(bad_type, bad, settings) if v.rule == rule_name]
     assert rule_name not in good_rules
     assert bad_hits and all(v.level == rule(rule_name).level and v.message for v in bad_hits)
+
+
+def test_a_public_reader_of_the_trainer_image_repository_is_refused():
+    props = {"repository": "tpuctl-trainer", "location": "us-central1", "role": "roles/artifactregistry.reader"}
+    assert only("no-public-members", T.ARTIFACT_REPOSITORY_IAM_MEMBER, {**props, "member": SA}, None) == []
+    found = only("no-public-members", T.ARTIFACT_REPOSITORY_IAM_MEMBER, {**props, "member": "allUsers"}, None)
+    assert len(found) == 1 and "allUsers" in found[0] and "public" in found[0]

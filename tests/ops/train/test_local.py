@@ -111,13 +111,21 @@ def test_trainer_exit_code_and_error_line_are_passed_on(fake_trainer, tools, tmp
 @pytest.mark.parametrize("args, fragment", [
     (["--accelerator", "tpu-v9-8"], "unknown accelerator 'tpu-v9-8'"),
     (["--accelerator", "tpu-v3-8", "--workers", "2"], "--workers 2 cannot be combined with tpu-v3-8"),
-    (["--workers", "0"], "--workers must be at least 1"),
+    (["--workers", "0"], "Invalid value for '--workers'"),
+    (["--workers", "30000"], "Invalid value for '--workers'"),
+    (["--epochs", "-3"], "Invalid value for '--epochs'"),
+    (["--batch-size", "99999999999"], "Invalid value for '--batch-size'"),
+    (["--target", "vertex", "--dry-run", "--poll-seconds", "nan"], "Invalid value for '--poll-seconds'"),
+    (["--model-dir", "{file}/sub"], "is a file, not a folder"),
+    (["--data-dir", "/" + "d" * 5000], "longer than the OS allows"),
     (["--data-dir", "/does/not/exist"], "data folder /does/not/exist does not exist"),
     (["--model", "hub"], "--model hub needs --hub-handle"),
     (["--dry-run"], "--dry-run only applies to --target vertex"),
     (["stray"], "unexpected argument 'stray'; trainer flags go after `--`"),
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_runs(fake_trainer, tools, tmp_path, args, fragment):
+    (tmp_path / "a-file").write_text("not a folder")
+    args = [a.replace("{file}", str(tmp_path / "a-file")) for a in args]
     proc = tools.run_cli(["train", *args], env=fake_trainer, cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]  # exactly one line

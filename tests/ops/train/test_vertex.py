@@ -38,8 +38,9 @@ def vertex(gcs, fake_vertex, tmp_path, tools):
         def run(*args, **fake_kw):
             Ctx.fake = fake_vertex(**fake_kw)
             env = {"TPUCTL_VERTEX_ENDPOINT": Ctx.fake.url, "STORAGE_EMULATOR_HOST": url}
+            # the prebuilt-image route (--python-package); the trainer-image route: test_vertex_container.py
             return tools.run_cli(["train", "--target", "vertex", "--outputs", str(outputs), "--poll-seconds", "0.01",
-                                  *args], env=env, cwd=tmp_path)
+                                  "--python-package", *args], env=env, cwd=tmp_path)
 
         @staticmethod
         def staged():

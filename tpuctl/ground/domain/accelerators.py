@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime
 import re
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -338,6 +339,11 @@ class TrainingImage:
 
     name: str          # image name under <multi-region>-docker.pkg.dev/vertex-ai/training/
     tensorflow: str    # TensorFlow minor version inside: the trainer package pins tf-keras to it
+    #: Vertex AI's published end-of-availability date (jobs using the image are rejected from then on).
+    #: None: not verified. The table (cloud.google.com/vertex-ai/docs/supported-frameworks-list, custom
+    #: training) could not be read on 2026-11-22; shared/REFERENCE.md records only that the dates "have passed or
+    #: are close". `train --python-package` refuses a past date and warns 90 days ahead once one is filled in.
+    end_of_availability: datetime.date | None = None
 
     def uri(self, region: str | None = None) -> str:
         """Same image in the Artifact Registry multi-region nearest to ``region`` (us/europe/asia)."""

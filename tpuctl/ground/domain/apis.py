@@ -12,6 +12,9 @@ REQUIRED_APIS: tuple[str, ...] = (
     "cloudquotas.googleapis.com",
     "serviceusage.googleapis.com",
     "compute.googleapis.com",
+    # the trainer image: pushed to Artifact Registry, built by Cloud Build (`tpuctl image build`)
+    "artifactregistry.googleapis.com",
+    "cloudbuild.googleapis.com",
 )
 #: APIs Pulumi itself needs before the first `pulumi up` (state bucket, resource manager, usage), and
 #: Cloud Quotas: the program looks quota ids up from their metrics (gcp.cloudquota.get_s_quota_infos)

@@ -128,3 +128,14 @@ def validate_labels(labels: Mapping[str, str]) -> None:
 def default_bucket_name(prefix: str, project: str, purpose: str) -> str:
     """``<prefix>-<project>-<purpose>``; bucket names are global, so the project id keeps them unique."""
     return f"{prefix}-{project}-{purpose}"
+
+
+#: Artifact Registry repository ids: lowercase letters, digits and hyphens, starting with a letter, at most 63
+#: (cloud.google.com/artifact-registry/docs/repositories/create-repos#create-console, checked 2026-11).
+_REPOSITORY_ID = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+def validate_repository_id(name: str) -> None:
+    if not _REPOSITORY_ID.match(name or ""):
+        raise DomainError(f"repository id {name!r} must be 1-63 lowercase letters, digits or '-', starting with a "
+                          "letter and not ending with '-'")

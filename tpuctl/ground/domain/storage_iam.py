@@ -15,6 +15,10 @@ BUCKET_PURPOSES: tuple[str, ...] = ("data", "staging", "artifacts", "hub-cache")
 #: Purpose label of the access-log bucket (accessLogRetentionDays > 0): not a training bucket, no training
 #: principal gets access; GCS's log writer does.
 ACCESS_LOG_PURPOSE = "access-logs"
+#: Purpose label of the Artifact Registry repository of the trainer image (in the access map next to buckets).
+TRAINER_IMAGES_PURPOSE = "trainer-images"
+#: The permission that lets a principal pull an image (roles/artifactregistry.reader has it).
+PULL_PERMISSION = "artifactregistry.repositories.downloadArtifacts"
 #: Buckets the training job only reads, and the ones it writes.
 READ_BUCKETS: tuple[str, ...] = ("data", "hub-cache")
 WRITE_BUCKETS: tuple[str, ...] = ("artifacts", "staging")

@@ -1,0 +1,140 @@
+"""Ctrl-C / SIGTERM during `tpuctl data make-tfrecords`, locally and while uploading to gs:// (real process,
+real signal, gcp-storage-emulator behind a proxy that slows uploads): exit 130 promptly, submit nothing
+more, remove what this run uploaded, and a re-run works."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tpuctl.ground.envs import ops_python
+
+FAKE_TOOL = Path(__file__).with_name("fake_tool.py")
+
+
+class SlowProxy:
+    """Forwards to the emulator; every upload request waits ``delay`` s first. Counts upload requests."""
+
+    def __init__(self, upstream: str, delay: float):
+        self.uploads = 0
+        proxy = self
+        host, port = upstream[len("http://"):].split(":")
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def _forward(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if "/upload/" in self.path:
+                    proxy.uploads += 1
+                    time.sleep(delay)
+                conn = http.client.HTTPConnection(host, int(port), timeout=30)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+                conn.request(self.command, self.path, body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                conn.close()
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _forward
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def fake_env(tmp_path):
+    wrapper = tmp_path / "fake-python"
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE_TOOL} \"$@\"\n")
+    wrapper.chmod(0o755)
+    src = tmp_path / "src" / "cat"
+    src.mkdir(parents=True)
+    return {"TPUCTL_TRAINER_PYTHON": str(wrapper), "FAKE_PID_FILE": str(tmp_path / "tool.pid")}, src.parent
+
+
+def _start(args, env, cwd):
+    return subprocess.Popen([str(ops_python()), "-m", "tpuctl.cli", *args], env={**os.environ, **env}, cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait(predicate, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_during_upload_stops_cleans_and_rerun_works(gcs, fake_env, tmp_path, sig):
+    url, client = gcs
+    client.create_bucket("fuzz-data")
+    env, src = fake_env
+    proxy = SlowProxy(url, delay=0.4)
+    try:
+        env = {**env, "STORAGE_EMULATOR_HOST": proxy.url, "FAKE_FILES": "40"}
+        proc = _start(["data", "make-tfrecords", str(src), "gs://fuzz-data/pets", "--json"], env, tmp_path)
+        assert _wait(lambda: any(True for _ in client.list_blobs("fuzz-data"))), proc.communicate(timeout=30)
+        proc.send_signal(sig)
+        t0 = time.monotonic()
+        out, err = proc.communicate(timeout=30)
+        assert time.monotonic() - t0 < 8
+        assert proc.returncode == 130, err
+        last = err.strip().splitlines()[-1]
+        assert last.startswith(f"error: interrupted by {sig.name} while uploading to gs://fuzz-data/pets"), err
+        assert "removed the" in last
+        assert proxy.uploads < 41  # stopped submitting: not every file was sent
+        time.sleep(0.5)
+        assert [b.name for b in client.list_blobs("fuzz-data")] == []  # what this run uploaded is gone
+
+        rerun = _start(["data", "make-tfrecords", str(src), "gs://fuzz-data/pets", "--json"],
+                       {**env, "STORAGE_EMULATOR_HOST": url}, tmp_path)
+        out, err = rerun.communicate(timeout=120)
+        assert rerun.returncode == 0, err
+        assert json.loads(out)["uploaded"] == 41
+        names = sorted(b.name for b in client.list_blobs("fuzz-data"))
+        assert len(names) == 41 and "pets/manifest.json" in names
+    finally:
+        proxy.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_of_a_local_conversion_stops_the_tool(fake_env, tmp_path, sig):
+    env, src = fake_env
+    proc = _start(["data", "make-tfrecords", str(src), str(tmp_path / "out")], {**env, "FAKE_MODE": "hang"}, tmp_path)
+    pid_file = Path(env["FAKE_PID_FILE"])
+    assert _wait(pid_file.exists), proc.communicate(timeout=30)
+    pid = int(pid_file.read_text())
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert err.strip().splitlines()[-1] == f"error: interrupted by {sig.name}; stopped trainer.make_tfrecords"
+    assert _wait(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2],
+                 timeout=10)
+
+    rerun = _start(["data", "make-tfrecords", str(src), str(tmp_path / "out"), "--json"], env, tmp_path)
+    out, err = rerun.communicate(timeout=60)
+    assert rerun.returncode == 0, err

@@ -1,0 +1,197 @@
+"""Regression tests of the fuzzing trial's findings, one per class: hostile files (outputs JSON, stack
+config), numbers without bounds, unreachable Google endpoints (real clients, closed local port, DNS failure),
+invalid principals. Each failed on the old code (traceback, hang, 120 s of retries, or an unnamed endpoint)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import pytest
+
+from clifixtures import invoke, run_process
+
+
+def _closed_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def _one_line(result, code=2):
+    assert result.exit_code == code, (result.exit_code, result.stderr)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def offline(tmp_path):
+    url = _closed_url()
+    return {"STORAGE_EMULATOR_HOST": url, "TPUCTL_VERTEX_ENDPOINT": url, "TPUCTL_CRM_ENDPOINT": url,
+            "TPUCTL_IAM_ENDPOINT": url, "TPUCTL_TRAINER_PYTHON": str(tmp_path / "none" / "python"),
+            "TPUCTL_CACHE_DIR": str(tmp_path / "cache")}
+
+
+# --- outputs JSON -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("data, fragments", [
+    (b'{"hub_models": 5}', ["hub_models", "valid list", "got 5"]),
+    (b'{"labels": {"team": 7}}', ["labels.team", "valid string"]),
+    (b'{"region": ["us-central1"]}', ["region"]),
+    (b'{"project_number": -5}', ["project_number", "digits"]),
+    (b'{"project_number": true}', ["project_number"]),
+    (b'{"principals": {"training-sa": "not-an-email"}}', ["principals", "not an e-mail"]),
+    (b'{"training_service_account": "serviceAccount:x"}', ["training_service_account", "not an e-mail"]),
+    (b'{"access_map": {"m": {"b": "roles/x"}}}', ["access_map.m.b"]),
+    (b"\xff\xfe{}", ["not UTF-8"]),
+    (b"[" * 200_000 + b"]" * 200_000, ["nested more than"]),
+    (b'{"project_number": 1e999}', ["number"]),
+    (b'{"project_number": NaN}', ["NaN"]),
+    (b'{"project_number": ' + b"9" * 6000 + b"}", ["number"]),
+    (b" " * (5 * 1024 * 1024), ["larger than"]),
+])
+def test_bad_outputs_file_is_one_line_naming_file_and_field(tmp_path, offline, data, fragments):
+    path = tmp_path / "outputs.json"
+    path.write_bytes(data)
+    for args in (["train", "--target", "vertex", "--dry-run", "--outputs", str(path)],
+                 ["train", "--outputs", str(path)]):
+        line = _one_line(invoke(args, env=offline))
+        assert f"outputs file {path}" in line
+        for fragment in fragments:
+            assert fragment in line, line
+
+
+def test_outputs_folder_and_too_long_path(tmp_path, offline):
+    line = _one_line(invoke(["train", "--outputs", str(tmp_path)], env=offline))
+    assert "is a folder" in line
+    line = _one_line(invoke(["train", "--outputs", "/" + "o" * 5000], env=offline))
+    assert "File name too long" in line
+
+
+# --- stack config files -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, fragment", [
+    (b"a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+     b"config: {tpuctl:labels: *c}\n", "aliases"),
+    (b"config: " + b"[" * 50_000 + b"]" * 50_000 + b"\n", "nested more than"),
+    (b"config:\n  tpuctl:k: " + b"{a: " * 500 + b"1" + b"}" * 500 + b"\n", "nested more than"),
+    (b"config:\n  1: x\n", "config key 1 must be a string"),
+    (b"config:\n  tpuctl:labels:\n    - {1: 2}\n", "non-string key"),
+    (b"config:\n  tpuctl:stagingRetentionDays: " + b"9" * 6000 + b"\n", "cannot carry"),
+    (b"config:\n  tpuctl:stagingRetentionDays: .nan\n", "not a finite number"),
+    (b"\xff\xfeconfig: {}\n", "not UTF-8"),
+    (b"config:\n" + b"  # padding\n" * 120_000, "larger than"),
+])
+def test_hostile_stack_file_is_one_line_naming_the_file(tmp_path, offline, text, fragment):
+    path = tmp_path / "Pulumi.hostile.yaml"
+    path.write_bytes(text)
+    t0 = time.monotonic()
+    line = _one_line(invoke(["plan", "--config", str(path)], env=offline))
+    assert time.monotonic() - t0 < 10
+    assert fragment in line, line
+    assert "Pulumi.hostile.yaml" in line
+
+
+@pytest.mark.parametrize("args", [["plan", "--stack", "\x00"], ["plan", "--config", "a\x00b"],
+                                  ["train", "--outputs", "o\x00"], ["data", "make-tfrecords", "s\x00", "out"],
+                                  ["train", "--data-dir", "d\x00"]])
+def test_nul_byte_in_a_path_is_one_line(offline, args):
+    line = _one_line(invoke(args, env=offline))  # was: ValueError: embedded null byte (a traceback)
+    assert "\x00" not in line
+
+
+def test_stack_file_path_longer_than_the_os_allows(offline):
+    line = _one_line(invoke(["plan", "--config", "/" + "c" * 5000 + ".yaml"], env=offline))
+    assert "longer than the OS allows" in line or "File name too long" in line
+
+
+# --- numbers without bounds (checked before anything is built or submitted) ----------------------
+
+@pytest.mark.parametrize("args", [
+    ["train", "--target", "vertex", "--dry-run", "--workers", "30000"],
+    ["train", "--target", "vertex", "--dry-run", "--epochs", "0"],
+    ["train", "--target", "vertex", "--dry-run", "--batch-size", "-1"],
+    ["train", "--target", "vertex", "--dry-run", "--poll-seconds", "nan"],
+    ["train", "--target", "vertex", "--dry-run", "--poll-seconds", "inf"],
+    ["train", "--workers", "30000"],
+    ["data", "make-tfrecords", "src", "out", "--shard-mb", "inf"],
+    ["data", "make-tfrecords", "src", "out", "--validation-fraction", "nan"],
+])
+def test_numbers_out_of_range_are_one_line(offline, args):
+    line = _one_line(invoke(args, env=offline))
+    assert "Invalid value for" in line
+
+
+# --- unreachable endpoints: real clients, fail in seconds, name the endpoint --------------------
+
+def test_unreachable_storage_fails_fast_naming_the_endpoint(tmp_path):
+    url = _closed_url()
+    (tmp_path / "src" / "a").mkdir(parents=True)
+    t0 = time.monotonic()
+    proc = run_process(["data", "make-tfrecords", str(tmp_path / "src"), "gs://some-bucket/x"],
+                       env={"STORAGE_EMULATOR_HOST": url}, timeout=60)
+    assert time.monotonic() - t0 < 10
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        f"error: cannot reach storage endpoint {url} (set by STORAGE_EMULATOR_HOST): connection refused "
+        "(check the endpoint, network, proxy or firewall)"]
+
+
+def test_dns_failure_fails_fast_naming_the_endpoint(tmp_path):
+    t0 = time.monotonic()
+    proc = run_process(["data", "sample", "gs://some-bucket/x"],
+                       env={"STORAGE_EMULATOR_HOST": "http://no-such-host.invalid:9"}, timeout=60)
+    assert time.monotonic() - t0 < 10
+    assert proc.returncode == 1
+    line = proc.stderr.strip()
+    assert "no-such-host.invalid:9 (set by STORAGE_EMULATOR_HOST)" in line and "DNS lookup failed" in line
+
+
+def test_unreachable_storage_and_crm_in_grant_access_fail_fast(tmp_path):
+    url = _closed_url()
+    t0 = time.monotonic()
+    proc = run_process(["grant-access", "--project", "my-project-1", "--read-bucket", "some-bucket",
+                        "--principal", "training-sa", "--dry-run"],
+                       env={"STORAGE_EMULATOR_HOST": url, "TPUCTL_CRM_ENDPOINT": url, "TPUCTL_IAM_ENDPOINT": url},
+                       timeout=60)
+    assert time.monotonic() - t0 < 10
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and f"cannot reach storage endpoint {url}" in proc.stderr
+
+
+def test_unreachable_iam_grpc_fails_fast_naming_the_endpoint(monkeypatch):
+    from google.cloud import iam_admin_v1
+
+    from bootstrap import clients
+
+    url = _closed_url()
+    monkeypatch.setenv("TPUCTL_IAM_ENDPOINT", url)
+    client = iam_admin_v1.IAMClient(**clients.client_kwargs("iam", transport="grpc"))
+    t0 = time.monotonic()
+    with pytest.raises(clients.EndpointUnreachable) as info:
+        client.get_service_account(name="projects/-/serviceAccounts/a@my-project-1.iam.gserviceaccount.com")
+    assert time.monotonic() - t0 < 10
+    assert f"cannot reach iam endpoint {url} (set by TPUCTL_IAM_ENDPOINT): connection refused" in str(info.value)
+
+
+def test_server_errors_are_still_retried_and_not_called_unreachable():
+    from google.api_core import exceptions
+    from google.cloud.storage.retry import DEFAULT_RETRY
+
+    from bootstrap import clients
+
+    assert clients.unreachable_reason(exceptions.ServiceUnavailable("try again")) is None
+    assert clients.unreachable_reason(exceptions.TooManyRequests("slow down")) is None
+    assert DEFAULT_RETRY._predicate(exceptions.ServiceUnavailable("try again"))
+    assert not DEFAULT_RETRY._predicate(clients.EndpointUnreachable("cannot reach x"))
+    assert clients.unreachable_reason(ConnectionRefusedError(111, "Connection refused")) == "connection refused"
+    assert clients.unreachable_reason(socket.gaierror(-2, "Name or service not known")) == "DNS lookup failed"
+
+
+def test_outputs_with_a_bad_service_account_member_is_one_line(tmp_path, offline):
+    path = tmp_path / "outputs.json"
+    path.write_text(json.dumps({"principals": {"training-sa": "serviceAccount:bad@"}}))
+    line = _one_line(invoke(["train", "--target", "vertex", "--dry-run", "--outputs", str(path)], env=offline))
+    assert "principals" in line and "not an e-mail" in line

@@ -1,0 +1,185 @@
+"""A local stand-in for the Cloud TPU v2 queued-resources REST API, a storage emulator, and a stack's outputs.
+
+The fake walks each queued resource it created through ``states`` (one entry per GET), like the real
+service moves one from WAITING_FOR_RESOURCES to ACTIVE; ``on_get(fake, state, n)`` lets a test act as the
+TPU hosts (write result.json into the emulator bucket when the slice is ACTIVE, say).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from gcsfixtures import anonymous_client, storage_emulator
+
+PROJECT, REGION, ZONE = "my-tpu-project", "us-central1", "us-central1-a"
+ARTIFACTS, DATA, STAGING = "tpuctl-my-tpu-project-artifacts", "tpuctl-my-tpu-project-data", "tpuctl-my-tpu-project-staging"
+SA = "tpuctl-trainer@my-tpu-project.iam.gserviceaccount.com"
+_QR = re.compile(r"/v2/projects/([^/]+)/locations/([^/]+)/queuedResources(?:/([^/:]+))?")
+
+
+def _public(resource: dict) -> dict:
+    return {k: v for k, v in resource.items() if not k.startswith("_")}
+
+
+class FakeTpuCloud:
+    def __init__(self, states=("WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE"), on_get=None, existing=()):
+        self.states = list(states)
+        self.on_get = on_get
+        self.requests: list[tuple[str, str, dict | None]] = []
+        self.resources: dict[str, dict] = {r["name"]: dict(r, _existing=True) for r in existing}
+        self.gets: dict[str, int] = {}
+        self.deleted: list[tuple[str, dict]] = []
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def _send(self, code, payload):
+                body = json.dumps(payload).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _error(self, code, status, message):
+                self._send(code, {"error": {"code": code, "message": message, "status": status}})
+
+            def _operation(self, project, zone):
+                return {"name": f"projects/{project}/locations/{zone}/operations/op-{len(fake.requests)}", "done": False}
+
+            def do_POST(self):
+                parts = urlsplit(self.path)
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                query = parse_qs(parts.query)
+                with fake.lock:
+                    fake.requests.append(("POST", self.path, body))
+                m = _QR.fullmatch(parts.path)
+                if not m or m.group(3):
+                    return self._error(404, "NOT_FOUND", parts.path)
+                project, zone, _ = m.groups()
+                rid = (query.get("queuedResourceId") or [""])[0]
+                name = f"projects/{project}/locations/{zone}/queuedResources/{rid}"
+                if name in fake.resources:
+                    return self._error(409, "ALREADY_EXISTS", f"{name} already exists")
+                fake.resources[name] = dict(body, name=name, createTime="2026-11-22T10:00:00Z",
+                                            state={"state": "CREATING"})
+                self._send(200, self._operation(project, zone))
+
+            def do_GET(self):
+                parts = urlsplit(self.path)
+                with fake.lock:
+                    fake.requests.append(("GET", parts.path, None))
+                m = _QR.fullmatch(parts.path)
+                if not m:
+                    return self._error(404, "NOT_FOUND", parts.path)
+                project, zone, rid = m.groups()
+                if rid is None:
+                    prefix = f"projects/{project}/locations/{zone}/"
+                    items = [_public(r) for n, r in fake.resources.items() if n.startswith(prefix)]
+                    return self._send(200, {"queuedResources": items})
+                name = f"projects/{project}/locations/{zone}/queuedResources/{rid}"
+                if name not in fake.resources:
+                    return self._error(404, "NOT_FOUND", f"{name} not found")
+                if fake.resources[name].get("_existing"):
+                    return self._send(200, _public(fake.resources[name]))
+                n = fake.gets.get(name, 0)
+                fake.gets[name] = n + 1
+                step = fake.states[min(n, len(fake.states) - 1)]
+                state = {"state": step} if isinstance(step, str) else dict(step)
+                fake.resources[name]["state"] = state
+                if fake.on_get:
+                    fake.on_get(fake, state["state"], n)
+                self._send(200, fake.resources[name])
+
+            def do_DELETE(self):
+                parts = urlsplit(self.path)
+                with fake.lock:
+                    fake.requests.append(("DELETE", self.path, None))
+                m = _QR.fullmatch(parts.path)
+                if not m or not m.group(3):
+                    return self._error(404, "NOT_FOUND", parts.path)
+                project, zone, rid = m.groups()
+                name = f"projects/{project}/locations/{zone}/queuedResources/{rid}"
+                if name not in fake.resources:
+                    return self._error(404, "NOT_FOUND", f"{name} not found")
+                fake.deleted.append((name, {"force": parse_qs(parts.query).get("force", [])}))
+                fake.resources.pop(name)
+                self._send(200, self._operation(project, zone))
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def env(self) -> dict[str, str]:
+        """Environment of a `tpuctl` subprocess that talks to this fake and the current storage emulator."""
+        return {"TPUCTL_TPU_ENDPOINT": self.url, "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"],
+                "GOOGLE_CLOUD_PROJECT": PROJECT, "GOOGLE_APPLICATION_CREDENTIALS": "/nonexistent/credentials.json"}
+
+    def creates(self):
+        return [r for r in self.requests if r[0] == "POST"]
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def tpu_group():
+    """`tpuctl tpu` on the CLI app (until tpuctl/cli.py registers it itself)."""
+    from tpuctl import cli
+    from tpuctl.commands import tpu
+
+    if not any(group.name == "tpu" for group in cli.app.registered_groups):
+        tpu.register(cli.app)
+
+
+@pytest.fixture
+def gcs(monkeypatch):
+    """The storage emulator as STORAGE_EMULATOR_HOST, with the stack's artifacts and data buckets."""
+    with storage_emulator() as url:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
+        client = anonymous_client(url, PROJECT)
+        for bucket in (ARTIFACTS, DATA):
+            client.create_bucket(bucket)
+        yield client
+
+
+@pytest.fixture
+def tpu_cloud(monkeypatch, tmp_path):
+    servers = []
+
+    def make(**kw) -> FakeTpuCloud:
+        fake = FakeTpuCloud(**kw)
+        servers.append(fake)
+        monkeypatch.setenv("TPUCTL_TPU_ENDPOINT", fake.url)
+        monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", PROJECT)
+        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-credentials.json"))
+        return fake
+
+    yield make
+    for fake in servers:
+        fake.stop()
+
+
+@pytest.fixture
+def outputs_file(tmp_path):
+    f = tmp_path / "outputs.json"
+    f.write_text(json.dumps({
+        "project": PROJECT, "region": REGION, "zone": ZONE,
+        "buckets": {"staging": STAGING, "artifacts": ARTIFACTS, "data": DATA},
+        "principals": {"training-sa": SA}, "training_service_account": SA,
+        "labels": {"stack": "dev"},
+    }))
+    return f
+
+

@@ -1,0 +1,56 @@
+"""The TPU VM catalogue: accelerator types, chips, hosts, runtimes; unknown names rejected with the list."""
+
+from __future__ import annotations
+
+import pytest
+
+from tpuctl.ground import domain
+
+
+@pytest.mark.parametrize("name, generation, chips, hosts, vms, runtime", [
+    ("v5litepod-1", "v5e", 1, 1, 1, "v2-alpha-tpuv5-lite"),
+    ("v5litepod-8", "v5e", 8, 1, 1, "v2-alpha-tpuv5-lite"),
+    ("v5litepod-16", "v5e", 16, 2, 4, "v2-alpha-tpuv5-lite"),
+    ("v5litepod-256", "v5e", 256, 32, 64, "v2-alpha-tpuv5-lite"),
+    ("v6e-8", "v6e", 8, 1, 1, "v2-alpha-tpuv6e"),
+    ("v6e-16", "v6e", 16, 2, 4, "v2-alpha-tpuv6e"),
+    ("v5p-8", "v5p", 4, 1, 1, "v2-alpha-tpuv5"),
+    ("v5p-16", "v5p", 8, 2, 2, "v2-alpha-tpuv5"),
+    ("v5p-32", "v5p", 16, 4, 4, "v2-alpha-tpuv5"),
+    ("v4-8", "v4", 4, 1, 1, "tpu-ubuntu2204-base"),
+    ("v4-32", "v4", 16, 4, 4, "tpu-ubuntu2204-base"),
+])
+def test_known_types(name, generation, chips, hosts, vms, runtime):
+    accel = domain.parse_tpu_vm_accelerator(name.upper())
+    assert (accel.name, accel.generation, accel.chips, accel.hosts, accel.vms, accel.runtime_version) == \
+        (name, generation, chips, hosts, vms, runtime)
+    assert accel.multi_host == (vms > 1)
+
+
+def test_v5e_topologies_follow_googles_table():
+    shapes = {a.name: a.topology for a in domain.TPU_VM_TYPES.values() if a.generation == "v5e"}
+    assert shapes == {"v5litepod-1": "1x1", "v5litepod-4": "2x2", "v5litepod-8": "2x4", "v5litepod-16": "4x4",
+                      "v5litepod-32": "4x8", "v5litepod-64": "8x8", "v5litepod-128": "8x16",
+                      "v5litepod-256": "16x16"}
+
+
+@pytest.mark.parametrize("name, hint", [
+    ("v5litepod-12", ""), ("tpu-v5e-8", "Vertex AI machine types"), ("v5e-16", "v5litepod-N"), ("", ""),
+])
+def test_unknown_type_is_rejected_with_the_valid_names(name, hint):
+    with pytest.raises(domain.DomainError) as err:
+        domain.parse_tpu_vm_accelerator(name)
+    message = str(err.value)
+    assert "valid: v6e-1, v6e-4" in message and "v5litepod-16" in message and "v4-8" in message
+    assert hint in message and "\n" not in message
+
+
+def test_names_and_zones():
+    assert domain.validate_tpu_vm_name("tpuctl-20261122-101010") == "tpuctl-20261122-101010"
+    for bad in ("Upper", "-x", "x-", "a" * 64, "under_score", ""):
+        with pytest.raises(domain.DomainError):
+            domain.validate_tpu_vm_name(bad)
+    assert domain.validate_tpu_vm_zone("us-central1-a") == "us-central1-a"
+    for bad in ("us-central1", "us-centra1-a", "moon-base1-a"):
+        with pytest.raises(domain.DomainError):
+            domain.validate_tpu_vm_zone(bad)

@@ -1,0 +1,272 @@
+"""`tpuctl tpu run|list|delete` against the real TpuClient (REST) on a local fake of the Cloud TPU API and
+the storage emulator: the request parses strictly into tpu_v2.QueuedResource, tpuctl waits and reports, and
+it deletes what it created on success, refusal, preemption, timeout and Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+from google.cloud import tpu_v2
+
+from tpuctl.ground.envs import ops_python
+from tpuctl.ground.outputs import read_outputs_file
+from tpuctl.services import tpuvm
+from tpuctl.services.training import TrainOptions
+
+from clifixtures import invoke
+
+# The stack of the `outputs_file` fixture (conftest.py).
+PROJECT, ZONE = "my-tpu-project", "us-central1-a"
+ARTIFACTS, DATA = "tpuctl-my-tpu-project-artifacts", "tpuctl-my-tpu-project-data"
+SA = "tpuctl-trainer@my-tpu-project.iam.gserviceaccount.com"
+
+NAME = "tpuctl-test-run"
+QR = f"projects/{PROJECT}/locations/{ZONE}/queuedResources/{NAME}"
+RESULT = {"export_dir": f"gs://{ARTIFACTS}/runs/{NAME}/export/model/1", "val_accuracy": 0.875}
+FAST = ["--poll-seconds", "0.01"]
+
+
+def _run_args(outputs_file, *extra):
+    return ["tpu", "run", "--accelerator", "v5litepod-16", "--name", NAME, "--outputs", str(outputs_file),
+            "--image", "us-central1-docker.pkg.dev/my-tpu-project/tpuctl-trainer/trainer-tpu:sha256-test",
+            *FAST, *extra]
+
+
+def _write(gcs, path: str, text: str) -> None:
+    gcs.bucket(ARTIFACTS).blob(path).upload_from_string(text)
+
+
+def _strict(body: dict):
+    """What the fake received, parsed into Google's own type; unknown fields fail."""
+    return tpu_v2.QueuedResource.from_json(json.dumps(body), ignore_unknown_fields=False)
+
+
+def _hosts_finish(gcs, after: int = 2):
+    """The TPU hosts' part: the chief writes result.json after the slice has been ACTIVE for a few polls."""
+    active = []
+
+    def on_get(fake, state, n):
+        if state == "ACTIVE":
+            active.append(n)
+            if len(active) == after:
+                _write(gcs, f"runs/{NAME}/result.json", json.dumps(RESULT))
+    return on_get
+
+
+def _error_line(result) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_dry_run_prints_a_request_google_types_accept(outputs_file, monkeypatch):
+    monkeypatch.delenv("TPUCTL_TPU_ENDPOINT", raising=False)
+    r = invoke(["tpu", "run", "-a", "v5litepod-16", "--spot", "--name", NAME, "--outputs", str(outputs_file),
+                "--dry-run", "--epochs", "3", "--", "--learning_rate", "0.01"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    resource = _strict(doc["queuedResource"])
+    assert doc["parent"] == f"projects/{PROJECT}/locations/{ZONE}" and doc["queuedResourceId"] == NAME
+    assert "spot" in resource and "guaranteed" not in resource
+    spec = resource.tpu.node_spec[0]
+    node = spec.node
+    assert spec.parent == doc["parent"] and spec.node_id == NAME
+    assert node.accelerator_type == "v5litepod-16" and node.runtime_version == "v2-alpha-tpuv5-lite"
+    assert node.service_account.email == SA
+    assert list(node.service_account.scope) == ["https://www.googleapis.com/auth/cloud-platform"]
+    assert dict(node.labels) == {"managed-by": "tpuctl", "tpuctl-run": NAME, "stack": "dev"}
+    script = node.metadata["startup-script"]
+    assert doc["hosts"] == 4 and doc["hostCommand"] in script
+    command = doc["hostCommand"]
+    assert command.startswith("docker run --rm --net=host --privileged ")
+    # the image of `tpuctl image build --variant tpu` for the current sources
+    assert doc["image"].startswith("us-central1-docker.pkg.dev/my-tpu-project/tpuctl-trainer/trainer-tpu:sha256-")
+    for piece in ("--distribution_strategy tpu", f"--data_dir gs://{DATA}",
+                  f"--model_dir gs://{ARTIFACTS}/runs/{NAME}", "--train_epochs 3", "--learning_rate 0.01",
+                  f"-e TPU_NAME={NAME}", "-e TF_USE_LEGACY_KERAS=1", '"TPUCTL_TPU_WORKER=$WORKER"'):
+        assert piece in command, piece
+    assert "agent-worker-number" in script and f"gs://{ARTIFACTS}/runs/{NAME}/tpuctl/hosts/worker-$WORKER.exit" in script
+    assert "gcloud auth configure-docker us-central1-docker.pkg.dev" in script
+
+
+def test_single_host_on_demand_uses_the_local_tpu(outputs_file):
+    run = tpuvm.plan_run(TrainOptions(accelerator="v6e-8"), read_outputs_file(outputs_file), name=NAME,
+                         image="img:1")
+    resource = tpuvm.build_queued_resource(run)
+    assert "spot" not in resource and "guaranteed" not in resource
+    assert run.env["TPU_NAME"] == "local" and run.accelerator.vms == 1
+    assert resource.tpu.node_spec[0].node.runtime_version == "v2-alpha-tpuv6e"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-a", "v5e-16"], "v5litepod-N"),
+    (["-a", "v5litepod-16", "--zone", "us-central1"], "zone 'us-central1'"),
+    (["-a", "v5litepod-16", "--data-dir", "/tmp/data"], "gs://BUCKET/PATH"),
+    (["-a", "v5litepod-16", "--name", "Bad_Name"], "run name"),
+    (["-a", "v5litepod-16", "stray"], "trainer flags go after `--`"),
+])
+def test_bad_input_is_one_line_and_creates_nothing(outputs_file, tpu_cloud, args, message):
+    fake = tpu_cloud()
+    r = invoke(["tpu", "run", *args, "--outputs", str(outputs_file), "--image", "img:1"])
+    assert r.exit_code == 2 and message in _error_line(r)
+    assert fake.requests == []
+
+
+def test_success_waits_reports_and_deletes(outputs_file, tpu_cloud, gcs):
+    fake = tpu_cloud(states=["ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE"],
+                     on_get=_hosts_finish(gcs))
+    r = invoke(_run_args(outputs_file, "--", "--train_epochs", "2"))
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines() == [f"SavedModel: {RESULT['export_dir']}", "validation accuracy: 0.8750"]
+    progress = r.stderr
+    assert progress.index("queued: ACCEPTED") < progress.index("provisioning") < progress.index("\nactive")
+    assert "queued: WAITING" not in progress  # one line per phase
+    assert f"waiting for gs://{ARTIFACTS}/runs/{NAME}/result.json" in progress
+    assert f"deleted queued resource {NAME}" in progress
+    # one create, parsed strictly, with the id in the query; one forced delete of exactly that resource
+    (_, path, body), = fake.creates()
+    assert f"queuedResourceId={NAME}" in path
+    resource = _strict(body)
+    assert resource.tpu.node_spec[0].node_id == NAME and "spot" not in resource
+    assert fake.deleted == [(QR, {"force": ["true"]})]
+
+
+def test_keep_keeps_the_slice_and_says_how_to_delete_it(outputs_file, tpu_cloud, gcs):
+    fake = tpu_cloud(states=["PROVISIONING", "ACTIVE"], on_get=_hosts_finish(gcs, after=1))
+    r = invoke(_run_args(outputs_file, "--keep"))
+    assert r.exit_code == 0, r.output
+    assert fake.deleted == [] and QR in fake.resources
+    assert f"`tpuctl tpu delete {NAME} --zone {ZONE}`" in r.stderr and "billed" in r.stderr
+
+
+def test_refusal_reports_the_apis_reason_and_deletes(outputs_file, tpu_cloud, gcs):
+    reason = "There is no more capacity in the zone \"us-central1-a\"; you can try in another zone"
+    fake = tpu_cloud(states=["ACCEPTED", {"state": "FAILED", "failedData": {"error": {"code": 8, "message": reason}}}])
+    r = invoke(_run_args(outputs_file))
+    assert r.exit_code == 1
+    line = _error_line(r)
+    assert "refused v5litepod-16 in us-central1-a" in line and "no more capacity" in line
+    assert f"deleted queued resource {NAME}" in line
+    assert fake.deleted == [(QR, {"force": ["true"]})]
+
+
+def test_spot_preemption_says_how_to_resume_and_deletes(outputs_file, tpu_cloud, gcs):
+    fake = tpu_cloud(states=["PROVISIONING", "ACTIVE", "ACTIVE",
+                             {"state": "SUSPENDING", "stateInitiator": "SERVICE"},
+                             {"state": "SUSPENDED", "stateInitiator": "SERVICE"}])
+    r = invoke(_run_args(outputs_file, "--spot"))
+    assert r.exit_code == 1
+    line = _error_line(r)
+    assert "preempted (Spot)" in line and f"checkpoints are kept in gs://{ARTIFACTS}/runs/{NAME}" in line
+    assert f"run the same command again with --name {NAME}" in line
+    assert fake.deleted == [(QR, {"force": ["true"]})]
+    assert "spot" in _strict(fake.creates()[0][2])
+
+
+def test_a_failed_host_ends_the_run(outputs_file, tpu_cloud, gcs):
+    def on_get(fake, state, n):
+        if state == "ACTIVE":
+            _write(gcs, f"runs/{NAME}/tpuctl/hosts/worker-0.exit", "0\n")
+            _write(gcs, f"runs/{NAME}/tpuctl/hosts/worker-2.exit", "3\n")
+
+    fake = tpu_cloud(states=["ACTIVE"], on_get=on_get)
+    r = invoke(_run_args(outputs_file))
+    assert r.exit_code == 1
+    assert "trainer failed on the TPU VM (worker-2 exited 3)" in _error_line(r)
+    assert [name for name, _ in fake.deleted] == [QR]
+
+
+def test_provisioning_timeout_names_what_it_waited_for(outputs_file, tpu_cloud, gcs):
+    fake = tpu_cloud(states=["WAITING_FOR_RESOURCES"])
+    r = invoke(_run_args(outputs_file, "--provision-timeout", "1"))
+    assert r.exit_code == 1
+    line = _error_line(r)
+    assert "still WAITING_FOR_RESOURCES after 1 s" in line and "v5litepod-16 in us-central1-a to become ACTIVE" in line
+    assert [name for name, _ in fake.deleted] == [QR]
+
+
+def test_an_existing_name_is_refused_and_left_alone(outputs_file, tpu_cloud, gcs):
+    existing = {"name": QR, "state": {"state": "ACTIVE"}, "tpu": {"nodeSpec": [{"parent": f"projects/{PROJECT}/locations/{ZONE}",
+                "nodeId": NAME, "node": {"acceleratorType": "v5litepod-16", "labels": {"managed-by": "tpuctl"}}}]}}
+    fake = tpu_cloud(existing=[existing])
+    r = invoke(_run_args(outputs_file))
+    assert r.exit_code == 2 and "already exists" in _error_line(r)
+    assert fake.creates() == [] and fake.deleted == []
+
+
+def test_ctrl_c_in_process_deletes_and_exits_130(outputs_file, tpu_cloud, gcs):
+    fake = tpu_cloud(states=["ACCEPTED", "PROVISIONING"])
+    run = tpuvm.plan_run(TrainOptions(accelerator="v5litepod-16"), read_outputs_file(outputs_file), name=NAME,
+                         image="img:1")
+
+    def progress(line):
+        if line == "provisioning":
+            raise KeyboardInterrupt
+
+    with pytest.raises(tpuvm.UserError) as err:
+        tpuvm.run_tpu_vm(run, progress=progress, poll_seconds=0.01)
+    assert err.value.exit_code == 130 and str(err.value) == f"interrupted; deleted queued resource {NAME}"
+    assert [name for name, _ in fake.deleted] == [QR]
+
+
+def test_sigint_to_a_real_process_deletes_what_it_created(outputs_file, tpu_cloud, gcs):
+    fake = tpu_cloud(states=["WAITING_FOR_RESOURCES"])
+    script = ("import sys\nfrom tpuctl import cli\nfrom tpuctl.commands import tpu\n"
+              "if not any(g.name == 'tpu' for g in cli.app.registered_groups):\n    tpu.register(cli.app)\n"
+              "sys.exit(cli.run(sys.argv[1:]))\n")
+    import os
+
+    env = {**os.environ, **fake.env()}
+    proc = subprocess.Popen([str(ops_python()), "-c", script, *_run_args(outputs_file, "--poll-seconds", "0.05")],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (fake.creates() and fake.gets) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert fake.creates(), "the process never created the queued resource"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: interrupted; deleted queued resource {NAME}"], err
+    assert "Traceback" not in err
+    assert [name for name, _ in fake.deleted] == [QR]
+
+
+def test_list_and_delete_touch_only_tpuctl_resources(outputs_file, tpu_cloud):
+    parent = f"projects/{PROJECT}/locations/{ZONE}"
+
+    def resource(rid, labels, spot=False):
+        body = {"name": f"{parent}/queuedResources/{rid}", "createTime": "2026-11-22T10:00:00Z",
+                "state": {"state": "ACTIVE"},
+                "tpu": {"nodeSpec": [{"parent": parent, "nodeId": rid,
+                                      "node": {"acceleratorType": "v5litepod-8", "labels": labels}}]}}
+        if spot:
+            body["spot"] = {}
+        return body
+
+    fake = tpu_cloud(existing=[resource("ours", {"managed-by": "tpuctl", "tpuctl-run": "ours"}, spot=True),
+                               resource("theirs", {"team": "research"})])
+    r = invoke(["tpu", "list", "--outputs", str(outputs_file), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == [{"name": "ours", "state": "ACTIVE", "accelerator": "v5litepod-8", "spot": True,
+                                     "run": "ours", "create_time": "2026-11-22T10:00:00+00:00"}]
+    r = invoke(["tpu", "list", "--outputs", str(outputs_file)])
+    assert r.exit_code == 0 and "ours" in r.stdout and "theirs" not in r.stdout
+
+    r = invoke(["tpu", "delete", "theirs", "--outputs", str(outputs_file)])
+    assert r.exit_code == 2 and "not created by tpuctl" in _error_line(r)
+    r = invoke(["tpu", "delete", "missing", "--outputs", str(outputs_file)])
+    assert r.exit_code == 2 and "no queued resource missing in us-central1-a" in _error_line(r)
+    assert fake.deleted == []
+    r = invoke(["tpu", "delete", "ours", "--outputs", str(outputs_file)])
+    assert r.exit_code == 0 and f"deleting {parent}/queuedResources/ours" in r.stdout
+    assert fake.deleted == [(f"{parent}/queuedResources/ours", {"force": ["true"]})]

@@ -1,0 +1,96 @@
+"""`tpuctl train --target vertex` runs the trainer's own image (containerSpec) by default: the image URI follows
+the sources, the job carries the same args/env as the prebuilt-image route, a missing image is one line naming
+the command that builds it, and `--python-package` refuses a prebuilt image past its end of availability."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+import pytest
+from google.cloud import aiplatform_v1
+
+from tpuctl.ground import domain
+from tpuctl.ground.errors import UserError
+from tpuctl.services import image, vertex
+
+from buildfakes import FakeBuildCloud
+from clifixtures import invoke
+
+PROJECT, REGION = "my-project-1", "us-central1"
+OUTPUTS = {
+    "project": PROJECT, "region": REGION,
+    "buckets": {"data": "tpuctl-my-project-1-data", "staging": "tpuctl-my-project-1-staging",
+                "artifacts": "tpuctl-my-project-1-artifacts", "hub-cache": "tpuctl-my-project-1-hub-cache"},
+    "training_service_account": "tpuctl-trainer@my-project-1.iam.gserviceaccount.com",
+    "tfhub_cache_dir": "gs://tpuctl-my-project-1-hub-cache/model-cache",
+    "trainer_image_repository": "team-images",
+}
+
+
+@pytest.fixture
+def outputs_file(tmp_path):
+    f = tmp_path / "outputs.json"
+    f.write_text(json.dumps(OUTPUTS))
+    return f
+
+
+def _dry_run(outputs_file, *args):
+    r = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--job-name", "j1", "--dry-run", *args])
+    assert r.exit_code == 0, r.stderr
+    return r.stdout, aiplatform_v1.CustomJob.from_json(r.stdout, ignore_unknown_fields=False)
+
+
+@pytest.mark.parametrize("accelerator, variant", [("cpu", "cpu"), ("gpu-t4x2", "gpu"), ("tpu-v5e-4", "tpu")])
+def test_default_job_runs_the_trainer_image_with_the_same_args_and_env(outputs_file, accelerator, variant):
+    _, job = _dry_run(outputs_file, "--accelerator", accelerator, "--epochs", "3")
+    _, legacy = _dry_run(outputs_file, "--accelerator", accelerator, "--epochs", "3", "--python-package")
+    pool, old = job.job_spec.worker_pool_specs[0], legacy.job_spec.worker_pool_specs[0]
+    tag = image.image_tag(variant)
+    assert pool.container_spec.image_uri == f"{REGION}-docker.pkg.dev/{PROJECT}/team-images/trainer-{variant}:{tag}"
+    assert list(pool.container_spec.args) == list(old.python_package_spec.args)
+    assert list(pool.container_spec.env) == list(old.python_package_spec.env)
+    assert not pool.python_package_spec.package_uris    # nothing to upload: the code is in the image
+    assert pool.machine_spec == old.machine_spec
+
+
+def test_a_missing_image_is_one_line_naming_the_build_command_and_nothing_is_submitted(
+        outputs_file, fake_vertex, monkeypatch, tmp_path):
+    fake = fake_vertex()
+    registry = FakeBuildCloud()
+    try:
+        monkeypatch.setenv("TPUCTL_VERTEX_ENDPOINT", fake.url)
+        monkeypatch.setenv("TPUCTL_ARTIFACTREGISTRY_ENDPOINT", registry.url)
+        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "none.json"))
+        r = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--job-name", "j2",
+                    "--poll-seconds", "0.01"])
+        assert r.exit_code == 2, r.output
+        assert r.stderr.splitlines()[-1].startswith("error: the trainer image ")
+        assert (f"run `tpuctl image build --variant cpu --project {PROJECT} --region {REGION} "
+                "--repository team-images`") in r.stderr
+        assert fake.posts() == []
+        # once the image exists, the same command submits the container job
+        ref = image.image_ref(None, "cpu", project=PROJECT, region=REGION, repository="team-images")
+        registry.tags.add(ref.uri)
+        r = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--job-name", "j2",
+                    "--poll-seconds", "0.01"])
+        assert r.exit_code == 0, r.output
+        [(_, _, body)] = fake.posts()
+        sent = aiplatform_v1.CustomJob.from_json(json.dumps(body), ignore_unknown_fields=False)
+        assert sent.job_spec.worker_pool_specs[0].container_spec.image_uri == ref.uri
+        assert "uploaded trainer package" not in r.stdout
+    finally:
+        registry.stop()
+
+
+def test_prebuilt_image_past_its_end_of_availability_is_refused_and_warned_before():
+    img = domain.TrainingImage("tf-cpu.2-17.py310", "2.17", end_of_availability=datetime.date(2026, 6, 1))
+    with pytest.raises(UserError, match=r"reached its end of availability on 2026-06-01 .* drop --python-package"):
+        vertex.check_availability(img, datetime.date(2026, 6, 1))
+    said: list[str] = []
+    vertex.check_availability(img, datetime.date(2026, 3, 10), said.append)     # 83 days before
+    assert len(said) == 1 and "reaches its end of availability on 2026-06-01" in said[0]
+    vertex.check_availability(img, datetime.date(2025, 12, 1), said.append)     # far ahead: silent
+    unknown = domain.TrainingImage("tf-cpu.2-17.py310", "2.17")
+    vertex.check_availability(unknown, datetime.date(2030, 1, 1), said.append)  # no date in the catalogue
+    assert len(said) == 1

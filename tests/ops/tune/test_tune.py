@@ -1,0 +1,166 @@
+"""`tpuctl tune`: the spec is validated at the edge; requests parse strictly as Google's HyperparameterTuningJob
+and go to a local stand-in of Vertex AI through the real JobServiceClient; `tune status` ranks the trials it
+reads back; local tuning runs real trainer trials on the demo dataset and ranks them by what the trainer wrote."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+from google.cloud import aiplatform_v1
+
+from tpuctl.services import tuning, vertex
+from tpuctl.services.training import TrainOptions
+
+from clifixtures import invoke
+
+HP = aiplatform_v1.HyperparameterTuningJob
+
+
+def _strict(text: str):
+    return HP.from_json(text, ignore_unknown_fields=False)
+
+
+@pytest.mark.parametrize("yaml_text, field, message", [
+    ("parameters: {learning_rate: {min: 0, max: 0.1}}", "parameters.learning_rate.min", "greater than 0"),
+    ("parameters: {learning_rate: {min: 0.1, max: 0.01}}", "parameters.learning_rate", "must be below max"),
+    ("parameters: {batch_size: {values: [32, 0]}}", "parameters.batch_size", "every value must be 1..1048576"),
+    ("parameters: {model: {values: [hub]}}", "parameters.model.values.0", "small_cnn"),
+    ("parameters: {epochs: {min: 3, max: 2}}", "parameters.epochs", "must not be above max"),
+    ("parameters: {learning_rate: {min: 0.001, max: 0.1}}\nmax_trials: 1000", "max_trials", "less than or equal to 100"),
+    ("parameters: {batch_size: {values: [8]}}\nmax_trials: 2\nparallel_trials: 3", "(top level)", "parallel_trials (3)"),
+    ("parameters: {learning_rate: {min: 0.001, max: 0.1}}\nalgorithm: grid", "(top level)", "grid search needs"),
+    ("parameters: {}", "parameters", "at least one of"),
+    ("parameters: {dropout: {min: 0.1, max: 0.5}}", "parameters.dropout", "Extra inputs"),
+])
+def test_spec_errors_are_one_line_naming_file_and_field(tmp_path, yaml_text, field, message):
+    path = tmp_path / "tune.yaml"
+    path.write_text(yaml_text)
+    with pytest.raises(Exception) as info:
+        tuning.load_spec(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}: {field}: ") and message in text and "\n" not in text
+
+
+def test_bad_spec_through_the_cli(tmp_path, outputs_file):
+    path = tmp_path / "tune.yaml"
+    path.write_text("parameters: {epochs: {min: 0, max: 3}}")
+    result = invoke(["tune", "--outputs", outputs_file, "--dry-run", "--spec", path])
+    assert result.exit_code == 2
+    assert [ln for ln in result.stderr.splitlines() if ln.startswith("error:")] == [
+        f"error: {path}: parameters.epochs.min: Input should be greater than or equal to 1"]
+
+
+def test_default_dry_run_is_a_strict_tuning_job_around_the_train_worker_pools(outputs_file):
+    result = invoke(["tune", "--outputs", outputs_file, "--dry-run", "--job-name", "t1", "--workers", "2",
+                     "--epochs", "3"])
+    assert result.exit_code == 0, result.stderr
+    job = _strict(result.stdout)
+    assert job.max_trial_count == 6 and job.parallel_trial_count == 2
+    study = job.study_spec
+    assert [(m.metric_id, m.goal.name) for m in study.metrics] == [("val_accuracy", "MAXIMIZE")]
+    assert study.algorithm.name == "RANDOM_SEARCH"
+    lr, batch = study.parameters
+    assert (lr.parameter_id, lr.scale_type.name, lr.double_value_spec.min_value, lr.double_value_spec.max_value) == (
+        "learning_rate", "UNIT_LOG_SCALE", 1e-4, 0.1)
+    assert batch.parameter_id == "train_batch_size" and list(batch.categorical_value_spec.values) == ["16", "32", "64"]
+    # The trial job spec is train's CustomJob job_spec for the same flags.
+    opts = TrainOptions(workers=2, epochs=3)
+    from tpuctl.ground.outputs import read_outputs_file
+
+    train = vertex.build_custom_job(vertex.plan_job(opts, read_outputs_file(outputs_file), job_name="t1"))
+    assert job.trial_job_spec == train.job_spec
+    assert job.labels["tpuctl-command"] == "tune"
+
+
+def test_tuned_flags_are_left_to_the_study(tmp_path, outputs_file):
+    spec = tmp_path / "tune.yaml"
+    spec.write_text("parameters:\n  epochs: {min: 1, max: 4}\n  model: {values: [small_cnn, resnet50]}\n"
+                    "  learning_rate: {values: [0.01, 0.001]}\nalgorithm: grid\nmax_trials: 4\nparallel_trials: 1\n")
+    result = invoke(["tune", "--outputs", outputs_file, "--dry-run", "--spec", spec, "--epochs", "9"])
+    assert result.exit_code == 0, result.stderr
+    job = _strict(result.stdout)
+    args = list(job.trial_job_spec.worker_pool_specs[0].python_package_spec.args)
+    assert "--train_epochs" not in args and "--model" not in args   # the study passes them per trial
+    ids = {p.parameter_id: p for p in job.study_spec.parameters}
+    assert ids["train_epochs"].integer_value_spec.max_value == 4
+    assert list(ids["model"].categorical_value_spec.values) == ["small_cnn", "resnet50"]
+    assert list(ids["learning_rate"].discrete_value_spec.values) == [0.001, 0.01]
+    assert job.study_spec.algorithm.name == "GRID_SEARCH"
+
+
+def test_submit_sends_the_strict_request_with_the_real_client(outputs_file, fake_tuning, gcs):
+    fake = fake_tuning()
+    result = invoke(["tune", "--outputs", outputs_file, "--python-package", "--job-name", "t2", "--spot", "--max-run-time", "90m",
+                     "--trials", "3"])
+    assert result.exit_code == 0, result.stderr
+    [(_, path, body)] = fake.posts()
+    assert path == "/v1/projects/my-project-1/locations/us-central1/hyperparameterTuningJobs"
+    sent = _strict(json.dumps(body))
+    assert sent.max_trial_count == 3 and sent.display_name == "t2"
+    scheduling = sent.trial_job_spec.scheduling
+    assert scheduling.strategy.name == "SPOT" and scheduling.restart_job_on_worker_restart
+    assert scheduling.timeout.total_seconds() == 5400
+    assert "submitted projects/my-project-1/locations/us-central1/hyperparameterTuningJobs/7000" in result.stdout
+    staged = [b.name for b in gcs.list_blobs("tpuctl-my-project-1-staging")]
+    assert staged == ["tpuctl/packages/t2/tpuctl_trainer-0.1.0.tar.gz"]
+
+
+def _trial(tid, lr, batch, acc=None, state="SUCCEEDED"):
+    t = {"id": tid, "state": state, "parameters": [{"parameterId": "learning_rate", "value": lr},
+                                                    {"parameterId": "train_batch_size", "value": batch}]}
+    if acc is not None:
+        t["finalMeasurement"] = {"stepCount": "5", "metrics": [{"metricId": "val_accuracy", "value": acc}]}
+    return t
+
+
+def test_status_ranks_trials_from_the_endpoint_and_names_the_best_export(outputs_file, fake_tuning, gcs):
+    fake = fake_tuning(trials=[_trial("1", 0.01, "32", 0.71), _trial("2", 0.003, "16", 0.93),
+                               _trial("3", 0.05, "64", None, state="ACTIVE"), _trial("4", 0.0002, "64", 0.42)])
+    submitted = invoke(["tune", "--outputs", outputs_file, "--python-package", "--job-name", "t3"])
+    assert submitted.exit_code == 0, submitted.stderr
+    name = next(iter(fake.jobs))
+    result = invoke(["tune", "status", name])
+    assert result.exit_code == 0, result.stderr
+    order = [m.group(1) for m in re.finditer(r"^│ (\d) ", result.stdout, re.M)]
+    assert order == ["2", "1", "4", "3"]
+    assert "best trial: 2 val_accuracy 0.9300" in result.stdout
+    assert "best export: gs://tpuctl-my-project-1-artifacts/runs/t3/2/model/small_cnn/1" in result.stdout
+    # The ID alone, with the stack's project and region.
+    by_id = invoke(["tune", "status", name.rsplit("/", 1)[1], "--outputs", outputs_file])
+    assert by_id.exit_code == 0 and "best trial: 2" in by_id.stdout
+    missing = invoke(["tune", "status", "projects/my-project-1/locations/us-central1/hyperparameterTuningJobs/1"])
+    assert missing.exit_code == 1 and "error: cannot read tuning job" in missing.stderr
+
+
+def test_local_grid_sampling_and_random_sampling_stay_in_the_spec():
+    spec = tuning.parse_spec({"parameters": {"batch_size": {"values": [8, 16]}, "epochs": {"min": 1, "max": 2}},
+                              "algorithm": "grid"}, "t.yaml")
+    assert tuning.sample_trials(spec, 10) == [{"batch_size": 8, "epochs": 1}, {"batch_size": 8, "epochs": 2},
+                                              {"batch_size": 16, "epochs": 1}, {"batch_size": 16, "epochs": 2}]
+    for t in tuning.sample_trials(tuning.DEFAULT_SPEC, 50, seed=3):
+        assert 1e-4 <= t["learning_rate"] <= 0.1 and t["batch_size"] in (16, 32, 64)
+    assert tuning.trial_args({"learning_rate": 0.01, "batch_size": 32}) == ["--learning_rate=0.01",
+                                                                           "--train_batch_size=32"]
+
+
+@pytest.mark.slow
+def test_local_tuning_runs_three_real_trials_and_ranks_them_by_the_trainer_metric(trainer_env, tmp_path):
+    spec = tuning.parse_spec({"parameters": {"learning_rate": {"values": [0.3, 0.003, 0.00001]}},
+                              "algorithm": "grid", "max_trials": 3, "parallel_trials": 1}, "t.yaml")
+    opts = TrainOptions(epochs=1, model_dir=str(tmp_path / "tune"),
+                        extra=["--steps_per_epoch", "10", "--seed", "1", "--validation_batch_size", "64"])
+    log = io.StringIO()
+    base, rows = tuning.run_local_tuning(opts, spec, trials=3, echo=lambda m: None, out=log, err=io.StringIO())
+    assert base == str(tmp_path / "tune") and len(rows) == 3
+    assert all(r.state == "SUCCEEDED" for r in rows), log.getvalue()[-3000:]
+    for row in rows:
+        result = json.loads((Path(base) / f"trial-{row.trial}" / "result.json").read_text())
+        assert row.metric == result["val_accuracy"]                        # what the trainer wrote
+        assert row.export == result["export_dir"] and Path(row.export).is_relative_to(Path(base) / f"trial-{row.trial}")
+        assert (Path(row.export) / "saved_model.pb").is_file()
+    assert [r.metric for r in rows] == sorted((r.metric for r in rows), reverse=True)
+    assert {r.params["learning_rate"] for r in rows} == {0.3, 0.003, 0.00001}

@@ -1,0 +1,156 @@
+"""``tpuctl tpu run|list|delete``: train on TPU VMs (Cloud TPU queued resources), single- or multi-host, Spot."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from tpuctl.ground.errors import UserError
+
+tpu_app = typer.Typer(
+    name="tpu", no_args_is_help=True,
+    help="TPU VMs through queued resources: run the trainer on a slice (one or many hosts, Spot or on-demand), "
+         "list and delete tpuctl's slices.",
+)
+
+
+class Model(str, Enum):
+    small_cnn = "small_cnn"
+    resnet50 = "resnet50"
+    hub = "hub"
+
+
+_STACK = typer.Option(None, "--stack", help="Project, zone, buckets and service account from this stack's outputs.")
+_OUTPUTS = typer.Option(None, "--outputs", help="The same, from this outputs JSON (`pulumi stack output --json`).")
+_ZONE = typer.Option(None, "--zone", help="Zone of the slice (default: the stack's zone), e.g. us-central1-a.")
+_PROJECT = typer.Option(None, "--project", help="Override the stack's project.")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(tpu_app, name="tpu")
+
+
+def _echo_err(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+def run_options(opts, stack_outputs, *, zone: str | None = None, spot: bool = False, keep: bool = False,
+                name: str | None = None, image: str | None = None, dry_run: bool = False,
+                poll_seconds: float = 30.0, provision_timeout: float = 7200.0, run_timeout: float = 86400.0) -> None:
+    """The work of ``tpu run`` for already-parsed options (``opts``: a ``TrainOptions``); ``train --target
+    tpu-vm`` calls this too."""
+    from tpuctl.services import tpuvm
+
+    run = tpuvm.plan_run(opts, stack_outputs, zone=zone, spot=spot, name=name, image=image)
+    if dry_run:
+        typer.echo(json.dumps(tpuvm.request_document(run), indent=2))
+        return
+    _echo_err(f"model dir: {run.model_dir}")
+    outcome = tpuvm.run_tpu_vm(run, keep=keep, progress=_echo_err, poll_seconds=poll_seconds,
+                               provision_timeout=provision_timeout, run_timeout=run_timeout)
+    typer.echo(f"SavedModel: {outcome.result.get('export_dir')}")
+    accuracy = outcome.result.get("val_accuracy")
+    typer.echo(f"validation accuracy: {accuracy:.4f}" if isinstance(accuracy, (int, float))
+               else f"validation accuracy: {accuracy}")
+
+
+@tpu_app.command("run", context_settings={"allow_extra_args": True})
+def run(
+    ctx: typer.Context,
+    accelerator: str = typer.Option(..., "--accelerator", "-a",
+                                    help="Cloud TPU accelerator type: v5litepod-8 (one host), v5litepod-16 (4 hosts), "
+                                         "v6e-8, v5p-16, v4-8 …"),
+    spot: bool = typer.Option(False, "--spot", help="Spot capacity: cheaper, may be preempted (rerun the same "
+                                                    "command with the same --name to resume)."),
+    zone: Optional[str] = _ZONE,
+    keep: bool = typer.Option(False, "--keep", help="Keep the slice when the run ends, fails or is interrupted "
+                                                    "(it is billed until `tpuctl tpu delete NAME`)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the queued-resource request and the per-host "
+                                                          "command as JSON; create nothing."),
+    name: Optional[str] = typer.Option(None, "--name", help="Run name: the queued resource, its node, the label "
+                                                            "tpuctl-run and the default model folder. Default: "
+                                                            "tpuctl-<timestamp>."),
+    image: Optional[str] = typer.Option(None, "--image", help="Trainer image (default: the stack's trainer-tpu "
+                                                              "image for the current sources, `tpuctl image build "
+                                                              "--variant tpu`)."),
+    data_dir: Optional[str] = typer.Option(None, "--data-dir", help="gs:// TFRecord folder. Default: the stack's data bucket."),
+    model_dir: Optional[str] = typer.Option(None, "--model-dir", help="gs:// output folder. Default: "
+                                                                      "<artifacts bucket>/runs/<name>."),
+    model: Optional[Model] = typer.Option(None, "--model", help="Model to train (trainer default: small_cnn)."),
+    hub_handle: Optional[str] = typer.Option(None, "--hub-handle", help="TF-Hub handle of a feature vector (implies --model hub)."),
+    hub_cache_dir: Optional[str] = typer.Option(None, "--hub-cache-dir", help="gs:// TFHUB_CACHE_DIR. Default: the stack's hub cache."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", min=1, max=100_000, help="Training epochs."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, max=1 << 20, help="Global batch size."),
+    stack: Optional[str] = _STACK,
+    outputs: Optional[Path] = _OUTPUTS,
+    provision_timeout: float = typer.Option(7200.0, "--provision-timeout", min=1, max=7 * 86400,
+                                            help="Seconds to wait for the slice to become ACTIVE."),
+    run_timeout: float = typer.Option(86400.0, "--run-timeout", min=1, max=30 * 86400,
+                                      help="Seconds to wait for the trainer's result once the slice is ACTIVE."),
+    poll_seconds: float = typer.Option(30.0, "--poll-seconds", min=0.01, max=3600, hidden=True,
+                                       help="Seconds between status reads."),
+) -> None:
+    """Train on a TPU VM slice; the slice is deleted when the run ends (see --keep). Trainer flags go after `--`."""
+    from tpuctl.ground.outputs import load_outputs
+    from tpuctl.services.training import TrainOptions
+
+    extra = list(ctx.args)
+    if extra and not extra[0].startswith("-"):
+        raise UserError(f"unexpected argument {extra[0]!r}; trainer flags go after `--`, e.g. "
+                        "`tpuctl tpu run -a v5litepod-8 -- --learning_rate 0.01`")
+    opts = TrainOptions(accelerator=accelerator, data_dir=data_dir, model_dir=model_dir,
+                        model=model.value if model else None, hub_handle=hub_handle, hub_cache_dir=hub_cache_dir,
+                        epochs=epochs, batch_size=batch_size, extra=extra)
+    run_options(opts, load_outputs(stack=stack, outputs_file=outputs), zone=zone, spot=spot, keep=keep, name=name,
+                image=image, dry_run=dry_run, poll_seconds=poll_seconds, provision_timeout=provision_timeout,
+                run_timeout=run_timeout)
+
+
+@tpu_app.command("list")
+def list_(
+    stack: Optional[str] = _STACK,
+    outputs: Optional[Path] = _OUTPUTS,
+    zone: Optional[str] = _ZONE,
+    project: Optional[str] = _PROJECT,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """The queued resources tpuctl created (label managed-by=tpuctl) in the zone."""
+    from dataclasses import asdict
+
+    from tpuctl.ground.outputs import load_outputs
+    from tpuctl.services import tpuvm
+
+    runs = tpuvm.list_runs(load_outputs(stack, outputs), project=project, zone=zone)
+    if as_json:
+        typer.echo(json.dumps([asdict(r) for r in runs], indent=2))
+        return
+    if not runs:
+        typer.echo("no tpuctl TPU VMs in this zone")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("name", "state", "accelerator", "tier", "created")
+    for r in runs:
+        table.add_row(r.name, r.state, r.accelerator, "spot" if r.spot else "on-demand", r.create_time)
+    Console().print(table)
+
+
+@tpu_app.command("delete")
+def delete(
+    name: str = typer.Argument(..., help="Run name (the queued resource id), as `tpuctl tpu list` shows it."),
+    stack: Optional[str] = _STACK,
+    outputs: Optional[Path] = _OUTPUTS,
+    zone: Optional[str] = _ZONE,
+    project: Optional[str] = _PROJECT,
+) -> None:
+    """Delete a tpuctl queued resource and its TPU VMs (force)."""
+    from tpuctl.ground.outputs import load_outputs
+    from tpuctl.services import tpuvm
+
+    full = tpuvm.delete(name, load_outputs(stack, outputs), project=project, zone=zone)
+    typer.echo(f"deleting {full}")

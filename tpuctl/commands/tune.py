@@ -1,0 +1,168 @@
+"""``tpuctl tune``: hyperparameter search (Vertex AI HyperparameterTuningJob, or local trainer runs) and
+``tpuctl tune status JOB``: the trials ranked by val_accuracy."""
+
+from __future__ import annotations
+
+import json
+import math
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from tpuctl.ground.errors import UserError
+
+
+class Target(str, Enum):
+    local = "local"
+    vertex = "vertex"
+
+
+MAX_TRIALS = 100
+MAX_WORKERS = 64
+MAX_EPOCHS = 100_000
+
+
+def register(app: typer.Typer) -> None:
+    group = typer.Typer(
+        name="tune",
+        help=("Search hyperparameters (learning rate, batch size, model, epochs) for the bundled trainer: a Vertex AI "
+              "hyperparameter tuning job, or --target local trials run one after another. Metric: val_accuracy."),
+        invoke_without_command=True,
+        no_args_is_help=False,
+    )
+    group.callback()(tune)
+    group.command("status", help="Trials of a Vertex AI tuning job, best val_accuracy first, with the best export.")(status)
+    app.add_typer(group)
+
+
+def _finite(ctx: typer.Context, param: typer.CallbackParam, value):
+    if isinstance(value, float) and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number", ctx=ctx, param=param)
+    return value
+
+
+def _echo_err(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+def tune(
+    ctx: typer.Context,
+    target: Target = typer.Option(Target.vertex, "--target", help="vertex: a HyperparameterTuningJob; local: trials on this machine."),
+    spec: Optional[Path] = typer.Option(None, "--spec", help="Search space (YAML, see docs/cheaper-runs.md). Default: learning rate × batch size."),
+    trials: Optional[int] = typer.Option(None, "--trials", min=1, max=MAX_TRIALS, help=f"Number of trials, 1..{MAX_TRIALS} (default: the spec's max_trials)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Local: seed of the random search."),
+    accelerator: Optional[str] = typer.Option(None, "--accelerator", "-a", help="As for `tpuctl train`."),
+    workers: int = typer.Option(1, "--workers", "-w", min=1, max=MAX_WORKERS, help="Vertex: replicas per trial."),
+    data_dir: Optional[str] = typer.Option(None, "--data-dir", help="TFRecord folder. Default: the stack's data bucket, locally the demo dataset."),
+    model_dir: Optional[str] = typer.Option(None, "--model-dir", help="Tuning folder; each trial writes below it."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", min=1, max=MAX_EPOCHS, help="Epochs of every trial unless the spec tunes them."),
+    stack: Optional[str] = typer.Option(None, "--stack", help="Read defaults from this Pulumi stack's outputs."),
+    outputs: Optional[Path] = typer.Option(None, "--outputs", help="Read defaults from a `pulumi stack output --json` file."),
+    region: Optional[str] = typer.Option(None, "--region", help="Vertex: region (default: the stack's)."),
+    job_name: Optional[str] = typer.Option(None, "--job-name", help="Vertex: display name. Default: tpuctl-tune-<timestamp>."),
+    image: Optional[str] = typer.Option(None, "--image", help="Vertex: run this image instead of the trainer's own (`tpuctl image build`)."),
+    python_package: bool = typer.Option(False, "--python-package", help="Vertex: the trainer as a package on Google's prebuilt TensorFlow image."),
+    spot: bool = typer.Option(False, "--spot", help="Vertex: run the trials on Spot capacity (resume from the backup on restart)."),
+    max_run_time: Optional[str] = typer.Option(None, "--max-run-time", help="Vertex: timeout of each trial, 10m..7d (e.g. 2h)."),
+    budget: Optional[float] = typer.Option(None, "--budget", min=0.01, callback=_finite,
+                                           help="Vertex: refuse the job if its maximum cost (USD) is above this."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Vertex: print the request and the cost estimate; send nothing."),
+) -> None:
+    if ctx.invoked_subcommand is not None:
+        return
+    from tpuctl.ground.outputs import load_outputs
+    from tpuctl.services import tuning
+    from tpuctl.services.training import TrainOptions
+
+    search = tuning.load_spec(spec)
+    opts = TrainOptions(accelerator=accelerator, workers=workers, data_dir=data_dir, model_dir=model_dir,
+                        epochs=epochs)
+    stack_outputs = load_outputs(stack=stack, outputs_file=outputs)
+    if target is Target.local:
+        for name, value in (("--region", region), ("--job-name", job_name), ("--image", image),
+                            ("--max-run-time", max_run_time), ("--budget", budget)):
+            if value is not None:
+                raise UserError(f"{name} only applies to --target vertex")
+        for name, flag in (("--spot", spot), ("--dry-run", dry_run), ("--python-package", python_package)):
+            if flag:
+                raise UserError(f"{name} only applies to --target vertex")
+        _tune_local(opts, search, trials, seed)
+        return
+    if seed is not None:
+        raise UserError("--seed only applies to --target local (Vertex AI picks the trials)")
+    _tune_vertex(opts, stack_outputs, search, trials=trials, region=region, job_name=job_name, image=image,
+                 spot=spot, max_run_time=max_run_time, budget=budget, dry_run=dry_run, python_package=python_package)
+
+
+def _tune_vertex(opts, stack_outputs, search, *, trials, region, job_name, image, spot, max_run_time, budget,
+                 dry_run, python_package=False) -> None:
+    from tpuctl.services import cloudrun, tuning, vertex
+    from tpuctl.services.training import timestamp
+
+    run_time = cloudrun.parse_run_time(max_run_time) if max_run_time is not None else None
+    if budget is not None:
+        cloudrun.check_budget_value(budget)
+    job = vertex.plan_job(opts, stack_outputs, region=region, job_name=job_name or f"tpuctl-tune-{timestamp()}",
+                          image=image, python_package=python_package, echo=_echo_err)
+    if spot:
+        cloudrun.backup_dir(job)
+    custom_job = cloudrun.with_scheduling(vertex.build_custom_job(job), spot=spot, max_run_time=run_time)
+    hp_job = tuning.build_tuning_job(job, search, custom_job, max_trials=trials)
+    estimate = tuning.estimate_tuning(hp_job, job.region)
+    for line in estimate.lines():
+        _echo_err(line)
+    cloudrun.check_budget(estimate, budget)
+    if dry_run:
+        typer.echo(json.dumps(tuning.tuning_to_dict(hp_job), indent=2, sort_keys=True))
+        return
+    created = tuning.submit_tuning(job, hp_job, echo=typer.echo)
+    typer.echo(f"submitted {created.name}")
+    typer.echo(f"console: {tuning.tuning_console_url(created.name)}")
+    typer.echo(f"follow it with: tpuctl tune status {created.name}")
+
+
+def _render(rows, title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in ("trial", "state", "val_accuracy", "parameters"):
+        table.add_column(col)
+    for row in rows:
+        metric = f"{row.metric:.4f}" if row.metric is not None else "-"
+        params = " ".join(f"{k}={v}" for k, v in sorted(row.params.items()))
+        table.add_row(row.trial, row.state, metric, params)
+    Console(width=200).print(table)
+    best = next((r for r in rows if r.metric is not None), None)
+    if best is None:
+        typer.echo("no trial has reported val_accuracy yet")
+    else:
+        typer.echo(f"best trial: {best.trial} val_accuracy {best.metric:.4f}")
+        typer.echo(f"best export: {best.export or '(not exported)'}")
+
+
+def _tune_local(opts, search, trials, seed) -> None:
+    from tpuctl.services import tuning
+
+    count = trials or min(search.max_trials, 3)
+    base, rows = tuning.run_local_tuning(opts, search, trials=count, seed=seed, echo=_echo_err)
+    _render(rows, f"local tuning: {base}")
+
+
+def status(
+    job: str = typer.Argument(..., help="projects/P/locations/R/hyperparameterTuningJobs/ID, or the ID with --stack/--outputs."),
+    stack: Optional[str] = typer.Option(None, "--stack", help="Project and region from this stack's outputs."),
+    outputs: Optional[Path] = typer.Option(None, "--outputs", help="Project and region from a `pulumi stack output --json` file."),
+    region: Optional[str] = typer.Option(None, "--region", help="Region of the job (default: the stack's)."),
+) -> None:
+    from tpuctl.ground.outputs import load_outputs
+    from tpuctl.services import tuning
+
+    stack_outputs = load_outputs(stack=stack, outputs_file=outputs)
+    name = tuning.resolve_job_name(job, project=stack_outputs.project if stack_outputs else None,
+                                   region=region or (stack_outputs.region if stack_outputs else None))
+    hp_job = tuning.get_tuning_job(name)
+    rows = tuning.vertex_rows(hp_job)
+    _render(rows, f"{hp_job.display_name or name}: {tuning.job_state(hp_job)}")

@@ -1,0 +1,146 @@
+"""TPU VMs created through the Cloud TPU API (queued resources): accelerator types, hosts, base runtimes.
+
+These are the TPU VMs tpuctl creates itself (``tpuctl tpu run``), not the Vertex AI TPU machine types of
+``accelerators`` (``tpu-v5e-4`` …). A name here is the Cloud TPU API ``acceleratorType`` as Google spells it.
+
+Sources (checked 2026-11-22 with the search tool):
+- Base TPU software versions for containerised frameworks: v6e ``v2-alpha-tpuv6e``, v5p ``v2-alpha-tpuv5``,
+  v5e ``v2-alpha-tpuv5-lite``, v4 and older ``tpu-ubuntu2204-base``; they include Ubuntu and Docker
+  (cloud.google.com/tpu/docs/runtimes).
+- v6e (cloud.google.com/tpu/docs/v6e, "Supported configurations"): ``v6e-1/4/8`` one VM; ``v6e-16/32/64/128/256``
+  are topologies 4x4/4x8/8x8/8x16/16x16 on 2/4/8/16/32 hosts and 4/8/16/32/64 VMs (4 chips per VM).
+- v5e (cloud.google.com/tpu/docs/v5e and /supported-tpu-configurations): ``v5litepod-N`` with N chips; 1, 4 and 8
+  fit one host; 16/32/64/128/256 are topologies 4x4…16x16 on 2/4/8/16/32 hosts. "Each TPU VM in a v5e slice
+  contains 1, 4 or 8 chips". NOT VERIFIED: the number of TPU VMs of a multi-host v5e slice; ``vms`` below
+  assumes 4 chips per VM as v6e's table states for v6e (and GKE's ct5lp-hightpu-4t suggests).
+- v5p (cloud.google.com/tpu/docs/supported-tpu-configurations): ``v5p-N`` where N counts TensorCores (2 per chip),
+  4 chips per host (one VM per host): v5p-8 is 1 host, v5p-16 2, v5p-32 4 … Only power-of-two sizes up to
+  v5p-1024 are listed here; Google accepts other sizes too (not listed, not verified).
+- v4 (cloud.google.com/tpu/docs/v4, NOT re-checked here): ``v4-N`` where N counts TensorCores (2 per chip),
+  4 chips per host; power-of-two sizes up to v4-1024 listed.
+- TensorFlow-specific runtimes ``tpu-vm-tf-x.y.z[-pod][-pjrt]`` exist (cloud.google.com/tpu/docs/runtimes);
+  tpuctl does not use them: the trainer runs in its own container (tensorflow-tpu + libtpu) on the base runtime.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tpuctl.ground.domain.names import validate_zone
+from tpuctl.ground.errors import DomainError
+
+__all__ = [
+    "TPU_VM_GENERATIONS", "TPU_VM_TYPES", "TpuVmAccelerator", "TpuVmGeneration", "parse_tpu_vm_accelerator",
+    "tpu_vm_names", "validate_tpu_vm_name", "validate_tpu_vm_zone", "TPU_VM_RUN_LABEL", "TPU_VM_MANAGED_LABEL",
+]
+
+#: Labels tpuctl puts on every TPU VM it creates (``list``/``delete`` only touch resources that carry the first).
+TPU_VM_MANAGED_LABEL = ("managed-by", "tpuctl")
+TPU_VM_RUN_LABEL = "tpuctl-run"
+
+
+@dataclass(frozen=True)
+class TpuVmGeneration:
+    version: str              # v6e, v5p, v5e, v4
+    prefix: str               # what the accelerator type starts with: v6e-, v5p-, v5litepod-, v4-
+    runtime_version: str      # base TPU software version for a containerised framework
+    counts: str               # what N in ``<prefix>N`` counts: "chips" or "TensorCores"
+    chips_per_host: int
+    chips_per_vm: int         # chips of one TPU VM in a multi-host slice
+
+
+TPU_VM_GENERATIONS: dict[str, TpuVmGeneration] = {
+    g.version: g
+    for g in (
+        TpuVmGeneration("v6e", "v6e-", "v2-alpha-tpuv6e", "chips", 8, 4),
+        TpuVmGeneration("v5p", "v5p-", "v2-alpha-tpuv5", "TensorCores", 4, 4),
+        TpuVmGeneration("v5e", "v5litepod-", "v2-alpha-tpuv5-lite", "chips", 8, 4),
+        TpuVmGeneration("v4", "v4-", "tpu-ubuntu2204-base", "TensorCores", 4, 4),
+    )
+}
+
+
+@dataclass(frozen=True)
+class TpuVmAccelerator:
+    """One Cloud TPU API accelerator type."""
+
+    name: str                 # v5litepod-16
+    generation: str           # v5e
+    chips: int
+    hosts: int                # physical hosts, as Google's tables count them (a sub-host slice counts 1)
+    vms: int                  # TPU VMs ("workers"): the startup script runs on each of them
+    topology: str | None      # 4x4 (None where not recorded here)
+
+    @property
+    def runtime_version(self) -> str:
+        return TPU_VM_GENERATIONS[self.generation].runtime_version
+
+    @property
+    def multi_host(self) -> bool:
+        return self.vms > 1
+
+
+def _v6e_v5e(generation: str) -> list[TpuVmAccelerator]:
+    prefix = TPU_VM_GENERATIONS[generation].prefix
+    shapes = {1: "1x1", 4: "2x2", 8: "2x4", 16: "4x4", 32: "4x8", 64: "8x8", 128: "8x16", 256: "16x16"}
+    out = []
+    for chips, topology in shapes.items():
+        hosts = max(1, chips // 8)
+        vms = 1 if chips <= 8 else chips // TPU_VM_GENERATIONS[generation].chips_per_vm
+        out.append(TpuVmAccelerator(f"{prefix}{chips}", generation, chips, hosts, vms, topology))
+    return out
+
+
+def _cores(generation: str) -> list[TpuVmAccelerator]:
+    gen = TPU_VM_GENERATIONS[generation]
+    out = []
+    cores = 8
+    while cores <= 1024:
+        chips = cores // 2
+        hosts = max(1, chips // gen.chips_per_host)
+        out.append(TpuVmAccelerator(f"{gen.prefix}{cores}", generation, chips, hosts, hosts, None))
+        cores *= 2
+    return out
+
+
+TPU_VM_TYPES: dict[str, TpuVmAccelerator] = {
+    a.name: a for a in (*_v6e_v5e("v6e"), *_cores("v5p"), *_v6e_v5e("v5e"), *_cores("v4"))
+}
+
+
+def tpu_vm_names() -> list[str]:
+    """Every accelerator type of the catalogue, by generation then size (the order of the error message)."""
+    return list(TPU_VM_TYPES)
+
+
+def parse_tpu_vm_accelerator(name: str) -> TpuVmAccelerator:
+    """``v5litepod-16`` -> its entry; anything else is a DomainError listing the valid names."""
+    key = (name or "").strip().lower()
+    if key in TPU_VM_TYPES:
+        return TPU_VM_TYPES[key]
+    hint = ""
+    if key.startswith("tpu-"):
+        hint = " (tpu-… names are Vertex AI machine types: use them with `tpuctl train --target vertex`)"
+    elif key.startswith("v5e-"):
+        hint = " (the Cloud TPU API calls v5e 'v5litepod-N')"
+    raise DomainError(f"unknown TPU VM accelerator type {name!r}{hint}; valid: {', '.join(tpu_vm_names())}")
+
+
+#: A run name names the queued resource, its node and the ``tpuctl-run`` label value, so it follows the
+#: stricter of those rules: label values (names.validate_labels) and the gcloud TPU name form.
+_RUN_NAME = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+def validate_tpu_vm_name(name: str) -> str:
+    if not _RUN_NAME.match(name or ""):
+        raise DomainError(f"TPU VM run name {name!r} must be 1-63 lowercase letters, digits or '-', starting with a "
+                          "letter and not ending with '-' (it names the queued resource, its node and a label)")
+    return name
+
+
+def validate_tpu_vm_zone(zone: str) -> str:
+    """A zone name (``us-central1-a``); which zones offer which generation is NOT checked here (it changes
+    often: cloud.google.com/tpu/docs/regions-zones), the API's refusal names it."""
+    validate_zone(zone)
+    return zone

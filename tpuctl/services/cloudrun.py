@@ -1,0 +1,327 @@
+"""Cheaper Vertex AI runs: Spot scheduling with resume, a bounded run time, and the cost before launch.
+
+Everything here starts from what ``tpuctl.services.vertex`` already built (``plan_job`` → ``VertexJob``,
+``build_custom_job`` → ``aiplatform_v1.CustomJob``) and returns plain values; nothing is sent.
+
+- ``with_scheduling(custom_job, spot=…, max_run_time=…)``: the same request with
+  ``jobSpec.scheduling`` (``Scheduling.Strategy.SPOT``, ``restartJobOnWorkerRestart``, ``timeout``;
+  google/cloud/aiplatform/v1/custom_job.proto, message ``Scheduling``, as installed in
+  google-cloud-aiplatform 2.7: STRATEGY_UNSPECIFIED, ON_DEMAND, LOW_COST, STANDARD, SPOT, FLEX_START).
+- ``backup_dir(job)``: where the trainer's BackupAndRestore state lives on Vertex AI. Vertex sets
+  ``AIP_CHECKPOINT_DIR=<baseOutputDirectory>/checkpoints/`` and the trainer keeps its backup in
+  ``<checkpoints>/backup`` (trainer/config.py ``OutputDirs``, trainer/task.py ``_callbacks``), so a job
+  restarted by Vertex AI, or submitted again with the same ``--model-dir``, resumes at the interrupted epoch.
+- ``estimate_pools`` / ``estimate_custom_job``: USD per hour of every worker pool (machine + accelerators ×
+  replicas) from the dated table in ``tpuctl.ground.domain.prices``, and the maximum for the run time.
+- ``check_budget(estimate, budget)``: refuse a job whose maximum exceeds ``--budget``.
+
+google-cloud-aiplatform is imported inside the functions that need it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Iterable, Mapping
+
+from tpuctl.ground import domain
+from tpuctl.ground.errors import DomainError, UserError
+
+#: Bounds of --max-run-time. Vertex AI's own default (and tpuctl's ceiling) is 7 days
+#: (custom_job.proto, Scheduling.timeout: "The default is 7 days"); under 10 minutes a job rarely gets
+#: past provisioning and the image pull.
+MIN_RUN_TIME = timedelta(minutes=10)
+MAX_RUN_TIME = timedelta(days=7)
+#: What Vertex AI applies when no timeout is set: the bound a cost maximum is computed for.
+DEFAULT_RUN_TIME = MAX_RUN_TIME
+#: --budget bounds (USD): positive, and not absurd (a typo of extra zeros is refused, not accepted).
+MAX_BUDGET_USD = 1_000_000.0
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
+_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def _format_run_time(value: timedelta) -> str:
+    seconds = int(value.total_seconds())
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return "".join(parts) or "0s"
+
+
+def format_run_time(value: timedelta) -> str:
+    """``timedelta(hours=1, minutes=30)`` -> ``1h30m``."""
+    return _format_run_time(value)
+
+
+def parse_run_time(text: str) -> timedelta:
+    """``--max-run-time``: ``90m``, ``2h``, ``1h30m``, ``3d``, ``3600s`` (or bare seconds), 10 minutes … 7 days."""
+    raw = str(text).strip().lower()
+    if re.fullmatch(r"\d+", raw):
+        seconds = float(raw)
+    else:
+        pos, seconds = 0, 0.0
+        for m in _DURATION.finditer(raw):
+            if m.start() != pos:
+                break
+            seconds += float(m.group(1)) * _UNITS[m.group(2)]
+            pos = m.end()
+        if not raw or pos != len(raw):
+            raise UserError(f"--max-run-time {text!r}: expected a duration like 90m, 2h, 1h30m or 3d")
+    return check_run_time(timedelta(seconds=seconds))
+
+
+def check_run_time(value: timedelta) -> timedelta:
+    if not MIN_RUN_TIME <= value <= MAX_RUN_TIME:
+        raise UserError(f"--max-run-time {_format_run_time(value)} is out of range: "
+                        f"{_format_run_time(MIN_RUN_TIME)} to {_format_run_time(MAX_RUN_TIME)} (Vertex AI's limit)")
+    return value
+
+
+def check_budget_value(budget: float) -> float:
+    if not (isinstance(budget, (int, float)) and math.isfinite(budget) and 0 < budget <= MAX_BUDGET_USD):
+        raise UserError(f"--budget {budget}: expected a number of US dollars above 0 and at most {MAX_BUDGET_USD:,.0f}")
+    return float(budget)
+
+
+# --------------------------------------------------------------------------------------------
+# Spot scheduling and resume
+# --------------------------------------------------------------------------------------------
+
+def backup_dir(job) -> str:
+    """The trainer's BackupAndRestore folder for ``job`` (a ``vertex.VertexJob``) on Vertex AI.
+
+    Raises UserError when the trainer would write its backup anywhere else than the run's gs:// folder,
+    i.e. when ``--model_dir`` is not the job's base output directory (then a restart would start over).
+    """
+    base = job.base_output_dir.rstrip("/")
+    if not base.startswith("gs://"):
+        raise UserError(f"the run folder {base} is not a gs:// folder: a restarted Vertex AI job could not resume")
+    args = list(job.trainer_args)
+    model_dirs = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--model_dir"]
+    model_dirs += [a.split("=", 1)[1] for a in args if a.startswith("--model_dir=")]
+    if model_dirs and model_dirs[-1].rstrip("/") != base:
+        raise UserError(f"the trainer writes to --model_dir {model_dirs[-1]} but the job's output folder is {base}; "
+                        "with --spot both must be the same folder so a restarted job resumes")
+    # Vertex AI: AIP_CHECKPOINT_DIR = <base>/checkpoints/ (wins over <model_dir>/checkpoints, the same folder);
+    # the trainer: BackupAndRestore(backup_dir=<checkpoints>/backup).
+    return f"{base}/checkpoints/backup"
+
+
+def strict(message):
+    """``message`` parsed back from its REST JSON with unknown fields refused: what Vertex AI would be sent."""
+    cls = type(message)
+    return cls.from_json(cls.to_json(message), ignore_unknown_fields=False)
+
+
+def with_scheduling(custom_job, *, spot: bool = False, max_run_time: timedelta | None = None):
+    """A copy of ``custom_job`` (``aiplatform_v1.CustomJob``) with ``jobSpec.scheduling`` set.
+
+    ``spot``: ``strategy = SPOT`` and ``restartJobOnWorkerRestart = true`` (a preempted or restarted worker
+    restarts the whole job, which resumes from the backup, see ``backup_dir``). ``max_run_time``: ``timeout``
+    (10 min … 7 days). With neither, the request is returned unchanged (parsed strictly).
+    """
+    from google.cloud import aiplatform_v1
+
+    job = strict(custom_job)
+    if not spot and max_run_time is None:
+        return job
+    scheduling = aiplatform_v1.Scheduling()
+    if max_run_time is not None:
+        scheduling.timeout = check_run_time(max_run_time)
+    if spot:
+        scheduling.strategy = aiplatform_v1.Scheduling.Strategy.SPOT
+        scheduling.restart_job_on_worker_restart = True
+    job.job_spec.scheduling = scheduling
+    return strict(job)
+
+
+# --------------------------------------------------------------------------------------------
+# Cost before launch
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PoolCost:
+    index: int
+    machine_type: str
+    accelerator_type: str | None
+    accelerator_count: int
+    replicas: int
+    hourly: float | None          # USD per hour for all replicas of the pool; None when a price is missing
+    note: str = ""                # which price is a bound or missing
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    region: str
+    spot: bool
+    run_time: timedelta           # the bound the maximum is for (--max-run-time, else Vertex AI's 7 days)
+    trials: int                   # 1 for a CustomJob; max trials for a tuning job
+    pools: list[PoolCost]
+    missing: list[str] = field(default_factory=list)
+    bound_only: bool = False      # True when a Spot price was missing and on-demand was used as its upper bound
+
+    @property
+    def hourly(self) -> float | None:
+        """USD per hour of one job (one trial): every pool, every replica."""
+        if self.missing:
+            return None
+        return sum(p.hourly or 0.0 for p in self.pools)
+
+    @property
+    def maximum(self) -> float | None:
+        """USD for every trial running the whole run time: what the job can cost at most (compute only)."""
+        hourly = self.hourly
+        if hourly is None:
+            return None
+        return hourly * self.run_time.total_seconds() / 3600 * self.trials
+
+    def lines(self) -> list[str]:
+        """Human-readable lines (what `--dry-run` and the pre-submit note print)."""
+        kind = "Spot" if self.spot else "on-demand"
+        out = [f"cost estimate ({kind}, {self.region}; Vertex AI list prices from {domain.PRICES_SOURCE_URL}, "
+               f"table checked {domain.PRICES_CHECKED}; compute only, no storage or network):"]
+        for p in self.pools:
+            accel = f" + {p.accelerator_count} × {p.accelerator_type}" if p.accelerator_type else ""
+            price = f"${p.hourly:.4f}/h" if p.hourly is not None else "unknown"
+            note = f" ({p.note})" if p.note else ""
+            out.append(f"  pool {p.index}: {p.replicas} × {p.machine_type}{accel}: {price}{note}")
+        if self.missing:
+            out.append("  total: unknown: " + "; ".join(self.missing))
+            return out
+        bound = " at most" if self.bound_only else ""
+        per = f" per trial × {self.trials} trials" if self.trials > 1 else ""
+        out.append(f"  total:{bound} ${self.hourly:.4f}/h{per}; maximum for {_format_run_time(self.run_time)}: "
+                   f"${self.maximum:.2f}")
+        return out
+
+
+def _field(spec: Mapping[str, Any], *names: str, default=None):
+    for name in names:
+        if name in spec and spec[name] not in (None, ""):
+            return spec[name]
+    return default
+
+
+def _pool_dicts(pools: Iterable[Any]) -> list[dict]:
+    """Worker pool specs as plain dicts (proto-plus messages, or dicts in proto or REST spelling)."""
+    out = []
+    for pool in pools:
+        if not isinstance(pool, Mapping):
+            from google.protobuf.json_format import MessageToDict
+
+            pool = MessageToDict(type(pool).pb(pool), preserving_proto_field_name=True)
+        machine = _field(pool, "machine_spec", "machineSpec", default={}) or {}
+        out.append({
+            "machine_type": _field(machine, "machine_type", "machineType", default=""),
+            "accelerator_type": _field(machine, "accelerator_type", "acceleratorType"),
+            "accelerator_count": int(_field(machine, "accelerator_count", "acceleratorCount", default=0) or 0),
+            "replicas": int(_field(pool, "replica_count", "replicaCount", default=1) or 0),
+        })
+    return out
+
+
+def _price(region: str, item: str, spot: bool) -> tuple[float, str]:
+    """(USD/h, note). Spot with no Spot entry: the on-demand price as an upper bound (Spot capacity is sold
+    below on-demand); raises DomainError when neither is known."""
+    if spot:
+        try:
+            return domain.training_price(region, item, domain.PRICE_SPOT).usd, ""
+        except DomainError:
+            usd = domain.training_price(region, item, domain.PRICE_ON_DEMAND).usd
+            return usd, f"no Spot price for {item} in the table: on-demand used as the upper bound"
+    return domain.training_price(region, item, domain.PRICE_ON_DEMAND).usd, ""
+
+
+def estimate_pools(pools: Iterable[Any], region: str, *, spot: bool = False,
+                   max_run_time: timedelta | None = None, trials: int = 1) -> CostEstimate:
+    """Price every worker pool (machine + accelerators, × replicas) from the dated table; never guesses."""
+    run_time = check_run_time(max_run_time) if max_run_time is not None else DEFAULT_RUN_TIME
+    if trials < 1:
+        raise UserError(f"trials must be at least 1 (got {trials})")
+    costs: list[PoolCost] = []
+    missing: list[str] = []
+    bound_only = False
+    for index, pool in enumerate(_pool_dicts(pools)):
+        if pool["replicas"] < 1:
+            continue
+        notes, total = [], 0.0
+        accel = pool["accelerator_type"]
+        if accel == "ACCELERATOR_TYPE_UNSPECIFIED":
+            accel = None
+        items = [(pool["machine_type"], 1)] + ([(accel, pool["accelerator_count"])] if accel else [])
+        known = True
+        for item, count in items:
+            try:
+                usd, note = _price(region, item, spot)
+            except DomainError as exc:
+                known = False
+                text = str(exc)
+                if text not in missing:
+                    missing.append(text)
+                continue
+            total += usd * count
+            if note:
+                bound_only = True
+                notes.append(note)
+        costs.append(PoolCost(index, pool["machine_type"], accel, pool["accelerator_count"] if accel else 0,
+                              pool["replicas"], total * pool["replicas"] if known else None, "; ".join(notes)))
+    return CostEstimate(region, spot, run_time, trials, costs, missing, bound_only)
+
+
+def estimate_custom_job(custom_job, region: str, *, trials: int = 1) -> CostEstimate:
+    """Estimate from the request itself: its pools, Spot or not, and its timeout (else Vertex AI's 7 days)."""
+    from google.cloud import aiplatform_v1
+
+    spec = custom_job.job_spec if hasattr(custom_job, "job_spec") else custom_job
+    scheduling = spec.scheduling
+    spot = scheduling.strategy == aiplatform_v1.Scheduling.Strategy.SPOT
+    timeout = scheduling.timeout
+    run_time = timeout if isinstance(timeout, timedelta) and timeout.total_seconds() > 0 else None
+    return estimate_pools(spec.worker_pool_specs, region, spot=spot, max_run_time=run_time, trials=trials)
+
+
+def check_budget(estimate: CostEstimate, budget: float | None) -> None:
+    """Raise UserError (one line) when ``--budget`` is below the job's maximum, or the maximum is unknown."""
+    if budget is None:
+        return
+    budget = check_budget_value(budget)
+    maximum = estimate.maximum
+    if maximum is None:
+        raise UserError(f"cannot check --budget ${budget:.2f}: " + "; ".join(estimate.missing))
+    if maximum > budget:
+        per = f" × {estimate.trials} trials" if estimate.trials > 1 else ""
+        raise UserError(
+            f"the job may cost up to ${maximum:.2f} (${estimate.hourly:.4f}/h{per} for "
+            f"{_format_run_time(estimate.run_time)}), above --budget ${budget:.2f}; lower --max-run-time, "
+            "--workers or the trial count, or raise --budget")
+
+
+@dataclass(frozen=True)
+class CloudPlan:
+    """What `tpuctl train --target vertex` submits with --spot/--max-run-time/--budget, and its estimate."""
+
+    custom_job: Any
+    estimate: CostEstimate
+    backup_dir: str | None
+
+
+def plan_cloud_run(job, *, spot: bool = False, max_run_time: timedelta | None = None,
+                   budget: float | None = None) -> CloudPlan:
+    """One call for the train command: scheduling applied, cost estimated, budget checked (raises UserError).
+
+    ``job`` is ``vertex.plan_job(...)``'s ``VertexJob``; the request comes from ``vertex.build_custom_job``.
+    """
+    from tpuctl.services import vertex
+
+    if budget is not None:
+        check_budget_value(budget)
+    resume = backup_dir(job) if spot else None
+    custom_job = with_scheduling(vertex.build_custom_job(job), spot=spot, max_run_time=max_run_time)
+    estimate = estimate_custom_job(custom_job, job.region)
+    check_budget(estimate, budget)
+    return CloudPlan(custom_job, estimate, resume)

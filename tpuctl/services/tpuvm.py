@@ -1,0 +1,558 @@
+"""`tpuctl tpu run|list|delete`: train on TPU VMs created through Cloud TPU queued resources.
+
+One run = one queued resource (Spot or on-demand) holding one TPU VM slice, single-host or multi-host.
+Every TPU VM of the slice runs the same startup script: ``docker run`` of the trainer's tpu image with the
+arguments and environment a Vertex AI job gets (data and model folders in gs://, ``TPU_NAME``). tpuctl
+creates the queued resource, follows it (queued -> provisioning -> active), then watches the model folder
+until the chief's ``result.json`` appears, a host reports a failure, or the slice fails or is preempted;
+then it deletes the queued resource (``keep=True`` keeps it), also on Ctrl-C / SIGTERM.
+
+A relaunch resumes: the trainer keeps its BackupAndRestore state under ``<model_dir>/checkpoints/backup``
+in Cloud Storage, and the default model folder is derived from the run name, so the same command with the
+same ``--name`` continues from the last finished epoch.
+
+Facts used here (checked 2026-11-22):
+- Cloud TPU v2 API, queued resources (googleapis google/cloud/tpu/v2/cloud_tpu.proto as shipped in
+  google-cloud-tpu 1.27.0 ``tpu_v2``): states CREATING/ACCEPTED/WAITING_FOR_RESOURCES -> PROVISIONING -> ACTIVE,
+  FAILED (``failed_data.error``), SUSPENDING/SUSPENDED (resources deleted, ``state_initiator`` SERVICE or
+  USER), DELETING; ``DeleteQueuedResourceRequest.force`` also deletes the nodes.
+- TPU VM metadata attributes ``agent-worker-number`` (this VM's index in the slice) and
+  ``worker-network-endpoints``: what JAX reads to find its place in a slice
+  (github.com/jax-ml/jax jax/_src/clusters/cloud_tpu_cluster.py).
+- Containers on TPU VMs run ``docker run --net=host --privileged`` (cloud.google.com/tpu/docs/run-in-container);
+  base runtimes include Docker (cloud.google.com/tpu/docs/runtimes).
+NOT verified (no TPU VM here): that ``gcloud`` is on the base runtime images (the startup script uses it to
+log Docker into Artifact Registry and to report a host's exit status), that the image's non-root user can
+open the TPU devices under ``--privileged``, and how TensorFlow's TPUStrategy spans the hosts of a multi-host
+slice when every host runs the program (see docs/tpu-vm.md).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from bootstrap import clients
+from tpuctl.ground import domain
+from tpuctl.ground.envs import REPO_ROOT
+from tpuctl.ground.errors import EXIT_INTERRUPTED, UserError
+from tpuctl.ground.outputs import StackOutputs
+from tpuctl.services.training import TrainOptions, check_common, model_args, timestamp
+
+#: Where every host reports how its trainer container ended: ``<model_dir>/HOST_STATUS_DIR/worker-<n>.exit``.
+HOST_STATUS_DIR = "tpuctl/hosts"
+RESULT_FILE = "result.json"
+METADATA_URL = "http://metadata.google.internal/computeMetadata/v1/instance/attributes"
+DEFAULT_PROVISION_TIMEOUT = 2 * 3600.0
+DEFAULT_RUN_TIMEOUT = 24 * 3600.0
+DEFAULT_POLL_SECONDS = 30.0
+
+QUEUED_STATES = frozenset({"STATE_UNSPECIFIED", "CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES"})
+GONE_STATES = frozenset({"SUSPENDING", "SUSPENDED", "DELETING"})
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class TpuVmRun:
+    """Everything the queued-resource request and the per-host command are built from, validated."""
+
+    project: str
+    zone: str
+    name: str
+    accelerator: domain.TpuVmAccelerator
+    spot: bool
+    image_uri: str
+    service_account: str | None
+    trainer_args: list[str]
+    env: dict[str, str]
+    model_dir: str
+    data_dir: str
+    labels: dict[str, str] = field(default_factory=dict)
+    resume_hint: str = ""
+
+    @property
+    def parent(self) -> str:
+        return f"projects/{self.project}/locations/{self.zone}"
+
+    @property
+    def queued_resource_name(self) -> str:
+        return f"{self.parent}/queuedResources/{self.name}"
+
+    @property
+    def result_uri(self) -> str:
+        return f"{self.model_dir}/{RESULT_FILE}"
+
+    @property
+    def registry_host(self) -> str:
+        return self.image_uri.split("/", 1)[0]
+
+
+# --------------------------------------------------------------------------------------------
+# Plan: validate everything, build nothing
+# --------------------------------------------------------------------------------------------
+
+def _gs(value: str, flag: str, what: str) -> str:
+    if not value.startswith("gs://"):
+        raise UserError(f"{flag} {value}: TPU VMs {what} Cloud Storage; use gs://BUCKET/PATH")
+    domain.bucket_name_from(value)
+    return value.rstrip("/")
+
+
+def plan_run(opts: TrainOptions, outputs: StackOutputs | None, *, zone: str | None = None, spot: bool = False,
+             name: str | None = None, image: str | None = None, root: Path = REPO_ROOT) -> TpuVmRun:
+    """Validate the inputs and assemble the run (``opts`` as ``tpuctl train`` builds them; ``opts.accelerator``
+    is a Cloud TPU API accelerator type such as ``v5litepod-16``). Nothing is created here."""
+    check_common(opts)
+    if opts.workers != 1:
+        raise UserError(f"--workers {opts.workers} does not apply to TPU VMs: the slice's hosts are the workers "
+                        "(pick a larger accelerator type, e.g. v5litepod-16)")
+    if not opts.accelerator:
+        raise UserError("TPU VMs need --accelerator, e.g. v5litepod-8 (one host) or v5litepod-16 (a multi-host slice)")
+    accel = domain.parse_tpu_vm_accelerator(opts.accelerator)
+    if outputs is None:
+        raise UserError("TPU VMs need the stack's outputs: pass --stack NAME or --outputs FILE")
+    project = outputs.project
+    if not project:
+        raise UserError("the stack outputs have no 'project'")
+    zone = zone or outputs.zone
+    if not zone:
+        raise UserError("no zone: the stack outputs have no 'zone'; pass --zone (e.g. us-central1-a)")
+    domain.validate_tpu_vm_zone(zone)
+    name = domain.validate_tpu_vm_name(name or f"tpuctl-{timestamp()}")
+
+    data_dir = opts.data_dir or outputs.bucket_url("data")
+    if not data_dir:
+        raise UserError("no training data: the stack has no data bucket; pass --data-dir gs://BUCKET/PATH")
+    data_dir = _gs(data_dir, "--data-dir", "read from")
+    if opts.model_dir:
+        model_dir = _gs(opts.model_dir, "--model-dir", "write to")
+    else:
+        artifacts = outputs.bucket_url("artifacts")
+        if not artifacts:
+            raise UserError("the stack outputs have no artifacts bucket; pass --model-dir gs://BUCKET/PATH")
+        model_dir = f"{artifacts}/runs/{name}"
+
+    service_account = outputs.training_service_account or outputs.principals.get(domain.TRAINING_SA_KEYWORD)
+    labels = {**outputs.labels, domain.TPU_VM_MANAGED_LABEL[0]: domain.TPU_VM_MANAGED_LABEL[1],
+              domain.TPU_VM_RUN_LABEL: name}
+    domain.validate_labels(labels)
+
+    env = {"TF_USE_LEGACY_KERAS": "1",
+           # One host: the TPU is attached to this VM (as on Vertex AI). Several: the slice's node name.
+           "TPU_NAME": name if accel.multi_host else "local"}
+    hub_cache = opts.hub_cache_dir or outputs.tfhub_cache_dir
+    if hub_cache:
+        env["TFHUB_CACHE_DIR"] = _gs(hub_cache, "--hub-cache-dir", "read hub models from")
+    args = ["--distribution_strategy", "tpu", "--data_dir", data_dir, "--model_dir", model_dir,
+            *model_args(opts), *opts.extra]
+    if image is None:
+        from tpuctl.services import image as images
+
+        if not outputs.region:
+            raise UserError("the stack outputs have no 'region' for the trainer image; pass --image")
+        image = images.image_ref(outputs, "tpu", root=root).uri
+    return TpuVmRun(project=project, zone=zone, name=name, accelerator=accel, spot=spot, image_uri=image,
+                    service_account=service_account, trainer_args=args, env=env, model_dir=model_dir,
+                    data_dir=data_dir, labels=labels,
+                    resume_hint=f"run the same command again with --name {name}"
+                                + ("" if opts.model_dir else f" (it reuses {model_dir})"))
+
+
+def host_command(run: TpuVmRun, worker: str = "$WORKER") -> list[str]:
+    """The ``docker run`` every TPU VM host runs (``worker``: the host's index, a shell variable on the VM)."""
+    argv = ["docker", "run", "--rm", "--net=host", "--privileged", "--name", "tpuctl-trainer"]
+    for key, value in sorted({**run.env, "TPUCTL_TPU_WORKER": worker}.items()):
+        argv += ["-e", f"{key}={value}"]
+    return [*argv, run.image_uri, *run.trainer_args]
+
+
+def _shell(argv: list[str]) -> str:
+    """Quote for bash, leaving ``$WORKER`` expandable inside double quotes."""
+    out = []
+    for arg in argv:
+        if "$WORKER" in arg:
+            out.append('"' + arg.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`") + '"')
+        else:
+            out.append(shlex.quote(arg))
+    return " ".join(out)
+
+
+def host_command_line(run: TpuVmRun) -> str:
+    return _shell(host_command(run))
+
+
+def startup_script(run: TpuVmRun) -> str:
+    """The startup script of every TPU VM of the slice: log Docker in, run the trainer, report the exit status."""
+    status = f"{run.model_dir}/{HOST_STATUS_DIR}/worker-$WORKER.exit"
+    return "\n".join([
+        "#!/bin/bash",
+        f"# tpuctl run {run.name}: the trainer container on every host of a {run.accelerator.name} slice.",
+        "set -uo pipefail",
+        f"WORKER=\"$(curl -sf -H 'Metadata-Flavor: Google' {METADATA_URL}/agent-worker-number || echo 0)\"",
+        f"gcloud auth configure-docker {shlex.quote(run.registry_host)} --quiet",
+        host_command_line(run),
+        "STATUS=$?",
+        f"echo \"$STATUS\" | gcloud storage cp - \"{status}\"",
+        "",
+    ])
+
+
+def build_queued_resource(run: TpuVmRun):
+    """The real ``google.cloud.tpu_v2.QueuedResource`` for ``run``."""
+    from google.cloud import tpu_v2
+
+    node = tpu_v2.Node(
+        accelerator_type=run.accelerator.name,
+        runtime_version=run.accelerator.runtime_version,
+        labels=dict(run.labels),
+        metadata={"startup-script": startup_script(run)},
+        description=f"tpuctl run {run.name}",
+    )
+    if run.service_account:
+        node.service_account = tpu_v2.ServiceAccount(email=run.service_account, scope=[clients.CLOUD_PLATFORM_SCOPE])
+    spec = tpu_v2.QueuedResource.Tpu.NodeSpec(parent=run.parent, node_id=run.name, node=node)
+    resource = tpu_v2.QueuedResource(tpu=tpu_v2.QueuedResource.Tpu(node_spec=[spec]))
+    if run.spot:
+        resource.spot = tpu_v2.QueuedResource.Spot()
+    return resource
+
+
+def request_document(run: TpuVmRun) -> dict[str, Any]:
+    """What ``--dry-run`` prints: the request as the REST API spells it, and the per-host command."""
+    from google.cloud import tpu_v2
+
+    resource = build_queued_resource(run)
+    return {
+        "parent": run.parent,
+        "queuedResourceId": run.name,
+        "queuedResource": json.loads(tpu_v2.QueuedResource.to_json(resource)),
+        "hosts": run.accelerator.vms,
+        "hostCommand": host_command_line(run),
+        "modelDir": run.model_dir,
+        "image": run.image_uri,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# The Cloud TPU API
+# --------------------------------------------------------------------------------------------
+
+def tpu_client():
+    """TpuClient over REST: ``TPUCTL_TPU_ENDPOINT`` if set (anonymous on loopback http), else Google's."""
+    from google.cloud import tpu_v2
+
+    return tpu_v2.TpuClient(**clients.client_kwargs("tpu"))
+
+
+def state_name(resource) -> str:
+    from google.cloud import tpu_v2
+
+    return tpu_v2.QueuedResourceState.State(resource.state.state).name
+
+
+def _reason(resource) -> str:
+    error = resource.state.failed_data.error if "failed_data" in resource.state else None
+    message = (error.message if error is not None else "") or ""
+    return " ".join(message.split())[:300] or "no reason given"
+
+
+def _node_labels(resource) -> dict[str, str]:
+    specs = resource.tpu.node_spec if "tpu" in resource else []
+    return dict(specs[0].node.labels) if specs else {}
+
+
+def _managed(resource) -> bool:
+    key, value = domain.TPU_VM_MANAGED_LABEL
+    return _node_labels(resource).get(key) == value
+
+
+@dataclass
+class RunResult:
+    name: str
+    model_dir: str
+    result: dict[str, Any]
+    kept: bool
+
+
+class _Created:
+    """What this process created, so every exit path deletes exactly that."""
+
+    def __init__(self) -> None:
+        self.maybe = False     # a create call was sent (it may have succeeded even if we never saw the answer)
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt while a run is followed (the CLI does the same; a direct caller too)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum, _frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _no_interrupts() -> Iterator[None]:
+    """A second Ctrl-C must not abandon the deletion of what we created."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _delete(client, name: str) -> str | None:
+    """Delete the queued resource (force: its nodes too). None on success (or already gone), else why not."""
+    from google.api_core import exceptions
+
+    try:
+        with _no_interrupts():
+            client.delete_queued_resource(request={"name": name, "force": True})
+    except exceptions.NotFound:
+        return None
+    except Exception as exc:  # noqa: BLE001 - reported with the command that finishes the job
+        translated = clients.as_user_error(exc, f"deleting {name}")
+        return str(translated or exc).splitlines()[0][:300]
+    return None
+
+
+def create_and_wait(client, run: TpuVmRun, *, progress: Progress, created: _Created | None = None,
+                    poll_seconds: float = DEFAULT_POLL_SECONDS, timeout: float = DEFAULT_PROVISION_TIMEOUT,
+                    sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic):
+    """Create the queued resource and wait until it is ACTIVE; returns it. Raises UserError when the API
+    refuses it (FAILED, with the API's reason), it disappears, or ``timeout`` passes."""
+    from google.api_core import exceptions
+
+    created = created or _Created()
+    name = run.queued_resource_name
+    with clients.google_errors(f"checking for an existing queued resource {name}"):
+        try:
+            client.get_queued_resource(name=name)
+        except exceptions.NotFound:
+            pass
+        else:
+            raise UserError(f"a queued resource {run.name} already exists in {run.zone}; delete it with "
+                            f"`tpuctl tpu delete {run.name} --zone {run.zone}` or pick another --name")
+    created.maybe = True
+    with clients.google_errors(f"creating queued resource {name}",
+                               forbidden=f"permission denied creating {name}: you need tpu.queuedResources.create "
+                                         "in the project and iam.serviceAccounts.actAs on the training service account"):
+        client.create_queued_resource(parent=run.parent, queued_resource=build_queued_resource(run),
+                                      queued_resource_id=run.name)
+    tier = "Spot" if run.spot else "on-demand"
+    progress(f"requested {run.accelerator.name} ({run.accelerator.vms} host(s), {tier}) as queued resource {name}")
+    deadline = clock() + timeout
+    last = None
+    while True:
+        with clients.google_errors(f"reading queued resource {name}",
+                                   not_found=f"queued resource {name} disappeared while it was being provisioned "
+                                             "(deleted outside tpuctl?)", exit_code=1):
+            current = client.get_queued_resource(name=name)
+        state = state_name(current)
+        phase = "queued" if state in QUEUED_STATES else state.lower()
+        if phase != last:
+            progress(f"{phase}: {state}" if phase == "queued" else phase)
+            last = phase
+        if state == "ACTIVE":
+            return current
+        if state == "FAILED":
+            raise UserError(f"the Cloud TPU API refused {run.accelerator.name} in {run.zone}: {_reason(current)}", 1)
+        if state in GONE_STATES:
+            raise UserError(f"queued resource {run.name} went {state} before it became ACTIVE", 1)
+        if clock() >= deadline:
+            raise UserError(f"queued resource {run.name} is still {state} after {timeout:.0f} s (waited for "
+                            f"{run.accelerator.name} in {run.zone} to become ACTIVE)", 1)
+        sleep(poll_seconds)
+
+
+def _storage_paths(uri: str) -> tuple[str, str]:
+    bucket, _, path = uri[len("gs://"):].partition("/")
+    return bucket, path
+
+
+def _read_result(storage, run: TpuVmRun) -> dict[str, Any] | None:
+    bucket, path = _storage_paths(run.result_uri)
+    blob = storage.bucket(bucket).blob(path)
+    with clients.google_errors(f"reading {run.result_uri}",
+                               forbidden=f"permission denied reading {run.result_uri}: you need storage.objects.get "
+                                         "on the model bucket"):
+        if not blob.exists():
+            return None
+        text = blob.download_as_text()
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None  # being written: read it on the next poll
+    return value if isinstance(value, dict) else None
+
+
+def _host_failures(storage, run: TpuVmRun) -> list[str]:
+    bucket, path = _storage_paths(f"{run.model_dir}/{HOST_STATUS_DIR}/")
+    failures = []
+    with clients.google_errors(f"reading host reports under {run.model_dir}/{HOST_STATUS_DIR}"):
+        for blob in storage.list_blobs(bucket, prefix=path):
+            code = blob.download_as_text().strip()
+            if code != "0":
+                host = blob.name.rsplit("/", 1)[-1].removesuffix(".exit")
+                failures.append(f"{host} exited {code or '?'}")
+    return sorted(failures)
+
+
+def follow(client, storage, run: TpuVmRun, *, progress: Progress, poll_seconds: float = DEFAULT_POLL_SECONDS,
+           timeout: float = DEFAULT_RUN_TIMEOUT, sleep: Callable[[float], None] = time.sleep,
+           clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
+    """Wait for the chief's result.json in the model folder; raise UserError when a host's trainer fails,
+    the slice fails or is preempted, or ``timeout`` passes."""
+    progress(f"training on {run.accelerator.vms} host(s); waiting for {run.result_uri}")
+    deadline = clock() + timeout
+    name = run.queued_resource_name
+    while True:
+        result = _read_result(storage, run)
+        if result is not None:
+            return result
+        failures = _host_failures(storage, run)
+        if failures:
+            raise UserError(f"the trainer failed on the TPU VM ({', '.join(failures)}); see the VM's serial console "
+                            f"or Cloud Logging for {run.name}", 1)
+        with clients.google_errors(f"reading queued resource {name}",
+                                   not_found=f"queued resource {name} was deleted while training (outside tpuctl?); "
+                                             f"to resume: {run.resume_hint}", exit_code=1):
+            current = client.get_queued_resource(name=name)
+        state = state_name(current)
+        if state in GONE_STATES:
+            initiator = current.state.state_initiator.name if current.state.state_initiator else ""
+            why = "preempted (Spot)" if run.spot and initiator != "USER" else f"stopped by the {initiator.lower() or 'service'}"
+            raise UserError(f"the TPU VM slice was {why}: queued resource {run.name} is {state}; checkpoints are kept in "
+                            f"{run.model_dir}; to resume, {run.resume_hint}", 1)
+        if state == "FAILED":
+            raise UserError(f"queued resource {run.name} FAILED while training: {_reason(current)}; to resume, "
+                            f"{run.resume_hint}", 1)
+        if clock() >= deadline:
+            raise UserError(f"no {run.result_uri} after {timeout:.0f} s of training (waited for the chief's result); "
+                            f"the slice is {state}", 1)
+        sleep(poll_seconds)
+
+
+def run_tpu_vm(run: TpuVmRun, *, keep: bool = False, progress: Progress = print, client=None, storage=None,
+               poll_seconds: float = DEFAULT_POLL_SECONDS, provision_timeout: float = DEFAULT_PROVISION_TIMEOUT,
+               run_timeout: float = DEFAULT_RUN_TIMEOUT, sleep: Callable[[float], None] = time.sleep) -> RunResult:
+    """Create the slice, train, and delete what was created on success, failure and Ctrl-C/SIGTERM (``keep``:
+    keep it on every path, and say how to delete it). An interrupt ends as ``UserError(..., 130)`` naming what
+    was deleted or kept."""
+    client = client or tpu_client()
+    storage = storage or clients.storage_client(run.project)
+    created = _Created()
+    name = run.queued_resource_name
+    outcome: BaseException | None = None
+    try:
+        with _sigterm_as_interrupt():
+            create_and_wait(client, run, progress=progress, created=created, poll_seconds=poll_seconds,
+                            timeout=provision_timeout, sleep=sleep)
+            result = follow(client, storage, run, progress=progress, poll_seconds=poll_seconds, timeout=run_timeout,
+                            sleep=sleep)
+    except KeyboardInterrupt as exc:
+        outcome = exc
+    except UserError as exc:
+        outcome = exc
+    if not created.maybe:
+        if isinstance(outcome, KeyboardInterrupt):
+            raise UserError("interrupted before anything was created", EXIT_INTERRUPTED) from None
+        raise outcome  # type: ignore[misc]
+    if keep:
+        cleanup = f"kept queued resource {run.name} (--keep): it is billed until you run `tpuctl tpu delete {run.name} --zone {run.zone}`"
+    else:
+        progress(f"deleting queued resource {name}")
+        failed = _delete(client, name)
+        cleanup = (f"deleted queued resource {run.name}" if failed is None else
+                   f"could NOT delete queued resource {run.name} ({failed}); delete it with "
+                   f"`tpuctl tpu delete {run.name} --zone {run.zone}`")
+        if failed is not None and outcome is None:
+            raise UserError(f"training finished ({run.model_dir}) but {cleanup}", 1)
+    if isinstance(outcome, KeyboardInterrupt):
+        raise UserError(f"interrupted; {cleanup}", EXIT_INTERRUPTED) from None
+    if isinstance(outcome, UserError):
+        raise UserError(f"{outcome}; {cleanup}", outcome.exit_code) from None
+    progress(cleanup)
+    return RunResult(run.name, run.model_dir, result, kept=keep)
+
+
+# --------------------------------------------------------------------------------------------
+# list / delete: only what tpuctl created (labelled managed-by=tpuctl)
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RunSummary:
+    name: str
+    state: str
+    accelerator: str
+    spot: bool
+    run: str
+    create_time: str
+
+
+def _zone_parent(outputs: StackOutputs | None, project: str | None, zone: str | None) -> str:
+    project = project or (outputs.project if outputs else None)
+    zone = zone or (outputs.zone if outputs else None)
+    if not project or not zone:
+        raise UserError("TPU VMs need a project and a zone: pass --stack/--outputs (or --project and --zone)")
+    domain.validate_project_id(project)
+    domain.validate_tpu_vm_zone(zone)
+    return f"projects/{project}/locations/{zone}"
+
+
+def list_runs(outputs: StackOutputs | None, *, project: str | None = None, zone: str | None = None,
+              client=None) -> list[RunSummary]:
+    parent = _zone_parent(outputs, project, zone)
+    client = client or tpu_client()
+    runs = []
+    with clients.google_errors(f"listing queued resources in {parent}",
+                               forbidden=f"permission denied listing {parent}: you need tpu.queuedResources.list"):
+        for resource in client.list_queued_resources(parent=parent):
+            if not _managed(resource):
+                continue
+            specs = resource.tpu.node_spec
+            created = resource.create_time.isoformat() if resource.create_time else ""
+            runs.append(RunSummary(resource.name.rsplit("/", 1)[-1], state_name(resource),
+                                   specs[0].node.accelerator_type if specs else "?", "spot" in resource,
+                                   _node_labels(resource).get(domain.TPU_VM_RUN_LABEL, ""), created))
+    return sorted(runs, key=lambda r: r.name)
+
+
+def delete(name: str, outputs: StackOutputs | None, *, project: str | None = None, zone: str | None = None,
+           client=None) -> str:
+    """Delete a tpuctl-created queued resource (and its nodes); refuses one tpuctl did not label."""
+    domain.validate_tpu_vm_name(name)
+    parent = _zone_parent(outputs, project, zone)
+    full = f"{parent}/queuedResources/{name}"
+    client = client or tpu_client()
+    with clients.google_errors(f"reading queued resource {full}",
+                               not_found=f"no queued resource {name} in {parent.rsplit('/', 1)[-1]} "
+                                         "(`tpuctl tpu list` shows tpuctl's)"):
+        resource = client.get_queued_resource(name=full)
+    if not _managed(resource):
+        key, value = domain.TPU_VM_MANAGED_LABEL
+        raise UserError(f"queued resource {name} was not created by tpuctl (no {key}={value} label); "
+                        "tpuctl leaves it alone: delete it with gcloud if you mean to")
+    failed = _delete(client, full)
+    if failed is not None:
+        raise UserError(f"could not delete queued resource {name}: {failed}", 1)
+    return full
