@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import ipaddress
+import json
+import math
 import os
-from typing import Mapping, Sequence
+import re
+from typing import Any, Mapping, Sequence
 
 from trainer.errors import UsageError
 
@@ -20,6 +24,98 @@ MODELS = ("small_cnn", "resnet50", "hub")
 
 #: Image side used when neither --image_size nor the data manifest gives one.
 DEFAULT_IMAGE_SIZE = 224
+
+
+# ---------------------------------------------------------------------------------------------- bounds
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    """The documented range of one numeric flag; the single place its limits are written down.
+
+    ``parse`` is the argparse ``type`` (text -> value), ``check`` validates a value given in code
+    (``TrainConfig``, ``convert(...)``): both refuse non-finite, out-of-range and non-integer values.
+    """
+
+    low: float
+    high: float
+    integer: bool = True
+    low_open: bool = False  # low itself is not allowed (0 < x)
+    high_open: bool = False  # high itself is not allowed (x < 1)
+    note: str = ""  # what a special value means, e.g. "0 = all"
+
+    def describe(self) -> str:
+        kind = "an integer" if self.integer else "a number"
+        lo, hi = _num(self.low), _num(self.high)
+        if self.low_open or self.high_open:
+            rng = f"{lo} {'<' if self.low_open else '<='} x {'<' if self.high_open else '<='} {hi}"
+        else:
+            rng = f"from {lo} to {hi}"
+        return f"{kind} {rng}" + (f"; {self.note}" if self.note else "")
+
+    def _in_range(self, value: float) -> bool:
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return above and below
+
+    def parse(self, text: str) -> int | float:
+        text = str(text)
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        try:
+            value: int | float = int(text) if self.integer else float(text)
+        except ValueError:  # also digits beyond Python's int-conversion limit
+            raise argparse.ArgumentTypeError(f"expected {self.describe()}, got {shown!r}") from None
+        if not self.integer and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected a finite number ({self.describe()}), got {shown!r}")
+        if not self._in_range(value):
+            raise argparse.ArgumentTypeError(f"expected {self.describe()}, got {shown!r}")
+        return value
+
+    def check(self, flag: str, value: Any) -> None:
+        ok = (isinstance(value, int) if self.integer else isinstance(value, (int, float))) and not isinstance(value, bool)
+        if ok and not self.integer and not math.isfinite(value):
+            ok = False
+        if not ok or not self._in_range(value):
+            raise UsageError(f"{flag} must be {self.describe()}, got {value!r}")
+
+
+def _num(x: float) -> str:
+    if float(x).is_integer() and abs(x) >= 10_000:
+        return f"{int(x):_}"
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+#: Largest seed: numpy / keras.utils.set_random_seed take 0 .. 2**32 - 1.
+MAX_SEED = 2**32 - 1
+
+#: Every numeric flag of ``python -m trainer.task`` (documented in docs/trainer.md, shown in --help).
+TASK_BOUNDS: dict[str, Bound] = {
+    "train_epochs": Bound(1, 100_000),
+    "train_batch_size": Bound(1, 65_536),
+    "validation_batch_size": Bound(1, 65_536),
+    "num_gpus": Bound(0, 64, note="0 = every visible GPU"),
+    "learning_rate": Bound(0, 10, integer=False, low_open=True, high_open=True),
+    "steps_per_epoch": Bound(0, 1_000_000, note="0 = train examples // batch size"),
+    # A buffer of 2**63-1 records made TensorFlow's shuffle segfault (exit 139); memory = buffer x record size.
+    "shuffle_buffer": Bound(1, 1_000_000),
+    "seed": Bound(0, MAX_SEED),
+    "cluster_timeout_seconds": Bound(1, 3600),
+}
+#: --image_size: each side, in pixels.
+IMAGE_SIDE = Bound(8, 2048)
+
+#: ``python -m trainer.make_tfrecords``.
+MAKE_TFRECORDS_BOUNDS: dict[str, Bound] = {
+    "shard_mb": Bound(0.001, 10_000, integer=False),
+    "validation_fraction": Bound(0, 1, integer=False, high_open=True),
+    "workers": Bound(1, 256),
+    "seed": Bound(0, MAX_SEED),
+}
+#: ``python -m trainer.sample_data``.
+SAMPLE_DATA_BOUNDS: dict[str, Bound] = {
+    # Every one of the 10 classes needs a validation and a training example (of 1797 digits).
+    "validation_fraction": Bound(0.01, 0.99, integer=False),
+    "shards": Bound(1, 100),
+    "image_size": Bound(8, 512),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +138,7 @@ class TrainConfig:
     cache: bool = False
     shuffle_buffer: int = 2048
     seed: int | None = None
+    cluster_timeout_seconds: int = 300  # wait for TF_CONFIG peers / the TPU before failing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,43 +177,22 @@ def _bool(text: str) -> bool:
 
 
 def _image_size(text: str) -> tuple[int, int]:
+    shown = text if len(text) <= 40 else text[:37] + "..."
     parts = text.lower().replace("x", ",").split(",")
     try:
-        dims = [int(p) for p in parts if p.strip()]
+        dims = [int(p) for p in parts]  # "224x" or ",224" is not a size
     except ValueError:
         dims = []
     if len(dims) == 1:
         dims = dims * 2
-    if len(dims) != 2 or min(dims) < 8 or max(dims) > 2048:
-        raise argparse.ArgumentTypeError(f"expected a side like 224 or HxW like 224x160 (8..2048), got {text!r}")
+    if len(dims) != 2 or not all(IMAGE_SIDE._in_range(d) for d in dims):
+        raise argparse.ArgumentTypeError(
+            f"expected a side like 224 or HxW like 224x160, each side {IMAGE_SIDE.describe()}, got {shown!r}")
     return dims[0], dims[1]
 
 
-def _int_at_least(minimum: int, expected: str):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
-        return value
-
-    return parse
-
-
-_positive = _int_at_least(1, "a positive integer")
-_non_negative = _int_at_least(0, "an integer >= 0")
-
-
-def _learning_rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < value < 10:
-        raise argparse.ArgumentTypeError(f"expected 0 < learning rate < 10, got {text!r}")
-    return value
+def _help(text: str, bound: Bound) -> str:
+    return f"{text} ({bound.describe()})" if text else bound.describe()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -128,21 +204,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model_dir", required=True, help="output folder (local or gs://): checkpoints, logs, export, result.json")
     p.add_argument("--data_dir", required=True, help="folder (local or gs://) with the TFRecord shards and manifest.json")
     p.add_argument("--distribution_strategy", default="auto", choices=STRATEGIES)
-    p.add_argument("--train_epochs", type=_positive, default=TrainConfig.train_epochs)
-    p.add_argument("--train_batch_size", type=_positive, default=TrainConfig.train_batch_size, help="global batch size")
-    p.add_argument("--validation_batch_size", type=_positive, default=TrainConfig.validation_batch_size)
-    p.add_argument("--num_gpus", type=_non_negative, default=0, help="GPUs to use with --distribution_strategy gpu (0 = all)")
+    b = TASK_BOUNDS
+    p.add_argument("--train_epochs", type=b["train_epochs"].parse, default=TrainConfig.train_epochs,
+                   help=_help("epochs", b["train_epochs"]))
+    p.add_argument("--train_batch_size", type=b["train_batch_size"].parse, default=TrainConfig.train_batch_size,
+                   help=_help("global batch size", b["train_batch_size"]))
+    p.add_argument("--validation_batch_size", type=b["validation_batch_size"].parse,
+                   default=TrainConfig.validation_batch_size, help=_help("global validation batch size",
+                                                                         b["validation_batch_size"]))
+    p.add_argument("--num_gpus", type=b["num_gpus"].parse, default=0,
+                   help=_help("GPUs to use with --distribution_strategy gpu", b["num_gpus"]))
     _add_bool(p, "fine_tuning_choice", "train the pretrained base too (hub, resnet50)")
     p.add_argument("--model", default="small_cnn", choices=MODELS)
     p.add_argument("--hub_handle", default=None, help="TF-Hub image feature-vector handle (with --model hub)")
-    p.add_argument("--image_size", type=_image_size, default=None, help="side or HxW; default from the manifest, else 224")
-    p.add_argument("--learning_rate", type=_learning_rate, default=TrainConfig.learning_rate)
-    p.add_argument("--steps_per_epoch", type=_non_negative, default=0, help="0 = train examples // batch size")
+    p.add_argument("--image_size", type=_image_size, default=None,
+                   help=f"side or HxW, each side {IMAGE_SIDE.describe()}; default from the manifest, else 224")
+    p.add_argument("--learning_rate", type=b["learning_rate"].parse, default=TrainConfig.learning_rate,
+                   help=_help("Adam learning rate", b["learning_rate"]))
+    p.add_argument("--steps_per_epoch", type=b["steps_per_epoch"].parse, default=0,
+                   help=_help("", b["steps_per_epoch"]))
     _add_bool(p, "skip_corrupt", "skip corrupt records (after a verification pass) instead of failing")
     p.add_argument("--resnet_weights", default=None, help="ResNet50 no-top weights file (.h5) to start from")
     _add_bool(p, "cache", "cache the serialized records in memory after the first epoch")
-    p.add_argument("--shuffle_buffer", type=_positive, default=TrainConfig.shuffle_buffer)
-    p.add_argument("--seed", type=int, default=None, help="seed for weights and shuffling")
+    p.add_argument("--shuffle_buffer", type=b["shuffle_buffer"].parse, default=TrainConfig.shuffle_buffer,
+                   help=_help("records in the shuffle buffer", b["shuffle_buffer"]))
+    p.add_argument("--seed", type=b["seed"].parse, default=None,
+                   help=_help("seed for weights and shuffling", b["seed"]))
+    p.add_argument("--cluster_timeout_seconds", type=b["cluster_timeout_seconds"].parse,
+                   default=TrainConfig.cluster_timeout_seconds,
+                   help=_help("how long to wait for every TF_CONFIG peer / the TPU_NAME address to answer",
+                              b["cluster_timeout_seconds"]))
     return p
 
 
@@ -159,7 +250,20 @@ def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:
 
 
 def validate(cfg: TrainConfig) -> None:
-    """Checks that need no TensorFlow and no I/O."""
+    """Checks that need no TensorFlow and no I/O (also for a TrainConfig built in code)."""
+    for name, bound in TASK_BOUNDS.items():
+        value = getattr(cfg, name)
+        if not (name == "seed" and value is None):
+            bound.check(f"--{name}", value)
+    if cfg.image_size is not None:
+        if not (isinstance(cfg.image_size, tuple) and len(cfg.image_size) == 2):
+            raise UsageError(f"--image_size must be (height, width), got {cfg.image_size!r}")
+        for side in cfg.image_size:
+            IMAGE_SIDE.check("--image_size", side)
+    for flag in ("model_dir", "data_dir", "hub_handle", "resnet_weights"):
+        value = getattr(cfg, flag)
+        if value is not None and ("\x00" in value or len(value) > 4096):
+            raise UsageError(f"--{flag} must be a path or URL without NUL characters, at most 4096 characters")
     if not cfg.model_dir.strip():
         raise UsageError("--model_dir must not be empty")
     if not cfg.data_dir.strip():
@@ -176,3 +280,162 @@ def validate(cfg: TrainConfig) -> None:
         raise UsageError("--model resnet50 needs --image_size of at least 32")
     if cfg.num_gpus and cfg.distribution_strategy not in ("gpu", "auto"):
         raise UsageError("--num_gpus is only used with --distribution_strategy gpu or auto")
+
+
+# ---------------------------------------------------------------------------------------------- cluster
+#: Jobs TensorFlow's multi-worker strategies know; only chief and worker tasks train.
+CLUSTER_JOBS = ("chief", "worker", "ps", "evaluator")
+TRAINING_JOBS = ("chief", "worker")
+_MAX_ENV_CHARS = 1_000_000
+_HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+
+
+def parse_address(text: Any) -> tuple[str, int] | None:
+    """``"host:port"`` (hostname, IPv4 or ``[IPv6]``; port 1-65535) -> (host, port), else None."""
+    if not isinstance(text, str) or len(text) > 300:
+        return None
+    if text.startswith("["):
+        host, sep, port = text[1:].partition("]:")
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return None
+    else:
+        host, sep, port = text.rpartition(":")
+        labels = host.split(".")
+        if not host or len(host) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in labels):
+            return None
+    if not sep or not (port.isascii() and port.isdigit()) or len(port) > 5 or not 1 <= int(port) <= 65535:
+        return None
+    return host, int(port)
+
+
+def format_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterConfig:
+    """A validated ``TF_CONFIG``: every job's ``host:port`` list and this process's task."""
+
+    jobs: Mapping[str, tuple[str, ...]]
+    task_type: str
+    task_index: int
+
+    @property
+    def training_tasks(self) -> list[tuple[str, int, str]]:
+        """(job, index, address) of every chief and worker task, chief first."""
+        return [(job, i, addr) for job in TRAINING_JOBS for i, addr in enumerate(self.jobs.get(job, ()))]
+
+    @property
+    def size(self) -> int:
+        """Number of training tasks (chief + workers; evaluators and parameter servers don't train)."""
+        return len(self.training_tasks)
+
+    @property
+    def is_chief(self) -> bool:
+        if self.jobs.get("chief"):
+            return self.task_type == "chief"
+        return self.task_type == "worker" and self.task_index == 0
+
+    @property
+    def address(self) -> str:
+        return self.jobs[self.task_type][self.task_index]
+
+    def peers(self) -> list[tuple[str, int, str]]:
+        """The other training tasks, which must all be up before the collective can start."""
+        return [t for t in self.training_tasks if (t[0], t[1]) != (self.task_type, self.task_index)]
+
+
+def _tf_config_error(detail: str) -> UsageError:
+    return UsageError(f"TF_CONFIG: {detail}; expected {{\"cluster\": {{\"worker\": [\"host:port\", ...]}}, "
+                      "\"task\": {\"type\": \"worker\", \"index\": 0}}")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def parse_tf_config(environ: Mapping[str, str]) -> ClusterConfig | None:
+    """Validate ``TF_CONFIG`` before anything starts; None when it is unset or names no cluster.
+
+    A JSON object; ``cluster`` maps jobs (chief, worker, ps, evaluator) to lists of unique
+    ``"host:port"`` strings (port 1-65535; at most one chief and one evaluator); ``task.type`` is one of
+    the cluster's jobs and ``task.index`` an integer within its list. Other keys (``environment``,
+    ``job``, ``rpc_layer`` …, as Vertex AI sets them) are ignored.
+    """
+    raw = environ.get("TF_CONFIG", "")
+    if not isinstance(raw, str) or not raw.strip():
+        return None
+    if len(raw) > _MAX_ENV_CHARS:
+        raise _tf_config_error(f"is {len(raw)} characters long (at most {_MAX_ENV_CHARS})")
+    try:
+        tf_config = json.loads(raw)
+    except ValueError as err:
+        raise _tf_config_error(f"is not valid JSON ({err})") from None
+    except RecursionError:
+        raise _tf_config_error("is nested too deeply to be a cluster description") from None
+    if not isinstance(tf_config, dict):
+        raise _tf_config_error(f"must be a JSON object, got {type(tf_config).__name__}")
+    cluster, task = tf_config.get("cluster"), tf_config.get("task")
+    if not cluster and task is None:
+        return None
+    if not isinstance(cluster, dict) or not cluster:
+        raise _tf_config_error(f"cluster must be a non-empty object of job -> [\"host:port\", ...], got {_shown(cluster)}")
+    jobs: dict[str, tuple[str, ...]] = {}
+    seen: dict[str, str] = {}
+    for job, addresses in cluster.items():
+        if job not in CLUSTER_JOBS:
+            raise _tf_config_error(f"cluster has an unknown job {_shown(job)} (expected {', '.join(CLUSTER_JOBS)})")
+        if not isinstance(addresses, list) or not addresses:
+            raise _tf_config_error(f"cluster.{job} must be a non-empty list of \"host:port\", got {_shown(addresses)}")
+        if job in ("chief", "evaluator") and len(addresses) > 1:
+            raise _tf_config_error(f"cluster.{job} lists {len(addresses)} tasks; at most one is allowed")
+        for i, address in enumerate(addresses):
+            if parse_address(address) is None:
+                raise _tf_config_error(f"cluster.{job}[{i}] must be \"host:port\" with a port from 1 to 65535, "
+                                       f"got {_shown(address)}")
+            if address in seen:
+                raise _tf_config_error(f"cluster.{job}[{i}] {address} is also {seen[address]}")
+            seen[address] = f"cluster.{job}[{i}]"
+        jobs[job] = tuple(addresses)
+    if not any(jobs.get(job) for job in TRAINING_JOBS):
+        raise _tf_config_error("cluster has no chief or worker task")
+    if not isinstance(task, dict):
+        raise _tf_config_error(f"task must be an object {{\"type\", \"index\"}}, got {_shown(task)}")
+    task_type, index = task.get("type"), task.get("index", 0)
+    if not isinstance(task_type, str) or task_type not in jobs:
+        raise _tf_config_error(f"task.type {_shown(task_type)} is not a job of the cluster ({', '.join(jobs)})")
+    if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(jobs[task_type]):
+        raise _tf_config_error(f"task.index must be an integer from 0 to {len(jobs[task_type]) - 1} "
+                               f"(cluster.{task_type} has {len(jobs[task_type])} task(s)), got {_shown(index)}")
+    return ClusterConfig(jobs=jobs, task_type=task_type, task_index=index)
+
+
+def parse_tpu_name(environ: Mapping[str, str]) -> str | None:
+    """``TPU_NAME``: a TPU name, ``local``, or ``grpc://host:port``; None when unset."""
+    raw = environ.get("TPU_NAME", "")
+    name = raw.strip() if isinstance(raw, str) else ""
+    if not name:
+        return None
+    if len(name) > 1024 or any(c.isspace() or not c.isprintable() for c in name):
+        raise UsageError(f"TPU_NAME {_shown(name)} must be a TPU name, 'local' or grpc://host:port "
+                         "(no spaces or control characters, at most 1024 characters)")
+    if name.startswith("grpc://") and parse_address(name[len("grpc://"):]) is None:
+        raise UsageError(f"TPU_NAME {_shown(name)} must be grpc://host:port with a port from 1 to 65535")
+    return name
+
+
+def tpu_address(tpu_name: str | None) -> tuple[str, int] | None:
+    """(host, port) when ``TPU_NAME`` is a ``grpc://host:port`` address (a TPU VM's worker)."""
+    if tpu_name and tpu_name.startswith("grpc://"):
+        return parse_address(tpu_name[len("grpc://"):])
+    return None
+
+
+def validate_environment(environ: Mapping[str, str]) -> ClusterConfig | None:
+    """Check TF_CONFIG and TPU_NAME before anything starts; returns the cluster (None: single task)."""
+    cluster = parse_tf_config(environ)
+    parse_tpu_name(environ)
+    return cluster

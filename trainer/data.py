@@ -16,13 +16,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import posixpath
-from typing import Sequence
+from typing import Any, Sequence
 
 import tensorflow as tf
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer.errors import DataError
-from trainer.records import MANIFEST, SPLITS
+from trainer.records import FORMAT_VERSION, MANIFEST, PREFIX_RE, SPLITS
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -57,8 +57,121 @@ def _join(base: str, name: str) -> str:
     return posixpath.join(base.rstrip("/"), name) if "://" in base else tf.io.gfile.join(base, name)
 
 
+#: Limits of a manifest (far above anything the data tools write; a manifest is read whole into memory).
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+MAX_CLASSES = 100_000
+MAX_IMAGE_SIDE = 65_535  # JPEG's limit
+MAX_EXAMPLES = 2**53  # exact in JSON numbers everywhere
+
+
+class _Fields:
+    """Typed access to a decoded manifest; every failure names the file and the field."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def fail(self, field: str, expected: str, value: Any = None, *, show: bool = True) -> DataError:
+        got = ""
+        if show:
+            text = repr(value)
+            got = f", got {text if len(text) <= 60 else text[:57] + '...'}"
+        return DataError(f"{self.path}: field {field} must be {expected}{got}; rewrite the data folder with "
+                         "python -m trainer.make_tfrecords or python -m trainer.sample_data")
+
+    def int_(self, value: Any, field: str, low: int, high: int) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise self.fail(field, f"an integer from {low} to {high}", value)
+        return value
+
+    def list_(self, value: Any, field: str, limit: int) -> list:
+        if not isinstance(value, list) or len(value) > limit:
+            raise self.fail(field, f"a list (at most {limit} items)", value)
+        return value
+
+
+def parse_manifest(raw: bytes, path: str, data_dir: str) -> Manifest:
+    """Validate the bytes of ``manifest.json`` at the edge into a :class:`Manifest` (no I/O).
+
+    Checked: UTF-8 JSON object of sane size and depth; ``format_version`` 1 when given; ``prefix`` a
+    shard-name prefix; ``classes`` 2+ unique non-empty strings; ``image_size`` null or ``[h, w]``
+    (1..65535); ``splits`` exactly ``train`` and ``validation``, each with ``files`` (unique plain
+    file names ``<prefix>-<split>-…``), ``examples`` (0 exactly when there are no files) and optional
+    ``shard_examples`` (one count per file, summing to ``examples``).
+    """
+    f = _Fields(path)
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise DataError(f"{path} is {len(raw)} bytes; a manifest is at most {MAX_MANIFEST_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path} is not UTF-8 text (byte {err.start}: {err.reason}); rewrite the data folder") from None
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        raise DataError(f"{path} is nested too deeply to be a manifest; rewrite the data folder") from None
+    except ValueError as err:
+        raise DataError(f"{path} is not valid JSON: {err}") from None
+    if not isinstance(doc, dict):
+        raise f.fail("(top level)", "a JSON object", type(doc).__name__, show=True)
+    if "format_version" in doc and (doc["format_version"] != FORMAT_VERSION or isinstance(doc["format_version"], bool)):
+        raise f.fail("format_version", f"{FORMAT_VERSION} (this trainer's data format)", doc["format_version"])
+    prefix = doc.get("prefix")
+    if not isinstance(prefix, str) or not PREFIX_RE.fullmatch(prefix):
+        raise f.fail("prefix", "1-100 letters, digits, '_', '.', '-'", prefix)
+    classes = f.list_(doc.get("classes"), "classes", MAX_CLASSES)
+    for i, name in enumerate(classes):
+        if not isinstance(name, str) or not name.strip() or len(name) > 1000:
+            raise f.fail(f"classes[{i}]", "a non-empty class name (at most 1000 characters)", name)
+    if len(set(classes)) != len(classes):
+        dup = next(c for i, c in enumerate(classes) if c in classes[:i])
+        raise f.fail("classes", "unique names", dup)
+    if len(classes) < 2:
+        raise DataError(f"{path} lists {len(classes)} class(es); a classifier needs at least 2")
+    size = doc.get("image_size")
+    image_size = None
+    if size is not None:
+        if not isinstance(size, list) or len(size) != 2:
+            raise f.fail("image_size", "null or [height, width]", size)
+        image_size = (f.int_(size[0], "image_size[0]", 1, MAX_IMAGE_SIDE),
+                      f.int_(size[1], "image_size[1]", 1, MAX_IMAGE_SIDE))
+    raw_splits = doc.get("splits")
+    if not isinstance(raw_splits, dict):
+        raise f.fail("splits", 'an object {"train": {...}, "validation": {...}}', raw_splits)
+    unknown = sorted(repr(k)[:40] for k in raw_splits if k not in SPLITS)
+    if unknown:
+        raise f.fail(f"splits[{unknown[0]}]", f"absent (the splits are {', '.join(SPLITS)})", show=False)
+    splits, seen = {}, set()
+    for name in SPLITS:
+        entry = raw_splits.get(name)
+        if not isinstance(entry, dict):
+            raise f.fail(f"splits.{name}", 'an object {"files", "examples", "shard_examples"}', entry)
+        files = f.list_(entry.get("files"), f"splits.{name}.files", 100_000)
+        for i, fname in enumerate(files):
+            if (not isinstance(fname, str) or not fname.startswith(f"{prefix}-{name}-") or "/" in fname
+                    or "\\" in fname or len(fname) > 255 or not fname.isprintable()):
+                raise f.fail(f"splits.{name}.files[{i}]", f"a file name {prefix}-{name}-… in the data folder", fname)
+            if fname in seen:
+                raise f.fail(f"splits.{name}.files[{i}]", "listed once", fname)
+            seen.add(fname)
+        examples = f.int_(entry.get("examples"), f"splits.{name}.examples", 0, MAX_EXAMPLES)
+        if (examples == 0) != (not files):
+            raise f.fail(f"splits.{name}.examples", f"0 exactly when files is empty ({len(files)} file(s))", examples)
+        shard_examples = entry.get("shard_examples")
+        if shard_examples is not None:
+            counts = f.list_(shard_examples, f"splits.{name}.shard_examples", len(files))
+            if len(counts) != len(files):
+                raise f.fail(f"splits.{name}.shard_examples", f"one count per file ({len(files)})", counts)
+            counts = [f.int_(n, f"splits.{name}.shard_examples[{i}]", 0, MAX_EXAMPLES) for i, n in enumerate(counts)]
+            if sum(counts) != examples:
+                raise f.fail(f"splits.{name}.shard_examples", f"counts that sum to examples ({examples})", counts)
+            shard_examples = tuple(counts)
+        splits[name] = Split(files=tuple(_join(data_dir, fn) for fn in files), examples=examples,
+                             shard_examples=shard_examples)
+    return Manifest(data_dir=data_dir, prefix=prefix, classes=tuple(classes), image_size=image_size, splits=splits)
+
+
 def read_manifest(data_dir: str) -> Manifest:
-    """Read and check ``<data_dir>/manifest.json``; every listed shard must exist."""
+    """Read and check ``<data_dir>/manifest.json``; every listed shard must exist, and hold data if counted."""
     path = _join(data_dir, MANIFEST)
     try:
         if not tf.io.gfile.isdir(data_dir):
@@ -67,35 +180,31 @@ def read_manifest(data_dir: str) -> Manifest:
             raise DataError(
                 f"no {MANIFEST} in --data_dir {data_dir}: write the data with python -m trainer.sample_data "
                 "or python -m trainer.make_tfrecords")
-        raw = json.loads(tf.io.gfile.GFile(path, "r").read())
+        size = tf.io.gfile.stat(path).length
+        if size > MAX_MANIFEST_BYTES:
+            raise DataError(f"{path} is {size} bytes; a manifest is at most {MAX_MANIFEST_BYTES} bytes")
+        with tf.io.gfile.GFile(path, "rb") as fh:
+            raw = fh.read()
+        manifest = parse_manifest(raw, path, data_dir)
+        present = set(tf.io.gfile.glob(_join(data_dir, f"{manifest.prefix}-*")))
+        for name, split in manifest.splits.items():
+            for k, shard in enumerate(split.files):
+                if shard not in present:
+                    raise DataError(f"shard {shard} listed in {path} (splits.{name}.files[{k}]) is missing")
+            # A TFRecord holds 16 bytes of framing per record: a shard with counted examples is not empty.
+            sizes = [tf.io.gfile.stat(shard).length for shard in split.files]
+            counts = split.shard_examples if split.shard_examples is not None else (split.examples,) * len(sizes)
+            if split.shard_examples is None and split.examples and sizes and max(sizes) < 16:
+                counts = (split.examples,) + (0,) * (len(sizes) - 1)
+            elif split.shard_examples is None:
+                counts = (0,) * len(sizes)
+            for shard, size, counted in zip(split.files, sizes, counts):
+                if counted and size < 16:
+                    raise DataError(f"shard {shard} is empty but {path} counts {counted} example(s) in it "
+                                    f"(splits.{name}); rewrite the data folder")
     except tf.errors.OpError as err:
-        raise DataError(f"cannot read {path}: {err.message}") from None
-    except ValueError as err:
-        raise DataError(f"{path} is not valid JSON: {err}") from None
-    try:
-        prefix = str(raw["prefix"])
-        classes = tuple(str(c) for c in raw["classes"])
-        size = raw.get("image_size")
-        image_size = (int(size[0]), int(size[1])) if size else None
-        splits = {}
-        for name in SPLITS:
-            entry = raw["splits"].get(name) or {"files": [], "examples": 0}
-            shard_examples = entry.get("shard_examples")
-            splits[name] = Split(
-                files=tuple(_join(data_dir, f) for f in entry["files"]),
-                examples=int(entry["examples"]),
-                shard_examples=tuple(int(n) for n in shard_examples) if shard_examples is not None else None,
-            )
-    except (KeyError, TypeError, ValueError, IndexError) as err:
-        raise DataError(f"{path} is malformed ({type(err).__name__}: {err}); rewrite the data folder") from None
-    if len(classes) < 2:
-        raise DataError(f"{path} lists {len(classes)} class(es); a classifier needs at least 2")
-    present = set(tf.io.gfile.glob(_join(data_dir, f"{prefix}-*")))
-    for split in splits.values():
-        for f in split.files:
-            if f not in present:
-                raise DataError(f"shard {f} listed in {path} is missing")
-    return Manifest(data_dir=data_dir, prefix=prefix, classes=classes, image_size=image_size, splits=splits)
+        raise DataError(f"cannot read {path}: {err.message.strip().splitlines()[0]}") from None
+    return manifest
 
 
 # ---------------------------------------------------------------------------------------------- decoding
@@ -113,15 +222,26 @@ def decode_batch(encoded: tf.Tensor, image_size: Sequence[int]) -> tf.Tensor:
                      parallel_iterations=16)
 
 
-def _parse_batch(serialized: tf.Tensor, image_size: Sequence[int]):
+def _checked_labels(labels: tf.Tensor, num_classes: int | None) -> tf.Tensor:
+    """int64 labels -> int32; with ``num_classes`` a label outside 0..num_classes-1 is an InvalidArgumentError
+    here (named by :func:`scan_shards`), not deep inside the loss."""
+    if num_classes is not None:
+        ok = tf.reduce_all((labels >= 0) & (labels < num_classes))
+        message = f"label outside the {num_classes} classes listed in {MANIFEST} (0..{num_classes - 1})"
+        with tf.control_dependencies([tf.debugging.Assert(ok, [message, labels], summarize=3)]):
+            labels = tf.identity(labels)
+    return tf.cast(labels, tf.int32)
+
+
+def _parse_batch(serialized: tf.Tensor, image_size: Sequence[int], num_classes: int | None = None):
     parsed = tf.io.parse_example(serialized, _PARSE_SPEC)
-    labels = tf.cast(parsed["image/class/label"], tf.int32)
+    labels = _checked_labels(parsed["image/class/label"], num_classes)
     return decode_batch(parsed["image/encoded"], image_size), labels
 
 
-def _parse_one(serialized: tf.Tensor, image_size: Sequence[int]):
+def _parse_one(serialized: tf.Tensor, image_size: Sequence[int], num_classes: int | None = None):
     parsed = tf.io.parse_single_example(serialized, _PARSE_SPEC)
-    return decode_image(parsed["image/encoded"], image_size), tf.cast(parsed["image/class/label"], tf.int32)
+    return decode_image(parsed["image/encoded"], image_size), _checked_labels(parsed["image/class/label"], num_classes)
 
 
 # ---------------------------------------------------------------------------------------------- pipeline
@@ -148,7 +268,7 @@ def shard_policy(num_files: int, num_workers: int) -> tf.data.experimental.AutoS
 
 def make_dataset(file_pattern: str | Sequence[str], batch_size: int, image_size: Sequence[int], training: bool, *,
                  num_workers: int = 1, cache: bool = False, shuffle_buffer: int = 2048,
-                 skip_corrupt: bool = False,
+                 skip_corrupt: bool = False, num_classes: int | None = None,
                  seed: int | None = None, repeat: bool | None = None) -> tf.data.Dataset:
     """Dataset of ``(images float32 [B,H,W,3] in [0,1], labels int32 [B])`` batches.
 
@@ -159,6 +279,8 @@ def make_dataset(file_pattern: str | Sequence[str], batch_size: int, image_size:
     so every replica sees the same number of full batches). One pass: ``training=False``.
     ``skip_corrupt`` stops reading a file at a truncated or corrupted record and drops records whose
     image does not decode (parsed record by record); :func:`scan_shards` counts what that skips.
+    ``num_classes`` (the manifest's): a record whose label is not a listed class is an error (or, with
+    ``skip_corrupt``, skipped like an undecodable one).
     """
     files = list_files(file_pattern)
     image_size = (int(image_size[0]), int(image_size[1]))
@@ -180,12 +302,14 @@ def make_dataset(file_pattern: str | Sequence[str], batch_size: int, image_size:
     if endless:
         ds = ds.repeat()
     if skip_corrupt:
-        ds = ds.map(lambda r: _parse_one(r, image_size), num_parallel_calls=AUTOTUNE, deterministic=False)
+        ds = ds.map(lambda r: _parse_one(r, image_size, num_classes), num_parallel_calls=AUTOTUNE,
+                    deterministic=False)
         ds = ds.ignore_errors()
         ds = ds.batch(batch_size, drop_remainder=True)
     else:
         ds = ds.batch(batch_size, drop_remainder=True)
-        ds = ds.map(lambda r: _parse_batch(r, image_size), num_parallel_calls=AUTOTUNE, deterministic=False)
+        ds = ds.map(lambda r: _parse_batch(r, image_size, num_classes), num_parallel_calls=AUTOTUNE,
+                    deterministic=False)
     ds = ds.prefetch(AUTOTUNE)
     options = tf.data.Options()
     options.deterministic = False
@@ -194,6 +318,19 @@ def make_dataset(file_pattern: str | Sequence[str], batch_size: int, image_size:
 
 
 # ---------------------------------------------------------------------------------------------- corruption
+def _usable(record: tf.Tensor, image_size: Sequence[int], num_classes: int | None) -> tf.Tensor:
+    # The pixels and the label feed the output so neither check is pruned from the graph.
+    image, label = _parse_one(record, image_size, num_classes)
+    return tf.reduce_max(image) + tf.cast(label, tf.float32) * 0.0
+
+
+def _first_line(message: str) -> str:
+    lines = [line.strip() for line in (message or "").splitlines() if line.strip()]
+    if lines and lines[0].startswith("assertion failed:"):
+        return lines[0].replace("assertion failed: [", "").split("] [")[0].rstrip("]")
+    return lines[0] if lines else "unknown error"
+
+
 @dataclasses.dataclass(frozen=True)
 class ShardProblem:
     file: str
@@ -213,12 +350,12 @@ class ScanResult:
 
 
 def scan_shards(files: Sequence[str], image_size: Sequence[int],
-                shard_examples: Sequence[int] | None = None) -> ScanResult:
+                shard_examples: Sequence[int] | None = None, num_classes: int | None = None) -> ScanResult:
     """Read every record of ``files`` once and find the ones that cannot be used.
 
     Only run on request (``--skip_corrupt``) or after the pipeline failed, to name the bad file.
     A file is read until its first framing error (truncated or corrupted record); every readable
-    record's image is decoded in a parallel map.
+    record's image is decoded (and, with ``num_classes``, its label checked) in a parallel map.
     """
     image_size = (int(image_size[0]), int(image_size[1]))
     readable: dict[str, int] = {}
@@ -229,12 +366,12 @@ def scan_shards(files: Sequence[str], image_size: Sequence[int],
             for _ in tf.data.TFRecordDataset(f, buffer_size=1 << 20):
                 n += 1
         except tf.errors.OpError as err:
-            framing_error = f"{type(err).__name__}: {err.message.splitlines()[0]}"
+            framing_error = f"{type(err).__name__}: {_first_line(err.message)}"
         readable[f] = n
         expected = shard_examples[k] if shard_examples is not None and k < len(shard_examples) else None
         indexed = tf.data.TFRecordDataset(f).take(n).enumerate()
         # The pixels feed the output so the decode is not pruned from the graph.
-        good = indexed.map(lambda i, r: (i, tf.reduce_max(_parse_one(r, image_size)[0])), num_parallel_calls=AUTOTUNE)
+        good = indexed.map(lambda i, r: (i, _usable(r, image_size, num_classes)), num_parallel_calls=AUTOTUNE)
         good_ids = set(int(i) for i, _ in good.ignore_errors())
         bad_ids = sorted(set(range(n)) - good_ids)
         lost_tail = 0
@@ -244,9 +381,9 @@ def scan_shards(files: Sequence[str], image_size: Sequence[int],
             reason = "image or record does not decode"
             try:
                 record = next(iter(tf.data.TFRecordDataset(f).skip(bad_ids[0]).take(1)))
-                _parse_one(record, image_size)
+                _usable(record, image_size, num_classes)
             except tf.errors.OpError as err:
-                reason = f"{type(err).__name__}: {err.message.splitlines()[0]}"
+                reason = f"{type(err).__name__}: {_first_line(err.message)}"
             problems.append(ShardProblem(f, bad_ids[0], reason, len(bad_ids) + lost_tail))
         elif framing_error is not None:
             problems.append(ShardProblem(f, n, framing_error, lost_tail))

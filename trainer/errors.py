@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import Callable
 
@@ -9,6 +10,7 @@ from typing import Callable
 EXIT_OK = 0
 EXIT_USAGE = 2  # bad flag, path, missing or corrupt data: the user fixes the input
 EXIT_HARDWARE = 3  # the requested accelerator / cluster is not available on this machine
+EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C), or SIGTERM for the data tools (run_cli(..., handle_signals=True))
 
 
 class TrainerError(Exception):
@@ -31,16 +33,39 @@ class HardwareError(TrainerError):
     exit_code = EXIT_HARDWARE
 
 
-def run_cli(fn: Callable[[], int | None]) -> int:
-    """Run ``fn``; a TrainerError becomes one ``error: …`` line on stderr and its exit code."""
+def _print_error(message: str) -> None:
+    sys.stdout.flush()
+    text = " ".join(str(message).split())  # exactly one line
+    print(f"error: {text}", file=sys.stderr, flush=True)
+
+
+def _interrupted(signum, frame):  # noqa: ARG001 - signal handler signature
+    # The first signal starts the clean-up; further ones must not interrupt it half-way.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def run_cli(fn: Callable[[], int | None], *, handle_signals: bool = False) -> int:
+    """Run ``fn``; a TrainerError becomes one ``error: …`` line on stderr and its exit code.
+
+    Ctrl-C is ``error: interrupted``, exit 130. ``handle_signals`` (the data tools): SIGTERM is treated
+    like Ctrl-C, so ``fn``'s clean-up (``except BaseException`` / ``finally``) runs, and a second
+    signal during that clean-up is ignored.
+    """
+    previous = {}
+    if handle_signals:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, _interrupted)
     try:
         rc = fn()
     except TrainerError as err:
-        sys.stdout.flush()
-        message = " ".join(str(err).split())  # exactly one line
-        print(f"error: {message}", file=sys.stderr, flush=True)
+        _print_error(str(err))
         return err.exit_code
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr, flush=True)
-        return 130
+        _print_error("interrupted")
+        return EXIT_INTERRUPTED
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return EXIT_OK if rc is None else rc

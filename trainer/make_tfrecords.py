@@ -9,6 +9,7 @@ as they are, other formats re-encoded to JPEG; an image that does not decode is 
 (``skipped: <path>: <reason>``) and left out. The validation split is drawn per class
 (deterministic for a given --seed), and records are shuffled across shards of ~--shard-mb each.
 DEST must be a local folder that is missing, empty, or a previous output of this tool.
+Ctrl-C or SIGTERM removes what this run wrote (``error: interrupted``, exit 130); a re-run works.
 
 stdout: ``progress: <done>/<total>`` lines while converting, then ``summary: <json>`` with
 train, validation, classes, skipped, skipped_files, shards, bytes.
@@ -17,21 +18,19 @@ train, validation, classes, skipped, skipped_files, shards, bytes.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import multiprocessing
 import os
 import random
-import re
+import signal
 import sys
 import time
 from pathlib import Path
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer import protocol
+from trainer.config import MAKE_TFRECORDS_BOUNDS as BOUNDS
 from trainer.errors import DataError, UsageError, run_cli
 from trainer.imaging import IMAGE_EXTENSIONS, load_as_jpeg
-
-_PREFIX_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 def find_images(src: Path) -> tuple[list[str], list[list[Path]]]:
@@ -74,31 +73,44 @@ def plan_splits(images: list[list[Path]], validation_fraction: float, seed: int)
     return items
 
 
+def _ignore_sigint() -> None:
+    # Ctrl-C reaches the whole process group: only the parent reacts (and then terminates the pool).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _results(paths: list[str], workers: int):
-    """load_as_jpeg over ``paths`` in order, in ``workers`` processes (spawned: no TensorFlow in them)."""
+    """load_as_jpeg over ``paths`` in order, in ``workers`` processes (spawned: no TensorFlow in them).
+
+    On any exception in the consumer (Ctrl-C, SIGTERM via run_cli), the generator is closed and the pool
+    terminated, so no worker is left decoding (or blocked reading a file) after this process exits.
+    """
     if workers <= 1 or len(paths) < 2:
         for p in paths:
             yield load_as_jpeg(p)
         return
-    context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    pool = multiprocessing.get_context("spawn").Pool(min(workers, len(paths)), initializer=_ignore_sigint)
+    try:
         chunk = max(1, min(64, len(paths) // (workers * 8)))
-        yield from pool.map(load_as_jpeg, paths, chunksize=chunk)
+        yield from pool.imap(load_as_jpeg, paths, chunksize=chunk)
+        pool.close()
+    finally:
+        pool.terminate()
+        pool.join()
 
 
 def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, validation_fraction: float = 0.1,
             prefix: str = "images", workers: int | None = None, seed: int = 0, progress=print) -> dict:
-    if not shard_mb > 0:
-        raise UsageError(f"--shard-mb must be positive, got {shard_mb}")
-    if not 0 <= validation_fraction < 1:
-        raise UsageError(f"--validation-fraction must be between 0 and 1, got {validation_fraction}")
-    if not _PREFIX_RE.fullmatch(prefix):
-        raise UsageError(f"--prefix {prefix!r} must be letters, digits, '_', '.', '-' (starting with a letter or digit)")
-    workers = workers if workers is not None else (os.cpu_count() or 1)
-    if workers < 1:
-        raise UsageError(f"--workers must be at least 1, got {workers}")
-    src, dest = Path(src), Path(dest)
     from trainer import records
+
+    BOUNDS["shard_mb"].check("--shard-mb", shard_mb)
+    BOUNDS["validation_fraction"].check("--validation-fraction", validation_fraction)
+    if not isinstance(prefix, str) or not records.PREFIX_RE.fullmatch(prefix):
+        raise UsageError(f"--prefix {prefix!r} must be 1-100 letters, digits, '_', '.', '-' "
+                         "(starting with a letter or digit)")
+    workers = workers if workers is not None else min(os.cpu_count() or 1, int(BOUNDS["workers"].high))
+    BOUNDS["workers"].check("--workers", workers)
+    BOUNDS["seed"].check("--seed", seed)
+    src, dest = Path(src), Path(dest)
 
     previous = records.check_output_dir(dest, "make_tfrecords")
     classes, images = find_images(src)
@@ -106,15 +118,19 @@ def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, valid
     total = len(items)
 
     created = not dest.exists()
-    dest.mkdir(parents=True, exist_ok=True)
-    records.remove_previous(previous)
     shard_bytes = max(1, int(shard_mb * 1_000_000))
     writers = {split: records.ShardWriter(dest, prefix, split, shard_bytes=shard_bytes) for split in records.SPLITS}
     skipped: list[str] = []
     sizes: set[tuple[int, int]] = set()
     done, last_report, last_time = 0, -1, 0.0
+    results = _results([str(p) for p, _, _ in items], workers)
     try:
-        for (path, label, split), (ok, payload) in zip(items, _results([str(p) for p, _, _ in items], workers)):
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # e.g. a parent is a file, or not writable
+        raise DataError(f"make_tfrecords: cannot create the destination {dest} ({err.strerror or err})") from None
+    try:
+        records.remove_previous(previous)
+        for (path, label, split), (ok, payload) in zip(items, results):
             done += 1
             if ok:
                 encoded, height, width = payload
@@ -132,20 +148,20 @@ def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, valid
         written = {split: w.close() for split, w in writers.items()}
         counts = {split: sum(n for _, n in written[split]) for split in records.SPLITS}
         if counts["train"] == 0:
-            for names in written.values():
-                for name, _ in names:
-                    (dest / name).unlink(missing_ok=True)
             raise DataError(f"no readable images in {src} ({len(skipped)} skipped); nothing written")
+        manifest = records.build_manifest(prefix=prefix, classes=classes,
+                                          image_size=next(iter(sizes)) if len(sizes) == 1 else None,
+                                          shards=written, source="make_tfrecords")
+        records.write_manifest(dest, manifest)
     except BaseException:
+        # Ctrl-C, SIGTERM, a full disk...: remove everything this run wrote, so a re-run starts clean.
+        results.close()  # stops (terminates) the decoder pool first
         for w in writers.values():
             w.abort()
+        (dest / (records.MANIFEST + ".partial")).unlink(missing_ok=True)
         if created and dest.exists() and not any(dest.iterdir()):
             dest.rmdir()
         raise
-    manifest = records.build_manifest(prefix=prefix, classes=classes,
-                                      image_size=next(iter(sizes)) if len(sizes) == 1 else None,
-                                      shards=written, source="make_tfrecords")
-    records.write_manifest(dest, manifest)
     return {
         "train": counts["train"],
         "validation": counts["validation"],
@@ -164,11 +180,16 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.splitlines()[0])
     parser.add_argument("src", help="folder of class sub-folders of images")
     parser.add_argument("dest", help="local output folder (missing, empty, or a previous output)")
-    parser.add_argument("--shard-mb", type=float, default=100.0, help="target shard size in MB (default 100)")
-    parser.add_argument("--validation-fraction", type=float, default=0.1)
+    parser.add_argument("--shard-mb", type=BOUNDS["shard_mb"].parse, default=100.0,
+                        help=f"target shard size in MB, default 100 ({BOUNDS['shard_mb'].describe()})")
+    parser.add_argument("--validation-fraction", type=BOUNDS["validation_fraction"].parse, default=0.1,
+                        help=f"share of each class for validation, default 0.1 "
+                             f"({BOUNDS['validation_fraction'].describe()})")
     parser.add_argument("--prefix", default="images", help="shard name prefix: <prefix>-train-00000-of-0000N.tfrecord")
-    parser.add_argument("--workers", type=int, default=None, help="decoder processes (default: CPU count)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the validation split and shard order")
+    parser.add_argument("--workers", type=BOUNDS["workers"].parse, default=None,
+                        help=f"decoder processes, default: CPU count ({BOUNDS['workers'].describe()})")
+    parser.add_argument("--seed", type=BOUNDS["seed"].parse, default=0,
+                        help=f"seed of the validation split and shard order ({BOUNDS['seed'].describe()})")
 
     def parse_error(message):
         raise UsageError(message)
@@ -182,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                           progress=lambda done, total: protocol.emit(protocol.PROGRESS, (done, total)))
         protocol.emit(protocol.SUMMARY, summary)
 
-    return run_cli(run)
+    return run_cli(run, handle_signals=True)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from pathlib import Path
 
 import tensorflow as tf
@@ -41,6 +42,11 @@ FEATURE_KEYS = (
 )
 
 _TMP_SUFFIX = ".tfrecord.partial"
+#: Shard name prefixes: what both data tools accept and the trainer's manifest check requires.
+PREFIX_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+#: Files a run of these tools writes before its manifest exists (left behind only by a hard kill).
+_LEFTOVER_RE = re.compile(r"\.[A-Za-z0-9][A-Za-z0-9_.-]*-(?:train|validation)-\d{5}\.tfrecord\.partial"
+                          r"|manifest\.json\.partial")
 
 
 def _bytes(value: bytes) -> tf.train.Feature:
@@ -88,6 +94,7 @@ class ShardWriter:
         self.shard_bytes, self.records_per_shard = shard_bytes, records_per_shard
         self._writer: tf.io.TFRecordWriter | None = None
         self._partials: list[Path] = []
+        self._finished: list[Path] = []  # renamed by close(); abort() removes them too
         self._counts: list[int] = []
         self._current_bytes = 0
         self.bytes_written = 0
@@ -124,17 +131,19 @@ class ShardWriter:
         for i, (path, count) in enumerate(zip(self._partials, self._counts)):
             name = shard_name(self.prefix, self.split, i, total)
             os.replace(path, self.dest / name)
+            self._finished.append(self.dest / name)
             names.append((name, count))
         self._partials = []
         return names
 
     def abort(self) -> None:
+        """Remove everything this writer created (temporary and already renamed shards)."""
         if self._writer is not None:
             self._writer.close()
             self._writer = None
-        for path in self._partials:
+        for path in [*self._partials, *self._finished]:
             path.unlink(missing_ok=True)
-        self._partials = []
+        self._partials, self._finished = [], []
 
 
 def build_manifest(*, prefix: str, classes: list[str], image_size: tuple[int, int] | None,
@@ -175,6 +184,8 @@ def check_output_dir(dest: Path, tool: str) -> PreviousOutput | None:
 
     DEST may be missing, empty, or hold a previous output of these tools (its manifest lists every
     other file there), which is then replaced. Anything else is refused so no user file is lost.
+    DEST may also hold only the temporary files of an interrupted run (``.…tfrecord.partial``), which
+    are ours and removed too.
     """
     dest = Path(dest)
     if str(dest).startswith("gs://"):
@@ -192,11 +203,13 @@ def check_output_dir(dest: Path, tool: str) -> PreviousOutput | None:
         "choose an empty or new folder"
     )
     if not manifest_path.is_file():
+        if all(p.is_file() and _LEFTOVER_RE.fullmatch(p.name) for p in present):
+            return PreviousOutput(files=present)  # an interrupted run's temporary files
         raise refuse
     try:
-        manifest = json.loads(manifest_path.read_text())
+        manifest = json.loads(manifest_path.read_bytes().decode("utf-8"))
         listed = {MANIFEST} | {name for split in manifest["splits"].values() for name in split["files"]}
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OSError):
         raise refuse from None
     ours = [p for p in present if p.name in listed or p.name.endswith((_TMP_SUFFIX, ".json.partial"))]
     if len(ours) != len(present):

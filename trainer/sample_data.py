@@ -17,7 +17,8 @@ from pathlib import Path
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer import protocol
-from trainer.errors import UsageError, run_cli
+from trainer.config import SAMPLE_DATA_BOUNDS as BOUNDS
+from trainer.errors import DataError, UsageError, run_cli
 
 PREFIX = "digits"
 CLASSES = [str(d) for d in range(10)]
@@ -41,12 +42,9 @@ def write_demo_dataset(out: str | Path, *, validation_fraction: float = 0.2, sha
 
     from trainer import records
 
-    if not 0 < validation_fraction < 1:
-        raise UsageError(f"--validation-fraction must be between 0 and 1 (exclusive), got {validation_fraction}")
-    if not 1 <= shards <= 100:
-        raise UsageError(f"--shards must be between 1 and 100, got {shards}")
-    if not 8 <= image_size <= 512:
-        raise UsageError(f"--image-size must be between 8 and 512, got {image_size}")
+    BOUNDS["validation_fraction"].check("--validation-fraction", validation_fraction)
+    BOUNDS["shards"].check("--shards", shards)
+    BOUNDS["image_size"].check("--image-size", image_size)
     out = Path(out)
     previous = records.check_output_dir(out, "sample_data")
 
@@ -56,27 +54,38 @@ def write_demo_dataset(out: str | Path, *, validation_fraction: float = 0.2, sha
     train_idx, val_idx = train_test_split(
         indices, test_size=validation_fraction, stratify=digits.target, random_state=0)
 
-    out.mkdir(parents=True, exist_ok=True)
-    records.remove_previous(previous)
+    created = not out.exists()
     written: dict[str, list[tuple[str, int]]] = {}
+    writers: list = []
     total_bytes = 0
-    for split, idx in (("train", train_idx), ("validation", val_idx)):
-        per_shard = -(-len(idx) // shards)
-        writer = records.ShardWriter(out, PREFIX, split, records_per_shard=per_shard)
-        try:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # e.g. a parent is a file, or not writable
+        raise DataError(f"sample_data: cannot create the destination {out} ({err.strerror or err})") from None
+    try:
+        records.remove_previous(previous)
+        for split, idx in (("train", train_idx), ("validation", val_idx)):
+            per_shard = -(-len(idx) // shards)
+            writer = records.ShardWriter(out, PREFIX, split, records_per_shard=per_shard)
+            writers.append(writer)
             for i in idx:
                 label = int(digits.target[i])
                 writer.write(records.make_example(
                     encoded=_jpeg(pixels[i], image_size), label=label, text=CLASSES[label],
                     height=image_size, width=image_size, filename=f"digits/{label}/{i:04d}.jpg"))
-        except BaseException:
+            written[split] = writer.close()
+            total_bytes += writer.bytes_written
+        manifest = records.build_manifest(prefix=PREFIX, classes=CLASSES, image_size=(image_size, image_size),
+                                          shards=written, source="sample_data")
+        records.write_manifest(out, manifest)
+    except BaseException:
+        # Ctrl-C, SIGTERM, a full disk...: remove what this run wrote so a re-run starts clean.
+        for writer in writers:
             writer.abort()
-            raise
-        written[split] = writer.close()
-        total_bytes += writer.bytes_written
-    manifest = records.build_manifest(prefix=PREFIX, classes=CLASSES, image_size=(image_size, image_size),
-                                      shards=written, source="sample_data")
-    records.write_manifest(out, manifest)
+        (out / (records.MANIFEST + ".partial")).unlink(missing_ok=True)
+        if created and out.exists() and not any(out.iterdir()):
+            out.rmdir()
+        raise
     return {
         "dir": str(out),
         "prefix": PREFIX,
@@ -92,9 +101,12 @@ def write_demo_dataset(out: str | Path, *, validation_fraction: float = 0.2, sha
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainer.sample_data", description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="local folder to write (created; a previous output is replaced)")
-    parser.add_argument("--validation-fraction", type=float, default=0.2)
-    parser.add_argument("--shards", type=int, default=2, help="shards per split")
-    parser.add_argument("--image-size", type=int, default=32, help="side of the stored square images")
+    parser.add_argument("--validation-fraction", type=BOUNDS["validation_fraction"].parse, default=0.2,
+                        help=f"validation share, default 0.2 ({BOUNDS['validation_fraction'].describe()})")
+    parser.add_argument("--shards", type=BOUNDS["shards"].parse, default=2,
+                        help=f"shards per split, default 2 ({BOUNDS['shards'].describe()})")
+    parser.add_argument("--image-size", type=BOUNDS["image_size"].parse, default=32,
+                        help=f"side of the stored square images, default 32 ({BOUNDS['image_size'].describe()})")
 
     def parse_error(message):
         raise UsageError(message)
@@ -107,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                                      shards=args.shards, image_size=args.image_size)
         protocol.emit(protocol.SUMMARY, summary)
 
-    return run_cli(run)
+    return run_cli(run, handle_signals=True)
 
 
 if __name__ == "__main__":

@@ -4,19 +4,32 @@
 MultiWorkerMirrored when TF_CONFIG describes more than one task, Mirrored with more than one GPU,
 else the default strategy. An explicit choice the machine cannot honour raises HardwareError at
 once, naming what is missing; nothing here waits for hardware that is not there.
+
+Peers are waited for, but never forever: ``TF_CONFIG`` is validated first
+(:func:`trainer.config.parse_tf_config`), then every other chief/worker's port is probed (while this
+task answers on its own, see :class:`_Rendezvous`) for up to ``--cluster_timeout_seconds`` before the
+strategy is created, and TensorFlow's coordination service gets the same register timeout. A peer that
+never answers is exit 3 with one line naming the task and its ``host:port`` (TensorFlow's leader task
+would otherwise wait forever, ignoring SIGTERM). A ``TPU_NAME=grpc://host:port`` that refuses
+connections fails at once; one that does not answer is waited for up to the same timeout.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-from typing import Mapping
+import socket
+import threading
+import time
+from typing import Mapping, Sequence
 
 import tensorflow as tf
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
+from trainer.config import ClusterConfig, parse_address, parse_tf_config, parse_tpu_name, tpu_address
 from trainer.errors import HardwareError, UsageError
+
+DEFAULT_TIMEOUT = 300.0
 
 
 @dataclasses.dataclass
@@ -34,53 +47,192 @@ class StrategyInfo:
         return self.strategy.num_replicas_in_sync
 
 
-def parse_tf_config(environ: Mapping[str, str]) -> dict | None:
-    raw = environ.get("TF_CONFIG", "").strip()
-    if not raw:
-        return None
-    try:
-        tf_config = json.loads(raw)
-        cluster = tf_config.get("cluster") or {}
-        task = tf_config.get("task") or {}
-        if not isinstance(cluster, dict) or not isinstance(task, dict):
-            raise TypeError("cluster and task must be objects")
-        for jobs in cluster.values():
-            if not isinstance(jobs, list):
-                raise TypeError("every cluster job must be a list of host:port")
-    except (ValueError, TypeError, AttributeError) as err:
-        raise UsageError(f"TF_CONFIG is not valid ({err}); expected {{\"cluster\": {{...}}, \"task\": {{\"type\", \"index\"}}}}") from None
-    return tf_config
-
-
-def cluster_size(tf_config: dict | None) -> int:
+def cluster_size(cluster: ClusterConfig | None) -> int:
     """Number of training tasks (chief + workers; evaluators and parameter servers don't train)."""
-    if not tf_config:
-        return 1
-    cluster = tf_config.get("cluster") or {}
-    return sum(len(cluster.get(job, [])) for job in ("chief", "worker"))
+    return cluster.size if cluster else 1
 
 
-def _task_role(tf_config: dict | None) -> tuple[str | None, int, bool]:
-    if not tf_config:
+def _task_role(cluster: ClusterConfig | None) -> tuple[str | None, int, bool]:
+    if not cluster:
         return None, 0, True
-    task = tf_config.get("task") or {}
-    task_type, task_id = task.get("type"), int(task.get("index", 0))
-    has_chief = bool((tf_config.get("cluster") or {}).get("chief"))
-    is_chief = task_type == "chief" or (not has_chief and task_type == "worker" and task_id == 0)
-    return task_type, task_id, is_chief
+    return cluster.task_type, cluster.task_index, cluster.is_chief
+
+
+# ---------------------------------------------------------------------------------------------- waiting
+class AddressProbe:
+    """Probe ``(label, "host:port")`` addresses until each accepts a TCP connection or the deadline passes.
+
+    Runs in a thread next to the (blocking, uninterruptible) TensorFlow call that needs the peers, so
+    the error can name what never answered. ``refused_is_final``: a refused connection is an answer
+    (nothing listens there) rather than a peer that has not started yet.
+    """
+
+    def __init__(self, addresses: Sequence[tuple[str, str]], deadline: float, *, refused_is_final: bool = False,
+                 poll_seconds: float = 0.2):
+        self.pending = dict(addresses)  # label -> address
+        self.refused: dict[str, str] = {}
+        self.deadline, self.refused_is_final, self.poll_seconds = deadline, refused_is_final, poll_seconds
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self.run, name="tpuctl-address-probe", daemon=True)
+
+    def start(self) -> AddressProbe:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def missing(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self.pending)
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            for label, address in self.missing().items():
+                remaining = self.deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                host, port = parse_address(address) or (address, 0)
+                try:
+                    with socket.create_connection((host, port), timeout=min(1.0, remaining)):
+                        pass
+                except ConnectionRefusedError:
+                    if not self.refused_is_final:
+                        continue
+                    with self._lock:
+                        self.refused[label] = self.pending.pop(label)
+                except OSError:  # timeout, unreachable, unknown host: not up (yet)
+                    continue
+                else:
+                    with self._lock:
+                        self.pending.pop(label, None)
+            if not self.pending or time.monotonic() >= self.deadline:
+                return
+            self._stop.wait(self.poll_seconds)
+
+    def wait(self) -> None:
+        self._thread.join(max(0.0, self.deadline - time.monotonic()) + 2)
+
+
+def _describe(missing: Mapping[str, str]) -> str:
+    return ", ".join(f"{label} at {address}" for label, address in missing.items())
+
+
+class _Rendezvous:
+    """Answer TCP connections on this task's own TF_CONFIG port while the peers are probed.
+
+    TensorFlow opens that port only inside MultiWorkerMirroredStrategy(), which then blocks in C++
+    (holding the GIL, ignoring SIGTERM) until every task has registered; with a peer that never starts
+    it waits forever. So every task first listens on its own port and probes the others': when all
+    answer, each closes its listener and creates the strategy (a peer probing in that instant sees a
+    refused connection and simply retries until TensorFlow's server is up on the same port).
+    """
+
+    def __init__(self, address: str):
+        _, port = parse_address(address) or ("", 0)
+        family = socket.AF_INET6 if socket.has_dualstack_ipv6() else socket.AF_INET
+        try:
+            self._sock = socket.create_server(("", port), family=family, dualstack_ipv6=family == socket.AF_INET6)
+        except OSError as err:
+            raise HardwareError(f"TF_CONFIG: this task's port {port} ({address}) cannot be opened on this machine "
+                                f"({err.strerror or err}); is another process using it?") from None
+        self._sock.settimeout(0.2)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="tpuctl-rendezvous", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:  # timeout: check the stop flag again
+                continue
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sock.close()
+
+
+def _configure_coordination(cluster: ClusterConfig, timeout: float) -> None:
+    """What MultiWorkerMirroredStrategy configures itself, plus TensorFlow's own register timeout."""
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+    from tensorflow.python.eager import context
+
+    if cluster.task_type not in ("chief", "worker") or context.context().coordination_service is not None:
+        return
+    jobs = [coordination_config_pb2.CoordinatedJob(name=job, num_tasks=len(cluster.jobs[job]))
+            for job in ("chief", "worker") if cluster.jobs.get(job)]
+    leader = "chief" if cluster.jobs.get("chief") else "worker"
+    context.context().configure_coordination_service(
+        service_type="standalone", service_leader=f"/job:{leader}/replica:0/task:0", coordinated_jobs=jobs,
+        cluster_register_timeout_in_ms=int(timeout * 1000))
+
+
+def wait_for_peers(cluster: ClusterConfig, timeout: float) -> None:
+    """Return once every other chief/worker task answers on its port; HardwareError naming the ones
+    that did not within ``timeout`` seconds."""
+    peers = [(f"{job} {index}", address) for job, index, address in cluster.peers()]
+    if not peers:
+        return
+    rendezvous = _Rendezvous(cluster.address)
+    try:
+        probe = AddressProbe(peers, time.monotonic() + timeout)
+        probe.run()
+    finally:
+        rendezvous.close()
+    missing = probe.missing()
+    if missing:
+        raise HardwareError(f"TF_CONFIG cluster did not form within {timeout:g} s: no answer from "
+                            f"{_describe(missing)}; start every task of the cluster (same TF_CONFIG), "
+                            "or raise --cluster_timeout_seconds")
+
+
+def _multi_worker(cluster: ClusterConfig | None, timeout: float) -> StrategyInfo:
+    task_type, task_id, is_chief = _task_role(cluster)
+    if cluster is None:
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        return StrategyInfo(strategy, "multi_worker", num_workers=1, task_type=None, task_id=0, is_chief=True)
+    if task_type not in ("chief", "worker"):
+        raise UsageError(f"TF_CONFIG task type {task_type!r} does not train; expected chief or worker")
+    wait_for_peers(cluster, timeout)
+    try:
+        _configure_coordination(cluster, timeout)
+        # Collectives: RING on CPU hosts, NCCL picked automatically on GPUs.
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    except tf.errors.OpError as err:  # e.g. a peer died between the probe and the registration
+        first = (err.message or type(err).__name__).strip().splitlines()[0]
+        raise HardwareError(f"TF_CONFIG cluster did not form within {timeout:g} s (TensorFlow: {first}); "
+                            "start every task of the cluster, or raise --cluster_timeout_seconds") from None
+    return StrategyInfo(strategy, "multi_worker", num_workers=max(1, cluster.size),
+                        task_type=task_type, task_id=task_id, is_chief=is_chief)
 
 
 def _gpus() -> list:
     return tf.config.list_physical_devices("GPU")
 
 
-def _tpu_strategy(tpu_name: str | None) -> StrategyInfo:
+def _tpu_strategy(tpu_name: str | None, timeout: float = DEFAULT_TIMEOUT) -> StrategyInfo:
+    address = tpu_address(tpu_name)
+    if address is not None:
+        # A TPU VM's gRPC worker listens as long as the TPU exists: refused = wrong address, fail now.
+        probe = AddressProbe([(f"TPU_NAME={tpu_name}", tpu_name[len("grpc://"):])], time.monotonic() + timeout,
+                             refused_is_final=True)
+        probe.run()
+        if probe.refused or probe.pending:
+            why = "connection refused" if probe.refused else f"no answer within {timeout:g} s"
+            host_port = tpu_name[len("grpc://"):]
+            raise HardwareError(f"--distribution_strategy tpu: no TPU at TPU_NAME={tpu_name} ({why} from "
+                                f"{host_port}); check the address or that the TPU is running")
     try:
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_name or None)
     except Exception as err:  # noqa: BLE001 - ValueError (none configured), URLError (name not resolvable), ...
         where = f"TPU_NAME={tpu_name!r}" if tpu_name else "TPU_NAME is not set and this is not a TPU VM"
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise HardwareError(f"--distribution_strategy tpu: no TPU found ({where}): {first}") from None
+
     try:
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
@@ -102,11 +254,15 @@ def _one_device(device: str) -> StrategyInfo:
     return StrategyInfo(tf.distribute.MirroredStrategy(devices=[device]), "one_device", devices=(device,))
 
 
-def resolve_strategy(choice: str, *, num_gpus: int = 0, environ: Mapping[str, str] | None = None) -> StrategyInfo:
-    """Build the strategy for ``--distribution_strategy choice``; see the module docstring."""
+def resolve_strategy(choice: str, *, num_gpus: int = 0, environ: Mapping[str, str] | None = None,
+                     timeout: float = DEFAULT_TIMEOUT) -> StrategyInfo:
+    """Build the strategy for ``--distribution_strategy choice``; see the module docstring.
+
+    ``timeout``: seconds to wait for TF_CONFIG peers / the TPU (``--cluster_timeout_seconds``).
+    """
     env = os.environ if environ is None else environ
     tf_config = parse_tf_config(env)
-    tpu_name = env.get("TPU_NAME", "").strip() or None
+    tpu_name = parse_tpu_name(env)
 
     if choice == "auto":
         if tpu_name or tf.config.list_physical_devices("TPU"):
@@ -123,7 +279,7 @@ def resolve_strategy(choice: str, *, num_gpus: int = 0, environ: Mapping[str, st
                                 devices=("/gpu:0",) if gpus else ("/cpu:0",))
 
     if choice == "tpu":
-        return _tpu_strategy(tpu_name)
+        return _tpu_strategy(tpu_name, timeout)
 
     if choice == "gpu":
         gpus = _gpus()
@@ -137,13 +293,7 @@ def resolve_strategy(choice: str, *, num_gpus: int = 0, environ: Mapping[str, st
         return _mirrored([f"/gpu:{i}" for i in range(wanted)])
 
     if choice == "multi_worker":
-        task_type, task_id, is_chief = _task_role(tf_config)
-        if tf_config and task_type not in ("chief", "worker"):
-            raise UsageError(f"TF_CONFIG task type {task_type!r} does not train; expected chief or worker")
-        # Collectives: RING on CPU hosts, NCCL picked automatically on GPUs.
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
-        return StrategyInfo(strategy, "multi_worker", num_workers=max(1, cluster_size(tf_config)),
-                            task_type=task_type, task_id=task_id, is_chief=is_chief)
+        return _multi_worker(tf_config, timeout)
 
     if choice == "one_device":
         return _one_device("/gpu:0" if _gpus() else "/cpu:0")

@@ -20,7 +20,7 @@ from typing import Mapping, Sequence
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer import protocol
-from trainer.config import DEFAULT_IMAGE_SIZE, OutputDirs, TrainConfig, parse_args
+from trainer.config import DEFAULT_IMAGE_SIZE, IMAGE_SIDE, OutputDirs, TrainConfig, parse_args, validate_environment
 from trainer.errors import DataError, UsageError, run_cli
 
 RESULT_FILE = "result.json"
@@ -94,7 +94,7 @@ def _corruption_error(manifest, image_size) -> DataError | None:
 
     for split in ("train", "validation"):
         info = manifest.splits[split]
-        scan = scan_shards(info.files, image_size, info.shard_examples)
+        scan = scan_shards(info.files, image_size, info.shard_examples, num_classes=len(manifest.classes))
         if scan.problems:
             p = scan.problems[0]
             return DataError(f"corrupt data in {p.file} (record {p.record}: {p.reason}); rewrite or remove "
@@ -105,12 +105,14 @@ def _corruption_error(manifest, image_size) -> DataError | None:
 def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | None:
     """Train, export, report. Returns the result dict on the chief, None on other workers."""
     env = os.environ if environ is None else environ
+    validate_environment(env)  # TF_CONFIG, TPU_NAME: one line before TensorFlow even loads
     dirs = OutputDirs.resolve(cfg.model_dir, env)
 
     # The strategy comes first: MultiWorkerMirrored must be created before any other TensorFlow op.
     from trainer.strategy import resolve_strategy
 
-    info = resolve_strategy(cfg.distribution_strategy, num_gpus=cfg.num_gpus, environ=env)
+    info = resolve_strategy(cfg.distribution_strategy, num_gpus=cfg.num_gpus, environ=env,
+                            timeout=cfg.cluster_timeout_seconds)
 
     import numpy as np
     import tensorflow as tf
@@ -121,6 +123,10 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
 
     manifest = data.read_manifest(cfg.data_dir)
     image_size = cfg.image_size or manifest.image_size or (DEFAULT_IMAGE_SIZE, DEFAULT_IMAGE_SIZE)
+    if cfg.image_size is None and not all(IMAGE_SIDE.low <= side <= IMAGE_SIDE.high for side in image_size):
+        raise UsageError(f"the data's images are {image_size[0]}x{image_size[1]} (image_size in {cfg.data_dir}/"
+                         f"manifest.json); pass --image_size to train at a size with each side "
+                         f"{IMAGE_SIDE.describe()}")
     if cfg.model == "resnet50" and min(image_size) < 32:
         raise UsageError(f"--model resnet50 needs images of at least 32x32 (data is {image_size[0]}x{image_size[1]}); "
                          "pass --image_size 32 or larger")
@@ -142,7 +148,8 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
     skipped = 0
     if cfg.skip_corrupt:
         for split, split_info in (("train", train), ("validation", val)):
-            scan = data.scan_shards(split_info.files, image_size, split_info.shard_examples)
+            scan = data.scan_shards(split_info.files, image_size, split_info.shard_examples,
+                                    num_classes=len(manifest.classes))
             for p in scan.problems:
                 print(f"warning: skipping {p.bad_records} corrupt record(s) in {p.file} "
                       f"(first at record {p.record}: {p.reason})", file=sys.stderr, flush=True)
@@ -157,7 +164,8 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
 
     steps_per_epoch = cfg.steps_per_epoch or max(1, train_examples // cfg.train_batch_size)
     validation_steps = max(1, val_examples // cfg.validation_batch_size)
-    common = dict(num_workers=info.num_workers, cache=cfg.cache, skip_corrupt=cfg.skip_corrupt, seed=cfg.seed)
+    common = dict(num_workers=info.num_workers, cache=cfg.cache, skip_corrupt=cfg.skip_corrupt, seed=cfg.seed,
+                  num_classes=len(manifest.classes))
     train_ds = data.make_dataset(list(train.files), cfg.train_batch_size, image_size, True,
                                  shuffle_buffer=cfg.shuffle_buffer, **common)
     val_ds = data.make_dataset(list(val.files), cfg.validation_batch_size, image_size, False, repeat=True,

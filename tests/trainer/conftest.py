@@ -9,8 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from netfixtures import free_port
+
+# Fuzzing (tests/trainer/test_fuzz.py): few examples by default so the suite stays fast; run many with
+# `pytest tests/trainer/test_fuzz.py --hypothesis-profile=long` (documented in docs/trainer.md).
+settings.register_profile("trainer", max_examples=40, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("long", max_examples=2000, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -19,6 +27,11 @@ if str(REPO) not in sys.path:
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 RESULT_PREFIX = "tpuctl-result: "
+
+
+def pytest_configure(config):
+    if not config.getoption("hypothesis_profile", default=None):
+        settings.load_profile("trainer")
 
 
 def trainer_env(extra: dict | None = None) -> dict:

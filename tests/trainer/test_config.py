@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import pytest
 
 from trainer.config import OutputDirs, TrainConfig, parse_args
@@ -60,14 +63,132 @@ def test_vertex_dirs_win_over_model_dir():
     assert (vertex.export_base, vertex.checkpoints, vertex.logs) == ("gs://v/model", "gs://v/ckpt", "gs://v/logs")
 
 
-def test_tf_config_parsing_and_roles():
-    from trainer.strategy import _task_role, cluster_size, parse_tf_config
+def _tf(cluster, task=None, **extra) -> dict:
+    doc = {"cluster": cluster, **({"task": task} if task is not None else {}), **extra}
+    return {"TF_CONFIG": json.dumps(doc)}
 
-    assert parse_tf_config({}) is None
-    two = parse_tf_config({"TF_CONFIG": '{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 1}}'})
+
+def test_tf_config_parsing_and_roles():
+    from trainer.config import parse_tf_config
+    from trainer.strategy import _task_role, cluster_size
+
+    assert parse_tf_config({}) is None and parse_tf_config({"TF_CONFIG": "{}"}) is None
+    two = parse_tf_config(_tf({"worker": ["a:1", "b:2"]}, {"type": "worker", "index": 1}))
     assert cluster_size(two) == 2 and _task_role(two) == ("worker", 1, False)
-    with_chief = {"cluster": {"chief": ["c:1"], "worker": ["a:1"], "evaluator": ["e:1"]}, "task": {"type": "chief", "index": 0}}
+    assert two.peers() == [("worker", 0, "a:1")]
+    with_chief = parse_tf_config(_tf({"chief": ["c:1"], "worker": ["a:1"], "evaluator": ["e:1"]},
+                                     {"type": "chief", "index": 0}, environment="cloud", job={}))
     assert cluster_size(with_chief) == 2 and _task_role(with_chief)[2] is True
-    assert _task_role({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}})[2] is True
-    with pytest.raises(UsageError, match="TF_CONFIG"):
-        parse_tf_config({"TF_CONFIG": "{broken"})
+    assert _task_role(parse_tf_config(_tf({"worker": ["a:1"]}, {"type": "worker", "index": 0})))[2] is True
+    ipv6 = parse_tf_config(_tf({"worker": ["[::1]:5000", "10.0.0.2:5000"]}, {"type": "worker", "index": 0}))
+    assert ipv6.peers() == [("worker", 1, "10.0.0.2:5000")]
+
+
+@pytest.mark.parametrize("raw, field", [
+    ("{broken", "not valid JSON"),
+    ("[" * 50_000, "nested too deeply"),
+    ("[1, 2]", "JSON object"),
+    ('"worker"', "JSON object"),
+    ('{"cluster": ["a:1"], "task": {"type": "worker", "index": 0}}', "cluster must be"),
+    ('{"cluster": {"worker": "a:1"}, "task": {"type": "worker", "index": 0}}', "cluster.worker must be"),
+    ('{"cluster": {"worker": []}, "task": {"type": "worker", "index": 0}}', "cluster.worker must be"),
+    ('{"cluster": {"worker": ["a"]}, "task": {"type": "worker", "index": 0}}', "cluster.worker[0]"),
+    ('{"cluster": {"worker": ["a:0"]}, "task": {"type": "worker", "index": 0}}', "port from 1 to 65535"),
+    ('{"cluster": {"worker": ["a:65536"]}, "task": {"type": "worker", "index": 0}}', "port from 1 to 65535"),
+    ('{"cluster": {"worker": ["a:1", 7]}, "task": {"type": "worker", "index": 0}}', "cluster.worker[1]"),
+    ('{"cluster": {"worker": ["a b:1"]}, "task": {"type": "worker", "index": 0}}', "cluster.worker[0]"),
+    ('{"cluster": {"worker": ["a:1", "a:1"]}, "task": {"type": "worker", "index": 0}}', "is also"),
+    ('{"cluster": {"gpu": ["a:1"]}, "task": {"type": "gpu", "index": 0}}', "unknown job"),
+    ('{"cluster": {"chief": ["a:1", "b:1"]}, "task": {"type": "chief", "index": 0}}', "at most one"),
+    ('{"cluster": {"ps": ["a:1"]}, "task": {"type": "ps", "index": 0}}', "no chief or worker"),
+    ('{"cluster": {"worker": ["a:1"]}}', "task must be"),
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "chief", "index": 0}}', "task.type"),
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": ["worker"], "index": 0}}', "task.type"),
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 1}}', "task.index"),
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": -1}}', "task.index"),
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": "0"}}', "task.index"),
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": true}}', "task.index"),
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0.5}}', "task.index"),
+])
+def test_bad_tf_config_is_one_line_naming_the_field(raw, field):
+    """Each of these used to pass the old check (or raise a traceback) and hang or crash in TensorFlow."""
+    from trainer.config import parse_tf_config
+
+    with pytest.raises(UsageError) as err:
+        parse_tf_config({"TF_CONFIG": raw})
+    assert str(err.value).startswith("TF_CONFIG: ") and field in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("name, ok", [
+    ("my-tpu", True), ("local", True), ("grpc://10.1.2.3:8470", True), ("grpc://[::1]:8470", True),
+    ("grpc://10.1.2.3", False), ("grpc://10.1.2.3:0", False), ("grpc://h:99999", False), ("my tpu", False),
+    ("tpu\x00", False),
+])
+def test_tpu_name_is_checked(name, ok):
+    from trainer.config import parse_tpu_name
+
+    if ok:
+        assert parse_tpu_name({"TPU_NAME": name}) == name
+    else:
+        with pytest.raises(UsageError, match="TPU_NAME"):
+            parse_tpu_name({"TPU_NAME": name})
+
+
+# --------------------------------------------------------------------------------------- numeric bounds
+BASE = ["--model_dir", "m", "--data_dir", "d"]
+
+
+@pytest.mark.parametrize("flag, bad", [
+    ("--train_epochs", ["0", "-1", "100001", "1e3", "1.5", "nan", "9" * 5000]),
+    ("--train_batch_size", ["0", "-3", "65537", "9223372036854775807"]),
+    ("--validation_batch_size", ["0", "65537"]),
+    ("--num_gpus", ["-1", "65"]),
+    ("--learning_rate", ["0", "-1", "10", "nan", "inf", "-inf", "1e400", "x"]),
+    ("--steps_per_epoch", ["-1", "1000001"]),
+    ("--shuffle_buffer", ["0", "1000001", "9223372036854775807", "-5"]),
+    ("--seed", ["-1", "4294967296", "99999999999999999999"]),
+    ("--cluster_timeout_seconds", ["0", "-1", "3601", "inf"]),
+    ("--image_size", ["7", "2049", "0x0", "-8", "99999999", "224x", "nanxnan"]),
+])
+def test_every_numeric_flag_is_bounded(flag, bad):
+    """Old code: a negative seed / 2**63-1 shuffle buffer / huge epochs were accepted and crashed later
+    (numpy ValueError traceback, TensorFlow segfault); now each is one UsageError naming the flag."""
+    for value in bad:
+        with pytest.raises(UsageError) as err:
+            parse_args([*BASE, flag, value])
+        message = str(err.value)
+        assert flag in message and "\n" not in message, message
+        assert len(message) < 400  # a 5000-digit value is shortened, not echoed
+
+
+@pytest.mark.parametrize("flag, good, attr, expected", [
+    ("--seed", "0", "seed", 0), ("--seed", "4294967295", "seed", 2**32 - 1),
+    ("--shuffle_buffer", "1000000", "shuffle_buffer", 1_000_000), ("--num_gpus", "0", "num_gpus", 0),
+    ("--learning_rate", "9.99", "learning_rate", 9.99), ("--cluster_timeout_seconds", "1", "cluster_timeout_seconds", 1),
+    ("--image_size", "2048x8", "image_size", (2048, 8)), ("--steps_per_epoch", "0", "steps_per_epoch", 0),
+])
+def test_bounds_are_inclusive_where_documented(flag, good, attr, expected):
+    assert getattr(parse_args([*BASE, flag, good]), attr) == expected
+
+
+def test_help_documents_every_range(capsys):
+    from trainer.config import TASK_BOUNDS
+
+    with pytest.raises(SystemExit):
+        parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for name, bound in TASK_BOUNDS.items():
+        assert f"--{name}" in text and bound.describe() in text, name
+
+
+@pytest.mark.parametrize("field, value", [
+    ("train_epochs", 0), ("train_batch_size", True), ("learning_rate", float("nan")), ("seed", -1),
+    ("shuffle_buffer", 2**63 - 1), ("image_size", (4, 4)), ("model_dir", "a\x00b"),
+])
+def test_config_built_in_code_is_validated_too(field, value):
+    from trainer.config import validate
+
+    cfg = dataclasses.replace(TrainConfig(model_dir="m", data_dir="d"), **{field: value})
+    with pytest.raises(UsageError):
+        validate(cfg)

@@ -51,6 +51,8 @@ def test_numbers_that_crashed_tensorflow_are_refused_first(tools, demo_data, tmp
     ("trainer.sample_data", ["--out", "{out}", "--validation-fraction", "nan"], "--validation-fraction"),
     ("trainer.sample_data", ["--out", "{out}", "--image-size", "1e9"], "--image-size"),
     ("trainer.sample_data", ["--out", "{out}", "--shards", "-1"], "--shards"),
+    # found by test_fuzz: old code let sklearn raise "test_size = 8 should be >= the number of classes"
+    ("trainer.sample_data", ["--out", "{out}", "--validation-fraction", "0.004"], "--validation-fraction"),
 ])
 def test_data_tool_numbers_are_bounded(module, args, flag, tmp_path):
     """In-process (fast): the CLI's main() returns 2 with one line; old code accepted nan/huge values."""
@@ -113,7 +115,7 @@ _DELETE = object()
     (_with("image_size", [8, True]), "image_size[1]"),
     (_with("image_size", {"h": 8}), "image_size"),
     (_with("splits", []), "splits"),  # old: AttributeError traceback ('list' has no attribute 'get')
-    (_with("splits.test", {}), "splits.test"),
+    (_with("splits.test", {}), "splits['test']"),
     (_with("splits.train", [1]), "splits.train"),  # old: AttributeError traceback
     (_with("splits.validation", _DELETE), "splits.validation"),
     (_with("splits.train.files", "p-train-00000-of-00001.tfrecord"), "splits.train.files"),

@@ -82,7 +82,7 @@ def build(
 
         request = image.build_request(ref, staging, obj, so.training_service_account if so else None)
         typer.echo(json.dumps({"image": ref.uri, "context": [rel for rel, _ in image.context_files(variant)],
-                               "build": json.loads(cloudbuild_v1.Build.to_json(request, including_default_value_fields=False))},
+                               "build": json.loads(cloudbuild_v1.Build.to_json(request, always_print_fields_with_no_presence=False))},
                                indent=2))
         return
     result = image.build(ref, staging, service_account=so.training_service_account if so else None,

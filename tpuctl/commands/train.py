@@ -86,6 +86,7 @@ def train(
     keep: bool = typer.Option(False, "--keep", help="TPU VM: keep the slice when the run ends (it keeps costing money)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Vertex: print the CustomJob request as JSON; build, upload and submit nothing."),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="Vertex: follow the job until it ends."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Local: show everything the trainer prints (protocol lines, Keras, TensorFlow notices)."),
     poll_seconds: float = typer.Option(30.0, "--poll-seconds", min=MIN_POLL_SECONDS, max=MAX_POLL_SECONDS,
                                        callback=_finite, hidden=True,
                                        help=f"Vertex: seconds between job status reads, {MIN_POLL_SECONDS}..{MAX_POLL_SECONDS}."),
@@ -127,14 +128,15 @@ def train(
             raise UserError(f"{name} only applies to --target vertex")
     if dry_run:
         raise UserError("--dry-run only applies to --target vertex or tpu-vm")
-    _train_local(opts, stack_outputs)
+    _train_local(opts, stack_outputs, verbose=verbose)
 
 
 def _echo_err(message: str) -> None:
     typer.echo(message, err=True)
 
 
-def _train_local(opts, stack_outputs) -> None:
+def _train_local(opts, stack_outputs, verbose: bool = False) -> None:
+    from tpuctl.commands.display import TrainDisplay, summary_lines
     from tpuctl.services.training import plan_local, run_local
 
     plan = plan_local(opts, stack_outputs, echo=_echo_err)
@@ -142,18 +144,27 @@ def _train_local(opts, stack_outputs) -> None:
     _echo_err(f"{source}: {plan.data_dir}")
     _echo_err(f"model dir: {plan.model_dir}")
 
+    display = TrainDisplay(terminal=sys.stderr.isatty(), verbose=verbose)
+
     def _started(task) -> None:
-        _echo_err(f"started {task.label} (pid {task.pid})")
+        display.event(f"started {task.label} (pid {task.pid})")
 
     from tpuctl.services import runs
 
     started = time.time()
-    outcome = run_local(plan.args, workers=plan.workers, env=plan.env, on_started=_started)
+    try:
+        outcome = run_local(plan.args, workers=plan.workers, env=plan.env, on_started=_started,
+                            out=display.stdout_sink(), err=display.stderr_sink(), on_message=display.on_message)
+    finally:
+        display.close()
     runs.write_launch_record(plan.model_dir, {
         "target": "local", "accelerator": opts.accelerator or "auto", "workers": plan.workers,
         "args": plan.args, "started": started, "finished": time.time(),
     })
     result = outcome.result
+    for line in summary_lines(result, display.history, time.time() - started, plan.model_dir,
+                              Path(plan.model_dir).name):
+        _echo_err(line)
     if not result:
         typer.echo(f"training finished; model dir: {plan.model_dir} (the trainer printed no result line)")
         return

@@ -25,6 +25,7 @@ from tpuctl.services.supervisor import (
     run_tasks,
     trainer_module_argv,
 )
+from trainer import protocol
 
 
 def tf_config(ports: Sequence[int], index: int) -> dict:
@@ -49,23 +50,32 @@ def run_local(
     out: TextIO | None = None,
     err: TextIO | None = None,
     on_started: Callable[[Task], None] | None = None,
+    on_message: Callable[[str, protocol.Message], bool] | None = None,
 ) -> RunOutcome:
-    """Run ``python -m trainer.task ARGS`` once, or as a ``workers``-process cluster with TF_CONFIG."""
+    """Run ``python -m trainer.task ARGS`` once, or as a ``workers``-process cluster with TF_CONFIG.
+
+    ``on_message(label, message)``: each protocol line a process prints; True when it is consumed (not echoed).
+    """
     if workers < 1:
         raise UserError(f"--workers must be at least 1 (got {workers})")
     argv = trainer_argv(args)
     if workers == 1:
         task_env = trainer_env(env)
         task_env.pop("TF_CONFIG", None)
-        return run_tasks([Task("trainer", argv, task_env)], out=out, err=err, on_started=on_started)
+        return run_tasks([Task("trainer", argv, task_env, on_message=_bound(on_message, "trainer"))],
+                         out=out, err=err, on_started=on_started)
     ports = free_ports(workers)
     tasks = []
     for index in range(workers):
         extra = dict(env or {})
         extra["TF_CONFIG"] = json.dumps(tf_config(ports, index))
         label = "chief" if index == 0 else f"worker {index - 1}"
-        tasks.append(Task(label, argv, trainer_env(extra)))
+        tasks.append(Task(label, argv, trainer_env(extra), on_message=_bound(on_message, label)))
     return run_tasks(tasks, out=out, err=err, prefix_output=True, on_started=on_started)
+
+
+def _bound(on_message, label: str):
+    return None if on_message is None else (lambda message: on_message(label, message))
 
 
 # --------------------------------------------------------------------------------------------

@@ -82,6 +82,25 @@ if mode in ("hang", "ignore-term", "worker-fails"):
     while True:
         time.sleep(0.2)
 
+if mode == "chatty":   # what the real trainer and TensorFlow print, for the display tests
+    for noise in ("2026-11-22 10:00:00.1: I external/local_xla/xla/tsl/cuda/cudart_stub.cc:31] Could not find cuda "
+                  "drivers on your machine, GPU will not be used.",
+                  "E0000 00:00:1763805600.1 12 cuda_executor.cc:1228] failed call to cuInit: INTERNAL: CUDA error",
+                  "I0000 00:00:1763805600.2 12 port.cc:153] oneDNN custom operations are on.",
+                  "2026-11-22 10:00:01: W tensorflow/core/framework/op_kernel.cc:1841] OP_REQUIRES failed: "
+                  "a real problem the user must see"):
+        print(noise, file=sys.stderr, flush=True)
+    print("training: model=small_cnn strategy=default replicas=1", flush=True)
+    for epoch in (1, 2):
+        print(f"epoch-start: {epoch}/2", flush=True)
+        print(f"Epoch {epoch}/2", flush=True)
+        for step in (1, 2, 3):
+            print(f"progress: {step}/3", flush=True)
+            time.sleep(0.05)
+        print(f"3/3 - 1s - loss: 0.{9 - epoch}000 - accuracy: 0.{5 + epoch}000", flush=True)
+        print(f"epoch-end: {epoch}/2 accuracy=0.{5 + epoch}000 loss=0.{9 - epoch}000 val_accuracy=0.{6 + epoch}000 "
+              f"val_loss=0.{8 - epoch}000 examples_per_second=1{epoch}0.0000", flush=True)
+
 model_dir = Path(flag("--model_dir"))
 if task["type"] == "chief":
     export = model_dir / "export" / "small_cnn" / "1"

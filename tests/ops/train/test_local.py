@@ -18,7 +18,7 @@ def _log(env, name):
 
 
 def test_no_arguments_uses_demo_data_once_and_prints_export_and_accuracy(fake_trainer, tools, tmp_path):
-    proc = tools.run_cli(["train"], env=fake_trainer, cwd=tmp_path)
+    proc = tools.run_cli(["train", "--verbose"], env=fake_trainer, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     demo = Path(fake_trainer["TPUCTL_CACHE_DIR"]) / "demo-data"
     assert (demo / "manifest.json").is_file()
@@ -32,7 +32,7 @@ def test_no_arguments_uses_demo_data_once_and_prints_export_and_accuracy(fake_tr
     assert chief["env"]["TF_USE_LEGACY_KERAS"] == "1"
     assert f"SavedModel: {model_dir}/export/small_cnn/1" in proc.stdout
     assert "validation accuracy: 0.8750" in proc.stdout
-    assert "chief-0: epoch 1/1" in proc.stdout  # trainer output streamed through
+    assert "chief-0: epoch 1/1" in proc.stdout  # trainer output streamed through (--verbose)
 
     # Second run: the cached demo data is reused, not generated again.
     proc = tools.run_cli(["train"], env=fake_trainer, cwd=tmp_path)
@@ -151,7 +151,8 @@ def test_trainer_interpreter_that_cannot_run_is_a_clear_error(tools, tmp_path):
 
 
 def test_two_workers_get_a_chief_worker_tf_config_on_free_local_ports(fake_trainer, tools, tmp_path):
-    proc = tools.run_cli(["train", "--workers", "2", "--model-dir", str(tmp_path / "m")], env=fake_trainer, cwd=tmp_path)
+    proc = tools.run_cli(["train", "--verbose", "--workers", "2", "--model-dir", str(tmp_path / "m")], env=fake_trainer,
+                         cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     chief, worker = _log(fake_trainer, "chief-0.json"), _log(fake_trainer, "worker-0.json")
     cluster = chief["tf_config"]["cluster"]

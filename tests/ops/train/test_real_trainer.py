@@ -65,7 +65,8 @@ def test_two_local_workers_train_one_model(env, tools, tmp_path):
 
 @pytest.mark.slow
 def test_killing_a_real_worker_fails_fast_without_orphans(env, tools, tmp_path):
-    proc = subprocess.Popen([str(tools.ops_python), "-m", "tpuctl.cli", "train", "--workers", "2", "--epochs", "50"],
+    proc = subprocess.Popen([str(tools.ops_python), "-m", "tpuctl.cli", "train", "--verbose", "--workers", "2",
+                             "--epochs", "50"],
                             env={**os.environ, **env}, cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     pids: dict[str, int] = {}

@@ -10,6 +10,7 @@ from tpuctl.ground.domain.accelerators import *  # noqa: F403
 from tpuctl.ground.domain.apis import *  # noqa: F403
 from tpuctl.ground.domain.hub import *  # noqa: F403
 from tpuctl.ground.domain.names import *  # noqa: F403
+from tpuctl.ground.domain.prediction import *  # noqa: F403
 from tpuctl.ground.domain.prices import *  # noqa: F403
 from tpuctl.ground.domain.principals import *  # noqa: F403
 from tpuctl.ground.domain.storage_iam import *  # noqa: F403

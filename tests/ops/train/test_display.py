@@ -1,0 +1,89 @@
+"""What `tpuctl train` shows: one line per epoch in a pipe, one live display on a terminal, the summary;
+never the protocol lines, Keras' own lines or TensorFlow's start-up notices (unless --verbose), always a
+real TensorFlow error line."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import subprocess
+import time
+
+from tpuctl.ground.envs import ops_python
+
+PROTOCOL = re.compile(r"^(epoch-start|epoch-end|progress|tpuctl-result): ", re.M)
+NOISE = ("Could not find cuda drivers", "failed call to cuInit", "oneDNN custom operations")
+REAL = "OP_REQUIRES failed: a real problem the user must see"
+
+
+def _env(fake_trainer, tmp_path):
+    return {**fake_trainer, "FAKE_MODE": "chatty", "TPUCTL_CACHE_DIR": str(tmp_path / "cache")}
+
+
+def test_a_pipe_gets_one_plain_line_per_epoch_and_the_summary(fake_trainer, tools, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    proc = tools.run_cli(["train", "--data-dir", str(data), "--epochs", "2"], env=_env(fake_trainer, tmp_path),
+                         cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout + proc.stderr
+    assert not PROTOCOL.search(out), out
+    assert "Epoch 1/2" not in out and "training: model=" not in out and "3/3 - 1s" not in out   # Keras' lines
+    assert not any(n in out for n in NOISE), out
+    assert REAL in proc.stderr                                                   # a real error line stays
+    epochs = [line for line in proc.stderr.splitlines() if line.startswith("epoch ")]
+    assert epochs == [
+        "epoch 1/2: loss=0.8000 accuracy=0.6000 val_loss=0.7000 val_accuracy=0.7000 "
+        + epochs[0][epochs[0].index("("):],
+        "epoch 2/2: loss=0.7000 accuracy=0.7000 val_loss=0.6000 val_accuracy=0.8000 "
+        + epochs[1][epochs[1].index("("):],
+    ]
+    assert epochs[1].endswith(", 120 examples/s)")
+    assert "run summary" in proc.stderr and "best val_accuracy  0.8000 (epoch 2)" in proc.stderr
+    assert "serve it           tpuctl serve " in proc.stderr and "curves             tpuctl board " in proc.stderr
+    assert proc.stdout.splitlines()[-2].startswith("SavedModel: ")     # scripts still get the two result lines
+
+
+def test_verbose_shows_everything(fake_trainer, tools, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    proc = tools.run_cli(["train", "--data-dir", str(data), "--verbose"], env=_env(fake_trainer, tmp_path),
+                         cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "epoch-start: 1/2" in proc.stdout and "Epoch 1/2" in proc.stdout and "tpuctl-result: " in proc.stdout
+    assert all(n in proc.stderr for n in NOISE)
+
+
+def test_a_terminal_gets_one_live_display_and_the_summary(fake_trainer, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    master, slave = pty.openpty()
+    env = {**os.environ, **_env(fake_trainer, tmp_path), "COLUMNS": "120", "TERM": "xterm"}
+    proc = subprocess.Popen([str(ops_python()), "-m", "tpuctl.cli", "train", "--data-dir", str(data)],
+                            stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, env=env, cwd=tmp_path)
+    os.close(slave)
+    screen = b""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:     # the child closed the terminal
+                break
+            if not chunk:
+                break
+            screen += chunk
+        elif proc.poll() is not None:
+            break
+    proc.wait(timeout=30)
+    os.close(master)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.decode("utf-8", "replace"))
+    assert proc.returncode == 0, text[-3000:]
+    assert not PROTOCOL.search(text), text
+    assert not any(n in text for n in NOISE) and "Epoch 1/2" not in text
+    assert "━" in text                       # rich's progress bar was drawn
+    assert text.count("epoch 2/2: loss=0.7000") >= 1 and "run summary" in text
+    assert "best val_accuracy  0.8000 (epoch 2)" in text

@@ -1,0 +1,198 @@
+"""What `tpuctl train` shows while the trainer runs, rendered from the trainer's line protocol.
+
+On a terminal: one live display (epoch i/N, a step bar, loss/accuracy, examples/s, ETA). In a pipe (CI, logs):
+one plain line per epoch. Either way the protocol lines and Keras' own lines are not echoed, and TensorFlow's
+C++ start-up notices are dropped; ``--verbose`` shows everything as the trainer printed it. A real error from
+TensorFlow (a line that is not a known start-up notice) is always shown. Multi-worker runs show the chief's
+progress and one line per worker event.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from trainer import protocol
+
+#: TensorFlow / XLA / CUDA start-up notices that say nothing about the run (CPU-only machines print the CUDA
+#: ones as errors even though nothing is wrong). Matched anywhere in a stderr line.
+STARTUP_NOISE = re.compile(
+    r"oneDNN custom operations are on|This TensorFlow binary is optimized|rebuild TensorFlow with the "
+    r"appropriate compiler flags|Could not find cuda drivers|failed call to cuInit|cuda_executor\.cc|"
+    r"Unable to register cu(DNN|FFT|BLAS) factory|computation placer already registered|TF-TRT Warning|"
+    r"cuda_(dnn|fft|blas)\.cc|Attempting to register factory|absl::InitializeLog\(\)|WARNING: All log messages "
+    r"before absl|external/local_xla/|E0000 00:00|I0000 00:00|W0000 00:00|TF_ENABLE_ONEDNN_OPTS|"
+    r"cpu_feature_guard\.cc|port\.cc:\d+\] oneDNN|gpu_device\.cc.*Cannot dlopen|"
+    r"Your kernel may have been built without NUMA|successful NUMA node read"
+)
+
+
+def is_startup_noise(line: str) -> bool:
+    return bool(STARTUP_NOISE.search(line))
+
+
+@dataclass
+class EpochStats:
+    epoch: int
+    epochs: int
+    metrics: dict[str, float]
+    seconds: float
+
+
+@dataclass
+class TrainDisplay:
+    """Sinks and protocol hook for one run. ``terminal``: live display; else plain lines on ``stream``."""
+
+    terminal: bool
+    verbose: bool = False
+    stream: TextIO = field(default_factory=lambda: sys.stderr)
+    history: list[EpochStats] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    _epoch_started: float = 0.0
+    _progress: Any = None
+    _task: Any = None
+
+    # -- the protocol (called from the supervisor's reader threads) --------------------------
+    def on_message(self, label: str, message: protocol.Message) -> bool:
+        """Consume protocol lines (True: not echoed). Only the chief's (or the single trainer's) progress
+        drives the display."""
+        if self.verbose:
+            return False
+        if label not in ("trainer", "chief"):
+            return True
+        if message.kind == protocol.EPOCH_START:
+            epoch, epochs, _ = message.payload
+            self._epoch_started = time.monotonic()
+            self._start_epoch(epoch, epochs)
+        elif message.kind == protocol.PROGRESS:
+            done, total = message.payload
+            self._step(done, total)
+        elif message.kind == protocol.EPOCH_END:
+            epoch, epochs, metrics = message.payload
+            stats = EpochStats(epoch, epochs, metrics, time.monotonic() - (self._epoch_started or self.started))
+            self.history.append(stats)
+            self._end_epoch(stats)
+        return True
+
+    # -- sinks for the processes' plain lines ------------------------------------------------
+    def stdout_sink(self) -> _Sink:
+        """The processes' plain stdout (Keras' lines): to stdout, only with --verbose."""
+        return _Sink(self, keep=lambda line: self.verbose, target=sys.stdout)
+
+    def stderr_sink(self) -> _Sink:
+        """The processes' stderr: everything but TensorFlow's start-up notices (all of it with --verbose)."""
+        return _Sink(self, keep=lambda line: self.verbose or not is_startup_noise(line))
+
+    def event(self, text: str) -> None:
+        """One line for a worker event (started, stopped)."""
+        self._print(text)
+
+    # -- rendering -----------------------------------------------------------------------------
+    def _print(self, text: str) -> None:
+        if self._progress is not None:
+            self._progress.console.print(text, markup=False, highlight=False)
+        else:
+            try:
+                self.stream.write(text + "\n")
+                self.stream.flush()
+            except (ValueError, OSError):
+                pass
+
+    def _start_epoch(self, epoch: int, epochs: int) -> None:
+        if not self.terminal:
+            return
+        if self._progress is None:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                      TextColumn("{task.fields[metrics]}"), TimeRemainingColumn(),
+                                      console=Console(file=self.stream), transient=False)
+            self._progress.start()
+        description = f"epoch {epoch}/{epochs}"
+        if self._task is None:
+            self._task = self._progress.add_task(description, total=None, metrics="")
+        else:
+            self._progress.reset(self._task, total=None, description=description)
+
+    def _step(self, done: int, total: int) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, completed=done, total=total)
+
+    def _end_epoch(self, stats: EpochStats) -> None:
+        text = format_epoch(stats)
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, metrics=text.split(": ", 1)[1])
+            self._progress.console.print(text, markup=False, highlight=False)
+        else:
+            self._print(text)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+
+class _Sink:
+    """A text sink for one stream of every process: whole lines, kept or dropped; kept lines go to ``target``
+    (default: the display's stream, above a live display)."""
+
+    def __init__(self, display: TrainDisplay, keep, target: TextIO | None = None):
+        self.display, self.keep, self.target = display, keep, target
+
+    def write(self, text: str) -> None:
+        for line in text.splitlines():
+            if not (line.strip() and self.keep(line)):
+                continue
+            if self.target is None:
+                self.display._print(line)
+                continue
+            try:
+                self.target.write(line + "\n")
+                self.target.flush()
+            except (ValueError, OSError):
+                pass
+
+    def flush(self) -> None:
+        pass
+
+
+_ORDER = ("loss", "accuracy", "val_loss", "val_accuracy")
+
+
+_RATE = "examples_per_second"
+
+
+def format_epoch(stats: EpochStats) -> str:
+    metrics = {k: v for k, v in stats.metrics.items() if k != _RATE}
+    shown = [k for k in _ORDER if k in metrics] + sorted(k for k in metrics if k not in _ORDER)
+    parts = " ".join(f"{k}={metrics[k]:.4f}" for k in shown)
+    rate = stats.metrics.get(_RATE)
+    timing = f"{stats.seconds:.1f}s" + (f", {rate:.0f} examples/s" if rate else "")
+    return f"epoch {stats.epoch}/{stats.epochs}: {parts} ({timing})"
+
+
+def summary_lines(result: dict[str, Any] | None, history: list[EpochStats], seconds: float,
+                  model_dir: str, run_name: str | None) -> list[str]:
+    """The block after a run: best/final metrics, time, export, how to serve it and look at it."""
+    lines = ["", "run summary"]
+    if history:
+        best = max(history, key=lambda s: s.metrics.get("val_accuracy", float("-inf")))
+        last = history[-1]
+        if "val_accuracy" in best.metrics:
+            lines.append(f"  best val_accuracy  {best.metrics['val_accuracy']:.4f} (epoch {best.epoch})")
+        lines.append("  final              " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(last.metrics.items())
+                                                         if k != _RATE))
+    lines.append(f"  time               {seconds:.1f}s")
+    export = (result or {}).get("export_dir")
+    if export:
+        base = export.rstrip("/").rsplit("/", 1)[0]
+        lines += [f"  SavedModel         {export}",
+                  f"  serve it           tpuctl serve {export}   (TF Serving model base path: {base})",
+                  f"  try it             saved_model_cli show --dir {export} --tag_set serve --signature_def "
+                  "serving_default"]
+    lines.append(f"  curves             tpuctl board {run_name or model_dir}")
+    return lines
