@@ -1,4 +1,5 @@
-"""TensorBoard scalars without the tensorboard package (not part of the trainer environment).
+"""TensorBoard scalars without the tensorboard package (the trainer image does not install it; the trainer
+environment has it only for `tpuctl board` and `tpuctl runs`).
 
 ``tf.summary.scalar`` lives in the tensorboard package; the core op ``tf.summary.write`` with the
 scalars plugin's metadata writes the same event records, so TensorBoard and tuning services read

@@ -126,7 +126,7 @@ def test_hub_cache_key_is_sha1_of_exact_handle():
 REPO = Path(__file__).resolve().parents[2]
 SCANNED = ("tpuctl", "infra", "policy", "bootstrap", "docs", "tests", "scripts", "trainer")
 #: "roles/..." text that is not a predefined role: placeholders in messages and prose.
-NOT_ROLES = {"roles/NAME", "roles/members"}
+NOT_ROLES = {"roles/NAME", "roles/members", "roles/x"}   # roles/x: a wrong-typed value in the fuzz inputs
 #: A predefined role; "projects/P/roles/R" (a custom role) is excluded by the look-behind.
 ROLE_TEXT = re.compile(r"(?<![\w/])roles/[A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z][A-Za-z0-9_]*)*")
 
