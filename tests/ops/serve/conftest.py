@@ -9,7 +9,7 @@ import json
 import re
 import subprocess
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
 from urllib.parse import parse_qs, urlsplit
@@ -19,6 +19,7 @@ import pytest
 from tpuctl.ground.envs import trainer_env, trainer_python
 
 from gcsfixtures import anonymous_client, storage_emulator
+from httpfakes import JsonHandler
 
 HERE = Path(__file__).resolve().parent
 PROJECT, REGION = "my-serve-project", "us-central1"
@@ -28,22 +29,8 @@ OUTPUTS = {"project": PROJECT, "region": REGION, "buckets": {"artifacts": ARTIFA
 _TYPES = "type.googleapis.com/google.cloud.aiplatform.v1."
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     fake = None
-
-    def log_message(self, *a):
-        pass
-
-    def send(self, code, payload):
-        body = json.dumps(payload).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def body(self):
-        return json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
 
 
 class FakeVertexServing:

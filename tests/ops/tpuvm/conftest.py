@@ -11,12 +11,13 @@ import json
 import os
 import re
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from gcsfixtures import anonymous_client, storage_emulator
+from httpfakes import JsonHandler
 
 PROJECT, REGION, ZONE = "my-tpu-project", "us-central1", "us-central1-a"
 ARTIFACTS, DATA, STAGING = "tpuctl-my-tpu-project-artifacts", "tpuctl-my-tpu-project-data", "tpuctl-my-tpu-project-staging"
@@ -39,17 +40,7 @@ class FakeTpuCloud:
         self.lock = threading.Lock()
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def _send(self, code, payload):
-                body = json.dumps(payload).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+        class Handler(JsonHandler):
 
             def _error(self, code, status, message):
                 self._send(code, {"error": {"code": code, "message": message, "status": status}})

@@ -8,7 +8,7 @@ import re
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,7 @@ from tpuctl.ground.envs import ops_python, trainer_python
 
 from clifixtures import run_process
 from gcsfixtures import anonymous_client, storage_emulator
+from httpfakes import JsonHandler
 
 REPO = Path(__file__).resolve().parents[3]
 FAKE_TRAINER = Path(__file__).with_name("fake_trainer.py")
@@ -70,17 +71,7 @@ class FakeVertex:
         self.lock = threading.Lock()
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def _send(self, code, payload):
-                body = json.dumps(payload).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+        class Handler(JsonHandler):
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)

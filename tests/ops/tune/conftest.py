@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import re
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 
 from gcsfixtures import anonymous_client, storage_emulator
+from httpfakes import JsonHandler
 
 OUTPUTS = {
     "project": "my-project-1", "project_number": "123456789012", "region": "us-central1",
@@ -36,17 +37,7 @@ class FakeTuning:
         self.lock = threading.Lock()
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def _send(self, code, payload):
-                body = json.dumps(payload).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+        class Handler(JsonHandler):
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
