@@ -371,23 +371,19 @@ def plan_job(opts: TrainOptions, outputs: StackOutputs | None, *, region: str | 
     )
 
 
-#: How long before a prebuilt image's end of availability `train --python-package` starts warning.
-AVAILABILITY_WARNING_DAYS = 90
-
-
 def check_availability(training_image: domain.TrainingImage, today: datetime.date,
                        echo: Callable[[str], None] | None = None) -> None:
-    """Refuse a prebuilt image past its end of availability; warn within AVAILABILITY_WARNING_DAYS of it."""
-    end = training_image.end_of_availability
-    if end is None:
-        return
-    if today >= end:
-        raise UserError(f"Vertex AI's prebuilt image {training_image.name} reached its end of availability on "
-                        f"{end.isoformat()} (jobs using it are rejected); drop --python-package to run the trainer's "
-                        "own image (`tpuctl image build`)")
-    if (end - today).days <= AVAILABILITY_WARNING_DAYS and echo is not None:
-        echo(f"warning: Vertex AI's prebuilt image {training_image.name} reaches its end of availability on "
-             f"{end.isoformat()}; move to the trainer's own image (drop --python-package)")
+    """Refuse a prebuilt image past its end of availability; warn within 90 days of it."""
+    try:
+        warning = domain.availability_warning(
+            f"Vertex AI's prebuilt image {training_image.name}", training_image.end_of_availability, today,
+            past="(jobs using it are rejected); drop --python-package to run the trainer's own image "
+                 "(`tpuctl image build`)",
+            soon="move to the trainer's own image (drop --python-package)")
+    except domain.DomainError as exc:
+        raise UserError(str(exc)) from None
+    if warning and echo is not None:
+        echo(warning)
 
 
 # --------------------------------------------------------------------------------------------

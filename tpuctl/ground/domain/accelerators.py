@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from tpuctl.ground.domain.names import validate_region
+from tpuctl.ground.domain.names import nearest_multi_region, validate_region
 from tpuctl.ground.errors import DomainError
 
 
@@ -347,12 +347,7 @@ class TrainingImage:
 
     def uri(self, region: str | None = None) -> str:
         """Same image in the Artifact Registry multi-region nearest to ``region`` (us/europe/asia)."""
-        area = "us"
-        if region and region.startswith("europe-"):
-            area = "europe"
-        elif region and region.startswith(("asia-", "australia-", "me-")):
-            area = "asia"
-        return f"{area}-docker.pkg.dev/vertex-ai/training/{self.name}:latest"
+        return f"{nearest_multi_region(region)}-docker.pkg.dev/vertex-ai/training/{self.name}:latest"
 
 
 #: Newest TensorFlow prebuilt training containers in Vertex AI's list

@@ -6,6 +6,7 @@ cloud.google.com/compute/docs/regions-zones, cloud.google.com/resource-manager/d
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 import re
 from typing import Mapping
@@ -139,3 +140,30 @@ def validate_repository_id(name: str) -> None:
     if not _REPOSITORY_ID.match(name or ""):
         raise DomainError(f"repository id {name!r} must be 1-63 lowercase letters, digits or '-', starting with a "
                           "letter and not ending with '-'")
+
+
+def nearest_multi_region(region: str | None) -> str:
+    """The Artifact Registry multi-region (us / europe / asia) nearest ``region``: where Vertex AI publishes
+    its prebuilt training and prediction images (cloud.google.com/vertex-ai/docs/training/pre-built-containers)."""
+    if region and region.startswith("europe-"):
+        return "europe"
+    if region and region.startswith(("asia-", "australia-", "me-")):
+        return "asia"
+    return "us"
+
+
+#: How long before an image's end of availability tpuctl starts warning.
+AVAILABILITY_WARNING_DAYS = 90
+
+
+def availability_warning(label: str, end: datetime.date | None, today: datetime.date, *, past: str,
+                         soon: str) -> str | None:
+    """DomainError from ``end`` on; a warning line within AVAILABILITY_WARNING_DAYS of it; else None."""
+    if end is None:
+        return None
+    if today >= end:
+        raise DomainError(f"{label} reached its end of availability on {end.isoformat()} {past}")
+    days = (end - today).days
+    if days <= AVAILABILITY_WARNING_DAYS:
+        return f"warning: {label} reaches its end of availability on {end.isoformat()} ({days} days); {soon}"
+    return None

@@ -28,6 +28,7 @@ import datetime
 import re
 from dataclasses import dataclass
 
+from tpuctl.ground.domain.names import availability_warning, nearest_multi_region
 from tpuctl.ground.errors import DomainError
 
 # --------------------------------------------------------------------------------------------
@@ -114,12 +115,7 @@ class PredictionImage:
 
     def uri(self, region: str | None = None) -> str:
         """The same image in the Artifact Registry multi-region nearest ``region`` (us / europe / asia)."""
-        area = "us"
-        if region and region.startswith("europe-"):
-            area = "europe"
-        elif region and region.startswith(("asia-", "australia-", "me-")):
-            area = "asia"
-        return f"{area}-docker.pkg.dev/vertex-ai/prediction/{self.name}:latest"
+        return f"{nearest_multi_region(region)}-docker.pkg.dev/vertex-ai/prediction/{self.name}:latest"
 
 
 _PREBUILT_SOURCE = "https://cloud.google.com/vertex-ai/docs/predictions/pre-built-containers"
@@ -130,22 +126,12 @@ _PREBUILT_SOURCE = "https://cloud.google.com/vertex-ai/docs/predictions/pre-buil
 VERTEX_PREDICTION_IMAGES: dict[str, PredictionImage] = {
     "cpu": PredictionImage("tf2-cpu.2-15", "2.15", datetime.date(2027, 1, 14), _PREBUILT_SOURCE, "2026-11-22"),
 }
-#: Warn this many days before an image's end of availability.
-PREDICTION_IMAGE_WARN_DAYS = 90
-
 
 def check_prediction_image(image: PredictionImage, today: datetime.date) -> str | None:
     """DomainError past the image's end of availability; a warning line within 90 days of it; else None."""
-    end = image.end_of_availability
-    if end is None:
-        return None
-    if today >= end:
-        raise DomainError(f"the Vertex AI prediction image {image.name} reached its end of availability on {end} "
-                          f"({image.source}); pass --image with a newer prediction container")
-    if (end - today).days <= PREDICTION_IMAGE_WARN_DAYS:
-        return (f"warning: the Vertex AI prediction image {image.name} reaches its end of availability on {end} "
-                f"({(end - today).days} days); plan a newer one (--image)")
-    return None
+    return availability_warning(f"the Vertex AI prediction image {image.name}", image.end_of_availability, today,
+                                past=f"({image.source}); pass --image with a newer prediction container",
+                                soon="plan a newer one (--image)")
 
 
 #: Default machine for an online-prediction replica. n1-standard-2 is in Vertex AI's list of prediction
