@@ -127,6 +127,7 @@ VERTEX_PREDICTION_IMAGES: dict[str, PredictionImage] = {
     "cpu": PredictionImage("tf2-cpu.2-15", "2.15", datetime.date(2027, 1, 14), _PREBUILT_SOURCE, "2026-11-22"),
 }
 
+
 def check_prediction_image(image: PredictionImage, today: datetime.date) -> str | None:
     """DomainError past the image's end of availability; a warning line within 90 days of it; else None."""
     return availability_warning(f"the Vertex AI prediction image {image.name}", image.end_of_availability, today,
