@@ -19,7 +19,9 @@ from typing import Any, Mapping, Sequence
 
 from trainer.errors import UsageError
 
-STRATEGIES = ("auto", "tpu", "gpu", "multi_worker", "one_device", "cpu")
+STRATEGIES = ("auto", "tpu", "gpu", "multi_worker", "one_device", "cpu", "central_storage", "parameter_server")
+#: --mixed_precision: auto = bfloat16 on TPUs, off elsewhere.
+MIXED_PRECISION = ("auto", "bfloat16", "float16", "off")
 MODELS = ("small_cnn", "resnet50", "hub")
 
 #: Image side used when neither --image_size nor the data manifest gives one.
@@ -98,7 +100,12 @@ TASK_BOUNDS: dict[str, Bound] = {
     "shuffle_buffer": Bound(1, 1_000_000),
     "seed": Bound(0, MAX_SEED),
     "cluster_timeout_seconds": Bound(1, 3600),
+    "virtual_gpus": Bound(0, 16, note="0 = do not split the GPU"),
 }
+#: --gpu_memory in MB (the other accepted value is ``growth``).
+GPU_MEMORY_MB = Bound(64, 1_048_576)
+#: Memory of each virtual GPU (--virtual_gpus) when --gpu_memory gives no size.
+DEFAULT_VIRTUAL_GPU_MB = 1024
 #: --image_size: each side, in pixels.
 IMAGE_SIDE = Bound(8, 2048)
 
@@ -139,6 +146,9 @@ class TrainConfig:
     shuffle_buffer: int = 2048
     seed: int | None = None
     cluster_timeout_seconds: int = 300  # wait for TF_CONFIG peers / the TPU before failing
+    mixed_precision: str = "auto"  # auto | bfloat16 | float16 | off (auto: bfloat16 on TPUs only)
+    gpu_memory: str | int | None = None  # None | "growth" | MB (memory limit of GPU 0 / each virtual GPU)
+    virtual_gpus: int = 0  # 0 = off; N: split GPU 0 into N logical GPUs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,6 +201,17 @@ def _image_size(text: str) -> tuple[int, int]:
     return dims[0], dims[1]
 
 
+def _gpu_memory(text: str) -> str | int:
+    if text.strip().lower() == "growth":
+        return "growth"
+    try:
+        return GPU_MEMORY_MB.parse(text)
+    except argparse.ArgumentTypeError:
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise argparse.ArgumentTypeError(f"expected growth or megabytes ({GPU_MEMORY_MB.describe()}), "
+                                         f"got {shown!r}") from None
+
+
 def _help(text: str, bound: Bound) -> str:
     return f"{text} ({bound.describe()})" if text else bound.describe()
 
@@ -234,6 +255,15 @@ def build_parser() -> argparse.ArgumentParser:
                    default=TrainConfig.cluster_timeout_seconds,
                    help=_help("how long to wait for every TF_CONFIG peer / the TPU_NAME address to answer",
                               b["cluster_timeout_seconds"]))
+    p.add_argument("--mixed_precision", default="auto", choices=MIXED_PRECISION,
+                   help="compute dtype (variables and the model output stay float32); auto = bfloat16 on TPUs, "
+                        "off elsewhere")
+    p.add_argument("--gpu_memory", type=_gpu_memory, default=None,
+                   help=f"growth, or a memory limit in MB ({GPU_MEMORY_MB.describe()}) for GPU 0 (each virtual GPU "
+                        "with --virtual_gpus); needs a GPU")
+    p.add_argument("--virtual_gpus", type=b["virtual_gpus"].parse, default=0,
+                   help=_help(f"split GPU 0 into N logical GPUs of --gpu_memory MB each (default "
+                              f"{DEFAULT_VIRTUAL_GPU_MB}); needs a GPU", b["virtual_gpus"]))
     return p
 
 
@@ -280,6 +310,16 @@ def validate(cfg: TrainConfig) -> None:
         raise UsageError("--model resnet50 needs --image_size of at least 32")
     if cfg.num_gpus and cfg.distribution_strategy not in ("gpu", "auto"):
         raise UsageError("--num_gpus is only used with --distribution_strategy gpu or auto")
+    if cfg.mixed_precision not in MIXED_PRECISION:
+        raise UsageError(f"--mixed_precision must be one of {', '.join(MIXED_PRECISION)}, got {cfg.mixed_precision!r}")
+    if cfg.model == "hub" and cfg.mixed_precision in ("bfloat16", "float16"):
+        raise UsageError("--mixed_precision is not supported with --model hub (the hub model's own dtype is fixed); "
+                         "use --mixed_precision off")
+    if cfg.gpu_memory is not None and cfg.gpu_memory != "growth":
+        GPU_MEMORY_MB.check("--gpu_memory", cfg.gpu_memory)
+    if cfg.gpu_memory == "growth" and cfg.virtual_gpus:
+        raise UsageError("--gpu_memory growth cannot be combined with --virtual_gpus (virtual GPUs need a fixed "
+                         "size: pass --gpu_memory MB)")
 
 
 # ---------------------------------------------------------------------------------------------- cluster
@@ -345,6 +385,11 @@ class ClusterConfig:
     def peers(self) -> list[tuple[str, int, str]]:
         """The other training tasks, which must all be up before the collective can start."""
         return [t for t in self.training_tasks if (t[0], t[1]) != (self.task_type, self.task_index)]
+
+    def server_peers(self) -> list[tuple[str, int, str]]:
+        """Parameter-server training: every worker and ps task (the servers the coordinator connects to)."""
+        return [(job, i, addr) for job in ("worker", "ps") for i, addr in enumerate(self.jobs.get(job, ()))
+                if (job, i) != (self.task_type, self.task_index)]
 
 
 def _tf_config_error(detail: str) -> UsageError:

@@ -30,7 +30,7 @@ def small_cnn(image_size, num_classes: int) -> keras.Model:
             x = keras.layers.MaxPooling2D()(x)
     x = keras.layers.GlobalAveragePooling2D()(x)
     x = keras.layers.Dropout(0.2)(x)
-    outputs = keras.layers.Dense(num_classes, name="logits")(x)
+    outputs = keras.layers.Dense(num_classes, name="logits", dtype="float32")(x)
     return keras.Model(inputs, outputs, name="small_cnn")
 
 
@@ -61,7 +61,7 @@ def resnet50(image_size, num_classes: int, *, weights_path: str | None, fine_tun
                             name="resnet_preprocess")(inputs)
     x = base(x, training=False if weights is not None and not fine_tune else None)
     x = keras.layers.GlobalAveragePooling2D()(x)
-    outputs = keras.layers.Dense(num_classes, name="logits")(x)
+    outputs = keras.layers.Dense(num_classes, name="logits", dtype="float32")(x)
     return keras.Model(inputs, outputs, name="resnet50")
 
 
@@ -83,8 +83,27 @@ def hub_classifier(image_size, num_classes: int, *, handle: str, fine_tune: bool
         raise DataError(f"cannot load --hub_handle {handle}: {hint} ({type(err).__name__}: {first})") from None
     inputs = keras.Input(shape=(image_size[0], image_size[1], 3), name="images")
     x = features(inputs)
-    outputs = keras.layers.Dense(num_classes, name="logits")(x)
+    outputs = keras.layers.Dense(num_classes, name="logits", dtype="float32")(x)
     return keras.Model(inputs, outputs, name="hub")
+
+
+def set_precision(choice: str, model: str, strategy_kind: str) -> str:
+    """Apply ``--mixed_precision`` as Keras' global dtype policy (before the model is built); returns
+    what is used: ``bfloat16``, ``float16`` or ``off``.
+
+    ``auto``: bfloat16 on TPUs (their native matmul type), off elsewhere and with ``--model hub``.
+    ``tf.keras.mixed_precision.set_global_policy("mixed_bfloat16" | "mixed_float16")``: layers compute in
+    that dtype and keep float32 variables; the logits layer is float32 (``dtype="float32"`` above), so the
+    loss and the exported probabilities stay float32. With ``mixed_float16``, tf_keras' ``Model.compile``
+    wraps the optimizer in a LossScaleOptimizer itself (tf_keras/src/engine/training.py ``_get_optimizer``:
+    ``if self.dtype_policy.name == "mixed_float16"`` ...), so loss scaling is automatic.
+    """
+    if choice == "auto":
+        choice = "bfloat16" if strategy_kind == "tpu" and model != "hub" else "off"
+    if choice == "float16" and strategy_kind == "tpu":
+        raise UsageError("--mixed_precision float16 is not supported on TPUs; use bfloat16")
+    keras.mixed_precision.set_global_policy("float32" if choice == "off" else f"mixed_{choice}")
+    return choice
 
 
 def build_model(cfg: TrainConfig, num_classes: int, image_size) -> keras.Model:

@@ -12,6 +12,17 @@ strategy is created, and TensorFlow's coordination service gets the same registe
 never answers is exit 3 with one line naming the task and its ``host:port`` (TensorFlow's leader task
 would otherwise wait forever, ignoring SIGTERM). A ``TPU_NAME=grpc://host:port`` that refuses
 connections fails at once; one that does not answer is waited for up to the same timeout.
+
+``central_storage``: CentralStorageStrategy on one machine (variables on the CPU, or the single GPU;
+computation mirrored over every GPU, else every logical CPU device).
+
+``parameter_server`` (also ``auto`` when TF_CONFIG has a ``ps`` job): the ``chief`` is the coordinator
+(ParameterServerStrategy + ClusterCoordinator, it runs Keras ``fit``); ``worker`` and ``ps`` tasks only
+serve (``tf.distribute.Server(...).join()``, never returning). The coordinator probes every worker and
+ps task first, like the multi-worker start-up.
+
+``--gpu_memory`` / ``--virtual_gpus`` are applied first of all (:func:`configure_gpus`), before any
+device is initialised; on a machine without a GPU they are a HardwareError, never ignored.
 """
 
 from __future__ import annotations
@@ -35,7 +46,7 @@ DEFAULT_TIMEOUT = 300.0
 @dataclasses.dataclass
 class StrategyInfo:
     strategy: tf.distribute.Strategy
-    kind: str  # tpu | mirrored | multi_worker | one_device | default
+    kind: str  # tpu | mirrored | multi_worker | one_device | default | central_storage | parameter_server
     num_workers: int = 1
     task_type: str | None = None
     task_id: int = 0
@@ -214,6 +225,150 @@ def _gpus() -> list:
     return tf.config.list_physical_devices("GPU")
 
 
+# ---------------------------------------------------------------------------------------------- GPU memory
+def configure_gpus(gpu_memory: str | int | None, virtual_gpus: int) -> None:
+    """``--gpu_memory growth|MB`` and ``--virtual_gpus N`` on GPU 0; must run before any device is used.
+
+    ``tf.config.experimental.set_memory_growth`` and ``tf.config.set_logical_device_configuration``
+    raise RuntimeError once the runtime is initialised (TensorFlow docs, tf.config.experimental.
+    set_memory_growth: "GPU memory growth ... must be set before GPUs have been initialized"; the guide
+    "Use a GPU", "Using a single GPU on a multi-GPU system" / "Simulate multiple GPUs with a single GPU").
+    """
+    if gpu_memory is None and not virtual_gpus:
+        return
+    flag = "--gpu_memory" if gpu_memory is not None else "--virtual_gpus"
+    gpus = _gpus()
+    if not gpus:
+        raise HardwareError(f"{flag}: TensorFlow sees no GPU on this machine (no CUDA device or driver); "
+                            "drop the flag to train on the CPU")
+    from trainer.config import DEFAULT_VIRTUAL_GPU_MB
+
+    try:
+        if gpu_memory == "growth":
+            for gpu in gpus:
+                tf.config.experimental.set_memory_growth(gpu, True)
+        else:
+            limit = int(gpu_memory) if gpu_memory is not None else DEFAULT_VIRTUAL_GPU_MB
+            count = max(1, virtual_gpus)
+            tf.config.set_logical_device_configuration(
+                gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=limit)] * count)
+    except (RuntimeError, ValueError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise HardwareError(f"{flag}: cannot configure GPU 0 ({first})") from None
+
+
+def _logical_gpus() -> list[str]:
+    """GPU device names after :func:`configure_gpus` (virtual GPUs included); initialises the runtime."""
+    return [d.name for d in tf.config.list_logical_devices("GPU")]
+
+
+# ---------------------------------------------------------------------------------------------- central storage
+def _central_storage(cluster: ClusterConfig | None) -> StrategyInfo:
+    if cluster_size(cluster) > 1 or (cluster and cluster.jobs.get("ps")):
+        raise UsageError("--distribution_strategy central_storage runs on one machine; TF_CONFIG describes a "
+                         "cluster (use multi_worker or parameter_server)")
+    gpus = _logical_gpus() if _gpus() else []
+    compute = gpus or [d.name for d in tf.config.list_logical_devices("CPU")]
+    # Variables on the CPU (the one GPU when it is the only compute device): CentralStorageStrategy's
+    # own default (tf.distribute.experimental.CentralStorageStrategy(compute_devices, parameter_device)).
+    parameter_device = gpus[0] if len(gpus) == 1 else "/cpu:0"
+    strategy = tf.distribute.experimental.CentralStorageStrategy(compute_devices=compute,
+                                                                 parameter_device=parameter_device)
+    return StrategyInfo(strategy, "central_storage", devices=tuple(compute))
+
+
+# ---------------------------------------------------------------------------------------------- parameter servers
+def _grpc_fail_fast() -> None:
+    # An RPC to an unavailable worker must fail at once (not wait for it) so ClusterCoordinator can
+    # migrate the function to another worker: tf.distribute.experimental.coordinator.ClusterCoordinator
+    # docs (v2.21.0, "Handling Task Failure": "If the worker it is executed on becomes unavailable before
+    # its completion, it will be migrated to another worker"); use_caller is the default since
+    # tensorflow/community RFC 355 ("GRPC Fail Fast By Default"), set here when the environment
+    # says nothing (setdefault).
+    os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
+
+
+def _two_inter_op_threads() -> None:
+    """Parameter-server tasks deadlock with a single inter-op thread (found in tests/trainer/
+    test_strategies.py with TF_NUM_INTEROP_THREADS=1: the chief scheduled every step, no closure ever
+    finished); raise it to 2 while the runtime is not initialised yet."""
+    if os.environ.get("TF_NUM_INTEROP_THREADS", "").strip() == "1":
+        os.environ["TF_NUM_INTEROP_THREADS"] = "2"  # read by the C++ runtime when its thread pools start
+    if tf.config.threading.get_inter_op_parallelism_threads() == 1:
+        try:
+            tf.config.threading.set_inter_op_parallelism_threads(2)
+        except RuntimeError:  # the runtime is already up: too late to change, nothing better to do
+            pass
+
+
+def _cluster_resolver(cluster: ClusterConfig):
+    spec = tf.train.ClusterSpec({job: list(addresses) for job, addresses in cluster.jobs.items()})
+    return tf.distribute.cluster_resolver.SimpleClusterResolver(
+        spec, task_type=cluster.task_type, task_id=cluster.task_index, rpc_layer="grpc")
+
+
+def serve_forever(cluster: ClusterConfig) -> None:
+    """A ``worker`` or ``ps`` task of parameter-server training: serve the coordinator, never return.
+
+    ``tf.distribute.Server(cluster_spec, job_name, task_index, protocol, start=True).join()``, as in
+    TensorFlow's parameter-server tutorial; the process ends when it is killed (Vertex AI ends the job
+    when the chief finishes).
+    """
+    _grpc_fail_fast()
+    _two_inter_op_threads()
+    resolver = _cluster_resolver(cluster)
+    try:
+        server = tf.distribute.Server(resolver.cluster_spec(), job_name=cluster.task_type,
+                                      task_index=cluster.task_index, protocol="grpc", start=True)
+    except (tf.errors.OpError, RuntimeError, ValueError) as err:
+        first = (getattr(err, "message", None) or str(err) or type(err).__name__).strip().splitlines()[0]
+        raise HardwareError(f"TF_CONFIG: cannot serve {cluster.task_type} {cluster.task_index} at "
+                            f"{cluster.address} ({first})") from None
+    print(f"serving: {cluster.task_type} {cluster.task_index} at {cluster.address} "
+          "(parameter-server training; the chief coordinates)", flush=True)
+    server.join()
+
+
+def _parameter_server(cluster: ClusterConfig | None, timeout: float) -> StrategyInfo:
+    need = ("--distribution_strategy parameter_server needs TF_CONFIG with a chief (the coordinator), at least "
+            "one worker and at least one ps task")
+    if cluster is None:
+        raise UsageError(f"{need}; TF_CONFIG is not set")
+    missing = [job for job in ("chief", "worker", "ps") if not cluster.jobs.get(job)]
+    if missing:
+        raise UsageError(f"{need}; TF_CONFIG has no {' and no '.join(missing)} job")
+    if cluster.task_type in ("worker", "ps"):
+        serve_forever(cluster)
+        raise HardwareError(f"{cluster.task_type} {cluster.task_index}: the server stopped")  # join() returned
+    if cluster.task_type != "chief":
+        raise UsageError(f"TF_CONFIG task type {cluster.task_type!r} takes no part in parameter-server training "
+                         "(chief, worker or ps)")
+    peers = [(f"{job} {index}", address) for job, index, address in cluster.server_peers()]
+    probe = AddressProbe(peers, time.monotonic() + timeout)
+    probe.run()
+    if probe.missing():
+        raise HardwareError(f"TF_CONFIG cluster did not form within {timeout:g} s: no answer from "
+                            f"{_describe(probe.missing())}; start every task of the cluster (same TF_CONFIG), "
+                            "or raise --cluster_timeout_seconds")
+    _grpc_fail_fast()
+    _two_inter_op_threads()
+    num_ps = len(cluster.jobs["ps"])
+    # Large variables are split over the ps tasks (TensorFlow's tutorial uses the same partitioner).
+    partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(min_shard_bytes=256 << 10,
+                                                                             max_shards=num_ps)
+    try:
+        strategy = tf.distribute.experimental.ParameterServerStrategy(_cluster_resolver(cluster),
+                                                                      variable_partitioner=partitioner)
+        # One coordinator per strategy (ClusterCoordinator is a singleton for it); Keras fit reuses it.
+        tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+    except tf.errors.OpError as err:
+        first = (err.message or type(err).__name__).strip().splitlines()[0]
+        raise HardwareError(f"TF_CONFIG cluster did not form (TensorFlow: {first}); start every task of the "
+                            "cluster, or raise --cluster_timeout_seconds") from None
+    return StrategyInfo(strategy, "parameter_server", num_workers=len(cluster.jobs["worker"]),
+                        task_type="chief", task_id=0, is_chief=True)
+
+
 def _tpu_strategy(tpu_name: str | None, timeout: float = DEFAULT_TIMEOUT) -> StrategyInfo:
     address = tpu_address(tpu_name)
     if address is not None:
@@ -255,21 +410,26 @@ def _one_device(device: str) -> StrategyInfo:
 
 
 def resolve_strategy(choice: str, *, num_gpus: int = 0, environ: Mapping[str, str] | None = None,
-                     timeout: float = DEFAULT_TIMEOUT) -> StrategyInfo:
+                     timeout: float = DEFAULT_TIMEOUT, gpu_memory: str | int | None = None,
+                     virtual_gpus: int = 0) -> StrategyInfo:
     """Build the strategy for ``--distribution_strategy choice``; see the module docstring.
 
     ``timeout``: seconds to wait for TF_CONFIG peers / the TPU (``--cluster_timeout_seconds``).
+    With ``parameter_server``, a worker or ps task serves here and never returns.
     """
     env = os.environ if environ is None else environ
     tf_config = parse_tf_config(env)
     tpu_name = parse_tpu_name(env)
+    configure_gpus(gpu_memory, virtual_gpus)
 
     if choice == "auto":
         if tpu_name or tf.config.list_physical_devices("TPU"):
             choice = "tpu"
+        elif tf_config is not None and tf_config.jobs.get("ps"):
+            choice = "parameter_server"
         elif cluster_size(tf_config) > 1:
             choice = "multi_worker"
-        elif len(_gpus()) > 1:
+        elif len(_gpus()) > 1 or virtual_gpus > 1:
             choice = "gpu"
         else:
             gpus = _gpus()
@@ -282,7 +442,7 @@ def resolve_strategy(choice: str, *, num_gpus: int = 0, environ: Mapping[str, st
         return _tpu_strategy(tpu_name, timeout)
 
     if choice == "gpu":
-        gpus = _gpus()
+        gpus = _logical_gpus() if virtual_gpus else _gpus()  # virtual GPUs count as GPUs
         if not gpus:
             raise HardwareError("--distribution_strategy gpu: TensorFlow sees no GPU on this machine "
                                 "(no CUDA device or driver); use --distribution_strategy cpu or auto")
@@ -293,7 +453,16 @@ def resolve_strategy(choice: str, *, num_gpus: int = 0, environ: Mapping[str, st
         return _mirrored([f"/gpu:{i}" for i in range(wanted)])
 
     if choice == "multi_worker":
+        if tf_config is not None and tf_config.jobs.get("ps"):
+            raise UsageError("--distribution_strategy multi_worker: TF_CONFIG has ps tasks, which only "
+                             "parameter_server uses")
         return _multi_worker(tf_config, timeout)
+
+    if choice == "central_storage":
+        return _central_storage(tf_config)
+
+    if choice == "parameter_server":
+        return _parameter_server(tf_config, timeout)
 
     if choice == "one_device":
         return _one_device("/gpu:0" if _gpus() else "/cpu:0")

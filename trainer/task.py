@@ -38,27 +38,67 @@ def _join(base: str, *names: str) -> str:
     return "/".join([base.rstrip("/"), *names])
 
 
-def _callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, environ: Mapping[str, str]):
+def progress_every(steps_per_epoch: int) -> int:
+    """Emit a progress line every this many steps: about every 1 % of the epoch (<= ~100 lines)."""
+    return max(1, -(-steps_per_epoch // 100))
+
+
+def _callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, environ: Mapping[str, str], steps_per_epoch: int):
+    import tensorflow as tf
+
     from trainer.summaries import EpochScalars
 
     class EpochLog(keras.callbacks.Callback):
-        """One parseable line per epoch boundary (the CLI and the resume test read them)."""
+        """One parseable line per epoch boundary (the CLI and the resume test read them); epoch-end also
+        carries ``examples_per_second`` = global batch x steps / the epoch's wall time."""
+
+        def __init__(self):
+            super().__init__()
+            self._started = time.monotonic()
 
         def on_epoch_begin(self, epoch, logs=None):
+            self._started = time.monotonic()
             protocol.emit(protocol.EPOCH_START, (epoch + 1, cfg.train_epochs, {}))
 
         def on_epoch_end(self, epoch, logs=None):
-            protocol.emit(protocol.EPOCH_END, (epoch + 1, cfg.train_epochs, dict(logs or {})))
+            seconds = max(time.monotonic() - self._started, 1e-9)
+            metrics = dict(logs or {})
+            metrics["examples_per_second"] = cfg.train_batch_size * steps_per_epoch / seconds
+            protocol.emit(protocol.EPOCH_END, (epoch + 1, cfg.train_epochs, metrics))
 
+    class StepProgress(keras.callbacks.Callback):
+        """``progress: <step>/<steps_per_epoch>`` about every 1 % of an epoch and at its last step (chief
+        only), for the CLI's live display. With parameter servers, steps are counted when scheduled."""
+
+        def __init__(self):
+            super().__init__()
+            # tf_keras refuses batch-level callbacks under ParameterServerStrategy unless they accept
+            # RemoteValue logs (CallbackList._check_timing / _supports_tf_logs); this one reads no logs.
+            self._supports_tf_logs = True
+            self._every = progress_every(steps_per_epoch)
+
+        def on_train_batch_end(self, batch, logs=None):
+            step = batch + 1
+            if step % self._every == 0 or step == steps_per_epoch:
+                protocol.emit(protocol.PROGRESS, (step, steps_per_epoch))
+
+    backup = keras.callbacks.BackupAndRestore(backup_dir=_join(dirs.checkpoints, "backup"))
+    if info.kind == "central_storage":
+        # tf_keras lists the strategies it has tested BackupAndRestore with (Mirrored, MultiWorkerMirrored,
+        # TPU, ParameterServer); CentralStorage saves through the same tf.train.Checkpoint. Backups are
+        # written in tests/trainer/test_strategies.py; a resume under CentralStorage is not tested.
+        backup._supported_strategies = (*backup._supported_strategies,
+                                        tf.distribute.experimental.CentralStorageStrategy)
     callbacks = [
         # All workers pass the same folder: tf_keras keeps the chief's state in backup/chief and gives
         # every other worker its own write folder (backup/workertemp_<id>), all restore from the chief's.
-        keras.callbacks.BackupAndRestore(backup_dir=_join(dirs.checkpoints, "backup")),
+        backup,
         keras.callbacks.ModelCheckpoint(filepath=_join(dirs.checkpoints, "ckpt-{epoch:04d}"),
                                         save_weights_only=True),
         EpochLog(),
     ]
     if info.is_chief:
+        callbacks.append(StepProgress())
         callbacks.append(EpochScalars(dirs.logs))
     exit_after = environ.get(_EXIT_AFTER_EPOCH_ENV)
     if exit_after:
@@ -112,7 +152,8 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
     from trainer.strategy import resolve_strategy
 
     info = resolve_strategy(cfg.distribution_strategy, num_gpus=cfg.num_gpus, environ=env,
-                            timeout=cfg.cluster_timeout_seconds)
+                            timeout=cfg.cluster_timeout_seconds, gpu_memory=cfg.gpu_memory,
+                            virtual_gpus=cfg.virtual_gpus)
 
     import numpy as np
     import tensorflow as tf
@@ -166,11 +207,28 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
     validation_steps = max(1, val_examples // cfg.validation_batch_size)
     common = dict(num_workers=info.num_workers, cache=cfg.cache, skip_corrupt=cfg.skip_corrupt, seed=cfg.seed,
                   num_classes=len(manifest.classes))
-    train_ds = data.make_dataset(list(train.files), cfg.train_batch_size, image_size, True,
-                                 shuffle_buffer=cfg.shuffle_buffer, **common)
-    val_ds = data.make_dataset(list(val.files), cfg.validation_batch_size, image_size, False, repeat=True,
-                               **common)
+    if info.kind == "parameter_server":
+        # Keras fit under ParameterServerStrategy: a DatasetCreator (a dataset function each worker runs
+        # itself) and explicit steps (tf_keras data_adapter._ClusterCoordinatorDataHandler; TensorFlow's
+        # "Parameter server training" tutorial, "Training with Model.fit"). No auto-sharding happens
+        # here: each worker reads every file in its own shuffled order.
+        common["num_workers"] = 1
 
+        def dataset_fn(files, batch, training, **kw):
+            def fn(input_context):
+                per_worker = input_context.get_per_replica_batch_size(batch)
+                return data.make_dataset(files, per_worker, image_size, training, **kw, **common)
+            return keras.utils.experimental.DatasetCreator(fn)
+
+        train_ds = dataset_fn(list(train.files), cfg.train_batch_size, True, shuffle_buffer=cfg.shuffle_buffer)
+        val_ds = dataset_fn(list(val.files), cfg.validation_batch_size, False, repeat=True)
+    else:
+        train_ds = data.make_dataset(list(train.files), cfg.train_batch_size, image_size, True,
+                                     shuffle_buffer=cfg.shuffle_buffer, **common)
+        val_ds = data.make_dataset(list(val.files), cfg.validation_batch_size, image_size, False, repeat=True,
+                                   **common)
+
+    precision = models.set_precision(cfg.mixed_precision, cfg.model, info.kind)
     with info.strategy.scope():
         model = models.build_model(cfg, len(manifest.classes), image_size)
 
@@ -187,11 +245,13 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
     print(f"training: model={cfg.model} strategy={info.kind} replicas={info.num_replicas} "
           f"workers={info.num_workers} image_size={image_size[0]}x{image_size[1]} "
           f"steps_per_epoch={steps_per_epoch} validation_steps={validation_steps} "
-          f"input_sharding={data.shard_policy(len(train.files), info.num_workers).name}", flush=True)
+          f"input_sharding={data.shard_policy(len(train.files), common['num_workers']).name} "
+          f"mixed_precision={precision}", flush=True)
     try:
         history = model.fit(train_ds, epochs=cfg.train_epochs, steps_per_epoch=steps_per_epoch,
                             validation_data=val_ds, validation_steps=validation_steps,
-                            callbacks=_callbacks(keras, cfg, dirs, info, env), verbose=2)
+                            callbacks=_callbacks(keras, cfg, dirs, info, env, steps_per_epoch),
+                            verbose=2)
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError):
         problem = None if cfg.skip_corrupt else _corruption_error(manifest, image_size)
         if problem is not None:
@@ -235,6 +295,7 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
         "epochs": cfg.train_epochs,
         "model": cfg.model,
         "strategy": info.kind,
+        "mixed_precision": precision,
         "num_workers": info.num_workers,
         "train_examples": train_examples,
         "validation_examples": val_examples,

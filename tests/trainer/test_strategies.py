@@ -1,0 +1,269 @@
+"""central_storage, parameter_server, --mixed_precision, --gpu_memory / --virtual_gpus, step progress."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+
+def _flags(tools, data_dir, model_dir, *extra):
+    return tools.fast_flags(data_dir, model_dir, "--image_size", "16", "--train_batch_size", "16", *extra)
+
+
+def _epoch_ends(lines):
+    return [l for l in lines if l.startswith("epoch-end:")]
+
+
+def _metrics(line):
+    return dict(item.split("=") for item in line.split()[2:])
+
+
+def _serve(data, model_dir, image_bytes):
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(str(model_dir))
+    fn = loaded.signatures["serving_default"]
+    out = fn(image_bytes=tf.constant(image_bytes))
+    return fn, {k: v.numpy() for k, v in out.items()}
+
+
+def _some_images(data_dir, count=3):
+    import tensorflow as tf
+
+    files = sorted(str(p) for p in data_dir.glob("*-validation-*.tfrecord*"))
+    images = []
+    for record in tf.data.TFRecordDataset(files).take(count):
+        example = tf.train.Example.FromString(record.numpy())
+        images.append(example.features.feature["image/encoded"].bytes_list.value[0])
+    return images
+
+
+# ---------------------------------------------------------------------------------------------- progress
+def test_progress_lines_and_examples_per_second(tools, demo_data, tmp_path):
+    run = tools.run_module(["trainer.task", *_flags(tools, demo_data, tmp_path / "m", "--train_epochs", "1")])
+    result = run.result
+    lines = run.stdout_lines
+    start = lines.index("epoch-start: 1/1")
+    [end_line] = _epoch_ends(lines)
+    progress = [l for l in lines[start:lines.index(end_line)] if l.startswith("progress:")]
+    # 5 steps: every step is >= 1 % of the epoch, and the last step is always reported.
+    assert progress == [f"progress: {i}/5" for i in range(1, 6)]
+    metrics = _metrics(end_line)
+    assert float(metrics["examples_per_second"]) > 0
+    assert {"loss", "accuracy", "val_loss", "val_accuracy"} <= set(metrics)
+    assert result["mixed_precision"] == "off"
+
+
+def test_progress_every_about_one_percent():
+    from trainer.task import progress_every
+
+    for steps in (1, 5, 99, 100, 101, 250, 1_000_000):
+        every = progress_every(steps)
+        lines = len(range(every, steps + 1, every)) + (steps % every != 0)
+        assert lines <= 101 and every <= max(1, steps // 100 + 1)
+
+
+# ---------------------------------------------------------------------------------------------- GPU flags
+@pytest.mark.parametrize("flags", [["--gpu_memory", "growth"], ["--gpu_memory", "512"], ["--virtual_gpus", "2"]])
+def test_gpu_flags_without_a_gpu_fail_with_one_line(tools, demo_data, tmp_path, flags):
+    run = tools.run_module(["trainer.task", *_flags(tools, demo_data, tmp_path / "m", *flags)])
+    assert run.returncode == 3, run.stderr[-2000:]
+    line = run.error_line()
+    assert flags[0] in line and "no GPU" in line
+    assert not (tmp_path / "m").exists()
+
+
+# ---------------------------------------------------------------------------------------------- mixed precision
+def test_bfloat16_on_cpu_trains_and_exports_float32_probabilities(tools, demo_data, tmp_path):
+    runs = {}
+    for policy in ("off", "bfloat16"):
+        model_dir = tmp_path / policy
+        run = tools.run_module(["trainer.task", *_flags(tools, demo_data, model_dir, "--train_epochs", "1",
+                                                        "--mixed_precision", policy)])
+        runs[policy] = run.result
+        assert f"mixed_precision={policy}" in run.stdout
+    assert runs["bfloat16"]["mixed_precision"] == "bfloat16"
+    images = _some_images(demo_data)
+    outputs = {}
+    for policy, result in runs.items():
+        fn, out = _serve(demo_data, result["export_dir"], images)
+        assert list(fn.structured_input_signature[1]) == ["image_bytes"]
+        assert fn.structured_outputs["probabilities"].dtype.name == "float32"
+        outputs[policy] = out
+    assert outputs["bfloat16"]["probabilities"].dtype == np.float32
+    assert outputs["bfloat16"]["probabilities"].shape == outputs["off"]["probabilities"].shape == (3, 10)
+    np.testing.assert_allclose(outputs["bfloat16"]["probabilities"].sum(axis=1), 1.0, rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------- central storage
+@pytest.mark.slow
+def test_central_storage_on_two_logical_cpus_trains(tools, demo_data, tmp_path):
+    model_dir = tmp_path / "m"
+    run = tools.run_module([str(tools.HERE / "cpu_devices_runner.py"), "2", "--",
+                            *_flags(tools, demo_data, model_dir, "--distribution_strategy", "central_storage")],
+                           python_args=[])
+    result = run.result
+    assert result["strategy"] == "central_storage"
+    assert "replicas=2" in run.stdout
+    losses = [float(_metrics(l)["loss"]) for l in _epoch_ends(run.stdout_lines)]
+    assert len(losses) == 2 and all(np.isfinite(losses))
+    assert (model_dir / "export" / "small_cnn" / "1" / "saved_model.pb").is_file()
+
+
+def test_central_storage_refuses_a_cluster(tools, demo_data, tmp_path):
+    tf_config = json.dumps({"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 0}})
+    run = tools.run_module(["trainer.task", *_flags(tools, demo_data, tmp_path / "m", "--distribution_strategy",
+                                                    "central_storage")], env={"TF_CONFIG": tf_config})
+    assert run.returncode == 2
+    assert "central_storage runs on one machine" in run.error_line()
+
+
+# ---------------------------------------------------------------------------------------------- parameter servers
+@pytest.mark.parametrize("cluster, missing", [
+    (None, "TF_CONFIG is not set"),
+    ({"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]}, "no ps job"),
+    ({"worker": ["127.0.0.1:2"], "ps": ["127.0.0.1:3"]}, "no chief job"),
+])
+def test_parameter_server_without_its_jobs_fails_with_one_line(tools, demo_data, tmp_path, cluster, missing):
+    env = {} if cluster is None else {"TF_CONFIG": json.dumps({"cluster": cluster,
+                                                               "task": {"type": "worker", "index": 0}})}
+    run = tools.run_module(["trainer.task", *_flags(tools, demo_data, tmp_path / "m", "--distribution_strategy",
+                                                    "parameter_server")], env=env)
+    assert run.returncode == 2
+    line = run.error_line()
+    assert "parameter_server needs TF_CONFIG" in line and missing in line
+
+
+class _Proc:
+    """A trainer process whose stdout is collected line by line while it runs."""
+
+    def __init__(self, tools, args, env):
+        self.p = subprocess.Popen([sys.executable, "-m", "trainer.task", *args], cwd=tools.REPO, env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+        self.err = ""
+        threading.Thread(target=self._read_out, daemon=True).start()
+        threading.Thread(target=self._read_err, daemon=True).start()
+
+    def _read_out(self):
+        for line in self.p.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def _read_err(self):
+        self.err = self.p.stderr.read()
+
+    def wait_for(self, prefix, timeout=180):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(l.startswith(prefix) for l in self.lines):
+                return
+            if self.p.poll() is not None:
+                break
+            time.sleep(0.2)
+        raise AssertionError(f"no {prefix!r} line (exit {self.p.poll()}):\n" + "\n".join(self.lines[-20:])
+                             + "\n" + self.err[-3000:])
+
+
+def _ps_cluster(tools, data_dir, model_dir, *extra, kill_worker_after=None):
+    """chief (coordinator) + 2 workers + 1 ps on 127.0.0.1; returns (chief, servers) once the chief exits."""
+    ports = [tools.free_port() for _ in range(4)]
+    cluster = {"chief": [f"127.0.0.1:{ports[0]}"], "worker": [f"127.0.0.1:{p}" for p in ports[1:3]],
+               "ps": [f"127.0.0.1:{ports[3]}"]}
+    args = _flags(tools, data_dir, model_dir, "--distribution_strategy", "parameter_server", *extra)
+    procs = {}
+    try:
+        for task_type, index in (("ps", 0), ("worker", 0), ("worker", 1), ("chief", 0)):
+            env = tools.env({"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}}),
+                             "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"})
+            procs[(task_type, index)] = _Proc(tools, args, env)
+        chief = procs[("chief", 0)]
+        if kill_worker_after:
+            chief.wait_for(kill_worker_after)
+            procs[("worker", 1)].p.kill()
+        chief.p.wait(timeout=300)
+        time.sleep(0.5)  # the reader threads finish the last lines
+        servers = {k: v for k, v in procs.items() if k != ("chief", 0)}
+        # Servers never end by themselves: every one still alive when the chief is done (but the killed one).
+        alive = {k for k, v in servers.items() if v.p.poll() is None}
+        return chief, servers, alive
+    finally:
+        for proc in procs.values():
+            if proc.p.poll() is None:
+                proc.p.kill()
+                proc.p.wait()
+
+
+def _result(tools, chief):
+    assert chief.p.returncode == 0, "\n".join(chief.lines[-30:]) + "\n" + chief.err[-4000:]
+    last = chief.lines[-1]
+    assert last.startswith(tools.RESULT_PREFIX), last
+    return json.loads(last[len(tools.RESULT_PREFIX):])
+
+
+@pytest.mark.slow
+def test_parameter_server_cluster_trains_and_exports(tools, demo_data, tmp_path):
+    model_dir = tmp_path / "m"
+    chief, servers, alive = _ps_cluster(tools, demo_data, model_dir)
+    result = _result(tools, chief)
+    assert result["strategy"] == "parameter_server" and result["num_workers"] == 2
+    assert alive == set(servers)
+    for (task_type, index), proc in servers.items():
+        assert any(l.startswith(f"serving: {task_type} {index} at 127.0.0.1:") for l in proc.lines)
+        assert not any(l.startswith(tools.RESULT_PREFIX) for l in proc.lines)
+    ends = _epoch_ends(chief.lines)
+    assert len(ends) == 2 and all(float(_metrics(l)["examples_per_second"]) > 0 for l in ends)
+    assert [l for l in chief.lines if l.startswith("progress:")][-1] == "progress: 5/5"
+    fn, out = _serve(demo_data, result["export_dir"], _some_images(demo_data))
+    assert list(fn.structured_input_signature[1]) == ["image_bytes"]
+    assert out["probabilities"].dtype == np.float32 and out["probabilities"].shape == (3, 10)
+
+
+@pytest.mark.slow
+def test_parameter_server_training_survives_a_killed_worker(tools, demo_data, tmp_path):
+    """ClusterCoordinator re-schedules the dead worker's closures on the other one; the chief finishes."""
+    model_dir = tmp_path / "m"
+    chief, servers, alive = _ps_cluster(tools, demo_data, model_dir, "--train_epochs", "3", "--steps_per_epoch", "20",
+                                        kill_worker_after="epoch-end: 1/3")
+    result = _result(tools, chief)
+    assert result["epochs"] == 3
+    assert alive == {("ps", 0), ("worker", 0)}
+    assert [l.split()[1] for l in _epoch_ends(chief.lines)] == ["1/3", "2/3", "3/3"]
+    assert (model_dir / "export" / "small_cnn" / "1" / "saved_model.pb").is_file()
+
+
+# ---------------------------------------------------------------------------------------------- flags
+def test_new_flags_parse_and_are_bounded():
+    from trainer.config import parse_args
+    from trainer.errors import UsageError
+
+    base = ["--model_dir", "m", "--data_dir", "d"]
+    cfg = parse_args(base)
+    assert (cfg.mixed_precision, cfg.gpu_memory, cfg.virtual_gpus) == ("auto", None, 0)
+    cfg = parse_args([*base, "--gpu_memory", "GROWTH", "--mixed_precision", "bfloat16"])
+    assert (cfg.gpu_memory, cfg.mixed_precision) == ("growth", "bfloat16")
+    assert parse_args([*base, "--gpu_memory", "2048", "--virtual_gpus", "2"]).gpu_memory == 2048
+    for bad in (["--gpu_memory", "10"], ["--gpu_memory", "lots"], ["--virtual_gpus", "17"],
+                ["--virtual_gpus", "-1"], ["--mixed_precision", "int8"],
+                ["--gpu_memory", "growth", "--virtual_gpus", "2"],
+                ["--model", "hub", "--hub_handle", "h", "--mixed_precision", "bfloat16"]):
+        with pytest.raises(UsageError):
+            parse_args([*base, *bad])
+    for choice in ("central_storage", "parameter_server"):
+        assert parse_args([*base, "--distribution_strategy", choice]).distribution_strategy == choice
+
+
+def test_tf_config_with_ps_is_accepted_and_probed():
+    from trainer.config import parse_tf_config
+
+    cluster = {"chief": ["h:1"], "worker": ["h:2", "h:3"], "ps": ["h:4"]}
+    cfg = parse_tf_config({"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "chief", "index": 0}})})
+    assert cfg.size == 3  # ps tasks don't train
+    assert cfg.server_peers() == [("worker", 0, "h:2"), ("worker", 1, "h:3"), ("ps", 0, "h:4")]
+    ps = parse_tf_config({"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "ps", "index": 0}})})
+    assert ps.address == "h:4" and ("ps", 0, "h:4") not in ps.server_peers()
