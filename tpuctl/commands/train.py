@@ -64,6 +64,8 @@ def train(
              "Vertex default: cpu."),
     workers: int = typer.Option(1, "--workers", "-w", min=1, max=MAX_WORKERS,
                                 help=f"Processes/replicas in a MultiWorkerMirrored cluster (chief + N-1 workers); 1..{MAX_WORKERS}."),
+    parameter_servers: int = typer.Option(0, "--parameter-servers", min=0, max=16,
+                                          help="Parameter-server training: this many ps tasks, --workers workers and a coordinator (0..16)."),
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="TFRecord folder (local or gs://). Default: the stack's data bucket, else the demo dataset."),
     model_dir: Optional[str] = typer.Option(None, "--model-dir", help="Checkpoints, logs and export. Default: the stack's artifacts bucket, else ./runs/<timestamp>."),
     model: Optional[Model] = typer.Option(None, "--model", help="Model to train (trainer default: small_cnn)."),
@@ -100,7 +102,7 @@ def train(
     opts = TrainOptions(
         accelerator=accelerator, workers=workers, data_dir=data_dir, model_dir=model_dir,
         model=model.value if model else None, hub_handle=hub_handle, hub_cache_dir=hub_cache_dir,
-        epochs=epochs, batch_size=batch_size, extra=list(ctx.args),
+        epochs=epochs, batch_size=batch_size, extra=list(ctx.args), parameter_servers=parameter_servers,
     )
     stack_outputs = load_outputs(stack=stack, outputs_file=outputs)
     if target is not Target.tpu_vm:
@@ -113,7 +115,8 @@ def train(
         return
     if target is Target.tpu_vm:
         for name, value in (("--region", region), ("--python-package", python_package),
-                            ("--max-run-time", max_run_time), ("--budget", budget)):
+                            ("--max-run-time", max_run_time), ("--budget", budget),
+                            ("--parameter-servers", parameter_servers)):
             if value:
                 raise UserError(f"{name} does not apply to --target tpu-vm (a TPU VM slice lives in --zone)")
         from tpuctl.commands import tpu
@@ -154,7 +157,8 @@ def _train_local(opts, stack_outputs, verbose: bool = False) -> None:
     started = time.time()
     try:
         outcome = run_local(plan.args, workers=plan.workers, env=plan.env, on_started=_started,
-                            out=display.stdout_sink(), err=display.stderr_sink(), on_message=display.on_message)
+                            out=display.stdout_sink(), err=display.stderr_sink(), on_message=display.on_message,
+                            parameter_servers=plan.parameter_servers)
     finally:
         display.close()
     runs.write_launch_record(plan.model_dir, {

@@ -89,6 +89,11 @@ class Task:
     argv: list[str]
     env: dict[str, str]
     on_message: OnMessage | None = None
+    #: A server that never exits by itself (parameter-server training's workers and ps): the run is done when
+    #: every non-serving task has exited 0, and the servers are then stopped.
+    serves: bool = False
+    #: False: the run goes on when this task dies (a parameter-server worker: the coordinator re-schedules).
+    essential: bool = True
     proc: subprocess.Popen | None = None
     last_stderr: deque = field(default_factory=lambda: deque(maxlen=50))
     #: The last payload of each JSON protocol kind (result, summary) the process printed.
@@ -239,14 +244,19 @@ def run_tasks(
             _start(task, f"[{task.label}] " if prefix_output else "", out, err)
             if on_started:
                 on_started(task)
+        lost: set[str] = set()
         while not interrupted:
             codes = [exit_status(t) for t in tasks]
-            bad = [t for t, c in zip(tasks, codes) if c is not None and c != 0]
+            bad = [t for t, c in zip(tasks, codes) if c is not None and c != 0 and t.essential]
             if bad:
                 failed = bad[0]
                 still_running = [t for t, c in zip(tasks, codes) if c is None]
                 break
-            if all(c == 0 for c in codes):
+            for t, c in zip(tasks, codes):
+                if c is not None and c != 0 and not t.essential and t.label not in lost:
+                    lost.add(t.label)
+                    _write(err, f"{t.label} (pid {t.pid}) {describe_status(c)}; the others go on without it\n")
+            if all(c == 0 for t, c in zip(tasks, codes) if not t.serves):
                 break
             time.sleep(POLL_SECONDS)
     finally:

@@ -28,13 +28,24 @@ from tpuctl.services.supervisor import (
 from trainer import protocol
 
 
-def tf_config(ports: Sequence[int], index: int) -> dict:
-    """TF_CONFIG of task ``index`` in a chief + workers cluster on 127.0.0.1 (index 0 is the chief)."""
-    chief, *workers = [f"127.0.0.1:{p}" for p in ports]
+def tf_config(ports: Sequence[int], index: int, parameter_servers: int = 0) -> dict:
+    """TF_CONFIG of task ``index`` in a cluster on 127.0.0.1: index 0 is the chief, the last
+    ``parameter_servers`` ports are ps tasks, the ones between are workers."""
+    hosts = [f"127.0.0.1:{p}" for p in ports]
+    chief, rest = hosts[0], hosts[1:]
+    workers, ps = (rest[:len(rest) - parameter_servers], rest[len(rest) - parameter_servers:]) if parameter_servers \
+        else (rest, [])
     cluster: dict[str, list[str]] = {"chief": [chief]}
     if workers:
         cluster["worker"] = workers
-    task = {"type": "chief", "index": 0} if index == 0 else {"type": "worker", "index": index - 1}
+    if ps:
+        cluster["ps"] = ps
+    if index == 0:
+        task = {"type": "chief", "index": 0}
+    elif index <= len(workers):
+        task = {"type": "worker", "index": index - 1}
+    else:
+        task = {"type": "ps", "index": index - 1 - len(workers)}
     return {"cluster": cluster, "task": task}
 
 
@@ -51,14 +62,20 @@ def run_local(
     err: TextIO | None = None,
     on_started: Callable[[Task], None] | None = None,
     on_message: Callable[[str, protocol.Message], bool] | None = None,
+    parameter_servers: int = 0,
 ) -> RunOutcome:
     """Run ``python -m trainer.task ARGS`` once, or as a ``workers``-process cluster with TF_CONFIG.
+
+    With ``parameter_servers`` M: a chief (the coordinator) + ``workers`` workers + M ps tasks; the workers and
+    ps serve until the chief is done, and a lost worker does not stop the run (the coordinator re-schedules).
 
     ``on_message(label, message)``: each protocol line a process prints; True when it is consumed (not echoed).
     """
     if workers < 1:
         raise UserError(f"--workers must be at least 1 (got {workers})")
     argv = trainer_argv(args)
+    if parameter_servers:
+        return _run_parameter_servers(argv, workers, parameter_servers, env, out, err, on_started, on_message)
     if workers == 1:
         task_env = trainer_env(env)
         task_env.pop("TF_CONFIG", None)
@@ -71,6 +88,20 @@ def run_local(
         extra["TF_CONFIG"] = json.dumps(tf_config(ports, index))
         label = "chief" if index == 0 else f"worker {index - 1}"
         tasks.append(Task(label, argv, trainer_env(extra), on_message=_bound(on_message, label)))
+    return run_tasks(tasks, out=out, err=err, prefix_output=True, on_started=on_started)
+
+
+def _run_parameter_servers(argv, workers, parameter_servers, env, out, err, on_started, on_message) -> RunOutcome:
+    ports = free_ports(1 + workers + parameter_servers)
+    tasks = []
+    for index in range(len(ports)):
+        extra = dict(env or {})
+        config = tf_config(ports, index, parameter_servers)
+        extra["TF_CONFIG"] = json.dumps(config)
+        kind, number = config["task"]["type"], config["task"]["index"]
+        label = "chief" if kind == "chief" else f"{kind} {number}"
+        tasks.append(Task(label, argv, trainer_env(extra), on_message=_bound(on_message, label),
+                          serves=kind != "chief", essential=kind != "worker"))
     return run_tasks(tasks, out=out, err=err, prefix_output=True, on_started=on_started)
 
 
@@ -96,6 +127,8 @@ class TrainOptions:
     epochs: int | None = None
     batch_size: int | None = None
     extra: list[str] = field(default_factory=list)
+    #: Parameter-server training: this many ps tasks next to ``workers`` workers and a coordinator (chief).
+    parameter_servers: int = 0
 
 
 @dataclass
@@ -106,6 +139,7 @@ class LocalPlan:
     data_dir: str
     model_dir: str
     demo_data: bool
+    parameter_servers: int = 0
 
 
 def timestamp() -> str:
@@ -133,6 +167,12 @@ def check_common(opts: TrainOptions) -> None:
         raise UserError(f"--hub-handle only applies to --model hub (got --model {opts.model})")
     if opts.model == "hub" and not opts.hub_handle:
         raise UserError("--model hub needs --hub-handle (a TF-Hub/Kaggle handle or a local SavedModel path)")
+    if not 0 <= opts.parameter_servers <= MAX_PARAMETER_SERVERS:
+        raise UserError(f"--parameter-servers must be 0..{MAX_PARAMETER_SERVERS} (got {opts.parameter_servers})")
+
+
+#: Most ps tasks tpuctl starts (a few hold a small model's variables; more is a typo).
+MAX_PARAMETER_SERVERS = 16
 
 
 def model_args(opts: TrainOptions) -> list[str]:
@@ -158,7 +198,11 @@ def plan_local(opts: TrainOptions, outputs: StackOutputs | None = None,
         raise UserError(f"--workers {opts.workers} cannot be combined with {accel.name}: TPUStrategy runs one "
                         "process per TPU host")
     require_trainer_python()
-    if opts.workers > 1:
+    if accel is not None and accel.kind == "tpu" and opts.parameter_servers:
+        raise UserError("--parameter-servers cannot be combined with a TPU: TPUStrategy runs one process per host")
+    if opts.parameter_servers:
+        strategy = "parameter_server"
+    elif opts.workers > 1:
         strategy = "multi_worker"
     elif accel is None:
         strategy = "auto"
@@ -191,4 +235,4 @@ def plan_local(opts: TrainOptions, outputs: StackOutputs | None = None,
     if demo:
         data_dir = str(ensure_demo_data(echo))
     args += ["--data_dir", data_dir, "--model_dir", model_dir, *model_args(opts), *opts.extra]
-    return LocalPlan(args, env, opts.workers, data_dir, model_dir, demo)
+    return LocalPlan(args, env, opts.workers, data_dir, model_dir, demo, opts.parameter_servers)

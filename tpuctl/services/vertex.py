@@ -55,6 +55,8 @@ class VertexJob:
     service_account: str | None
     base_output_dir: str
     labels: dict[str, str] = field(default_factory=dict)
+    #: Parameter-server training: pool 1 holds ``workers`` workers, pool 2 this many ps replicas.
+    parameter_servers: int = 0
     #: True: the trainer's own image (containerSpec, `tpuctl image build`); False: the trainer as a Python
     #: package on Google's prebuilt TensorFlow image (pythonPackageSpec, --python-package).
     container: bool = True
@@ -72,8 +74,10 @@ def validate_display_name(name: str) -> None:
         )
 
 
-def strategy_for(accel: domain.Accelerator, workers: int) -> str:
+def strategy_for(accel: domain.Accelerator, workers: int, parameter_servers: int = 0) -> str:
     """The trainer's --distribution_strategy on Vertex for this accelerator and worker count."""
+    if parameter_servers:
+        return "parameter_server"
     if workers > 1:
         return "multi_worker"
     if accel.kind == "cpu":
@@ -128,7 +132,12 @@ def worker_pool_specs(job: VertexJob) -> list[dict[str, Any]]:
         }}
     pool = {"machine_spec": machine_spec(job.accelerator), "replica_count": 1, **code}
     pools = [pool]
-    if job.workers > 1:
+    if job.parameter_servers:
+        # Vertex sets TF_CONFIG "chief" / "worker" / "ps" for pools 0 / 1 / 2
+        # (cloud.google.com/vertex-ai/docs/training/distributed-training#cluster-spec-format, checked 2026-11-22).
+        pools.append({**pool, "replica_count": job.workers})
+        pools.append({**pool, "replica_count": job.parameter_servers})
+    elif job.workers > 1:
         pools.append({**pool, "replica_count": job.workers - 1})
     return pools
 
@@ -308,6 +317,8 @@ def plan_job(opts: TrainOptions, outputs: StackOutputs | None, *, region: str | 
     if not region:
         raise UserError("no region: the stack outputs have no 'region'; pass --region")
     check_accelerator(accel, opts.workers, region)
+    if opts.parameter_servers and accel.kind == "tpu":
+        raise UserError("--parameter-servers cannot be combined with a TPU (one TPU host per Vertex job)")
     name = job_name or f"tpuctl-train-{timestamp()}"
     validate_display_name(name)
 
@@ -347,7 +358,7 @@ def plan_job(opts: TrainOptions, outputs: StackOutputs | None, *, region: str | 
         from tpuctl.services import image as trainer_image
 
         image_uri = image or trainer_image.image_ref(outputs, accel.kind, region=region).uri
-    args = ["--distribution_strategy", strategy_for(accel, opts.workers)]
+    args = ["--distribution_strategy", strategy_for(accel, opts.workers, opts.parameter_servers)]
     if accel.kind == "gpu":
         args += ["--num_gpus", str(accel.gpu_count)]
     args += ["--data_dir", data_dir.rstrip("/"), "--model_dir", base_output, *model_args(opts),
@@ -364,6 +375,7 @@ def plan_job(opts: TrainOptions, outputs: StackOutputs | None, *, region: str | 
         env["TPU_NAME"] = "local"
     return VertexJob(
         project=project, region=region, display_name=name, accelerator=accel, workers=opts.workers,
+        parameter_servers=opts.parameter_servers,
         image_uri=image_uri,
         package_uri=f"gs://{staging}/tpuctl/packages/{name}/{sdist_filename()}",
         trainer_args=args, env=env, service_account=service_account, base_output_dir=base_output,

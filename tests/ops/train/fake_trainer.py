@@ -101,6 +101,13 @@ if mode == "chatty":   # what the real trainer and TensorFlow print, for the dis
         print(f"epoch-end: {epoch}/2 accuracy=0.{5 + epoch}000 loss=0.{9 - epoch}000 val_accuracy=0.{6 + epoch}000 "
               f"val_loss=0.{8 - epoch}000 examples_per_second=1{epoch}0.0000", flush=True)
 
+cluster = tf_config.get("cluster", {})
+if task["type"] == "chief" and "ps" in cluster:   # a coordinator waits for its servers, like ClusterCoordinator
+    peers = [f"{kind}-{i}.json" for kind in ("worker", "ps") for i in range(len(cluster.get(kind, [])))]
+    deadline = time.monotonic() + 30
+    while not all((log_dir / peer).exists() for peer in peers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
 model_dir = Path(flag("--model_dir"))
 if task["type"] == "chief":
     export = model_dir / "export" / "small_cnn" / "1"
