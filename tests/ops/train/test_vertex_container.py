@@ -94,3 +94,23 @@ def test_prebuilt_image_past_its_end_of_availability_is_refused_and_warned_befor
     unknown = domain.TrainingImage("tf-cpu.2-17.py310", "2.17")
     vertex.check_availability(unknown, datetime.date(2030, 1, 1), said.append)  # no date in the catalogue
     assert len(said) == 1
+
+
+def test_a_parameter_server_job_is_sent_with_a_ps_pool(outputs_file, fake_vertex, monkeypatch, tmp_path):
+    fake = fake_vertex()
+    registry = FakeBuildCloud()
+    try:
+        monkeypatch.setenv("TPUCTL_VERTEX_ENDPOINT", fake.url)
+        monkeypatch.setenv("TPUCTL_ARTIFACTREGISTRY_ENDPOINT", registry.url)
+        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "none.json"))
+        registry.tags.add(image.image_ref(None, "cpu", project=PROJECT, region=REGION, repository="team-images").uri)
+        r = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--job-name", "ps1", "--workers", "3",
+                    "--parameter-servers", "2", "--poll-seconds", "0.01"])
+        assert r.exit_code == 0, r.output
+        [(_, _, body)] = fake.posts()
+        sent = aiplatform_v1.CustomJob.from_json(json.dumps(body), ignore_unknown_fields=False)
+        pools = sent.job_spec.worker_pool_specs
+        assert [p.replica_count for p in pools] == [1, 3, 2]      # chief (coordinator), workers, ps
+        assert all(list(p.container_spec.args[:2]) == ["--distribution_strategy", "parameter_server"] for p in pools)
+    finally:
+        registry.stop()
