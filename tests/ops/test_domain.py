@@ -283,3 +283,22 @@ def test_t4x8_is_rejected_with_the_valid_counts():
 def test_h100_runs_on_every_a3_highgpu_size():
     assert {c: domain.parse_accelerator(f"gpu-h100x{c}").machine_type for c in (1, 2, 4, 8)} == {
         1: "a3-highgpu-1g", 2: "a3-highgpu-2g", 4: "a3-highgpu-4g", 8: "a3-highgpu-8g"}
+
+
+@pytest.mark.parametrize("value, fragment", [
+    ("serviceAccount:not-an-email", "is not an e-mail address"),
+    ("user:alice", "is not an e-mail address"),
+    ("group:@example.com", "is not an e-mail address"),
+    ("serviceAccount:bot@example.com", "end in .gserviceaccount.com"),
+    ("domain:not a domain", "is not a domain name"),
+])
+def test_member_strings_with_a_bad_identifier_are_one_line(value, fragment):
+    with pytest.raises(DomainError, match=fragment) as info:
+        domain.classify_principal(value)
+    assert "\n" not in str(info.value)
+
+
+def test_good_member_strings_pass_unchanged():
+    for value in ("serviceAccount:t@p.iam.gserviceaccount.com", "user:alice@example.com",
+                  "group:ml@example.com", "domain:example.com"):
+        assert domain.classify_principal(value) == ("member", value)

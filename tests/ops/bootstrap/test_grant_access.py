@@ -261,3 +261,10 @@ def test_missing_credentials_is_one_line(monkeypatch, tmp_path):
     assert r.exit_code == 2, r.output
     assert r.stderr.startswith("error: no Google credentials") and "gcloud auth application-default login" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_service_account_member_with_a_bad_email_is_one_line_and_nothing_is_read(fake, google_env):
+    fake.add_bucket("data-bkt", PRE_EXISTING)
+    r = run("grant-access", "--read-bucket", "gs://data-bkt", "--principal", "serviceAccount:not-an-email", "--yes")
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1
+    assert r.stderr.startswith("error: principal 'serviceAccount:not-an-email': 'not-an-email' is not an e-mail")

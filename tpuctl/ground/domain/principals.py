@@ -65,6 +65,10 @@ PRINCIPAL_KEYWORDS: tuple[str, ...] = (*SERVICE_AGENTS, TRAINING_SA_KEYWORD)
 DEFAULT_TRAINING_SA_ID = "tpuctl-trainer"
 
 _EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$")
+#: IAM member kinds whose identifier is an e-mail address
+#: (cloud.google.com/iam/docs/principal-identifiers, checked 2026-11-22).
+_EMAIL_MEMBER_KINDS = ("user", "serviceAccount", "group")
+_DOMAIN = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 _MEMBER_KINDS = ("user", "serviceAccount", "group", "domain", "principal", "principalSet")
 
 
@@ -107,6 +111,12 @@ def classify_principal(value: str) -> tuple[str, str]:
             )
         if kind in PUBLIC_MEMBERS:
             raise DomainError(f"principal {value!r} would make data public")
+        if kind in _EMAIL_MEMBER_KINDS and not _EMAIL.match(rest):
+            raise DomainError(f"principal {value!r}: {rest!r} is not an e-mail address ({kind}:EMAIL)")
+        if kind == "serviceAccount" and not rest.endswith(".gserviceaccount.com"):
+            raise DomainError(f"principal {value!r}: service account e-mails end in .gserviceaccount.com")
+        if kind == "domain" and not _DOMAIN.match(rest):
+            raise DomainError(f"principal {value!r}: {rest!r} is not a domain name (domain:example.com)")
         return "member", value
     if value in PUBLIC_MEMBERS:
         raise DomainError(f"principal {value!r} would make the bucket public; tpuctl never grants it")
