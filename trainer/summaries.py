@@ -46,6 +46,7 @@ class EpochScalars(keras.callbacks.Callback):
         return self._writers[run]
 
     def on_epoch_end(self, epoch, logs=None):
+        # logs: Keras' metrics plus the trainer's learning_rate and examples_per_second (task.py EpochLog)
         for key, value in (logs or {}).items():
             run, name = ("validation", key[4:]) if key.startswith("val_") else ("train", key)
             with self._writer(run).as_default():

@@ -43,6 +43,16 @@ def progress_every(steps_per_epoch: int) -> int:
     return max(1, -(-steps_per_epoch // 100))
 
 
+def _current_learning_rate(optimizer) -> float:
+    """The optimizer's learning rate now (a schedule is evaluated at the current step)."""
+    import tf_keras as keras
+
+    rate = optimizer.learning_rate
+    if callable(rate):
+        rate = rate(optimizer.iterations)
+    return float(keras.backend.get_value(rate))
+
+
 def _callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, environ: Mapping[str, str], steps_per_epoch: int):
     import tensorflow as tf
 
@@ -62,9 +72,11 @@ def _callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, environ: Mapping
 
         def on_epoch_end(self, epoch, logs=None):
             seconds = max(time.monotonic() - self._started, 1e-9)
-            metrics = dict(logs or {})
-            metrics["examples_per_second"] = cfg.train_batch_size * steps_per_epoch / seconds
-            protocol.emit(protocol.EPOCH_END, (epoch + 1, cfg.train_epochs, metrics))
+            # Into Keras' own logs, so the callbacks after this one (EpochScalars: TensorBoard) record them too.
+            if logs is not None:
+                logs["examples_per_second"] = cfg.train_batch_size * steps_per_epoch / seconds
+                logs["learning_rate"] = _current_learning_rate(self.model.optimizer)
+            protocol.emit(protocol.EPOCH_END, (epoch + 1, cfg.train_epochs, dict(logs or {})))
 
     class StepProgress(keras.callbacks.Callback):
         """``progress: <step>/<steps_per_epoch>`` about every 1 % of an epoch and at its last step (chief

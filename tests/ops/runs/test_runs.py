@@ -66,6 +66,9 @@ def test_show_prints_settings_and_a_curve_per_metric(two_runs):
     read = runs.scalars([runs.find_run(runs.list_runs(str(two_runs)), "20261101-100000")])
     series = next(iter(read.values()))["train/epoch_loss"]
     assert [step for step, _ in series] == [1, 2]          # one point per epoch, as the trainer wrote them
+    scalars = next(iter(read.values()))
+    assert [step for step, _ in scalars["train/epoch_learning_rate"]] == [1, 2]
+    assert all(value > 0 for _, value in scalars["train/epoch_examples_per_second"])
     assert f"{series[0][1]:.4f} -> {series[-1][1]:.4f}" in curves["train/epoch_loss"]
 
 
