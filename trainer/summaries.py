@@ -4,7 +4,8 @@ environment has it only for `tpuctl board` and `tpuctl runs`).
 ``tf.summary.scalar`` lives in the tensorboard package; the core op ``tf.summary.write`` with the
 scalars plugin's metadata writes the same event records, so TensorBoard and tuning services read
 them as ordinary scalars. Layout follows Keras' TensorBoard callback: ``<logs>/train`` and
-``<logs>/validation`` with tags ``epoch_loss`` / ``epoch_accuracy``.
+``<logs>/validation`` with tags ``epoch_loss`` / ``epoch_accuracy``, and the model graph once under
+``<logs>/train`` (Keras conceptual graph tag ``keras`` and the op graph of the training step).
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(
     plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
+# TensorBoard's graphs plugin reads a Keras model config (JSON) under this plugin name, version "1", as the
+# "conceptual graph" (the same record tf_keras.callbacks.TensorBoard writes with write_graph=True).
+_KERAS_MODEL_METADATA = summary_pb2.SummaryMetadata(
+    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="graph_keras_model", content=b"1"))
 
 
 def write_scalar(tag: str, value: float, step: int) -> None:
@@ -45,7 +50,29 @@ class EpochScalars(keras.callbacks.Callback):
             self._writers[run] = tf.summary.create_file_writer(f"{self.log_dir}/{run}")
         return self._writers[run]
 
+    def on_train_begin(self, logs=None):
+        self._graph_written = False
+
+    def _write_graph(self) -> None:
+        """The model graph, once: Keras' config (conceptual graph) and the traced training step (op graph)."""
+        with self._writer("train").as_default(), tf.summary.record_if(True):
+            try:
+                config = self.model.to_json()
+            except (TypeError, ValueError, NotImplementedError):
+                config = None      # a subclassed model has no config: only the op graph below
+            if config is not None:
+                with tf.device("cpu:0"):
+                    tensor = tf.constant(config, dtype=tf.string)
+                tf.summary.write("keras", tensor, step=0, metadata=_KERAS_MODEL_METADATA)
+            # The traced train step; tf_keras' own TensorBoard callback reads the same attribute.
+            traced = getattr(getattr(self.model, "train_tf_function", None), "_concrete_variable_creation_fn", None)
+            if traced is not None:
+                tf.summary.graph(traced.graph)
+
     def on_epoch_end(self, epoch, logs=None):
+        if not getattr(self, "_graph_written", True):
+            self._graph_written = True
+            self._write_graph()
         # logs: Keras' metrics plus the trainer's learning_rate and examples_per_second (task.py EpochLog)
         for key, value in (logs or {}).items():
             run, name = ("validation", key[4:]) if key.startswith("val_") else ("train", key)

@@ -31,6 +31,13 @@ def test_default_run_writes_result_export_checkpoints_and_logs(tools, demo_data,
             "final/training/hptuning/metric"} <= set(tags)
     assert tags["final/val_accuracy"] == pytest.approx(result["val_accuracy"], abs=1e-6)
     assert len(tags["validation/epoch_accuracy_all"]) == 5
+    # The model graph, once, under train/: Keras' config (TensorBoard's conceptual graph) and the op graph.
+    graphs = _graph_records(model_dir / "logs")
+    assert [run for run, _ in graphs["keras"]] == ["train"]
+    config = json.loads(graphs["keras"][0][1])
+    assert config["class_name"] in {"Sequential", "Functional"} and config["config"]["layers"]
+    assert [run for run, _ in graphs["op_graph"]] == ["train"]
+    assert graphs["op_graph"][0][1] > 10     # nodes in the traced training step
 
 
 def _scalar_tags(logs_dir) -> dict:
@@ -41,11 +48,30 @@ def _scalar_tags(logs_dir) -> dict:
         run = events.parent.relative_to(logs_dir).as_posix()
         for event in tf.compat.v1.train.summary_iterator(str(events)):
             for value in event.summary.value:
+                if value.tag == "keras":
+                    continue     # the model config (_graph_records)
                 assert value.metadata.plugin_data.plugin_name == "scalars"
                 number = float(tf.make_ndarray(value.tensor))
                 tags[f"{run}/{value.tag}"] = number
                 tags.setdefault(f"{run}/{value.tag}_all", []).append(number)
     return tags
+
+
+def _graph_records(logs_dir) -> dict:
+    """{"keras": [(run, json)], "op_graph": [(run, node count)]} from the event files."""
+    import tensorflow as tf
+    from tensorflow.core.framework import graph_pb2
+
+    out: dict = {"keras": [], "op_graph": []}
+    for events in sorted(logs_dir.rglob("events.out.tfevents.*")):
+        run = events.parent.relative_to(logs_dir).as_posix()
+        for event in tf.compat.v1.train.summary_iterator(str(events)):
+            if event.HasField("graph_def"):
+                out["op_graph"].append((run, len(graph_pb2.GraphDef.FromString(event.graph_def).node)))
+            for value in event.summary.value:
+                if value.metadata.plugin_data.plugin_name == "graph_keras_model":
+                    out["keras"].append((run, tf.make_ndarray(value.tensor).item().decode()))
+    return out
 
 
 def test_second_run_exports_next_version(tools, demo_data, tmp_path):

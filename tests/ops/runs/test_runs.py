@@ -100,6 +100,18 @@ def test_board_serves_the_runs_scalars(two_runs):
         runs_seen = {run: set(t) for run, t in tags.items()}
         assert any(run.endswith("20261101-100000/logs/train") and "epoch_loss" in t for run, t in runs_seen.items()), tags
         assert any(run.endswith("logs/validation") and "epoch_accuracy" in t for run, t in runs_seen.items()), tags
+        # The Graphs tab: each run's train/ folder has the op graph and the Keras conceptual graph.
+        while True:
+            with urllib.request.urlopen(handle.url + "data/plugin/graphs/info", timeout=10) as resp:
+                graphs = json.loads(resp.read())
+            train = {run: info for run, info in graphs.items() if run.endswith("logs/train")}
+            if len(train) == 2 or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert len(train) == 2, graphs
+        for info in train.values():
+            assert info["run_graph"] is True
+            assert info["tags"]["keras"]["conceptual_graph"] is True
     finally:
         handle.stop()
     assert handle.task.proc.poll() is not None
