@@ -291,6 +291,7 @@ def test_h100_runs_on_every_a3_highgpu_size():
     ("group:@example.com", "is not an e-mail address"),
     ("serviceAccount:bot@example.com", "end in .gserviceaccount.com"),
     ("domain:not a domain", "is not a domain name"),
+    ("serviceAccount:p.svc.id.goog[ns]", "is not an e-mail address"),       # a KSA needs NAMESPACE/NAME
 ])
 def test_member_strings_with_a_bad_identifier_are_one_line(value, fragment):
     with pytest.raises(DomainError, match=fragment) as info:
@@ -300,5 +301,8 @@ def test_member_strings_with_a_bad_identifier_are_one_line(value, fragment):
 
 def test_good_member_strings_pass_unchanged():
     for value in ("serviceAccount:t@p.iam.gserviceaccount.com", "user:alice@example.com",
-                  "group:ml@example.com", "domain:example.com"):
+                  "group:ml@example.com", "domain:example.com", "domain:Example.COM",
+                  # GKE Workload Identity's Kubernetes service account member (cloud.google.com/iam/docs/principal-identifiers)
+                  "serviceAccount:my-project.svc.id.goog[ml/trainer]",
+                  "serviceAccount:example.com:my-project.svc.id.goog[default/ksa]"):
         assert domain.classify_principal(value) == ("member", value)

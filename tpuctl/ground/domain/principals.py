@@ -68,7 +68,10 @@ _EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$")
 #: IAM member kinds whose identifier is an e-mail address
 #: (cloud.google.com/iam/docs/principal-identifiers, checked 2026-11-22).
 _EMAIL_MEMBER_KINDS = ("user", "serviceAccount", "group")
-_DOMAIN = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
+_DOMAIN = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$", re.IGNORECASE)
+#: A Kubernetes service account (GKE Workload Identity): serviceAccount:PROJECT_ID.svc.id.goog[NAMESPACE/KSA]
+#: (same page, "Kubernetes service account"); PROJECT_ID may carry a domain prefix (example.com:project).
+_KSA = re.compile(r"^[a-z0-9.:-]+\.svc\.id\.goog\[[a-z0-9-]{1,63}/[a-z0-9.-]{1,253}\]$")
 _MEMBER_KINDS = ("user", "serviceAccount", "group", "domain", "principal", "principalSet")
 
 
@@ -111,6 +114,8 @@ def classify_principal(value: str) -> tuple[str, str]:
             )
         if kind in PUBLIC_MEMBERS:
             raise DomainError(f"principal {value!r} would make data public")
+        if kind == "serviceAccount" and _KSA.match(rest):
+            return "member", value
         if kind in _EMAIL_MEMBER_KINDS and not _EMAIL.match(rest):
             raise DomainError(f"principal {value!r}: {rest!r} is not an e-mail address ({kind}:EMAIL)")
         if kind == "serviceAccount" and not rest.endswith(".gserviceaccount.com"):
