@@ -22,8 +22,9 @@ _ENTITY_PREFIX = {"user": "user", "serviceAccount": "user", "group": "group", "d
 def acl_entity(member: str) -> str:
     """IAM member -> ACL entity (``serviceAccount:x`` -> ``user-x``)."""
     kind, _, rest = member.partition(":")
-    if kind not in _ENTITY_PREFIX:
-        raise UserError(f"{member} cannot be given an ACL entry (only users, service accounts, groups and domains); "
+    if kind not in _ENTITY_PREFIX or (kind == "serviceAccount" and "@" not in rest):   # a GKE KSA has no e-mail
+        raise UserError(f"{member} cannot be given an ACL entry (only users, service accounts with an e-mail, "
+                        "groups and domains); "
                         "use bucket IAM (drop --via acl)")
     return f"{_ENTITY_PREFIX[kind]}-{rest}"
 

@@ -62,3 +62,14 @@ def test_acl_mode_refused_on_uniform_bucket(emulator):
     assert r.exit_code == 2
     assert "uses uniform bucket-level access, where ACLs are disabled" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_acl_mode_refuses_a_kubernetes_service_account(emulator):
+    # Valid for bucket IAM (GKE Workload Identity) but an ACL entity needs an e-mail: one line, nothing written.
+    bucket = emulator.create_bucket("legacy-ksa")
+    before = entries(bucket.acl)
+    r = run("grant-access", "--via", "acl", "--read-bucket", "legacy-ksa", "--principal",
+            "serviceAccount:my-proj-1.svc.id.goog[ml/trainer]", "--yes")
+    assert r.exit_code == 2, r.output
+    assert "cannot be given an ACL entry" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert entries(bucket.acl) == before
