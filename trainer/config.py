@@ -279,6 +279,24 @@ def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:
     return cfg
 
 
+#: One global batch of decoded images (float32, 3 channels) may take at most this many bytes. The largest
+#: batch flag at the largest image side would be ~3 TiB; 64 GiB still allows e.g. 65,536 images of
+#: 224x224 (a TPU pod's global batch) or 4,096 of 512x512, while a typo (batch 65536 at 512x512) is refused
+#: before any memory is allocated instead of being killed by the kernel or failing deep inside TensorFlow.
+MAX_BATCH_BYTES = 64 * 2**30
+
+
+def check_batch_memory(cfg: TrainConfig, image_size: tuple[int, int]) -> None:
+    """Batch size x image size: one decoded global batch (float32 RGB) must fit in ``MAX_BATCH_BYTES``."""
+    for flag in ("train_batch_size", "validation_batch_size"):
+        batch = getattr(cfg, flag)
+        size = batch * image_size[0] * image_size[1] * 3 * 4
+        if size > MAX_BATCH_BYTES:
+            raise UsageError(f"--{flag} {batch} at {image_size[0]}x{image_size[1]} images needs "
+                             f"{size / 2**30:.0f} GiB per global batch (float32), over the "
+                             f"{MAX_BATCH_BYTES // 2**30} GiB limit; lower --{flag} or --image_size")
+
+
 def validate(cfg: TrainConfig) -> None:
     """Checks that need no TensorFlow and no I/O (also for a TrainConfig built in code)."""
     for name, bound in TASK_BOUNDS.items():
@@ -290,6 +308,7 @@ def validate(cfg: TrainConfig) -> None:
             raise UsageError(f"--image_size must be (height, width), got {cfg.image_size!r}")
         for side in cfg.image_size:
             IMAGE_SIDE.check("--image_size", side)
+        check_batch_memory(cfg, cfg.image_size)
     for flag in ("model_dir", "data_dir", "hub_handle", "resnet_weights"):
         value = getattr(cfg, flag)
         if value is not None and ("\x00" in value or len(value) > 4096):

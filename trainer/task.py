@@ -20,7 +20,15 @@ from typing import Mapping, Sequence
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer import protocol
-from trainer.config import DEFAULT_IMAGE_SIZE, IMAGE_SIDE, OutputDirs, TrainConfig, parse_args, validate_environment
+from trainer.config import (
+    DEFAULT_IMAGE_SIZE,
+    IMAGE_SIDE,
+    OutputDirs,
+    TrainConfig,
+    check_batch_memory,
+    parse_args,
+    validate_environment,
+)
 from trainer.errors import DataError, UsageError, run_cli
 
 RESULT_FILE = "result.json"
@@ -183,6 +191,7 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
     if cfg.model == "resnet50" and min(image_size) < 32:
         raise UsageError(f"--model resnet50 needs images of at least 32x32 (data is {image_size[0]}x{image_size[1]}); "
                          "pass --image_size 32 or larger")
+    check_batch_memory(cfg, image_size)
     train, val = manifest.splits["train"], manifest.splits["validation"]
     if train.examples < 1 or not train.files:
         raise DataError(f"{cfg.data_dir} has no training examples (manifest lists none)")

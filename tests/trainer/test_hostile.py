@@ -38,6 +38,20 @@ def test_numbers_that_crashed_tensorflow_are_refused_first(tools, demo_data, tmp
     run = tools.run_module(["trainer.task", *tools.fast_flags(demo_data, tmp_path / "m", flag, value)], timeout=120)
     assert run.returncode == 2, run.stderr[-3000:]
     assert flag in _one_error_line(run)
+
+
+def test_batch_too_large_for_the_manifests_image_size_is_refused_before_reading(tools, demo_data, tmp_path):
+    # no --image_size: the size comes from the data's manifest, so the check runs after it is read
+    data_dir = tmp_path / "data"
+    shutil.copytree(demo_data, data_dir)
+    manifest = json.loads((data_dir / "manifest.json").read_text())
+    manifest["image_size"] = [512, 512]
+    (data_dir / "manifest.json").write_text(json.dumps(manifest))
+    run = tools.run_module(["trainer.task", *tools.fast_flags(data_dir, tmp_path / "m", "--train_batch_size",
+                                                             "65536")], timeout=120)
+    assert run.returncode == 2, run.stderr[-3000:]
+    assert "--train_batch_size 65536 at 512x512 images needs 192 GiB" in _one_error_line(run)
+    assert not (tmp_path / "m" / "checkpoints").exists()
     assert not (tmp_path / "m").exists()
 
 
