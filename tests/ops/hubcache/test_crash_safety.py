@@ -19,7 +19,7 @@ import pytest
 
 from tpuctl.ground.envs import ops_python, trainer_env, trainer_python
 
-from clifixtures import invoke
+from clifixtures import invoke, sigint_as_ctrl_c
 from hubfixtures import build_tiny_module, download_prefix, make_fake_model, slow_emulator
 from netfixtures import BLOCK_NETWORK
 
@@ -33,7 +33,8 @@ def names(client, prefix="model-cache/"):
 def start_add(handle, source, *extra):
     return subprocess.Popen([str(ops_python()), "-m", "tpuctl.cli", "hub-cache", "add", handle, "--from", str(source),
                              "--bucket", "hub-bkt", "--workers", "1", *extra],
-                            env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_as_ctrl_c)
 
 
 def wait_for(client, prefix, count, proc, timeout=120):

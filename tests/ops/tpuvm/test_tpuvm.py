@@ -17,7 +17,7 @@ from tpuctl.ground.outputs import read_outputs_file
 from tpuctl.services import tpuvm
 from tpuctl.services.training import TrainOptions
 
-from clifixtures import invoke
+from clifixtures import invoke, sigint_as_ctrl_c
 
 # The stack of the `outputs_file` fixture (conftest.py).
 PROJECT, ZONE = "my-tpu-project", "us-central1-a"
@@ -222,7 +222,8 @@ def test_sigint_to_a_real_process_deletes_what_it_created(outputs_file, tpu_clou
 
     env = {**os.environ, **fake.env()}
     proc = subprocess.Popen([str(ops_python()), "-c", script, *_run_args(outputs_file, "--poll-seconds", "0.05")],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_as_ctrl_c)
     try:
         deadline = time.monotonic() + 60
         while not (fake.creates() and fake.gets) and time.monotonic() < deadline:
