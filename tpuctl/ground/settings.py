@@ -164,26 +164,18 @@ def _soft_delete(days: int) -> int:
     return days
 
 
-def _gpu_quotas(entries: tuple[str, ...]) -> tuple[str, ...]:
-    seen: dict[tuple[str, str], str] = {}
-    for entry in entries:
-        req = domain.parse_gpu_quota(entry)
-        ident = (req.label, req.region)
-        if ident in seen:
-            raise ValueError(f"{entry!r} repeats {req.label} in {req.region} (already {seen[ident]!r})")
-        seen[ident] = entry
-    return entries
-
-
-def _tpu_quotas(entries: tuple[str, ...]) -> tuple[str, ...]:
-    seen: dict[tuple[str, str], str] = {}
-    for entry in entries:
-        req = domain.parse_tpu_quota(entry)
-        ident = (req.label, req.region)
-        if ident in seen:
-            raise ValueError(f"{entry!r} repeats {req.label} in {req.region} (already {seen[ident]!r})")
-        seen[ident] = entry
-    return entries
+def _unique_quotas(parse):
+    """AfterValidator: every entry parses with ``parse`` and names its (accelerator, region) once."""
+    def check(entries: tuple[str, ...]) -> tuple[str, ...]:
+        seen: dict[tuple[str, str], str] = {}
+        for entry in entries:
+            req = parse(entry)
+            ident = (req.label, req.region)
+            if ident in seen:
+                raise ValueError(f"{entry!r} repeats {req.label} in {req.region} (already {seen[ident]!r})")
+            seen[ident] = entry
+        return entries
+    return check
 
 
 def _contact(email: str) -> str:
@@ -272,7 +264,7 @@ class StackSettings(BaseModel):
     soft_delete_retention_days: Annotated[Int, AfterValidator(_soft_delete)] = _key(
         "softDeleteRetentionDays", 7, "Soft-delete retention of created buckets in days (0 = off, else 7-90).",
         minimum=0, maximum=SOFT_DELETE_MAX_DAYS)
-    gpu_quotas: Annotated[List, AfterValidator(_gpu_quotas)] = _key(
+    gpu_quotas: Annotated[List, AfterValidator(_unique_quotas(domain.parse_gpu_quota))] = _key(
         "gpuQuotas", (), "GPU quota preferences, each GPU_TYPE:REGION:COUNT or GPU_TYPE:REGION:COUNT:spot "
                          "(e.g. nvidia-tesla-t4:us-central1:4); quotaService says whose quota.")
     quota_contact_email: Annotated[Str, AfterValidator(_contact)] = _key(
@@ -298,7 +290,7 @@ class StackSettings(BaseModel):
         "quotaService", domain.DEFAULT_QUOTA_SERVICE,
         "Whose GPU quota gpuQuotas asks for: vertex (Vertex AI custom training, aiplatform.googleapis.com) or "
         "compute (Compute Engine: your own VMs/GKE, compute.googleapis.com).", enum=list(domain.QUOTA_SERVICES))
-    tpu_quotas: Annotated[List, AfterValidator(_tpu_quotas)] = _key(
+    tpu_quotas: Annotated[List, AfterValidator(_unique_quotas(domain.parse_tpu_quota))] = _key(
         "tpuQuotas", (), "Vertex AI custom-training TPU quota preferences, each TPU_VERSION:REGION:CORES "
                          "(e.g. v5e:us-central1:8).")
     access_log_retention_days: Annotated[Int, _range(0, STAGING_MAX_DAYS, "must be 0 (off) or more days, not {value}")] = _key(
