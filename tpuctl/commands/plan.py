@@ -54,6 +54,10 @@ def plan_command(
     else:
         render(result)
     if result.exit_code:
+        if fmt != "table":   # stdout is a document: the reason goes to stderr as one line
+            first = result.mandatory[0]
+            typer.echo(f"error: {len(result.mandatory)} mandatory policy violation(s); first: {first.rule}: "
+                       f"{' '.join(str(first.message).split())}", err=True)
         raise typer.Exit(EXIT_VIOLATIONS)
 
 
