@@ -195,3 +195,14 @@ def test_acl_route_marks_read_that_covers_only_new_objects(tmp_path):
     assert {v["rule"] for v in doc["violations"]} == {"acl-on-existing-bucket"}
     text = invoke(["plan", "--config", str(config)]).stdout
     assert "read,list*" in text and "* objects.get comes only from the default object ACL" in text
+
+
+@pytest.mark.parametrize("fmt", [["--json"], ["--format", "tfplan"]])
+def test_blocking_violation_with_a_document_on_stdout_still_says_why_on_stderr(tmp_path, fmt):
+    # fuzz finding: `plan --json` with no principals exited 1 with nothing on stderr
+    stack = write_stack(tmp_path / "Pulumi.np.yaml", tmp_path / "hub", principals=[])
+    r = invoke(["plan", "--config", str(stack), *fmt])
+    assert r.exit_code == 1
+    json.loads(r.stdout)                     # the document is still printed whole
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "training-principals-storage-access" in lines[0]
