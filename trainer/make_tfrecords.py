@@ -1,12 +1,14 @@
 """Convert a folder of class sub-folders of images into TFRecord shards + manifest.json.
 
     python -m trainer.make_tfrecords SRC DEST [--shard-mb 100] [--validation-fraction 0.1]
-                                     [--prefix images] [--workers N] [--seed 0]
+                                     [--prefix images] [--workers N] [--seed 0] [--full-decode]
 
 SRC/<class name>/**/<image>  (jpg, png, gif, bmp, webp, tif). Classes are the sub-folder names in
-sorted order (label = position). Images are decoded in parallel worker processes; JPEGs are kept
-as they are, other formats re-encoded to JPEG; an image that does not decode is reported on stderr
-(``skipped: <path>: <reason>``) and left out. The validation split is drawn per class
+sorted order (label = position). Images are checked in parallel worker processes: RGB/greyscale JPEGs
+are kept as they are after a check of their whole stream and tables (trainer.jpegcheck; --full-decode
+decodes them as well, about twice as slow), everything else is decoded and re-encoded to JPEG. An image
+that fails is reported on stderr (``skipped: <path>: <reason>``) and left out. No TensorFlow is loaded
+(trainer.tfrecord writes the shards). The validation split is drawn per class
 (deterministic for a given --seed), and records are shuffled across shards of ~--shard-mb each.
 DEST must be a local folder that is missing, empty, or a previous output of this tool.
 Ctrl-C or SIGTERM removes what this run wrote (``error: interrupted``, exit 130); a re-run works.
@@ -18,6 +20,7 @@ train, validation, classes, skipped, skipped_files, shards, bytes.
 from __future__ import annotations
 
 import argparse
+import functools
 import multiprocessing
 import os
 import random
@@ -26,11 +29,13 @@ import sys
 import time
 from pathlib import Path
 
+import google_crc32c
+
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
-from trainer import protocol
+from trainer import protocol, records, tfrecord
 from trainer.config import MAKE_TFRECORDS_BOUNDS as BOUNDS
 from trainer.errors import DataError, UsageError, run_cli
-from trainer.imaging import IMAGE_EXTENSIONS, load_as_jpeg
+from trainer.imaging import IMAGE_EXTENSIONS, check_image, describe
 
 
 def find_images(src: Path) -> tuple[list[str], list[list[Path]]]:
@@ -78,30 +83,61 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _results(paths: list[str], workers: int):
-    """load_as_jpeg over ``paths`` in order, in ``workers`` processes (spawned: no TensorFlow in them).
+def _prepare(task: tuple[str, int, str, str], full_decode: bool = False) -> tuple[bool, object]:
+    """In a worker: check one image and build its record around it.
+
+    ``(True, (head, image, tail, height, width))``: the record is ``head + image + tail``. For a JPEG kept as
+    it is, ``image`` is ``(size, CRC-32C)`` of the checked file instead of its bytes: the writing process
+    reads the file itself (no image bytes through the pool) and writes it only if it is still the same.
+    ``(False, reason)`` for an image that fails the check.
+    """
+    path, label, text, filename = task
+    ok, payload = check_image(path, full_decode)
+    if not ok:
+        return ok, payload
+    encoded, height, width, kept = payload
+    head, tail = tfrecord.example_around(len(encoded), label=label, text=text, height=height, width=width,
+                                         filename=filename)
+    image = (len(encoded), google_crc32c.value(encoded)) if kept else encoded
+    return True, (head, image, tail, height, width)
+
+
+def _results(tasks: list[tuple[str, int, str, str]], workers: int, full_decode: bool = False):
+    """:func:`_prepare` over ``tasks`` in order, in ``workers`` processes (spawned: safe even when the caller
+    has TensorFlow loaded, as the trainer's tests do).
 
     On any exception in the consumer (Ctrl-C, SIGTERM via run_cli), the generator is closed and the pool
     terminated, so no worker is left decoding (or blocked reading a file) after this process exits.
     """
-    if workers <= 1 or len(paths) < 2:
-        for p in paths:
-            yield load_as_jpeg(p)
+    prepare = functools.partial(_prepare, full_decode=full_decode)
+    if workers <= 1 or len(tasks) < 2:
+        for task in tasks:
+            yield prepare(task)
         return
-    pool = multiprocessing.get_context("spawn").Pool(min(workers, len(paths)), initializer=_ignore_sigint)
+    pool = multiprocessing.get_context("spawn").Pool(min(workers, len(tasks)), initializer=_ignore_sigint)
     try:
-        chunk = max(1, min(64, len(paths) // (workers * 8)))
-        yield from pool.imap(load_as_jpeg, paths, chunksize=chunk)
+        chunk = max(1, min(64, len(tasks) // (workers * 8)))
+        yield from pool.imap(prepare, tasks, chunksize=chunk)
         pool.close()
     finally:
         pool.terminate()
         pool.join()
 
 
-def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, validation_fraction: float = 0.1,
-            prefix: str = "images", workers: int | None = None, seed: int = 0, progress=print) -> dict:
-    from trainer import records
+def _read_unchanged(path: Path, checked: tuple[int, int]) -> tuple[bool, object]:
+    """The file's bytes, if they are still those that were checked (same size and CRC-32C)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        return False, describe(err)
+    if (len(raw), google_crc32c.value(raw)) != checked:
+        return False, "changed while converting (it differs from the bytes that were checked)"
+    return True, raw
 
+
+def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, validation_fraction: float = 0.1,
+            prefix: str = "images", workers: int | None = None, seed: int = 0, full_decode: bool = False,
+            progress=print) -> dict:
     BOUNDS["shard_mb"].check("--shard-mb", shard_mb)
     BOUNDS["validation_fraction"].check("--validation-fraction", validation_fraction)
     if not isinstance(prefix, str) or not records.PREFIX_RE.fullmatch(prefix):
@@ -119,25 +155,28 @@ def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, valid
 
     created = not dest.exists()
     shard_bytes = max(1, int(shard_mb * 1_000_000))
-    writers = {split: records.ShardWriter(dest, prefix, split, shard_bytes=shard_bytes) for split in records.SPLITS}
+    writers = {split: tfrecord.ShardWriter(dest, prefix, split, shard_bytes=shard_bytes) for split in records.SPLITS}
     skipped: list[str] = []
     sizes: set[tuple[int, int]] = set()
     done, last_report, last_time = 0, -1, 0.0
-    results = _results([str(p) for p, _, _ in items], workers)
+    results = _results([(str(p), label, classes[label], p.relative_to(src).as_posix()) for p, label, _ in items],
+                       workers, full_decode)
     try:
         dest.mkdir(parents=True, exist_ok=True)
     except OSError as err:  # e.g. a parent is a file, or not writable
         raise DataError(f"make_tfrecords: cannot create the destination {dest} ({err.strerror or err})") from None
     try:
         records.remove_previous(previous)
-        for (path, label, split), (ok, payload) in zip(items, results):
+        for (path, _, split), (ok, payload) in zip(items, results):
             done += 1
             if ok:
-                encoded, height, width = payload
+                head, encoded, tail, height, width = payload
+                if isinstance(encoded, tuple):  # a JPEG kept as it is: read here, not copied through the pool
+                    ok, payload = _read_unchanged(path, encoded)
+                    encoded = payload
+            if ok:
                 sizes.add((height, width))
-                writers[split].write(records.make_example(
-                    encoded=encoded, label=label, text=classes[label], height=height, width=width,
-                    filename=path.relative_to(src).as_posix()))
+                writers[split].write([head, encoded, tail])
             else:
                 skipped.append(str(path))
                 print(f"skipped: {path}: {payload}", file=sys.stderr, flush=True)
@@ -188,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prefix", default="images", help="shard name prefix: <prefix>-train-00000-of-0000N.tfrecord")
     parser.add_argument("--workers", type=BOUNDS["workers"].parse, default=None,
                         help=f"decoder processes, default: CPU count ({BOUNDS['workers'].describe()})")
+    parser.add_argument("--full-decode", action="store_true",
+                        help="also decode every JPEG that is kept as it is (Pillow, 1/8 scale; about twice as "
+                             "slow), a decoder's second opinion after the stream and table check")
     parser.add_argument("--seed", type=BOUNDS["seed"].parse, default=0,
                         help=f"seed of the validation split and shard order ({BOUNDS['seed'].describe()})")
 
@@ -199,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     def run():
         args = parser.parse_args(argv)
         summary = convert(args.src, args.dest, shard_mb=args.shard_mb, validation_fraction=args.validation_fraction,
-                          prefix=args.prefix, workers=args.workers, seed=args.seed,
+                          prefix=args.prefix, workers=args.workers, seed=args.seed, full_decode=args.full_decode,
                           progress=lambda done, total: protocol.emit(protocol.PROGRESS, (done, total)))
         protocol.emit(protocol.SUMMARY, summary)
 

@@ -1,4 +1,6 @@
-"""Writing the TFRecord layout the trainer reads: shards in the seed's schema plus ``manifest.json``.
+"""The TFRecord layout the trainer reads: shards in the seed's schema plus ``manifest.json``.
+
+Shared by the trainer (reading, no extra dependency) and the data tools (writing: ``trainer.tfrecord``).
 
 Layout of a data folder::
 
@@ -20,8 +22,6 @@ import os
 import re
 from pathlib import Path
 
-import tensorflow as tf
-
 from trainer.errors import DataError
 
 MANIFEST = "manifest.json"
@@ -41,7 +41,7 @@ FEATURE_KEYS = (
     "image/filename",
 )
 
-_TMP_SUFFIX = ".tfrecord.partial"
+TMP_SUFFIX = ".tfrecord.partial"
 #: Shard name prefixes: what both data tools accept and the trainer's manifest check requires.
 PREFIX_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 #: Files a run of these tools writes before its manifest exists (left behind only by a hard kill).
@@ -49,101 +49,8 @@ _LEFTOVER_RE = re.compile(r"\.[A-Za-z0-9][A-Za-z0-9_.-]*-(?:train|validation)-\d
                           r"|manifest\.json\.partial")
 
 
-def _bytes(value: bytes) -> tf.train.Feature:
-    return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
-
-
-def _int(value: int) -> tf.train.Feature:
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(value)]))
-
-
-def make_example(*, encoded: bytes, label: int, text: str, height: int, width: int, filename: str) -> bytes:
-    """One serialized tf.train.Example in the seed schema (JPEG, RGB, 3 channels)."""
-    features = {
-        "image/encoded": _bytes(encoded),
-        "image/class/label": _int(label),
-        "image/class/text": _bytes(text.encode("utf8")),
-        "image/height": _int(height),
-        "image/width": _int(width),
-        "image/channels": _int(3),
-        "image/format": _bytes(b"JPEG"),
-        "image/colorspace": _bytes(b"RGB"),
-        "image/filename": _bytes(filename.encode("utf8")),
-    }
-    # deterministic: map fields in key order, so the same input gives byte-identical shards
-    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString(deterministic=True)
-
-
 def shard_name(prefix: str, split: str, index: int, count: int) -> str:
     return f"{prefix}-{split}-{index:05d}-of-{count:05d}.tfrecord"
-
-
-class ShardWriter:
-    """Writes one split's records into shards, rotating by record count or by size.
-
-    ``records_per_shard`` fixes the count per shard; ``shard_bytes`` rotates once a shard reaches that
-    size (~100 MB shards read well from GCS). Final names carry ``-of-N``, known only at the end, so
-    shards are written as ``.partial`` files and renamed by :meth:`close`.
-    """
-
-    def __init__(self, dest: Path, prefix: str, split: str, *, shard_bytes: int | None = None,
-                 records_per_shard: int | None = None):
-        if (shard_bytes is None) == (records_per_shard is None):
-            raise ValueError("give exactly one of shard_bytes, records_per_shard")
-        self.dest, self.prefix, self.split = Path(dest), prefix, split
-        self.shard_bytes, self.records_per_shard = shard_bytes, records_per_shard
-        self._writer: tf.io.TFRecordWriter | None = None
-        self._partials: list[Path] = []
-        self._finished: list[Path] = []  # renamed by close(); abort() removes them too
-        self._counts: list[int] = []
-        self._current_bytes = 0
-        self.bytes_written = 0
-
-    def _rotate_needed(self) -> bool:
-        if self._writer is None:
-            return True
-        if self.records_per_shard is not None:
-            return self._counts[-1] >= self.records_per_shard
-        return self._current_bytes >= self.shard_bytes
-
-    def write(self, record: bytes) -> None:
-        if self._rotate_needed():
-            if self._writer is not None:
-                self._writer.close()
-            path = self.dest / f".{self.prefix}-{self.split}-{len(self._partials):05d}{_TMP_SUFFIX}"
-            self._writer = tf.io.TFRecordWriter(str(path))
-            self._partials.append(path)
-            self._counts.append(0)
-            self._current_bytes = 0
-        self._writer.write(record)
-        self._counts[-1] += 1
-        size = len(record) + 16  # TFRecord framing: length, crc, data, crc
-        self._current_bytes += size
-        self.bytes_written += size
-
-    def close(self) -> list[tuple[str, int]]:
-        """Finish the shards; returns [(final file name, records)] in order."""
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-        total = len(self._partials)
-        names = []
-        for i, (path, count) in enumerate(zip(self._partials, self._counts)):
-            name = shard_name(self.prefix, self.split, i, total)
-            os.replace(path, self.dest / name)
-            self._finished.append(self.dest / name)
-            names.append((name, count))
-        self._partials = []
-        return names
-
-    def abort(self) -> None:
-        """Remove everything this writer created (temporary and already renamed shards)."""
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-        for path in [*self._partials, *self._finished]:
-            path.unlink(missing_ok=True)
-        self._partials, self._finished = [], []
 
 
 def build_manifest(*, prefix: str, classes: list[str], image_size: tuple[int, int] | None,
@@ -211,7 +118,7 @@ def check_output_dir(dest: Path, tool: str) -> PreviousOutput | None:
         listed = {MANIFEST} | {name for split in manifest["splits"].values() for name in split["files"]}
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OSError):
         raise refuse from None
-    ours = [p for p in present if p.name in listed or p.name.endswith((_TMP_SUFFIX, ".json.partial"))]
+    ours = [p for p in present if p.name in listed or p.name.endswith((TMP_SUFFIX, ".json.partial"))]
     if len(ours) != len(present):
         raise refuse
     return PreviousOutput(files=ours)

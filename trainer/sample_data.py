@@ -40,7 +40,7 @@ def write_demo_dataset(out: str | Path, *, validation_fraction: float = 0.2, sha
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
-    from trainer import records
+    from trainer import records, tfrecord
 
     BOUNDS["validation_fraction"].check("--validation-fraction", validation_fraction)
     BOUNDS["shards"].check("--shards", shards)
@@ -66,11 +66,11 @@ def write_demo_dataset(out: str | Path, *, validation_fraction: float = 0.2, sha
         records.remove_previous(previous)
         for split, idx in (("train", train_idx), ("validation", val_idx)):
             per_shard = -(-len(idx) // shards)
-            writer = records.ShardWriter(out, PREFIX, split, records_per_shard=per_shard)
+            writer = tfrecord.ShardWriter(out, PREFIX, split, records_per_shard=per_shard)
             writers.append(writer)
             for i in idx:
                 label = int(digits.target[i])
-                writer.write(records.make_example(
+                writer.write(tfrecord.make_example(
                     encoded=_jpeg(pixels[i], image_size), label=label, text=CLASSES[label],
                     height=image_size, width=image_size, filename=f"digits/{label}/{i:04d}.jpg"))
             written[split] = writer.close()

@@ -110,3 +110,24 @@ def test_bad_input_one_line_exit_2_nothing_written(tools, image_folder, tmp_path
     assert needle in run.error_line()
     assert not (tmp_path / "out").exists()
     assert [p.name for p in foreign.iterdir()] == ["x.txt"]
+
+
+def test_a_kept_jpeg_is_written_only_if_it_is_still_the_checked_file(image_folder, tmp_path):
+    import shutil
+
+    from trainer import make_tfrecords
+
+    jpeg = tmp_path / "a.jpg"
+    shutil.copy(image_folder / "cat" / "cat1.jpg", jpeg)
+    ok, (head, checked, tail, height, width) = make_tfrecords._prepare((str(jpeg), 0, "cat", "cat/a.jpg"))
+    assert ok and isinstance(checked, tuple) and (height, width) == (20, 28)
+    ok, raw = make_tfrecords._read_unchanged(jpeg, checked)
+    assert ok and raw == jpeg.read_bytes()
+    data = bytearray(raw)
+    data[len(data) // 2] ^= 0xFF  # same size, other bytes (the file was replaced while converting)
+    jpeg.write_bytes(bytes(data))
+    assert make_tfrecords._read_unchanged(jpeg, checked) == (
+        False, "changed while converting (it differs from the bytes that were checked)")
+    jpeg.unlink()
+    ok, reason = make_tfrecords._read_unchanged(jpeg, checked)
+    assert not ok and reason.startswith("FileNotFoundError")

@@ -97,6 +97,9 @@ def make_tfrecords(
                                    help=f"Approximate size of each shard in MB, {MIN_SHARD_MB}..{MAX_SHARD_MB:g}."),
     validation_fraction: float = typer.Option(0.1, "--validation-fraction", callback=_open_fraction,
                                               help="Share of each class held out for validation, strictly between 0 and 1."),
+    full_decode: bool = typer.Option(False, "--full-decode",
+                                     help="Also decode every JPEG kept as it is, after the check of its stream "
+                                          "and tables (about twice as slow)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Convert images (class sub-folders) to TFRecord shards the trainer reads; corrupt images are skipped and counted."""
@@ -105,7 +108,8 @@ def make_tfrecords(
     summary = _run_with_progress(
         "converting images",
         lambda cb: datatools.make_tfrecords(src, dest, shard_mb=shard_mb,
-                                            validation_fraction=validation_fraction, on_progress=cb),
+                                            validation_fraction=validation_fraction, full_decode=full_decode,
+                                            on_progress=cb),
     )
     _render(summary, as_json)
 

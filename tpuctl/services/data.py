@@ -303,7 +303,7 @@ def _local_destination(dest: str) -> Path:
 # --------------------------------------------------------------------------------------------
 
 def make_tfrecords(src: str, dest: str, *, shard_mb: float = 100, validation_fraction: float = 0.1,
-                   on_progress: ProgressCallback | None = None, client=None) -> dict:
+                   full_decode: bool = False, on_progress: ProgressCallback | None = None, client=None) -> dict:
     """Convert a folder of class sub-folders of images into TFRecord shards at ``dest`` (local or gs://)."""
     if is_gcs(src):
         raise UserError("SRC must be a local folder of class sub-folders (copy it down with `gcloud storage cp -r` first)")
@@ -321,6 +321,8 @@ def make_tfrecords(src: str, dest: str, *, shard_mb: float = 100, validation_fra
     if not is_gcs(dest):
         _local_destination(dest)
     tool_args = ["--shard-mb", _num(shard_mb), "--validation-fraction", _num(validation_fraction)]
+    if full_decode:
+        tool_args.append("--full-decode")
     return _run_to(dest, "trainer.make_tfrecords", lambda out: [str(source.resolve()), str(out), *tool_args],
                    on_progress, client)
 

@@ -82,6 +82,17 @@ def test_make_tfrecords_skips_the_corrupt_jpeg_and_the_trainer_reads_the_shards(
     assert counts["train"]["shape"] == [1, 24, 24, 3]
 
 
+def test_full_decode_stores_the_same_records_and_skips_the_same_file(cli, jpegs, tmp_path):
+    fast = _summary(cli(["data", "make-tfrecords", str(jpegs), str(tmp_path / "fast"), "--json"]))
+    full = _summary(cli(["data", "make-tfrecords", str(jpegs), str(tmp_path / "full"), "--full-decode", "--json"]))
+    assert [Path(p).name for p in full["skipped_files"]] == [Path(p).name for p in fast["skipped_files"]] \
+        == ["broken.jpg"]
+    shards = sorted(p.name for p in (tmp_path / "fast").iterdir())
+    assert shards == sorted(p.name for p in (tmp_path / "full").iterdir()) and len(shards) >= 3
+    for name in shards:  # JPEGs are kept byte for byte either way: identical shards and manifest
+        assert (tmp_path / "fast" / name).read_bytes() == (tmp_path / "full" / name).read_bytes()
+
+
 def test_make_tfrecords_table_output_names_the_skipped_file(cli, jpegs, tmp_path):
     proc = cli(["data", "make-tfrecords", str(jpegs), str(tmp_path / "out")])
     assert proc.returncode == 0, proc.stderr[-3000:]
