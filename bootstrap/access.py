@@ -30,6 +30,8 @@ class GrantRequest:
     revoke: bool = False
     existing_objects: bool = False
     outputs: StackOutputs | None = None
+    #: grant each agent that is created on request its own service-agent role on the project (additive)
+    agent_roles: bool = True
 
 
 @dataclass
@@ -127,16 +129,23 @@ def plan_grants(req: GrantRequest, client=None, crm_client=None) -> GrantPlan:
     resolved = principals_mod.resolve(principal_values, project, number=number, known=known)
     members = [p.member for p in resolved]
 
-    steps: list[Step] = []
-    if mode == "project":
+    # An agent created on request (tpu-agent, tpu-vm-agent) does not get its service-agent role by itself:
+    # execute() creates it, and this project step grants the role (never revoked: the service needs it).
+    agent_roles = [] if req.revoke or not req.agent_roles or project is None else [
+        (p.member, p.agent.project_role) for p in resolved
+        if p.agent is not None and p.agent.created_on_request and p.agent.project_role]
+
+    def project_target():
         from google.cloud import resourcemanager_v3
 
-        from bootstrap import clients
+        return grants.ProjectPolicy(crm_client or resourcemanager_v3.ProjectsClient(**clients.client_kwargs("crm")),
+                                    project)
 
-        crm = crm_client or resourcemanager_v3.ProjectsClient(**clients.client_kwargs("crm"))
+    steps: list[Step] = []
+    if mode == "project":
         roles = req.roles or list(domain.PROJECT_MODE_ROLES)
-        target = grants.ProjectPolicy(crm, project)
-        wanted = [(m, r) for m in members for r in roles]
+        target = project_target()
+        wanted = [(m, r) for m in members for r in roles] + agent_roles
         steps.append(Step(target, wanted, grants.plan(target, wanted, req.revoke)))
         if reads or writes:
             client = client or storage_client(project)
@@ -165,6 +174,15 @@ def plan_grants(req: GrantRequest, client=None, crm_client=None) -> GrantPlan:
         target = grants.BucketPolicy(client, name)
         wanted = [(m, r) for m in members for r in roles]
         steps.append(Step(target, wanted, grants.plan(target, wanted, req.revoke)))
+    if agent_roles:
+        target = project_target()
+        try:
+            changes = grants.plan(target, agent_roles, False)
+        except UserError as exc:
+            roles = ", ".join(sorted({r for _, r in agent_roles}))
+            raise UserError(f"{exc} (to give the agents their service-agent role {roles}); "
+                            "or leave the project alone with --no-agent-roles", exc.exit_code) from None
+        steps.append(Step(target, agent_roles, changes))
     return GrantPlan(req, project, mode, resolved, steps, object_acl_buckets)
 
 

@@ -210,8 +210,8 @@ def role_command(project: str, email: str, role: str) -> str:
 def ensure_exists(principals: list[Principal], project: str | None, log=print, zone: str = "us-central1-a") -> None:
     """Create missing agents / the training SA (called after confirmation, before IAM writes).
 
-    An agent created on request does not get its service-agent role automatically; grant-access edits
-    bucket policies only, so it prints the command that grants the role (``pulumi up`` grants it itself).
+    An agent created on request does not get its service-agent role automatically: the caller's plan
+    carries that project binding (``access.plan_grants``, ``state.plan_bootstrap``), written after this.
     """
     done: set[str] = set()
     for p in principals:
@@ -227,9 +227,6 @@ def ensure_exists(principals: list[Principal], project: str | None, log=print, z
                 generate_service_identity(project, agent.service)
                 log(f"service agent for {agent.service} is present")
             done.add(creator)
-            if agent.project_role and agent.created_on_request:
-                log(f"  it needs its role {agent.project_role} if it was just created: "
-                    f"{role_command(project, p.email, agent.project_role)}")
         elif p.keyword == domain.TRAINING_SA_KEYWORD and project:
             if ensure_training_sa(project, p.email):
                 log(f"created service account {p.email}")

@@ -3,6 +3,10 @@
 The APIs Pulumi itself calls (``domain.BOOTSTRAP_APIS``) and a bucket for Pulumi's state
 (``pulumi login gs://BUCKET``), created with the same safe defaults as the training buckets:
 uniform bucket-level access, public access prevention enforced, versioning on (state history).
+With ``agents``: also the service agents that exist only on request (``domain.SERVICE_AGENTS`` whose
+creator is Service Usage or the Cloud TPU v2 API), each created through its own API and granted its
+service-agent role on the project, for teams that use ``grant-access`` without the Pulumi program (the
+program creates and grants them itself).
 Idempotent: a second run finds everything in place and changes nothing.
 """
 
@@ -11,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from bootstrap import clients
+from bootstrap import clients, grants, principals
 from tpuctl.ground import domain
 from tpuctl.ground.errors import UserError
 
@@ -30,10 +34,14 @@ class BootstrapPlan:
     bucket_exists: bool
     apis_missing: list[str] = field(default_factory=list)
     bucket_fixes: list[str] = field(default_factory=list)   # safe defaults an existing bucket lacks
+    apis: tuple[str, ...] = domain.BOOTSTRAP_APIS
+    agents: list[AgentStep] = field(default_factory=list)
+    zone: str = "us-central1-a"
 
     @property
     def pending(self) -> bool:
-        return bool(self.apis_missing) or not self.bucket_exists or bool(self.bucket_fixes)
+        return (bool(self.apis_missing) or not self.bucket_exists or bool(self.bucket_fixes)
+                or any(not a.has_role for a in self.agents))
 
     @property
     def backend_url(self) -> str:
@@ -41,7 +49,7 @@ class BootstrapPlan:
 
     def lines(self) -> list[str]:
         out = [f"project {self.project}"]
-        for api in domain.BOOTSTRAP_APIS:
+        for api in self.apis:
             out.append(f"  + enable {api}" if api in self.apis_missing else f"    {api}: enabled")
         if self.bucket_exists and self.bucket_fixes:
             out.append(f"  ~ state bucket gs://{self.bucket}: turn on " + ", ".join(self.bucket_fixes))
@@ -50,7 +58,18 @@ class BootstrapPlan:
         else:
             out.append(f"  + create state bucket gs://{self.bucket} in {self.location} "
                        "(uniform access, public access prevention, versioning)")
+        for a in self.agents:
+            how = "Cloud TPU v2 API, zone " + self.zone if a.kind.creator == "tpu-v2" else "Service Usage"
+            out.append(f"    {a.kind.keyword} {a.email}: present with {a.kind.project_role}" if a.has_role else
+                       f"  + {a.kind.keyword} {a.email}: create ({how}) and grant {a.kind.project_role}")
         return out
+
+
+@dataclass
+class AgentStep:
+    kind: domain.AgentKind
+    email: str
+    has_role: bool   # holds its service-agent role on the project (so it exists and is ready)
 
 
 def _usage_client():
@@ -60,7 +79,8 @@ def _usage_client():
 
 
 def plan_bootstrap(project: str, bucket: str | None = None, location: str = "US",
-                   storage_client=None, usage_client=None) -> BootstrapPlan:
+                   storage_client=None, usage_client=None, *, agents: bool = False,
+                   zone: str = "us-central1-a", crm_client=None) -> BootstrapPlan:
     from google.api_core import exceptions
     from google.cloud import service_usage_v1
 
@@ -70,8 +90,12 @@ def plan_bootstrap(project: str, bucket: str | None = None, location: str = "US"
     if not location or not location.replace("-", "").isalnum():
         raise UserError(f"location {location!r} must be a region (us-central1) or multi-region (US, EU)")
 
+    on_request = [k for k in domain.SERVICE_AGENTS.values() if k.created_on_request and k.project_role]
+    if agents:
+        domain.validate_zone(zone)
+    apis = tuple(dict.fromkeys([*domain.BOOTSTRAP_APIS, *(k.service for k in on_request if agents)]))
     usage = usage_client or _usage_client()
-    names = [f"projects/{project}/services/{s}" for s in domain.BOOTSTRAP_APIS]
+    names = [f"projects/{project}/services/{s}" for s in apis]
     try:
         resp = usage.batch_get_services(request={"parent": f"projects/{project}", "names": names})
     except exceptions.Forbidden as exc:
@@ -80,7 +104,7 @@ def plan_bootstrap(project: str, bucket: str | None = None, location: str = "US"
     except exceptions.NotFound:
         raise UserError(f"project {project} does not exist") from None
     enabled = {s.name.rsplit("/", 1)[-1] for s in resp.services if s.state == service_usage_v1.State.ENABLED}
-    missing = [s for s in domain.BOOTSTRAP_APIS if s not in enabled]
+    missing = [s for s in apis if s not in enabled]
 
     client = storage_client or clients.storage_client(project)
     fixes: list[str] = []
@@ -92,7 +116,24 @@ def plan_bootstrap(project: str, bucket: str | None = None, location: str = "US"
     except exceptions.Forbidden:
         raise UserError(f"gs://{name} exists but you cannot read it (bucket names are global: it may belong to "
                         "someone else); pick another name with --bucket") from None
-    return BootstrapPlan(project, name, location, exists, missing, fixes)
+    steps: list[AgentStep] = []
+    if agents:
+        number = principals.project_number(project)
+        policy = grants.bindings(_project_policy(project, crm_client).read())
+        for kind in on_request:
+            email = domain.agent_email(kind.keyword, number)
+            member = domain.member_for_email(email)
+            has_role = any(b["role"] == kind.project_role and member in (b.get("members") or ())
+                           and not b.get("condition") for b in policy)
+            steps.append(AgentStep(kind, email, has_role))
+    return BootstrapPlan(project, name, location, exists, missing, fixes, apis, steps, zone)
+
+
+def _project_policy(project: str, crm_client=None):
+    from google.cloud import resourcemanager_v3
+
+    return grants.ProjectPolicy(crm_client or resourcemanager_v3.ProjectsClient(**clients.client_kwargs("crm")),
+                                project)
 
 
 def missing_safe_defaults(bucket) -> list[str]:
@@ -116,7 +157,21 @@ def apply_safe_defaults(bucket) -> None:
 
 
 def execute(plan: BootstrapPlan, log: Callable[[str], None] = print,
-            storage_client=None, usage_client=None) -> None:
+            storage_client=None, usage_client=None, crm_client=None) -> None:
+    _execute_apis_and_bucket(plan, log, storage_client, usage_client)
+    for step in plan.agents:   # after the APIs: an agent is created through its own service
+        if step.has_role:
+            continue
+        if step.kind.creator == "tpu-v2":
+            principals.generate_tpu_identity(plan.project, plan.zone)
+        else:
+            principals.generate_service_identity(plan.project, step.kind.service)
+        grants.apply(_project_policy(plan.project, crm_client),
+                     [(domain.member_for_email(step.email), step.kind.project_role)], False)
+        log(f"{step.kind.keyword} {step.email}: present, granted {step.kind.project_role}")
+
+
+def _execute_apis_and_bucket(plan: BootstrapPlan, log, storage_client, usage_client) -> None:
     from google.api_core import exceptions
 
     if plan.apis_missing:

@@ -53,6 +53,10 @@ def grant_access(
     outputs: Optional[Path] = typer.Option(None, "--outputs", help=_OUTPUTS_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the binding diff per resource and write nothing."),
     revoke: bool = typer.Option(False, "--revoke", help="Remove the named members from the named roles (only those)."),
+    agent_roles: bool = typer.Option(
+        True, "--agent-roles/--no-agent-roles",
+        help="Also grant tpu-agent / tpu-vm-agent their own service-agent role on the project (default; they "
+             "do not get it when created on request). --no-agent-roles touches buckets only."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation (required when stdin is not a terminal)."),
 ) -> None:
     """Grant (or revoke) training principals access to buckets, additively and safely."""
@@ -63,7 +67,7 @@ def grant_access(
     req = access.GrantRequest(
         project=project, read_buckets=list(read_bucket), write_buckets=list(write_bucket),
         principals=list(principal), mode=mode, via=via, roles=list(role), revoke=revoke,
-        existing_objects=existing_objects, outputs=stack_outputs,
+        existing_objects=existing_objects, outputs=stack_outputs, agent_roles=agent_roles,
     )
     plan = access.plan_grants(req)
     for line in access.render_diff(plan):
@@ -107,13 +111,19 @@ def bootstrap(
     project: str = typer.Option(..., "--project", help="Google Cloud project id."),
     bucket: Optional[str] = typer.Option(None, "--bucket", help="State bucket name (default: <project>-pulumi-state)."),
     location: str = typer.Option("US", "--location", help="State bucket location (region or multi-region)."),
+    agents: bool = typer.Option(
+        False, "--agents",
+        help="Also create the Cloud TPU service agents that exist only on request (tpu-agent through Service "
+             "Usage, tpu-vm-agent through the Cloud TPU v2 API) and grant each its service-agent role; for "
+             "grant-access without the Pulumi program, which does this itself."),
+    zone: str = typer.Option("us-central1-a", "--zone", help="With --agents: zone for the Cloud TPU v2 API call."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be created or enabled; change nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation (required when stdin is not a terminal)."),
 ) -> None:
     """Create the Pulumi state bucket and enable the APIs Pulumi needs before the first `pulumi up`."""
     from bootstrap import state
 
-    plan = state.plan_bootstrap(project, bucket=bucket, location=location)
+    plan = state.plan_bootstrap(project, bucket=bucket, location=location, agents=agents, zone=zone)
     for line in plan.lines():
         typer.echo(line)
     if not plan.pending:

@@ -156,14 +156,19 @@ def test_keywords_resolve_via_project_number_and_create_agents(fake, google_env,
     assert dry.exit_code == 0, dry.output
     assert "serviceAccount:service-123456789012@gcp-sa-tpu.iam.gserviceaccount.com roles/storage.objectViewer" in dry.stdout
     assert "serviceAccount:tpuctl-trainer@my-proj-1.iam.gserviceaccount.com roles/storage.objectViewer" in dry.stdout
+    # the agent's own service-agent role on the project is part of the plan (it is not granted when created on request)
+    assert "projects/my-proj-1\n  + serviceAccount:service-123456789012@gcp-sa-tpu.iam.gserviceaccount.com " \
+           "roles/cloudtpu.serviceAgent" in dry.stdout
     assert fake.identity_calls == [] and fake.tpu_identity_calls == [] and iam_admin.created == []  # dry run: nothing
+    assert fake.set_calls.get("projects/my-proj-1", 0) == 0
 
     r = run("grant-access", "--project", "my-proj-1", "--read-bucket", "data-bkt",
             "--principal", "tpu-vm-agent", "--principal", "training-sa", "--yes")
     assert r.exit_code == 0, r.output
     # gcp-sa-tpu comes from the Cloud TPU v2 API (google-cloud-tpu), not Service Usage (which returns cloud-tpu)
     assert fake.tpu_identity_calls == [("my-proj-1", "us-central1-a")] and fake.identity_calls == []
-    assert "roles/cloudtpu.serviceAgent" in r.stdout    # the role it needs, with the command that grants it
+    agent = "serviceAccount:service-123456789012@gcp-sa-tpu.iam.gserviceaccount.com"
+    assert unconditional(fake.project_bindings("my-proj-1"), "roles/cloudtpu.serviceAgent") == {agent}
     assert iam_admin.created == ["tpuctl-trainer@my-proj-1.iam.gserviceaccount.com"]
     assert unconditional(fake.bucket_bindings("data-bkt"), "roles/storage.objectViewer") == {
         "serviceAccount:service-123456789012@gcp-sa-tpu.iam.gserviceaccount.com",
@@ -173,6 +178,38 @@ def test_keywords_resolve_via_project_number_and_create_agents(fake, google_env,
     r = run("grant-access", "--project", "my-proj-1", "--read-bucket", "data-bkt", "--principal", "training-sa", "--yes")
     assert r.exit_code == 0 and "already granted" in r.stdout
     assert iam_admin.created == ["tpuctl-trainer@my-proj-1.iam.gserviceaccount.com"]
+
+
+def test_agent_role_is_granted_once_never_revoked_and_can_be_left_out(fake, google_env):
+    fake.add_project("my-proj-1", "777")
+    fake.add_bucket("data-bkt")
+    agent = "serviceAccount:service-777@cloud-tpu.iam.gserviceaccount.com"
+    r = run("grant-access", "--project", "my-proj-1", "--read-bucket", "data-bkt", "--principal", "tpu-agent", "--yes")
+    assert r.exit_code == 0, r.output
+    assert fake.identity_calls == [("my-proj-1", "tpu.googleapis.com")]   # the primary agent: Service Usage
+    assert unconditional(fake.project_bindings("my-proj-1"), "roles/tpu.serviceAgent") == {agent}
+    again = run("grant-access", "--project", "my-proj-1", "--read-bucket", "data-bkt", "--principal", "tpu-agent",
+                "--yes")
+    assert again.exit_code == 0 and "everything is already granted" in again.stdout
+    assert fake.set_calls["projects/my-proj-1"] == 1
+    # --revoke takes the bucket roles away, never the agent's own role (the service needs it)
+    rev = run("grant-access", "--project", "my-proj-1", "--read-bucket", "data-bkt", "--principal", "tpu-agent",
+              "--revoke", "--yes")
+    assert rev.exit_code == 0, rev.output
+    assert unconditional(fake.bucket_bindings("data-bkt"), "roles/storage.objectViewer") == set()
+    assert unconditional(fake.project_bindings("my-proj-1"), "roles/tpu.serviceAgent") == {agent}
+    # a caller who may not read the project policy: one line naming the permission and the way out
+    fake.forbidden_policy_read.add("my-proj-1")
+    denied = run("grant-access", "--project", "my-proj-1", "--read-bucket", "data-bkt", "--principal", "tpu-agent",
+                 "--yes")
+    assert denied.exit_code == 2 and denied.stderr.count("\n") == 1
+    assert "resourcemanager.projects.getIamPolicy" in denied.stderr and "--no-agent-roles" in denied.stderr
+    assert unconditional(fake.bucket_bindings("data-bkt"), "roles/storage.objectViewer") == set()  # nothing written
+    bucket_only = run("grant-access", "--project", "my-proj-1", "--read-bucket", "data-bkt", "--principal",
+                      "tpu-agent", "--no-agent-roles", "--yes")
+    assert bucket_only.exit_code == 0, bucket_only.output
+    assert "projects/my-proj-1" not in bucket_only.stdout
+    assert unconditional(fake.bucket_bindings("data-bkt"), "roles/storage.objectViewer") == {agent}
 
 
 def test_custom_roles_are_looked_up(fake, google_env, iam_admin):

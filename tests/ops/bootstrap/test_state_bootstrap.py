@@ -63,3 +63,42 @@ def test_bootstrap_bad_input(fake, emulator, args, message):
     r = run("bootstrap", *args, "--yes")
     assert r.exit_code == 2 and message in r.stderr
     assert fake.enable_calls == [] and list(emulator.list_buckets()) == []
+
+
+def test_bootstrap_agents_created_through_their_own_apis_with_their_roles(fake, emulator):
+    fake.add_project("my-proj-1", "31337", [{"role": "roles/owner", "members": ["user:boss@example.com"]}])
+    fake.services["my-proj-1"] = {"cloudresourcemanager.googleapis.com", "serviceusage.googleapis.com",
+                                  "storage.googleapis.com", "iam.googleapis.com", "cloudquotas.googleapis.com"}
+    emulator.create_bucket("my-proj-1-pulumi-state")
+    bucket = emulator.get_bucket("my-proj-1-pulumi-state")
+    bucket.versioning_enabled = True
+    bucket.iam_configuration.public_access_prevention = "enforced"
+    bucket.patch()
+    primary = "service-31337@cloud-tpu.iam.gserviceaccount.com"
+    vm = "service-31337@gcp-sa-tpu.iam.gserviceaccount.com"
+
+    dry = run("bootstrap", "--project", "my-proj-1", "--agents", "--zone", "europe-west4-a", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert "  + enable tpu.googleapis.com" in dry.stdout.splitlines()
+    assert f"  + tpu-agent {primary}: create (Service Usage) and grant roles/tpu.serviceAgent" in dry.stdout
+    assert (f"  + tpu-vm-agent {vm}: create (Cloud TPU v2 API, zone europe-west4-a) and grant "
+            "roles/cloudtpu.serviceAgent") in dry.stdout
+    assert fake.identity_calls == [] and fake.tpu_identity_calls == [] and fake.set_calls == {}
+
+    r = run("bootstrap", "--project", "my-proj-1", "--agents", "--zone", "europe-west4-a", "--yes")
+    assert r.exit_code == 0, r.output
+    assert fake.enable_calls == [("my-proj-1", ["tpu.googleapis.com"])]
+    assert fake.identity_calls == [("my-proj-1", "tpu.googleapis.com")]          # primary agent: Service Usage
+    assert fake.tpu_identity_calls == [("my-proj-1", "europe-west4-a")]          # gcp-sa-tpu: Cloud TPU v2 API
+    bindings = fake.project_bindings("my-proj-1")
+    assert {"role": "roles/tpu.serviceAgent", "members": [f"serviceAccount:{primary}"]} in bindings
+    assert {"role": "roles/cloudtpu.serviceAgent", "members": [f"serviceAccount:{vm}"]} in bindings
+    assert {"role": "roles/owner", "members": ["user:boss@example.com"]} in bindings   # additive
+
+    again = run("bootstrap", "--project", "my-proj-1", "--agents", "--zone", "europe-west4-a", "--yes")
+    assert again.exit_code == 0 and "already bootstrapped; nothing to do" in again.stdout, again.output
+    assert f"    tpu-vm-agent {vm}: present with roles/cloudtpu.serviceAgent" in again.stdout
+    assert len(fake.tpu_identity_calls) == 1 and fake.set_calls["projects/my-proj-1"] == 2
+
+    bad = run("bootstrap", "--project", "my-proj-1", "--agents", "--zone", "Mars-1", "--yes")
+    assert bad.exit_code == 2 and bad.stderr.count("\n") == 1 and "Mars-1" in bad.stderr
