@@ -138,7 +138,7 @@ def plan_grants(req: GrantRequest, client=None, crm_client=None) -> GrantPlan:
     def project_target():
         from google.cloud import resourcemanager_v3
 
-        return grants.ProjectPolicy(crm_client or resourcemanager_v3.ProjectsClient(**clients.client_kwargs("crm")),
+        return grants.ProjectPolicy(crm_client or clients.gapic(resourcemanager_v3.ProjectsClient, "crm"),
                                     project)
 
     steps: list[Step] = []

@@ -20,9 +20,9 @@ An endpoint that cannot be reached (connection refused, DNS failure, no answer w
 throttling (429) and server errors (5xx) keep their retries. ``storage_client()`` builds a storage
 client with that behaviour (the library would otherwise retry a refused connection for 120 s).
 
-    from bootstrap.clients import client_kwargs
-    ProjectsClient(**client_kwargs("crm"))                  # REST transport, redirect honoured
-    IAMClient(**client_kwargs("iam", transport="grpc"))     # insecure channel on loopback
+    from bootstrap.clients import gapic
+    gapic(ProjectsClient, "crm")                  # REST transport, redirect honoured, fails fast
+    gapic(IAMClient, "iam", transport="grpc")     # insecure channel on loopback, fails fast
 """
 
 from __future__ import annotations
@@ -122,6 +122,10 @@ def client_kwargs(service: str, transport: str = "rest") -> dict[str, Any]:
     endpoint = endpoint_for(service)
     kwargs: dict[str, Any] = {}
     if endpoint is None:
+        if transport == "grpc" and service in _GRPC_TRANSPORTS:   # Google itself, over TLS: fail fast too
+            host = urlsplit(SERVICES[service][1]).netloc
+            kwargs["transport"] = lambda **gapic_kwargs: _secure_grpc_transport(service, host, gapic_kwargs)
+            return kwargs
         kwargs["transport"] = transport
         return kwargs
     if transport == "rest":
@@ -136,10 +140,27 @@ def client_kwargs(service: str, transport: str = "rest") -> dict[str, Any]:
         if is_loopback_http(endpoint):
             kwargs["transport"] = lambda **_gapic_kwargs: _insecure_grpc_transport(service, host)
         else:
-            kwargs["transport"] = "grpc"
             kwargs["client_options"] = {"api_endpoint": host}
+            kwargs["transport"] = (lambda **gapic_kwargs: _secure_grpc_transport(service, host, gapic_kwargs)
+                                   ) if service in _GRPC_TRANSPORTS else "grpc"
         return kwargs
     raise ValueError(f"transport {transport!r} must be 'rest' or 'grpc'")
+
+
+def gapic(client_cls: Any, service: str, *, transport: str = "rest", default_endpoint: str | None = None) -> Any:
+    """A GAPIC client of ``client_cls`` for ``service``: the redirect honoured (``client_kwargs``), and an
+    endpoint that cannot be reached (refused, DNS, or silently dropped: no TCP answer within
+    ``CONNECT_TIMEOUT_SECONDS``) fails at once with ``EndpointUnreachable`` naming it. REST: the fail-fast
+    adapter is mounted on the transport's requests session; gRPC on loopback: the fail-fast interceptor.
+    ``default_endpoint``: the API host when no redirect is set (Vertex AI's regional hosts)."""
+    kwargs = client_kwargs(service, transport)
+    if default_endpoint:
+        kwargs.setdefault("client_options", {"api_endpoint": default_endpoint})
+    client = client_cls(**kwargs)
+    session = getattr(client.transport, "_session", None)  # REST transports keep their AuthorizedSession here
+    if session is not None:
+        fail_fast(session)
+    return client
 
 
 def _insecure_grpc_transport(service: str, host: str):
@@ -150,6 +171,20 @@ def _insecure_grpc_transport(service: str, host: str):
     transport_cls = _GRPC_TRANSPORTS[service]()
     channel = grpc.intercept_channel(grpc.insecure_channel(host), _fail_fast_interceptor(f"http://{host}"))
     return transport_cls(host=host, credentials=AnonymousCredentials(), channel=channel)
+
+
+def _secure_grpc_transport(service: str, host: str, gapic_kwargs: dict):
+    """The client's own TLS channel (credentials, scopes, options as GAPIC makes them) with the fail-fast
+    interceptor in front, so a real endpoint that cannot be reached fails at once as a loopback one does."""
+    import grpc
+
+    transport_cls = _GRPC_TRANSPORTS[service]()
+
+    def channel(target, **channel_kwargs):
+        return grpc.intercept_channel(transport_cls.create_channel(target, **channel_kwargs),
+                                      _fail_fast_interceptor(f"https://{host}"))
+
+    return transport_cls(channel=channel, **gapic_kwargs)
 
 
 def _fail_fast_interceptor(url: str):

@@ -58,7 +58,7 @@ def check_credentials() -> Check:
 def check_apis(project: str) -> Check:
     from google.cloud import service_usage_v1
 
-    client = service_usage_v1.ServiceUsageClient(**clients.client_kwargs("serviceusage"))
+    client = clients.gapic(service_usage_v1.ServiceUsageClient, "serviceusage")
     names = [f"projects/{project}/services/{s}" for s in domain.REQUIRED_APIS]
     try:
         resp = client.batch_get_services(request={"parent": f"projects/{project}", "names": names})
@@ -77,7 +77,7 @@ def check_apis(project: str) -> Check:
 def _project_bindings(project: str):
     from google.cloud import resourcemanager_v3
 
-    client = resourcemanager_v3.ProjectsClient(**clients.client_kwargs("crm"))
+    client = clients.gapic(resourcemanager_v3.ProjectsClient, "crm")
     policy = client.get_iam_policy(request={"resource": f"projects/{project}",
                                             "options": {"requested_policy_version": 3}})
     return [{"role": b.role, "members": set(b.members), "condition": b.HasField("condition")}
@@ -120,7 +120,7 @@ def check_image_repository(project: str, region: str, repository: str, principal
 
     name = f"projects/{project}/locations/{region}/repositories/{repository}"
     label = f"image repository {repository}"
-    client = client or artifactregistry_v1.ArtifactRegistryClient(**clients.client_kwargs("artifactregistry"))
+    client = client or clients.gapic(artifactregistry_v1.ArtifactRegistryClient, "artifactregistry")
     try:
         client.get_repository(name=name)
         policy = client.get_iam_policy(request={"resource": name})
@@ -288,7 +288,7 @@ def check_agent(keyword: str, email: str, agent: domain.AgentKind, project: str,
 def quotas_client():
     from google.cloud import cloudquotas_v1
 
-    return cloudquotas_v1.CloudQuotasClient(**clients.client_kwargs("cloudquotas"))
+    return clients.gapic(cloudquotas_v1.CloudQuotasClient, "cloudquotas")
 
 
 def quota_info_for_metric(project: str, metric: str, client=None):

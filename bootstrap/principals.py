@@ -40,7 +40,7 @@ def project_number(project: str, known: str | None = None) -> str:
         return str(known)
     from google.cloud import resourcemanager_v3
 
-    client = resourcemanager_v3.ProjectsClient(**clients.client_kwargs("crm"))
+    client = clients.gapic(resourcemanager_v3.ProjectsClient, "crm")
     with clients.google_errors(
         not_found=f"project {project} does not exist (check --project)",
         forbidden=f"permission denied reading project {project}: you need resourcemanager.projects.get "
@@ -115,7 +115,7 @@ def generate_tpu_identity(project: str, zone: str = "us-central1-a", client=None
     from google.cloud import tpu_v2
 
     domain.validate_zone(zone)
-    client = client or tpu_v2.TpuClient(**clients.client_kwargs("tpu"))
+    client = client or clients.gapic(tpu_v2.TpuClient, "tpu")
     with clients.google_errors(
         f"creating the TPU VM service agent in {project}",
         forbidden=f"permission denied creating the TPU VM service agent in {project}: you need "
@@ -145,7 +145,7 @@ def _raise_for(resp, doing: str, permission: str) -> None:
 def iam_client():
     from google.cloud import iam_admin_v1
 
-    return iam_admin_v1.IAMClient(**clients.client_kwargs("iam", transport="grpc"))
+    return clients.gapic(iam_admin_v1.IAMClient, "iam", transport="grpc")
 
 
 def service_account_exists(project: str, email: str, client=None) -> bool:

@@ -75,7 +75,7 @@ class AgentStep:
 def _usage_client():
     from google.cloud import service_usage_v1
 
-    return service_usage_v1.ServiceUsageClient(**clients.client_kwargs("serviceusage"))
+    return clients.gapic(service_usage_v1.ServiceUsageClient, "serviceusage")
 
 
 def plan_bootstrap(project: str, bucket: str | None = None, location: str = "US",
@@ -132,7 +132,7 @@ def plan_bootstrap(project: str, bucket: str | None = None, location: str = "US"
 def _project_policy(project: str, crm_client=None):
     from google.cloud import resourcemanager_v3
 
-    return grants.ProjectPolicy(crm_client or resourcemanager_v3.ProjectsClient(**clients.client_kwargs("crm")),
+    return grants.ProjectPolicy(crm_client or clients.gapic(resourcemanager_v3.ProjectsClient, "crm"),
                                 project)
 
 

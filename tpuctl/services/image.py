@@ -169,7 +169,7 @@ def tag_exists(ref: ImageRef, client=None) -> bool:
     from google.api_core import exceptions
     from google.cloud import artifactregistry_v1
 
-    client = client or artifactregistry_v1.ArtifactRegistryClient(**clients.client_kwargs("artifactregistry"))
+    client = client or clients.gapic(artifactregistry_v1.ArtifactRegistryClient, "artifactregistry")
     with clients.google_errors(f"looking up image {ref.uri}",
                                forbidden=f"permission denied reading {ref.tag_name}: you need "
                                          "artifactregistry.tags.get (roles/artifactregistry.reader)"):
@@ -202,7 +202,7 @@ def build(ref: ImageRef, staging_bucket: str, *, service_account: str | None = N
     obj = f"tpuctl-image-context/{ref.package}-{ref.tag}.tar.gz"
     _upload_context(ref.variant, staging_bucket, obj, storage_client, root)
     say(f"uploaded the build context to gs://{staging_bucket}/{obj}")
-    client = build_client or cloudbuild_v1.CloudBuildClient(**clients.client_kwargs("cloudbuild"))
+    client = build_client or clients.gapic(cloudbuild_v1.CloudBuildClient, "cloudbuild")
     parent = f"projects/{ref.project}/locations/{ref.region}"
     with clients.google_errors(f"creating a Cloud Build in {parent}",
                                forbidden=f"permission denied creating a build in {parent}: you need "

@@ -351,11 +351,9 @@ def predict_rest(url: str, images: Sequence[Image], *, batch_size: int = DEFAULT
 def _vertex_client(kind: str, region: str):
     from google.cloud import aiplatform_v1
 
-    from bootstrap.clients import client_kwargs
+    from bootstrap.clients import gapic
 
-    kwargs = client_kwargs("vertex", transport="rest")
-    kwargs.setdefault("client_options", {"api_endpoint": domain.VERTEX_API_HOST.format(region=region)})
-    return getattr(aiplatform_v1, kind)(**kwargs)
+    return gapic(getattr(aiplatform_v1, kind), "vertex", default_endpoint=domain.VERTEX_API_HOST.format(region=region))
 
 
 def predict_vertex(endpoint: str, images: Sequence[Image], *, batch_size: int = DEFAULT_BATCH_SIZE,

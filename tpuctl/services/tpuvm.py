@@ -249,7 +249,7 @@ def tpu_client():
     """TpuClient over REST: ``TPUCTL_TPU_ENDPOINT`` if set (anonymous on loopback http), else Google's."""
     from google.cloud import tpu_v2
 
-    return tpu_v2.TpuClient(**clients.client_kwargs("tpu"))
+    return clients.gapic(tpu_v2.TpuClient, "tpu")
 
 
 def state_name(resource) -> str:

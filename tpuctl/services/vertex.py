@@ -240,11 +240,9 @@ def job_client(region: str):
     the regional endpoint with Application Default Credentials."""
     from google.cloud import aiplatform_v1
 
-    from bootstrap.clients import client_kwargs
+    from bootstrap.clients import gapic
 
-    kwargs = client_kwargs("vertex", transport="rest")
-    kwargs.setdefault("client_options", {"api_endpoint": domain.VERTEX_API_HOST.format(region=region)})
-    return aiplatform_v1.JobServiceClient(**kwargs)
+    return gapic(aiplatform_v1.JobServiceClient, "vertex", default_endpoint=domain.VERTEX_API_HOST.format(region=region))
 
 
 def console_url(job_name: str) -> str:

@@ -176,6 +176,60 @@ def test_unreachable_iam_grpc_fails_fast_naming_the_endpoint(monkeypatch):
     assert f"cannot reach iam endpoint {url} (set by TPUCTL_IAM_ENDPOINT): connection refused" in str(info.value)
 
 
+def _crm(_region):
+    from google.cloud import resourcemanager_v3
+
+    from bootstrap import clients
+
+    return clients.gapic(resourcemanager_v3.ProjectsClient, "crm").get_project(name="projects/my-project-1")
+
+
+def _serviceusage(_region):
+    from bootstrap import state
+
+    return state._usage_client().batch_get_services(request={"parent": "projects/my-project-1", "names": []})
+
+
+def _cloudquotas(_region):
+    from bootstrap import doctor
+
+    return list(doctor.quotas_client().list_quota_preferences(parent="projects/my-project-1/locations/global"))
+
+
+def _vertex(region):
+    from tpuctl.services import vertex
+
+    return vertex.job_client(region).get_custom_job(name=f"projects/p/locations/{region}/customJobs/1")
+
+
+def _tpu(_region):
+    from tpuctl.services import tpuvm
+
+    return list(tpuvm.tpu_client().list_queued_resources(parent="projects/p/locations/us-central1-a"))
+
+
+@pytest.mark.parametrize("variable, call", [
+    ("TPUCTL_CRM_ENDPOINT", _crm), ("TPUCTL_SERVICEUSAGE_ENDPOINT", _serviceusage),
+    ("TPUCTL_CLOUDQUOTAS_ENDPOINT", _cloudquotas), ("TPUCTL_VERTEX_ENDPOINT", _vertex), ("TPUCTL_TPU_ENDPOINT", _tpu),
+])
+def test_gapic_rest_clients_give_up_on_a_silent_endpoint_in_seconds(monkeypatch, variable, call):
+    """A firewall that drops packets: the REST clients tpuctl builds wait CONNECT_TIMEOUT_SECONDS for a TCP
+    answer, then stop with one line naming the endpoint (before: the library's 60-120 s per attempt)."""
+    from bootstrap import clients
+
+    from netfixtures import silent_endpoint
+
+    with silent_endpoint() as url:
+        monkeypatch.setenv(variable, url)
+        t0 = time.monotonic()
+        with pytest.raises(clients.EndpointUnreachable) as info:
+            call("europe-west4")
+        took = time.monotonic() - t0
+    assert clients.CONNECT_TIMEOUT_SECONDS - 0.5 < took < clients.CONNECT_TIMEOUT_SECONDS + 5
+    assert url in str(info.value) and f"set by {variable}" in str(info.value)
+    assert f"no answer within {clients.CONNECT_TIMEOUT_SECONDS:g} s" in str(info.value)
+
+
 def test_server_errors_are_still_retried_and_not_called_unreachable():
     from google.api_core import exceptions
     from google.cloud.storage.retry import DEFAULT_RETRY
@@ -195,3 +249,22 @@ def test_outputs_with_a_bad_service_account_member_is_one_line(tmp_path, offline
     path.write_text(json.dumps({"principals": {"training-sa": "serviceAccount:bad@"}}))
     line = _one_line(invoke(["train", "--target", "vertex", "--dry-run", "--outputs", str(path)], env=offline))
     assert "principals" in line and "not an e-mail" in line
+
+
+def test_unreachable_tls_grpc_endpoint_fails_fast_too(monkeypatch):
+    """Not only the loopback test server: the TLS channel a real endpoint gets has the interceptor as well."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import iam_admin_v1
+
+    from bootstrap import clients
+
+    url = _closed_url().replace("http://", "https://")
+    monkeypatch.setenv("TPUCTL_IAM_ENDPOINT", url)
+    # a TLS endpoint is a real mirror: it keeps real credentials; anonymous ones stand in for ADC here
+    client = iam_admin_v1.IAMClient(credentials=AnonymousCredentials(), **clients.client_kwargs("iam", "grpc"))
+    assert client.transport._host == url.split("//", 1)[1]
+    t0 = time.monotonic()
+    with pytest.raises(clients.EndpointUnreachable) as info:
+        client.get_service_account(name="projects/-/serviceAccounts/a@my-project-1.iam.gserviceaccount.com")
+    assert time.monotonic() - t0 < 10
+    assert f"cannot reach iam endpoint {url} (set by TPUCTL_IAM_ENDPOINT): connection refused" in str(info.value)
