@@ -58,6 +58,10 @@ def _run_with_progress(label: str, fn):
             state["progress"].stop()
 
 
+def _notice(text: str) -> None:
+    typer.echo(text, err=True)
+
+
 def _render(summary: dict, as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(summary, indent=2, sort_keys=True))
@@ -109,7 +113,7 @@ def make_tfrecords(
         "converting images",
         lambda cb: datatools.make_tfrecords(src, dest, shard_mb=shard_mb,
                                             validation_fraction=validation_fraction, full_decode=full_decode,
-                                            on_progress=cb),
+                                            on_progress=cb, on_notice=_notice),
     )
     _render(summary, as_json)
 
@@ -122,5 +126,6 @@ def sample(
     """Write the embedded demo dataset (scikit-learn digits, no download) as TFRecord shards + manifest."""
     from tpuctl.services import data as datatools
 
-    summary = _run_with_progress("writing demo dataset", lambda cb: datatools.sample(dest, on_progress=cb))
+    summary = _run_with_progress("writing demo dataset",
+                                 lambda cb: datatools.sample(dest, on_progress=cb, on_notice=_notice))
     _render(summary, as_json)

@@ -115,8 +115,11 @@ def check_gcs_destination(uri: str, client=None) -> tuple[str, str]:
     return bucket, prefix
 
 
-#: Seconds the uploads in flight get to finish after Ctrl-C / SIGTERM before the cleanup starts.
+#: Seconds the uploads in flight get to finish quietly after Ctrl-C / SIGTERM.
 UPLOAD_STOP_GRACE_SECONDS = 3.0
+#: Then, with a notice, at most this long more: an upload still running when its object is deleted would
+#: create that object afterwards, so the cleanup waits for it (a second Ctrl-C stops waiting).
+UPLOAD_STOP_WAIT_SECONDS = 30.0
 #: Files handed out by the walk: the manifest last (it names the shards; it must never arrive first).
 LAST_FILES = ("manifest.json",)
 
@@ -132,15 +135,17 @@ class Interrupted(UserError):
 def stop_on_signals() -> Iterator[threading.Event]:
     """An event set by SIGINT/SIGTERM while the block runs (main thread only; elsewhere it never fires).
 
-    The signal name is kept on ``event.signal_name``."""
+    The signal name is kept on ``event.signal_name``, how many arrived on ``event.count``."""
     event = threading.Event()
     event.signal_name = None  # type: ignore[attr-defined]
+    event.count = 0  # type: ignore[attr-defined]
     if threading.current_thread() is not threading.main_thread():
         yield event
         return
 
     def _on_signal(signum, _frame):
-        event.signal_name = signal.Signals(signum).name  # type: ignore[attr-defined]
+        event.signal_name = event.signal_name or signal.Signals(signum).name  # type: ignore[attr-defined]
+        event.count += 1  # type: ignore[attr-defined]
         event.set()
 
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -157,11 +162,15 @@ def _upload_order(local: Path) -> list[str]:
 
 
 def upload_dir(local: Path, uri: str, client=None, workers: int = 8,
-               on_progress: ProgressCallback | None = None) -> list[str]:
+               on_progress: ProgressCallback | None = None,
+               on_notice: Callable[[str], None] | None = None) -> list[str]:
     """Upload every file under ``local`` to ``gs://bucket/prefix/<relative path>``; return object names.
 
     A failure or Ctrl-C/SIGTERM stops handing out files; the objects this call uploaded are deleted again
     (the destination is left as it was) and the error says so. The manifest is uploaded last, alone.
+    Uploads in flight are waited for (``UPLOAD_STOP_GRACE_SECONDS``, then with a notice through
+    ``on_notice`` up to ``UPLOAD_STOP_WAIT_SECONDS``) before anything is deleted, since one that finished
+    after the cleanup would leave its object behind; any still running then are named in the error.
     """
     from bootstrap.clients import REQUEST_TIMEOUT_SECONDS
 
@@ -219,9 +228,15 @@ def upload_dir(local: Path, uri: str, client=None, workers: int = 8,
         while any(t.is_alive() for t in threads):
             if stop.is_set():
                 halt.set()
-                deadline = time.monotonic() + UPLOAD_STOP_GRACE_SECONDS
-                for t in threads:
-                    t.join(max(0.0, deadline - time.monotonic()))
+                _wait_for(threads, UPLOAD_STOP_GRACE_SECONDS, stop)
+                if any(t.is_alive() for t in threads):
+                    with lock:
+                        running = len(in_flight)
+                    if on_notice:
+                        on_notice(f"stopping: {running} upload(s) still in flight; waiting up to "
+                                  f"{UPLOAD_STOP_WAIT_SECONDS:g} s for them to end so that they can be removed "
+                                  "(Ctrl-C again to stop waiting)")
+                    _wait_for(threads, UPLOAD_STOP_WAIT_SECONDS, stop, until_signals=2)
                 return False
             for t in threads:
                 t.join(0.05)
@@ -236,7 +251,11 @@ def upload_dir(local: Path, uri: str, client=None, workers: int = 8,
         removed, kept = _delete_objects(bucket, uploaded + abandoned)
     cleaned = (f"removed the {removed} object(s) it had uploaded" if not kept
                else f"removed {removed} object(s); could not remove {len(kept)} (e.g. gs://{bucket_name}/{kept[0]})")
-    cut = f"; {len(abandoned)} upload(s) in flight were cut off" if abandoned else ""
+    cut = ""
+    if abandoned:
+        names = " ".join(f"gs://{bucket_name}/{n}" for n in abandoned[:3]) + (" …" if len(abandoned) > 3 else "")
+        cut = (f"; {len(abandoned)} upload(s) were still in flight and may yet appear: remove them with "
+               f"`gcloud storage rm {names}`")
     if stop.is_set():
         raise Interrupted(f"interrupted by {stop.signal_name} while uploading to {uri} "  # type: ignore[attr-defined]
                           f"({len(uploaded)} of {len(files)} files done); {cleaned}{cut}; nothing else was written")
@@ -247,6 +266,17 @@ def upload_dir(local: Path, uri: str, client=None, workers: int = 8,
     detail = str(translated) if translated is not None else (str(error).splitlines() or [type(error).__name__])[0]
     raise UserError(f"uploading {name} to {uri} failed ({len(failures)} of {len(files)} files): {detail}; "
                     f"{cleaned}{cut}", 1)
+
+
+def _wait_for(threads: list[threading.Thread], seconds: float, stop: threading.Event,
+              until_signals: int | None = None) -> None:
+    """Join ``threads`` for at most ``seconds``; with ``until_signals``, stop early once that many signals came."""
+    deadline = time.monotonic() + seconds
+    while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+        if until_signals is not None and getattr(stop, "count", 0) >= until_signals:
+            return
+        for t in threads:
+            t.join(min(0.05, max(0.0, deadline - time.monotonic())))
 
 
 def _delete_objects(bucket, names: list[str]) -> tuple[int, list[str]]:
@@ -303,7 +333,8 @@ def _local_destination(dest: str) -> Path:
 # --------------------------------------------------------------------------------------------
 
 def make_tfrecords(src: str, dest: str, *, shard_mb: float = 100, validation_fraction: float = 0.1,
-                   full_decode: bool = False, on_progress: ProgressCallback | None = None, client=None) -> dict:
+                   full_decode: bool = False, on_progress: ProgressCallback | None = None, client=None,
+                   on_notice: Callable[[str], None] | None = None) -> dict:
     """Convert a folder of class sub-folders of images into TFRecord shards at ``dest`` (local or gs://)."""
     if is_gcs(src):
         raise UserError("SRC must be a local folder of class sub-folders (copy it down with `gcloud storage cp -r` first)")
@@ -324,12 +355,13 @@ def make_tfrecords(src: str, dest: str, *, shard_mb: float = 100, validation_fra
     if full_decode:
         tool_args.append("--full-decode")
     return _run_to(dest, "trainer.make_tfrecords", lambda out: [str(source.resolve()), str(out), *tool_args],
-                   on_progress, client)
+                   on_progress, client, on_notice)
 
 
-def sample(dest: str, *, on_progress: ProgressCallback | None = None, client=None) -> dict:
+def sample(dest: str, *, on_progress: ProgressCallback | None = None, client=None,
+           on_notice: Callable[[str], None] | None = None) -> dict:
     """Write the embedded demo dataset (scikit-learn digits) as shards + manifest at ``dest``."""
-    return _run_to(dest, "trainer.sample_data", lambda out: ["--out", str(out)], on_progress, client)
+    return _run_to(dest, "trainer.sample_data", lambda out: ["--out", str(out)], on_progress, client, on_notice)
 
 
 def _num(value: float) -> str:
@@ -337,14 +369,15 @@ def _num(value: float) -> str:
 
 
 def _run_to(dest: str, module: str, build_args: Callable[[Path], list[str]],
-            on_progress: ProgressCallback | None, client) -> dict:
+            on_progress: ProgressCallback | None, client,
+            on_notice: Callable[[str], None] | None = None) -> dict:
     if is_gcs(dest):
         client = client or storage_client()
         check_gcs_destination(dest, client)
         with tempfile.TemporaryDirectory(prefix="tpuctl-data-") as tmp:
             out = Path(tmp) / "out"
             summary = run_tool(module, build_args(out), on_progress)
-            objects = upload_dir(out, dest, client, on_progress=on_progress)
+            objects = upload_dir(out, dest, client, on_progress=on_progress, on_notice=on_notice)
         summary = dict(summary)
         summary["destination"] = dest.rstrip("/")
         summary["uploaded"] = len(objects)

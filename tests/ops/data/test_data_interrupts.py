@@ -27,6 +27,7 @@ class SlowProxy:
 
     def __init__(self, upstream: str, delay: float):
         self.uploads = 0
+        self.closed = False
         proxy = self
         host, port = upstream[len("http://"):].split(":")
 
@@ -39,6 +40,9 @@ class SlowProxy:
                 if "/upload/" in self.path:
                     proxy.uploads += 1
                     time.sleep(delay)
+                    if proxy.closed:  # the test is over: never create an object in a later test's emulator
+                        self.send_error(503)
+                        return
                 conn = http.client.HTTPConnection(host, int(port), timeout=30)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
                 conn.request(self.command, self.path, body=body, headers=headers)
@@ -60,6 +64,7 @@ class SlowProxy:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self):
+        self.closed = True
         self.server.shutdown()
         self.server.server_close()
 
@@ -117,6 +122,56 @@ def test_interrupt_during_upload_stops_cleans_and_rerun_works(gcs, fake_env, tmp
         assert json.loads(out)["uploaded"] == 41
         names = sorted(b.name for b in client.list_blobs("fuzz-data"))
         assert len(names) == 41 and "pets/manifest.json" in names
+    finally:
+        proxy.close()
+
+
+def test_an_upload_still_in_flight_is_waited_for_before_the_cleanup(gcs, fake_env, tmp_path):
+    """Uploads slower than the 3 s grace: the cleanup waits for them (with a notice), so no object they create
+    appears after it (before: deleted while still in flight, then created, and left behind)."""
+    url, client = gcs
+    client.create_bucket("slow-data")
+    env, src = fake_env
+    proxy = SlowProxy(url, delay=5.0)
+    try:
+        env = {**env, "STORAGE_EMULATOR_HOST": proxy.url, "FAKE_FILES": "20"}
+        proc = _start(["data", "make-tfrecords", str(src), "gs://slow-data/pets", "--json"], env, tmp_path)
+        assert _wait(lambda: proxy.uploads > 0), proc.communicate(timeout=30)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        t0 = time.monotonic()
+        out, err = proc.communicate(timeout=60)
+        assert time.monotonic() - t0 < 15
+        assert proc.returncode == 130, err
+        assert "stopping:" in err and "upload(s) still in flight; waiting up to 30 s" in err
+        last = err.strip().splitlines()[-1]
+        assert last.startswith("error: interrupted by SIGINT while uploading to gs://slow-data/pets"), err
+        assert "may yet appear" not in last
+        time.sleep(1.0)
+        assert [b.name for b in client.list_blobs("slow-data")] == []
+    finally:
+        proxy.close()
+
+
+def test_a_second_ctrl_c_stops_waiting_and_names_what_may_appear(gcs, fake_env, tmp_path):
+    url, client = gcs
+    client.create_bucket("stuck-data")
+    env, src = fake_env
+    proxy = SlowProxy(url, delay=60.0)
+    try:
+        env = {**env, "STORAGE_EMULATOR_HOST": proxy.url, "FAKE_FILES": "3"}
+        proc = _start(["data", "make-tfrecords", str(src), "gs://stuck-data/pets", "--json"], env, tmp_path)
+        assert _wait(lambda: proxy.uploads > 0), proc.communicate(timeout=30)
+        proc.send_signal(signal.SIGINT)
+        lines = []
+        assert _wait(lambda: lines.append(proc.stderr.readline()) or "stopping:" in lines[-1], timeout=20), lines
+        proc.send_signal(signal.SIGINT)
+        t0 = time.monotonic()
+        out, err = proc.communicate(timeout=30)
+        assert time.monotonic() - t0 < 5
+        assert proc.returncode == 130, err
+        last = err.strip().splitlines()[-1]
+        assert "may yet appear: remove them with `gcloud storage rm gs://stuck-data/pets/" in last, err
     finally:
         proxy.close()
 
