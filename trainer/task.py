@@ -29,7 +29,7 @@ from trainer.config import (
     parse_args,
     validate_environment,
 )
-from trainer.errors import DataError, UsageError, run_cli
+from trainer.errors import DataError, HardwareError, UsageError, run_cli
 
 RESULT_FILE = "result.json"
 #: Tag of the final validation accuracy written for hyperparameter-tuning services (the legacy
@@ -147,6 +147,18 @@ def report_tuning_metric(value: float, step: int, environ: Mapping[str, str]) ->
     with open(path, "a") as f:
         f.write(json.dumps(entry, sort_keys=True) + "\n")
     return path
+
+
+def _peer_lost(err) -> HardwareError:
+    """A multi-worker run whose collectives were aborted: a peer died (connection reset) or froze (the
+    coordination service saw no heartbeat for ~10 s). One line; BackupAndRestore makes a restart resume."""
+    text = " ".join((err.message or type(err).__name__).split())
+    marker = "Collective ops is aborted by:"
+    if marker in text:
+        text = text.split(marker, 1)[1]
+    cause = text.strip().split(" The error could be from", 1)[0][:300].rstrip(" .")
+    return HardwareError(f"a peer left the cluster during training (TensorFlow: {cause}); restart every task "
+                         "of the job: training resumes from the last completed epoch's backup")
 
 
 def _corruption_error(manifest, image_size) -> DataError | None:
@@ -278,6 +290,11 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
         if problem is not None:
             raise problem from None
         raise
+    except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError,
+            tf.errors.DeadlineExceededError) as err:
+        if info.num_workers <= 1:
+            raise
+        raise _peer_lost(err) from None
 
     accuracies = history.history.get("val_accuracy") or []
     if accuracies:

@@ -105,3 +105,45 @@ def test_preempted_cluster_resumes_at_the_interrupted_epoch(tools, demo_data, tm
     assert tools.RESULT_PREFIX not in worker_out
     for a, b in zip(_weights(dump / "weights-chief-0.npz"), _weights(dump / "weights-worker-0.npz")):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["killed", "frozen"])
+def test_a_worker_lost_mid_training_stops_the_chief_with_one_line(tools, demo_data, tmp_path, how):
+    """The peer answered the start-up probe, then died (connection reset) or froze (no heartbeat): the chief
+    stops within seconds with one line and the cluster exit code, never waits for it forever."""
+    import os
+    import signal
+    import time
+
+    ports = [tools.free_port(), tools.free_port()]
+    cluster = {"chief": [f"127.0.0.1:{ports[0]}"], "worker": [f"127.0.0.1:{ports[1]}"]}
+    procs = {}
+    for task_type in ("chief", "worker"):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": task_type, "index": 0}})
+        env = tools.env({"TF_CONFIG": tf_config, "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"})
+        cmd = [sys.executable, "-m", "trainer.task",
+               *tools.fast_flags(demo_data, tmp_path / "model", "--train_epochs", "200", "--steps_per_epoch", "20")]
+        procs[task_type] = subprocess.Popen(cmd, cwd=tools.REPO, env=env, stdout=subprocess.PIPE,
+                                            stderr=subprocess.PIPE, text=True)
+    try:
+        worker = procs["worker"]
+        for line in worker.stdout:
+            if line.startswith("epoch-start: 2/"):
+                break
+        os.kill(worker.pid, signal.SIGKILL if how == "killed" else signal.SIGSTOP)
+        t0 = time.monotonic()
+        _, err = procs["chief"].communicate(timeout=120)
+        assert time.monotonic() - t0 < 60
+        assert procs["chief"].returncode == 3, err[-3000:]
+        assert "Traceback" not in err
+        last = err.strip().splitlines()[-1]
+        assert last.startswith("error: a peer left the cluster during training (TensorFlow: "), last
+        assert last.endswith("training resumes from the last completed epoch's backup")
+        if how == "frozen":
+            assert "heartbeat" in last
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
