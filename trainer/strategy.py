@@ -381,19 +381,27 @@ def _tpu_strategy(tpu_name: str | None, timeout: float = DEFAULT_TIMEOUT) -> Str
             host_port = tpu_name[len("grpc://"):]
             raise HardwareError(f"--distribution_strategy tpu: no TPU at TPU_NAME={tpu_name} ({why} from "
                                 f"{host_port}); check the address or that the TPU is running")
+    # A TPU *name* is resolved through the GCE metadata server and the Cloud TPU API with urllib calls that
+    # have no timeout of their own (a metadata address that drops packets waited for minutes): Python's
+    # default socket timeout bounds each of them while the resolver and the connection are set up.
+    previous_timeout = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(timeout)
     try:
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_name or None)
-    except Exception as err:  # noqa: BLE001 - ValueError (none configured), URLError (name not resolvable), ...
-        where = f"TPU_NAME={tpu_name!r}" if tpu_name else "TPU_NAME is not set and this is not a TPU VM"
-        first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise HardwareError(f"--distribution_strategy tpu: no TPU found ({where}): {first}") from None
+        try:
+            resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_name or None)
+        except Exception as err:  # noqa: BLE001 - ValueError (none configured), URLError (name not resolvable), ...
+            where = f"TPU_NAME={tpu_name!r}" if tpu_name else "TPU_NAME is not set and this is not a TPU VM"
+            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise HardwareError(f"--distribution_strategy tpu: no TPU found ({where}): {first}") from None
 
-    try:
-        tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
-    except Exception as err:  # noqa: BLE001 - any failure here means: no usable TPU
-        first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise HardwareError(f"--distribution_strategy tpu: cannot initialise the TPU system ({first})") from None
+        try:
+            tf.config.experimental_connect_to_cluster(resolver)
+            tf.tpu.experimental.initialize_tpu_system(resolver)
+        except Exception as err:  # noqa: BLE001 - any failure here means: no usable TPU
+            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise HardwareError(f"--distribution_strategy tpu: cannot initialise the TPU system ({first})") from None
+    finally:
+        socket.setdefaulttimeout(previous_timeout)
     strategy = tf.distribute.TPUStrategy(resolver)
     devices = tuple(d.name for d in tf.config.list_logical_devices("TPU"))
     return StrategyInfo(strategy, "tpu", devices=devices)

@@ -150,6 +150,22 @@ def test_missing_shard_named(tools, demo_data, tmp_path):
     assert "digits-train-00001-of-00002.tfrecord" in run.error_line()
 
 
+def test_a_tpu_name_behind_a_silent_metadata_server_fails_within_the_cluster_timeout(tools, demo_data, tmp_path):
+    """A TPU name is resolved through the GCE metadata server (TensorFlow's urllib call has no timeout): one
+    that drops packets is given up on after --cluster_timeout_seconds (before: minutes of TCP retries)."""
+    from netfixtures import silent_endpoint
+
+    with silent_endpoint() as url:
+        start = time.monotonic()
+        run = tools.run_module(["trainer.task", "--data_dir", str(demo_data), "--model_dir", str(tmp_path / "m"),
+                                "--distribution_strategy", "tpu", "--cluster_timeout_seconds", "3"],
+                               env={"TPU_NAME": "my-tpu", "GCE_METADATA_IP": url[len("http://"):]}, timeout=90)
+        elapsed = time.monotonic() - start
+    assert run.returncode == 3, run.stderr[-2000:]
+    assert "TPU_NAME='my-tpu'" in run.error_line() and "timed out" in run.error_line()
+    assert elapsed < 40  # TensorFlow's import, then 3 s per metadata attempt
+
+
 @pytest.mark.parametrize("strategy, env, needle", [
     ("tpu", {}, "TPU"),
     ("auto", {"TPU_NAME": "no-such-tpu"}, "TPU_NAME='no-such-tpu'"),  # auto picks TPU when one is configured
