@@ -4,6 +4,7 @@ more, remove what this run uploaded, and a re-run works."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -126,21 +127,31 @@ def test_interrupt_during_upload_stops_cleans_and_rerun_works(gcs, fake_env, tmp
         proxy.close()
 
 
+@contextlib.contextmanager
+def _uploading(gcs, fake_env, tmp_path, bucket: str, *, delay: float, files: int):
+    """``data make-tfrecords`` to gs://BUCKET/pets through a SlowProxy of ``delay`` s per upload; yields
+    (process, its bucket's client) once the first upload reached the proxy."""
+    url, client = gcs
+    client.create_bucket(bucket)
+    env, src = fake_env
+    proxy = SlowProxy(url, delay=delay)
+    try:
+        env = {**env, "STORAGE_EMULATOR_HOST": proxy.url, "FAKE_FILES": str(files)}
+        proc = _start(["data", "make-tfrecords", str(src), f"gs://{bucket}/pets", "--json"], env, tmp_path)
+        assert _wait(lambda: proxy.uploads > 0), proc.communicate(timeout=30)
+        yield proc, client
+    finally:
+        proxy.close()
+
+
 def test_an_upload_still_in_flight_is_waited_for_before_the_cleanup(gcs, fake_env, tmp_path):
     """Uploads slower than the 3 s grace: the cleanup waits for them (with a notice), so no object they create
     appears after it (before: deleted while still in flight, then created, and left behind)."""
-    url, client = gcs
-    client.create_bucket("slow-data")
-    env, src = fake_env
-    proxy = SlowProxy(url, delay=5.0)
-    try:
-        env = {**env, "STORAGE_EMULATOR_HOST": proxy.url, "FAKE_FILES": "20"}
-        proc = _start(["data", "make-tfrecords", str(src), "gs://slow-data/pets", "--json"], env, tmp_path)
-        assert _wait(lambda: proxy.uploads > 0), proc.communicate(timeout=30)
+    with _uploading(gcs, fake_env, tmp_path, "slow-data", delay=5.0, files=20) as (proc, client):
         time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
         t0 = time.monotonic()
-        out, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=60)
         assert time.monotonic() - t0 < 15
         assert proc.returncode == 130, err
         assert "stopping:" in err and "upload(s) still in flight; waiting up to 30 s" in err
@@ -149,31 +160,20 @@ def test_an_upload_still_in_flight_is_waited_for_before_the_cleanup(gcs, fake_en
         assert "may yet appear" not in last
         time.sleep(1.0)
         assert [b.name for b in client.list_blobs("slow-data")] == []
-    finally:
-        proxy.close()
 
 
 def test_a_second_ctrl_c_stops_waiting_and_names_what_may_appear(gcs, fake_env, tmp_path):
-    url, client = gcs
-    client.create_bucket("stuck-data")
-    env, src = fake_env
-    proxy = SlowProxy(url, delay=60.0)
-    try:
-        env = {**env, "STORAGE_EMULATOR_HOST": proxy.url, "FAKE_FILES": "3"}
-        proc = _start(["data", "make-tfrecords", str(src), "gs://stuck-data/pets", "--json"], env, tmp_path)
-        assert _wait(lambda: proxy.uploads > 0), proc.communicate(timeout=30)
+    with _uploading(gcs, fake_env, tmp_path, "stuck-data", delay=60.0, files=3) as (proc, _):
         proc.send_signal(signal.SIGINT)
-        lines = []
+        lines: list[str] = []
         assert _wait(lambda: lines.append(proc.stderr.readline()) or "stopping:" in lines[-1], timeout=20), lines
         proc.send_signal(signal.SIGINT)
         t0 = time.monotonic()
-        out, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=30)
         assert time.monotonic() - t0 < 5
         assert proc.returncode == 130, err
         last = err.strip().splitlines()[-1]
         assert "may yet appear: remove them with `gcloud storage rm gs://stuck-data/pets/" in last, err
-    finally:
-        proxy.close()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
