@@ -54,6 +54,7 @@ class InfraConfig:
     access_log_bucket: str | None = None                         # None: no access logs
     access_log_retention_days: int = 0
     trainer_image_repository: str = "tpuctl-trainer"         # Artifact Registry Docker repository id
+    serving_endpoint: str | None = None                      # display name of the stack's Vertex AI Endpoint
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -150,6 +151,7 @@ def load_config(values: Mapping[str, Any], base_dir: Path | None = None) -> Infr
         access_log_bucket=s.access_log_bucket_name(),
         access_log_retention_days=s.access_log_retention_days,
         trainer_image_repository=s.trainer_image_repository,
+        serving_endpoint=s.serving_endpoint or None,
         raw=bare_values(values),
     )
 

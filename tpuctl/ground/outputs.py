@@ -36,6 +36,7 @@ OUTPUT_KEYS: tuple[str, ...] = (
     "labels",
     "trainer_image_repository",   # Artifact Registry repository id of the trainer image
     "trainer_image_url",          # <region>-docker.pkg.dev/<project>/<repository>
+    "serving_endpoint",           # projects/P/locations/R/endpoints/ID of tpuctl:servingEndpoint, or null
 )
 
 #: Stack outputs are a few KB; anything far bigger is not an outputs file.
@@ -73,6 +74,14 @@ class OutputsDocument(BaseModel):
     labels: Optional[dict[str, str]] = Field(default=None, max_length=64)
     trainer_image_repository: Optional[str] = _str()
     trainer_image_url: Optional[str] = _str()
+    serving_endpoint: Optional[str] = _str()
+
+    @field_validator("serving_endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is not None:
+            domain.check_endpoint_name(value, "serving_endpoint")
+        return value
 
     @field_validator("trainer_image_repository")
     @classmethod
@@ -183,6 +192,7 @@ class StackOutputs:
     hub_models: list[str] = field(default_factory=list)
     access_map: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
+    serving_endpoint: str | None = None      # the stack's Vertex AI Endpoint (tpuctl:servingEndpoint)
 
     def bucket(self, purpose: str) -> str | None:
         return self.buckets.get(purpose)
@@ -217,6 +227,7 @@ def parse_outputs(raw: Any, source: str = "stack outputs") -> StackOutputs:
         hub_models=list(doc.hub_models or []),
         access_map={k: dict(v) for k, v in (doc.access_map or {}).items()},
         labels=dict(doc.labels or {}),
+        serving_endpoint=doc.serving_endpoint,
     )
 
 

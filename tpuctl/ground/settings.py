@@ -305,6 +305,10 @@ class StackSettings(BaseModel):
     trainer_image_repository: Annotated[Str, _checked(domain.validate_repository_id)] = _key(
         "trainerImageRepository", "tpuctl-trainer",
         "Artifact Registry Docker repository (in `region`) for the trainer image that Vertex jobs run.")
+    serving_endpoint: Annotated[Str, _checked(lambda v: domain.check_display_name(v, "servingEndpoint"))] = _key(
+        "servingEndpoint", "",
+        "Display name of a Vertex AI Endpoint the stack owns in `region`; `tpuctl deploy` deploys to it "
+        "(empty: no endpoint; deploy finds or creates its own).")
 
     @model_validator(mode="after")
     def _across_keys(self, info: ValidationInfo) -> StackSettings:

@@ -24,6 +24,7 @@ QUOTA_PREFERENCE = "gcp:cloudquota/sQuotaPreference:SQuotaPreference"
 #: agent created through the Cloud TPU v2 API (infra.identities.TpuServiceIdentity).
 TPU_SERVICE_IDENTITY = "pulumi-python:dynamic/tpu:ServiceIdentity"
 ARTIFACT_REPOSITORY = "gcp:artifactregistry/repository:Repository"
+VERTEX_ENDPOINT = "gcp:vertex/aiEndpoint:AiEndpoint"
 ARTIFACT_REPOSITORY_IAM_MEMBER = "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember"
 
 # Resources the program never registers but the policy pack must recognise (and mostly reject).

@@ -435,6 +435,8 @@ class DeployPlan:
     max_replicas: int
     labels: dict[str, str]
     warning: str | None = None
+    #: the stack's own Endpoint (``serving_endpoint`` output): deployed to as it is, never looked up or created
+    endpoint_name: str | None = None
 
     @property
     def parent(self) -> str:
@@ -486,8 +488,13 @@ def plan_deploy(export: Export, outputs: StackOutputs | None, *, region: str | N
     run = export.run.name if export.run is not None else f"v{export.version}"
     model_display = domain.check_display_name(f"tpuctl-{export.model_name}-{run}"[:128], "model display name")
     endpoint_display = domain.check_display_name(endpoint or f"tpuctl-{export.model_name}", "--endpoint")
+    owned = outputs.serving_endpoint if endpoint is None else None   # --endpoint picks another one
+    if owned and f"/locations/{region}/" not in owned:
+        raise UserError(f"the stack's serving endpoint {owned} is not in {region}; deploy there (--region) or "
+                        "name another endpoint with --endpoint")
     return DeployPlan(project, region, export, upload_destination(export, outputs), image_uri, model_display,
-                      endpoint_display, machine_type, min_replicas, max_replicas, dict(outputs.labels), warning)
+                      endpoint_display, machine_type, min_replicas, max_replicas, dict(outputs.labels), warning,
+                      owned)
 
 
 def build_model(plan: DeployPlan):
@@ -609,13 +616,14 @@ def deploy(plan: DeployPlan, *, echo: Callable[[str], None] = lambda _m: None, s
         operation = model_client.upload_model(parent=plan.parent, model=build_model(plan))
     model_name = _wait(operation, f"uploading model {plan.model_display_name}").model
     echo(f"model: {model_name}")
-    endpoint_name = find_endpoint(endpoint_client, plan.parent, plan.endpoint_display_name)
+    endpoint_name = plan.endpoint_name or find_endpoint(endpoint_client, plan.parent, plan.endpoint_display_name)
     created = endpoint_name is None
     if created:
         with google_errors(f"creating endpoint {plan.endpoint_display_name}"):
             operation = endpoint_client.create_endpoint(parent=plan.parent, endpoint=build_endpoint(plan))
         endpoint_name = _wait(operation, f"creating endpoint {plan.endpoint_display_name}").name
-    echo(f"endpoint: {endpoint_name} ({'created' if created else 'reused'})")
+    how = "created" if created else "the stack's" if plan.endpoint_name else "reused"
+    echo(f"endpoint: {endpoint_name} ({how})")
     with google_errors(f"deploying {model_name} to {endpoint_name}"):
         operation = endpoint_client.deploy_model(endpoint=endpoint_name,
                                                  deployed_model=build_deployed_model(plan, model_name),

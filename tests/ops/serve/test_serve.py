@@ -249,6 +249,28 @@ def test_deploy_reuses_an_endpoint_by_display_name(fake_export, outputs_file, ve
     assert "(reused)" in result.stderr
 
 
+def test_deploy_goes_to_the_stack_endpoint_without_looking_up_or_creating_one(fake_export, vertex, gcs, helpers,
+                                                                              tmp_path):
+    owned = f"projects/{helpers.PROJECT}/locations/{helpers.REGION}/endpoints/1234567890"
+    outputs = tmp_path / "owned.json"
+    outputs.write_text(json.dumps({**helpers.OUTPUTS, "serving_endpoint": owned}))
+    fake = vertex(endpoints=["tpuctl-small_cnn"])       # a same-named endpoint exists: not the one to use
+    fake.endpoints[owned] = {"name": owned, "displayName": "flowers-prod"}   # what `pulumi up` created
+    result = invoke(["deploy", fake_export.run, "--outputs", str(outputs)])
+    assert result.exit_code == 0, result.stderr
+    assert fake.posts("/endpoints") == [] and not [p for m, p, _ in fake.requests if m == "GET" and
+                                                   p.endswith("/endpoints")]
+    (path, _), = fake.posts(":deployModel")
+    assert path == f"/v1/{owned}:deployModel"
+    assert f"endpoint: {owned} (the stack's)" in result.stderr
+    # --endpoint still picks another one, and a stack endpoint in another region is one line
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps({**helpers.OUTPUTS, "serving_endpoint": owned.replace(helpers.REGION,
+                                                                                          "europe-west4")}))
+    refused = invoke(["deploy", fake_export.run, "--outputs", str(elsewhere), "--dry-run"])
+    assert refused.exit_code == 2 and refused.stderr.count("\n") == 1 and "is not in" in refused.stderr
+
+
 def test_prediction_image_end_of_availability():
     image = domain.VERTEX_PREDICTION_IMAGES["cpu"]
     assert image.end_of_availability == datetime.date(2027, 1, 14)

@@ -25,6 +25,7 @@ Sources (read 2026-11-22):
 from __future__ import annotations
 
 import datetime
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -192,4 +193,27 @@ def check_display_name(name: str, what: str) -> str:
     """tpuctl's rule for the display names it creates (Vertex allows up to 128 UTF-8 characters)."""
     if not _DISPLAY_NAME.match(name or ""):
         raise DomainError(f"{what} {name!r} must be 1-128 letters, digits, '_', '.' or '-'")
+    return name
+
+
+#: Label value (``PURPOSE_LABEL``) of the Endpoint a stack owns (``servingEndpoint``).
+SERVING_ENDPOINT_PURPOSE = "serving"
+_ENDPOINT_NAME = re.compile(r"^projects/[^/]+/locations/[a-z0-9-]+/endpoints/[1-9][0-9]{0,9}$")
+
+
+def serving_endpoint_id(project: str, display_name: str) -> str:
+    """The Endpoint ID the stack gives its ``servingEndpoint``: 10 digits, no leading zero, the same for the
+    same project and display name (pulumi-gcp 10.2 ``gcp.vertex.AiEndpoint.name``: "must be numeric with no
+    leading zeros and can be at most 10 digits"; Pulumi's own auto-naming would not be numeric)."""
+    digest = hashlib.sha256(f"{project}/{display_name}".encode()).digest()
+    return str(1_000_000_000 + int.from_bytes(digest[:8], "big") % 9_000_000_000)
+
+
+def serving_endpoint_name(project: str, region: str, display_name: str) -> str:
+    return f"projects/{project}/locations/{region}/endpoints/{serving_endpoint_id(project, display_name)}"
+
+
+def check_endpoint_name(name: str, what: str = "endpoint") -> str:
+    if not _ENDPOINT_NAME.match(name or ""):
+        raise DomainError(f"{what} {name!r} must be projects/P/locations/REGION/endpoints/ID (ID: 1-10 digits)")
     return name
