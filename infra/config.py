@@ -55,6 +55,7 @@ class InfraConfig:
     access_log_retention_days: int = 0
     trainer_image_repository: str = "tpuctl-trainer"         # Artifact Registry Docker repository id
     serving_endpoint: str | None = None                      # display name of the stack's Vertex AI Endpoint
+    tpu_zone: str | None = None                              # TPU VM zone when not `zone`
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -152,6 +153,7 @@ def load_config(values: Mapping[str, Any], base_dir: Path | None = None) -> Infr
         access_log_retention_days=s.access_log_retention_days,
         trainer_image_repository=s.trainer_image_repository,
         serving_endpoint=s.serving_endpoint or None,
+        tpu_zone=s.tpu_zone or None,
         raw=bare_values(values),
     )
 

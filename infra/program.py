@@ -149,6 +149,7 @@ def build(cfg: InfraConfig) -> dict[str, pulumi.Output | Any]:
         "project_number": number,
         "region": cfg.region,
         "zone": cfg.zone,
+        "tpu_zone": cfg.tpu_zone or cfg.zone,
         "access_mode": cfg.access_mode,
         "buckets": dict(buckets.names),
         "bucket_urls": dict(buckets.urls),

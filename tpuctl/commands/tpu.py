@@ -26,7 +26,7 @@ class Model(str, Enum):
 
 _STACK = typer.Option(None, "--stack", help="Project, zone, buckets and service account from this stack's outputs.")
 _OUTPUTS = typer.Option(None, "--outputs", help="The same, from this outputs JSON (`pulumi stack output --json`).")
-_ZONE = typer.Option(None, "--zone", help="Zone of the slice (default: the stack's zone), e.g. us-central1-a.")
+_ZONE = typer.Option(None, "--zone", help="Zone of the slice (default: the stack's tpu_zone, else zone), e.g. us-central1-a.")
 _PROJECT = typer.Option(None, "--project", help="Override the stack's project.")
 
 

@@ -84,7 +84,7 @@ def train(
     spot: bool = typer.Option(False, "--spot", help="Vertex/TPU VM: Spot capacity; a preempted job restarts and resumes from its gs:// backup."),
     max_run_time: Optional[str] = typer.Option(None, "--max-run-time", help="Vertex: stop the job after this long (10m..7d, e.g. 2h, 1h30m); also bounds the cost estimate."),
     budget: Optional[float] = typer.Option(None, "--budget", min=0.01, callback=_finite, help="Vertex: refuse the job when its maximum cost (USD) is above this."),
-    zone: Optional[str] = typer.Option(None, "--zone", help="TPU VM: zone of the slice (default: the stack's zone)."),
+    zone: Optional[str] = typer.Option(None, "--zone", help="TPU VM: zone of the slice (default: the stack's tpu_zone, else zone)."),
     keep: bool = typer.Option(False, "--keep", help="TPU VM: keep the slice when the run ends (it keeps costing money)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Vertex: print the CustomJob request as JSON; build, upload and submit nothing."),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="Vertex: follow the job until it ends."),

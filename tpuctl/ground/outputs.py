@@ -26,7 +26,9 @@ from tpuctl.ground.errors import UserError
 
 #: Keys of the stack outputs (`pulumi stack output --json`), documented in docs/stack-outputs.md.
 OUTPUT_KEYS: tuple[str, ...] = (
-    "project", "project_number", "region", "zone", "access_mode",
+    "project", "project_number", "region", "zone",
+    "tpu_zone",            # where TPU VM slices run (tpuctl:tpuZone, else zone)
+    "access_mode",
     "buckets",             # {purpose: bucket name}
     "bucket_urls",         # {purpose: gs://name}
     "principals",          # {keyword: e-mail}
@@ -62,6 +64,7 @@ class OutputsDocument(BaseModel):
     project_number: Optional[str | int] = None
     region: Optional[str] = _str()
     zone: Optional[str] = _str()
+    tpu_zone: Optional[str] = _str()
     access_mode: Optional[str] = None
     buckets: Optional[dict[str, str]] = Field(default=None, max_length=len(domain.BUCKET_PURPOSES))
     bucket_urls: Optional[dict[str, str]] = Field(default=None, max_length=len(domain.BUCKET_PURPOSES))
@@ -75,6 +78,13 @@ class OutputsDocument(BaseModel):
     trainer_image_repository: Optional[str] = _str()
     trainer_image_url: Optional[str] = _str()
     serving_endpoint: Optional[str] = _str()
+
+    @field_validator("tpu_zone")
+    @classmethod
+    def _tpu_zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            domain.validate_tpu_vm_zone(value)
+        return value
 
     @field_validator("serving_endpoint")
     @classmethod
@@ -183,6 +193,7 @@ class StackOutputs:
     project_number: str | None = None
     region: str | None = None
     zone: str | None = None
+    tpu_zone: str | None = None              # TPU VM slices' zone (tpuctl:tpuZone, else zone)
     access_mode: str | None = None
     buckets: dict[str, str] = field(default_factory=dict)          # purpose -> bucket name
     principals: dict[str, str] = field(default_factory=dict)       # keyword -> e-mail
@@ -218,6 +229,7 @@ def parse_outputs(raw: Any, source: str = "stack outputs") -> StackOutputs:
         project_number=doc.project_number,  # type: ignore[arg-type]  (normalised to str by the validator)
         region=doc.region,
         zone=doc.zone,
+        tpu_zone=doc.tpu_zone,
         access_mode=doc.access_mode,
         buckets=dict(doc.buckets or {}),
         principals=dict(doc.principals or {}),

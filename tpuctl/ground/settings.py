@@ -233,6 +233,11 @@ class StackSettings(BaseModel):
     region: Annotated[Str, _checked(domain.validate_region)] = _key(
         "region", "us-central1", "Region of the buckets and of the training jobs.")
     zone: Str = _key("zone", "us-central1-a", "Zone for TPU VMs; must lie in `region`.")
+    tpu_zone: Annotated[Str, _checked(domain.validate_tpu_vm_zone)] = _key(
+        "tpuZone", "",
+        "Zone of the TPU VM slices (`tpuctl train --target tpu-vm`, `tpuctl tpu`) when they live outside `zone`, "
+        "e.g. us-west4-a for v5e or us-central2-b for v4; any region (data read across regions is billed as "
+        "egress). Empty: `zone`.")
     name_prefix: Annotated[Str, AfterValidator(_name_prefix)] = _key(
         "namePrefix", "tpuctl", "Prefix of default bucket names (<prefix>-<project>-<purpose>).")
     access_mode: Annotated[Str, _checked(domain.validate_access_mode)] = _key(

@@ -122,9 +122,9 @@ def plan_run(opts: TrainOptions, outputs: StackOutputs | None, *, zone: str | No
     project = outputs.project
     if not project:
         raise UserError("the stack outputs have no 'project'")
-    zone = zone or outputs.zone
+    zone = zone or outputs.tpu_zone or outputs.zone
     if not zone:
-        raise UserError("no zone: the stack outputs have no 'zone'; pass --zone (e.g. us-central1-a)")
+        raise UserError("no zone: the stack outputs have no 'tpu_zone' or 'zone'; pass --zone (e.g. us-central1-a)")
     domain.validate_tpu_vm_zone(zone)
     name = domain.validate_tpu_vm_name(name or f"tpuctl-{timestamp()}")
 
@@ -511,7 +511,7 @@ class RunSummary:
 
 def _zone_parent(outputs: StackOutputs | None, project: str | None, zone: str | None) -> str:
     project = project or (outputs.project if outputs else None)
-    zone = zone or (outputs.zone if outputs else None)
+    zone = zone or (outputs.tpu_zone or outputs.zone if outputs else None)
     if not project or not zone:
         raise UserError("TPU VMs need a project and a zone: pass --stack/--outputs (or --project and --zone)")
     domain.validate_project_id(project)

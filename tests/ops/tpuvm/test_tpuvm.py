@@ -93,6 +93,23 @@ def test_dry_run_prints_a_request_google_types_accept(outputs_file, monkeypatch)
     assert "gcloud auth configure-docker us-central1-docker.pkg.dev" in script
 
 
+def test_the_stack_tpu_zone_is_the_default_zone(outputs_file, tmp_path, monkeypatch):
+    monkeypatch.delenv("TPUCTL_TPU_ENDPOINT", raising=False)
+    doc = json.loads(outputs_file.read_text())
+    moved = tmp_path / "moved.json"
+    moved.write_text(json.dumps({**doc, "tpu_zone": "us-west4-a"}))     # tpuctl:tpuZone, outside the region
+    r = invoke(["tpu", "run", "-a", "v5litepod-16", "--name", NAME, "--outputs", str(moved), "--dry-run"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["parent"] == f"projects/{PROJECT}/locations/us-west4-a"
+    r = invoke(["tpu", "run", "-a", "v5litepod-16", "--name", NAME, "--outputs", str(moved), "--zone", ZONE,
+                "--dry-run"])
+    assert json.loads(r.stdout)["parent"] == f"projects/{PROJECT}/locations/{ZONE}"      # --zone still wins
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**doc, "tpu_zone": "us-west4"}))
+    r = invoke(["tpu", "list", "--outputs", str(bad)])
+    assert r.exit_code == 2 and "tpu_zone" in r.stderr and r.stderr.count("\n") == 1
+
+
 def test_single_host_on_demand_uses_the_local_tpu(outputs_file):
     run = tpuvm.plan_run(TrainOptions(accelerator="v6e-8"), read_outputs_file(outputs_file), name=NAME,
                          image="img:1")

@@ -1,5 +1,6 @@
-"""servingEndpoint under mocks: the stack owns one Vertex AI Endpoint with a numeric ID (the API requires it;
-Pulumi's auto-name would not be), its labels, and its resource name as an output that `tpuctl deploy` reads."""
+"""servingEndpoint and tpuZone under mocks. The stack owns one Vertex AI Endpoint with a numeric ID (the API
+requires it; Pulumi's auto-name would not be), its labels, and its resource name as an output that `tpuctl
+deploy` reads; tpu_zone is tpuZone, else zone."""
 
 from __future__ import annotations
 
@@ -40,3 +41,12 @@ def test_a_bad_endpoint_name_is_a_config_error_before_anything_registers(registr
     with pytest.raises(ConfigError, match=r"^tpuctl:servingEndpoint: servingEndpoint 'flowers prod'"):
         run_program({"tpuctl:project": PROJECT, "tpuctl:servingEndpoint": "flowers prod"})
     assert registrations == []
+
+
+def test_tpu_zone_is_output_and_defaults_to_the_zone():
+    moved = run_program({"tpuctl:project": PROJECT, "tpuctl:tpuZone": "us-west4-a"})
+    assert moved.outputs["tpu_zone"] == "us-west4-a" and moved.outputs["zone"] == "us-central1-a"
+    default = run_program({"tpuctl:project": PROJECT, "tpuctl:zone": "us-central1-f"})
+    assert default.outputs["tpu_zone"] == "us-central1-f"
+    with pytest.raises(ConfigError, match=r"^tpuctl:tpuZone: .*us-west4"):
+        run_program({"tpuctl:project": PROJECT, "tpuctl:tpuZone": "us-west4"})
