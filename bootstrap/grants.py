@@ -134,21 +134,18 @@ class ProjectPolicy:
         return None
 
     def read(self):
-        from google.api_core import exceptions, iam
+        from google.api_core import iam
         from google.protobuf.json_format import MessageToDict
 
-        try:
+        with clients.google_errors(
+            f"reading the IAM policy of project {self.project}",
+            not_found=f"project {self.project} does not exist or you cannot see it",
+            forbidden=f"permission denied reading the IAM policy of project {self.project}: you need "
+                      "resourcemanager.projects.getIamPolicy (e.g. roles/resourcemanager.projectIamAdmin)",
+        ):
             pb = self.client.get_iam_policy(
                 request={"resource": self.resource, "options": {"requested_policy_version": 3}}
             )
-        except exceptions.NotFound:
-            raise UserError(f"project {self.project} does not exist or you cannot see it") from None
-        except exceptions.Forbidden:
-            raise UserError(
-                f"permission denied reading the IAM policy of project {self.project}: you need "
-                "resourcemanager.projects.getIamPolicy (e.g. roles/resourcemanager.projectIamAdmin)"
-            ) from None
-
         return iam.Policy.from_api_repr(MessageToDict(pb))
 
     write_permission = "resourcemanager.projects.setIamPolicy"

@@ -171,21 +171,19 @@ def ensure_training_sa(project: str, email: str, client=None) -> bool:
     domain.validate_account_id(account_id)
     if not email.endswith(f"@{project}.iam.gserviceaccount.com"):
         raise UserError(f"service account {email} is not in project {project}; create it in its own project first", 1)
-    try:
-        client.create_service_account(
-            request=iam_admin_v1.CreateServiceAccountRequest(
-                name=f"projects/{project}", account_id=account_id,
-                service_account=iam_admin_v1.ServiceAccount(
-                    display_name="tpuctl training", description="Runs tpuctl training jobs (created by tpuctl)"),
+    with clients.google_errors(f"creating service account {email}", exit_code=1,
+                               forbidden=f"permission denied creating service account {email}: you need "
+                                         "iam.serviceAccounts.create (e.g. roles/iam.serviceAccountAdmin)"):
+        try:
+            client.create_service_account(
+                request=iam_admin_v1.CreateServiceAccountRequest(
+                    name=f"projects/{project}", account_id=account_id,
+                    service_account=iam_admin_v1.ServiceAccount(
+                        display_name="tpuctl training", description="Runs tpuctl training jobs (created by tpuctl)"),
+                )
             )
-        )
-    except exceptions.AlreadyExists:
-        return False  # a concurrent run created it first
-    except exceptions.PermissionDenied:
-        raise UserError(
-            f"permission denied creating service account {email}: you need iam.serviceAccounts.create "
-            "(e.g. roles/iam.serviceAccountAdmin)", 1,
-        ) from None
+        except exceptions.AlreadyExists:
+            return False  # a concurrent run created it first
     return True
 
 

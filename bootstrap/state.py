@@ -96,13 +96,10 @@ def plan_bootstrap(project: str, bucket: str | None = None, location: str = "US"
     apis = tuple(dict.fromkeys([*domain.BOOTSTRAP_APIS, *(k.service for k in on_request if agents)]))
     usage = usage_client or _usage_client()
     names = [f"projects/{project}/services/{s}" for s in apis]
-    try:
+    with clients.google_errors(f"reading the services of {project}", not_found=f"project {project} does not exist",
+                               forbidden=f"permission denied reading services of {project}: you need "
+                                         "serviceusage.services.get (e.g. roles/serviceusage.serviceUsageViewer)"):
         resp = usage.batch_get_services(request={"parent": f"projects/{project}", "names": names})
-    except exceptions.Forbidden as exc:
-        raise UserError(f"permission denied reading services of {project}: you need serviceusage.services.get "
-                        f"({exc.message})") from None
-    except exceptions.NotFound:
-        raise UserError(f"project {project} does not exist") from None
     enabled = {s.name.rsplit("/", 1)[-1] for s in resp.services if s.state == service_usage_v1.State.ENABLED}
     missing = [s for s in apis if s not in enabled]
 

@@ -108,17 +108,13 @@ def ls(
     outputs: Optional[Path] = typer.Option(None, "--outputs", help="Bucket and prefix from this outputs JSON."),
 ) -> None:
     """List the models in the hub cache: sha1 folder, handle, files, size, complete or not."""
-    from google.api_core import exceptions
 
     from bootstrap import clients, hubcache
 
     name, prefix, so = _target(bucket, prefix, stack, outputs)
-    try:
+    with clients.google_errors(f"listing gs://{name}", not_found=f"bucket gs://{name} does not exist",
+                               forbidden=f"permission denied listing gs://{name}: you need storage.objects.list"):
         entries = hubcache.list_cache(clients.storage_client(), name, prefix)
-    except exceptions.NotFound:
-        raise UserError(f"bucket gs://{name} does not exist") from None
-    except exceptions.Forbidden:
-        raise UserError(f"permission denied listing gs://{name}: you need storage.objects.list") from None
     configured = set(so.hub_models) if so is not None else set()
     repair_target = f"--stack {stack}" if stack else f"--bucket {name} --prefix {prefix}"
     for e in entries:

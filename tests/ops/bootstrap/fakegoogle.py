@@ -315,6 +315,7 @@ class FakeIamAdmin:
         self.accounts: dict[str, dict] = {}   # email -> {"project":..., "display_name":...}
         self.roles: set[str] = set()
         self.created: list[str] = []
+        self.deny_create = False               # answer creates with PERMISSION_DENIED, as for a caller without the role
         self.server = None
         self.port = 0
 
@@ -337,6 +338,8 @@ class FakeIamAdmin:
         def create_sa(request, context):
             project = request.name.split("/", 1)[1]
             email = f"{request.account_id}@{project}.iam.gserviceaccount.com"
+            if self.deny_create:
+                context.abort(grpc.StatusCode.PERMISSION_DENIED, "Permission 'iam.serviceAccounts.create' denied")
             if email in self.accounts:
                 context.abort(grpc.StatusCode.ALREADY_EXISTS, f"{email} already exists")
             self.accounts[email] = {"project": project, "display_name": request.service_account.display_name}

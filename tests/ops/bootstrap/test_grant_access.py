@@ -212,6 +212,18 @@ def test_agent_role_is_granted_once_never_revoked_and_can_be_left_out(fake, goog
     assert unconditional(fake.bucket_bindings("data-bkt"), "roles/storage.objectViewer") == {agent}
 
 
+def test_a_caller_who_may_not_create_the_training_sa_gets_one_line(fake, google_env, iam_admin):
+    fake.add_project("my-proj-1", "123456789012")
+    fake.add_bucket("data-bkt")
+    iam_admin.deny_create = True
+    r = run("grant-access", "--project", "my-proj-1", "--read-bucket", "data-bkt", "--principal", "training-sa",
+            "--yes")
+    assert r.exit_code == 1 and r.stderr.count("\n") == 1, r.output
+    assert r.stderr.startswith("error: permission denied creating service account "
+                               "tpuctl-trainer@my-proj-1.iam.gserviceaccount.com: you need iam.serviceAccounts.create")
+    assert fake.bucket_bindings("data-bkt") == [] and iam_admin.created == []    # nothing granted to a missing SA
+
+
 def test_custom_roles_are_looked_up(fake, google_env, iam_admin):
     fake.add_bucket("data-bkt")
     iam_admin.roles.add("projects/my-proj-1/roles/tpuReader")
