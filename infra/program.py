@@ -14,7 +14,7 @@ from infra.hub_cache import HubModelCache, HubModelCacheArgs, HubModelFiles
 from infra.identities import ServiceIdentities, ServiceIdentitiesArgs
 from infra.quota import GpuQuota, GpuQuotaArgs, resolve_quota_ids
 from infra.registry import TrainerImageRepository, TrainerImageRepositoryArgs
-from infra.serving import ServingEndpointArgs, serving_endpoint
+from infra.serving import serving_endpoint
 from tpuctl.ground import domain
 from tpuctl.ground.outputs import OUTPUT_KEYS
 from tpuctl.ground.settings import PROVIDER_PROJECT_KEY, StackSettings
@@ -130,10 +130,10 @@ def build(cfg: InfraConfig) -> dict[str, pulumi.Output | Any]:
             ready=identities.ready,
         ),
     )
-    endpoint = serving_endpoint(ServingEndpointArgs(
+    endpoint = serving_endpoint(
         project=cfg.project, region=cfg.region, display_name=cfg.serving_endpoint, labels=dict(cfg.labels),
         depends_on=[identities.apis["aiplatform.googleapis.com"]],
-    )) if cfg.serving_endpoint else None
+    ) if cfg.serving_endpoint else None
     if cfg.hub_models:
         HubModelCache(
             "hub-cache",

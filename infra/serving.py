@@ -10,7 +10,6 @@ it (deployments are tpuctl's, the Endpoint is the stack's).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import pulumi
@@ -19,28 +18,18 @@ import pulumi_gcp as gcp
 from tpuctl.ground import domain
 
 
-@dataclass(frozen=True)
-class ServingEndpointArgs:
-    project: str
-    region: str
-    display_name: str
-    labels: Mapping[str, str]
-    depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
-
-
-def serving_endpoint(args: ServingEndpointArgs, parent: pulumi.Resource | None = None) -> str:
+def serving_endpoint(*, project: str, region: str, display_name: str, labels: Mapping[str, str],
+                     depends_on: Sequence[pulumi.Resource] = ()) -> str:
     """Register the Endpoint; returns its resource name (known before it exists: the ID is the stack's)."""
-    endpoint_id = domain.serving_endpoint_id(args.project, args.display_name)
     gcp.vertex.AiEndpoint(
         "serving-endpoint",
-        name=endpoint_id,
-        display_name=args.display_name,
+        name=domain.serving_endpoint_id(project, display_name),
+        display_name=display_name,
         description="tpuctl deploy target (tpuctl:servingEndpoint)",
-        project=args.project,
-        location=args.region,
-        region=args.region,
-        labels={**args.labels, domain.PURPOSE_LABEL: domain.SERVING_ENDPOINT_PURPOSE},
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(args.depends_on),
-                                    ignore_changes=["trafficSplit"]),
+        project=project,
+        location=region,
+        region=region,
+        labels={**labels, domain.PURPOSE_LABEL: domain.SERVING_ENDPOINT_PURPOSE},
+        opts=pulumi.ResourceOptions(depends_on=list(depends_on), ignore_changes=["trafficSplit"]),
     )
-    return domain.serving_endpoint_name(args.project, args.region, args.display_name)
+    return domain.serving_endpoint_name(project, region, display_name)
