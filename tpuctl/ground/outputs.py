@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from tpuctl.ground import domain
 from tpuctl.ground.envs import REPO_ROOT
@@ -51,6 +51,14 @@ MAX_STRING = 2048
 MAX_ITEMS = 1000
 
 
+#: Single string values checked by the catalogue's own validators (its DomainError message is the error).
+_DOMAIN_CHECKS = {
+    "tpu_zone": domain.validate_tpu_vm_zone,
+    "serving_endpoint": lambda value: domain.check_endpoint_name(value, "serving_endpoint"),
+    "trainer_image_repository": domain.validate_repository_id,
+}
+
+
 def _str() -> Any:
     return Field(default=None, max_length=MAX_STRING)
 
@@ -79,25 +87,11 @@ class OutputsDocument(BaseModel):
     trainer_image_url: Optional[str] = _str()
     serving_endpoint: Optional[str] = _str()
 
-    @field_validator("tpu_zone")
+    @field_validator(*_DOMAIN_CHECKS)
     @classmethod
-    def _tpu_zone(cls, value: str | None) -> str | None:
+    def _domain_checked(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is not None:
-            domain.validate_tpu_vm_zone(value)
-        return value
-
-    @field_validator("serving_endpoint")
-    @classmethod
-    def _endpoint(cls, value: str | None) -> str | None:
-        if value is not None:
-            domain.check_endpoint_name(value, "serving_endpoint")
-        return value
-
-    @field_validator("trainer_image_repository")
-    @classmethod
-    def _repository(cls, value: str | None) -> str | None:
-        if value is not None:
-            domain.validate_repository_id(value)
+            _DOMAIN_CHECKS[info.field_name](value)
         return value
 
     @field_validator("project_number")
