@@ -17,7 +17,7 @@ import os
 import re
 from typing import Any, Mapping, Sequence
 
-from trainer.errors import UsageError
+from trainer.errors import ArgumentParser, UsageError
 
 STRATEGIES = ("auto", "tpu", "gpu", "multi_worker", "one_device", "cpu", "central_storage", "parameter_server")
 #: --mixed_precision: auto = bfloat16 on TPUs, off elsewhere.
@@ -172,9 +172,9 @@ class OutputDirs:
         )
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(ArgumentParser):
     def error(self, message: str):  # one line, exit 2, via UsageError
-        raise UsageError(f"{message} (see python -m trainer.task --help)")
+        super().error(f"{message} (see python -m trainer.task --help)")
 
 
 def _bool(text: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import signal
 import sys
 from typing import Callable
@@ -31,6 +32,13 @@ class HardwareError(TrainerError):
     """The requested TPU / GPU / cluster is not available."""
 
     exit_code = EXIT_HARDWARE
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose usage errors are a UsageError (one ``error: …`` line, exit 2) instead of usage + exit."""
+
+    def error(self, message: str):
+        raise UsageError(message)
 
 
 def _print_error(message: str) -> None:

@@ -19,7 +19,6 @@ train, validation, classes, skipped, skipped_files, shards, bytes.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import multiprocessing
 import os
@@ -34,7 +33,7 @@ import google_crc32c
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer import protocol, records, tfrecord
 from trainer.config import MAKE_TFRECORDS_BOUNDS as BOUNDS
-from trainer.errors import DataError, UsageError, run_cli
+from trainer.errors import ArgumentParser, DataError, UsageError, run_cli
 from trainer.imaging import IMAGE_EXTENSIONS, check_image, describe
 
 
@@ -215,7 +214,7 @@ def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, valid
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainer.make_tfrecords",
+    parser = ArgumentParser(prog="python -m trainer.make_tfrecords",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("src", help="folder of class sub-folders of images")
     parser.add_argument("dest", help="local output folder (missing, empty, or a previous output)")
@@ -232,11 +231,6 @@ def main(argv: list[str] | None = None) -> int:
                              "slow), a decoder's second opinion after the stream and table check")
     parser.add_argument("--seed", type=BOUNDS["seed"].parse, default=0,
                         help=f"seed of the validation split and shard order ({BOUNDS['seed'].describe()})")
-
-    def parse_error(message):
-        raise UsageError(message)
-
-    parser.error = parse_error
 
     def run():
         args = parser.parse_args(argv)

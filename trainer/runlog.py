@@ -9,12 +9,11 @@ through tf.io.gfile). Prints one ``summary: {json}`` line (trainer/protocol.py):
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer import protocol
-from trainer.errors import UsageError, run_cli
+from trainer.errors import ArgumentParser, UsageError, run_cli
 
 #: Folder of a run's event files under its model folder (trainer/config.py OutputDirs.logs).
 LOGS = "logs"
@@ -55,13 +54,8 @@ def _number(value, tf) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainer.runlog", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m trainer.runlog", description=__doc__.splitlines()[0])
     parser.add_argument("model_dirs", nargs="+", help="model folders of training runs (local or gs://)")
-
-    def parse_error(message):
-        raise UsageError(message)
-
-    parser.error = parse_error
 
     def run():
         args = parser.parse_args(argv)

@@ -10,7 +10,6 @@ previous output) gives the same shards. Prints ``summary: <json>`` as its last l
 
 from __future__ import annotations
 
-import argparse
 import io
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer import protocol
 from trainer.config import SAMPLE_DATA_BOUNDS as BOUNDS
-from trainer.errors import DataError, UsageError, run_cli
+from trainer.errors import ArgumentParser, DataError, run_cli
 
 PREFIX = "digits"
 CLASSES = [str(d) for d in range(10)]
@@ -99,7 +98,7 @@ def write_demo_dataset(out: str | Path, *, validation_fraction: float = 0.2, sha
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainer.sample_data", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m trainer.sample_data", description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="local folder to write (created; a previous output is replaced)")
     parser.add_argument("--validation-fraction", type=BOUNDS["validation_fraction"].parse, default=0.2,
                         help=f"validation share, default 0.2 ({BOUNDS['validation_fraction'].describe()})")
@@ -107,11 +106,6 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"shards per split, default 2 ({BOUNDS['shards'].describe()})")
     parser.add_argument("--image-size", type=BOUNDS["image_size"].parse, default=32,
                         help=f"side of the stored square images, default 32 ({BOUNDS['image_size'].describe()})")
-
-    def parse_error(message):
-        raise UsageError(message)
-
-    parser.error = parse_error
 
     def run():
         args = parser.parse_args(argv)
