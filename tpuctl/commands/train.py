@@ -140,7 +140,7 @@ def _echo_err(message: str) -> None:
 
 def _train_local(opts, stack_outputs, verbose: bool = False) -> None:
     from tpuctl.commands.display import TrainDisplay, summary_lines
-    from tpuctl.services.training import plan_local, run_local
+    from tpuctl.services.training import plan_local, release_run_dir, run_local
 
     plan = plan_local(opts, stack_outputs, echo=_echo_err)
     source = "demo dataset" if plan.demo_data else "data"
@@ -159,6 +159,9 @@ def _train_local(opts, stack_outputs, verbose: bool = False) -> None:
         outcome = run_local(plan.args, workers=plan.workers, env=plan.env, on_started=_started,
                             out=display.stdout_sink(), err=display.stderr_sink(), on_message=display.on_message,
                             parameter_servers=plan.parameter_servers)
+    except BaseException:
+        release_run_dir(plan)   # a run that failed before writing anything leaves no empty folder
+        raise
     finally:
         display.close()
     runs.write_launch_record(plan.model_dir, {

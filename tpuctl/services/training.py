@@ -140,6 +140,8 @@ class LocalPlan:
     model_dir: str
     demo_data: bool
     parameter_servers: int = 0
+    #: the model folder was claimed (created empty) by this plan: remove it again if the run fails at once
+    claimed: bool = False
 
 
 def timestamp() -> str:
@@ -147,13 +149,36 @@ def timestamp() -> str:
 
 
 def _fresh_run_dir(base: Path) -> str:
-    """``runs/<timestamp>``, suffixed ``-2``, ``-3``… if taken: a reused folder would resume its backup."""
+    """``runs/<timestamp>``, suffixed ``-2``, ``-3``… if taken: a reused folder would resume its backup.
+
+    The folder is claimed by creating it (``mkdir`` fails if it exists), so runs started in the same second
+    never share one (checking for it first let three concurrent runs pick the same folder)."""
     stamp = timestamp()
-    candidate, n = base / stamp, 1
-    while candidate.exists():
-        n += 1
-        candidate = base / f"{stamp}-{n}"
-    return str(candidate)
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"cannot create {base} for the run's model folder ({err.strerror or err}); "
+                        "pass --model-dir") from None
+    n = 1
+    while True:
+        candidate = base / (stamp if n == 1 else f"{stamp}-{n}")
+        try:
+            candidate.mkdir()
+            return str(candidate)
+        except FileExistsError:
+            n += 1
+        except OSError as err:
+            raise UserError(f"cannot create the model folder {candidate} ({err.strerror or err}); "
+                            "pass --model-dir") from None
+
+
+def release_run_dir(plan: LocalPlan) -> None:
+    """Remove the model folder the plan claimed if the run left it empty (nothing half-created)."""
+    if plan.claimed:
+        try:
+            Path(plan.model_dir).rmdir()
+        except OSError:
+            pass  # not empty (the trainer wrote into it) or already gone
 
 
 def check_common(opts: TrainOptions) -> None:
@@ -221,10 +246,8 @@ def plan_local(opts: TrainOptions, outputs: StackOutputs | None = None,
                 raise UserError(f"{exc} (make one with `tpuctl data make-tfrecords`)") from None
             raise
     model_dir = opts.model_dir
-    if not model_dir:
-        artifacts = outputs.bucket_url("artifacts") if outputs else None
-        model_dir = f"{artifacts}/runs/{timestamp()}" if artifacts else _fresh_run_dir(Path("runs"))
-    if not model_dir.startswith("gs://"):
+    artifacts = outputs.bucket_url("artifacts") if outputs else None
+    if model_dir and not model_dir.startswith("gs://"):
         model_dir = str(local_folder(model_dir, "model folder", must_exist=False))
     env: dict[str, str] = {}
     hub_cache = opts.hub_cache_dir or (outputs.tfhub_cache_dir if outputs else None)
@@ -234,5 +257,8 @@ def plan_local(opts: TrainOptions, outputs: StackOutputs | None = None,
     demo = data_dir is None
     if demo:
         data_dir = str(ensure_demo_data(echo))
+    claimed = not model_dir and not artifacts
+    if not model_dir:   # last: a folder claimed here is the only thing planning creates
+        model_dir = f"{artifacts}/runs/{timestamp()}" if artifacts else _fresh_run_dir(Path("runs").resolve())
     args += ["--data_dir", data_dir, "--model_dir", model_dir, *model_args(opts), *opts.extra]
-    return LocalPlan(args, env, opts.workers, data_dir, model_dir, demo, opts.parameter_servers)
+    return LocalPlan(args, env, opts.workers, data_dir, model_dir, demo, opts.parameter_servers, claimed)

@@ -28,7 +28,7 @@ class SlowProxy:
 
     def __init__(self, upstream: str, delay: float):
         self.uploads = 0
-        self.closed = False
+        self.closed = threading.Event()   # set by close(): sleeping uploads wake up and forward nothing
         proxy = self
         host, port = upstream[len("http://"):].split(":")
 
@@ -40,9 +40,8 @@ class SlowProxy:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if "/upload/" in self.path:
                     proxy.uploads += 1
-                    time.sleep(delay)
-                    if proxy.closed:  # the test is over: never create an object in a later test's emulator
-                        self.send_error(503)
+                    if proxy.closed.wait(delay):  # the test is over: never create an object in a later test
+                        self.close_connection = True
                         return
                 conn = http.client.HTTPConnection(host, int(port), timeout=30)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
@@ -60,12 +59,18 @@ class SlowProxy:
 
             do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _forward
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class QuietServer(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request, client_address):  # a client gone after the test: not this test's output
+                pass
+
+        self.server = QuietServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self):
-        self.closed = True
+        self.closed.set()
         self.server.shutdown()
         self.server.server_close()
 

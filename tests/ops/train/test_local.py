@@ -106,6 +106,8 @@ def test_trainer_exit_code_and_error_line_are_passed_on(fake_trainer, tools, tmp
     assert last.startswith("error: trainer (pid ")
     assert "exited with code 3; last stderr line: error: --distribution_strategy tpu: no TPU found" in last
     assert _log(env, "chief-0.json")["args"][:2] == ["--distribution_strategy", "tpu"]
+    # the run folder claimed for it is given back: a failed run leaves no empty runs/<timestamp>
+    assert not (tmp_path / "runs").exists() or list((tmp_path / "runs").iterdir()) == []
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -233,8 +235,20 @@ def test_default_run_folder_is_never_reused(monkeypatch, tmp_path):
 
     monkeypatch.setattr(launch, "timestamp", lambda: "20261122-030000")
     base = tmp_path / "runs"
+    # each call claims (creates) its folder, so calls in the same second never share one
     assert launch._fresh_run_dir(base) == str(base / "20261122-030000")
-    (base / "20261122-030000").mkdir(parents=True)
     assert launch._fresh_run_dir(base) == str(base / "20261122-030000-2")
-    (base / "20261122-030000-2").mkdir()
     assert launch._fresh_run_dir(base) == str(base / "20261122-030000-3")
+    assert all((base / n).is_dir() for n in ("20261122-030000", "20261122-030000-2", "20261122-030000-3"))
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(8) as pool:
+        claimed = list(pool.map(lambda _: launch._fresh_run_dir(base), range(16)))
+    assert len(set(claimed)) == 16 and not set(claimed) & {str(base / "20261122-030000")}
+    # a run that fails before writing anything gives its claimed folder back
+    plan = launch.LocalPlan([], {}, 1, "d", claimed[0], False, claimed=True)
+    launch.release_run_dir(plan)
+    assert not Path(claimed[0]).exists()
+    (Path(claimed[1]) / "tpuctl-run.json").write_text("{}")
+    launch.release_run_dir(launch.LocalPlan([], {}, 1, "d", claimed[1], False, claimed=True))
+    assert Path(claimed[1]).is_dir()   # not empty: kept
