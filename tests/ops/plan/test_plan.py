@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from stackfixtures import write_stack
 
 from infra.buckets import ACCESS_LOG_WRITER
 from tpuctl.ground import domain
@@ -18,23 +18,6 @@ from tpuctl.services.plan import plan
 from clifixtures import invoke
 
 REPO = Path(__file__).resolve().parents[3]
-HUB_HANDLE = "https://tfhub.dev/google/imagenet/mobilenet_v2_100_224/feature_vector/5"
-
-
-def write_stack(path: Path, hub_dir: Path, **overrides) -> Path:
-    """Pulumi.example.yaml with its commented-out hub model switched on and served from a tiny local
-    cache, plus ``overrides``."""
-    folder = hub_dir / domain.hub_cache_key(HUB_HANDLE)
-    (folder / "variables").mkdir(parents=True, exist_ok=True)
-    (folder / "saved_model.pb").write_bytes(b"\x08\x01")
-    (folder / "variables" / "variables.index").write_bytes(b"idx")
-    doc = yaml.safe_load((REPO / "Pulumi.example.yaml").read_text())
-    doc["config"]["tpuctl:hubCacheSource"] = str(hub_dir)
-    doc["config"]["tpuctl:hubModels"] = [HUB_HANDLE]
-    for key, value in overrides.items():
-        doc["config"][f"tpuctl:{key}"] = value
-    path.write_text(yaml.safe_dump(doc))
-    return path
 
 
 @pytest.fixture

@@ -7,30 +7,15 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
+from stackfixtures import write_stack
 
 from policy.resources import TERRAFORM_TYPES
-from tpuctl.ground import domain
 from tpuctl.ground import tokens as T
 from tpuctl.services.plan import checkov_baseline, plan, tf_values, to_tfplan
 
 from clifixtures import invoke
 
 REPO = Path(__file__).resolve().parents[3]
-HUB_HANDLE = "https://tfhub.dev/google/imagenet/mobilenet_v2_100_224/feature_vector/5"
-
-
-def write_stack(path: Path, hub_dir: Path) -> Path:
-    """Pulumi.example.yaml with its commented-out hub model switched on, served from a tiny local cache."""
-    folder = hub_dir / domain.hub_cache_key(HUB_HANDLE)
-    (folder / "variables").mkdir(parents=True, exist_ok=True)
-    (folder / "saved_model.pb").write_bytes(b"\x08\x01")
-    (folder / "variables" / "variables.index").write_bytes(b"idx")
-    doc = yaml.safe_load((REPO / "Pulumi.example.yaml").read_text())
-    doc["config"]["tpuctl:hubCacheSource"] = str(hub_dir)
-    doc["config"]["tpuctl:hubModels"] = [HUB_HANDLE]
-    path.write_text(yaml.safe_dump(doc))
-    return path
 
 
 @pytest.fixture(scope="module")
