@@ -5,21 +5,11 @@ from __future__ import annotations
 import pytest
 
 from buildfakes import FakeBuildCloud
+from httpfakes import fake_factory
 
 
 @pytest.fixture
 def build_cloud(monkeypatch, tmp_path):
-    servers = []
-
-    def make(**kw) -> FakeBuildCloud:
-        fake = FakeBuildCloud(**kw)
-        servers.append(fake)
-        monkeypatch.setenv("TPUCTL_CLOUDBUILD_ENDPOINT", fake.url)
-        monkeypatch.setenv("TPUCTL_ARTIFACTREGISTRY_ENDPOINT", fake.url)
-        monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "my-tpu-project")
-        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-credentials.json"))
-        return fake
-
-    yield make
-    for fake in servers:
-        fake.stop()
+    with fake_factory(FakeBuildCloud, monkeypatch, ["TPUCTL_CLOUDBUILD_ENDPOINT", "TPUCTL_ARTIFACTREGISTRY_ENDPOINT"],
+                      project="my-tpu-project", credentials=tmp_path / "no-credentials.json") as make:
+        yield make

@@ -9,17 +9,17 @@ import json
 import re
 import subprocess
 import threading
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from stackfixtures import write_outputs
 
 from tpuctl.ground.envs import trainer_env, trainer_python
 
 from gcsfixtures import anonymous_client, storage_emulator
-from httpfakes import JsonHandler
+from httpfakes import FakeServer, JsonHandler, fake_factory
 
 HERE = Path(__file__).resolve().parent
 PROJECT, REGION = "my-serve-project", "us-central1"
@@ -33,7 +33,7 @@ class _Handler(JsonHandler):
     fake = None
 
 
-class FakeVertexServing:
+class FakeVertexServing(FakeServer):
     """Answers Vertex AI's upload_model / create_endpoint / deploy_model (LROs, done on the first GET),
     list_endpoints, predict, create_batch_prediction_job and get, like its v1 REST API; records every request.
 
@@ -100,9 +100,7 @@ class FakeVertexServing:
                     return self.send(200, job)
                 self.send(404, {"error": {"code": 404, "message": f"no route {path}", "status": "NOT_FOUND"}})
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.serve(Handler)
 
     def operation(self, parent: str, response: dict) -> dict:
         name = f"{parent}/operations/{100 + len(self.operations)}"
@@ -112,12 +110,8 @@ class FakeVertexServing:
     def posts(self, suffix: str = "") -> list[tuple[str, dict]]:
         return [(p, b) for m, p, b in self.requests if m == "POST" and p.endswith(suffix)]
 
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
 
-
-class FakeTFServing:
+class FakeTFServing(FakeServer):
     """A TF-Serving-shaped ``:predict`` endpoint answering from ``predictor``; records every body."""
 
     def __init__(self, model="digits", predictor=None):
@@ -133,13 +127,8 @@ class FakeTFServing:
                     return self.send(404, {"error": f"Servable not found for request: Latest({self.path})"})
                 self.send(200, {"predictions": fake.predictor(body["instances"])})
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/models/{model}:predict"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.serve(Handler)
+        self.url += f"/v1/models/{model}:predict"
 
 
 def canned(instance) -> dict:
@@ -164,33 +153,15 @@ def serve_commands():
 
 @pytest.fixture
 def vertex(monkeypatch, tmp_path):
-    servers = []
-
-    def make(**kw) -> FakeVertexServing:
-        fake = FakeVertexServing(**kw)
-        servers.append(fake)
-        monkeypatch.setenv("TPUCTL_VERTEX_ENDPOINT", fake.url)
-        monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", PROJECT)
-        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-credentials.json"))
-        return fake
-
-    yield make
-    for fake in servers:
-        fake.stop()
+    with fake_factory(FakeVertexServing, monkeypatch, ["TPUCTL_VERTEX_ENDPOINT"], project=PROJECT,
+                      credentials=tmp_path / "no-credentials.json") as make:
+        yield make
 
 
 @pytest.fixture
 def tf_serving():
-    servers = []
-
-    def make(**kw) -> FakeTFServing:
-        fake = FakeTFServing(**kw)
-        servers.append(fake)
-        return fake
-
-    yield make
-    for fake in servers:
-        fake.stop()
+    with fake_factory(FakeTFServing) as make:
+        yield make
 
 
 @pytest.fixture
@@ -205,9 +176,7 @@ def gcs(monkeypatch):
 
 @pytest.fixture
 def outputs_file(tmp_path):
-    path = tmp_path / "outputs.json"
-    path.write_text(json.dumps(OUTPUTS))
-    return path
+    return write_outputs(tmp_path / "outputs.json", OUTPUTS)
 
 
 JPEG_HEADER = b"\xff\xd8\xff\xe0"

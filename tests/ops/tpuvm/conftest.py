@@ -11,13 +11,13 @@ import json
 import os
 import re
 import threading
-from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from stackfixtures import write_outputs
 
 from gcsfixtures import anonymous_client, storage_emulator
-from httpfakes import JsonHandler
+from httpfakes import FakeServer, JsonHandler, fake_factory
 
 PROJECT, REGION, ZONE = "my-tpu-project", "us-central1", "us-central1-a"
 ARTIFACTS, DATA, STAGING = "tpuctl-my-tpu-project-artifacts", "tpuctl-my-tpu-project-data", "tpuctl-my-tpu-project-staging"
@@ -29,7 +29,7 @@ def _public(resource: dict) -> dict:
     return {k: v for k, v in resource.items() if not k.startswith("_")}
 
 
-class FakeTpuCloud:
+class FakeTpuCloud(FakeServer):
     def __init__(self, states=("WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE"), on_get=None, existing=()):
         self.states = list(states)
         self.on_get = on_get
@@ -107,9 +107,7 @@ class FakeTpuCloud:
                 fake.resources.pop(name)
                 self._send(200, self._operation(project, zone))
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.serve(Handler)
 
     def env(self) -> dict[str, str]:
         """Environment of a `tpuctl` subprocess that talks to this fake and the current storage emulator."""
@@ -118,10 +116,6 @@ class FakeTpuCloud:
 
     def creates(self):
         return [r for r in self.requests if r[0] == "POST"]
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -147,30 +141,18 @@ def gcs(monkeypatch):
 
 @pytest.fixture
 def tpu_cloud(monkeypatch, tmp_path):
-    servers = []
-
-    def make(**kw) -> FakeTpuCloud:
-        fake = FakeTpuCloud(**kw)
-        servers.append(fake)
-        monkeypatch.setenv("TPUCTL_TPU_ENDPOINT", fake.url)
-        monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", PROJECT)
-        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-credentials.json"))
-        return fake
-
-    yield make
-    for fake in servers:
-        fake.stop()
+    with fake_factory(FakeTpuCloud, monkeypatch, ["TPUCTL_TPU_ENDPOINT"], project=PROJECT,
+                      credentials=tmp_path / "no-credentials.json") as make:
+        yield make
 
 
 @pytest.fixture
 def outputs_file(tmp_path):
-    f = tmp_path / "outputs.json"
-    f.write_text(json.dumps({
+    return write_outputs(tmp_path / "outputs.json", {
         "project": PROJECT, "region": REGION, "zone": ZONE,
         "buckets": {"staging": STAGING, "artifacts": ARTIFACTS, "data": DATA},
         "principals": {"training-sa": SA}, "training_service_account": SA,
         "labels": {"stack": "dev"},
-    }))
-    return f
+    })
 
 

@@ -1,23 +1,21 @@
-"""Fixtures for `tpuctl train`: a fake trainer interpreter, the GCS emulator, a stand-in Vertex AI API."""
+"""Fixtures for `tpuctl train`: a fake trainer interpreter, the GCS emulator, a stand-in Vertex AI API
+(tests/fixtures/vertexfakes.py)."""
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import sys
-import threading
 import time
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from vertexfakes import FakeCustomJobs
 
 from tpuctl.ground.envs import ops_python, trainer_python
 
 from clifixtures import run_process
 from gcsfixtures import anonymous_client, storage_emulator
-from httpfakes import JsonHandler
+from httpfakes import fake_factory
 
 REPO = Path(__file__).resolve().parents[3]
 FAKE_TRAINER = Path(__file__).with_name("fake_trainer.py")
@@ -57,75 +55,10 @@ def gcs():
                 os.environ["STORAGE_EMULATOR_HOST"] = old
 
 
-class FakeVertex:
-    """Answers CustomJob create/get like Vertex AI's REST API and records every request."""
-
-    def __init__(self, states=("JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"), error=None,
-                 unavailable_gets=0):
-        self.states = list(states)
-        self.error = error
-        self.unavailable_gets = unavailable_gets  # answer this many GETs with 503 first
-        self.requests: list[tuple[str, str, dict | None]] = []
-        self.jobs: dict[str, dict] = {}
-        self.gets: dict[str, int] = {}
-        self.lock = threading.Lock()
-        fake = self
-
-        class Handler(JsonHandler):
-
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                path = self.path.split("?")[0]
-                with fake.lock:
-                    fake.requests.append(("POST", path, body))
-                m = re.fullmatch(r"/v1/(projects/[^/]+/locations/[^/]+)/customJobs", path)
-                if not m:
-                    return self._send(404, {"error": {"code": 404, "message": f"no route {path}", "status": "NOT_FOUND"}})
-                name = f"{m.group(1)}/customJobs/{1000 + len(fake.jobs)}"
-                job = dict(body, name=name, state="JOB_STATE_QUEUED", createTime="2026-11-22T03:00:00Z")
-                fake.jobs[name] = job
-                self._send(200, job)
-
-            def do_GET(self):
-                path = self.path.split("?")[0]
-                with fake.lock:
-                    fake.requests.append(("GET", path, None))
-                name = path[len("/v1/"):]
-                if fake.unavailable_gets > 0:
-                    fake.unavailable_gets -= 1
-                    return self._send(503, {"error": {"code": 503, "message": "try again", "status": "UNAVAILABLE"}})
-                if name not in fake.jobs:
-                    return self._send(404, {"error": {"code": 404, "message": f"{name} not found", "status": "NOT_FOUND"}})
-                i = fake.gets.get(name, 0)
-                fake.gets[name] = i + 1
-                job = dict(fake.jobs[name], state=fake.states[min(i, len(fake.states) - 1)])
-                if job["state"] == "JOB_STATE_FAILED" and fake.error:
-                    job["error"] = {"code": 3, "message": fake.error}
-                self._send(200, job)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def posts(self):
-        return [r for r in self.requests if r[0] == "POST"]
-
-
 @pytest.fixture
 def fake_vertex():
-    servers = []
-
-    def make(**kw) -> FakeVertex:
-        fake = FakeVertex(**kw)
-        fake.thread.start()
-        servers.append(fake)
-        return fake
-
-    yield make
-    for fake in servers:
-        fake.server.shutdown()
-        fake.server.server_close()
+    with fake_factory(FakeCustomJobs) as make:
+        yield make
 
 
 def wait_for(predicate, timeout=30.0, interval=0.05):

@@ -11,25 +11,17 @@ from datetime import timedelta
 
 import pytest
 from google.cloud import aiplatform_v1
+from stackfixtures import write_outputs
 
 from tpuctl.ground.errors import UserError
 from tpuctl.ground.outputs import read_outputs_file
 from tpuctl.services import cloudrun, vertex
 from tpuctl.services.training import TrainOptions
 
-OUTPUTS = {
-    "project": "my-project-1", "project_number": "123456789012", "region": "us-central1",
-    "buckets": {"data": "tpuctl-my-project-1-data", "staging": "tpuctl-my-project-1-staging",
-                "artifacts": "tpuctl-my-project-1-artifacts"},
-    "training_service_account": "tpuctl-trainer@my-project-1.iam.gserviceaccount.com",
-    "labels": {"app": "tpuctl"},
-}
-
 
 @pytest.fixture
 def job(tmp_path):
-    path = tmp_path / "outputs.json"
-    path.write_text(json.dumps(OUTPUTS))
+    path = write_outputs(tmp_path / "outputs.json")
     return vertex.plan_job(TrainOptions(workers=2, epochs=3), read_outputs_file(path), job_name="spot-1")
 
 

@@ -9,6 +9,7 @@ import json
 
 import pytest
 from google.cloud import aiplatform_v1
+from stackfixtures import write_outputs
 
 from tpuctl.ground import domain
 from tpuctl.ground.errors import UserError
@@ -16,6 +17,7 @@ from tpuctl.services import image, vertex
 
 from buildfakes import FakeBuildCloud
 from clifixtures import invoke
+from httpfakes import fake_factory
 
 PROJECT, REGION = "my-project-1", "us-central1"
 OUTPUTS = {
@@ -30,9 +32,17 @@ OUTPUTS = {
 
 @pytest.fixture
 def outputs_file(tmp_path):
-    f = tmp_path / "outputs.json"
-    f.write_text(json.dumps(OUTPUTS))
-    return f
+    return write_outputs(tmp_path / "outputs.json", OUTPUTS)
+
+
+@pytest.fixture
+def clouds(fake_vertex, monkeypatch, tmp_path):
+    """(the Vertex AI stand-in, the Artifact Registry fake), both pointed at by their endpoint variables."""
+    fake = fake_vertex()
+    monkeypatch.setenv("TPUCTL_VERTEX_ENDPOINT", fake.url)
+    with fake_factory(FakeBuildCloud, monkeypatch, ["TPUCTL_ARTIFACTREGISTRY_ENDPOINT"],
+                      credentials=tmp_path / "none.json") as make:
+        yield fake, make()
 
 
 def _dry_run(outputs_file, *args):
@@ -54,33 +64,23 @@ def test_default_job_runs_the_trainer_image_with_the_same_args_and_env(outputs_f
     assert pool.machine_spec == old.machine_spec
 
 
-def test_a_missing_image_is_one_line_naming_the_build_command_and_nothing_is_submitted(
-        outputs_file, fake_vertex, monkeypatch, tmp_path):
-    fake = fake_vertex()
-    registry = FakeBuildCloud()
-    try:
-        monkeypatch.setenv("TPUCTL_VERTEX_ENDPOINT", fake.url)
-        monkeypatch.setenv("TPUCTL_ARTIFACTREGISTRY_ENDPOINT", registry.url)
-        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "none.json"))
-        r = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--job-name", "j2",
-                    "--poll-seconds", "0.01"])
-        assert r.exit_code == 2, r.output
-        assert r.stderr.splitlines()[-1].startswith("error: the trainer image ")
-        assert (f"run `tpuctl image build --variant cpu --project {PROJECT} --region {REGION} "
-                "--repository team-images`") in r.stderr
-        assert fake.posts() == []
-        # once the image exists, the same command submits the container job
-        ref = image.image_ref(None, "cpu", project=PROJECT, region=REGION, repository="team-images")
-        registry.tags.add(ref.uri)
-        r = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--job-name", "j2",
-                    "--poll-seconds", "0.01"])
-        assert r.exit_code == 0, r.output
-        [(_, _, body)] = fake.posts()
-        sent = aiplatform_v1.CustomJob.from_json(json.dumps(body), ignore_unknown_fields=False)
-        assert sent.job_spec.worker_pool_specs[0].container_spec.image_uri == ref.uri
-        assert "uploaded trainer package" not in r.stdout
-    finally:
-        registry.stop()
+def test_a_missing_image_is_one_line_naming_the_build_command_and_nothing_is_submitted(outputs_file, clouds):
+    fake, registry = clouds
+    r = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--job-name", "j2", "--poll-seconds", "0.01"])
+    assert r.exit_code == 2, r.output
+    assert r.stderr.splitlines()[-1].startswith("error: the trainer image ")
+    assert (f"run `tpuctl image build --variant cpu --project {PROJECT} --region {REGION} "
+            "--repository team-images`") in r.stderr
+    assert fake.posts() == []
+    # once the image exists, the same command submits the container job
+    ref = image.image_ref(None, "cpu", project=PROJECT, region=REGION, repository="team-images")
+    registry.tags.add(ref.uri)
+    r = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--job-name", "j2", "--poll-seconds", "0.01"])
+    assert r.exit_code == 0, r.output
+    [(_, _, body)] = fake.posts()
+    sent = aiplatform_v1.CustomJob.from_json(json.dumps(body), ignore_unknown_fields=False)
+    assert sent.job_spec.worker_pool_specs[0].container_spec.image_uri == ref.uri
+    assert "uploaded trainer package" not in r.stdout
 
 
 def test_prebuilt_image_past_its_end_of_availability_is_refused_and_warned_before():
@@ -96,21 +96,14 @@ def test_prebuilt_image_past_its_end_of_availability_is_refused_and_warned_befor
     assert len(said) == 1
 
 
-def test_a_parameter_server_job_is_sent_with_a_ps_pool(outputs_file, fake_vertex, monkeypatch, tmp_path):
-    fake = fake_vertex()
-    registry = FakeBuildCloud()
-    try:
-        monkeypatch.setenv("TPUCTL_VERTEX_ENDPOINT", fake.url)
-        monkeypatch.setenv("TPUCTL_ARTIFACTREGISTRY_ENDPOINT", registry.url)
-        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "none.json"))
-        registry.tags.add(image.image_ref(None, "cpu", project=PROJECT, region=REGION, repository="team-images").uri)
-        r = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--job-name", "ps1", "--workers", "3",
-                    "--parameter-servers", "2", "--poll-seconds", "0.01"])
-        assert r.exit_code == 0, r.output
-        [(_, _, body)] = fake.posts()
-        sent = aiplatform_v1.CustomJob.from_json(json.dumps(body), ignore_unknown_fields=False)
-        pools = sent.job_spec.worker_pool_specs
-        assert [p.replica_count for p in pools] == [1, 3, 2]      # chief (coordinator), workers, ps
-        assert all(list(p.container_spec.args[:2]) == ["--distribution_strategy", "parameter_server"] for p in pools)
-    finally:
-        registry.stop()
+def test_a_parameter_server_job_is_sent_with_a_ps_pool(outputs_file, clouds):
+    fake, registry = clouds
+    registry.tags.add(image.image_ref(None, "cpu", project=PROJECT, region=REGION, repository="team-images").uri)
+    r = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--job-name", "ps1", "--workers", "3",
+                "--parameter-servers", "2", "--poll-seconds", "0.01"])
+    assert r.exit_code == 0, r.output
+    [(_, _, body)] = fake.posts()
+    sent = aiplatform_v1.CustomJob.from_json(json.dumps(body), ignore_unknown_fields=False)
+    pools = sent.job_spec.worker_pool_specs
+    assert [p.replica_count for p in pools] == [1, 3, 2]      # chief (coordinator), workers, ps
+    assert all(list(p.container_spec.args[:2]) == ["--distribution_strategy", "parameter_server"] for p in pools)
