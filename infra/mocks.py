@@ -57,7 +57,11 @@ def catalogue_quota_infos(service: str) -> list[dict[str, Any]]:
     metrics = {domain.gpu_quota_metric(g, kind, spot) for g in domain.GPU_TYPES.values()
                for kind in domain.QUOTA_SERVICES for spot in (False, True)}
     metrics |= {metric for metric, _ in domain.VERTEX_TPU_QUOTA.values()}
-    return [quota_info(service, m) for m in sorted(metrics) if m.startswith(service + "/")]
+    infos = [quota_info(service, m) for m in sorted(metrics) if m.startswith(service + "/")]
+    if service == domain.TPU_VM_QUOTA_SERVICE:   # per-zone ids (the metric is not documented: a made-up one here)
+        ids = sorted({q for quota in domain.TPU_VM_QUOTAS.values() for q in (quota.on_demand, quota.spot) if q})
+        infos += [quota_info(service, f"{service}/mock-{q.lower()}", q, ("zone",)) for q in ids]
+    return infos
 
 
 def quota_info(service: str, metric: str, quota_id: str | None = None,

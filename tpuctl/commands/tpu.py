@@ -46,6 +46,7 @@ def run_options(opts, stack_outputs, *, zone: str | None = None, spot: bool = Fa
     from tpuctl.services import tpuvm
 
     run = tpuvm.plan_run(opts, stack_outputs, zone=zone, spot=spot, name=name, image=image)
+    tpuvm.check_quota(run, echo=_echo_err)   # before anything is created; offline: a note
     if dry_run:
         typer.echo(json.dumps(tpuvm.request_document(run), indent=2))
         return

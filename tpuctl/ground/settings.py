@@ -170,9 +170,9 @@ def _unique_quotas(parse):
         seen: dict[tuple[str, str], str] = {}
         for entry in entries:
             req = parse(entry)
-            ident = (req.label, req.region)
+            ident = (req.label, req.location)
             if ident in seen:
-                raise ValueError(f"{entry!r} repeats {req.label} in {req.region} (already {seen[ident]!r})")
+                raise ValueError(f"{entry!r} repeats {req.label} in {req.location} (already {seen[ident]!r})")
             seen[ident] = entry
         return entries
     return check
@@ -273,8 +273,8 @@ class StackSettings(BaseModel):
         "gpuQuotas", (), "GPU quota preferences, each GPU_TYPE:REGION:COUNT or GPU_TYPE:REGION:COUNT:spot "
                          "(e.g. nvidia-tesla-t4:us-central1:4); quotaService says whose quota.")
     quota_contact_email: Annotated[Str, AfterValidator(_contact)] = _key(
-        "quotaContactEmail", "", "Contact e-mail for quota requests (required when gpuQuotas or tpuQuotas is not "
-                                 "empty).")
+        "quotaContactEmail", "", "Contact e-mail for quota requests (required when gpuQuotas, tpuQuotas or "
+                                 "tpuVmQuotas is not empty).")
     quota_justification: Str = _key(
         "quotaJustification", "TensorFlow model training on Vertex AI (tpuctl)",
         "Justification sent with GPU quota requests.")
@@ -298,6 +298,10 @@ class StackSettings(BaseModel):
     tpu_quotas: Annotated[List, AfterValidator(_unique_quotas(domain.parse_tpu_quota))] = _key(
         "tpuQuotas", (), "Vertex AI custom-training TPU quota preferences, each TPU_VERSION:REGION:CORES "
                          "(e.g. v5e:us-central1:8).")
+    tpu_vm_quotas: Annotated[List, AfterValidator(_unique_quotas(domain.parse_tpu_vm_quota))] = _key(
+        "tpuVmQuotas", (), "Cloud TPU (TPU VM) per-zone quota preferences, each GENERATION:ZONE:COUNT or "
+                           "GENERATION:ZONE:COUNT:spot (e.g. v5e:us-west4-a:16:spot); COUNT in chips for v5e/v6e, "
+                           "TensorCores for v5p/v4.")
     access_log_retention_days: Annotated[Int, _range(0, STAGING_MAX_DAYS, "must be 0 (off) or more days, not {value}")] = _key(
         "accessLogRetentionDays", 0,
         "Usage and storage logs of every created bucket go to an access-log bucket and are deleted after this many "
@@ -333,9 +337,9 @@ class StackSettings(BaseModel):
                 "acl applies only to an existing data bucket (set existingDataBucket); buckets tpuctl creates use "
                 "uniform bucket-level access, where ACLs are rejected",
             )
-        if (self.gpu_quotas or self.tpu_quotas) and not self.quota_contact_email:
-            raise ConfigError("quotaContactEmail", "is required when gpuQuotas or tpuQuotas is set (Google contacts "
-                                                   "this person about the request)")
+        if (self.gpu_quotas or self.tpu_quotas or self.tpu_vm_quotas) and not self.quota_contact_email:
+            raise ConfigError("quotaContactEmail", "is required when gpuQuotas, tpuQuotas or tpuVmQuotas is set "
+                                                   "(Google contacts this person about the request)")
         if self.project:
             names = self.buckets()
             log_bucket = self.access_log_bucket_name()
@@ -383,10 +387,11 @@ class StackSettings(BaseModel):
         return out
 
     def gpu_quota_requests(self) -> tuple[domain.QuotaRequest, ...]:
-        """Every accelerator quota the stack asks for: gpuQuotas (the quotaService's metric), then tpuQuotas
-        (Vertex AI's TPU metrics)."""
+        """Every accelerator quota the stack asks for: gpuQuotas (the quotaService's metric), tpuQuotas
+        (Vertex AI's TPU metrics), then tpuVmQuotas (the Cloud TPU API's per-zone quota ids)."""
         return (tuple(domain.parse_gpu_quota(entry, self.quota_service) for entry in self.gpu_quotas)
-                + tuple(domain.parse_tpu_quota(entry) for entry in self.tpu_quotas))
+                + tuple(domain.parse_tpu_quota(entry) for entry in self.tpu_quotas)
+                + tuple(domain.parse_tpu_vm_quota(entry) for entry in self.tpu_vm_quotas))
 
     quota_requests = gpu_quota_requests
 

@@ -32,7 +32,7 @@ KEY_PROPERTIES: dict[str, tuple[str, ...]] = {
     T.BUCKET_ACCESS_CONTROL: ("bucket", "role", "entity"),
     T.DEFAULT_OBJECT_ACCESS_CONTROL: ("bucket", "role", "entity"),
     T.BUCKET_OBJECT: ("bucket", "contentType"),
-    T.QUOTA_PREFERENCE: ("quotaId", "dimensions.region", "quotaConfig.preferredValue",
+    T.QUOTA_PREFERENCE: ("quotaId", "dimensions.region", "dimensions.zone", "quotaConfig.preferredValue",
                                                          "contactEmail"),
     T.SERVICE: ("service", "disableOnDestroy"),
     T.SERVICE_IDENTITY: ("service", "email"),

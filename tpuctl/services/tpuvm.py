@@ -166,6 +166,44 @@ def plan_run(opts: TrainOptions, outputs: StackOutputs | None, *, zone: str | No
                                 + ("" if opts.model_dir else f" (it reuses {model_dir})"))
 
 
+def check_quota(run: TpuVmRun, *, client=None, echo: Progress = print) -> int | None:
+    """Raise ``UserError`` when the zone's Cloud TPU quota (on-demand, or Spot with ``run.spot``) is below what
+    one slice of ``run.accelerator`` needs, before anything is created. Returns the limit, or None when it could
+    not be read (a note says why and the run goes on: the Cloud TPU API enforces the quota itself)."""
+    from bootstrap import doctor
+
+    quota_id, units, unit = domain.tpu_vm_quota_need(run.accelerator, run.spot)
+    kind = "Spot" if run.spot else "on-demand"
+    generation = run.accelerator.generation
+    if quota_id is None:
+        echo(f"note: quota check skipped: tpuctl does not know the {kind} quota id of TPU {generation}")
+        return None
+    if client is None:
+        why = doctor.quota_api_unreachable()
+        if why:
+            echo(f"note: quota check skipped: {why}")
+            return None
+    try:
+        infos = doctor.quota_infos(run.project, domain.TPU_VM_QUOTA_SERVICE, client)
+    except UserError as exc:
+        echo(f"note: quota check skipped: {exc}")
+        return None
+    info = next((i for i in infos if i.quota_id == quota_id), None)
+    if info is None:
+        echo(f"note: quota check skipped: the Cloud TPU API lists no quota {quota_id} (renamed? please report it)")
+        return None
+    limit = doctor.limit_in(info, run.zone, "zone")
+    if limit is None:
+        echo(f"note: quota check skipped: {quota_id} has no value for {run.zone}")
+        return None
+    if 0 <= limit < units:   # -1: unlimited
+        raise UserError(
+            f"Cloud TPU {kind} quota {quota_id} in {run.zone} is {limit} {unit}, a {run.accelerator.name} slice "
+            f"needs {units}; " + doctor.tpu_vm_quota_fix(run.project, run.zone, quota_id, generation, units, run.spot),
+            1)
+    return limit
+
+
 def host_command(run: TpuVmRun, worker: str = "$WORKER") -> list[str]:
     """The ``docker run`` every TPU VM host runs (``worker``: the host's index, a shell variable on the VM)."""
     argv = ["docker", "run", "--rm", "--net=host", "--privileged", "--name", "tpuctl-trainer"]

@@ -400,23 +400,6 @@ def check_availability(training_image: domain.TrainingImage, today: datetime.dat
 # Quota: does the region's Vertex AI quota for the accelerator cover the job? (checked before submitting)
 # --------------------------------------------------------------------------------------------
 
-def _quota_reachable() -> str | None:
-    """None when the Cloud Quotas API can be asked (a redirect, or Application Default Credentials);
-    else why not, for the note that the check was skipped."""
-    from bootstrap import clients
-
-    if clients.endpoint_for("cloudquotas"):
-        return None
-    import google.auth
-    from google.auth.exceptions import DefaultCredentialsError
-
-    try:
-        google.auth.default()
-    except DefaultCredentialsError:
-        return "no Google credentials (`gcloud auth application-default login`)"
-    return None
-
-
 def quota_fix(job: VertexJob, metric: str, quota_id: str, need: int) -> str:
     """How to get ``need`` units of ``quota_id``: the stack key (declarative) or the exact gcloud command."""
     accel = job.accelerator
@@ -445,7 +428,7 @@ def check_quota(job: VertexJob, *, client=None, echo: Callable[[str], None] = pr
         return None
     metric, units = need
     if client is None:
-        why = _quota_reachable()
+        why = doctor.quota_api_unreachable()
         if why:
             echo(f"note: quota check skipped: {why}")
             return None
@@ -456,7 +439,7 @@ def check_quota(job: VertexJob, *, client=None, echo: Callable[[str], None] = pr
     except UserError as exc:
         echo(f"note: quota check skipped: {exc}")
         return None
-    limit = doctor.regional_limit(info, job.region)
+    limit = doctor.limit_in(info, job.region)
     if limit is None:
         echo(f"note: quota check skipped: {info.quota_id} has no value for {job.region}")
         return None

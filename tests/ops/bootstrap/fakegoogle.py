@@ -258,14 +258,15 @@ def _quota_infos(fake, m, q, body):
     return 200, {"quotaInfos": fake.quota_infos.get(m["s"], [])}
 
 
-def quota_info(service: str, metric: str, quota_id: str, limits: dict[str, int], default: int | None = None) -> dict:
-    """A per-region QuotaInfo as the Cloud Quotas REST API spells it: ``limits`` region -> value."""
-    infos = [{"dimensions": {"region": r}, "details": {"value": str(v)}, "applicableLocations": [r]}
+def quota_info(service: str, metric: str, quota_id: str, limits: dict[str, int], default: int | None = None,
+               dimension: str = "region") -> dict:
+    """A per-region (or per-zone) QuotaInfo as the Cloud Quotas REST API spells it: ``limits`` location -> value."""
+    infos = [{"dimensions": {dimension: r}, "details": {"value": str(v)}, "applicableLocations": [r]}
              for r, v in limits.items()]
     if default is not None:
         infos.append({"dimensions": {}, "details": {"value": str(default)}, "applicableLocations": []})
     return {"name": f"projects/123/locations/global/services/{service}/quotaInfos/{quota_id}",
-            "quotaId": quota_id, "metric": metric, "service": service, "dimensions": ["region"],
+            "quotaId": quota_id, "metric": metric, "service": service, "dimensions": [dimension],
             "isPrecise": True, "containerType": "PROJECT", "dimensionsInfos": infos}
 
 

@@ -61,7 +61,7 @@ def test_quota_id_is_resolved_from_the_metric_with_the_real_client(fake, google_
                    {"us-central1": 4}, default=0)]
     info = doctor.quota_info_for_metric(PROJECT, T4)
     assert info.quota_id == "CustomModelTrainingT4GPUsPerProjectPerRegion"
-    assert doctor.regional_limit(info, "us-central1") == 4 and doctor.regional_limit(info, "europe-west4") == 0
+    assert doctor.limit_in(info, "us-central1") == 4 and doctor.limit_in(info, "europe-west4") == 0
     assert fake.quota_info_calls == [(PROJECT, "aiplatform.googleapis.com")]
 
 
@@ -81,3 +81,56 @@ def test_doctor_lists_quota_preferences_with_the_cloud_quotas_client(fake, googl
     assert check.status == "fail" and check.name == (
         "quota aiplatform.googleapis.com/CustomModelTrainingT4GPUsPerProjectPerRegion [region=us-central1]")
     assert "only 2 granted" in check.detail
+
+
+TPU = "tpu.googleapis.com"
+
+
+def tpu_zone_infos(limits: dict[str, dict[str, int]]) -> list[dict]:
+    """Per-zone QuotaInfos of the Cloud TPU API for every catalogued id (``limits``: id -> zone -> value, else 0)."""
+    ids = sorted({q for quota in domain.TPU_VM_QUOTAS.values() for q in (quota.on_demand, quota.spot) if q})
+    return [quota_info(TPU, f"{TPU}/{q.lower()}", q, limits.get(q, {}), default=0, dimension="zone") for q in ids]
+
+
+def test_doctor_shows_every_generations_tpu_vm_quota_in_the_zone(fake, google_env):
+    fake.quota_infos[TPU] = tpu_zone_infos({
+        "TPUV5sLitepodPerProjectPerZoneForTPUAPI": {"us-west4-a": 8, "us-east1-c": 4},
+        "TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI": {"us-west4-a": 64},
+        "TPUV5PPreemptiblePerProjectPerZoneForTPUAPI": {"us-west4-a": -1},
+    })
+    (check,) = doctor.check_tpu_vm_quota(PROJECT, "us-west4-a")
+    assert check.status == "pass" and check.name == "TPU VM quota in us-west4-a"
+    assert check.detail == ("on-demand/Spot v6e 0/0 chips, v5p 0/unlimited TensorCores, v5e 8/64 chips, "
+                            "v4 ?/0 TensorCores")      # v4 on-demand: no known id
+    assert fake.quota_info_calls == [(PROJECT, TPU)]   # one listing for all of them
+
+
+def test_a_zone_without_tpu_vm_quota_is_a_warning_with_the_request_command(fake, google_env):
+    fake.quota_infos[TPU] = tpu_zone_infos({"TPUV6EPerProjectPerZoneForTPUAPI": {"us-east5-b": 8}})
+    (check,) = doctor.check_tpu_vm_quota(PROJECT, "us-west4-a")
+    assert check.status == "warn" and check.ok
+    assert check.detail.startswith("no TPU VM quota here (needed by `--target tpu-vm` only): on-demand/Spot v6e 0/0")
+    assert ("--service=tpu.googleapis.com --quota-id=TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI "
+            "--preferred-value=8 --dimensions=zone=us-west4-a") in check.fix
+    assert "tpuctl:tpuVmQuotas entry v5e:us-west4-a:8:spot" in check.fix
+
+
+def test_a_tpu_vm_quota_id_the_api_does_not_list_is_named(fake, google_env):
+    infos = tpu_zone_infos({"TPUV5sLitepodPerProjectPerZoneForTPUAPI": {"us-west4-a": 8}})
+    fake.quota_infos[TPU] = [i for i in infos if i["quotaId"] != "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI"]
+    (check,) = doctor.check_tpu_vm_quota(PROJECT, "us-west4-a")
+    assert check.status == "warn"
+    assert check.detail.endswith("not listed by the API (renamed? please report): "
+                                 "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI")
+    assert "v6e 0/? chips" in check.detail
+
+
+def test_doctor_runs_the_tpu_vm_quota_check_for_the_stacks_tpu_zone(fake, google_env):
+    from tpuctl.ground.outputs import parse_outputs
+
+    fake.add_project(PROJECT, NUMBER)
+    fake.quota_infos[TPU] = tpu_zone_infos({"TPUV5sLitepodPerProjectPerZoneForTPUAPI": {"us-west4-a": 8}})
+    outputs = parse_outputs({"project": PROJECT, "project_number": NUMBER, "region": "us-central1",
+                             "zone": "us-central1-a", "tpu_zone": "us-west4-a"})
+    names = [c.name for c in doctor.run_checks(outputs)]
+    assert "TPU VM quota in us-west4-a" in names

@@ -143,7 +143,7 @@ BAD = [
     ({"gpuQuotas": ["nvidia-tesla-t4:us-centra1:1"], "quotaContactEmail": "a@example.com"}, "gpuQuotas",
      "not a Google Cloud region"),
     ({"gpuQuotas": [T4, "t4:us-central1:8"], "quotaContactEmail": "a@example.com"}, "gpuQuotas", "repeats"),
-    ({"gpuQuotas": [T4]}, "quotaContactEmail", "required when gpuQuotas or tpuQuotas is set"),
+    ({"gpuQuotas": [T4]}, "quotaContactEmail", "required when gpuQuotas, tpuQuotas or tpuVmQuotas is set"),
     ({"gpuQuotas": [T4], "quotaContactEmail": "not-an-email"}, "quotaContactEmail", "not an e-mail"),
     ({"gpuQuotas": [T4], "quotaContactEmail": "bot@p.iam.gserviceaccount.com"}, "quotaContactEmail", "a person"),
     ({"maxGpuQuota": 0}, "maxGpuQuota", "at least 1"),
@@ -202,7 +202,7 @@ def test_schema_lists_every_key_the_loader_reads():
         "existingDataBucketAccess", "stagingRetentionDays", "softDeleteRetentionDays", "gpuQuotas",
         "quotaContactEmail", "quotaJustification", "maxGpuQuota", "hubModels", "hubCacheSource",
         "hubCachePrefix", "labels", "quotaService", "tpuQuotas", "accessLogRetentionDays", "accessLogBucket",
-        "versionedBuckets", "trainerImageRepository", "servingEndpoint", "tpuZone",
+        "versionedBuckets", "trainerImageRepository", "servingEndpoint", "tpuZone", "tpuVmQuotas",
     }
 
 

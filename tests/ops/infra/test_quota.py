@@ -106,3 +106,70 @@ def test_quota_over_the_policy_cap_is_the_policy_packs_call_not_configs():
 ])
 def test_catalogue_metric_per_accelerator(entry, kind, metric):
     assert domain.parse_gpu_quota(entry, kind).metric == metric
+
+
+TPU = "tpu.googleapis.com"
+
+
+def test_tpu_vm_quota_is_a_per_zone_preference_on_the_cloud_tpu_api():
+    from google.cloud.cloudquotas_v1 import QuotaPreference
+
+    run = run_program({**BASE, "tpuctl:tpuVmQuotas": ["v5e:us-west4-a:16:spot", "v5p:us-east5-a:32"]})
+    prefs = {r.name: r for r in run.of_type(T.QUOTA_PREFERENCE)}
+    assert set(prefs) == {"quota-tpu-vm-v5e-spot-us-west4-a", "quota-tpu-vm-v5p-us-east5-a"}
+    v5e = prefs["quota-tpu-vm-v5e-spot-us-west4-a"].inputs
+    assert v5e == {
+        "parent": f"projects/{PROJECT}",
+        "name": "tpu_googleapis_com-TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI_us-west4-a",
+        "service": TPU,
+        "quotaId": "TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI",
+        "dimensions": {"zone": "us-west4-a"},
+        "quotaConfig": {"preferredValue": "16"},
+        "contactEmail": "ml-platform@example.com",
+        "justification": "TensorFlow model training on Vertex AI (tpuctl)",
+    }
+    assert prefs["quota-tpu-vm-v5p-us-east5-a"].inputs["quotaId"] == "TPUV5PPerProjectPerZoneForTPUAPI"
+    # the catalogued id was checked against the project's quota infos of the Cloud TPU API first
+    assert ("gcp:cloudquota/getSQuotaInfos:getSQuotaInfos", {"parent": f"projects/{PROJECT}", "service": TPU}) \
+        in run.calls
+    for pref in prefs.values():
+        body = {k: v for k, v in pref.inputs.items() if k != "parent"}
+        parsed = QuotaPreference.from_json(json.dumps(body), ignore_unknown_fields=False)
+        assert dict(parsed.dimensions) == pref.inputs["dimensions"]
+
+
+def test_a_tpu_vm_quota_id_google_renamed_stops_the_program_naming_it(registrations):
+    renamed = quota_info(TPU, f"{TPU}/tpu-v5s-litepod-preemptible", "TPUV5sSpotLitepodPerProjectPerZone", ("zone",))
+    with pytest.raises(ConfigError, match=r"^tpuctl:tpuVmQuotas: no Cloud Quotas quota of tpu.googleapis.com has the "
+                                          r"id TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI.*"
+                                          r"TPUV5sSpotLitepodPerProjectPerZone"):
+        run_program({**BASE, "tpuctl:tpuVmQuotas": ["v5e:us-west4-a:16:spot"]}, quota_infos={TPU: [renamed]})
+    assert registrations == []
+
+
+def test_a_tpu_vm_quota_id_that_is_only_per_region_is_refused(registrations):
+    regional = quota_info(TPU, f"{TPU}/x", "TPUV6EPerProjectPerZoneForTPUAPI", ("region",))
+    with pytest.raises(ConfigError, match=r"^tpuctl:tpuVmQuotas: quota TPUV6EPerProjectPerZoneForTPUAPI is not a "
+                                          r"per-zone quota \(dimensions: region\)"):
+        run_program({**BASE, "tpuctl:tpuVmQuotas": ["v6e:us-east5-b:8"]}, quota_infos={TPU: [regional]})
+    assert registrations == []
+
+
+@pytest.mark.parametrize("entry, fragment", [
+    ("v5e:us-west4:16", "zone 'us-west4' is not a zone name"),
+    ("v7:us-west4-a:16", "generation 'v7' must be one of v6e, v5p, v5e, v4"),
+    ("v4:us-central2-b:32", "does not know the on-demand quota id of v4"),
+    ("v5e:us-west4-a:0:spot", "count must be at least 1"),
+    ("v5e:us-west4-a:16:preemptible", "must be GENERATION:ZONE:COUNT or GENERATION:ZONE:COUNT:spot"),
+])
+def test_bad_tpu_vm_quota_entries_are_config_errors(entry, fragment, registrations):
+    with pytest.raises(ConfigError, match=r"^tpuctl:tpuVmQuotas: ") as info:
+        run_program({**BASE, "tpuctl:tpuVmQuotas": [entry]})
+    assert fragment in str(info.value)
+    assert registrations == []
+
+
+def test_the_same_tpu_vm_quota_twice_is_refused(registrations):
+    with pytest.raises(ConfigError, match=r"tpuctl:tpuVmQuotas: .*repeats tpu-vm-v5e-spot in us-west4-a"):
+        run_program({**BASE, "tpuctl:tpuVmQuotas": ["v5e:us-west4-a:16:spot", "tpu-v5e:us-west4-a:32:spot"]})
+    assert registrations == []

@@ -54,3 +54,18 @@ def test_names_and_zones():
     for bad in ("us-central1", "us-centra1-a", "moon-base1-a"):
         with pytest.raises(domain.DomainError):
             domain.validate_tpu_vm_zone(bad)
+
+
+def test_tpu_only_region_zones_are_accepted_where_tpu_vms_go():
+    from tpuctl.ground.errors import DomainError
+    from tpuctl.ground.settings import StackSettings
+
+    # us-central2-b: the TPU v4 zone, in a region without Compute Engine VMs (not in names.REGIONS)
+    assert domain.validate_tpu_vm_zone("us-central2-b") == "us-central2-b"
+    assert domain.parse_tpu_vm_quota("v4:us-central2-b:32:spot").dimensions == {"zone": "us-central2-b"}
+    assert StackSettings.model_validate({"project": "my-tpu-project", "tpuZone": "us-central2-b"}).tpu_zone \
+        == "us-central2-b"
+    with pytest.raises(DomainError, match="not a Google Cloud region"):
+        domain.validate_zone("us-central2-b")           # everything else keeps the Compute Engine list
+    with pytest.raises(DomainError, match="not a Google Cloud region"):
+        domain.validate_tpu_vm_zone("us-central9-a")

@@ -150,21 +150,39 @@ class QuotaRequest:
     gpu: GpuType | None = None
     tpu_version: str | None = None
     spot: bool = False
+    #: Per-zone quota known by its quota id, not by a metric (Cloud TPU VMs: ``domain.TPU_VM_QUOTAS``). Then
+    #: ``metric`` is "", ``region`` is the zone's region, and the preference's dimension is the zone.
+    zone: str | None = None
+    quota_id: str | None = None
 
     @property
     def service(self) -> str:
-        return self.metric.split("/", 1)[0]
+        return self.metric.split("/", 1)[0] if self.metric else TPU_VM_QUOTA_SERVICE
 
     @property
     def label(self) -> str:
         return f"{self.accelerator}{'-spot' if self.spot else ''}"
+
+    @property
+    def location(self) -> str:
+        """The value of the preference's one dimension: the zone of a per-zone quota, else the region."""
+        return self.zone or self.region
+
+    @property
+    def dimensions(self) -> dict[str, str]:
+        return {"zone": self.zone} if self.zone else {"region": self.region}
+
+    @property
+    def key(self) -> str:
+        """What identifies the quota before its id is looked up: the metric, or the known quota id."""
+        return self.metric or self.quota_id or ""
 
 
 #: The old name: every GPU quota request is a QuotaRequest.
 GpuQuotaRequest = QuotaRequest
 
 
-def _count(spec: str, text: str, what: str) -> int:
+def quota_count(spec: str, text: str, what: str) -> int:
     try:
         count = int(text)
     except ValueError:
@@ -187,7 +205,7 @@ def parse_gpu_quota(spec: str, kind: str = DEFAULT_QUOTA_SERVICE) -> QuotaReques
     validate_region(region)
     if region not in gpu.regions:
         raise DomainError(f"GPU {gpu.name} is not offered in {region}; try one of {', '.join(sorted(gpu.regions))}")
-    count = _count(spec, count_text, "GPU quota")
+    count = quota_count(spec, count_text, "GPU quota")
     return QuotaRequest(gpu.short, region, count, gpu_quota_metric(gpu, kind, spot), gpu=gpu, spot=spot)
 
 
@@ -205,7 +223,7 @@ def parse_tpu_quota(spec: str) -> QuotaRequest:
     if region not in regions:
         raise DomainError(f"TPU {version} is not offered in {region} on Vertex AI according to tpuctl's catalogue; "
                           f"try one of {', '.join(sorted(regions))}")
-    count = _count(spec, count_text, "TPU quota")
+    count = quota_count(spec, count_text, "TPU quota")
     return QuotaRequest(f"tpu-{version}", region, count, VERTEX_TPU_QUOTA[version][0], tpu_version=version)
 
 
@@ -218,6 +236,24 @@ def job_quota_need(accel: Accelerator, replicas: int = 1, kind: str = DEFAULT_QU
         metric, cores_per_chip = VERTEX_TPU_QUOTA[accel.tpu.version]
         return metric, accel.tpu.chips * cores_per_chip * replicas
     return None
+
+
+#: The Cloud TPU API: the service whose quotas limit TPU VMs (queued resources, nodes) you create yourself.
+TPU_VM_QUOTA_SERVICE = "tpu.googleapis.com"
+
+
+def zonal_quota_id(quota_id: str, infos) -> str:
+    """``quota_id`` when the service's QuotaInfos (``(quota_id, metric, dimension keys)`` triples) hold it as a
+    per-zone quota; else a DomainError naming it (Google may have renamed it: its ids are not documented)."""
+    found = [tuple(dims) for qid, _m, dims in infos if qid == quota_id]
+    if any("zone" in dims for dims in found):
+        return quota_id
+    if found:
+        raise DomainError(f"quota {quota_id} is not a per-zone quota (dimensions: {', '.join(found[0]) or 'none'})")
+    known = sorted(qid for qid, _m, dims in infos if "zone" in dims)
+    raise DomainError(f"no Cloud Quotas quota of {TPU_VM_QUOTA_SERVICE} has the id {quota_id}: Google may have renamed "
+                      "it, or the API is not enabled; per-zone quota ids there: "
+                      f"{', '.join(known) or 'none'} (please report it)")
 
 
 def regional_quota_id(metric: str, infos) -> str:

@@ -94,11 +94,13 @@ def validate_region(region: str) -> None:
         raise DomainError(f"region {region!r} is not a Google Cloud region (e.g. us-central1, europe-west4)")
 
 
-def validate_zone(zone: str, region: str | None = None) -> None:
+def validate_zone(zone: str, region: str | None = None, also_regions: frozenset[str] = frozenset()) -> None:
+    """A zone of a known region (or of one of ``also_regions``: regions of one product only)."""
     m = _ZONE.match(zone or "")
     if not m:
         raise DomainError(f"zone {zone!r} is not a zone name like 'us-central1-a'")
-    validate_region(m.group(1))
+    if m.group(1) not in also_regions:
+        validate_region(m.group(1))
     if region is not None and m.group(1) != region:
         raise DomainError(f"zone {zone!r} is not in region {region!r}")
 

@@ -27,12 +27,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from tpuctl.ground.domain.accelerators import QuotaRequest, quota_count
 from tpuctl.ground.domain.names import validate_zone
 from tpuctl.ground.errors import DomainError
 
 __all__ = [
     "TPU_VM_GENERATIONS", "TPU_VM_TYPES", "TpuVmAccelerator", "TpuVmGeneration", "parse_tpu_vm_accelerator",
     "tpu_vm_names", "validate_tpu_vm_name", "validate_tpu_vm_zone", "TPU_VM_RUN_LABEL", "TPU_VM_MANAGED_LABEL",
+    "TPU_VM_QUOTAS", "TpuVmQuota", "TPU_ONLY_REGIONS", "tpu_vm_quota_need", "parse_tpu_vm_quota",
 ]
 
 #: Labels tpuctl puts on every TPU VM it creates (``list``/``delete`` only touch resources that carry the first).
@@ -139,8 +141,81 @@ def validate_tpu_vm_name(name: str) -> str:
     return name
 
 
+#: Regions with Cloud TPUs but no Compute Engine VMs (so not in ``names.REGIONS``): us-central2, whose zone
+#: us-central2-b is the only one listed for TPU v4 (cloud.google.com/tpu/docs/regions-zones, read 2026-11-22).
+TPU_ONLY_REGIONS = frozenset({"us-central2"})
+
+
 def validate_tpu_vm_zone(zone: str) -> str:
-    """A zone name (``us-central1-a``); which zones offer which generation is NOT checked here (it changes
-    often: cloud.google.com/tpu/docs/regions-zones), the API's refusal names it."""
-    validate_zone(zone)
+    """A zone name (``us-central1-a``, or one of ``TPU_ONLY_REGIONS``' zones); which zones offer which generation is
+    NOT checked here (it changes often: cloud.google.com/tpu/docs/regions-zones), the API's refusal names it."""
+    validate_zone(zone, also_regions=TPU_ONLY_REGIONS)
     return zone
+
+
+# --------------------------------------------------------------------------------------------
+# Quota: the Cloud TPU API's per-zone quotas (Cloud Quotas service tpu.googleapis.com)
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TpuVmQuota:
+    """The per-zone Cloud Quotas quota ids of one TPU generation, and what one unit of them counts."""
+
+    on_demand: str | None     # None: not known to tpuctl
+    spot: str | None
+    unit: str                 # "chips" or "TensorCores"
+    units_per_chip: int
+
+    def quota_id(self, spot: bool) -> str | None:
+        return self.spot if spot else self.on_demand
+
+
+#: Per-zone quota ids of the Cloud TPU API (each also has a ...PerRegion... twin that Google enforces too).
+#: NOT FROM A GOOGLE REFERENCE PAGE: cloud.google.com/tpu/docs/quota (read 2026-11-22) names quota *types*
+#: (on-demand, spot/preemptible, reserved; v5e serving quota ``tpu-v5s-litepod-serving``…) but no Cloud
+#: Quotas ids. The ids below are Google's own strings as they appear in RESOURCE_EXHAUSTED errors ("Quota
+#: 'TPUV5PPerProjectPerZoneForTPUAPI' exhausted. Limit 8 in zone us-central1-a") and in
+#: ``gcloud beta quotas info`` listings quoted in several unrelated public repositories (2025-2026, found
+#: with the search tool 2026-11-22). v5e, v6e and v5p each seen in 3+ sources; v4 Spot in one; v4
+#: on-demand not found (None: tpuctl cannot check or request it). tpuctl checks every id against the
+#: project's QuotaInfos before using it, so a renamed id fails with its name instead of asking for nothing.
+#: Units: v5e/v6e count chips (one TensorCore per chip; "512 chips per zone" in one listing); v5p counts
+#: TensorCores (a v5p-8, 4 chips, exhausted a limit of 8) - cloud.google.com/tpu/docs/quota says v4/v5p quota
+#: "can be specified in terms of chips or TensorCores"; v4 TensorCores assumed like v5p (unverified).
+TPU_VM_QUOTAS: dict[str, TpuVmQuota] = {
+    "v6e": TpuVmQuota("TPUV6EPerProjectPerZoneForTPUAPI", "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI", "chips", 1),
+    "v5p": TpuVmQuota("TPUV5PPerProjectPerZoneForTPUAPI", "TPUV5PPreemptiblePerProjectPerZoneForTPUAPI",
+                      "TensorCores", 2),
+    "v5e": TpuVmQuota("TPUV5sLitepodPerProjectPerZoneForTPUAPI",
+                      "TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI", "chips", 1),
+    "v4": TpuVmQuota(None, "TPUV4sPreemptiblePodPerProjectPerZoneForTPUAPI", "TensorCores", 2),
+}
+
+
+def tpu_vm_quota_need(accel: TpuVmAccelerator, spot: bool = False) -> tuple[str | None, int, str]:
+    """(quota id or None when unknown, units, unit name) one slice of ``accel`` draws on in its zone."""
+    quota = TPU_VM_QUOTAS[accel.generation]
+    return quota.quota_id(spot), accel.chips * quota.units_per_chip, quota.unit
+
+
+def parse_tpu_vm_quota(spec: str) -> QuotaRequest:
+    """``GENERATION:ZONE:COUNT[:spot]`` (e.g. ``v5e:us-west4-a:16:spot``) -> a per-zone Cloud TPU quota request;
+    COUNT is in the generation's unit (chips for v5e/v6e, TensorCores for v5p/v4)."""
+    parts = [p.strip() for p in str(spec).split(":")]
+    spot = len(parts) == 4 and parts[3].lower() == "spot"
+    if len(parts) not in (3, 4) or (len(parts) == 4 and not spot):
+        raise DomainError(f"TPU VM quota {spec!r} must be GENERATION:ZONE:COUNT or GENERATION:ZONE:COUNT:spot, "
+                          "e.g. v5e:us-west4-a:16:spot")
+    generation, zone, count_text = parts[:3]
+    generation = generation.lower().removeprefix("tpu-")
+    if generation not in TPU_VM_QUOTAS:
+        raise DomainError(f"TPU VM quota {spec!r}: generation {generation!r} must be one of {', '.join(TPU_VM_QUOTAS)}")
+    validate_tpu_vm_zone(zone)
+    quota = TPU_VM_QUOTAS[generation]
+    quota_id = quota.quota_id(spot)
+    if quota_id is None:
+        raise DomainError(f"TPU VM quota {spec!r}: tpuctl does not know the {'Spot' if spot else 'on-demand'} quota "
+                          f"id of {generation} (request it in the console's quota page)")
+    count = quota_count(spec, count_text, "TPU VM quota")
+    return QuotaRequest(f"tpu-vm-{generation}", zone.rsplit("-", 1)[0], count, "", tpu_version=generation,
+                        spot=spot, zone=zone, quota_id=quota_id)

@@ -1,0 +1,112 @@
+"""`tpuctl tpu run` / `train --target tpu-vm` check the zone's Cloud TPU quota before creating anything: the real
+google-cloud-quotas client against the local fake Google server (tests/ops/bootstrap/fakegoogle.py), the real
+google-cloud-tpu client against the queued-resource fake."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tpuctl.ground import domain
+from tpuctl.ground.errors import UserError
+from tpuctl.services import tpuvm
+from tpuctl.services.training import TrainOptions
+
+from clifixtures import invoke
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bootstrap"))
+from fakegoogle import FakeGoogle, quota_info  # noqa: E402
+
+# The stack of the `outputs_file` fixture (conftest.py).
+PROJECT, ZONE = "my-tpu-project", "us-central1-a"
+TPU = "tpu.googleapis.com"
+V5E = "TPUV5sLitepodPerProjectPerZoneForTPUAPI"
+V5E_SPOT = "TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI"
+V5P = "TPUV5PPerProjectPerZoneForTPUAPI"
+
+
+@pytest.fixture
+def quotas(monkeypatch, tmp_path):
+    server = FakeGoogle().start()
+    monkeypatch.setenv("TPUCTL_CLOUDQUOTAS_ENDPOINT", server.url)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "none.json"))
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    server.quota_infos[TPU] = [
+        quota_info(TPU, f"{TPU}/v5e", V5E, {ZONE: 8}, default=0, dimension="zone"),
+        quota_info(TPU, f"{TPU}/v5e-spot", V5E_SPOT, {ZONE: 64}, default=0, dimension="zone"),
+        quota_info(TPU, f"{TPU}/v5p", V5P, {ZONE: 8}, default=0, dimension="zone"),
+    ]
+    yield server
+    server.stop()
+
+
+def plan(outputs_file, accelerator: str, spot: bool = False, zone: str | None = None) -> tpuvm.TpuVmRun:
+    from tpuctl.ground.outputs import load_outputs
+
+    return tpuvm.plan_run(TrainOptions(accelerator=accelerator), load_outputs(outputs_file=outputs_file),
+                          zone=zone, spot=spot, name="q-run", image="us-docker.pkg.dev/p/r/trainer-tpu:abc")
+
+
+def test_a_slice_within_the_zones_quota_passes(quotas, outputs_file):
+    assert tpuvm.check_quota(plan(outputs_file, "v5litepod-8")) == 8
+    assert tpuvm.check_quota(plan(outputs_file, "v5litepod-64", spot=True)) == 64   # Spot: its own quota
+    assert tpuvm.check_quota(plan(outputs_file, "v5p-8")) == 8           # v5p counts TensorCores: 4 chips x 2
+
+
+def test_a_slice_over_quota_is_refused_with_the_stack_key_and_gcloud_command(quotas, outputs_file):
+    with pytest.raises(UserError) as err:
+        tpuvm.check_quota(plan(outputs_file, "v5litepod-16"))
+    text = str(err.value)
+    assert err.value.exit_code == 1 and "\n" not in text
+    assert text.startswith(f"Cloud TPU on-demand quota {V5E} in {ZONE} is 8 chips, a v5litepod-16 slice needs 16; ")
+    assert f"tpuctl:tpuVmQuotas entry v5e:{ZONE}:16 and run `pulumi up`" in text
+    assert (f"gcloud beta quotas preferences create --service={TPU} --quota-id={V5E} --preferred-value=16 "
+            f"--dimensions=zone={ZONE} --project={PROJECT}") in text
+    with pytest.raises(UserError, match=r"is 8 TensorCores, a v5p-16 slice needs 16"):
+        tpuvm.check_quota(plan(outputs_file, "v5p-16"))
+
+
+def test_another_zone_has_its_own_limit(quotas, outputs_file):
+    with pytest.raises(UserError, match=r"in us-west4-a is 0 chips"):
+        tpuvm.check_quota(plan(outputs_file, "v5litepod-1", zone="us-west4-a"))
+
+
+def test_what_cannot_be_checked_is_a_note_and_the_run_goes_on(quotas, outputs_file):
+    notes: list[str] = []
+    assert tpuvm.check_quota(plan(outputs_file, "v6e-8"), echo=notes.append) is None      # id not listed
+    assert tpuvm.check_quota(plan(outputs_file, "v4-8"), echo=notes.append) is None       # id not known
+    assert notes == [
+        "note: quota check skipped: the Cloud TPU API lists no quota TPUV6EPerProjectPerZoneForTPUAPI "
+        "(renamed? please report it)",
+        "note: quota check skipped: tpuctl does not know the on-demand quota id of TPU v4",
+    ]
+
+
+def test_no_credentials_is_a_note(outputs_file, monkeypatch, tmp_path):
+    monkeypatch.delenv("TPUCTL_CLOUDQUOTAS_ENDPOINT", raising=False)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "none.json"))
+    notes: list[str] = []
+    assert tpuvm.check_quota(plan(outputs_file, "v5litepod-8"), echo=notes.append) is None
+    assert notes == ["note: quota check skipped: no Google credentials (`gcloud auth application-default login`)"]
+
+
+def test_the_cli_refuses_before_creating_anything(quotas, outputs_file, tpu_cloud):
+    fake = tpu_cloud()
+    r = invoke(["tpu", "run", "-a", "v5litepod-16", "--name", "q-run", "--outputs", str(outputs_file),
+                "--image", "us-docker.pkg.dev/p/r/trainer-tpu:abc"])
+    assert r.exit_code == 1, r.output
+    assert f"error: Cloud TPU on-demand quota {V5E} in {ZONE} is 8 chips" in r.stderr
+    assert fake.requests == []          # nothing was created, not even looked up
+    ok = invoke(["tpu", "run", "-a", "v5litepod-16", "--spot", "--name", "q-run", "--outputs", str(outputs_file),
+                 "--image", "us-docker.pkg.dev/p/r/trainer-tpu:abc", "--dry-run"])
+    assert ok.exit_code == 0, ok.output   # Spot quota (64) covers it: the request is printed
+
+
+def test_catalogue_units_match_the_slice_sizes():
+    for name, accel in domain.TPU_VM_TYPES.items():
+        _, units, unit = domain.tpu_vm_quota_need(accel)
+        # v5p-N / v4-N count TensorCores in the name; v5litepod-N / v6e-N count chips
+        assert units == int(name.rsplit("-", 1)[1]), name
+        assert unit == ("TensorCores" if accel.generation in ("v5p", "v4") else "chips")
