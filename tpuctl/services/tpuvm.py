@@ -106,6 +106,11 @@ def _gs(value: str, flag: str, what: str) -> str:
     return value.rstrip("/")
 
 
+def _stack_zone(outputs: StackOutputs | None) -> str | None:
+    """The zone TPU VM slices default to: the stack's ``tpu_zone`` output, else its ``zone``."""
+    return (outputs.tpu_zone or outputs.zone) if outputs else None
+
+
 def plan_run(opts: TrainOptions, outputs: StackOutputs | None, *, zone: str | None = None, spot: bool = False,
              name: str | None = None, image: str | None = None, root: Path = REPO_ROOT) -> TpuVmRun:
     """Validate the inputs and assemble the run (``opts`` as ``tpuctl train`` builds them; ``opts.accelerator``
@@ -122,7 +127,7 @@ def plan_run(opts: TrainOptions, outputs: StackOutputs | None, *, zone: str | No
     project = outputs.project
     if not project:
         raise UserError("the stack outputs have no 'project'")
-    zone = zone or outputs.tpu_zone or outputs.zone
+    zone = zone or _stack_zone(outputs)
     if not zone:
         raise UserError("no zone: the stack outputs have no 'tpu_zone' or 'zone'; pass --zone (e.g. us-central1-a)")
     domain.validate_tpu_vm_zone(zone)
@@ -549,7 +554,7 @@ class RunSummary:
 
 def _zone_parent(outputs: StackOutputs | None, project: str | None, zone: str | None) -> str:
     project = project or (outputs.project if outputs else None)
-    zone = zone or (outputs.tpu_zone or outputs.zone if outputs else None)
+    zone = zone or _stack_zone(outputs)
     if not project or not zone:
         raise UserError("TPU VMs need a project and a zone: pass --stack/--outputs (or --project and --zone)")
     domain.validate_project_id(project)

@@ -51,6 +51,11 @@ def offline(tmp_path):
     (b'{"project_number": NaN}', ["NaN"]),
     (b'{"project_number": ' + b"9" * 6000 + b"}", ["number"]),
     (b" " * (5 * 1024 * 1024), ["larger than"]),
+    (b'{"serving_endpoint": "projects/x/locations/us-central1/endpoints/abc"}',
+     ["serving_endpoint", "projects/P/locations/REGION/endpoints/ID"]),
+    (b'{"serving_endpoint": 5}', ["serving_endpoint", "valid string"]),
+    (b'{"tpu_zone": "us-central1"}', ["tpu_zone", "not a zone name"]),
+    (b'{"trainer_image_repository": "Bad_Repo"}', ["trainer_image_repository", "lowercase"]),
 ])
 def test_bad_outputs_file_is_one_line_naming_file_and_field(tmp_path, offline, data, fragments):
     path = tmp_path / "outputs.json"
