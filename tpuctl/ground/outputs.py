@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from tpuctl.ground import domain
 from tpuctl.ground.envs import REPO_ROOT
 from tpuctl.ground.errors import UserError
+from tpuctl.ground.files import read_head
 
 #: Keys of the stack outputs (`pulumi stack output --json`), documented in docs/stack-outputs.md.
 OUTPUT_KEYS: tuple[str, ...] = (
@@ -56,6 +57,8 @@ _DOMAIN_CHECKS = {
     "tpu_zone": domain.validate_tpu_vm_zone,
     "serving_endpoint": lambda value: domain.check_endpoint_name(value, "serving_endpoint"),
     "trainer_image_repository": domain.validate_repository_id,
+    "access_mode": domain.validate_access_mode,
+    "training_service_account": domain.member_for_email,
 }
 
 
@@ -106,13 +109,6 @@ class OutputsDocument(BaseModel):
             raise ValueError(f"must be a string of at most 20 digits (got {_show(value)})")
         return text
 
-    @field_validator("access_mode")
-    @classmethod
-    def _mode(cls, value: str | None) -> str | None:
-        if value is not None:
-            domain.validate_access_mode(value)
-        return value
-
     @field_validator("buckets")
     @classmethod
     def _buckets(cls, value: dict[str, str] | None) -> dict[str, str] | None:
@@ -133,13 +129,6 @@ class OutputsDocument(BaseModel):
                 domain.member_for_email(email)
             except domain.DomainError as exc:
                 raise ValueError(f"{_show(keyword)}: {exc}") from None
-        return value
-
-    @field_validator("training_service_account")
-    @classmethod
-    def _account(cls, value: str | None) -> str | None:
-        if value is not None:
-            domain.member_for_email(value)
         return value
 
     @field_validator("hub_models", "bucket_urls", "labels", "access_map")
@@ -297,17 +286,9 @@ def decode_json(data: bytes, source: str) -> Any:
 def read_outputs_file(path: Path) -> StackOutputs:
     path = Path(path)
     source = f"outputs file {path}"
-    try:
-        if path.is_dir():
-            raise UserError(f"{source} is a folder; give the JSON file `pulumi stack output --json` wrote")
-        with path.open("rb") as handle:
-            data = handle.read(MAX_OUTPUTS_BYTES + 1)
-    except FileNotFoundError:
-        raise UserError(f"{source} does not exist (write it with `pulumi stack output --json > {path}`)") from None
-    except OSError as exc:
-        raise UserError(f"cannot read {source}: {exc.strerror or exc}") from None
-    except ValueError:  # a NUL byte in the name: no OS accepts it
-        raise UserError(f"outputs file {str(path)!r}: a path cannot contain a NUL byte") from None
+    data = read_head(path, "outputs file", MAX_OUTPUTS_BYTES,
+                     folder_hint="give the JSON file `pulumi stack output --json` wrote",
+                     missing_hint=f"write it with `pulumi stack output --json > {path}`")
     if len(data) > MAX_OUTPUTS_BYTES:
         raise UserError(f"{source} is larger than {MAX_OUTPUTS_BYTES} bytes; stack outputs are a few KB")
     return parse_outputs(decode_json(data, source), source)

@@ -14,6 +14,7 @@ from typing import Any
 
 from tpuctl.ground.envs import REPO_ROOT
 from tpuctl.ground.errors import ConfigError, DomainError
+from tpuctl.ground.files import read_head
 
 #: Stack files are a few KB; a file bigger than this is refused before it is parsed.
 MAX_STACK_FILE_BYTES = 1024 * 1024
@@ -102,19 +103,9 @@ def read_stack_config(stack: str | None = None, config_file: Path | None = None,
             raise DomainError("give a stack name or a stack config file")
         config_file = Path(root) / f"Pulumi.{stack}.yaml"
     path = Path(config_file)
-    try:
-        if path.is_dir():
-            raise DomainError(f"stack config file {path} is a folder; give a file such as {path}/Pulumi.dev.yaml")
-        with path.open("rb") as handle:
-            data = handle.read(MAX_STACK_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise DomainError(
-            f"stack config file {path} does not exist (create it with `pulumi stack init` or copy Pulumi.example.yaml)"
-        ) from None
-    except OSError as exc:
-        raise DomainError(f"cannot read stack config file {path}: {exc.strerror or exc}") from None
-    except ValueError:  # a NUL byte in the name: no OS accepts it
-        raise DomainError(f"stack config file {str(path)!r}: a path cannot contain a NUL byte") from None
+    data = read_head(path, "stack config file", MAX_STACK_FILE_BYTES, error=DomainError,
+                     folder_hint=f"give a file such as {path}/Pulumi.dev.yaml",
+                     missing_hint="create it with `pulumi stack init` or copy Pulumi.example.yaml")
     doc = parse_stack_yaml(data, path)
     if doc is None:
         doc = {}

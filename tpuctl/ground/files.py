@@ -1,0 +1,27 @@
+"""Reading a small file the user named (an outputs file, a stack config file): every way it can fail is one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from tpuctl.ground.errors import UserError
+
+
+def read_head(path: Path, what: str, limit: int, *, folder_hint: str, missing_hint: str,
+              error: Callable[[str], Exception] = UserError) -> bytes:
+    """The first ``limit + 1`` bytes of the file ``path`` (one more than a valid file has, so the caller can tell
+    one that is too big). A folder, a missing or unreadable file, or a name with a NUL byte is one ``error``
+    line naming ``what`` and the path; ``folder_hint`` says what to give instead, ``missing_hint`` how to make it."""
+    source = f"{what} {path}"
+    try:
+        if not path.is_dir():
+            with path.open("rb") as handle:
+                return handle.read(limit + 1)
+    except FileNotFoundError:
+        raise error(f"{source} does not exist ({missing_hint})") from None
+    except OSError as exc:
+        raise error(f"cannot read {source}: {exc.strerror or exc}") from None
+    except ValueError:  # a NUL byte in the name: no OS accepts it
+        raise error(f"{what} {str(path)!r}: a path cannot contain a NUL byte") from None
+    raise error(f"{source} is a folder; {folder_hint}")
