@@ -61,6 +61,10 @@ class Bound:
     def parse(self, text: str) -> int | float:
         text = str(text)
         shown = text if len(text) <= 40 else text[:37] + "..."
+        if self.integer and _WHOLE_WITH_POINT.match(text):
+            # a whole number written with a decimal point: how Vertex AI passes a tuning trial's DISCRETE
+            # values ("128.0"), and possibly INTEGER ones (not verified) -- the same whole number
+            text = text.split(".", 1)[0]
         try:
             value: int | float = int(text) if self.integer else float(text)
         except ValueError:  # also digits beyond Python's int-conversion limit
@@ -77,6 +81,9 @@ class Bound:
             ok = False
         if not ok or not self._in_range(value):
             raise UsageError(f"{flag} must be {self.describe()}, got {value!r}")
+
+
+_WHOLE_WITH_POINT = re.compile(r"^\s*[+-]?\d{1,30}\.0*\s*$")
 
 
 def _num(x: float) -> str:

@@ -172,6 +172,19 @@ def test_bounds_are_inclusive_where_documented(flag, good, attr, expected):
     assert getattr(parse_args([*BASE, flag, good]), attr) == expected
 
 
+@pytest.mark.parametrize("text, expected", [("128.0", 128), ("5.", 5), ("+3.000", 3), ("64", 64)])
+def test_integer_flags_take_a_whole_number_written_with_a_point(text, expected):
+    """Vertex AI hands a tuning trial its DISCRETE (and perhaps INTEGER) values as float text: --x=128.0."""
+    assert parse_args([*BASE, "--train_batch_size", text]).train_batch_size == expected
+    assert isinstance(parse_args([*BASE, "--train_epochs", text]).train_epochs, int)
+
+
+@pytest.mark.parametrize("text", ["128.5", "1e3", "128.0.0", ".0", "0.0", "65537.0", "nan.0"])
+def test_a_point_does_not_let_anything_else_through(text):
+    with pytest.raises(UsageError, match="--train_batch_size"):
+        parse_args([*BASE, "--train_batch_size", text])
+
+
 def test_help_documents_every_range(capsys):
     from trainer.config import TASK_BOUNDS
 

@@ -10,8 +10,9 @@ The search space is a small YAML file (``--spec``), validated at the edge into `
     epochs          --train_epochs        integer ({min, max}), UNIT_LINEAR_SCALE
 
 Vertex AI passes a trial's values as ``--<parameterId>=<value>`` and sends DISCRETE values as float text
-("128.0"; github.com/kuds/mesozoic-labs pull 127, 2026-03-01), which the trainer's integer flag refuses, so
-the batch-size list is sent as CATEGORICAL text values: the same search, passed verbatim.
+("128.0"; github.com/kuds/mesozoic-labs pull 127, 2026-03-01), so the batch-size list is sent as CATEGORICAL
+text values: the same search, passed verbatim. Whether INTEGER values come as "5" or "5.0" is not verified:
+the trainer's integer flags take both (trainer/config.py ``Bound.parse``).
 
 The metric is ``val_accuracy``, maximised: the trainer appends it to CLOUD_ML_HP_METRIC_FILE for a trial
 (trainer/task.py ``report_tuning_metric``). Every trial writes to its own folder: Vertex AI sets
