@@ -66,8 +66,14 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
+# The headers most encoded: a one-byte tag (fields 1-15) and a one-byte length (payloads under 128 bytes).
+_SHORT_HEADERS = tuple(tuple(bytes([number << 3 | 2, length]) for length in range(0x80)) for number in range(16))
+
+
 def _header(number: int, length: int) -> bytes:
     """The tag and length of a length-delimited field (wire type 2) whose payload has ``length`` bytes."""
+    if length < 0x80:
+        return _SHORT_HEADERS[number][length]
     return _ONE_BYTE[number << 3 | 2] + _varint(length)
 
 
@@ -78,7 +84,8 @@ def _field(number: int, payload: bytes) -> bytes:
 # A feature is a list of byte strings (its serialization is their concatenation): large values such as the
 # encoded image are never copied into a bigger string before they reach the file.
 def bytes_feature(*values: bytes) -> list[bytes]:
-    """Feature{bytes_list: BytesList{value: values}}."""
+    """Feature{bytes_list: BytesList{value: values}}. Each value is one part of the result, as it is: only
+    its ``len`` is encoded (:func:`example_around` passes a :class:`_Hole` for an image not at hand)."""
     parts: list[bytes] = []
     for value in values:
         parts += [_header(1, len(value)), value]
@@ -88,7 +95,7 @@ def bytes_feature(*values: bytes) -> list[bytes]:
 
 def int64_feature(*values: int) -> list[bytes]:
     """Feature{int64_list: Int64List{value: values}} (packed)."""
-    packed = b"".join(_varint(int(v)) for v in values)
+    packed = b"".join([_varint(int(v)) for v in values])
     return [_field(3, _field(1, packed) if values else b"")]
 
 
@@ -107,8 +114,13 @@ def _entry(key: str, feature: list[bytes]) -> list[bytes]:
 
 def example(features: dict[str, list[bytes]]) -> list[bytes]:
     """A tf.train.Example (as parts) from ``{key: bytes_feature(...) | int64_feature(...)}``, keys in order."""
-    entries = [part for key, feature in sorted(features.items()) for part in _entry(key, feature)]
-    return _coalesce([_header(1, sum(map(len, entries))), *entries])
+    return _coalesce(_example_parts({key: _entry(key, feature) for key, feature in features.items()}))
+
+
+def _example_parts(entries: dict[str, list[bytes]]) -> list[bytes]:
+    """The Example made of the map entries ``{key: _entry(key, feature)}``, written in key order."""
+    parts = [part for _, entry in sorted(entries.items()) for part in entry]
+    return [_header(1, sum(map(len, parts))), *parts]
 
 
 def _coalesce(parts: list[bytes], large: int = 4096) -> list[bytes]:
@@ -128,10 +140,23 @@ def _coalesce(parts: list[bytes], large: int = 4096) -> list[bytes]:
     return out
 
 
-# The seed schema's constant features, serialized once.
-_CHANNELS = b"".join(_entry("image/channels", int64_feature(3)))
-_COLORSPACE = b"".join(_entry("image/colorspace", bytes_feature(b"RGB")))
-_FORMAT = b"".join(_entry("image/format", bytes_feature(b"JPEG")))
+# The seed schema's constant features' map entries, serialized once.
+_CONSTANT_ENTRIES = {key: [b"".join(_entry(key, feature))] for key, feature in (
+    ("image/channels", int64_feature(3)), ("image/colorspace", bytes_feature(b"RGB")),
+    ("image/format", bytes_feature(b"JPEG")))}
+
+
+class _Hole:
+    """Stands for a byte string of ``size`` bytes in an encoder's parts: its length is encoded, its bytes are
+    not needed (they are put in its place later)."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, size: int):
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
 
 
 def make_example(*, encoded: bytes, label: int, text: str, height: int, width: int, filename: str) -> list[bytes]:
@@ -145,19 +170,19 @@ def example_around(encoded_size: int, *, label: int, text: str, height: int, wid
                    filename: str) -> tuple[bytes, bytes]:
     """The bytes before and after an ``encoded_size``-byte image in :func:`make_example`'s record, so the
     record can be built where the image is not (the converter's workers) and written where it is.
-    Keys in order: channels, class/label, class/text, colorspace, encoded, filename, format, height, width."""
-    image_value = _header(1, encoded_size)  # BytesList.value
-    image_feature = [_header(1, len(image_value) + encoded_size), image_value]  # Feature.bytes_list
-    key = _key_field("image/encoded")
-    value_header = _header(2, len(image_feature[0]) + len(image_value) + encoded_size)
-    image_entry_header = _header(1, len(key) + len(value_header) + len(image_feature[0]) + len(image_value)
-                                 + encoded_size)
-    head = b"".join([_CHANNELS, *_entry("image/class/label", int64_feature(label)),
-                     *_entry("image/class/text", bytes_feature(text.encode("utf-8"))), _COLORSPACE,
-                     image_entry_header, key, value_header, *image_feature])
-    tail = b"".join([*_entry("image/filename", bytes_feature(filename.encode("utf-8"))), _FORMAT,
-                     *_entry("image/height", int64_feature(height)), *_entry("image/width", int64_feature(width))])
-    return _header(1, len(head) + encoded_size + len(tail)) + head, tail
+
+    The record is encoded as :func:`example` does, with a :class:`_Hole` of the image's size as its
+    ``image/encoded`` value, and split around it."""
+    image = _Hole(encoded_size)
+    parts = _example_parts({**_CONSTANT_ENTRIES, **{key: _entry(key, feature) for key, feature in (
+        ("image/encoded", bytes_feature(image)),  # type: ignore[arg-type]  # only its length is encoded
+        ("image/class/label", int64_feature(label)),
+        ("image/class/text", bytes_feature(text.encode("utf-8"))),
+        ("image/height", int64_feature(height)),
+        ("image/width", int64_feature(width)),
+        ("image/filename", bytes_feature(filename.encode("utf-8"))))}})
+    at = next(i for i, part in enumerate(parts) if part is image)
+    return b"".join(parts[:at]), b"".join(parts[at + 1:])
 
 
 class ShardWriter:
