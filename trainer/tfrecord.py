@@ -11,7 +11,9 @@ and fixed, and tests in the trainer environment check every byte against TensorF
 - tf.train.Example (tensorflow/core/example/example.proto, feature.proto, proto3): Example{features=1}
   Features{map<string, Feature> feature=1} Feature{oneof bytes_list=1 | float_list=2 | int64_list=3}
   BytesList{repeated bytes value=1} Int64List{repeated int64 value=1 [packed=true]}. Map entries are written
-  in key order, as protobuf's deterministic serialization does, so the same input gives identical shards.
+  in the order of protobuf's deterministic serialization (upb, python protobuf 7.36: UTF-8 bytes in order,
+  the keys that extend a key before it; upb/message/internal/map_sorter.c ``_upb_mapsorter_cmpstr``
+  sorts descending and the encoder writes backwards), so the same input gives identical shards.
 
 google-crc32c (C, hardware CRC-32C) is in the trainer environment and every image lock; the training path
 (``trainer.data``, ``trainer.records``) does not import this module.
@@ -119,8 +121,18 @@ def example(features: dict[str, list[bytes]]) -> list[bytes]:
 
 def _example_parts(entries: dict[str, list[bytes]]) -> list[bytes]:
     """The Example made of the map entries ``{key: _entry(key, feature)}``, written in key order."""
-    parts = [part for _, entry in sorted(entries.items()) for part in entry]
+    parts = [part for _, entry in sorted(entries.items(), key=_key_order) for part in entry]
     return [_header(1, sum(map(len, parts))), *parts]
+
+
+def _key_order(item: tuple[str, list[bytes]]) -> bytes:
+    return _order_key(item[0])
+
+
+@functools.lru_cache(maxsize=64)
+def _order_key(key: str) -> bytes:
+    # 0xff is in no UTF-8 string: after the last byte of a key, it puts the keys that extend it first.
+    return key.encode("utf-8") + b"\xff"
 
 
 def _coalesce(parts: list[bytes], large: int = 4096) -> list[bytes]:
