@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from enum import Enum
@@ -12,6 +11,7 @@ from typing import Optional
 
 import typer
 
+from tpuctl.commands.options import MAX_EPOCHS, MAX_WORKERS, OUTPUTS, STACK, echo_err, finite
 from tpuctl.ground.errors import UserError
 
 
@@ -27,21 +27,10 @@ class Model(str, Enum):
     hub = "hub"
 
 
-#: Bounds of the numeric flags (docs/train.md, docs/troubleshooting.md): checked by the parser, before any
-#: process starts or any job is built. 64 processes is far more than one machine runs usefully; a Vertex job
-#: of more replicas is a worker pool spec of its own, not a flag.
-MAX_WORKERS = 64
-MAX_EPOCHS = 100_000
+#: More bounds of the numeric flags (MAX_WORKERS and MAX_EPOCHS: tpuctl.commands.options).
 MAX_BATCH_SIZE = 1 << 20
 MIN_POLL_SECONDS = 0.01
 MAX_POLL_SECONDS = 3600.0
-
-
-def _finite(ctx: typer.Context, param: typer.CallbackParam, value):
-    """Click's FloatRange lets NaN through (every comparison with NaN is false): refuse it here."""
-    if isinstance(value, float) and not math.isfinite(value):
-        raise typer.BadParameter(f"{value} is not a finite number", ctx=ctx, param=param)
-    return value
 
 
 def register(app: typer.Typer) -> None:
@@ -75,22 +64,22 @@ def train(
                                          help=f"Training epochs, 1..{MAX_EPOCHS} (trainer default if omitted)."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, max=MAX_BATCH_SIZE,
                                              help=f"Global training batch size, 1..{MAX_BATCH_SIZE}."),
-    stack: Optional[str] = typer.Option(None, "--stack", help="Read defaults from this Pulumi stack's outputs."),
-    outputs: Optional[Path] = typer.Option(None, "--outputs", help="Read defaults from a `pulumi stack output --json` file."),
+    stack: Optional[str] = STACK,
+    outputs: Optional[Path] = OUTPUTS,
     region: Optional[str] = typer.Option(None, "--region", help="Vertex: region of the job (default: the stack's region)."),
     job_name: Optional[str] = typer.Option(None, "--job-name", help="Vertex: display name, also names the staging/output folders. Default: tpuctl-train-<timestamp>."),
     image: Optional[str] = typer.Option(None, "--image", help="Vertex/TPU VM: run this image instead of the trainer's own (`tpuctl image build`)."),
     python_package: bool = typer.Option(False, "--python-package", help="Vertex: ship trainer/ as a package onto Google's prebuilt TensorFlow image (refused past its end of availability)."),
     spot: bool = typer.Option(False, "--spot", help="Vertex/TPU VM: Spot capacity; a preempted job restarts and resumes from its gs:// backup."),
     max_run_time: Optional[str] = typer.Option(None, "--max-run-time", help="Vertex: stop the job after this long (10m..7d, e.g. 2h, 1h30m); also bounds the cost estimate."),
-    budget: Optional[float] = typer.Option(None, "--budget", min=0.01, callback=_finite, help="Vertex: refuse the job when its maximum cost (USD) is above this."),
+    budget: Optional[float] = typer.Option(None, "--budget", min=0.01, callback=finite, help="Vertex: refuse the job when its maximum cost (USD) is above this."),
     zone: Optional[str] = typer.Option(None, "--zone", help="TPU VM: zone of the slice (default: the stack's tpu_zone, else zone)."),
     keep: bool = typer.Option(False, "--keep", help="TPU VM: keep the slice when the run ends (it keeps costing money)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Vertex: print the CustomJob request as JSON; build, upload and submit nothing."),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="Vertex: follow the job until it ends."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Local: show everything the trainer prints (protocol lines, Keras, TensorFlow notices)."),
     poll_seconds: float = typer.Option(30.0, "--poll-seconds", min=MIN_POLL_SECONDS, max=MAX_POLL_SECONDS,
-                                       callback=_finite, hidden=True,
+                                       callback=finite, hidden=True,
                                        help=f"Vertex: seconds between job status reads, {MIN_POLL_SECONDS}..{MAX_POLL_SECONDS}."),
 ) -> None:
     from tpuctl.ground.outputs import load_outputs
@@ -134,18 +123,14 @@ def train(
     _train_local(opts, stack_outputs, verbose=verbose)
 
 
-def _echo_err(message: str) -> None:
-    typer.echo(message, err=True)
-
-
 def _train_local(opts, stack_outputs, verbose: bool = False) -> None:
     from tpuctl.commands.display import TrainDisplay, summary_lines
     from tpuctl.services.training import plan_local, release_run_dir, run_local
 
-    plan = plan_local(opts, stack_outputs, echo=_echo_err)
+    plan = plan_local(opts, stack_outputs, echo=echo_err)
     source = "demo dataset" if plan.demo_data else "data"
-    _echo_err(f"{source}: {plan.data_dir}")
-    _echo_err(f"model dir: {plan.model_dir}")
+    echo_err(f"{source}: {plan.data_dir}")
+    echo_err(f"model dir: {plan.model_dir}")
 
     display = TrainDisplay(terminal=sys.stderr.isatty(), verbose=verbose)
 
@@ -171,7 +156,7 @@ def _train_local(opts, stack_outputs, verbose: bool = False) -> None:
     result = outcome.result
     for line in summary_lines(result, display.history, time.time() - started, plan.model_dir,
                               Path(plan.model_dir).name):
-        _echo_err(line)
+        echo_err(line)
     if not result:
         typer.echo(f"training finished; model dir: {plan.model_dir} (the trainer printed no result line)")
         return
@@ -189,13 +174,13 @@ def _train_vertex(opts, stack_outputs, region, job_name, image, dry_run, wait, p
     from tpuctl.services import cloudrun, vertex
 
     job = vertex.plan_job(opts, stack_outputs, region=region, job_name=job_name, image=image,
-                          python_package=python_package, echo=_echo_err)
+                          python_package=python_package, echo=echo_err)
     run_time = cloudrun.parse_run_time(max_run_time) if max_run_time else None
-    vertex.check_quota(job, echo=_echo_err, spot=spot)   # before anything is built; offline: a note
+    vertex.check_quota(job, echo=echo_err, spot=spot)   # before anything is built; offline: a note
     # Spot / timeout, and the cost estimate (refused over --budget) before anything is uploaded.
     cloud = cloudrun.plan_cloud_run(job, spot=spot, max_run_time=run_time, budget=budget)
     for line in cloud.estimate.lines():
-        _echo_err(line)
+        echo_err(line)
     if dry_run:
         typer.echo(json.dumps(vertex.job_to_dict(cloud.custom_job), indent=2, sort_keys=True))
         return

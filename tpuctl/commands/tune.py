@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import json
-import math
 from enum import Enum
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from tpuctl.commands.options import MAX_EPOCHS, MAX_WORKERS, OUTPUTS, STACK, echo_err, finite
 from tpuctl.ground.errors import UserError
 
 
@@ -20,8 +20,6 @@ class Target(str, Enum):
 
 
 MAX_TRIALS = 100
-MAX_WORKERS = 64
-MAX_EPOCHS = 100_000
 
 
 def register(app: typer.Typer) -> None:
@@ -37,16 +35,6 @@ def register(app: typer.Typer) -> None:
     app.add_typer(group)
 
 
-def _finite(ctx: typer.Context, param: typer.CallbackParam, value):
-    if isinstance(value, float) and not math.isfinite(value):
-        raise typer.BadParameter(f"{value} is not a finite number", ctx=ctx, param=param)
-    return value
-
-
-def _echo_err(message: str) -> None:
-    typer.echo(message, err=True)
-
-
 def tune(
     ctx: typer.Context,
     target: Target = typer.Option(Target.vertex, "--target", help="vertex: a HyperparameterTuningJob; local: trials on this machine."),
@@ -58,15 +46,15 @@ def tune(
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="TFRecord folder. Default: the stack's data bucket, locally the demo dataset."),
     model_dir: Optional[str] = typer.Option(None, "--model-dir", help="Tuning folder; each trial writes below it."),
     epochs: Optional[int] = typer.Option(None, "--epochs", min=1, max=MAX_EPOCHS, help="Epochs of every trial unless the spec tunes them."),
-    stack: Optional[str] = typer.Option(None, "--stack", help="Read defaults from this Pulumi stack's outputs."),
-    outputs: Optional[Path] = typer.Option(None, "--outputs", help="Read defaults from a `pulumi stack output --json` file."),
+    stack: Optional[str] = STACK,
+    outputs: Optional[Path] = OUTPUTS,
     region: Optional[str] = typer.Option(None, "--region", help="Vertex: region (default: the stack's)."),
     job_name: Optional[str] = typer.Option(None, "--job-name", help="Vertex: display name. Default: tpuctl-tune-<timestamp>."),
     image: Optional[str] = typer.Option(None, "--image", help="Vertex: run this image instead of the trainer's own (`tpuctl image build`)."),
     python_package: bool = typer.Option(False, "--python-package", help="Vertex: the trainer as a package on Google's prebuilt TensorFlow image."),
     spot: bool = typer.Option(False, "--spot", help="Vertex: run the trials on Spot capacity (resume from the backup on restart)."),
     max_run_time: Optional[str] = typer.Option(None, "--max-run-time", help="Vertex: timeout of each trial, 10m..7d (e.g. 2h)."),
-    budget: Optional[float] = typer.Option(None, "--budget", min=0.01, callback=_finite,
+    budget: Optional[float] = typer.Option(None, "--budget", min=0.01, callback=finite,
                                            help="Vertex: refuse the job if its maximum cost (USD) is above this."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Vertex: print the request and the cost estimate; send nothing."),
 ) -> None:
@@ -105,14 +93,14 @@ def _tune_vertex(opts, stack_outputs, search, *, trials, region, job_name, image
     if budget is not None:
         cloudrun.check_budget_value(budget)
     job = vertex.plan_job(opts, stack_outputs, region=region, job_name=job_name or f"tpuctl-tune-{timestamp()}",
-                          image=image, python_package=python_package, echo=_echo_err)
+                          image=image, python_package=python_package, echo=echo_err)
     if spot:
         cloudrun.backup_dir(job)
     custom_job = cloudrun.with_scheduling(vertex.build_custom_job(job), spot=spot, max_run_time=run_time)
     hp_job = tuning.build_tuning_job(job, search, custom_job, max_trials=trials)
     estimate = tuning.estimate_tuning(hp_job, job.region)
     for line in estimate.lines():
-        _echo_err(line)
+        echo_err(line)
     cloudrun.check_budget(estimate, budget)
     if dry_run:
         typer.echo(json.dumps(tuning.tuning_to_dict(hp_job), indent=2, sort_keys=True))
@@ -147,7 +135,7 @@ def _tune_local(opts, search, trials, seed) -> None:
     from tpuctl.services import tuning
 
     count = trials or min(search.max_trials, 3)
-    base, rows = tuning.run_local_tuning(opts, search, trials=count, seed=seed, echo=_echo_err)
+    base, rows = tuning.run_local_tuning(opts, search, trials=count, seed=seed, echo=echo_err)
     _render(rows, f"local tuning: {base}")
 
 

@@ -1,0 +1,28 @@
+"""What `tpuctl train` and `tpuctl tune` share: the bounds of their numeric flags, the finite-number check, the
+stack options, and the stderr echo."""
+
+from __future__ import annotations
+
+import math
+
+import typer
+
+#: Bounds of the numeric flags (docs/train.md, docs/troubleshooting.md): checked by the parser, before any
+#: process starts or any job is built. 64 processes is far more than one machine runs usefully; a Vertex job
+#: of more replicas is a worker pool spec of its own, not a flag.
+MAX_WORKERS = 64
+MAX_EPOCHS = 100_000
+
+STACK = typer.Option(None, "--stack", help="Read defaults from this Pulumi stack's outputs.")
+OUTPUTS = typer.Option(None, "--outputs", help="Read defaults from a `pulumi stack output --json` file.")
+
+
+def finite(ctx: typer.Context, param: typer.CallbackParam, value):
+    """Click's FloatRange lets NaN through (every comparison with NaN is false): refuse it here."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number", ctx=ctx, param=param)
+    return value
+
+
+def echo_err(message: str) -> None:
+    typer.echo(message, err=True)
