@@ -214,21 +214,22 @@ def materialize(handle: str, source: str | None = None, workdir_parent: Path | N
             return Materialized(handle, key, root, None, scan_folder(root, src))
         if not path.is_file():
             raise UserError(f"hub model source {src} is not a folder or an archive (a FIFO, socket or device)")
-        workdir = Path(tempfile.mkdtemp(prefix="tpuctl-hub-", dir=workdir_parent))
-        try:
-            safe_extract(path, workdir / "x", src)
-            root = model_root(workdir / "x", src)
-            return Materialized(handle, key, root, workdir, scan_folder(root, src))
-        except BaseException:
-            shutil.rmtree(workdir, ignore_errors=True)
-            raise
+        return _extracted(handle, key, src, lambda workdir: path, workdir_parent)
     url_handle = src or handle
+    return _extracted(handle, key, url_handle,
+                      lambda workdir: download(url_handle, workdir / "model.tar.gz", progress, on_total),
+                      workdir_parent)
+
+
+def _extracted(handle: str, key: str, source: str, archive: Callable[[Path], Path],
+               workdir_parent: Path | None) -> Materialized:
+    """The model of the .tar.gz ``archive(workdir)`` gives, extracted and checked in a new temporary workdir
+    (removed again when anything fails)."""
     workdir = Path(tempfile.mkdtemp(prefix="tpuctl-hub-", dir=workdir_parent))
     try:
-        archive = download(url_handle, workdir / "model.tar.gz", progress, on_total)
-        safe_extract(archive, workdir / "x", url_handle)
-        root = model_root(workdir / "x", url_handle)
-        return Materialized(handle, key, root, workdir, scan_folder(root, url_handle))
+        safe_extract(archive(workdir), workdir / "x", source)
+        root = model_root(workdir / "x", source)
+        return Materialized(handle, key, root, workdir, scan_folder(root, source))
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
