@@ -18,7 +18,7 @@ from stackfixtures import write_outputs
 
 from tpuctl.ground.envs import trainer_env, trainer_python
 
-from gcsfixtures import anonymous_client, storage_emulator
+from gcsfixtures import emulated_buckets
 from httpfakes import FakeServer, JsonHandler, fake_factory
 
 HERE = Path(__file__).resolve().parent
@@ -166,11 +166,7 @@ def tf_serving():
 
 @pytest.fixture
 def gcs(monkeypatch):
-    with storage_emulator() as url:
-        monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
-        client = anonymous_client(url, PROJECT)
-        for bucket in (ARTIFACTS, DATA):
-            client.create_bucket(bucket)
+    with emulated_buckets(monkeypatch, (ARTIFACTS, DATA), PROJECT) as client:
         yield client
 
 

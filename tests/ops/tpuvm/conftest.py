@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from stackfixtures import write_outputs
 
-from gcsfixtures import anonymous_client, storage_emulator
+from gcsfixtures import emulated_buckets
 from httpfakes import FakeServer, JsonHandler, fake_factory
 
 PROJECT, REGION, ZONE = "my-tpu-project", "us-central1", "us-central1-a"
@@ -131,11 +131,7 @@ def tpu_group():
 @pytest.fixture
 def gcs(monkeypatch):
     """The storage emulator as STORAGE_EMULATOR_HOST, with the stack's artifacts and data buckets."""
-    with storage_emulator() as url:
-        monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
-        client = anonymous_client(url, PROJECT)
-        for bucket in (ARTIFACTS, DATA):
-            client.create_bucket(bucket)
+    with emulated_buckets(monkeypatch, (ARTIFACTS, DATA), PROJECT) as client:
         yield client
 
 

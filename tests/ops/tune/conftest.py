@@ -8,7 +8,7 @@ import pytest
 from stackfixtures import SAMPLE_OUTPUTS, write_outputs
 from vertexfakes import FakeTuningJobs
 
-from gcsfixtures import anonymous_client, storage_emulator
+from gcsfixtures import emulated_buckets
 from httpfakes import fake_factory
 
 
@@ -21,10 +21,7 @@ def fake_tuning(monkeypatch):
 @pytest.fixture
 def gcs(monkeypatch):
     """gcp-storage-emulator (in memory) as STORAGE_EMULATOR_HOST, with the staging bucket; yields the client."""
-    with storage_emulator() as url:
-        monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
-        client = anonymous_client(url)
-        client.create_bucket(SAMPLE_OUTPUTS["buckets"]["staging"])
+    with emulated_buckets(monkeypatch, [SAMPLE_OUTPUTS["buckets"]["staging"]]) as client:
         yield client
 
 
