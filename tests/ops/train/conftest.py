@@ -14,7 +14,7 @@ from vertexfakes import FakeCustomJobs
 from tpuctl.ground.envs import ops_python, trainer_python
 
 from clifixtures import run_process
-from gcsfixtures import anonymous_client, storage_emulator
+from gcsfixtures import emulated_buckets
 from httpfakes import fake_factory
 
 REPO = Path(__file__).resolve().parents[3]
@@ -41,18 +41,10 @@ def fake_trainer(tmp_path):
 
 
 @pytest.fixture
-def gcs():
+def gcs(monkeypatch):
     """gcp-storage-emulator on 127.0.0.1 (in memory), also as STORAGE_EMULATOR_HOST; yields (url, client)."""
-    with storage_emulator() as url:
-        old = os.environ.get("STORAGE_EMULATOR_HOST")
-        os.environ["STORAGE_EMULATOR_HOST"] = url
-        try:
-            yield url, anonymous_client(url)
-        finally:
-            if old is None:
-                os.environ.pop("STORAGE_EMULATOR_HOST", None)
-            else:
-                os.environ["STORAGE_EMULATOR_HOST"] = old
+    with emulated_buckets(monkeypatch) as client:
+        yield os.environ["STORAGE_EMULATOR_HOST"], client
 
 
 @pytest.fixture
