@@ -121,12 +121,8 @@ def example(features: dict[str, list[bytes]]) -> list[bytes]:
 
 def _example_parts(entries: dict[str, list[bytes]]) -> list[bytes]:
     """The Example made of the map entries ``{key: _entry(key, feature)}``, written in key order."""
-    parts = [part for _, entry in sorted(entries.items(), key=_key_order) for part in entry]
+    parts = [part for key in sorted(entries, key=_order_key) for part in entries[key]]
     return [_header(1, sum(map(len, parts))), *parts]
-
-
-def _key_order(item: tuple[str, list[bytes]]) -> bytes:
-    return _order_key(item[0])
 
 
 @functools.lru_cache(maxsize=64)
