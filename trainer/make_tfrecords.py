@@ -86,9 +86,10 @@ def _prepare(task: tuple[str, int, str, str], full_decode: bool = False) -> tupl
     """In a worker: check one image and build its record around it.
 
     ``(True, (head, image, tail, height, width))``: the record is ``head + image + tail``. For a JPEG kept as
-    it is, ``image`` is ``(size, CRC-32C)`` of the checked file instead of its bytes: the writing process
-    reads the file itself (no image bytes through the pool) and writes it only if it is still the same.
-    ``(False, reason)`` for an image that fails the check.
+    it is, ``image`` is ``(size, start, crc)`` of the checked file instead of its bytes (``start``: the
+    CRC-32C of ``head``; ``crc``: continued over the file, ``google_crc32c.extend(start, file bytes)``): the
+    writing process reads the file itself (no image bytes through the pool) and writes it only if it is still
+    the same. ``(False, reason)`` for an image that fails the check.
     """
     path, label, text, filename = task
     ok, payload = check_image(path, full_decode)
@@ -97,8 +98,10 @@ def _prepare(task: tuple[str, int, str, str], full_decode: bool = False) -> tupl
     encoded, height, width, kept = payload
     head, tail = tfrecord.example_around(len(encoded), label=label, text=text, height=height, width=width,
                                          filename=filename)
-    image = (len(encoded), google_crc32c.value(encoded)) if kept else encoded
-    return True, (head, image, tail, height, width)
+    if kept:
+        start = google_crc32c.value(head)
+        return True, (head, (len(encoded), start, google_crc32c.extend(start, encoded)), tail, height, width)
+    return True, (head, encoded, tail, height, width)
 
 
 def _results(tasks: list[tuple[str, int, str, str]], workers: int, full_decode: bool = False):
@@ -123,13 +126,20 @@ def _results(tasks: list[tuple[str, int, str, str]], workers: int, full_decode: 
         pool.join()
 
 
-def _read_unchanged(path: Path, checked: tuple[int, int]) -> tuple[bool, object]:
-    """The file's bytes, if they are still those that were checked (same size and CRC-32C)."""
+def _read_unchanged(path: Path, checked: tuple[int, int, int]) -> tuple[bool, object]:
+    """The file's bytes, if they are still those that were checked (:func:`_prepare`'s ``(size, start, crc)``).
+
+    Its one checksum pass runs on from the head's CRC: when it matches, ``crc`` is also the record's CRC-32C
+    up to the end of the image, so writing the record costs no second pass. (For bytes of the same size,
+    CRCs continued from the same start are equal exactly when their own CRC-32Cs are: the check is as strong
+    as comparing those.)
+    """
+    size, start, crc = checked
     try:
         raw = path.read_bytes()
     except OSError as err:
         return False, describe(err)
-    if (len(raw), google_crc32c.value(raw)) != checked:
+    if len(raw) != size or google_crc32c.extend(start, raw) != crc:
         return False, "changed while converting (it differs from the bytes that were checked)"
     return True, raw
 
@@ -170,12 +180,14 @@ def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, valid
             done += 1
             if ok:
                 head, encoded, tail, height, width = payload
+                crc = None  # the writer computes it
                 if isinstance(encoded, tuple):  # a JPEG kept as it is: read here, not copied through the pool
                     ok, payload = _read_unchanged(path, encoded)
-                    encoded = payload
+                    if ok:  # the check's CRC pass gives the record's CRC-32C: no second pass in the writer
+                        encoded, crc = payload, google_crc32c.extend(encoded[2], tail)
             if ok:
                 sizes.add((height, width))
-                writers[split].write([head, encoded, tail])
+                writers[split].write([head, encoded, tail], crc)
             else:
                 skipped.append(str(path))
                 print(f"skipped: {path}: {payload}", file=sys.stderr, flush=True)

@@ -43,13 +43,15 @@ def masked_crc32c(data: bytes) -> int:
     return _mask(google_crc32c.value(data))
 
 
-def frame(record: bytes | list[bytes]) -> list[bytes]:
-    """One record (bytes, or the parts it is made of) as TFRecord pieces: header, the parts, footer."""
+def frame(record: bytes | list[bytes], crc: int | None = None) -> list[bytes]:
+    """One record (bytes, or the parts it is made of) as TFRecord pieces: header, the parts, footer.
+    ``crc`` is the CRC-32C of the record's bytes if the caller has it already; by default it is computed here."""
     parts = [record] if isinstance(record, bytes) else record
     length = _U64.pack(sum(len(p) for p in parts))
-    crc = 0
-    for part in parts:
-        crc = google_crc32c.extend(crc, part)
+    if crc is None:
+        crc = 0
+        for part in parts:
+            crc = google_crc32c.extend(crc, part)
     return [length + _U32.pack(masked_crc32c(length)), *parts, _U32.pack(_mask(crc))]
 
 
@@ -221,8 +223,9 @@ class ShardWriter:
             return self._counts[-1] >= self.records_per_shard
         return self._current_bytes >= self.shard_bytes
 
-    def write(self, record: bytes | list[bytes]) -> None:
-        """Append one record: its bytes, or the parts they are made of (as :func:`make_example` returns)."""
+    def write(self, record: bytes | list[bytes], crc: int | None = None) -> None:
+        """Append one record: its bytes, or the parts they are made of (as :func:`make_example` returns);
+        ``crc``: their CRC-32C, if the caller computed it already (see :func:`frame`)."""
         if self._rotate_needed():
             self._close_file()
             path = self.dest / f".{self.prefix}-{self.split}-{len(self._partials):05d}{TMP_SUFFIX}"
@@ -231,7 +234,7 @@ class ShardWriter:
             self._counts.append(0)
             self._current_bytes = 0
         size = 0
-        for piece in frame(record):
+        for piece in frame(record, crc):
             self._file.write(piece)
             size += len(piece)
         self._counts[-1] += 1

@@ -131,3 +131,22 @@ def test_a_kept_jpeg_is_written_only_if_it_is_still_the_checked_file(image_folde
     jpeg.unlink()
     ok, reason = make_tfrecords._read_unchanged(jpeg, checked)
     assert not ok and reason.startswith("FileNotFoundError")
+
+
+def test_the_check_of_a_kept_jpeg_gives_its_records_checksum(image_folder):
+    """One CRC pass over a kept JPEG in the writing process: the one proving it unchanged, run on from the
+    head's CRC, is the record's up to the end of the image."""
+    import google_crc32c
+
+    from trainer import make_tfrecords, tfrecord
+
+    jpeg = image_folder / "cat" / "cat1.jpg"
+    ok, (head, checked, tail, _, _) = make_tfrecords._prepare((str(jpeg), 0, "cat", "cat/cat1.jpg"))
+    size, start, crc_to_image_end = checked
+    assert ok and start == google_crc32c.value(head)
+    ok, raw = make_tfrecords._read_unchanged(jpeg, checked)
+    assert ok and size == len(raw)
+    record = [head, raw, tail]
+    crc = google_crc32c.extend(crc_to_image_end, tail)
+    assert crc == google_crc32c.value(b"".join(record))
+    assert tfrecord.frame(record, crc) == tfrecord.frame(record)
