@@ -223,8 +223,7 @@ def materialize(handle: str, source: str | None = None, workdir_parent: Path | N
 
 def _extracted(handle: str, key: str, source: str, archive: Callable[[Path], Path],
                workdir_parent: Path | None) -> Materialized:
-    """The model of the .tar.gz ``archive(workdir)`` gives, extracted and checked in a new temporary workdir
-    (removed again when anything fails)."""
+    """The model in the .tar.gz ``archive(workdir)`` gives, checked in a new workdir (removed if anything fails)."""
     workdir = Path(tempfile.mkdtemp(prefix="tpuctl-hub-", dir=workdir_parent))
     try:
         safe_extract(archive(workdir), workdir / "x", source)

@@ -1,11 +1,12 @@
-"""What `tpuctl train` and `tpuctl tune` share: the bounds of their numeric flags, the finite-number check, the
-stack options, and the stderr echo."""
+"""What `tpuctl train` and `tpuctl tune` share: flag bounds and checks, the stack options, the stderr echo."""
 
 from __future__ import annotations
 
 import math
 
 import typer
+
+from tpuctl.ground.errors import UserError
 
 #: Bounds of the numeric flags (docs/train.md, docs/troubleshooting.md): checked by the parser, before any
 #: process starts or any job is built. 64 processes is far more than one machine runs usefully; a Vertex job
@@ -26,3 +27,10 @@ def finite(ctx: typer.Context, param: typer.CallbackParam, value):
 
 def echo_err(message: str) -> None:
     typer.echo(message, err=True)
+
+
+def refuse_given(flags, message: str) -> None:
+    """UserError ``message`` naming (``{flag}``) the first of the ``(flag, value)`` pairs whose value is set."""
+    for flag, value in flags:
+        if value:
+            raise UserError(message.format(flag=flag))

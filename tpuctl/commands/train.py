@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from tpuctl.commands.options import MAX_EPOCHS, MAX_WORKERS, OUTPUTS, STACK, echo_err, finite
+from tpuctl.commands.options import MAX_EPOCHS, MAX_WORKERS, OUTPUTS, STACK, echo_err, finite, refuse_given
 from tpuctl.ground.errors import UserError
 
 
@@ -27,7 +27,7 @@ class Model(str, Enum):
     hub = "hub"
 
 
-#: More bounds of the numeric flags (MAX_WORKERS and MAX_EPOCHS: tpuctl.commands.options).
+#: Bounds of the other numeric flags (as tpuctl.commands.options.MAX_WORKERS).
 MAX_BATCH_SIZE = 1 << 20
 MIN_POLL_SECONDS = 0.01
 MAX_POLL_SECONDS = 3600.0
@@ -95,29 +95,23 @@ def train(
     )
     stack_outputs = load_outputs(stack=stack, outputs_file=outputs)
     if target is not Target.tpu_vm:
-        for name, value in (("--zone", zone), ("--keep", keep)):
-            if value:
-                raise UserError(f"{name} only applies to --target tpu-vm")
+        refuse_given((("--zone", zone), ("--keep", keep)), "{flag} only applies to --target tpu-vm")
     if target is Target.vertex:
         _train_vertex(opts, stack_outputs, region, job_name, image, dry_run, wait, poll_seconds,
                       python_package=python_package, spot=spot, max_run_time=max_run_time, budget=budget)
         return
     if target is Target.tpu_vm:
-        for name, value in (("--region", region), ("--python-package", python_package),
-                            ("--max-run-time", max_run_time), ("--budget", budget),
-                            ("--parameter-servers", parameter_servers)):
-            if value:
-                raise UserError(f"{name} does not apply to --target tpu-vm (a TPU VM slice lives in --zone)")
+        refuse_given((("--region", region), ("--python-package", python_package), ("--max-run-time", max_run_time),
+                      ("--budget", budget), ("--parameter-servers", parameter_servers)),
+                     "{flag} does not apply to --target tpu-vm (a TPU VM slice lives in --zone)")
         from tpuctl.commands import tpu
 
         tpu.run_options(opts, stack_outputs, zone=zone, spot=spot, keep=keep, name=job_name, image=image,
                         dry_run=dry_run, poll_seconds=poll_seconds)
         return
-    for name, value in (("--region", region), ("--job-name", job_name), ("--image", image),
-                        ("--python-package", python_package), ("--spot", spot), ("--max-run-time", max_run_time),
-                        ("--budget", budget)):
-        if value:
-            raise UserError(f"{name} only applies to --target vertex")
+    refuse_given((("--region", region), ("--job-name", job_name), ("--image", image), ("--python-package", python_package),
+                  ("--spot", spot), ("--max-run-time", max_run_time), ("--budget", budget)),
+                 "{flag} only applies to --target vertex")
     if dry_run:
         raise UserError("--dry-run only applies to --target vertex or tpu-vm")
     _train_local(opts, stack_outputs, verbose=verbose)

@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from tpuctl.commands.options import MAX_EPOCHS, MAX_WORKERS, OUTPUTS, STACK, echo_err, finite
+from tpuctl.commands.options import MAX_EPOCHS, MAX_WORKERS, OUTPUTS, STACK, echo_err, finite, refuse_given
 from tpuctl.ground.errors import UserError
 
 
@@ -73,9 +73,8 @@ def tune(
                             ("--max-run-time", max_run_time), ("--budget", budget)):
             if value is not None:
                 raise UserError(f"{name} only applies to --target vertex")
-        for name, flag in (("--spot", spot), ("--dry-run", dry_run), ("--python-package", python_package)):
-            if flag:
-                raise UserError(f"{name} only applies to --target vertex")
+        refuse_given((("--spot", spot), ("--dry-run", dry_run), ("--python-package", python_package)),
+                     "{flag} only applies to --target vertex")
         _tune_local(opts, search, trials, seed)
         return
     if seed is not None:

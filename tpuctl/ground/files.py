@@ -10,9 +10,8 @@ from tpuctl.ground.errors import UserError
 
 def read_head(path: Path, what: str, limit: int, *, folder_hint: str, missing_hint: str,
               error: Callable[[str], Exception] = UserError) -> bytes:
-    """The first ``limit + 1`` bytes of the file ``path`` (one more than a valid file has, so the caller can tell
-    one that is too big). A folder, a missing or unreadable file, or a name with a NUL byte is one ``error``
-    line naming ``what`` and the path; ``folder_hint`` says what to give instead, ``missing_hint`` how to make it."""
+    """The first ``limit + 1`` bytes of the file ``path`` (so a caller can tell one that is too big); a folder, a missing
+    or unreadable file or a NUL byte in the name is one ``error`` line naming ``what`` and the path, with a hint."""
     source = f"{what} {path}"
     try:
         if not path.is_dir():
