@@ -19,6 +19,7 @@ train, validation, classes, skipped, skipped_files, shards, bytes.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import multiprocessing
 import os
@@ -162,7 +163,6 @@ def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, valid
     items = plan_splits(images, validation_fraction, seed)
     total = len(items)
 
-    created = not dest.exists()
     shard_bytes = max(1, int(shard_mb * 1_000_000))
     writers = {split: tfrecord.ShardWriter(dest, prefix, split, shard_bytes=shard_bytes) for split in records.SPLITS}
     skipped: list[str] = []
@@ -170,12 +170,9 @@ def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, valid
     done, last_report, last_time = 0, -1, 0.0
     results = _results([(str(p), label, classes[label], p.relative_to(src).as_posix()) for p, label, _ in items],
                        workers, full_decode)
-    try:
-        dest.mkdir(parents=True, exist_ok=True)
-    except OSError as err:  # e.g. a parent is a file, or not writable
-        raise DataError(f"make_tfrecords: cannot create the destination {dest} ({err.strerror or err})") from None
-    try:
-        records.remove_previous(previous)
+    # On the way out, the decoder pool is stopped first (closing terminates it), then, if this failed,
+    # everything this run wrote is removed.
+    with tfrecord.output_folder(dest, "make_tfrecords", previous, writers.values()), contextlib.closing(results):
         for (path, _, split), (ok, payload) in zip(items, results):
             done += 1
             if ok:
@@ -203,15 +200,6 @@ def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, valid
                                           image_size=next(iter(sizes)) if len(sizes) == 1 else None,
                                           shards=written, source="make_tfrecords")
         records.write_manifest(dest, manifest)
-    except BaseException:
-        # Ctrl-C, SIGTERM, a full disk...: remove everything this run wrote, so a re-run starts clean.
-        results.close()  # stops (terminates) the decoder pool first
-        for w in writers.values():
-            w.abort()
-        (dest / (records.MANIFEST + ".partial")).unlink(missing_ok=True)
-        if created and dest.exists() and not any(dest.iterdir()):
-            dest.rmdir()
-        raise
     return {
         "train": counts["train"],
         "validation": counts["validation"],

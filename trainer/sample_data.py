@@ -17,7 +17,7 @@ from pathlib import Path
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer import protocol
 from trainer.config import SAMPLE_DATA_BOUNDS as BOUNDS
-from trainer.errors import ArgumentParser, DataError, run_cli
+from trainer.errors import ArgumentParser, run_cli
 
 PREFIX = "digits"
 CLASSES = [str(d) for d in range(10)]
@@ -53,16 +53,10 @@ def write_demo_dataset(out: str | Path, *, validation_fraction: float = 0.2, sha
     train_idx, val_idx = train_test_split(
         indices, test_size=validation_fraction, stratify=digits.target, random_state=0)
 
-    created = not out.exists()
     written: dict[str, list[tuple[str, int]]] = {}
     writers: list = []
     total_bytes = 0
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:  # e.g. a parent is a file, or not writable
-        raise DataError(f"sample_data: cannot create the destination {out} ({err.strerror or err})") from None
-    try:
-        records.remove_previous(previous)
+    with tfrecord.output_folder(out, "sample_data", previous, writers):
         for split, idx in (("train", train_idx), ("validation", val_idx)):
             per_shard = -(-len(idx) // shards)
             writer = tfrecord.ShardWriter(out, PREFIX, split, records_per_shard=per_shard)
@@ -77,14 +71,6 @@ def write_demo_dataset(out: str | Path, *, validation_fraction: float = 0.2, sha
         manifest = records.build_manifest(prefix=PREFIX, classes=CLASSES, image_size=(image_size, image_size),
                                           shards=written, source="sample_data")
         records.write_manifest(out, manifest)
-    except BaseException:
-        # Ctrl-C, SIGTERM, a full disk...: remove what this run wrote so a re-run starts clean.
-        for writer in writers:
-            writer.abort()
-        (out / (records.MANIFEST + ".partial")).unlink(missing_ok=True)
-        if created and out.exists() and not any(out.iterdir()):
-            out.rmdir()
-        raise
     return {
         "dir": str(out),
         "prefix": PREFIX,

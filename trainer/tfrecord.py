@@ -21,14 +21,17 @@ google-crc32c (C, hardware CRC-32C) is in the trainer environment and every imag
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import struct
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import google_crc32c
 
-from trainer.records import TMP_SUFFIX, shard_name
+from trainer.errors import DataError
+from trainer.records import MANIFEST, TMP_SUFFIX, PreviousOutput, remove_previous, shard_name
 
 _MASK_DELTA = 0xA282EAD8
 _U64 = struct.Struct("<Q")
@@ -268,3 +271,27 @@ class ShardWriter:
         for path in [*self._partials, *self._finished]:
             path.unlink(missing_ok=True)
         self._partials, self._finished = [], []
+
+
+@contextlib.contextmanager
+def output_folder(dest: Path, tool: str, previous: PreviousOutput | None,
+                  writers: Iterable[ShardWriter]) -> Iterator[None]:
+    """Around writing a data tool's output: creates ``dest``, removes the ``previous`` output in it
+    (``records.check_output_dir``), and if the block fails (Ctrl-C, SIGTERM, a full disk...) removes what this
+    run wrote, so a re-run starts clean: the shards of ``writers`` (as they are then: a list may grow in the
+    block), a partial manifest, and ``dest`` itself if it was created here and is empty."""
+    created = not dest.exists()
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # e.g. a parent is a file, or not writable
+        raise DataError(f"{tool}: cannot create the destination {dest} ({err.strerror or err})") from None
+    try:
+        remove_previous(previous)
+        yield
+    except BaseException:
+        for writer in writers:
+            writer.abort()
+        (dest / (MANIFEST + ".partial")).unlink(missing_ok=True)
+        if created and dest.exists() and not any(dest.iterdir()):
+            dest.rmdir()
+        raise

@@ -99,3 +99,32 @@ def test_abort_removes_partial_and_finished_shards(tmp_path):
     assert len(list(tmp_path.iterdir())) == 3
     writer.abort()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_output_folder_removes_what_a_failed_run_wrote(tmp_path):
+    import pytest
+
+    from trainer.errors import DataError
+
+    dest = tmp_path / "new" / "out"
+    writers = []
+    with pytest.raises(KeyboardInterrupt), tfrecord.output_folder(dest, "tool", None, writers):
+        writer = tfrecord.ShardWriter(dest, "p", "train", records_per_shard=1)
+        writers.append(writer)  # added in the block: still removed
+        for _ in range(3):
+            writer.write(b"r")
+        writer.close()
+        (dest / "manifest.json.partial").write_text("{")
+        raise KeyboardInterrupt
+    assert not dest.exists() and (tmp_path / "new").is_dir()  # created here and empty: removed
+
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    with pytest.raises(OSError), tfrecord.output_folder(kept, "tool", None, []):
+        raise OSError("disk full")
+    assert kept.is_dir()  # not created by this run: left
+
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(DataError, match=r"^tool: cannot create the destination"):
+        with tfrecord.output_folder(tmp_path / "file" / "out", "tool", None, []):
+            raise AssertionError("not reached")
