@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.trainer.image_sources import folder_from_script
 from trainer import data
 from trainer.errors import DataError
 
@@ -294,10 +295,7 @@ first.unlink()
 @pytest.fixture(scope="module")
 def slow_source(tools, tmp_path_factory):
     """120 large PNGs: converting them takes seconds, so the signal lands mid-way with shards open."""
-    src = tmp_path_factory.mktemp("slow") / "src"
-    run = tools.run_module(["-c", MAKE_IMAGES, str(src)], python_args=[])
-    assert run.returncode == 0, run.stderr
-    return src
+    return folder_from_script(tools, tmp_path_factory, "slow", MAKE_IMAGES)
 
 
 @pytest.mark.parametrize("signum, workers", [

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from tests.trainer.image_sources import folder_from_script
+
 MAKE_IMAGES = r"""
 import sys
 from pathlib import Path
@@ -28,10 +30,7 @@ for cls, n in (("cat", 9), ("dog", 8), ("owl", 7)):
 
 @pytest.fixture(scope="module")
 def image_folder(tools, tmp_path_factory):
-    src = tmp_path_factory.mktemp("imgs") / "src"
-    run = tools.run_module(["-c", MAKE_IMAGES, str(src)], python_args=[])
-    assert run.returncode == 0, run.stderr
-    return src
+    return folder_from_script(tools, tmp_path_factory, "imgs", MAKE_IMAGES)
 
 
 def _summary(run) -> dict:
