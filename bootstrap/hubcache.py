@@ -199,6 +199,7 @@ def materialize(handle: str, source: str | None = None, workdir_parent: Path | N
     src = source
     if src is None and not is_url(handle):
         src = handle
+    archive: Path | None = None     # a local .tar.gz; None: download src (or handle)
     if src is not None and not is_url(src):
         path = Path(src).expanduser()
         try:
@@ -214,21 +215,15 @@ def materialize(handle: str, source: str | None = None, workdir_parent: Path | N
             return Materialized(handle, key, root, None, scan_folder(root, src))
         if not path.is_file():
             raise UserError(f"hub model source {src} is not a folder or an archive (a FIFO, socket or device)")
-        return _extracted(handle, key, src, lambda workdir: path, workdir_parent)
-    url_handle = src or handle
-    return _extracted(handle, key, url_handle,
-                      lambda workdir: download(url_handle, workdir / "model.tar.gz", progress, on_total),
-                      workdir_parent)
-
-
-def _extracted(handle: str, key: str, source: str, archive: Callable[[Path], Path],
-               workdir_parent: Path | None) -> Materialized:
-    """The model in the .tar.gz ``archive(workdir)`` gives, checked in a new workdir (removed if anything fails)."""
+        archive = path
+    src = src or handle
     workdir = Path(tempfile.mkdtemp(prefix="tpuctl-hub-", dir=workdir_parent))
     try:
-        safe_extract(archive(workdir), workdir / "x", source)
-        root = model_root(workdir / "x", source)
-        return Materialized(handle, key, root, workdir, scan_folder(root, source))
+        if archive is None:
+            archive = download(src, workdir / "model.tar.gz", progress, on_total)
+        safe_extract(archive, workdir / "x", src)
+        root = model_root(workdir / "x", src)
+        return Materialized(handle, key, root, workdir, scan_folder(root, src))
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
