@@ -8,7 +8,7 @@ the planned resources: the same role -> permission table, the same required perm
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 from bootstrap import clients
 from policy.access import AccessModel
@@ -337,6 +337,28 @@ def limit_in(info, location: str, dimension: str = "region") -> int | None:
         if not dims:
             general = int(dim.details.value)
     return general
+
+
+def preflight_limit(lookup, location: str, *, dimension: str = "region", client=None,
+                    echo=print) -> tuple[Any, int] | None:
+    """What a pre-flight quota check reads: ``(QuotaInfo, limit in location)``, or None after one ``note:`` line
+    saying why it cannot (no credentials, the quotas cannot be listed, ``lookup(client)`` returned a reason
+    string instead of a QuotaInfo, no value for ``location``) -- the job then goes on and Google enforces it."""
+    def skipped(why) -> None:
+        echo(f"note: quota check skipped: {why}")
+
+    if client is None and (why := quota_api_unreachable()):
+        return skipped(why)
+    try:
+        info = lookup(client)
+    except UserError as exc:
+        return skipped(exc)
+    if isinstance(info, str):
+        return skipped(info)
+    limit = limit_in(info, location, dimension)
+    if limit is None:
+        return skipped(f"{info.quota_id} has no value for {location}")
+    return info, limit
 
 
 def tpu_vm_quota_fix(project: str, zone: str, quota_id: str, generation: str, count: int, spot: bool) -> str:

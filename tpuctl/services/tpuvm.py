@@ -183,24 +183,16 @@ def check_quota(run: TpuVmRun, *, client=None, echo: Progress = print) -> int | 
     if quota_id is None:
         echo(f"note: quota check skipped: tpuctl does not know the {kind} quota id of TPU {generation}")
         return None
-    if client is None:
-        why = doctor.quota_api_unreachable()
-        if why:
-            echo(f"note: quota check skipped: {why}")
-            return None
-    try:
-        infos = doctor.quota_infos(run.project, domain.TPU_VM_QUOTA_SERVICE, client)
-    except UserError as exc:
-        echo(f"note: quota check skipped: {exc}")
+
+    def lookup(c):
+        infos = doctor.quota_infos(run.project, domain.TPU_VM_QUOTA_SERVICE, c)
+        return next((i for i in infos if i.quota_id == quota_id),
+                    f"the Cloud TPU API lists no quota {quota_id} (renamed? please report it)")
+
+    got = doctor.preflight_limit(lookup, run.zone, dimension="zone", client=client, echo=echo)
+    if got is None:
         return None
-    info = next((i for i in infos if i.quota_id == quota_id), None)
-    if info is None:
-        echo(f"note: quota check skipped: the Cloud TPU API lists no quota {quota_id} (renamed? please report it)")
-        return None
-    limit = doctor.limit_in(info, run.zone, "zone")
-    if limit is None:
-        echo(f"note: quota check skipped: {quota_id} has no value for {run.zone}")
-        return None
+    limit = got[1]
     if 0 <= limit < units:   # -1: unlimited
         raise UserError(
             f"Cloud TPU {kind} quota {quota_id} in {run.zone} is {limit} {unit}, a {run.accelerator.name} slice "

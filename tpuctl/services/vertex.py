@@ -427,22 +427,14 @@ def check_quota(job: VertexJob, *, client=None, echo: Callable[[str], None] = pr
     if need is None:
         return None
     metric, units = need
-    if client is None:
-        why = doctor.quota_api_unreachable()
-        if why:
-            echo(f"note: quota check skipped: {why}")
-            return None
     try:
-        info = doctor.quota_info_for_metric(job.project, metric, client)
-    except DomainError as exc:
+        got = doctor.preflight_limit(lambda c: doctor.quota_info_for_metric(job.project, metric, c), job.region,
+                                     client=client, echo=echo)
+    except DomainError as exc:          # no quota of the service has the metric: the catalogue is wrong
         raise UserError(str(exc), 1) from None
-    except UserError as exc:
-        echo(f"note: quota check skipped: {exc}")
+    if got is None:
         return None
-    limit = doctor.limit_in(info, job.region)
-    if limit is None:
-        echo(f"note: quota check skipped: {info.quota_id} has no value for {job.region}")
-        return None
+    info, limit = got
     if 0 <= limit < units:   # -1: unlimited
         raise UserError(
             f"Vertex AI quota {info.quota_id} ({metric}) in {job.region} is {limit}, the job needs {units}; "

@@ -11,6 +11,7 @@ quotaInfos list; Cloud TPU v2 projects.locations.generateServiceIdentity (the TP
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import itertools
 import json
@@ -268,6 +269,21 @@ def quota_info(service: str, metric: str, quota_id: str, limits: dict[str, int],
     return {"name": f"projects/123/locations/global/services/{service}/quotaInfos/{quota_id}",
             "quotaId": quota_id, "metric": metric, "service": service, "dimensions": [dimension],
             "isPrecise": True, "containerType": "PROJECT", "dimensionsInfos": infos}
+
+
+@contextlib.contextmanager
+def quotas_endpoint(monkeypatch, tmp_path, infos: dict[str, list[dict]]):
+    """A FakeGoogle serving ``infos`` (service -> QuotaInfos) as this process's Cloud Quotas endpoint, with no
+    ambient credentials to fall back on."""
+    server = FakeGoogle().start()
+    monkeypatch.setenv("TPUCTL_CLOUDQUOTAS_ENDPOINT", server.url)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "none.json"))
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    server.quota_infos.update(infos)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 # ---- Cloud TPU v2 ----

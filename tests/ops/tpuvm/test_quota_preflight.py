@@ -17,7 +17,7 @@ from tpuctl.services.training import TrainOptions
 from clifixtures import invoke
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bootstrap"))
-from fakegoogle import FakeGoogle, quota_info  # noqa: E402
+from fakegoogle import quota_info, quotas_endpoint  # noqa: E402
 
 # The stack of the `outputs_file` fixture (conftest.py).
 PROJECT, ZONE = "my-tpu-project", "us-central1-a"
@@ -29,17 +29,12 @@ V5P = "TPUV5PPerProjectPerZoneForTPUAPI"
 
 @pytest.fixture
 def quotas(monkeypatch, tmp_path):
-    server = FakeGoogle().start()
-    monkeypatch.setenv("TPUCTL_CLOUDQUOTAS_ENDPOINT", server.url)
-    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "none.json"))
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    server.quota_infos[TPU] = [
+    with quotas_endpoint(monkeypatch, tmp_path, {TPU: [
         quota_info(TPU, f"{TPU}/v5e", V5E, {ZONE: 8}, default=0, dimension="zone"),
         quota_info(TPU, f"{TPU}/v5e-spot", V5E_SPOT, {ZONE: 64}, default=0, dimension="zone"),
         quota_info(TPU, f"{TPU}/v5p", V5P, {ZONE: 8}, default=0, dimension="zone"),
-    ]
-    yield server
-    server.stop()
+    ]}) as server:
+        yield server
 
 
 def plan(outputs_file, accelerator: str, spot: bool = False, zone: str | None = None) -> tpuvm.TpuVmRun:

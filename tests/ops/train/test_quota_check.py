@@ -16,7 +16,7 @@ from tpuctl.services.training import TrainOptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bootstrap"))
 from clifixtures import invoke  # noqa: E402
-from fakegoogle import FakeGoogle, quota_info  # noqa: E402
+from fakegoogle import quota_info, quotas_endpoint  # noqa: E402
 
 PROJECT = "my-proj-1"
 AIP = "aiplatform.googleapis.com"
@@ -28,16 +28,11 @@ OUTPUTS = {"project": PROJECT, "project_number": "123", "region": "us-central1",
 
 @pytest.fixture
 def quotas(monkeypatch, tmp_path):
-    server = FakeGoogle().start()
-    monkeypatch.setenv("TPUCTL_CLOUDQUOTAS_ENDPOINT", server.url)
-    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "none.json"))
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    server.quota_infos[AIP] = [
+    with quotas_endpoint(monkeypatch, tmp_path, {AIP: [
         quota_info(AIP, T4, "CustomModelTrainingT4GPUsPerProjectPerRegion", {"us-central1": 2}, default=0),
         quota_info(AIP, V5E, "CustomModelTrainingTpuV5ePerProjectPerRegion", {"us-central1": 8}),
-    ]
-    yield server
-    server.stop()
+    ]}) as server:
+        yield server
 
 
 def job(accelerator: str, workers: int = 1) -> vertex.VertexJob:

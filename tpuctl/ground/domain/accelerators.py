@@ -192,15 +192,20 @@ def quota_count(spec: str, text: str, what: str) -> int:
     return count
 
 
-def parse_gpu_quota(spec: str, kind: str = DEFAULT_QUOTA_SERVICE) -> QuotaRequest:
-    """``GPU_TYPE:REGION:COUNT[:spot]`` (e.g. ``nvidia-tesla-t4:us-central1:4``) → validated request for the
-    quota of ``kind`` (vertex: Vertex AI custom training; compute: Compute Engine VMs/GKE)."""
+def split_quota_spec(spec: str, what: str, form: str, example: str) -> tuple[str, str, str, bool]:
+    """``form`` or ``form:spot`` (three ':'-separated fields) -> (first, location, count text, spot)."""
     parts = [p.strip() for p in str(spec).split(":")]
     spot = len(parts) == 4 and parts[3].lower() == "spot"
     if len(parts) not in (3, 4) or (len(parts) == 4 and not spot):
-        raise DomainError(f"GPU quota {spec!r} must be GPU_TYPE:REGION:COUNT or GPU_TYPE:REGION:COUNT:spot, "
-                          "e.g. nvidia-tesla-t4:us-central1:4")
-    name, region, count_text = parts[:3]
+        raise DomainError(f"{what} {spec!r} must be {form} or {form}:spot, e.g. {example}")
+    return parts[0], parts[1], parts[2], spot
+
+
+def parse_gpu_quota(spec: str, kind: str = DEFAULT_QUOTA_SERVICE) -> QuotaRequest:
+    """``GPU_TYPE:REGION:COUNT[:spot]`` (e.g. ``nvidia-tesla-t4:us-central1:4``) → validated request for the
+    quota of ``kind`` (vertex: Vertex AI custom training; compute: Compute Engine VMs/GKE)."""
+    name, region, count_text, spot = split_quota_spec(spec, "GPU quota", "GPU_TYPE:REGION:COUNT",
+                                                      "nvidia-tesla-t4:us-central1:4")
     gpu = gpu_type(name)
     validate_region(region)
     if region not in gpu.regions:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tpuctl.ground.domain.accelerators import QuotaRequest, quota_count
+from tpuctl.ground.domain.accelerators import QuotaRequest, quota_count, split_quota_spec
 from tpuctl.ground.domain.names import validate_zone
 from tpuctl.ground.errors import DomainError
 
@@ -201,12 +201,8 @@ def tpu_vm_quota_need(accel: TpuVmAccelerator, spot: bool = False) -> tuple[str 
 def parse_tpu_vm_quota(spec: str) -> QuotaRequest:
     """``GENERATION:ZONE:COUNT[:spot]`` (e.g. ``v5e:us-west4-a:16:spot``) -> a per-zone Cloud TPU quota request;
     COUNT is in the generation's unit (chips for v5e/v6e, TensorCores for v5p/v4)."""
-    parts = [p.strip() for p in str(spec).split(":")]
-    spot = len(parts) == 4 and parts[3].lower() == "spot"
-    if len(parts) not in (3, 4) or (len(parts) == 4 and not spot):
-        raise DomainError(f"TPU VM quota {spec!r} must be GENERATION:ZONE:COUNT or GENERATION:ZONE:COUNT:spot, "
-                          "e.g. v5e:us-west4-a:16:spot")
-    generation, zone, count_text = parts[:3]
+    generation, zone, count_text, spot = split_quota_spec(spec, "TPU VM quota", "GENERATION:ZONE:COUNT",
+                                                          "v5e:us-west4-a:16:spot")
     generation = generation.lower().removeprefix("tpu-")
     if generation not in TPU_VM_QUOTAS:
         raise DomainError(f"TPU VM quota {spec!r}: generation {generation!r} must be one of {', '.join(TPU_VM_QUOTAS)}")
