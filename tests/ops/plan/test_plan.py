@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from stackfixtures import write_stack
 
 from infra.buckets import ACCESS_LOG_WRITER
 from tpuctl.ground import domain
@@ -16,6 +15,7 @@ from tpuctl.ground.outputs import OUTPUT_KEYS, load_outputs, parse_outputs
 from tpuctl.services.plan import plan
 
 from clifixtures import invoke
+from stackfixtures import write_stack
 
 REPO = Path(__file__).resolve().parents[3]
 

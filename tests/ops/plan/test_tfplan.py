@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
-from stackfixtures import write_stack
 
 from policy.resources import TERRAFORM_TYPES
 from tpuctl.ground import tokens as T
 from tpuctl.services.plan import checkov_baseline, plan, tf_values, to_tfplan
 
 from clifixtures import invoke
+from stackfixtures import write_stack
 
 REPO = Path(__file__).resolve().parents[3]
 

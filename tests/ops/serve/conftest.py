@@ -14,12 +14,12 @@ from types import SimpleNamespace
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from stackfixtures import write_outputs
 
 from tpuctl.ground.envs import trainer_env, trainer_python
 
 from gcsfixtures import emulated_buckets
 from httpfakes import FakeServer, JsonHandler, fake_factory
+from stackfixtures import write_outputs
 
 HERE = Path(__file__).resolve().parent
 PROJECT, REGION = "my-serve-project", "us-central1"

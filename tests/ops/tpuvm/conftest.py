@@ -14,10 +14,10 @@ import threading
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from stackfixtures import write_outputs
 
 from gcsfixtures import emulated_buckets
 from httpfakes import FakeServer, JsonHandler, fake_factory
+from stackfixtures import write_outputs
 
 PROJECT, REGION, ZONE = "my-tpu-project", "us-central1", "us-central1-a"
 ARTIFACTS, DATA, STAGING = "tpuctl-my-tpu-project-artifacts", "tpuctl-my-tpu-project-data", "tpuctl-my-tpu-project-staging"

@@ -9,13 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
-from vertexfakes import FakeCustomJobs
 
 from tpuctl.ground.envs import ops_python, trainer_python
 
 from clifixtures import run_process
 from gcsfixtures import emulated_buckets
 from httpfakes import fake_factory
+from vertexfakes import FakeCustomJobs
 
 REPO = Path(__file__).resolve().parents[3]
 FAKE_TRAINER = Path(__file__).with_name("fake_trainer.py")

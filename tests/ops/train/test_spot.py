@@ -11,12 +11,13 @@ from datetime import timedelta
 
 import pytest
 from google.cloud import aiplatform_v1
-from stackfixtures import write_outputs
 
 from tpuctl.ground.errors import UserError
 from tpuctl.ground.outputs import read_outputs_file
 from tpuctl.services import cloudrun, vertex
 from tpuctl.services.training import TrainOptions
+
+from stackfixtures import write_outputs
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import json
 
 import pytest
 from google.cloud import aiplatform_v1
-from stackfixtures import write_outputs
 
 from tpuctl.ground import domain
 from tpuctl.ground.errors import UserError
@@ -18,6 +17,7 @@ from tpuctl.services import image, vertex
 from buildfakes import FakeBuildCloud
 from clifixtures import invoke
 from httpfakes import fake_factory
+from stackfixtures import write_outputs
 
 PROJECT, REGION = "my-project-1", "us-central1"
 OUTPUTS = {

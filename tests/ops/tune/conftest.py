@@ -5,11 +5,11 @@ wires it into tpuctl/cli.py; registering here is idempotent)."""
 from __future__ import annotations
 
 import pytest
-from stackfixtures import SAMPLE_OUTPUTS, write_outputs
-from vertexfakes import FakeTuningJobs
 
 from gcsfixtures import emulated_buckets
 from httpfakes import fake_factory
+from stackfixtures import SAMPLE_OUTPUTS, write_outputs
+from vertexfakes import FakeTuningJobs
 
 
 @pytest.fixture
