@@ -95,7 +95,8 @@ def load(path: Path = EXCEPTIONS_FILE) -> tuple[Accepted, ...]:
 
 def resource_facts(rtype: str, props: Any) -> dict[str, Any]:
     """What an exception can match on, from a resource's camelCase props."""
-    return {"purpose": r.labelled_purpose(props) if rtype == r.T.BUCKET else None,
+    labelled = rtype in (r.T.BUCKET, r.T.ARTIFACT_REPOSITORY, r.T.VERTEX_ENDPOINT)   # what tpuctl labels with a purpose
+    return {"purpose": r.labelled_purpose(props) if labelled else None,
             "role": r.get(props, "role"), "member": r.get(props, "member")}
 
 

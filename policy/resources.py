@@ -49,6 +49,9 @@ TERRAFORM_TYPES: dict[str, str] = {
     T.SERVICE_IDENTITY: "google_project_service_identity",
     T.SERVICE_ACCOUNT: "google_service_account",
     T.QUOTA_PREFERENCE: "google_cloud_quotas_quota_preference",
+    T.ARTIFACT_REPOSITORY: "google_artifact_registry_repository",
+    T.ARTIFACT_REPOSITORY_IAM_MEMBER: "google_artifact_registry_repository_iam_member",
+    T.VERTEX_ENDPOINT: "google_vertex_ai_endpoint",
 }
 
 

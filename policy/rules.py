@@ -109,6 +109,37 @@ def check_bucket_versioning(rtype: str, props: Any, settings: PolicySettings) ->
             "with a reason"]
 
 
+#: checkov's checks of the stack's non-bucket resources (Artifact Registry repository, Vertex AI Endpoint):
+#: (type, attribute that must be set, checkov id, what it means).
+_CMEK_CHECKS = {
+    T.ARTIFACT_REPOSITORY: ("kmsKeyName", "CKV_GCP_84", "repository"),
+    T.VERTEX_ENDPOINT: ("encryptionSpec", "CKV2_GCP_24", "Endpoint"),
+}
+
+
+def _display(rtype: str, props: Any) -> str:
+    name = r.get(props, "repositoryId") if rtype == T.ARTIFACT_REPOSITORY else r.get(props, "displayName")
+    return name if isinstance(name, str) else "?"
+
+
+def check_customer_managed_key(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    attribute, check, what = _CMEK_CHECKS[rtype]
+    value = r.get(props, attribute)
+    if value is r.UNKNOWN or value or accepted(check, rtype, props, settings):
+        return []
+    return [f"{what} {_display(rtype, props)}: encrypted with Google-managed keys, not a customer-managed key "
+            f"(checkov {check}); set {attribute}, or accept it in policy/exceptions.yaml with a reason"]
+
+
+def check_private_endpoint(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+    network = r.get(props, "network")
+    if network is r.UNKNOWN or network or accepted("CKV2_GCP_33", rtype, props, settings):
+        return []
+    return [f"Endpoint {_display(rtype, props)}: reachable through Vertex AI's public API (IAM still applies), not "
+            "only from a peered VPC network (checkov CKV2_GCP_33); set network, or accept it in "
+            "policy/exceptions.yaml with a reason"]
+
+
 def check_labels(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
     labels = r.get(props, "labels")
     if labels is r.UNKNOWN:
@@ -512,6 +543,16 @@ RESOURCE_RULES: tuple[Rule, ...] = (
     Rule("gpu-quota-preference", "GPU quota preferences name a contact and stay under the cap.", MANDATORY,
          check_gpu_quota, types=frozenset({T.QUOTA_PREFERENCE}), config_keys=("maxGpuQuota",),
          rationale="Quota increases are reviewed by Google (contact needed) and cost money once used; the cap stops a typo like 80 for 8."),
+    Rule("customer-managed-keys", "The trainer image repository and the serving Endpoint use a customer-managed "
+         "key.", ADVISORY, check_customer_managed_key, types=frozenset(_CMEK_CHECKS), checkov=("CKV_GCP_84", "CKV2_GCP_24"),
+         rationale="A customer-managed key lets the team revoke access to the stored images and endpoint data. "
+                   "Advisory: it needs a Cloud KMS key ring the stack does not own; tpuctl's own repository and "
+                   "Endpoint are accepted in policy/exceptions.yaml (they hold no training data)."),
+    Rule("private-serving-endpoint", "The serving Endpoint is reachable only from a peered VPC network.", ADVISORY,
+         check_private_endpoint, types=frozenset({T.VERTEX_ENDPOINT}), checkov=("CKV2_GCP_33",),
+         rationale="A private Endpoint cannot be called from outside the network even with stolen credentials. "
+                   "Advisory: it needs a VPC peered with Google's service network; tpuctl's Endpoint is called "
+                   "through the public API with IAM and is accepted in policy/exceptions.yaml."),
     Rule("bucket-labels", "Buckets carry labels, including tpuctl-purpose.", ADVISORY,
          check_labels, types=frozenset({T.BUCKET}),
          rationale="Labels attribute storage cost; tpuctl-purpose tells the stack rule and `tpuctl plan` which bucket is data, staging, artifacts or hub-cache."),

@@ -42,7 +42,12 @@ def test_plan_has_the_terraform_json_plan_shape(example):
     types = {r["type"] for r in planned.values()}
     assert {"google_storage_bucket", "google_storage_bucket_iam_member", "google_project_iam_member",
             "google_project_service", "google_service_account", "google_storage_bucket_object",
-            "google_cloud_quotas_quota_preference"} <= types
+            "google_cloud_quotas_quota_preference", "google_artifact_registry_repository",
+            "google_artifact_registry_repository_iam_member"} <= types
+    repository = next(r for r in planned.values() if r["type"] == "google_artifact_registry_repository")
+    # what checkov's CKV_GCP_84 reads (kms_key_name) is absent, and the purpose label the exception matches is there
+    assert "kms_key_name" not in repository["values"]
+    assert repository["values"]["labels"]["tpuctl-purpose"] == "trainer-images"
 
 
 def test_every_google_resource_is_exported_once_and_others_are_left_out(example):

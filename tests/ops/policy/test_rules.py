@@ -32,6 +32,21 @@ def bucket(purpose: str = "data", **over):
     return props
 
 
+KMS_KEY = "projects/p/locations/us-central1/keyRings/ml/cryptoKeys/images"
+
+
+def repository(**over):
+    props = {"repositoryId": "tpuctl-trainer", "location": "us-central1", "format": "DOCKER",
+             "labels": {"managed-by": "tpuctl", domain.PURPOSE_LABEL: domain.TRAINER_IMAGES_PURPOSE}}
+    return {**props, **over}
+
+
+def endpoint(**over):
+    props = {"displayName": "flowers", "location": "us-central1",
+             "labels": {"managed-by": "tpuctl", domain.PURPOSE_LABEL: domain.SERVING_ENDPOINT_PURPOSE}}
+    return {**props, **over}
+
+
 def names(violations):
     return sorted({v.rule for v in violations})
 
@@ -340,6 +355,9 @@ CASES = {
                          {"bucket": "h", "name": "model-cache/mobilenet/saved_model.pb"}, None),
     "gpu-quota-preference": (T.QUOTA_PREFERENCE, quota("8"), quota("64"), None),
     "bucket-labels": (T.BUCKET, bucket(), bucket(labels={}), None),
+    "customer-managed-keys": (T.ARTIFACT_REPOSITORY, repository(kmsKeyName=KMS_KEY), repository(labels={}), None),
+    "private-serving-endpoint": (T.VERTEX_ENDPOINT, endpoint(network="projects/1/global/networks/ml"),
+                                 endpoint(labels={}), None),
 }
 
 
@@ -365,3 +383,15 @@ def test_a_public_reader_of_the_trainer_image_repository_is_refused():
     assert only("no-public-members", T.ARTIFACT_REPOSITORY_IAM_MEMBER, {**props, "member": SA}, None) == []
     found = only("no-public-members", T.ARTIFACT_REPOSITORY_IAM_MEMBER, {**props, "member": "allUsers"}, None)
     assert len(found) == 1 and "allUsers" in found[0] and "public" in found[0]
+
+
+def test_tpuctls_own_repository_and_endpoint_are_accepted_and_others_are_not():
+    """policy/exceptions.yaml accepts Google-managed keys and the public API for the resources labelled as
+    tpuctl's trainer images and serving Endpoint; the same resources without that label are reported."""
+    assert check_resource(T.ARTIFACT_REPOSITORY, repository()) == []
+    assert check_resource(T.VERTEX_ENDPOINT, endpoint()) == []
+    (cmek,) = only("customer-managed-keys", T.ARTIFACT_REPOSITORY, repository(labels={}))
+    assert "repository tpuctl-trainer" in cmek and "CKV_GCP_84" in cmek
+    messages = [v.message for v in check_resource(T.VERTEX_ENDPOINT, endpoint(labels={"managed-by": "x"}))]
+    assert any("CKV2_GCP_24" in m for m in messages) and any("CKV2_GCP_33" in m for m in messages)
+    assert only("customer-managed-keys", T.VERTEX_ENDPOINT, endpoint(labels={}, encryptionSpec={"kmsKeyName": KMS_KEY})) == []

@@ -2,7 +2,8 @@
 
     .venv/bin/python tests/ops/scanners/checkov_gate.py [STACK_FILE]      (scripts/test.sh runs it)
 
-For each access mode (the stack file as written, and a copy with ``tpuctl:accessMode: project``) it writes
+For each access mode (the stack file as written, and a copy with ``tpuctl:accessMode: project``; both with a
+``tpuctl:servingEndpoint``, added when the file has none) it writes
 ``tpuctl plan --format tfplan`` and the matching ``--checkov-baseline``, runs checkov from ``.venv-scanners``
 (``-f plan.json --framework terraform_plan``, no network) and fails on any finding the baseline does not
 accept. It also fails when checkov judged nothing (a plan it did not recognise must not pass as clean).
@@ -24,6 +25,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[3]
 CHECKOV = REPO / ".venv-scanners" / "bin" / "checkov"
 MODES = ("bucket", "project")
+#: The servingEndpoint display name the gate adds when the stack file has none.
+SCAN_ENDPOINT = "tpuctl-checkov-endpoint"
 
 
 @dataclass
@@ -99,7 +102,9 @@ def gate(stack_file: Path) -> list[Verdict]:
         for mode in MODES:
             folder = Path(tmp) / mode
             folder.mkdir()
-            copy = stack_copy(stack_file, folder, accessMode=mode)
+            # a serving Endpoint too, so that its resource is judged whether or not the stack file names one
+            endpoint = yaml.safe_load(stack_file.read_text())["config"].get("tpuctl:servingEndpoint") or SCAN_ENDPOINT
+            copy = stack_copy(stack_file, folder, accessMode=mode, servingEndpoint=endpoint)
             plan_path, baseline_path = export(copy, folder)
             verdicts.append(judge(f"{stack_file.name} accessMode={mode}", plan_path, baseline_path))
     return verdicts
