@@ -51,8 +51,19 @@ for _group in (plan, access, hubcache, train, data, image, runs, tpu, tune, serv
     _group.register(app)
 
 
+#: The error line stays readable whatever a hostile input put into it: a word longer than this is shortened
+#: (a 5,000-digit number, a path of 4,000 characters), and the whole line ends at ``_LINE_LIMIT``.
+_WORD_LIMIT, _LINE_LIMIT = 200, 2000
+
+
+def _readable(word: str) -> str:
+    return word if len(word) <= _WORD_LIMIT else f"{word[:120]}…{word[-40:]} ({len(word)} characters)"
+
+
 def _error(message: str, code: int) -> int:
-    text = " ".join(str(message).split()) or "unknown error"
+    text = " ".join(_readable(w) for w in str(message).split()) or "unknown error"
+    if len(text) > _LINE_LIMIT:
+        text = text[:_LINE_LIMIT - 1] + "…"
     typer.echo(f"error: {text}", err=True)
     return code
 

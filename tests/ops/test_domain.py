@@ -102,7 +102,8 @@ def test_gpu_quota_spec():
     assert (q.metric, q.region, q.count) == ("aiplatform.googleapis.com/custom_model_training_nvidia_t4_gpus",
                                              "us-central1", 4)
     for bad, frag in [("t4:us-central1", "GPU_TYPE:REGION:COUNT"), ("nvidia-x:us-central1:1", "unknown GPU"),
-                      ("t4:us-central1:0", "at least 1"), ("t4:us-central1:-2", "at least 1"),
+                      ("t4:us-central1:0", "1 to 100,000"), ("t4:us-central1:-2", "1 to 100,000"),
+                      ("t4:us-central1:100001", "1 to 100,000"),
                       ("t4:mars-north1:1", "region"), ("t4:us-central1:two", "whole number")]:
         with pytest.raises(DomainError, match=frag):
             domain.parse_gpu_quota(bad)

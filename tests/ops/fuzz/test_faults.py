@@ -99,6 +99,17 @@ def test_hostile_stack_file_is_one_line_naming_the_file(tmp_path, offline, text,
     assert "Pulumi.hostile.yaml" in line
 
 
+@pytest.mark.parametrize("entry", ["v5e:us-west4-a:" + "9" * 5000, "v5e:" + "z" * 5000 + ":8", "t" * 9000])
+def test_a_huge_value_inside_a_stack_key_is_a_readable_line(tmp_path, offline, entry):
+    """The value is echoed in the message; the line stays short enough to read (was 10 KB for a 5,000-digit count)."""
+    path = tmp_path / "Pulumi.dev.yaml"
+    path.write_text(f"config:\n  tpuctl:project: my-tpu-project\n  tpuctl:quotaContactEmail: a@example.com\n"
+                    f"  tpuctl:tpuVmQuotas: ['{entry}']\n")
+    line = _one_line(invoke(["plan", "--config", str(path)], env=offline))
+    assert "tpuctl:tpuVmQuotas" in line and len(line) < 700, line
+    assert "characters)" in line            # says how long the value was
+
+
 @pytest.mark.parametrize("args", [["plan", "--stack", "\x00"], ["plan", "--config", "a\x00b"],
                                   ["train", "--outputs", "o\x00"], ["data", "make-tfrecords", "s\x00", "out"],
                                   ["train", "--data-dir", "d\x00"]])

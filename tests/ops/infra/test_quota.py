@@ -159,7 +159,7 @@ def test_a_tpu_vm_quota_id_that_is_only_per_region_is_refused(registrations):
     ("v5e:us-west4:16", "zone 'us-west4' is not a zone name"),
     ("v7:us-west4-a:16", "generation 'v7' must be one of v6e, v5p, v5e, v4"),
     ("v4:us-central2-b:32", "does not know the on-demand quota id of v4"),
-    ("v5e:us-west4-a:0:spot", "count must be at least 1"),
+    ("v5e:us-west4-a:0:spot", "count must be 1 to 100,000"),
     ("v5e:us-west4-a:16:preemptible", "must be GENERATION:ZONE:COUNT or GENERATION:ZONE:COUNT:spot"),
 ])
 def test_bad_tpu_vm_quota_entries_are_config_errors(entry, fragment, registrations):

@@ -182,13 +182,18 @@ class QuotaRequest:
 GpuQuotaRequest = QuotaRequest
 
 
+#: Largest count one quota preference may ask for: tpuctl's own bound (Google documents none; preferredValue is
+#: an int64), far above any GPU fleet or TPU slice a stack requests. The policy pack caps GPUs lower (maxGpuQuota).
+MAX_QUOTA_COUNT = 100_000
+
+
 def quota_count(spec: str, text: str, what: str) -> int:
     try:
         count = int(text)
     except ValueError:
         raise DomainError(f"{what} {spec!r}: count {text!r} is not a whole number") from None
-    if count <= 0:
-        raise DomainError(f"{what} {spec!r}: count must be at least 1")
+    if not 1 <= count <= MAX_QUOTA_COUNT:
+        raise DomainError(f"{what} {spec!r}: count must be 1 to {MAX_QUOTA_COUNT:,}")
     return count
 
 
