@@ -141,11 +141,14 @@ def test_cli_arguments(sealed, target):
 EXAMPLE = (REPO / "Pulumi.example.yaml").read_text()
 KEYS = ["tpuctl:project", "tpuctl:region", "tpuctl:zone", "tpuctl:accessMode", "tpuctl:principals",
         "tpuctl:stagingRetentionDays", "tpuctl:gpuQuotas", "tpuctl:quotaContactEmail", "tpuctl:labels",
-        "tpuctl:hubModels", "tpuctl:bucketPrefix", "gcp:project", "tpuctl:softDeleteDays", "tpuctl:unknown", "x"]
+        "tpuctl:hubModels", "tpuctl:bucketPrefix", "gcp:project", "tpuctl:softDeleteDays", "tpuctl:unknown", "x",
+        "tpuctl:tpuQuotas", "tpuctl:tpuVmQuotas", "tpuctl:tpuZone", "tpuctl:servingEndpoint"]
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(10**40), max_value=10**40),
                     st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=30),
                     st.sampled_from(["us-central1", "us-central1-a", "bucket", "project", "my-tpu-project", "7",
-                                     "nvidia-tesla-t4:us-central1:4", "a@b.com", "k=v", "-1", "1e999"]))
+                                     "nvidia-tesla-t4:us-central1:4", "a@b.com", "k=v", "-1", "1e999",
+                                     "v5e:us-west4-a:16:spot", "v4:us-central2-b:32:spot", "v5e:us-central1:8",
+                                     "us-central2-b", "flowers-serving"]))
 VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
                                                        st.dictionaries(st.text(max_size=8), inner, max_size=3)),
                       max_leaves=8)
