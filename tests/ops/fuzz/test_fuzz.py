@@ -22,7 +22,7 @@ from clifixtures import invoke
 
 REPO = Path(__file__).resolve().parents[3]
 SERVICES = ("STORAGE_EMULATOR_HOST", "TPUCTL_CRM_ENDPOINT", "TPUCTL_IAM_ENDPOINT", "TPUCTL_SERVICEUSAGE_ENDPOINT",
-            "TPUCTL_CLOUDQUOTAS_ENDPOINT", "TPUCTL_VERTEX_ENDPOINT")
+            "TPUCTL_CLOUDQUOTAS_ENDPOINT", "TPUCTL_VERTEX_ENDPOINT", "TPUCTL_TPU_ENDPOINT")
 
 
 def _closed_port() -> int:
@@ -99,7 +99,11 @@ def _train_args(tmp: Path):
     local = _flags({k: v for k, v in spec.items() if k not in ("--no-wait",)})
     # Vertex only ever as a dry run: nothing is uploaded or submitted, even to the closed port.
     vertex = _flags(spec).map(lambda a: ["--target", "vertex", "--dry-run", *a])
-    return st.one_of(local, vertex).map(lambda a: ["train", *a])
+    # TPU VMs likewise: a dry run (the quota check meets the closed Cloud Quotas port: a note, not an error)
+    tpu_vm = _flags({**spec, "--zone": TEXT, "--spot": None, "--keep": None,
+                     "--accelerator": st.one_of(TEXT, st.sampled_from(["v5litepod-16", "v4-8", "v6e-8", "v5p-8"]))}
+                    ).map(lambda a: ["--target", "tpu-vm", "--dry-run", *a])
+    return st.one_of(local, vertex, tpu_vm).map(lambda a: ["train", *a])
 
 
 def _data_args(tmp: Path):
