@@ -85,7 +85,9 @@ def gpu_type(name: str) -> GpuType:
 # Accelerator quota: which Cloud Quotas METRIC limits a job. The quota ID (what a QuotaPreference
 # names) is never written here: it is resolved from the metric through Cloud Quotas QuotaInfos
 # (Pulumi: gcp.cloudquota.get_s_quota_infos; bootstrap/doctor and `tpuctl train`: CloudQuotasClient
-# .list_quota_infos), so a renamed or missing quota fails with the metric named.
+# .list_quota_infos), so a renamed or missing quota fails with the metric named. The one exception: the
+# Cloud TPU API's per-zone quotas have no known metric, so their ids are catalogued (tpuvm.TPU_VM_QUOTAS) and
+# checked against the same QuotaInfos before use (zonal_quota_id).
 # --------------------------------------------------------------------------------------------
 
 #: Where the job runs decides which service's quota limits it (shared/REFERENCE.md "GPU quota", 2026-11):
@@ -119,7 +121,7 @@ QUOTA_METRIC_FORMATS: dict[tuple[str, bool], str] = {
 #: Metrics: v3 and v5e from the vertex-ai-samples list above; v2 follows the pattern (unverified).
 #: Cores per chip: v2/v3 two TensorCores per chip, v5e one (cloud.google.com/tpu/docs/system-architecture-tpu-vm,
 #: checked 2026-11). Compute Engine has no quota for Vertex TPUs; TPU VMs you create yourself use the Cloud TPU
-#: API's quotas (tpu.googleapis.com), which tpuctl does not request.
+#: API's per-zone quotas (tpu.googleapis.com: ``tpuvm.TPU_VM_QUOTAS``, stack key tpuVmQuotas).
 VERTEX_TPU_QUOTA: dict[str, tuple[str, int]] = {
     "v2": ("aiplatform.googleapis.com/custom_model_training_tpu_v2", 2),
     "v3": ("aiplatform.googleapis.com/custom_model_training_tpu_v3", 2),
