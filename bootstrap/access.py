@@ -135,16 +135,10 @@ def plan_grants(req: GrantRequest, client=None, crm_client=None) -> GrantPlan:
         (p.member, p.agent.project_role) for p in resolved
         if p.agent is not None and p.agent.created_on_request and p.agent.project_role]
 
-    def project_target():
-        from google.cloud import resourcemanager_v3
-
-        return grants.ProjectPolicy(crm_client or clients.gapic(resourcemanager_v3.ProjectsClient, "crm"),
-                                    project)
-
     steps: list[Step] = []
     if mode == "project":
         roles = req.roles or list(domain.PROJECT_MODE_ROLES)
-        target = project_target()
+        target = grants.project_policy(project, crm_client)
         wanted = [(m, r) for m in members for r in roles] + agent_roles
         steps.append(Step(target, wanted, grants.plan(target, wanted, req.revoke)))
         if reads or writes:
@@ -175,7 +169,7 @@ def plan_grants(req: GrantRequest, client=None, crm_client=None) -> GrantPlan:
         wanted = [(m, r) for m in members for r in roles]
         steps.append(Step(target, wanted, grants.plan(target, wanted, req.revoke)))
     if agent_roles:
-        target = project_target()
+        target = grants.project_policy(project, crm_client)
         try:
             changes = grants.plan(target, agent_roles, False)
         except UserError as exc:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from bootstrap import clients
+from bootstrap import clients, grants
 from policy.access import AccessModel
 from tpuctl.ground import domain
 from tpuctl.ground.errors import UserError
@@ -75,13 +75,8 @@ def check_apis(project: str) -> Check:
 
 
 def _project_bindings(project: str):
-    from google.cloud import resourcemanager_v3
-
-    client = clients.gapic(resourcemanager_v3.ProjectsClient, "crm")
-    policy = client.get_iam_policy(request={"resource": f"projects/{project}",
-                                            "options": {"requested_policy_version": 3}})
-    return [{"role": b.role, "members": set(b.members), "condition": b.HasField("condition")}
-            for b in policy.bindings]
+    return [{"role": b["role"], "members": set(b.get("members") or ()), "condition": bool(b.get("condition"))}
+            for b in grants.bindings(grants.project_policy(project).read())]
 
 
 def _grant_fix(project: str | None, bucket: str, purpose: str, principal: str) -> str:
@@ -275,8 +270,7 @@ def check_agent(keyword: str, email: str, agent: domain.AgentKind, project: str,
         return
     yield Check(f"{keyword} exists", "pass", f"{email} (holds IAM bindings)")
     if agent.project_role and agent.created_on_request and project_bindings is not None:
-        has_role = any(b["role"] == agent.project_role and member in b["members"] and not b["condition"]
-                       for b in project_bindings)
+        has_role = grants.holds(project_bindings, member, agent.project_role)
         yield (Check(f"{keyword} role", "pass", agent.project_role) if has_role else
                Check(f"{keyword} role", "fail", f"{email} lacks its service-agent role {agent.project_role} "
                                                 "(an agent created on request is not granted it automatically)",

@@ -162,9 +162,23 @@ class ProjectPolicy:
         self.writes += 1
 
 
+def project_policy(project: str, client=None) -> ProjectPolicy:
+    """The project's IAM policy target, through ``client`` or a Resource Manager client built by ``clients.gapic``."""
+    if client is None:
+        from google.cloud import resourcemanager_v3
+
+        client = clients.gapic(resourcemanager_v3.ProjectsClient, "crm")
+    return ProjectPolicy(client, project)
+
+
 def bindings(policy) -> list[dict]:
     """The bindings of an ``iam.Policy`` as plain dicts (role, members, condition)."""
     return [dict(b) for b in policy.bindings]
+
+
+def holds(bindings: Iterable[dict], member: str, role: str) -> bool:
+    """``member`` has ``role`` without a condition among ``bindings`` (plain dicts: role, members, condition)."""
+    return any(b["role"] == role and member in (b.get("members") or ()) and not b.get("condition") for b in bindings)
 
 
 def edited(policy, changes: Iterable[Change]):

@@ -116,21 +116,12 @@ def plan_bootstrap(project: str, bucket: str | None = None, location: str = "US"
     steps: list[AgentStep] = []
     if agents:
         number = principals.project_number(project)
-        policy = grants.bindings(_project_policy(project, crm_client).read())
+        policy = grants.bindings(grants.project_policy(project, crm_client).read())
         for kind in on_request:
             email = domain.agent_email(kind.keyword, number)
             member = domain.member_for_email(email)
-            has_role = any(b["role"] == kind.project_role and member in (b.get("members") or ())
-                           and not b.get("condition") for b in policy)
-            steps.append(AgentStep(kind, email, has_role))
+            steps.append(AgentStep(kind, email, grants.holds(policy, member, kind.project_role)))
     return BootstrapPlan(project, name, location, exists, missing, fixes, apis, steps, zone)
-
-
-def _project_policy(project: str, crm_client=None):
-    from google.cloud import resourcemanager_v3
-
-    return grants.ProjectPolicy(crm_client or clients.gapic(resourcemanager_v3.ProjectsClient, "crm"),
-                                project)
 
 
 def missing_safe_defaults(bucket) -> list[str]:
@@ -163,7 +154,7 @@ def execute(plan: BootstrapPlan, log: Callable[[str], None] = print,
             principals.generate_tpu_identity(plan.project, plan.zone)
         else:
             principals.generate_service_identity(plan.project, step.kind.service)
-        grants.apply(_project_policy(plan.project, crm_client),
+        grants.apply(grants.project_policy(plan.project, crm_client),
                      [(domain.member_for_email(step.email), step.kind.project_role)], False)
         log(f"{step.kind.keyword} {step.email}: present, granted {step.kind.project_role}")
 
