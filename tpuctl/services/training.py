@@ -257,8 +257,9 @@ def plan_local(opts: TrainOptions, outputs: StackOutputs | None = None,
     demo = data_dir is None
     if demo:
         data_dir = str(ensure_demo_data(echo))
-    claimed = not model_dir and not artifacts
+    claimed = False
     if not model_dir:   # last: a folder claimed here is the only thing planning creates
+        claimed = not artifacts
         model_dir = f"{artifacts}/runs/{timestamp()}" if artifacts else _fresh_run_dir(Path("runs").resolve())
     args += ["--data_dir", data_dir, "--model_dir", model_dir, *model_args(opts), *opts.extra]
     return LocalPlan(args, env, opts.workers, data_dir, model_dir, demo, opts.parameter_servers, claimed)
