@@ -4,7 +4,7 @@ The shape is the one infra/ exports (keys in ``OUTPUT_KEYS``) and the one
 ``tpuctl plan --json`` prints under ``outputs``; every ``--outputs FILE`` option accepts it.
 
 This is the edge where outputs enter: the bytes are checked (size, UTF-8, JSON, nesting, finite numbers)
-and the document is validated into a typed object (``OutputsDocument``, a pydantic model). Anything
+and the document is validated into a typed object (``StackOutputs``, a pydantic model). Anything
 wrong is one ``UserError`` line naming the file and the field; nothing downstream sees an unchecked value.
 """
 
@@ -14,11 +14,10 @@ import json
 import math
 import shutil
 import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
 
 from tpuctl.ground import domain
 from tpuctl.ground.envs import REPO_ROOT
@@ -66,29 +65,53 @@ def _str() -> Any:
     return Field(default=None, max_length=MAX_STRING)
 
 
-class OutputsDocument(BaseModel):
-    """The typed stack outputs document. Unknown keys are allowed (newer stacks may export more)."""
+def _many(factory: Any, most: int) -> Any:
+    return Field(default_factory=factory, max_length=most)
+
+
+class StackOutputs(BaseModel):
+    """The typed stack outputs document (``raw``: the document as read). Unknown keys are allowed (newer
+    stacks may export more); a missing or null mapping or list is empty."""
 
     model_config = ConfigDict(strict=True, extra="allow", frozen=True)
 
     project: Optional[str] = _str()
-    project_number: Optional[str | int] = None
+    project_number: Optional[str | int] = None     # digits (a JSON integer becomes text)
     region: Optional[str] = _str()
     zone: Optional[str] = _str()
-    tpu_zone: Optional[str] = _str()
+    tpu_zone: Optional[str] = _str()           # TPU VM slices' zone (tpuctl:tpuZone, else zone)
     access_mode: Optional[str] = None
-    buckets: Optional[dict[str, str]] = Field(default=None, max_length=len(domain.BUCKET_PURPOSES))
-    bucket_urls: Optional[dict[str, str]] = Field(default=None, max_length=len(domain.BUCKET_PURPOSES))
-    principals: Optional[dict[str, str]] = Field(default=None, max_length=MAX_ITEMS)
+    buckets: dict[str, str] = _many(dict, len(domain.BUCKET_PURPOSES))        # purpose -> bucket name
+    bucket_urls: dict[str, str] = _many(dict, len(domain.BUCKET_PURPOSES))
+    principals: dict[str, str] = _many(dict, MAX_ITEMS)                        # keyword -> e-mail
     training_service_account: Optional[str] = _str()
     tfhub_cache_dir: Optional[str] = _str()
     hub_cache_prefix: Optional[str] = _str()
-    hub_models: Optional[list[str]] = Field(default=None, max_length=MAX_ITEMS)
-    access_map: Optional[dict[str, dict[str, list[str]]]] = Field(default=None, max_length=MAX_ITEMS)
-    labels: Optional[dict[str, str]] = Field(default=None, max_length=64)
+    hub_models: list[str] = _many(list, MAX_ITEMS)
+    access_map: dict[str, dict[str, list[str]]] = _many(dict, MAX_ITEMS)
+    labels: dict[str, str] = _many(dict, 64)
     trainer_image_repository: Optional[str] = _str()
     trainer_image_url: Optional[str] = _str()
-    serving_endpoint: Optional[str] = _str()
+    serving_endpoint: Optional[str] = _str()   # the stack's Vertex AI Endpoint (tpuctl:servingEndpoint)
+    _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        return self._raw
+
+    def bucket(self, purpose: str) -> str | None:
+        return self.buckets.get(purpose)
+
+    def bucket_url(self, purpose: str) -> str | None:
+        name = self.bucket(purpose)
+        return f"gs://{name}" if name else None
+
+    @field_validator("buckets", "bucket_urls", "principals", "hub_models", "access_map", "labels", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:
+            return [] if info.field_name == "hub_models" else {}
+        return value
 
     @field_validator(*_DOMAIN_CHECKS)
     @classmethod
@@ -111,8 +134,8 @@ class OutputsDocument(BaseModel):
 
     @field_validator("buckets")
     @classmethod
-    def _buckets(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        for purpose, name in (value or {}).items():
+    def _buckets(cls, value: dict[str, str]) -> dict[str, str]:
+        for purpose, name in value.items():
             if purpose not in domain.BUCKET_PURPOSES:
                 raise ValueError(f"unknown bucket purpose {_show(purpose)}; expected {', '.join(domain.BUCKET_PURPOSES)}")
             try:
@@ -123,8 +146,8 @@ class OutputsDocument(BaseModel):
 
     @field_validator("principals")
     @classmethod
-    def _principals(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        for keyword, email in (value or {}).items():
+    def _principals(cls, value: dict[str, str]) -> dict[str, str]:
+        for keyword, email in value.items():
             try:
                 domain.member_for_email(email)
             except domain.DomainError as exc:
@@ -169,61 +192,18 @@ def _validation_line(source: str, exc: ValidationError) -> str:
     return f"{source}: {loc}: {message}{got}{tail}"
 
 
-@dataclass(frozen=True)
-class StackOutputs:
-    raw: dict[str, Any]
-    project: str | None = None
-    project_number: str | None = None
-    region: str | None = None
-    zone: str | None = None
-    tpu_zone: str | None = None              # TPU VM slices' zone (tpuctl:tpuZone, else zone)
-    access_mode: str | None = None
-    buckets: dict[str, str] = field(default_factory=dict)          # purpose -> bucket name
-    principals: dict[str, str] = field(default_factory=dict)       # keyword -> e-mail
-    training_service_account: str | None = None
-    tfhub_cache_dir: str | None = None
-    hub_cache_prefix: str | None = None
-    hub_models: list[str] = field(default_factory=list)
-    access_map: dict[str, dict[str, list[str]]] = field(default_factory=dict)
-    labels: dict[str, str] = field(default_factory=dict)
-    serving_endpoint: str | None = None      # the stack's Vertex AI Endpoint (tpuctl:servingEndpoint)
-
-    def bucket(self, purpose: str) -> str | None:
-        return self.buckets.get(purpose)
-
-    def bucket_url(self, purpose: str) -> str | None:
-        name = self.bucket(purpose)
-        return f"gs://{name}" if name else None
-
-
 def parse_outputs(raw: Any, source: str = "stack outputs") -> StackOutputs:
     """Validate a decoded outputs document into ``StackOutputs``; a bad one is a UserError naming the field."""
     if not isinstance(raw, dict):
         raise UserError(f"{source}: expected a JSON object of stack outputs (got {type(raw).__name__})")
     try:
-        doc = OutputsDocument.model_validate(raw)
+        outputs = StackOutputs.model_validate(raw)
     except ValidationError as exc:
         raise UserError(_validation_line(source, exc)) from None
     except RecursionError:
         raise UserError(f"{source}: nested too deeply to be stack outputs") from None
-    return StackOutputs(
-        raw=raw,
-        project=doc.project,
-        project_number=doc.project_number,  # type: ignore[arg-type]  (normalised to str by the validator)
-        region=doc.region,
-        zone=doc.zone,
-        tpu_zone=doc.tpu_zone,
-        access_mode=doc.access_mode,
-        buckets=dict(doc.buckets or {}),
-        principals=dict(doc.principals or {}),
-        training_service_account=doc.training_service_account,
-        tfhub_cache_dir=doc.tfhub_cache_dir,
-        hub_cache_prefix=doc.hub_cache_prefix,
-        hub_models=list(doc.hub_models or []),
-        access_map={k: dict(v) for k, v in (doc.access_map or {}).items()},
-        labels=dict(doc.labels or {}),
-        serving_endpoint=doc.serving_endpoint,
-    )
+    outputs._raw = raw
+    return outputs
 
 
 def _reject_constant(name: str) -> float:
