@@ -49,6 +49,8 @@ MAX_NESTING = 32
 MAX_STRING = 2048
 #: Most entries in any list or mapping (hub models, principals, access map).
 MAX_ITEMS = 1000
+#: How long `pulumi stack output` may take (it reads the state backend, maybe over the network).
+PULUMI_TIMEOUT_SECONDS = 120
 
 
 #: Single string values checked by the catalogue's own validators (its DomainError message is the error).
@@ -281,10 +283,15 @@ def read_stack_outputs(stack: str) -> StackOutputs:
             "--stack needs the Pulumi CLI, which is not on PATH; where it is installed run "
             f"`pulumi stack output --json --show-secrets --stack {stack} > outputs.json` and pass --outputs outputs.json"
         )
-    proc = subprocess.run(
-        [pulumi, "stack", "output", "--json", "--show-secrets", "--stack", stack, "--non-interactive"],
-        cwd=REPO_ROOT, capture_output=True,
-    )
+    try:
+        proc = subprocess.run(
+            [pulumi, "stack", "output", "--json", "--show-secrets", "--stack", stack, "--non-interactive"],
+            cwd=REPO_ROOT, capture_output=True, timeout=PULUMI_TIMEOUT_SECONDS,
+        )
+    except subprocess.TimeoutExpired:
+        raise UserError(f"`pulumi stack output` for stack {stack!r} did not finish within {PULUMI_TIMEOUT_SECONDS} s "
+                        "(is its state backend reachable? `pulumi whoami -v` says which it is); or pass --outputs FILE"
+                        ) from None
     if proc.returncode != 0:
         stderr = proc.stderr.decode("utf-8", "replace")
         detail = (stderr.strip().splitlines() or ["unknown error"])[-1]

@@ -1,0 +1,64 @@
+"""`--stack NAME`: outputs read through the Pulumi CLI (`pulumi stack output --json`), bounded in time.
+
+A stand-in `pulumi` executable on PATH plays the CLI: it answers with outputs, fails like Pulumi does, or never
+answers (a state backend that does not respond).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from tpuctl.ground import outputs
+from tpuctl.ground.errors import UserError
+
+from clifixtures import invoke
+from stackfixtures import SAMPLE_OUTPUTS
+
+
+def _fake_pulumi(folder: Path, body: str) -> dict[str, str]:
+    """A `pulumi` shell script in ``folder`` that records its arguments, then runs ``body``; env with it on PATH."""
+    script = folder / "pulumi"
+    script.write_text(f'#!/bin/sh\necho "$@" > "{folder}/args"\n{body}\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_outputs_come_from_pulumi_stack_output(tmp_path, monkeypatch):
+    (tmp_path / "out.json").write_text(json.dumps(SAMPLE_OUTPUTS))
+    env = _fake_pulumi(tmp_path, f'cat "{tmp_path}/out.json"')
+    monkeypatch.setenv("PATH", env["PATH"])
+    so = outputs.load_outputs(stack="dev")
+    assert so.project == "my-project-1" and so.bucket("data") == "tpuctl-my-project-1-data"
+    assert (tmp_path / "args").read_text().split() == [
+        "stack", "output", "--json", "--show-secrets", "--stack", "dev", "--non-interactive"]
+
+
+def test_a_failing_pulumi_is_its_last_line(tmp_path):
+    env = _fake_pulumi(tmp_path, "echo 'some progress' >&2; echo \"error: no stack named 'dev' found\" >&2; exit 255")
+    result = invoke(["runs", "ls", "--dir", tmp_path / "runs", "--stack", "dev"], env=env)
+    assert result.exit_code != 0
+    assert result.stderr.strip().splitlines() == [
+        "error: cannot read outputs of stack 'dev': error: no stack named 'dev' found"]
+
+
+def test_a_pulumi_that_never_answers_is_stopped_and_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(outputs, "PULUMI_TIMEOUT_SECONDS", 1)
+    env = _fake_pulumi(tmp_path, "exec sleep 60")
+    started = time.monotonic()
+    result = invoke(["runs", "ls", "--dir", tmp_path / "runs", "--stack", "dev"], env=env)
+    assert time.monotonic() - started < 30
+    assert result.exit_code != 0
+    [line] = result.stderr.strip().splitlines()
+    assert "`pulumi stack output` for stack 'dev' did not finish within 1 s" in line and "--outputs FILE" in line
+
+
+def test_without_pulumi_on_path_the_line_says_what_to_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(UserError, match=r"pulumi stack output --json --show-secrets --stack dev > outputs.json"):
+        outputs.load_outputs(stack="dev")
