@@ -372,7 +372,7 @@ class StackSettings(BaseModel):
             if purpose == "data" and self.existing_data_bucket:
                 out[purpose] = self.existing_data_bucket
                 continue
-            override = getattr(self, _FIELD_OF[key])
+            override = getattr(self, _KEYS[key])
             name = override or domain.default_bucket_name(self.name_prefix, self.project, purpose)
             try:
                 out[purpose] = domain.bucket_name_from(name)
@@ -393,7 +393,6 @@ class StackSettings(BaseModel):
                 + tuple(domain.parse_tpu_quota(entry) for entry in self.tpu_quotas)
                 + tuple(domain.parse_tpu_vm_quota(entry) for entry in self.tpu_vm_quotas))
 
-    quota_requests = gpu_quota_requests
 
     def label_map(self) -> dict[str, str]:
         return label_map(self.labels)
@@ -425,7 +424,7 @@ class StackSettings(BaseModel):
             raise ConfigError(unknown[0], f"unknown config key; known keys: {', '.join(sorted(_KEYS))}")
         if not strict:   # empty text = not set (array keys: an empty list)
             given = {k: v for k, v in given.items()
-                     if v is not None and not (isinstance(v, str) and not v.strip() and not _is_array(k))}
+                     if v is not None and not (isinstance(v, str) and not v.strip() and k not in ARRAY_KEYS)}
         provider_project = _provider_project(values)
         if provider_project is not None:
             mine = given.get("project")
@@ -459,17 +458,12 @@ class StackSettings(BaseModel):
 
 
 _KEYS: dict[str, str] = {f.alias: name for name, f in StackSettings.model_fields.items()}
-_FIELD_OF = _KEYS
 #: Keys whose values are arrays (Pulumi config type ``array``); the rest are strings or integers.
 ARRAY_KEYS = frozenset(alias for alias, name in _KEYS.items()
                        if StackSettings.model_fields[name].annotation is not None
                        and "tuple" in str(StackSettings.model_fields[name].annotation))
 INTEGER_KEYS = frozenset({"stagingRetentionDays", "softDeleteRetentionDays", "maxGpuQuota",
                           "accessLogRetentionDays"})
-
-
-def _is_array(key: str) -> bool:
-    return key in ARRAY_KEYS
 
 
 def _jsonable(value: Any) -> Any:
