@@ -61,8 +61,8 @@ def tune(
     if ctx.invoked_subcommand is not None:
         return
     from tpuctl.ground.outputs import load_outputs
-    from tpuctl.services import tuning
-    from tpuctl.services.training import TrainOptions
+    from tpuctl.services import cloudrun, tuning, vertex
+    from tpuctl.services.training import TrainOptions, timestamp
 
     search = tuning.load_spec(spec)
     opts = TrainOptions(accelerator=accelerator, workers=workers, data_dir=data_dir, model_dir=model_dir,
@@ -75,19 +75,12 @@ def tune(
                 raise UserError(f"{name} only applies to --target vertex")
         refuse_given((("--spot", spot), ("--dry-run", dry_run), ("--python-package", python_package)),
                      "{flag} only applies to --target vertex")
-        _tune_local(opts, search, trials, seed)
+        count = trials or min(search.max_trials, 3)
+        base, rows = tuning.run_local_tuning(opts, search, trials=count, seed=seed, echo=echo_err)
+        _render(rows, f"local tuning: {base}")
         return
     if seed is not None:
         raise UserError("--seed only applies to --target local (Vertex AI picks the trials)")
-    _tune_vertex(opts, stack_outputs, search, trials=trials, region=region, job_name=job_name, image=image,
-                 spot=spot, max_run_time=max_run_time, budget=budget, dry_run=dry_run, python_package=python_package)
-
-
-def _tune_vertex(opts, stack_outputs, search, *, trials, region, job_name, image, spot, max_run_time, budget,
-                 dry_run, python_package=False) -> None:
-    from tpuctl.services import cloudrun, tuning, vertex
-    from tpuctl.services.training import timestamp
-
     run_time = cloudrun.parse_run_time(max_run_time) if max_run_time is not None else None
     if budget is not None:
         cloudrun.check_budget_value(budget)
@@ -102,7 +95,7 @@ def _tune_vertex(opts, stack_outputs, search, *, trials, region, job_name, image
         echo_err(line)
     cloudrun.check_budget(estimate, budget)
     if dry_run:
-        typer.echo(json.dumps(tuning.tuning_to_dict(hp_job), indent=2, sort_keys=True))
+        typer.echo(json.dumps(vertex.job_to_dict(hp_job), indent=2, sort_keys=True))
         return
     created = tuning.submit_tuning(job, hp_job, echo=typer.echo)
     typer.echo(f"submitted {created.name}")
@@ -130,14 +123,6 @@ def _render(rows, title: str) -> None:
         typer.echo(f"best export: {best.export or '(not exported)'}")
 
 
-def _tune_local(opts, search, trials, seed) -> None:
-    from tpuctl.services import tuning
-
-    count = trials or min(search.max_trials, 3)
-    base, rows = tuning.run_local_tuning(opts, search, trials=count, seed=seed, echo=echo_err)
-    _render(rows, f"local tuning: {base}")
-
-
 def status(
     job: str = typer.Argument(..., help="projects/P/locations/R/hyperparameterTuningJobs/ID, or the ID with --stack/--outputs."),
     stack: Optional[str] = typer.Option(None, "--stack", help="Project and region from this stack's outputs."),
@@ -145,11 +130,11 @@ def status(
     region: Optional[str] = typer.Option(None, "--region", help="Region of the job (default: the stack's)."),
 ) -> None:
     from tpuctl.ground.outputs import load_outputs
-    from tpuctl.services import tuning
+    from tpuctl.services import tuning, vertex
 
     stack_outputs = load_outputs(stack=stack, outputs_file=outputs)
     name = tuning.resolve_job_name(job, project=stack_outputs.project if stack_outputs else None,
                                    region=region or (stack_outputs.region if stack_outputs else None))
     hp_job = tuning.get_tuning_job(name)
     rows = tuning.vertex_rows(hp_job)
-    _render(rows, f"{hp_job.display_name or name}: {tuning.job_state(hp_job)}")
+    _render(rows, f"{hp_job.display_name or name}: {vertex.state_name(hp_job)}")

@@ -27,7 +27,6 @@ import itertools
 import json
 import math
 import random
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional
@@ -46,7 +45,6 @@ ALGORITHMS = {"random": "RANDOM_SEARCH", "grid": "GRID_SEARCH", "bayesian": "ALG
 MAX_TRIALS = 100
 MAX_BATCH = 1 << 20
 MAX_EPOCHS = 100_000
-TUNABLE_MODELS = ("small_cnn", "resnet50")   # hub needs a handle per trial: not tunable here
 
 
 class _Strict(BaseModel):
@@ -87,6 +85,7 @@ class BatchSize(_Strict):
 
 
 class ModelChoice(_Strict):
+    # hub needs a handle per trial: not tunable here
     values: list[Literal["small_cnn", "resnet50"]] = Field(min_length=1, max_length=2)
 
 
@@ -138,10 +137,6 @@ DEFAULT_SPEC = TuneSpec(parameters=Parameters(learning_rate=LearningRate(min=1e-
                                               batch_size=BatchSize(values=[16, 32, 64])))
 
 
-def _location(loc: tuple) -> str:
-    return ".".join(str(p) for p in loc) or "(top level)"
-
-
 def parse_spec(data: Any, source: str) -> TuneSpec:
     """Validate ``data`` (the YAML document) into a TuneSpec; UserError names ``source`` and the field."""
     if not isinstance(data, dict):
@@ -151,7 +146,8 @@ def parse_spec(data: Any, source: str) -> TuneSpec:
     except ValidationError as exc:
         err = exc.errors()[0]
         message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-        raise UserError(f"{source}: {_location(err.get('loc', ()))}: {message}") from None
+        location = ".".join(str(p) for p in err.get("loc", ())) or "(top level)"
+        raise UserError(f"{source}: {location}: {message}") from None
 
 
 def load_spec(path: Path | None) -> TuneSpec:
@@ -175,10 +171,6 @@ def load_spec(path: Path | None) -> TuneSpec:
 # --------------------------------------------------------------------------------------------
 # Vertex AI: the HyperparameterTuningJob request
 # --------------------------------------------------------------------------------------------
-
-def _number_text(value: float) -> str:
-    return repr(float(value))
-
 
 def parameter_specs(spec: TuneSpec) -> list[dict[str, Any]]:
     """StudySpec.ParameterSpec fields (proto names) for the spec's parameters."""
@@ -223,11 +215,6 @@ def tuned_flags(spec: TuneSpec) -> set[str]:
     return {TRAINER_FLAGS[k] for k, v in spec.parameters.model_dump().items() if v is not None}
 
 
-def check_tunable(spec: TuneSpec, job_args: list[str]) -> None:
-    if spec.parameters.model is not None and "--hub_handle" in job_args:
-        raise UserError("the spec tunes 'model' but the run uses a hub model (--hub-handle); drop one of them")
-
-
 def build_tuning_job(job, spec: TuneSpec, custom_job=None, *, max_trials: int | None = None):
     """The ``aiplatform_v1.HyperparameterTuningJob`` for ``job`` (``vertex.plan_job``'s VertexJob).
 
@@ -239,7 +226,8 @@ def build_tuning_job(job, spec: TuneSpec, custom_job=None, *, max_trials: int | 
 
     from tpuctl.services import cloudrun, vertex
 
-    check_tunable(spec, list(job.trainer_args))
+    if spec.parameters.model is not None and "--hub_handle" in job.trainer_args:
+        raise UserError("the spec tunes 'model' but the run uses a hub model (--hub-handle); drop one of them")
     trials = max_trials or spec.max_trials
     if not 1 <= trials <= MAX_TRIALS:
         raise UserError(f"--trials must be 1..{MAX_TRIALS} (got {trials})")
@@ -273,13 +261,6 @@ def code_spec(pool):
     return pool.container_spec if type(pool).pb(pool).HasField("container_spec") else pool.python_package_spec
 
 
-def tuning_to_dict(hp_job) -> dict[str, Any]:
-    """The request as the REST API spells it: what ``--dry-run`` prints."""
-    from google.protobuf.json_format import MessageToDict
-
-    return MessageToDict(type(hp_job).pb(hp_job))
-
-
 def estimate_tuning(hp_job, region: str):
     """Cost of the study: one trial's pools × max trials, each bounded by the trial's timeout."""
     from tpuctl.services import cloudrun
@@ -292,22 +273,10 @@ def submit_tuning(job, hp_job, *, client=None, echo: Callable[[str], None] = pri
     and uploaded (``--python-package``); then create the tuning job. Returns it."""
     from google.api_core import exceptions
 
-    from tpuctl.ground import domain
     from tpuctl.services import vertex
 
-    if job.container:
-        if upload:
-            vertex.require_image(job)
-    elif upload:
-        tensorflow = domain.VERTEX_TRAINING_IMAGES[job.accelerator.kind].tensorflow
-        with tempfile.TemporaryDirectory(prefix="tpuctl-package-") as tmp:
-            sdist = vertex.build_trainer_sdist(Path(tmp), tensorflow)
-            try:
-                vertex.upload_package(sdist, job.package_uri, job.project)
-            except exceptions.GoogleAPICallError as exc:
-                raise UserError(f"uploading the trainer package to {job.package_uri} failed: "
-                                f"{exc.message or exc}", 1) from None
-        echo(f"uploaded trainer package: {job.package_uri}")
+    if upload:
+        vertex.stage_trainer(job, echo)
     client = client or vertex.job_client(job.region)
     try:
         return client.create_hyperparameter_tuning_job(parent=job.parent, hyperparameter_tuning_job=hp_job)
@@ -354,12 +323,9 @@ def rank(rows: list[TrialRow]) -> list[TrialRow]:
     """Best first: highest val_accuracy; trials without a metric last, in id order."""
     def key(row: TrialRow):
         known = row.metric is not None and math.isfinite(row.metric)
-        return (0 if known else 1, -(row.metric or 0.0) if known else 0.0, _trial_order(row.trial))
+        order = (0, int(row.trial)) if row.trial.isdigit() else (1, row.trial)
+        return (0 if known else 1, -(row.metric or 0.0) if known else 0.0, order)
     return sorted(rows, key=key)
-
-
-def _trial_order(trial: str):
-    return (0, int(trial)) if trial.isdigit() else (1, trial)
 
 
 def _value(v: Any) -> Any:
@@ -403,12 +369,6 @@ def get_tuning_job(name: str, *, client=None):
         return client.get_hyperparameter_tuning_job(name=name)
     except exceptions.GoogleAPICallError as exc:
         raise UserError(f"cannot read tuning job {name}: {exc.message or exc}", 1) from None
-
-
-def job_state(hp_job) -> str:
-    from google.cloud import aiplatform_v1
-
-    return aiplatform_v1.JobState(hp_job.state).name
 
 
 # --------------------------------------------------------------------------------------------

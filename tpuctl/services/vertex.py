@@ -463,27 +463,31 @@ class Submission:
     error: str | None = None
 
 
-def run_job(job: VertexJob, *, wait: bool = True, poll_seconds: float = 30.0,
-            echo: Callable[[str], None] = print, custom_job=None, image_exists=None) -> Submission:
-    """Create the CustomJob (``custom_job``, default: built from ``job``) and, unless wait=False, follow it.
-
-    Container route: the image must exist (``image_exists(uri)``, default an Artifact Registry lookup of a
+def stage_trainer(job: VertexJob, echo: Callable[[str], None], image_exists=None) -> None:
+    """Container route: the image must exist (``image_exists(uri)``, default an Artifact Registry lookup of a
     tpuctl-built image); otherwise the one command that builds it is the error. Python-package route: the
-    sdist is built and uploaded to staging first."""
+    sdist is built and uploaded to staging."""
     from google.api_core import exceptions
 
-    custom_job = custom_job or build_custom_job(job)
     if job.container:
         require_image(job, image_exists)
-    else:
-        tensorflow = domain.VERTEX_TRAINING_IMAGES[job.accelerator.kind].tensorflow
-        with tempfile.TemporaryDirectory(prefix="tpuctl-package-") as tmp:
-            sdist = build_trainer_sdist(Path(tmp), tensorflow)
-            try:
-                upload_package(sdist, job.package_uri, job.project)
-            except exceptions.GoogleAPICallError as exc:
-                raise UserError(f"uploading the trainer package to {job.package_uri} failed: {exc.message or exc}", 1) from None
-        echo(f"uploaded trainer package: {job.package_uri}")
+        return
+    tensorflow = domain.VERTEX_TRAINING_IMAGES[job.accelerator.kind].tensorflow
+    with tempfile.TemporaryDirectory(prefix="tpuctl-package-") as tmp:
+        sdist = build_trainer_sdist(Path(tmp), tensorflow)
+        try:
+            upload_package(sdist, job.package_uri, job.project)
+        except exceptions.GoogleAPICallError as exc:
+            raise UserError(f"uploading the trainer package to {job.package_uri} failed: {exc.message or exc}", 1) from None
+    echo(f"uploaded trainer package: {job.package_uri}")
+
+
+def run_job(job: VertexJob, *, wait: bool = True, poll_seconds: float = 30.0,
+            echo: Callable[[str], None] = print, custom_job=None, image_exists=None) -> Submission:
+    """Create the CustomJob (``custom_job``, default: built from ``job``) and, unless wait=False, follow it;
+    the trainer is staged first (``stage_trainer``)."""
+    custom_job = custom_job or build_custom_job(job)
+    stage_trainer(job, echo, image_exists)
     client = job_client(job.region)
     created = submit(client, job, custom_job)
     url = console_url(created.name)
