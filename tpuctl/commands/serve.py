@@ -88,12 +88,23 @@ def predict(
 ) -> None:
     """Top classes of images from a TF Serving URL or a Vertex AI Endpoint (or, with --batch, a batch job)."""
     from tpuctl.ground.errors import UserError
+    from tpuctl.ground.outputs import load_outputs
     from tpuctl.services import serving
 
     if batch is not None:
         if images:
             raise UserError("--batch reads its images from Cloud Storage: give no IMAGE arguments with it")
-        _predict_batch(batch, target, stack, outputs, region, base, machine_type, max_replicas, image, dry_run)
+        plan = serving.plan_batch(batch, target, load_outputs(stack, outputs), runs_dir=base, region=region,
+                                  machine_type=machine_type, max_replicas=max_replicas, image=image)
+        if plan.warning:
+            typer.echo(plan.warning, err=True)
+        job = serving.build_batch_job(plan)
+        if dry_run:
+            typer.echo(json.dumps({"parent": plan.parent, "batchPredictionJob": serving.as_rest(job)}, indent=2))
+            return
+        created = serving.submit_batch(plan, echo=lambda m: typer.echo(m, err=True))
+        typer.echo(f"batch prediction job: {created.name}")
+        typer.echo(f"predictions will be written under {plan.output_prefix}")
         return
     if not 1 <= top <= 1000:
         raise UserError(f"--top must be 1-1000 (got {top})")
@@ -106,23 +117,6 @@ def predict(
     else:
         found = serving.predict_rest(target, files, batch_size=batch_size, timeout=timeout, class_names=names, k=top)
     _render(found, as_json)
-
-
-def _predict_batch(source, ref, stack, outputs, region, base, machine_type, max_replicas, image, dry_run) -> None:
-    from tpuctl.ground.outputs import load_outputs
-    from tpuctl.services import serving
-
-    plan = serving.plan_batch(source, ref, load_outputs(stack, outputs), runs_dir=base, region=region,
-                              machine_type=machine_type, max_replicas=max_replicas, image=image)
-    if plan.warning:
-        typer.echo(plan.warning, err=True)
-    job = serving.build_batch_job(plan)
-    if dry_run:
-        typer.echo(json.dumps({"parent": plan.parent, "batchPredictionJob": serving.as_rest(job)}, indent=2))
-        return
-    created = serving.submit_batch(plan, echo=lambda m: typer.echo(m, err=True))
-    typer.echo(f"batch prediction job: {created.name}")
-    typer.echo(f"predictions will be written under {plan.output_prefix}")
 
 
 def deploy(

@@ -398,25 +398,6 @@ def read_class_names(manifest: str) -> list[str]:
     return classes
 
 
-def run_class_names(run) -> list[str] | None:
-    """The class names of a local run's data (its tpuctl-run.json arguments name --data_dir), if readable."""
-    args = (run.launch or {}).get("args") if run is not None else None
-    if not isinstance(args, list):
-        return None
-    data_dir = None
-    for i, arg in enumerate(args):
-        if arg == "--data_dir" and i + 1 < len(args):
-            data_dir = args[i + 1]
-        elif isinstance(arg, str) and arg.startswith("--data_dir="):
-            data_dir = arg.split("=", 1)[1]
-    if not isinstance(data_dir, str) or data_dir.startswith("gs://"):
-        return None
-    try:
-        return read_class_names(data_dir)
-    except UserError:
-        return None
-
-
 # --------------------------------------------------------------------------------------------
 # tpuctl deploy: Model upload, Endpoint, deployment (Vertex AI)
 # --------------------------------------------------------------------------------------------
@@ -579,7 +560,6 @@ class Deployment:
     model: str
     endpoint: str
     deployed_model_id: str
-    endpoint_created: bool
 
 
 def _wait(operation, what: str):
@@ -629,7 +609,7 @@ def deploy(plan: DeployPlan, *, echo: Callable[[str], None] = lambda _m: None, s
                                                  deployed_model=build_deployed_model(plan, model_name),
                                                  traffic_split={NEW_DEPLOYMENT: 100})
     deployed = _wait(operation, f"deploying {model_name} to {endpoint_name}").deployed_model
-    return Deployment(model_name, endpoint_name, deployed.id, created)
+    return Deployment(model_name, endpoint_name, deployed.id)
 
 
 # --------------------------------------------------------------------------------------------
