@@ -44,6 +44,7 @@ _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 
 
 def _format_run_time(value: timedelta) -> str:
+    """``timedelta(hours=1, minutes=30)`` -> ``1h30m``."""
     seconds = int(value.total_seconds())
     parts = []
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
@@ -51,11 +52,6 @@ def _format_run_time(value: timedelta) -> str:
             parts.append(f"{seconds // size}{unit}")
             seconds %= size
     return "".join(parts) or "0s"
-
-
-def format_run_time(value: timedelta) -> str:
-    """``timedelta(hours=1, minutes=30)`` -> ``1h30m``."""
-    return _format_run_time(value)
 
 
 def parse_run_time(text: str) -> timedelta:

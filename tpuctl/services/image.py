@@ -27,6 +27,7 @@ import re
 import shutil
 import subprocess
 import tarfile
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,11 +78,6 @@ def image_tag(variant: str, root: Path = REPO_ROOT) -> str:
     return f"sha256-{digest.hexdigest()[:20]}"
 
 
-def validate_repository(name: str) -> str:
-    domain.validate_repository_id(name)
-    return name
-
-
 @dataclass(frozen=True)
 class ImageRef:
     project: str
@@ -112,9 +108,10 @@ def image_ref(outputs: StackOutputs | None, variant: str, *, project: str | None
     region = region or (outputs.region if outputs else None)
     if not project or not region:
         raise UserError("the image needs a project and a region: pass --stack/--outputs (or --project and --region)")
-    repository = repository or (outputs.raw.get("trainer_image_repository") if outputs else None) or DEFAULT_REPOSITORY
-    return ImageRef(project, region, validate_repository(str(repository)), check_variant(variant),
-                    image_tag(variant, root))
+    repository = str(repository or (outputs.raw.get("trainer_image_repository") if outputs else None)
+                     or DEFAULT_REPOSITORY)
+    domain.validate_repository_id(repository)
+    return ImageRef(project, region, repository, check_variant(variant), image_tag(variant, root))
 
 
 _URI = re.compile(r"^(?P<region>[a-z0-9-]+)-docker\.pkg\.dev/(?P<project>[a-z][a-z0-9-]+)/(?P<repository>[a-z0-9-]+)"
@@ -235,9 +232,6 @@ def build(ref: ImageRef, staging_bucket: str, *, service_account: str | None = N
 
 
 def _upload_context(variant: str, bucket: str, obj: str, storage_client, root: Path) -> None:
-    import tempfile
-
-
     client = storage_client or clients.storage_client()
     with tempfile.TemporaryDirectory(prefix="tpuctl-image-") as tmp:
         archive = write_context(variant, Path(tmp) / "context.tar.gz", root)
@@ -253,8 +247,6 @@ def build_local(ref: ImageRef, root: Path = REPO_ROOT, run=subprocess.run) -> Bu
     tool = shutil.which("docker") or shutil.which("podman")
     if tool is None:
         raise UserError("--local needs docker or podman on PATH; without them drop --local to build with Cloud Build")
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="tpuctl-image-") as tmp:
         archive = write_context(ref.variant, Path(tmp) / "context.tar.gz", root)
         with tarfile.open(archive) as tar:
