@@ -219,58 +219,47 @@ def _gpu_memory(text: str) -> str | int:
                                          f"got {shown!r}") from None
 
 
-def _help(text: str, bound: Bound) -> str:
-    return f"{text} ({bound.describe()})" if text else bound.describe()
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="python -m trainer.task",
         description="Train an image classifier on TFRecord shards and export a TF Serving SavedModel.",
         allow_abbrev=False,
     )
+
+    def number(name: str, text: str) -> None:
+        """A flag of TASK_BOUNDS: parsed and described by its Bound, with TrainConfig's default."""
+        bound = TASK_BOUNDS[name]
+        p.add_argument(f"--{name}", type=bound.parse, default=getattr(TrainConfig, name),
+                       help=f"{text} ({bound.describe()})" if text else bound.describe())
+
     p.add_argument("--model_dir", required=True, help="output folder (local or gs://): checkpoints, logs, export, result.json")
     p.add_argument("--data_dir", required=True, help="folder (local or gs://) with the TFRecord shards and manifest.json")
     p.add_argument("--distribution_strategy", default="auto", choices=STRATEGIES)
-    b = TASK_BOUNDS
-    p.add_argument("--train_epochs", type=b["train_epochs"].parse, default=TrainConfig.train_epochs,
-                   help=_help("epochs", b["train_epochs"]))
-    p.add_argument("--train_batch_size", type=b["train_batch_size"].parse, default=TrainConfig.train_batch_size,
-                   help=_help("global batch size", b["train_batch_size"]))
-    p.add_argument("--validation_batch_size", type=b["validation_batch_size"].parse,
-                   default=TrainConfig.validation_batch_size, help=_help("global validation batch size",
-                                                                         b["validation_batch_size"]))
-    p.add_argument("--num_gpus", type=b["num_gpus"].parse, default=0,
-                   help=_help("GPUs to use with --distribution_strategy gpu", b["num_gpus"]))
+    number("train_epochs", "epochs")
+    number("train_batch_size", "global batch size")
+    number("validation_batch_size", "global validation batch size")
+    number("num_gpus", "GPUs to use with --distribution_strategy gpu")
     _add_bool(p, "fine_tuning_choice", "train the pretrained base too (hub, resnet50)")
     p.add_argument("--model", default="small_cnn", choices=MODELS)
     p.add_argument("--hub_handle", default=None, help="TF-Hub image feature-vector handle (with --model hub)")
     p.add_argument("--image_size", type=_image_size, default=None,
                    help=f"side or HxW, each side {IMAGE_SIDE.describe()}; default from the manifest, else 224")
-    p.add_argument("--learning_rate", type=b["learning_rate"].parse, default=TrainConfig.learning_rate,
-                   help=_help("Adam learning rate", b["learning_rate"]))
-    p.add_argument("--steps_per_epoch", type=b["steps_per_epoch"].parse, default=0,
-                   help=_help("", b["steps_per_epoch"]))
+    number("learning_rate", "Adam learning rate")
+    number("steps_per_epoch", "")
     _add_bool(p, "skip_corrupt", "skip corrupt records (after a verification pass) instead of failing")
     p.add_argument("--resnet_weights", default=None, help="ResNet50 no-top weights file (.h5) to start from")
     _add_bool(p, "cache", "cache the serialized records in memory after the first epoch")
-    p.add_argument("--shuffle_buffer", type=b["shuffle_buffer"].parse, default=TrainConfig.shuffle_buffer,
-                   help=_help("records in the shuffle buffer", b["shuffle_buffer"]))
-    p.add_argument("--seed", type=b["seed"].parse, default=None,
-                   help=_help("seed for weights and shuffling", b["seed"]))
-    p.add_argument("--cluster_timeout_seconds", type=b["cluster_timeout_seconds"].parse,
-                   default=TrainConfig.cluster_timeout_seconds,
-                   help=_help("how long to wait for every TF_CONFIG peer / the TPU_NAME address to answer",
-                              b["cluster_timeout_seconds"]))
+    number("shuffle_buffer", "records in the shuffle buffer")
+    number("seed", "seed for weights and shuffling")
+    number("cluster_timeout_seconds", "how long to wait for every TF_CONFIG peer / the TPU_NAME address to answer")
     p.add_argument("--mixed_precision", default="auto", choices=MIXED_PRECISION,
                    help="compute dtype (variables and the model output stay float32); auto = bfloat16 on TPUs, "
                         "off elsewhere")
     p.add_argument("--gpu_memory", type=_gpu_memory, default=None,
                    help=f"growth, or a memory limit in MB ({GPU_MEMORY_MB.describe()}) for GPU 0 (each virtual GPU "
                         "with --virtual_gpus); needs a GPU")
-    p.add_argument("--virtual_gpus", type=b["virtual_gpus"].parse, default=0,
-                   help=_help(f"split GPU 0 into N logical GPUs of --gpu_memory MB each (default "
-                              f"{DEFAULT_VIRTUAL_GPU_MB}); needs a GPU", b["virtual_gpus"]))
+    number("virtual_gpus", f"split GPU 0 into N logical GPUs of --gpu_memory MB each (default "
+                           f"{DEFAULT_VIRTUAL_GPU_MB}); needs a GPU")
     return p
 
 
@@ -320,10 +309,9 @@ def validate(cfg: TrainConfig) -> None:
         value = getattr(cfg, flag)
         if value is not None and ("\x00" in value or len(value) > 4096):
             raise UsageError(f"--{flag} must be a path or URL without NUL characters, at most 4096 characters")
-    if not cfg.model_dir.strip():
-        raise UsageError("--model_dir must not be empty")
-    if not cfg.data_dir.strip():
-        raise UsageError("--data_dir must not be empty")
+    for flag in ("model_dir", "data_dir"):
+        if not getattr(cfg, flag).strip():
+            raise UsageError(f"--{flag} must not be empty")
     if cfg.model == "hub" and not cfg.hub_handle:
         raise UsageError("--model hub needs --hub_handle (e.g. https://tfhub.dev/google/imagenet/resnet_v2_50/feature_vector/5)")
     if cfg.hub_handle and cfg.model != "hub":
@@ -374,10 +362,6 @@ def parse_address(text: Any) -> tuple[str, int] | None:
     if not sep or not (port.isascii() and port.isdigit()) or len(port) > 5 or not 1 <= int(port) <= 65535:
         return None
     return host, int(port)
-
-
-def format_address(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -496,13 +480,6 @@ def parse_tpu_name(environ: Mapping[str, str]) -> str | None:
     if name.startswith("grpc://") and parse_address(name[len("grpc://"):]) is None:
         raise UsageError(f"TPU_NAME {_shown(name)} must be grpc://host:port with a port from 1 to 65535")
     return name
-
-
-def tpu_address(tpu_name: str | None) -> tuple[str, int] | None:
-    """(host, port) when ``TPU_NAME`` is a ``grpc://host:port`` address (a TPU VM's worker)."""
-    if tpu_name and tpu_name.startswith("grpc://"):
-        return parse_address(tpu_name[len("grpc://"):])
-    return None
 
 
 def validate_environment(environ: Mapping[str, str]) -> ClusterConfig | None:

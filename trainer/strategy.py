@@ -37,7 +37,7 @@ from typing import Mapping, Sequence
 import tensorflow as tf
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
-from trainer.config import ClusterConfig, parse_address, parse_tf_config, parse_tpu_name, tpu_address
+from trainer.config import ClusterConfig, parse_address, parse_tf_config, parse_tpu_name
 from trainer.errors import HardwareError, UsageError
 
 DEFAULT_TIMEOUT = 300.0
@@ -126,8 +126,16 @@ class AddressProbe:
         self._thread.join(max(0.0, self.deadline - time.monotonic()) + 2)
 
 
-def _describe(missing: Mapping[str, str]) -> str:
-    return ", ".join(f"{label} at {address}" for label, address in missing.items())
+def _await_tasks(tasks: Sequence[tuple[str, int, str]], timeout: float) -> None:
+    """Return once every ``(job, index, address)`` task answers on its port; HardwareError naming the ones
+    that did not within ``timeout`` seconds."""
+    probe = AddressProbe([(f"{job} {index}", address) for job, index, address in tasks], time.monotonic() + timeout)
+    probe.run()
+    missing = ", ".join(f"{label} at {address}" for label, address in probe.missing().items())
+    if missing:
+        raise HardwareError(f"TF_CONFIG cluster did not form within {timeout:g} s: no answer from "
+                            f"{missing}; start every task of the cluster (same TF_CONFIG), "
+                            "or raise --cluster_timeout_seconds")
 
 
 class _Rendezvous:
@@ -183,29 +191,22 @@ def _configure_coordination(cluster: ClusterConfig, timeout: float) -> None:
 
 
 def wait_for_peers(cluster: ClusterConfig, timeout: float) -> None:
-    """Return once every other chief/worker task answers on its port; HardwareError naming the ones
-    that did not within ``timeout`` seconds."""
-    peers = [(f"{job} {index}", address) for job, index, address in cluster.peers()]
+    """Return once every other chief/worker task answers on its port (:func:`_await_tasks`), answering
+    on this task's own port meanwhile."""
+    peers = cluster.peers()
     if not peers:
         return
     rendezvous = _Rendezvous(cluster.address)
     try:
-        probe = AddressProbe(peers, time.monotonic() + timeout)
-        probe.run()
+        _await_tasks(peers, timeout)
     finally:
         rendezvous.close()
-    missing = probe.missing()
-    if missing:
-        raise HardwareError(f"TF_CONFIG cluster did not form within {timeout:g} s: no answer from "
-                            f"{_describe(missing)}; start every task of the cluster (same TF_CONFIG), "
-                            "or raise --cluster_timeout_seconds")
 
 
 def _multi_worker(cluster: ClusterConfig | None, timeout: float) -> StrategyInfo:
     task_type, task_id, is_chief = _task_role(cluster)
     if cluster is None:
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
-        return StrategyInfo(strategy, "multi_worker", num_workers=1, task_type=None, task_id=0, is_chief=True)
+        return StrategyInfo(tf.distribute.MultiWorkerMirroredStrategy(), "multi_worker")
     if task_type not in ("chief", "worker"):
         raise UsageError(f"TF_CONFIG task type {task_type!r} does not train; expected chief or worker")
     wait_for_peers(cluster, timeout)
@@ -278,7 +279,8 @@ def _central_storage(cluster: ClusterConfig | None) -> StrategyInfo:
 
 
 # ---------------------------------------------------------------------------------------------- parameter servers
-def _grpc_fail_fast() -> None:
+def _parameter_server_runtime() -> None:
+    """Runtime settings every parameter-server task needs, made before its server or strategy starts."""
     # An RPC to an unavailable worker must fail at once (not wait for it) so ClusterCoordinator can
     # migrate the function to another worker: tf.distribute.experimental.coordinator.ClusterCoordinator
     # docs (v2.21.0, "Handling Task Failure": "If the worker it is executed on becomes unavailable before
@@ -286,12 +288,9 @@ def _grpc_fail_fast() -> None:
     # tensorflow/community RFC 355 ("GRPC Fail Fast By Default"), set here when the environment
     # says nothing (setdefault).
     os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
-
-
-def _two_inter_op_threads() -> None:
-    """Parameter-server tasks deadlock with a single inter-op thread (found in tests/trainer/
-    test_strategies.py with TF_NUM_INTEROP_THREADS=1: the chief scheduled every step, no closure ever
-    finished); raise it to 2 while the runtime is not initialised yet."""
+    # Parameter-server tasks deadlock with a single inter-op thread (found in tests/trainer/
+    # test_strategies.py with TF_NUM_INTEROP_THREADS=1: the chief scheduled every step, no closure ever
+    # finished); raise it to 2 while the runtime is not initialised yet.
     if os.environ.get("TF_NUM_INTEROP_THREADS", "").strip() == "1":
         os.environ["TF_NUM_INTEROP_THREADS"] = "2"  # read by the C++ runtime when its thread pools start
     if tf.config.threading.get_inter_op_parallelism_threads() == 1:
@@ -314,8 +313,7 @@ def serve_forever(cluster: ClusterConfig) -> None:
     TensorFlow's parameter-server tutorial; the process ends when it is killed (Vertex AI ends the job
     when the chief finishes).
     """
-    _grpc_fail_fast()
-    _two_inter_op_threads()
+    _parameter_server_runtime()
     resolver = _cluster_resolver(cluster)
     try:
         server = tf.distribute.Server(resolver.cluster_spec(), job_name=cluster.task_type,
@@ -343,15 +341,8 @@ def _parameter_server(cluster: ClusterConfig | None, timeout: float) -> Strategy
     if cluster.task_type != "chief":
         raise UsageError(f"TF_CONFIG task type {cluster.task_type!r} takes no part in parameter-server training "
                          "(chief, worker or ps)")
-    peers = [(f"{job} {index}", address) for job, index, address in cluster.server_peers()]
-    probe = AddressProbe(peers, time.monotonic() + timeout)
-    probe.run()
-    if probe.missing():
-        raise HardwareError(f"TF_CONFIG cluster did not form within {timeout:g} s: no answer from "
-                            f"{_describe(probe.missing())}; start every task of the cluster (same TF_CONFIG), "
-                            "or raise --cluster_timeout_seconds")
-    _grpc_fail_fast()
-    _two_inter_op_threads()
+    _await_tasks(cluster.server_peers(), timeout)
+    _parameter_server_runtime()
     num_ps = len(cluster.jobs["ps"])
     # Large variables are split over the ps tasks (TensorFlow's tutorial uses the same partitioner).
     partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(min_shard_bytes=256 << 10,
@@ -370,15 +361,13 @@ def _parameter_server(cluster: ClusterConfig | None, timeout: float) -> Strategy
 
 
 def _tpu_strategy(tpu_name: str | None, timeout: float = DEFAULT_TIMEOUT) -> StrategyInfo:
-    address = tpu_address(tpu_name)
-    if address is not None:
+    if tpu_name and tpu_name.startswith("grpc://"):  # a host:port address (parse_tpu_name checked it)
+        host_port = tpu_name[len("grpc://"):]
         # A TPU VM's gRPC worker listens as long as the TPU exists: refused = wrong address, fail now.
-        probe = AddressProbe([(f"TPU_NAME={tpu_name}", tpu_name[len("grpc://"):])], time.monotonic() + timeout,
-                             refused_is_final=True)
+        probe = AddressProbe([(f"TPU_NAME={tpu_name}", host_port)], time.monotonic() + timeout, refused_is_final=True)
         probe.run()
         if probe.refused or probe.pending:
             why = "connection refused" if probe.refused else f"no answer within {timeout:g} s"
-            host_port = tpu_name[len("grpc://"):]
             raise HardwareError(f"--distribution_strategy tpu: no TPU at TPU_NAME={tpu_name} ({why} from "
                                 f"{host_port}); check the address or that the TPU is running")
     # A TPU *name* is resolved through the GCE metadata server and the Cloud TPU API with urllib calls that
@@ -409,12 +398,6 @@ def _tpu_strategy(tpu_name: str | None, timeout: float = DEFAULT_TIMEOUT) -> Str
 
 def _mirrored(devices: list[str], kind: str = "mirrored") -> StrategyInfo:
     return StrategyInfo(tf.distribute.MirroredStrategy(devices=devices), kind, devices=tuple(devices))
-
-
-def _one_device(device: str) -> StrategyInfo:
-    # A one-device MirroredStrategy places everything on that device exactly like OneDeviceStrategy,
-    # and unlike it is supported by BackupAndRestore (preemption safety on every path).
-    return StrategyInfo(tf.distribute.MirroredStrategy(devices=[device]), "one_device", devices=(device,))
 
 
 def resolve_strategy(choice: str, *, num_gpus: int = 0, environ: Mapping[str, str] | None = None,
@@ -473,13 +456,15 @@ def resolve_strategy(choice: str, *, num_gpus: int = 0, environ: Mapping[str, st
         return _parameter_server(tf_config, timeout)
 
     if choice == "one_device":
-        return _one_device("/gpu:0" if _gpus() else "/cpu:0")
+        # A one-device MirroredStrategy places everything on that device exactly like OneDeviceStrategy,
+        # and unlike it is supported by BackupAndRestore (preemption safety on every path).
+        return _mirrored(["/gpu:0" if _gpus() else "/cpu:0"], "one_device")
 
     if choice == "cpu":
         # Several logical CPU devices (configured before start-up) are mirrored like GPUs would be.
         cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
         if len(cpus) > 1:
             return _mirrored(cpus)
-        return _one_device("/cpu:0")
+        return _mirrored(["/cpu:0"], "one_device")
 
     raise UsageError(f"unknown --distribution_strategy {choice!r}")
