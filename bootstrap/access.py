@@ -40,10 +40,6 @@ class Step:
     wanted: list[tuple[str, str]]
     changes: list[grants.Change]
 
-    @property
-    def is_acl(self) -> bool:
-        return isinstance(self.target, acl_mod.BucketAcl)
-
 
 @dataclass
 class GrantPlan:
@@ -59,17 +55,8 @@ class GrantPlan:
         return [c for s in self.steps for c in s.changes]
 
 
-def storage_client(project: str | None = None):
-    return clients.storage_client(project)
-
-
 def _bucket_names(values: list[str]) -> list[str]:
-    out: list[str] = []
-    for v in values:
-        name = domain.bucket_name_from(v)
-        if name not in out:
-            out.append(name)
-    return out
+    return list(dict.fromkeys(domain.bucket_name_from(v) for v in values))
 
 
 def _defaults_from_outputs(req: GrantRequest) -> tuple[str | None, list[str], list[str], list[str], dict[str, str]]:
@@ -142,23 +129,21 @@ def plan_grants(req: GrantRequest, client=None, crm_client=None) -> GrantPlan:
         wanted = [(m, r) for m in members for r in roles] + agent_roles
         steps.append(Step(target, wanted, grants.plan(target, wanted, req.revoke)))
         if reads or writes:
-            client = client or storage_client(project)
+            client = client or clients.storage_client(project)
             for name in dict.fromkeys(reads + writes):
                 grants.BucketPolicy(client, name).check_exists()
         return GrantPlan(req, project, mode, resolved, steps)
 
-    client = client or storage_client(project)
+    client = client or clients.storage_client(project)
     object_acl_buckets: list[str] = []
     for name in dict.fromkeys(reads + writes):
         is_write = name in writes
         if req.via == "acl":
             entities = [acl_mod.acl_entity(m) for m in members]
-            bucket_acl = acl_mod.BucketAcl(client, name, "acl")
-            wanted = [(e, "WRITER" if is_write else "READER") for e in entities]
-            steps.append(Step(bucket_acl, wanted, grants.plan(bucket_acl, wanted, req.revoke)))
-            default_acl = acl_mod.BucketAcl(client, name, "defaultObjectAcl")
-            dwanted = [(e, "READER") for e in entities]
-            steps.append(Step(default_acl, dwanted, grants.plan(default_acl, dwanted, req.revoke)))
+            for kind, role in (("acl", "WRITER" if is_write else "READER"), ("defaultObjectAcl", "READER")):
+                acl_target = acl_mod.BucketAcl(client, name, kind)
+                wanted = [(e, role) for e in entities]
+                steps.append(Step(acl_target, wanted, grants.plan(acl_target, wanted, req.revoke)))
             if req.existing_objects:
                 object_acl_buckets.append(name)
             continue

@@ -9,7 +9,7 @@ makes the server answer 412 and the same conflict retry as IAM re-reads and re-a
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from bootstrap import clients
@@ -50,7 +50,6 @@ class BucketAcl:
     client: Any
     name: str
     kind: str = "acl"
-    writes: int = field(default=0)
 
     @property
     def resource(self) -> str:
@@ -100,7 +99,6 @@ class BucketAcl:
             else:
                 entity.revoke(c.role)
         acl.save(if_metageneration_match=bucket.metageneration)
-        self.writes += 1
 
 
 def grant_existing_objects(client, bucket_name: str, entities: list[str], revoke: bool = False,

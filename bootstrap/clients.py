@@ -61,10 +61,6 @@ def _service(service: str) -> tuple[str, str]:
         raise ValueError(f"unknown service {service!r}; known: {', '.join(SERVICES)}") from None
 
 
-def env_var_for(service: str) -> str:
-    return _service(service)[0]
-
-
 def endpoint_for(service: str) -> str | None:
     """The redirected endpoint for ``service`` (``http://127.0.0.1:8080``), or None for Google's."""
     value = os.environ.get(_service(service)[0], "").strip()
@@ -120,17 +116,13 @@ def client_kwargs(service: str, transport: str = "rest") -> dict[str, Any]:
     a loopback redirect gets an insecure gRPC channel, since a local test server has no TLS.
     """
     endpoint = endpoint_for(service)
-    kwargs: dict[str, Any] = {}
     if endpoint is None:
         if transport == "grpc" and service in _GRPC_TRANSPORTS:   # Google itself, over TLS: fail fast too
             host = urlsplit(SERVICES[service][1]).netloc
-            kwargs["transport"] = lambda **gapic_kwargs: _secure_grpc_transport(service, host, gapic_kwargs)
-            return kwargs
-        kwargs["transport"] = transport
-        return kwargs
+            return {"transport": lambda **gapic_kwargs: _secure_grpc_transport(service, host, gapic_kwargs)}
+        return {"transport": transport}
     if transport == "rest":
-        kwargs["transport"] = "rest"
-        kwargs["client_options"] = {"api_endpoint": endpoint}
+        kwargs: dict[str, Any] = {"transport": "rest", "client_options": {"api_endpoint": endpoint}}
         creds = credentials_for(service)
         if creds is not None:
             kwargs["credentials"] = creds
@@ -138,12 +130,10 @@ def client_kwargs(service: str, transport: str = "rest") -> dict[str, Any]:
     if transport == "grpc":
         host = urlsplit(endpoint).netloc or endpoint
         if is_loopback_http(endpoint):
-            kwargs["transport"] = lambda **_gapic_kwargs: _insecure_grpc_transport(service, host)
-        else:
-            kwargs["client_options"] = {"api_endpoint": host}
-            kwargs["transport"] = (lambda **gapic_kwargs: _secure_grpc_transport(service, host, gapic_kwargs)
-                                   ) if service in _GRPC_TRANSPORTS else "grpc"
-        return kwargs
+            return {"transport": lambda **_gapic_kwargs: _insecure_grpc_transport(service, host)}
+        return {"client_options": {"api_endpoint": host},
+                "transport": (lambda **gapic_kwargs: _secure_grpc_transport(service, host, gapic_kwargs)
+                              ) if service in _GRPC_TRANSPORTS else "grpc"}
     raise ValueError(f"transport {transport!r} must be 'rest' or 'grpc'")
 
 
@@ -386,15 +376,13 @@ def get_bucket(client: Any, name: str, needs: str = "storage.buckets.get"):
 def as_user_error(exc: BaseException, doing: str | None = None) -> Exception | None:
     """The one-line ``UserError`` for a Google client / auth / transport failure, or None when ``exc``
     is not one. ``doing`` names what was being done ("reading bucket gs://x") for the message."""
-    from tpuctl.ground.errors import UserError
-
     if isinstance(exc, UserError):
         return exc
     where = f"{doing}: " if doing else ""
     mod = type(exc).__module__
-    if type(exc).__name__ == "RetryError" and getattr(exc, "cause", None) is not None:
-        return as_user_error(exc.cause, doing) or UserError(f"{where}{(str(exc).splitlines() or [''])[0][:300]}", 1)
     first = (str(exc).splitlines() or [""])[0][:300]
+    if type(exc).__name__ == "RetryError" and getattr(exc, "cause", None) is not None:
+        return as_user_error(exc.cause, doing) or UserError(f"{where}{first}", 1)
     reason = unreachable_reason(exc) if mod.startswith(
         ("requests.", "urllib3.", "google.auth.exceptions", "google.api_core.exceptions")) else None
     if reason is not None:
@@ -450,8 +438,6 @@ class google_errors:
         if exc is None:
             return False
         from google.api_core import exceptions
-
-        from tpuctl.ground.errors import UserError
 
         if self.not_found and isinstance(exc, exceptions.NotFound):
             raise UserError(self.not_found, self.exit_code) from None

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from bootstrap import clients, grants
+from bootstrap import principals as principals_mod
 from policy.access import AccessModel
 from tpuctl.ground import domain
 from tpuctl.ground.errors import UserError
@@ -74,9 +75,10 @@ def check_apis(project: str) -> Check:
     return Check("apis", "pass", f"all {len(domain.REQUIRED_APIS)} required APIs enabled")
 
 
-def _project_bindings(project: str):
+def _bindings(policy) -> list[dict]:
+    """An ``iam.Policy``'s bindings as the access model reads them (members a set, condition a flag)."""
     return [{"role": b["role"], "members": set(b.get("members") or ()), "condition": bool(b.get("condition"))}
-            for b in grants.bindings(grants.project_policy(project).read())]
+            for b in policy.bindings]
 
 
 def _grant_fix(project: str | None, bucket: str, purpose: str, principal: str) -> str:
@@ -157,15 +159,13 @@ def run_checks(outputs: StackOutputs | None, project: str | None = None) -> Iter
         principals.setdefault(domain.TRAINING_SA_KEYWORD, outputs.training_service_account)
     project_bindings = None
     try:
-        project_bindings = _project_bindings(project)
+        project_bindings = _bindings(grants.project_policy(project).read())
     except Exception as exc:  # noqa: BLE001
         yield Check("project policy", "fail", f"cannot read the IAM policy of {project}: {_err(exc)}",
                     f"grant yourself resourcemanager.projects.getIamPolicy on {project} (roles/iam.securityReviewer)")
     if not principals:
         try:
-            from bootstrap.principals import project_number
-
-            number = project_number(project, outputs.project_number if outputs else None)
+            number = principals_mod.project_number(project, outputs.project_number if outputs else None)
             principals = {k: domain.agent_email(k, number) for k in domain.SERVICE_AGENTS}
             principals[domain.TRAINING_SA_KEYWORD] = domain.training_sa_email(project)
         except UserError as exc:
@@ -179,9 +179,7 @@ def run_checks(outputs: StackOutputs | None, project: str | None = None) -> Iter
         client = clients.storage_client(project)
         for purpose, name in buckets.items():
             try:
-                policy = client.bucket(name).get_iam_policy(requested_policy_version=3)
-                bucket_policies[name] = [{"role": b["role"], "members": set(b.get("members") or ()),
-                                          "condition": bool(b.get("condition"))} for b in policy.bindings]
+                bucket_policies[name] = _bindings(client.bucket(name).get_iam_policy(requested_policy_version=3))
             except exceptions.NotFound:
                 bucket_policies[name] = None
                 yield Check(f"bucket {purpose}", "fail", f"gs://{name} does not exist", "pulumi up")
@@ -194,10 +192,8 @@ def run_checks(outputs: StackOutputs | None, project: str | None = None) -> Iter
     for keyword, email in sorted(principals.items()):
         member = domain.member_for_email(email)
         if keyword == domain.TRAINING_SA_KEYWORD:
-            from bootstrap.principals import service_account_exists
-
             try:
-                exists = service_account_exists(project, email)
+                exists = principals_mod.service_account_exists(project, email)
             except Exception as exc:  # noqa: BLE001
                 yield Check(f"{keyword} exists", "fail", f"cannot look up {email}: {_err(exc)}",
                             f"grant yourself iam.serviceAccounts.get on {project}")
@@ -259,13 +255,11 @@ def check_agent(keyword: str, email: str, agent: domain.AgentKind, project: str,
     """The agent holds IAM bindings (so it exists) and, when created on request, its own service-agent role.
     The fix is the agent's own creating call: Service Usage for primary agents, the Cloud TPU v2 API for the
     TPU VM agent (``domain.AgentKind.create_command``)."""
-    from bootstrap.principals import role_command
-
     member = domain.member_for_email(email)
     if not seen:
         fix = agent.create_command(project, zone)
         if agent.project_role and agent.created_on_request:
-            fix += f", then {role_command(project, email, agent.project_role)}"
+            fix += f", then {principals_mod.role_command(project, email, agent.project_role)}"
         yield Check(f"{keyword} exists", "fail", f"{email} has no IAM binding anywhere; it may not exist yet", fix)
         return
     yield Check(f"{keyword} exists", "pass", f"{email} (holds IAM bindings)")
@@ -274,7 +268,7 @@ def check_agent(keyword: str, email: str, agent: domain.AgentKind, project: str,
         yield (Check(f"{keyword} role", "pass", agent.project_role) if has_role else
                Check(f"{keyword} role", "fail", f"{email} lacks its service-agent role {agent.project_role} "
                                                 "(an agent created on request is not granted it automatically)",
-                     role_command(project, email, agent.project_role)))
+                     principals_mod.role_command(project, email, agent.project_role)))
 
 
 # --------------------------------------------------------------------------------------------

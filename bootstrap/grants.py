@@ -11,7 +11,7 @@ named members from the named roles.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 from bootstrap import clients
@@ -91,7 +91,6 @@ class BucketPolicy:
 
     client: Any
     name: str
-    writes: int = field(default=0)
 
     @property
     def resource(self) -> str:
@@ -115,7 +114,6 @@ class BucketPolicy:
 
     def write(self, policy, changes: list[Change]) -> None:
         self.client.bucket(self.name).set_iam_policy(edited(policy, changes))
-        self.writes += 1
 
 
 @dataclass
@@ -124,7 +122,6 @@ class ProjectPolicy:
 
     client: Any
     project: str
-    writes: int = field(default=0)
 
     @property
     def resource(self) -> str:
@@ -159,7 +156,6 @@ class ProjectPolicy:
 
         pb = ParseDict(edited(policy, changes).to_api_repr(), policy_pb2.Policy())
         self.client.set_iam_policy(request={"resource": self.resource, "policy": pb})
-        self.writes += 1
 
 
 def project_policy(project: str, client=None) -> ProjectPolicy:

@@ -11,6 +11,7 @@ a temporary folder, so a bad archive writes nothing where it matters.
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import errno
 import io
@@ -229,11 +230,6 @@ def materialize(handle: str, source: str | None = None, workdir_parent: Path | N
         raise
 
 
-def model_files(root: Path) -> list[tuple[Path, str]]:
-    """(local file, relative posix path) for every file under ``root`` (checked like ``scan_folder``)."""
-    return [(f.path, f.rel) for f in scan_folder(root, str(root))]
-
-
 # --------------------------------------------------------------------------------------------
 # Bucket side: upload with skip-unchanged, listing
 # --------------------------------------------------------------------------------------------
@@ -258,16 +254,14 @@ def md5_b64(path: Path) -> str:
     return _digest_b64(path, hashlib.md5())
 
 
-def same_content(local: LocalFile | Path, blob) -> bool:
+def same_content(local: LocalFile, blob) -> bool:
     """Is ``blob`` exactly the local file? Size, then CRC32C (MD5 when the server gives no CRC32C)."""
-    path = local.path if isinstance(local, LocalFile) else local
-    size = local.size if isinstance(local, LocalFile) else path.stat().st_size
-    if blob.size is not None and int(blob.size) != size:
+    if blob.size is not None and int(blob.size) != local.size:
         return False
     if blob.crc32c:
-        return blob.crc32c == (local.crc32c() if isinstance(local, LocalFile) else crc32c_b64(path))
+        return blob.crc32c == local.crc32c()
     if blob.md5_hash:
-        return blob.md5_hash == md5_b64(path)
+        return blob.md5_hash == md5_b64(local.path)
     return False
 
 
@@ -331,10 +325,6 @@ class _LazyReader(io.RawIOBase):
     def close(self) -> None:
         self._release()
         super().close()
-
-
-# kept for callers of the old name
-_ProgressReader = _LazyReader
 
 
 @dataclass
@@ -528,10 +518,8 @@ def _folder_state(bucket, prefix: str, key: str, objects: list,
     problem = domain.hub_folder_problem(text, listed, handle)
     found = None
     if text is not None:
-        try:
+        with contextlib.suppress(ValueError):
             found = json.loads(text).get("handle")
-        except ValueError:
-            found = None
     if problem is None and found is not None and domain.hub_cache_key(found) != key:
         problem = f"manifest is for {found!r}, whose sha1 is not {key}"
     return problem is None, problem, found
@@ -602,11 +590,6 @@ def hub_status(client, bucket_name: str, prefix: str, handles: Iterable[str]) ->
     return out
 
 
-def cached_handles(client, bucket_name: str, prefix: str, handles: Iterable[str]) -> dict[str, bool]:
-    """For each handle: is its folder complete? (see ``hub_status`` for the reason when not)"""
-    return {s.handle: s.complete for s in hub_status(client, bucket_name, prefix, handles)}
-
-
 # --------------------------------------------------------------------------------------------
 # Local side: fetch into a folder (the Pulumi program's hubCacheSource)
 # --------------------------------------------------------------------------------------------
@@ -620,11 +603,7 @@ def install_local(m: Materialized, dest_root: Path, created_by: str = "tpuctl hu
         if dest_root.exists() and not dest_root.is_dir():
             raise UserError(f"{what} is a file, not a folder; give a folder for the local hub cache")
         dest_root.mkdir(parents=True, exist_ok=True)
-    except UserError:
-        raise
-    except FileExistsError:
-        raise UserError(f"{what}: a parent of it is a file, not a folder") from None
-    except NotADirectoryError:
+    except (FileExistsError, NotADirectoryError):
         raise UserError(f"{what}: a parent of it is a file, not a folder") from None
     except OSError as exc:
         raise localtree.os_error(exc, what) from None
