@@ -100,6 +100,17 @@ class AccessModel:
         self.convenience.setdefault(bucket, {}).setdefault(member_type, set()).add(role)
         return True
 
+    def add_grant(self, principal: str, bucket: str | None, role: str, conditional: bool = False) -> None:
+        """Record ``role`` for ``principal`` on ``bucket`` (None: at project level); a conditional grant is
+        only noted, never counted."""
+        if conditional:
+            where = "the project" if bucket is None else bucket
+            self.conditional.setdefault(principal, []).append(f"{role} on {where}")
+        elif bucket is None:
+            self.project_roles.setdefault(principal, set()).add(role)
+        elif not self.grant_convenience(bucket, principal, role):
+            self.bucket_roles.setdefault(principal, {}).setdefault(bucket, set()).add(role)
+
     def permissions(self, principal: str, bucket: str) -> frozenset[str]:
         return domain.storage_permissions(self.roles(principal, bucket))
 
@@ -119,22 +130,10 @@ class AccessModel:
         model = cls()
         for purpose, name in buckets.items():
             model.buckets[name] = Bucket(name, purpose, False)
-
-        def add(bindings: Iterable[Mapping] | None, where: str, grant) -> None:
+        for bucket, bindings in [*bucket_bindings.items(), (None, project_bindings)]:
             for b in bindings or ():
                 for member in b.get("members") or ():
-                    if b.get("condition"):
-                        model.conditional.setdefault(member, []).append(f"{b['role']} on {where}")
-                    else:
-                        grant(member, b["role"])
-
-        def grant_on(name: str, m: str, role: str) -> None:
-            if not model.grant_convenience(name, m, role):
-                model.bucket_roles.setdefault(m, {}).setdefault(name, set()).add(role)
-
-        for name, bindings in bucket_bindings.items():
-            add(bindings, name, lambda m, role, name=name: grant_on(name, m, role))
-        add(project_bindings, "the project", lambda m, role: model.project_roles.setdefault(m, set()).add(role))
+                    model.add_grant(member, bucket, b["role"], bool(b.get("condition")))
         return model
 
     def training_principals(self) -> list[str]:
@@ -147,8 +146,7 @@ class AccessModel:
         for principal, roles in self.project_roles.items():
             if any(p.startswith("objects.") for p in domain.storage_permissions(roles)):
                 out.add(principal)
-        for principal in self.conditional:
-            out.add(principal)
+        out.update(self.conditional)
         return sorted(out)
 
 
@@ -192,38 +190,28 @@ def build_model(resources: Iterable[StackResource], settings: PolicySettings) ->
         return None
 
     for res in resources:
-        if res.type in T.BUCKET_IAM_TYPES or res.type in T.ACL_ENTRY_TYPES or res.type in T.AUTHORITATIVE_ACL_TYPES:
-            key = bucket_key(res)
-            if key is None:
-                continue
-            _drop_replaced_defaults(model, key, res)
-            grants = r.iam_grants(res.type, res.props) + r.acl_grants(res.type, res.props)
-            for grant in grants:
-                if not isinstance(grant.role, str):
-                    continue
-                principal = _principal(grant, res)
-                if grant.conditional:
-                    model.conditional.setdefault(principal, []).append(f"{grant.role} on {key}")
-                    continue
-                if model.grant_convenience(key, principal, grant.role):
-                    continue
-                model.bucket_roles.setdefault(principal, {}).setdefault(key, set()).add(grant.role)
-        elif res.type in T.REPOSITORY_IAM_TYPES:
+        if res.type in T.REPOSITORY_IAM_TYPES:
             repo = r.get(res.props, "repository")
             key = repo if isinstance(repo, str) else res.urn
             model.buckets.setdefault(key, Bucket(key, domain.TRAINER_IMAGES_PURPOSE, True))
             for grant in r.iam_grants(res.type, res.props):
                 if isinstance(grant.role, str) and not grant.conditional:
                     model.bucket_roles.setdefault(_principal(grant, res), {}).setdefault(key, set()).add(grant.role)
+            continue
+        if res.type in T.BUCKET_IAM_TYPES | T.ACL_TYPES:
+            key = bucket_key(res)
+            if key is None:
+                continue
+            _drop_replaced_defaults(model, key, res)
+            grants = r.iam_grants(res.type, res.props) + r.acl_grants(res.type, res.props)
         elif res.type in T.PROJECT_IAM_TYPES:
-            for grant in r.iam_grants(res.type, res.props):
-                if not isinstance(grant.role, str):
-                    continue
-                principal = _principal(grant, res)
-                if grant.conditional:
-                    model.conditional.setdefault(principal, []).append(f"{grant.role} on the project")
-                    continue
-                model.project_roles.setdefault(principal, set()).add(grant.role)
+            key = None    # project-level: counts on every bucket
+            grants = r.iam_grants(res.type, res.props)
+        else:
+            continue
+        for grant in grants:
+            if isinstance(grant.role, str):
+                model.add_grant(_principal(grant, res), key, grant.role, grant.conditional)
     return model
 
 

@@ -52,7 +52,6 @@ def _resource_policy(spec: Rule) -> ResourceValidationPolicy:
     return ResourceValidationPolicy(
         name=spec.name, description=spec.description, validate=validate,
         enforcement_level=_LEVELS[spec.level], config_schema=_schema(spec),
-        remediation_steps=spec.remediation or None,
         tags=[*spec.checkov] or None,
     )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from tpuctl.ground import domain
 from tpuctl.ground import tokens as T
@@ -103,15 +103,8 @@ def items(value: Any) -> list[Any]:
     if value is UNKNOWN:
         return [UNKNOWN]
     if isinstance(value, Sequence) and not isinstance(value, str):
-        out = []
-        for i in range(len(value)):
-            out.append(get(value, i))
-        return out
+        return [get(value, i) for i in range(len(value))]
     return []
-
-
-def is_known(value: Any) -> bool:
-    return value is not UNKNOWN
 
 
 def strip_bucket(ref: Any) -> Any:
@@ -186,12 +179,10 @@ def entity_member(entity: Any) -> Any:
 
 def acl_grants(rtype: str, props: Any) -> list[Grant]:
     """ACL entries as grants whose role is a ``domain.ACL_PERMISSIONS`` key (``bucket:READER``…)."""
-    if rtype == T.BUCKET_ACCESS_CONTROL:
-        return [Grant(_acl_key("bucket", get(props, "role")), entity_member(get(props, "entity")))]
-    if rtype == T.DEFAULT_OBJECT_ACCESS_CONTROL:
-        return [Grant(_acl_key("defaultObject", get(props, "role")), entity_member(get(props, "entity")))]
-    if rtype == T.OBJECT_ACCESS_CONTROL:
-        return [Grant(_acl_key("object", get(props, "role")), entity_member(get(props, "entity")))]
+    scope = {T.BUCKET_ACCESS_CONTROL: "bucket", T.DEFAULT_OBJECT_ACCESS_CONTROL: "defaultObject",
+             T.OBJECT_ACCESS_CONTROL: "object"}.get(rtype)
+    if scope is not None:     # one ACL entry
+        return [Grant(_acl_key(scope, get(props, "role")), entity_member(get(props, "entity")))]
     scope = {T.BUCKET_ACL: "bucket", T.DEFAULT_OBJECT_ACL: "defaultObject", T.OBJECT_ACL: "object"}.get(rtype)
     if scope is None:
         return []
@@ -244,9 +235,3 @@ def labelled_purpose(props: Any) -> Any:
         if value is not None:
             return value
     return None
-
-
-def iter_strings(values: Any) -> Iterator[str]:
-    for value in items(values):
-        if isinstance(value, str):
-            yield value

@@ -8,7 +8,7 @@ policies and ``policy.evaluate`` runs them for ``tpuctl plan`` and the tests.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from policy import resources as r
@@ -19,9 +19,6 @@ from tpuctl.ground import tokens as T
 
 MANDATORY = "mandatory"
 ADVISORY = "advisory"
-
-Check = Callable[[str, Any, PolicySettings], list[str]]
-
 
 @dataclass(frozen=True)
 class Rule:
@@ -34,8 +31,6 @@ class Rule:
     config_keys: tuple[str, ...] = ()         # policy settings it reads
     checkov: tuple[str, ...] = ()             # equivalent checkov CKV_GCP ids
     rationale: str = ""
-    remediation: str = ""
-    tags: tuple[str, ...] = field(default=())
 
 
 # --------------------------------------------------------------------------------------------
@@ -195,12 +190,8 @@ def check_authoritative_acl(rtype: str, props: Any, settings: PolicySettings) ->
             "buckets); use bucket IAM, or one BucketAccessControl entry on a referenced existing bucket"]
 
 
-def _acl_target(props: Any) -> Any:
-    return r.strip_bucket(r.get(props, "bucket"))
-
-
 def check_acl_only_on_existing_bucket(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
-    bucket = _acl_target(props)
+    bucket = r.strip_bucket(r.get(props, "bucket"))
     if bucket is r.UNKNOWN:
         return []
     existing = settings.existing_data_bucket
@@ -214,7 +205,7 @@ def check_acl_only_on_existing_bucket(rtype: str, props: Any, settings: PolicySe
 
 
 def check_acl_on_existing_bucket(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
-    bucket = _acl_target(props)
+    bucket = r.strip_bucket(r.get(props, "bucket"))
     existing = settings.existing_data_bucket
     if bucket is r.UNKNOWN or existing is None or bucket != existing or settings.existing_data_bucket_access != "acl":
         return []
@@ -405,7 +396,6 @@ def _member_text(member: Any) -> str:
 # Hub cache objects and GPU quota
 # --------------------------------------------------------------------------------------------
 
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEXISH40 = re.compile(r"^[0-9a-fA-F]{40}$")
 _DESCRIPTOR = re.compile(r"^[0-9a-f]{40}\.descriptor\.txt$")
 
@@ -423,7 +413,7 @@ def check_hub_cache_layout(rtype: str, props: Any, settings: PolicySettings) -> 
         if len(rest) < 2 or not rest[-1]:
             return [f"object {name}: hub cache objects live in {prefix}/<sha1 of the handle>/<file>; "
                     "nothing may sit directly under the prefix"]
-        if not _HEX40.match(rest[0]):
+        if not domain.is_hub_cache_key(rest[0]):
             return [f"object {name}: folder {rest[0]!r} is not the 40-hex sha1 of a handle, so tensorflow_hub "
                     f"will not find it; upload to {prefix}/<sha1(handle)>/… (tpuctl.ground.domain.hub_object_name)"]
         return []

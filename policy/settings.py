@@ -62,13 +62,7 @@ def settings_from(config: Mapping[str, Any] | None, *, strict: bool = True) -> P
         s = StackSettings.from_values(values, strict=strict, partial=True)
     except ConfigError as exc:
         raise SettingsError(f"{exc.key.partition(':')[2]}: {str(exc).split(': ', 1)[1]}") from None
-    return PolicySettings(
-        access_mode=s.access_mode,
-        existing_data_bucket=s.existing_data_bucket or None,
-        existing_data_bucket_access=s.existing_data_bucket_access,
-        max_gpu_quota=s.max_gpu_quota,
-        hub_cache_prefix=s.hub_cache_prefix,
-    )
+    return settings_for_stack(s)
 
 
 def schema_for(keys: tuple[str, ...]) -> dict[str, dict[str, Any]]:
@@ -76,7 +70,8 @@ def schema_for(keys: tuple[str, ...]) -> dict[str, dict[str, Any]]:
 
 
 def settings_for_stack(cfg: Any) -> PolicySettings:
-    """Settings matching a validated stack config (``infra.config.InfraConfig`` or anything with its fields)."""
+    """Settings matching a validated stack config (``StackSettings``, ``infra.config.InfraConfig`` or anything
+    with their fields)."""
     return PolicySettings(
         access_mode=cfg.access_mode,
         existing_data_bucket=cfg.existing_data_bucket or None,

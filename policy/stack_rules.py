@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from typing import Iterable
 
 from policy import resources as r
 from policy.access import StackResource, check_training_access
 from policy.rules import MANDATORY, Rule
 from policy.settings import PolicySettings
+from tpuctl.ground import domain
 from tpuctl.ground import tokens as T
-
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
 
 def check_hub_models_complete(resources: Iterable[StackResource], settings: PolicySettings) -> list[tuple[str, str | None]]:
@@ -26,7 +24,7 @@ def check_hub_models_complete(resources: Iterable[StackResource], settings: Poli
         if not isinstance(name, str) or not name.startswith(prefix):
             continue
         key = name[len(prefix):].split("/", 1)[0]
-        if _HEX40.match(key):
+        if domain.is_hub_cache_key(key):
             folders.setdefault((str(bucket), key), []).append(res)
     out = []
     for (bucket, key), objects in sorted(folders.items()):
