@@ -62,26 +62,11 @@ class TrainingBuckets(pulumi.ComponentResource):
         for purpose in domain.BUCKET_PURPOSES:
             if purpose not in args.names:
                 continue
-            self.buckets[purpose] = gcp.storage.Bucket(
-                purpose,
-                gcp.storage.BucketArgs(
-                    name=args.names[purpose],
-                    project=args.project,
-                    location=args.location,
-                    uniform_bucket_level_access=True,
-                    public_access_prevention="enforced",
-                    # Checkpoints, models and (by default) training data cannot be rebuilt: keep old versions.
-                    versioning=gcp.storage.BucketVersioningArgs(enabled=purpose in options.versioned),
-                    lifecycle_rules=_lifecycle(purpose, args.staging_retention_days),
-                    logging=self._logging(args.names[purpose]),
-                    soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(
-                        retention_duration_seconds=args.soft_delete_retention_days * SECONDS_PER_DAY,
-                    ),
-                    labels={**args.labels, domain.PURPOSE_LABEL: purpose},
-                    force_destroy=False,
-                ),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
-            )
+            # Staging holds packaged trainer code and job scratch files: nothing there outlives a run.
+            lifecycle = _delete_after(args.staging_retention_days) if purpose == "staging" else []
+            # Checkpoints, models and (by default) training data cannot be rebuilt: keep old versions.
+            self.buckets[purpose] = self._bucket(args, purpose, args.names[purpose], purpose in options.versioned,
+                                                 lifecycle, self._logging(args.names[purpose]))
         self.names = {p: b.name for p, b in self.buckets.items()}
         self.urls = {p: b.url for p, b in self.buckets.items()}
         for purpose, existing in args.existing.items():
@@ -95,33 +80,38 @@ class TrainingBuckets(pulumi.ComponentResource):
         policy/exceptions.yaml): logs are append-only and expire after the retention."""
         if not options.access_log_bucket:
             return None
-        bucket = gcp.storage.Bucket(
-            domain.ACCESS_LOG_PURPOSE,
-            gcp.storage.BucketArgs(
-                name=options.access_log_bucket,
-                project=args.project,
-                location=args.location,
-                uniform_bucket_level_access=True,
-                public_access_prevention="enforced",
-                versioning=gcp.storage.BucketVersioningArgs(enabled=False),
-                lifecycle_rules=[gcp.storage.BucketLifecycleRuleArgs(
-                    action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
-                    condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=options.access_log_retention_days),
-                )],
-                soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(
-                    retention_duration_seconds=args.soft_delete_retention_days * SECONDS_PER_DAY,
-                ),
-                labels={**args.labels, domain.PURPOSE_LABEL: domain.ACCESS_LOG_PURPOSE},
-                force_destroy=False,
-            ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
-        )
+        bucket = self._bucket(args, domain.ACCESS_LOG_PURPOSE, options.access_log_bucket, False,
+                              _delete_after(options.access_log_retention_days))
         self._log_writer = gcp.storage.BucketIAMMember(
             f"{domain.ACCESS_LOG_PURPOSE}-writer",
             gcp.storage.BucketIAMMemberArgs(bucket=bucket.name, role=ACCESS_LOG_WRITER_ROLE, member=ACCESS_LOG_WRITER),
             opts=pulumi.ResourceOptions(parent=self),
         )
         return bucket
+
+    def _bucket(self, args: TrainingBucketsArgs, purpose: str, bucket_name: str, versioned: bool,
+                lifecycle_rules: list[gcp.storage.BucketLifecycleRuleArgs],
+                logging: gcp.storage.BucketLoggingArgs | None = None) -> gcp.storage.Bucket:
+        """A bucket with the safe defaults every bucket of the stack has, named after its purpose."""
+        return gcp.storage.Bucket(
+            purpose,
+            gcp.storage.BucketArgs(
+                name=bucket_name,
+                project=args.project,
+                location=args.location,
+                uniform_bucket_level_access=True,
+                public_access_prevention="enforced",
+                versioning=gcp.storage.BucketVersioningArgs(enabled=versioned),
+                lifecycle_rules=lifecycle_rules,
+                logging=logging,
+                soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(
+                    retention_duration_seconds=args.soft_delete_retention_days * SECONDS_PER_DAY,
+                ),
+                labels={**args.labels, domain.PURPOSE_LABEL: purpose},
+                force_destroy=False,
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
+        )
 
     def _logging(self, bucket_name: str) -> gcp.storage.BucketLoggingArgs | None:
         if self.access_log_bucket is None:
@@ -130,13 +120,9 @@ class TrainingBuckets(pulumi.ComponentResource):
         return gcp.storage.BucketLoggingArgs(log_bucket=self.access_log_bucket.name, log_object_prefix=bucket_name)
 
 
-def _lifecycle(purpose: str, staging_days: int) -> list[gcp.storage.BucketLifecycleRuleArgs]:
-    if purpose != "staging":
-        return []
-    # Staging holds packaged trainer code and job scratch files: nothing there outlives a run.
-    return [
-        gcp.storage.BucketLifecycleRuleArgs(
-            action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
-            condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=staging_days),
-        )
-    ]
+def _delete_after(days: int) -> list[gcp.storage.BucketLifecycleRuleArgs]:
+    """One lifecycle rule: delete each object ``days`` after it was written."""
+    return [gcp.storage.BucketLifecycleRuleArgs(
+        action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+        condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=days),
+    )]
