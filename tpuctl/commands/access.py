@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
+from tpuctl.commands.options import stderr_bar
 from tpuctl.ground.errors import UserError
 
 _STACK_HELP = "Take project, buckets and principals from this Pulumi stack's outputs."
@@ -24,18 +24,6 @@ def _confirm_or_refuse(yes: bool, what: str) -> None:
                         "review with --dry-run, then re-run with --yes")
     if not typer.confirm(f"Apply: {what}?", default=False):
         raise UserError("cancelled; nothing was written", exit_code=1)
-
-
-@contextmanager
-def _object_progress(bucket: str):
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    console = Console(stderr=True)   # progress only on a terminal; CI logs get the summary lines
-    with Progress(TextColumn(f"gs://{bucket} objects"), BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), console=console, disable=not console.is_terminal) as progress:
-        task = progress.add_task("objects", total=None)
-        yield (lambda n: progress.advance(task, n)), (lambda total: progress.update(task, total=total))
 
 
 def grant_access(
@@ -81,7 +69,8 @@ def grant_access(
         typer.echo(f"dry run: {len(plan.changes)} change(s) shown, nothing written")
         return
     _confirm_or_refuse(yes, f"writes {len(plan.changes)} change(s)")
-    written = access.execute(plan, log=typer.echo, object_progress=_object_progress)
+    written = access.execute(plan, log=typer.echo,
+                             object_progress=lambda bucket: stderr_bar(f"gs://{bucket} objects", data=False))
     typer.echo(f"done: {len(written)} change(s) written")
 
 

@@ -7,6 +7,8 @@ import math
 
 import typer
 
+from tpuctl.commands.options import echo_err, finite
+
 #: Bounds of the numeric flags (docs/troubleshooting.md), checked by the parser before the tool starts.
 MIN_SHARD_MB = 0.001
 MAX_SHARD_MB = 4096.0
@@ -16,12 +18,6 @@ data_app = typer.Typer(
     name="data", no_args_is_help=True,
     help="Prepare training data with the trainer's tools (TFRecord shards + manifest), locally or in gs://.",
 )
-
-
-def _finite(ctx: typer.Context, param: typer.CallbackParam, value):
-    if isinstance(value, float) and not math.isfinite(value):
-        raise typer.BadParameter(f"{value} is not a finite number", ctx=ctx, param=param)
-    return value
 
 
 def _open_fraction(ctx: typer.Context, param: typer.CallbackParam, value):
@@ -56,10 +52,6 @@ def _run_with_progress(label: str, fn):
     finally:
         if "progress" in state:
             state["progress"].stop()
-
-
-def _notice(text: str) -> None:
-    typer.echo(text, err=True)
 
 
 def _render(summary: dict, as_json: bool) -> None:
@@ -97,7 +89,7 @@ def _render(summary: dict, as_json: bool) -> None:
 def make_tfrecords(
     src: str = typer.Argument(..., help="Local folder with one sub-folder of images per class."),
     dest: str = typer.Argument(..., help="Output folder, local or gs://BUCKET/PATH."),
-    shard_mb: float = typer.Option(100, "--shard-mb", min=MIN_SHARD_MB, max=MAX_SHARD_MB, callback=_finite,
+    shard_mb: float = typer.Option(100, "--shard-mb", min=MIN_SHARD_MB, max=MAX_SHARD_MB, callback=finite,
                                    help=f"Approximate size of each shard in MB, {MIN_SHARD_MB}..{MAX_SHARD_MB:g}."),
     validation_fraction: float = typer.Option(0.1, "--validation-fraction", callback=_open_fraction,
                                               help="Share of each class held out for validation, strictly between 0 and 1."),
@@ -113,7 +105,7 @@ def make_tfrecords(
         "converting images",
         lambda cb: datatools.make_tfrecords(src, dest, shard_mb=shard_mb,
                                             validation_fraction=validation_fraction, full_decode=full_decode,
-                                            on_progress=cb, on_notice=_notice),
+                                            on_progress=cb, on_notice=echo_err),
     )
     _render(summary, as_json)
 
@@ -127,5 +119,5 @@ def sample(
     from tpuctl.services import data as datatools
 
     summary = _run_with_progress("writing demo dataset",
-                                 lambda cb: datatools.sample(dest, on_progress=cb, on_notice=_notice))
+                                 lambda cb: datatools.sample(dest, on_progress=cb, on_notice=echo_err))
     _render(summary, as_json)

@@ -2,31 +2,17 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
+from tpuctl.commands.options import stderr_bar
 from tpuctl.ground import domain
 from tpuctl.ground.errors import EXIT_INTERRUPTED, UserError
 
 hub_app = typer.Typer(help="TF-Hub models in tensorflow_hub's cache layout (<TFHUB_CACHE_DIR>/<sha1(handle)>/).",
                       no_args_is_help=True)
-
-
-@contextmanager
-def _bytes_bar(label: str):
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
-
-    # progress on stderr and only on a terminal: stdout stays the results (and the TFHUB_CACHE_DIR
-    # line scripts read), and an error stays one line in CI logs
-    console = Console(stderr=True)
-    with Progress(TextColumn(label), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                  TimeRemainingColumn(), console=console, disable=not console.is_terminal) as progress:
-        task = progress.add_task(label, total=None)
-        yield (lambda n: progress.advance(task, n)), (lambda total: progress.update(task, total=total))
 
 
 def _target(bucket: Optional[str], prefix: Optional[str], stack: Optional[str], outputs: Optional[Path]):
@@ -76,10 +62,10 @@ def add(
     client = clients.storage_client()
     gcs_bucket = clients.get_bucket(client, name, "storage.buckets.get and storage.objects.create")
     for handle in todo:
-        with _bytes_bar(f"fetch {handle}") as (advance, total):
+        with stderr_bar(f"fetch {handle}", data=True) as (advance, total):
             model = hubcache.materialize(handle, source, progress=advance, on_total=total)
         try:
-            with _bytes_bar(f"upload {model.key[:12]}") as (advance, total):
+            with stderr_bar(f"upload {model.key[:12]}", data=True) as (advance, total):
                 result = hubcache.upload_model(gcs_bucket, prefix, model, workers=workers,
                                                progress=advance, on_total=total)
         except KeyboardInterrupt:
@@ -152,7 +138,7 @@ def fetch(
     todo = _handles(handles or [], so, source)
     dest = dest if dest is not None else REPO_ROOT / hubcache.DEFAULT_LOCAL_CACHE
     for handle in todo:
-        with _bytes_bar(f"fetch {handle}") as (advance, total):
+        with stderr_bar(f"fetch {handle}", data=True) as (advance, total):
             model = hubcache.materialize(handle, source, progress=advance, on_total=total)
         try:
             path, replaced = hubcache.install_local(model, dest)

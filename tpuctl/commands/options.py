@@ -1,8 +1,11 @@
-"""What `tpuctl train` and `tpuctl tune` share: flag bounds and checks, the stack options, the stderr echo."""
+"""What `tpuctl train`, `tpuctl tpu run` and `tpuctl tune` share: flag bounds and checks, the stack options,
+the model choice, the stderr echo and progress bar, and the result lines."""
 
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
+from enum import Enum
 
 import typer
 
@@ -18,6 +21,12 @@ STACK = typer.Option(None, "--stack", help="Read defaults from this Pulumi stack
 OUTPUTS = typer.Option(None, "--outputs", help="Read defaults from a `pulumi stack output --json` file.")
 
 
+class Model(str, Enum):
+    small_cnn = "small_cnn"
+    resnet50 = "resnet50"
+    hub = "hub"
+
+
 def finite(ctx: typer.Context, param: typer.CallbackParam, value):
     """Click's FloatRange lets NaN through (every comparison with NaN is false): refuse it here."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -29,8 +38,32 @@ def echo_err(message: str) -> None:
     typer.echo(message, err=True)
 
 
+def echo_result(result: dict) -> None:
+    """The trainer's result on stdout: where the SavedModel is and its validation accuracy."""
+    typer.echo(f"SavedModel: {result.get('export_dir')}")
+    accuracy = result.get("val_accuracy")
+    typer.echo(f"validation accuracy: {accuracy:.4f}" if isinstance(accuracy, (int, float))
+               else f"validation accuracy: {accuracy}")
+
+
 def refuse_given(flags, message: str) -> None:
     """UserError ``message`` naming (``{flag}``) the first of the ``(flag, value)`` pairs whose value is set."""
     for flag, value in flags:
         if value:
             raise UserError(message.format(flag=flag))
+
+
+@contextmanager
+def stderr_bar(label: str, *, data: bool):
+    """A progress bar on stderr and only on a terminal: stdout stays the results (and the lines scripts read),
+    and an error stays one line in CI logs. Yields ``(advance(n), set_total(total))``; ``data``: it counts
+    bytes (size and speed), else items (done/total)."""
+    from rich import progress as rp
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    counts = (rp.DownloadColumn(), rp.TransferSpeedColumn()) if data else (rp.MofNCompleteColumn(),)
+    with rp.Progress(rp.TextColumn(label), rp.BarColumn(), *counts, rp.TimeRemainingColumn(), console=console,
+                     disable=not console.is_terminal) as progress:
+        task = progress.add_task(label, total=None)
+        yield (lambda n: progress.advance(task, n)), (lambda total: progress.update(task, total=total))

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from enum import Enum
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from tpuctl.commands.options import Model, echo_err, echo_result
 from tpuctl.ground.errors import UserError
 
 tpu_app = typer.Typer(
@@ -16,12 +16,6 @@ tpu_app = typer.Typer(
     help="TPU VMs through queued resources: run the trainer on a slice (one or many hosts, Spot or on-demand), "
          "list and delete tpuctl's slices.",
 )
-
-
-class Model(str, Enum):
-    small_cnn = "small_cnn"
-    resnet50 = "resnet50"
-    hub = "hub"
 
 
 _STACK = typer.Option(None, "--stack", help="Project, zone, buckets and service account from this stack's outputs.")
@@ -34,10 +28,6 @@ def register(app: typer.Typer) -> None:
     app.add_typer(tpu_app, name="tpu")
 
 
-def _echo_err(message: str) -> None:
-    typer.echo(message, err=True)
-
-
 def run_options(opts, stack_outputs, *, zone: str | None = None, spot: bool = False, keep: bool = False,
                 name: str | None = None, image: str | None = None, dry_run: bool = False,
                 poll_seconds: float = 30.0, provision_timeout: float = 7200.0, run_timeout: float = 86400.0) -> None:
@@ -46,17 +36,14 @@ def run_options(opts, stack_outputs, *, zone: str | None = None, spot: bool = Fa
     from tpuctl.services import tpuvm
 
     run = tpuvm.plan_run(opts, stack_outputs, zone=zone, spot=spot, name=name, image=image)
-    tpuvm.check_quota(run, echo=_echo_err)   # before anything is created; offline: a note
+    tpuvm.check_quota(run, echo=echo_err)   # before anything is created; offline: a note
     if dry_run:
         typer.echo(json.dumps(tpuvm.request_document(run), indent=2))
         return
-    _echo_err(f"model dir: {run.model_dir}")
-    outcome = tpuvm.run_tpu_vm(run, keep=keep, progress=_echo_err, poll_seconds=poll_seconds,
+    echo_err(f"model dir: {run.model_dir}")
+    outcome = tpuvm.run_tpu_vm(run, keep=keep, progress=echo_err, poll_seconds=poll_seconds,
                                provision_timeout=provision_timeout, run_timeout=run_timeout)
-    typer.echo(f"SavedModel: {outcome.result.get('export_dir')}")
-    accuracy = outcome.result.get("val_accuracy")
-    typer.echo(f"validation accuracy: {accuracy:.4f}" if isinstance(accuracy, (int, float))
-               else f"validation accuracy: {accuracy}")
+    echo_result(outcome.result)
 
 
 @tpu_app.command("run", context_settings={"allow_extra_args": True})

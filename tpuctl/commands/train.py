@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from tpuctl.commands.options import MAX_EPOCHS, MAX_WORKERS, OUTPUTS, STACK, echo_err, finite, refuse_given
+from tpuctl.commands.options import MAX_EPOCHS, MAX_WORKERS, OUTPUTS, STACK, Model, echo_err, finite, refuse_given
 from tpuctl.ground.errors import UserError
 
 
@@ -19,12 +19,6 @@ class Target(str, Enum):
     local = "local"
     vertex = "vertex"
     tpu_vm = "tpu-vm"
-
-
-class Model(str, Enum):
-    small_cnn = "small_cnn"
-    resnet50 = "resnet50"
-    hub = "hub"
 
 
 #: Bounds of the other numeric flags (as tpuctl.commands.options.MAX_WORKERS).
@@ -119,6 +113,7 @@ def train(
 
 def _train_local(opts, stack_outputs, verbose: bool = False) -> None:
     from tpuctl.commands.display import TrainDisplay, summary_lines
+    from tpuctl.commands.options import echo_result
     from tpuctl.services.training import plan_local, release_run_dir, run_local
 
     plan = plan_local(opts, stack_outputs, echo=echo_err)
@@ -154,12 +149,7 @@ def _train_local(opts, stack_outputs, verbose: bool = False) -> None:
     if not result:
         typer.echo(f"training finished; model dir: {plan.model_dir} (the trainer printed no result line)")
         return
-    typer.echo(f"SavedModel: {result.get('export_dir')}")
-    accuracy = result.get("val_accuracy")
-    if isinstance(accuracy, (int, float)):
-        typer.echo(f"validation accuracy: {accuracy:.4f}")
-    else:
-        typer.echo(f"validation accuracy: {accuracy}")
+    echo_result(result)
 
 
 def _train_vertex(opts, stack_outputs, region, job_name, image, dry_run, wait, poll_seconds, *,
