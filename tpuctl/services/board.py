@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import tempfile
 import time
 import urllib.error
@@ -29,8 +30,6 @@ class Board:
 
 def start(logdir: str, *, port: int | None = None, timeout: float = START_TIMEOUT_SECONDS) -> Board:
     """Start ``tensorboard --logdir LOGDIR`` on 127.0.0.1 and wait until it answers; raise if it does not."""
-    import subprocess
-
     if port is None:
         port = free_ports(1)[0]
     elif not 1024 <= port <= 65535:

@@ -237,10 +237,9 @@ def build_tuning_job(job, spec: TuneSpec, custom_job=None, *, max_trials: int | 
     for pool in trial_spec.worker_pool_specs:
         code = code_spec(pool)
         code.args = _without_flags(list(code.args), flags)
-    labels = {**dict(base.labels), "tpuctl-command": "tune"}
     hp_job = aiplatform_v1.HyperparameterTuningJob(
         display_name=base.display_name,
-        labels=labels,
+        labels={**dict(base.labels), "tpuctl-command": "tune"},
         study_spec=aiplatform_v1.StudySpec(
             metrics=[aiplatform_v1.StudySpec.MetricSpec(
                 metric_id=METRIC_ID, goal=aiplatform_v1.StudySpec.MetricSpec.GoalType.MAXIMIZE)],

@@ -66,14 +66,6 @@ class VertexJob:
         return f"projects/{self.project}/locations/{self.region}"
 
 
-def validate_display_name(name: str) -> None:
-    if not _DISPLAY_NAME.match(name):
-        raise UserError(
-            f"job name {name!r} must start with a lowercase letter and contain only lowercase letters, "
-            "digits and '-' (max 128); it also names the staging and output folders"
-        )
-
-
 def strategy_for(accel: domain.Accelerator, workers: int, parameter_servers: int = 0) -> str:
     """The trainer's --distribution_strategy on Vertex for this accelerator and worker count."""
     if parameter_servers:
@@ -318,7 +310,11 @@ def plan_job(opts: TrainOptions, outputs: StackOutputs | None, *, region: str | 
     if opts.parameter_servers and accel.kind == "tpu":
         raise UserError("--parameter-servers cannot be combined with a TPU (one TPU host per Vertex job)")
     name = job_name or f"tpuctl-train-{timestamp()}"
-    validate_display_name(name)
+    if not _DISPLAY_NAME.match(name):
+        raise UserError(
+            f"job name {name!r} must start with a lowercase letter and contain only lowercase letters, "
+            "digits and '-' (max 128); it also names the staging and output folders"
+        )
 
     staging = outputs.bucket("staging")
     if not staging:
@@ -499,6 +495,4 @@ def run_job(job: VertexJob, *, wait: bool = True, poll_seconds: float = 30.0,
         final = follow(client, created.name, poll_seconds=poll_seconds, echo=echo)
     except KeyboardInterrupt:
         raise UserError(f"stopped following {created.name}; the job keeps running ({url})", 130) from None
-    state = state_name(final)
-    error = final.error.message if final.error and final.error.message else None
-    return Submission(created.name, state, url, error)
+    return Submission(created.name, state_name(final), url, final.error.message or None)
