@@ -72,16 +72,9 @@ def _huffman_error(bits: bytes, values: bytes, dc: bool) -> str | None:
 def check(raw: bytes) -> Frame | None:
     """The frame of a JPEG stream a decoder accepts; ``None`` for frame types not judged here (decode those);
     :class:`Invalid` saying why for anything else."""
-    problem = _check(raw)
-    if isinstance(problem, str):
-        raise Invalid(problem)
-    return problem
-
-
-def _check(raw: bytes) -> Frame | str | None:
     n = len(raw)
     if raw[:2] != b"\xff\xd8":
-        return "not a JPEG stream (no start-of-image marker)"
+        raise Invalid("not a JPEG stream (no start-of-image marker)")
     truncated = f"truncated after {n} bytes (no end-of-image marker)"
     pos, scans = 2, 0
     frame: dict[int, tuple[int, int]] | None = None  # component id -> (sampling factors, quantization table)
@@ -91,28 +84,30 @@ def _check(raw: bytes) -> Frame | str | None:
     huffman: dict[tuple[int, int], str | None] = {}  # (0 DC | 1 AC, id) -> what is wrong with it, if anything
     while True:
         if pos >= n:
-            return truncated
+            raise Invalid(truncated)
         if raw[pos] != 0xFF:
-            return f"no marker at byte {pos} (found 0x{raw[pos]:02x})"
+            raise Invalid(f"no marker at byte {pos} (found 0x{raw[pos]:02x})")
         while pos < n and raw[pos] == 0xFF:  # fill bytes before a marker
             pos += 1
         if pos >= n:
-            return truncated
+            raise Invalid(truncated)
         marker = raw[pos]
         pos += 1
         if marker == 0xD9:
-            return Frame(*size) if scans else "no image data before the end-of-image marker"
+            if not scans:
+                raise Invalid("no image data before the end-of-image marker")
+            return Frame(*size)
         if marker in _STANDALONE:
             continue
         if marker not in _KNOWN:
-            return f"unexpected marker 0xff{marker:02x} at byte {pos - 2}"
+            raise Invalid(f"unexpected marker 0xff{marker:02x} at byte {pos - 2}")
         if pos + 2 > n:
-            return truncated
+            raise Invalid(truncated)
         length = int.from_bytes(raw[pos:pos + 2], "big")
         if length < 2:
-            return f"bad segment length {length} at byte {pos}"
+            raise Invalid(f"bad segment length {length} at byte {pos}")
         if pos + length > n:
-            return truncated
+            raise Invalid(truncated)
         body = raw[pos + 2:pos + length]
         pos += length
 
@@ -120,24 +115,24 @@ def _check(raw: bytes) -> Frame | str | None:
             if marker not in _SOF_CHECKED:
                 return None
             if frame is not None:
-                return "two frame headers"
+                raise Invalid("two frame headers")
             if len(body) < 6 or len(body) != 6 + 3 * body[5]:
-                return "bad frame header length"
+                raise Invalid("bad frame header length")
             precision, height, width, count = body[0], int.from_bytes(body[1:3], "big"), \
                 int.from_bytes(body[3:5], "big"), body[5]
             if precision != 8:
                 return None
             if not (0 < height <= _MAX_DIMENSION and 0 < width <= _MAX_DIMENSION):
-                return f"bad image size {width}x{height}"
+                raise Invalid(f"bad image size {width}x{height}")
             if not 1 <= count <= 4:
-                return f"bad component count {count}"
+                raise Invalid(f"bad component count {count}")
             frame, size = {}, (height, width, count)
             for i in range(count):
                 cid, sampling, table = body[6 + 3 * i:9 + 3 * i]
                 if not (1 <= sampling >> 4 <= 4 and 1 <= sampling & 15 <= 4):
-                    return "bad sampling factors"
+                    raise Invalid("bad sampling factors")
                 if table > 3:
-                    return f"bad quantization table number {table}"
+                    raise Invalid(f"bad quantization table number {table}")
                 frame[cid] = (sampling, table)
             progressive = marker == 0xC2
         elif marker == 0xDB:  # DQT: one or more tables, 8- or 16-bit
@@ -146,40 +141,40 @@ def _check(raw: bytes) -> Frame | str | None:
                 precision, table = body[i] >> 4, body[i] & 15
                 table_size = 1 + 64 * (2 if precision else 1)
                 if table > 3 or i + table_size > len(body):
-                    return "bad quantization table"
+                    raise Invalid("bad quantization table")
                 quant.add(table)
                 i += table_size
         elif marker == 0xC4:  # DHT: one or more tables
             i = 0
             while i < len(body):
                 if i + 17 > len(body):
-                    return "bad Huffman table"
+                    raise Invalid("bad Huffman table")
                 kind, table, bits = body[i] >> 4, body[i] & 15, body[i + 1:i + 17]
                 count = sum(bits)
                 if kind > 1 or table > 3 or count > 256 or i + 17 + count > len(body):
-                    return "bad Huffman table"
+                    raise Invalid("bad Huffman table")
                 huffman[(kind, table)] = _huffman_error(bits, body[i + 17:i + 17 + count], dc=kind == 0)
                 i += 17 + count
         elif marker == 0xDA:  # start of scan, then entropy-coded data up to the next marker
             if frame is None:
-                return "scan before the frame header"
+                raise Invalid("scan before the frame header")
             count = body[0] if body else 0
             if not 1 <= count <= 4 or len(body) != 4 + 2 * count:
-                return "bad scan header"
+                raise Invalid("bad scan header")
             start, end, approx = body[1 + 2 * count], body[2 + 2 * count], body[3 + 2 * count]
             high, low = approx >> 4, approx & 15
             if progressive and ((end != 0 if start == 0 else (start > end or end > 63 or count != 1))
                                 or (high and low != high - 1) or low > 13):
-                return "bad progressive scan parameters"
+                raise Invalid("bad progressive scan parameters")
             ids = [body[1 + 2 * i] for i in range(count)]
             if any(cid not in frame for cid in ids) or len(set(ids)) != count:
-                return f"scan names components {ids}, the frame has {sorted(frame)}"
+                raise Invalid(f"scan names components {ids}, the frame has {sorted(frame)}")
             if count > 1 and sum((frame[c][0] >> 4) * (frame[c][0] & 15) for c in ids) > 10:
-                return "sampling factors too large for an interleaved scan"
+                raise Invalid("sampling factors too large for an interleaved scan")
             for i in range(count):
                 cid, tables = body[1 + 2 * i], body[2 + 2 * i]
                 if frame[cid][1] not in quant:
-                    return f"quantization table {frame[cid][1]} not defined"
+                    raise Invalid(f"quantization table {frame[cid][1]} not defined")
                 used = []
                 if not progressive or (start == 0 and approx >> 4 == 0):
                     used.append((0, tables >> 4))  # DC: sequential, or the first DC pass
@@ -189,11 +184,11 @@ def _check(raw: bytes) -> Frame | str | None:
                     if (kind, table) not in huffman:
                         if table <= 1 and not progressive:
                             continue  # sequential: libjpeg-turbo's jdhuff.c uses T.81's standard tables
-                        return f"Huffman table {'AC' if kind else 'DC'} {table} not defined"
+                        raise Invalid(f"Huffman table {'AC' if kind else 'DC'} {table} not defined")
                     if huffman[(kind, table)]:  # judged when used, as libjpeg does
-                        return huffman[(kind, table)]
+                        raise Invalid(huffman[(kind, table)])
             scans += 1
             found = _SCAN_END.search(raw, pos)
             if found is None:
-                return truncated
+                raise Invalid(truncated)
             pos = found.start()
