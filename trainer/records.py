@@ -16,7 +16,6 @@ so a folder with a manifest is a complete dataset.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -81,13 +80,8 @@ def write_manifest(dest: Path, manifest: dict) -> Path:
     return path
 
 
-@dataclasses.dataclass
-class PreviousOutput:
-    files: list[Path]
-
-
-def check_output_dir(dest: Path, tool: str) -> PreviousOutput | None:
-    """Validate DEST before anything is written.
+def check_output_dir(dest: Path, tool: str) -> list[Path]:
+    """Validate DEST before anything is written; returns the files of a previous output there (to remove).
 
     DEST may be missing, empty, or hold a previous output of these tools (its manifest lists every
     other file there), which is then replaced. Anything else is refused so no user file is lost.
@@ -100,10 +94,10 @@ def check_output_dir(dest: Path, tool: str) -> PreviousOutput | None:
     if dest.exists() and not dest.is_dir():
         raise DataError(f"{tool}: destination {dest} exists and is not a folder")
     if not dest.exists():
-        return None
-    present = [p for p in dest.iterdir()]
+        return []
+    present = list(dest.iterdir())
     if not present:
-        return None
+        return []
     manifest_path = dest / MANIFEST
     refuse = DataError(
         f"{tool}: destination {dest} is not empty and is not a previous output of this tool; "
@@ -111,7 +105,7 @@ def check_output_dir(dest: Path, tool: str) -> PreviousOutput | None:
     )
     if not manifest_path.is_file():
         if all(p.is_file() and _LEFTOVER_RE.fullmatch(p.name) for p in present):
-            return PreviousOutput(files=present)  # an interrupted run's temporary files
+            return present  # an interrupted run's temporary files
         raise refuse
     try:
         manifest = json.loads(manifest_path.read_bytes().decode("utf-8"))
@@ -121,12 +115,4 @@ def check_output_dir(dest: Path, tool: str) -> PreviousOutput | None:
     ours = [p for p in present if p.name in listed or p.name.endswith((TMP_SUFFIX, ".json.partial"))]
     if len(ours) != len(present):
         raise refuse
-    return PreviousOutput(files=ours)
-
-
-def remove_previous(previous: PreviousOutput | None) -> None:
-    if previous is None:
-        return
-    # The manifest goes first: a folder without one is never mistaken for a complete dataset.
-    for path in sorted(previous.files, key=lambda p: p.name != MANIFEST):
-        path.unlink(missing_ok=True)
+    return ours

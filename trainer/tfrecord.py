@@ -31,7 +31,7 @@ from pathlib import Path
 import google_crc32c
 
 from trainer.errors import DataError
-from trainer.records import MANIFEST, TMP_SUFFIX, PreviousOutput, remove_previous, shard_name
+from trainer.records import MANIFEST, TMP_SUFFIX, shard_name
 
 _MASK_DELTA = 0xA282EAD8
 _U64 = struct.Struct("<Q")
@@ -40,10 +40,6 @@ _U32 = struct.Struct("<I")
 
 def _mask(crc: int) -> int:
     return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + _MASK_DELTA) & 0xFFFFFFFF
-
-
-def masked_crc32c(data: bytes) -> int:
-    return _mask(google_crc32c.value(data))
 
 
 def frame(record: bytes | list[bytes], crc: int | None = None) -> list[bytes]:
@@ -55,7 +51,7 @@ def frame(record: bytes | list[bytes], crc: int | None = None) -> list[bytes]:
         crc = 0
         for part in parts:
             crc = google_crc32c.extend(crc, part)
-    return [length + _U32.pack(masked_crc32c(length)), *parts, _U32.pack(_mask(crc))]
+    return [length + _U32.pack(_mask(google_crc32c.value(length))), *parts, _U32.pack(_mask(crc))]
 
 
 _ONE_BYTE = tuple(bytes([i]) for i in range(0x80))
@@ -274,7 +270,7 @@ class ShardWriter:
 
 
 @contextlib.contextmanager
-def output_folder(dest: Path, tool: str, previous: PreviousOutput | None,
+def output_folder(dest: Path, tool: str, previous: list[Path] | None,
                   writers: Iterable[ShardWriter]) -> Iterator[None]:
     """Around writing a data tool's output: creates ``dest``, removes the ``previous`` output in it
     (``records.check_output_dir``), and if the block fails (Ctrl-C, SIGTERM, a full disk...) removes what this
@@ -286,7 +282,9 @@ def output_folder(dest: Path, tool: str, previous: PreviousOutput | None,
     except OSError as err:  # e.g. a parent is a file, or not writable
         raise DataError(f"{tool}: cannot create the destination {dest} ({err.strerror or err})") from None
     try:
-        remove_previous(previous)
+        # The manifest goes first: a folder without one is never mistaken for a complete dataset.
+        for path in sorted(previous or [], key=lambda p: p.name != MANIFEST):
+            path.unlink(missing_ok=True)
         yield
     except BaseException:
         for writer in writers:
