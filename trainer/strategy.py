@@ -73,9 +73,9 @@ def _task_role(cluster: ClusterConfig | None) -> tuple[str | None, int, bool]:
 class AddressProbe:
     """Probe ``(label, "host:port")`` addresses until each accepts a TCP connection or the deadline passes.
 
-    Runs in a thread next to the (blocking, uninterruptible) TensorFlow call that needs the peers, so
-    the error can name what never answered. ``refused_is_final``: a refused connection is an answer
-    (nothing listens there) rather than a peer that has not started yet.
+    Runs before the (blocking, uninterruptible) TensorFlow call that needs the peers, so the error can
+    name what never answered. ``refused_is_final``: a refused connection is an answer (nothing listens
+    there) rather than a peer that has not started yet.
     """
 
     def __init__(self, addresses: Sequence[tuple[str, str]], deadline: float, *, refused_is_final: bool = False,
@@ -83,23 +83,12 @@ class AddressProbe:
         self.pending = dict(addresses)  # label -> address
         self.refused: dict[str, str] = {}
         self.deadline, self.refused_is_final, self.poll_seconds = deadline, refused_is_final, poll_seconds
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self.run, name="tpuctl-address-probe", daemon=True)
-
-    def start(self) -> AddressProbe:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
 
     def missing(self) -> dict[str, str]:
-        with self._lock:
-            return dict(self.pending)
+        return dict(self.pending)
 
     def run(self) -> None:
-        while not self._stop.is_set():
+        while True:
             for label, address in self.missing().items():
                 remaining = self.deadline - time.monotonic()
                 if remaining <= 0:
@@ -109,21 +98,15 @@ class AddressProbe:
                     with socket.create_connection((host, port), timeout=min(1.0, remaining)):
                         pass
                 except ConnectionRefusedError:
-                    if not self.refused_is_final:
-                        continue
-                    with self._lock:
+                    if self.refused_is_final:
                         self.refused[label] = self.pending.pop(label)
                 except OSError:  # timeout, unreachable, unknown host: not up (yet)
                     continue
                 else:
-                    with self._lock:
-                        self.pending.pop(label, None)
+                    self.pending.pop(label)
             if not self.pending or time.monotonic() >= self.deadline:
                 return
-            self._stop.wait(self.poll_seconds)
-
-    def wait(self) -> None:
-        self._thread.join(max(0.0, self.deadline - time.monotonic()) + 2)
+            time.sleep(self.poll_seconds)
 
 
 def _await_tasks(tasks: Sequence[tuple[str, int, str]], timeout: float) -> None:
