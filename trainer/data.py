@@ -49,9 +49,6 @@ class Manifest:
     image_size: tuple[int, int] | None
     splits: dict[str, Split]
 
-    def file_pattern(self, split: str) -> str:
-        return _join(self.data_dir, f"{self.prefix}-{split}-*.tfrecord*")
-
 
 def _join(base: str, name: str) -> str:
     return posixpath.join(base.rstrip("/"), name) if "://" in base else tf.io.gfile.join(base, name)
@@ -193,11 +190,9 @@ def read_manifest(data_dir: str) -> Manifest:
                     raise DataError(f"shard {shard} listed in {path} (splits.{name}.files[{k}]) is missing")
             # A TFRecord holds 16 bytes of framing per record: a shard with counted examples is not empty.
             sizes = [tf.io.gfile.stat(shard).length for shard in split.files]
-            counts = split.shard_examples if split.shard_examples is not None else (split.examples,) * len(sizes)
-            if split.shard_examples is None and split.examples and sizes and max(sizes) < 16:
-                counts = (split.examples,) + (0,) * (len(sizes) - 1)
-            elif split.shard_examples is None:
-                counts = (0,) * len(sizes)
+            counts = split.shard_examples
+            if counts is None:  # no count per shard: only a split whose every shard is empty is wrong
+                counts = (split.examples if max(sizes, default=16) < 16 else 0,) + (0,) * (len(sizes) - 1)
             for shard, size, counted in zip(split.files, sizes, counts):
                 if counted and size < 16:
                     raise DataError(f"shard {shard} is empty but {path} counts {counted} example(s) in it "
@@ -370,7 +365,6 @@ def scan_shards(files: Sequence[str], image_size: Sequence[int],
         readable[f] = n
         expected = shard_examples[k] if shard_examples is not None and k < len(shard_examples) else None
         indexed = tf.data.TFRecordDataset(f).take(n).enumerate()
-        # The pixels feed the output so the decode is not pruned from the graph.
         good = indexed.map(lambda i, r: (i, _usable(r, image_size, num_classes)), num_parallel_calls=AUTOTUNE)
         good_ids = set(int(i) for i, _ in good.ignore_errors())
         bad_ids = sorted(set(range(n)) - good_ids)

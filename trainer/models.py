@@ -35,9 +35,8 @@ def small_cnn(image_size, num_classes: int) -> keras.Model:
 
 
 def _local_weights(path: str) -> str:
-    """Keras reads .h5 weights from local files only; copy a gs:// file to a temp file first."""
-    if not tf.io.gfile.exists(path):
-        raise DataError(f"--resnet_weights {path} does not exist")
+    """Keras reads .h5 weights from local files only; copy a gs:// file to a temp file first (the task
+    checked that it exists)."""
     if "://" not in path:
         return path
     local = os.path.join(tempfile.mkdtemp(prefix="resnet-weights-"), os.path.basename(path))

@@ -39,10 +39,6 @@ class Message:
     kind: str
     payload: Any          # dict for JSON kinds; (done, total) for progress; (i, n, metrics) for epochs; str else
 
-    @property
-    def line(self) -> str:
-        return format_line(self.kind, self.payload)
-
 
 def format_line(kind: str, payload: Any) -> str:
     if kind not in KINDS:
