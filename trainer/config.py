@@ -76,9 +76,8 @@ class Bound:
         return value
 
     def check(self, flag: str, value: Any) -> None:
-        ok = (isinstance(value, int) if self.integer else isinstance(value, (int, float))) and not isinstance(value, bool)
-        if ok and not self.integer and not math.isfinite(value):
-            ok = False
+        ok = ((isinstance(value, int) if self.integer else isinstance(value, (int, float)))
+              and not isinstance(value, bool) and (self.integer or math.isfinite(value)))
         if not ok or not self._in_range(value):
             raise UsageError(f"{flag} must be {self.describe()}, got {value!r}")
 
