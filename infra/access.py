@@ -33,10 +33,6 @@ class AccessGrantsArgs:
     ready: Mapping[str, Sequence[pulumi.Resource]] = field(default_factory=dict)  # keyword -> wait for
 
 
-def role_suffix(role: str) -> str:
-    return role.removeprefix("roles/")
-
-
 class AccessGrants(pulumi.ComponentResource):
     """``access_map`` is ``{member: {bucket name: [roles or ACL entries]}}``, plain data."""
 
@@ -59,7 +55,7 @@ class AccessGrants(pulumi.ComponentResource):
                 # The classic set, granted on the project: it reaches every bucket of the project.
                 for role in domain.PROJECT_MODE_ROLES:
                     self.grants.append(gcp.projects.IAMMember(
-                        f"project-{keyword}-{role_suffix(role)}",
+                        f"project-{keyword}-{role.removeprefix('roles/')}",
                         gcp.projects.IAMMemberArgs(project=args.project, role=role, member=member_ref),
                         opts=child,
                     ))
@@ -80,7 +76,7 @@ class AccessGrants(pulumi.ComponentResource):
                 roles = domain.roles_for("bucket", purpose)
                 for role in roles:
                     self.grants.append(gcp.storage.BucketIAMMember(
-                        f"{purpose}-{keyword}-{role_suffix(role)}",
+                        f"{purpose}-{keyword}-{role.removeprefix('roles/')}",
                         gcp.storage.BucketIAMMemberArgs(bucket=ref, role=role, member=member_ref),
                         opts=child,
                     ))

@@ -75,14 +75,6 @@ class InfraConfig:
     def wants_training_sa(self) -> bool:
         return domain.TRAINING_SA_KEYWORD in self.principals
 
-    @property
-    def training_sa_email(self) -> str:
-        return domain.training_sa_email(self.project, self.training_sa_id)
-
-    @property
-    def tfhub_cache_dir(self) -> str:
-        return domain.tfhub_cache_dir(self.buckets["hub-cache"], self.hub_cache_prefix)
-
 
 def _hub_models(handles: tuple[str, ...], source: Path) -> tuple[HubModel, ...]:
     """The local files of each handle (the settings model has checked the handles themselves)."""
