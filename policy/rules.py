@@ -279,8 +279,6 @@ def check_default_service_accounts(rtype: str, props: Any, settings: PolicySetti
 
 
 def _project_mode_grants(rtype: str, props: Any) -> list[r.Grant]:
-    if rtype not in T.PROJECT_IAM_TYPES:
-        return []
     return [g for g in r.iam_grants(rtype, props)
             if g.role in domain.PROJECT_MODE_ONLY_ROLES and r.is_service_account_member(g.member)]
 
@@ -372,8 +370,6 @@ CHECKOV_IMPERSONATION_ROLES: frozenset[str] = frozenset({
 
 
 def check_project_impersonation_roles(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
-    if rtype not in T.PROJECT_IAM_TYPES:
-        return []
     out = []
     for g in r.iam_grants(rtype, props):
         if g.role in domain.IMPERSONATION_ROLES:
