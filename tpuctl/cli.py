@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import signal
 import sys
-import threading
 import warnings
 from typing import Sequence
 
@@ -82,57 +81,46 @@ def _path_error(exc: OSError) -> str:
     return f"{name}: {reason}"
 
 
-def _raise_interrupt(signum, _frame):
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
-def _sigterm_as_interrupt():
-    """SIGTERM behaves like Ctrl-C (cleanup in ``finally`` blocks, "interrupted", exit 130) instead of
-    killing the process mid-write. Commands that supervise work install their own handlers on top."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGTERM, _raise_interrupt)
-
-
 def run(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default: sys.argv[1:]) and return the exit status; never raises."""
     from typer._click import exceptions as click_exc
 
-    args = list(sys.argv[1:] if argv is None else argv)
-    previous = _sigterm_as_interrupt()
-    try:
-        rv = app(args=args, prog_name="tpuctl", standalone_mode=False)
-    except UserError as exc:
-        return _error(str(exc), exc.exit_code)
-    except DomainError as exc:
-        return _error(str(exc), EXIT_BAD_INPUT)
-    except click_exc.NoArgsIsHelpError as exc:  # `tpuctl` or `tpuctl data` alone: the (rich) help
-        typer.echo(exc.format_message())
-        return exc.exit_code
-    except click_exc.UsageError as exc:
-        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
-        return _error(exc.format_message() + hint, exc.exit_code)
-    except click_exc.ClickException as exc:
-        return _error(exc.format_message(), exc.exit_code)
-    except (KeyboardInterrupt, typer.Abort):
-        typer.echo("interrupted", err=True)
-        return EXIT_INTERRUPTED
-    except typer.Exit as exc:
-        return exc.exit_code
-    except OSError as exc:
-        if exc.errno not in _PATH_ERRNOS or exc.filename is None:
-            raise
-        return _error(_path_error(exc), EXIT_BAD_INPUT)
-    except Exception as exc:  # noqa: BLE001 - Google failures become one line; anything else is a bug
-        from bootstrap.clients import as_user_error
+    from tpuctl.services.supervisor import raise_interrupt, signal_handlers
 
-        translated = as_user_error(exc)
-        if translated is None:
-            raise
-        return _error(str(translated), getattr(translated, "exit_code", 1))
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+    args = list(sys.argv[1:] if argv is None else argv)
+    # SIGTERM behaves like Ctrl-C (cleanup in ``finally`` blocks, "interrupted", exit 130) instead of killing
+    # the process mid-write. Commands that supervise work install their own handlers on top.
+    with signal_handlers(raise_interrupt, (signal.SIGTERM,)):
+        try:
+            rv = app(args=args, prog_name="tpuctl", standalone_mode=False)
+        except UserError as exc:
+            return _error(str(exc), exc.exit_code)
+        except DomainError as exc:
+            return _error(str(exc), EXIT_BAD_INPUT)
+        except click_exc.NoArgsIsHelpError as exc:  # `tpuctl` or `tpuctl data` alone: the (rich) help
+            typer.echo(exc.format_message())
+            return exc.exit_code
+        except click_exc.UsageError as exc:
+            hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
+            return _error(exc.format_message() + hint, exc.exit_code)
+        except click_exc.ClickException as exc:
+            return _error(exc.format_message(), exc.exit_code)
+        except (KeyboardInterrupt, typer.Abort):
+            typer.echo("interrupted", err=True)
+            return EXIT_INTERRUPTED
+        except typer.Exit as exc:
+            return exc.exit_code
+        except OSError as exc:
+            if exc.errno not in _PATH_ERRNOS or exc.filename is None:
+                raise
+            return _error(_path_error(exc), EXIT_BAD_INPUT)
+        except Exception as exc:  # noqa: BLE001 - Google failures become one line; anything else is a bug
+            from bootstrap.clients import as_user_error
+
+            translated = as_user_error(exc)
+            if translated is None:
+                raise
+            return _error(str(translated), getattr(translated, "exit_code", 1))
     code = rv if isinstance(rv, int) else 0
     if code == EXIT_INTERRUPTED:  # typer turns Ctrl-C into a bare Exit(130); say what happened
         typer.echo("interrupted", err=True)

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from tpuctl.services.supervisor import write_quietly
 from trainer import protocol
 
 #: TensorFlow / XLA / CUDA start-up notices that say nothing about the run (CPU-only machines print the CUDA
@@ -95,11 +96,7 @@ class TrainDisplay:
         if self._progress is not None:
             self._progress.console.print(text, markup=False, highlight=False)
         else:
-            try:
-                self.stream.write(text + "\n")
-                self.stream.flush()
-            except (ValueError, OSError):
-                pass
+            write_quietly(self.stream, text + "\n")
 
     def _start_epoch(self, epoch: int, epochs: int) -> None:
         if not self.terminal:
@@ -149,12 +146,8 @@ class _Sink:
                 continue
             if self.target is None:
                 self.display._print(line)
-                continue
-            try:
-                self.target.write(line + "\n")
-                self.target.flush()
-            except (ValueError, OSError):
-                pass
+            else:
+                write_quietly(self.target, line + "\n")
 
     def flush(self) -> None:
         pass

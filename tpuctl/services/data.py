@@ -28,7 +28,7 @@ from typing import Callable, Iterator
 from tpuctl.ground import domain
 from tpuctl.ground.envs import cache_dir, trainer_env
 from tpuctl.ground.errors import EXIT_INTERRUPTED, UserError
-from tpuctl.services.supervisor import Task, TaskFailed, run_tasks, trainer_module_argv
+from tpuctl.services.supervisor import Task, TaskFailed, run_tasks, signal_handlers, trainer_module_argv
 from trainer import protocol
 
 ProgressCallback = Callable[[int, int], None]
@@ -45,12 +45,11 @@ def split_gcs(uri: str) -> tuple[str, str]:
     return bucket, prefix
 
 
-def run_tool(module: str, args: list[str], on_progress: ProgressCallback | None = None,
-             on_line: Callable[[str], None] | None = None) -> dict:
+def run_tool(module: str, args: list[str], on_progress: ProgressCallback | None = None) -> dict:
     """Run ``python -m <module> ARGS`` in the trainer env under the supervisor; return its ``summary:`` JSON.
 
-    Progress messages go to ``on_progress``, other stdout lines to ``on_line``; stderr is kept for the
-    one-line failure message only.
+    Progress messages go to ``on_progress``, other stdout lines nowhere; stderr is kept for the one-line
+    failure message only.
     """
     def on_message(message: protocol.Message) -> bool:
         if message.kind == protocol.PROGRESS:
@@ -59,17 +58,10 @@ def run_tool(module: str, args: list[str], on_progress: ProgressCallback | None 
             return True
         return message.kind == protocol.SUMMARY
 
-    class _Lines:
-        def write(self, text: str) -> None:
-            if on_line and text.strip():
-                on_line(text.rstrip("\n"))
-
-        def flush(self) -> None:
-            pass
-
     task = Task(module, trainer_module_argv(module, args), trainer_env(), on_message=on_message)
     try:
-        run_tasks([task], out=_Lines(), echo_stderr=False)
+        with open(os.devnull, "w") as discard:
+            run_tasks([task], out=discard, echo_stderr=False)
     except TaskFailed as exc:
         if exc.task is None:
             raise
@@ -96,8 +88,6 @@ def storage_client(project: str | None = None):
 
 def check_gcs_destination(uri: str, client=None) -> tuple[str, str]:
     """Validate ``gs://bucket/prefix`` and that the bucket exists, before anything is written."""
-    from google.api_core import exceptions
-
     try:
         bucket, prefix = split_gcs(uri)
     except domain.DomainError as exc:
@@ -105,11 +95,8 @@ def check_gcs_destination(uri: str, client=None) -> tuple[str, str]:
     from bootstrap.clients import google_errors
 
     client = client or storage_client()
-    try:
-        with google_errors(f"checking bucket gs://{bucket}"):
-            exists = client.bucket(bucket).exists()
-    except exceptions.GoogleAPICallError as exc:
-        raise UserError(f"cannot check bucket {bucket}: {exc.message or exc}") from None
+    with google_errors(f"checking bucket gs://{bucket}"):   # a Google failure becomes a one-line UserError
+        exists = client.bucket(bucket).exists()
     if not exists:
         raise UserError(f"bucket {bucket} does not exist (create it with `pulumi up`, or fix the destination)")
     return bucket, prefix
@@ -139,21 +126,14 @@ def stop_on_signals() -> Iterator[threading.Event]:
     event = threading.Event()
     event.signal_name = None  # type: ignore[attr-defined]
     event.count = 0  # type: ignore[attr-defined]
-    if threading.current_thread() is not threading.main_thread():
-        yield event
-        return
 
     def _on_signal(signum, _frame):
         event.signal_name = event.signal_name or signal.Signals(signum).name  # type: ignore[attr-defined]
         event.count += 1  # type: ignore[attr-defined]
         event.set()
 
-    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with signal_handlers(_on_signal):
         yield event
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _upload_order(local: Path) -> list[str]:
@@ -378,14 +358,9 @@ def _run_to(dest: str, module: str, build_args: Callable[[Path], list[str]],
             out = Path(tmp) / "out"
             summary = run_tool(module, build_args(out), on_progress)
             objects = upload_dir(out, dest, client, on_progress=on_progress, on_notice=on_notice)
-        summary = dict(summary)
-        summary["destination"] = dest.rstrip("/")
-        summary["uploaded"] = len(objects)
-        return summary
+        return {**summary, "destination": dest.rstrip("/"), "uploaded": len(objects)}
     out = _local_destination(dest)
-    summary = dict(run_tool(module, build_args(out), on_progress))
-    summary["destination"] = str(out)
-    return summary
+    return {**run_tool(module, build_args(out), on_progress), "destination": str(out)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -410,16 +385,9 @@ def demo_data_complete(folder: Path) -> bool:
 
 
 def _file_refs(node) -> set[str]:
-    refs: set[str] = set()
-    if isinstance(node, dict):
-        for value in node.values():
-            refs |= _file_refs(value)
-    elif isinstance(node, list):
-        for value in node:
-            refs |= _file_refs(value)
-    elif isinstance(node, str) and ".tfrecord" in node and "/" not in node and "*" not in node:
-        refs.add(node)
-    return refs
+    if isinstance(node, (dict, list)):
+        return set().union(*map(_file_refs, node.values() if isinstance(node, dict) else node))
+    return {node} if isinstance(node, str) and ".tfrecord" in node and "/" not in node and "*" not in node else set()
 
 
 def ensure_demo_data(echo: Callable[[str], None] | None = None) -> Path:

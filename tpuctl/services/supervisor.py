@@ -17,9 +17,10 @@ import sys
 import threading
 import time
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence, TextIO
+from typing import Any, Callable, Iterator, Sequence, TextIO
 
 from tpuctl.ground.envs import trainer_python
 from tpuctl.ground.errors import EXIT_INTERRUPTED, UserError
@@ -40,6 +41,26 @@ class TaskFailed(UserError):
     def __init__(self, message: str, exit_code: int, task: Task | None = None):
         super().__init__(message, exit_code)
         self.task = task
+
+
+@contextmanager
+def signal_handlers(handler, signals=(signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
+    """``handler`` for ``signals`` while the block runs, the previous handlers after it (main thread only:
+    Python installs signal handlers nowhere else, so elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def raise_interrupt(signum, _frame):
+    """The signal handler that makes a signal (SIGTERM) end the work as Ctrl-C does: ``KeyboardInterrupt``."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def require_trainer_python() -> Path:
@@ -125,7 +146,8 @@ class RunOutcome:
     tasks: list[Task]
 
 
-def _write(sink: TextIO | None, text: str) -> None:
+def write_quietly(sink: TextIO | None, text: str) -> None:
+    """Write and flush ``text``, if there is a sink and it is still open."""
     if sink is None:
         return
     try:
@@ -147,7 +169,7 @@ def _pump(task: Task, stream: TextIO, sink: TextIO | None, prefix: str, is_stdou
                     continue
         else:
             task.last_stderr.append(text)
-        _write(sink, f"{prefix}{text}\n")
+        write_quietly(sink, f"{prefix}{text}\n")
     stream.close()
 
 
@@ -228,41 +250,34 @@ def run_tasks(
     out = out or sys.stdout
     err = (err or sys.stderr) if echo_stderr else None
     interrupted: list[int] = []
-
-    def _on_signal(signum, _frame):
-        interrupted.append(signum)
-
-    in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = {}
-    if in_main_thread:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, _on_signal)
     failed: Task | None = None
     still_running: list[Task] = []
     try:
-        for task in tasks:
-            _start(task, f"[{task.label}] " if prefix_output else "", out, err)
-            if on_started:
-                on_started(task)
-        lost: set[str] = set()
-        while not interrupted:
-            codes = [exit_status(t) for t in tasks]
-            bad = [t for t, c in zip(tasks, codes) if c is not None and c != 0 and t.essential]
-            if bad:
-                failed = bad[0]
-                still_running = [t for t, c in zip(tasks, codes) if c is None]
-                break
-            for t, c in zip(tasks, codes):
-                if c is not None and c != 0 and not t.essential and t.label not in lost:
-                    lost.add(t.label)
-                    _write(err, f"{t.label} (pid {t.pid}) {describe_status(c)}; the others go on without it\n")
-            if all(c == 0 for t, c in zip(tasks, codes) if not t.serves):
-                break
-            time.sleep(POLL_SECONDS)
+        with signal_handlers(lambda signum, _frame: interrupted.append(signum)):
+            try:
+                for task in tasks:
+                    _start(task, f"[{task.label}] " if prefix_output else "", out, err)
+                    if on_started:
+                        on_started(task)
+                lost: set[str] = set()
+                while not interrupted:
+                    codes = [exit_status(t) for t in tasks]
+                    bad = [t for t, c in zip(tasks, codes) if c is not None and c != 0 and t.essential]
+                    if bad:
+                        failed = bad[0]
+                        still_running = [t for t, c in zip(tasks, codes) if c is None]
+                        break
+                    for t, c in zip(tasks, codes):
+                        if c is not None and c != 0 and not t.essential and t.label not in lost:
+                            lost.add(t.label)
+                            write_quietly(err, f"{t.label} (pid {t.pid}) {describe_status(c)}; "
+                                               "the others go on without it\n")
+                    if all(c == 0 for t, c in zip(tasks, codes) if not t.serves):
+                        break
+                    time.sleep(POLL_SECONDS)
+            finally:
+                stop_tasks(tasks)
     finally:
-        stop_tasks(tasks)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         _join(tasks)
     if interrupted:
         name = signal.Signals(interrupted[0]).name

@@ -32,18 +32,17 @@ from __future__ import annotations
 import json
 import shlex
 import signal
-import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from bootstrap import clients
 from tpuctl.ground import domain
 from tpuctl.ground.envs import REPO_ROOT
 from tpuctl.ground.errors import EXIT_INTERRUPTED, UserError
 from tpuctl.ground.outputs import StackOutputs
+from tpuctl.services.supervisor import raise_interrupt, signal_handlers
 from tpuctl.services.training import TrainOptions, check_common, model_args, timestamp
 
 #: Where every host reports how its trainer container ended: ``<model_dir>/HOST_STATUS_DIR/worker-<n>.exit``.
@@ -324,43 +323,12 @@ class _Created:
         self.maybe = False     # a create call was sent (it may have succeeded even if we never saw the answer)
 
 
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM raises KeyboardInterrupt while a run is followed (the CLI does the same; a direct caller too)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def _raise(signum, _frame):
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    previous = signal.signal(signal.SIGTERM, _raise)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextmanager
-def _no_interrupts() -> Iterator[None]:
-    """A second Ctrl-C must not abandon the deletion of what we created."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def _delete(client, name: str) -> str | None:
     """Delete the queued resource (force: its nodes too). None on success (or already gone), else why not."""
     from google.api_core import exceptions
 
     try:
-        with _no_interrupts():
+        with signal_handlers(signal.SIG_IGN):   # a second Ctrl-C must not abandon the deletion of what we created
             client.delete_queued_resource(request={"name": name, "force": True})
     except exceptions.NotFound:
         return None
@@ -499,14 +467,13 @@ def run_tpu_vm(run: TpuVmRun, *, keep: bool = False, progress: Progress = print,
     name = run.queued_resource_name
     outcome: BaseException | None = None
     try:
-        with _sigterm_as_interrupt():
+        # SIGTERM raises KeyboardInterrupt while a run is followed (the CLI does the same; a direct caller too).
+        with signal_handlers(raise_interrupt, (signal.SIGTERM,)):
             create_and_wait(client, run, progress=progress, created=created, poll_seconds=poll_seconds,
                             timeout=provision_timeout, sleep=sleep)
             result = follow(client, storage, run, progress=progress, poll_seconds=poll_seconds, timeout=run_timeout,
                             sleep=sleep)
-    except KeyboardInterrupt as exc:
-        outcome = exc
-    except UserError as exc:
+    except (KeyboardInterrupt, UserError) as exc:
         outcome = exc
     if not created.maybe:
         if isinstance(outcome, KeyboardInterrupt):
