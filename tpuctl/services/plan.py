@@ -20,7 +20,6 @@ from tpuctl.ground.envs import REPO_ROOT
 from tpuctl.ground.errors import UserError
 
 DEFAULT_STACK = "example"
-STACK_TYPE = "pulumi:pulumi:Stack"
 
 #: Properties worth showing per resource type (dotted paths into the camelCase outputs).
 KEY_PROPERTIES: dict[str, tuple[str, ...]] = {
@@ -124,12 +123,8 @@ def key_properties(rtype: str, props: dict[str, Any]) -> dict[str, Any]:
     keys = KEY_PROPERTIES.get(rtype)
     if keys is None:
         keys = tuple(k for k, v in props.items() if isinstance(v, (str, int, float, bool)))[:4]
-    out = {}
-    for key in keys:
-        value = _dig(props, key)
-        if value is not None:
-            out[key] = value
-    return out
+    values = {key: _dig(props, key) for key in keys}
+    return {key: value for key, value in values.items() if value is not None}
 
 
 def stack_source(stack: str | None, config_file: Path | None) -> tuple[str, Path | None, str]:
@@ -176,9 +171,8 @@ def plan(stack: str | None = None, config_file: Path | None = None, *, check_pol
     stack_resources = from_mocked(run.resources)
     keywords = {domain.member_for_email(email): kw for kw, email in (run.outputs.get("principals") or {}).items()
                 if isinstance(email, str) and "@" in email}
-    access = []
-    for row in access_rows(build_model(stack_resources, settings)):
-        access.append({**row, "keyword": keywords.get(row["principal"])})
+    access = [{**row, "keyword": keywords.get(row["principal"])}
+              for row in access_rows(build_model(stack_resources, settings))]
     violations = evaluate(stack_resources, settings) if check_policy else []
     violations.sort(key=lambda v: (v.rule, v.urn or "", v.message))
     return PlanResult(

@@ -132,9 +132,7 @@ def _list_gcs(base: str, storage_client) -> list[Run]:
 
     bucket_name = domain.bucket_name_from(base)
     prefix = base[len("gs://") + len(bucket_name):].strip("/") + "/"
-    if storage_client is None:
-
-        storage_client = clients.storage_client()
+    storage_client = storage_client or clients.storage_client()
     runs: dict[str, Run] = {}
     with clients.google_errors(f"listing runs in {base}",
                                not_found=f"bucket gs://{bucket_name} does not exist",
@@ -177,17 +175,10 @@ def scalars(runs: list[Run]) -> dict[str, dict[str, list[list[float]]]]:
     task = Task("trainer.runlog", trainer_module_argv("trainer.runlog", [r.path for r in runs]), trainer_env(),
                 on_message=lambda m: m.kind == protocol.SUMMARY)
     try:
-        run_tasks([task], out=_Discard(), echo_stderr=False)
+        with open(os.devnull, "w") as discard:
+            run_tasks([task], out=discard, echo_stderr=False)
     except TaskFailed as exc:
         last = (exc.task.last_error_line() if exc.task else None) or str(exc)
         raise UserError(f"reading the runs' event files failed: {last.removeprefix('error: ')}", exc.exit_code) from None
     summary = task.messages.get(protocol.SUMMARY) or {}
     return {path: (doc or {}).get("scalars", {}) for path, doc in summary.items()}
-
-
-class _Discard:
-    def write(self, text: str) -> None:
-        pass
-
-    def flush(self) -> None:
-        pass

@@ -49,10 +49,6 @@ def tf_config(ports: Sequence[int], index: int, parameter_servers: int = 0) -> d
     return {"cluster": cluster, "task": task}
 
 
-def trainer_argv(args: Sequence[str]) -> list[str]:
-    return trainer_module_argv("trainer.task", args)
-
-
 def run_local(
     args: Sequence[str],
     *,
@@ -73,35 +69,22 @@ def run_local(
     """
     if workers < 1:
         raise UserError(f"--workers must be at least 1 (got {workers})")
-    argv = trainer_argv(args)
-    if parameter_servers:
-        return _run_parameter_servers(argv, workers, parameter_servers, env, out, err, on_started, on_message)
-    if workers == 1:
+    argv = trainer_module_argv("trainer.task", args)
+    if workers == 1 and not parameter_servers:
         task_env = trainer_env(env)
         task_env.pop("TF_CONFIG", None)
         return run_tasks([Task("trainer", argv, task_env, on_message=_bound(on_message, "trainer"))],
                          out=out, err=err, on_started=on_started)
-    ports = free_ports(workers)
-    tasks = []
-    for index in range(workers):
-        extra = dict(env or {})
-        extra["TF_CONFIG"] = json.dumps(tf_config(ports, index))
-        label = "chief" if index == 0 else f"worker {index - 1}"
-        tasks.append(Task(label, argv, trainer_env(extra), on_message=_bound(on_message, label)))
-    return run_tasks(tasks, out=out, err=err, prefix_output=True, on_started=on_started)
-
-
-def _run_parameter_servers(argv, workers, parameter_servers, env, out, err, on_started, on_message) -> RunOutcome:
-    ports = free_ports(1 + workers + parameter_servers)
+    # Without ps tasks, ``workers`` counts the chief.
+    ports = free_ports(1 + workers + parameter_servers if parameter_servers else workers)
     tasks = []
     for index in range(len(ports)):
-        extra = dict(env or {})
         config = tf_config(ports, index, parameter_servers)
-        extra["TF_CONFIG"] = json.dumps(config)
         kind, number = config["task"]["type"], config["task"]["index"]
         label = "chief" if kind == "chief" else f"{kind} {number}"
-        tasks.append(Task(label, argv, trainer_env(extra), on_message=_bound(on_message, label),
-                          serves=kind != "chief", essential=kind != "worker"))
+        tasks.append(Task(label, argv, trainer_env({**(env or {}), "TF_CONFIG": json.dumps(config)}),
+                          on_message=_bound(on_message, label), serves=bool(parameter_servers) and kind != "chief",
+                          essential=not parameter_servers or kind != "worker"))
     return run_tasks(tasks, out=out, err=err, prefix_output=True, on_started=on_started)
 
 
