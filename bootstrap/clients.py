@@ -27,9 +27,10 @@ client with that behaviour (the library would otherwise retry a refused connecti
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
-from typing import Any
+from typing import Any, Iterator
 from urllib.parse import urlsplit
 
 from tpuctl.ground.errors import UserError
@@ -266,10 +267,8 @@ def unreachable_reason(exc: BaseException | None) -> str | None:
         seen.add(id(item))
         if isinstance(item, ConnectionRefusedError):
             return "connection refused"
-        if isinstance(item, socket.gaierror):
-            return "DNS lookup failed"
         name = type(item).__name__
-        if name in ("NameResolutionError",):
+        if isinstance(item, socket.gaierror) or name == "NameResolutionError":
             return "DNS lookup failed"
         if name in ("ConnectTimeoutError", "ConnectTimeout"):
             return f"no answer within {CONNECT_TIMEOUT_SECONDS:g} s"
@@ -414,48 +413,27 @@ def _url_in(text: str) -> str | None:
     return match.group(0) if match else None
 
 
-class google_errors:
+@contextlib.contextmanager
+def google_errors(doing: str | None = None, *, not_found: str | None = None, forbidden: str | None = None,
+                  bad_request: str | None = None, exit_code: int = 2) -> Iterator[None]:
     """``with google_errors("reading bucket gs://x"):`` — Google failures inside become one-line UserErrors.
 
     ``not_found`` / ``forbidden`` / ``bad_request``: the exact line for a 404 / a 403 / a 400 (what to check, which permission is
     needed); ``exit_code`` for those lines (default 2: the user fixes a name or a grant). Other failures get
-    the generic translation of ``as_user_error``. Usable as a decorator too (``@google_errors()``);
-    anything that is not a Google failure passes through.
+    the generic translation of ``as_user_error``; anything that is not a Google failure passes through.
     """
-
-    def __init__(self, doing: str | None = None, *, not_found: str | None = None, forbidden: str | None = None,
-                 bad_request: str | None = None, exit_code: int = 2):
-        self.doing = doing
-        self.not_found = not_found
-        self.forbidden = forbidden
-        self.bad_request = bad_request
-        self.exit_code = exit_code
-
-    def __enter__(self) -> google_errors:
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> bool:
-        if exc is None:
-            return False
+    try:
+        yield
+    except Exception as exc:
         from google.api_core import exceptions
 
-        if self.not_found and isinstance(exc, exceptions.NotFound):
-            raise UserError(self.not_found, self.exit_code) from None
-        if self.forbidden and isinstance(exc, (exceptions.Forbidden, exceptions.PermissionDenied)):
-            raise UserError(self.forbidden, self.exit_code) from None
-        if self.bad_request and isinstance(exc, exceptions.BadRequest):
-            raise UserError(self.bad_request, self.exit_code) from None
-        translated = as_user_error(exc, self.doing)
+        if not_found and isinstance(exc, exceptions.NotFound):
+            raise UserError(not_found, exit_code) from None
+        if forbidden and isinstance(exc, (exceptions.Forbidden, exceptions.PermissionDenied)):
+            raise UserError(forbidden, exit_code) from None
+        if bad_request and isinstance(exc, exceptions.BadRequest):
+            raise UserError(bad_request, exit_code) from None
+        translated = as_user_error(exc, doing)
         if translated is None or translated is exc:
-            return False
+            raise
         raise translated from None
-
-    def __call__(self, fn):
-        import functools
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with google_errors(self.doing):
-                return fn(*args, **kwargs)
-
-        return wrapper

@@ -14,6 +14,7 @@ import base64
 import contextlib
 import datetime
 import errno
+import hashlib
 import io
 import os
 import posixpath
@@ -35,10 +36,6 @@ DOWNLOAD_TIMEOUT = 60
 SAVED_MODEL = "saved_model.pb"
 
 Progress = Callable[[int], None]
-
-
-def compressed_url(handle: str) -> str:
-    return handle + ("&" if "?" in handle else "?") + "tf-hub-format=compressed"
 
 
 def is_url(handle: str) -> bool:
@@ -65,7 +62,7 @@ def download(handle: str, dest: Path, progress: Progress | None = None,
     """GET ``HANDLE?tf-hub-format=compressed`` (redirects followed) into ``dest``."""
     import requests
 
-    url = compressed_url(handle)
+    url = handle + ("&" if "?" in handle else "?") + "tf-hub-format=compressed"
     try:
         with requests.get(url, stream=True, allow_redirects=True, timeout=DOWNLOAD_TIMEOUT) as resp:
             if resp.status_code >= 400:
@@ -167,7 +164,9 @@ class LocalFile:
 
     def crc32c(self) -> str:
         if self._crc is None:
-            self._crc = crc32c_b64(self.path)
+            import google_crc32c
+
+            self._crc = _digest_b64(self.path, google_crc32c.Checksum())
         return self._crc
 
 
@@ -185,7 +184,7 @@ class Materialized:
     key: str
     root: Path               # folder with saved_model.pb at its root
     workdir: Path | None     # temporary folder to remove afterwards (None for a local folder)
-    files: list[LocalFile] = field(default_factory=list)   # checked by scan_folder
+    files: list[LocalFile]   # checked by scan_folder
 
     def cleanup(self) -> None:
         if self.workdir is not None:
@@ -242,18 +241,6 @@ def _digest_b64(path: Path, hasher) -> str:
     return base64.b64encode(hasher.digest()).decode()
 
 
-def crc32c_b64(path: Path) -> str:
-    import google_crc32c
-
-    return _digest_b64(path, google_crc32c.Checksum())
-
-
-def md5_b64(path: Path) -> str:
-    import hashlib
-
-    return _digest_b64(path, hashlib.md5())
-
-
 def same_content(local: LocalFile, blob) -> bool:
     """Is ``blob`` exactly the local file? Size, then CRC32C (MD5 when the server gives no CRC32C)."""
     if blob.size is not None and int(blob.size) != local.size:
@@ -261,7 +248,7 @@ def same_content(local: LocalFile, blob) -> bool:
     if blob.crc32c:
         return blob.crc32c == local.crc32c()
     if blob.md5_hash:
-        return blob.md5_hash == md5_b64(local.path)
+        return blob.md5_hash == _digest_b64(local.path, hashlib.md5())
     return False
 
 
@@ -411,8 +398,7 @@ def upload_model(bucket, prefix: str, m: Materialized, workers: int = 8,
     client = bucket.client
     folder = domain.hub_folder(prefix, m.handle)
     staging = domain.hub_staging_prefix(prefix, m.key)
-    files = m.files or scan_folder(m.root, str(m.root))
-    local = {f.rel: f for f in files}
+    local = {f.rel: f for f in m.files}
     result = UploadResult(m.handle, m.key)
     where = f"gs://{bucket.name}/{folder}"
 
@@ -597,7 +583,6 @@ def hub_status(client, bucket_name: str, prefix: str, handles: Iterable[str]) ->
 def install_local(m: Materialized, dest_root: Path, created_by: str = "tpuctl hub-cache fetch") -> tuple[Path, bool]:
     """Copy the model's checked files to ``dest_root/<key>/`` atomically (temp folder + rename), with the
     same manifest as in a bucket. Returns (path, replaced)."""
-    files = m.files or scan_folder(m.root, str(m.root))
     what = f"--dest {dest_root}"
     try:
         if dest_root.exists() and not dest_root.is_dir():
@@ -614,14 +599,14 @@ def install_local(m: Materialized, dest_root: Path, created_by: str = "tpuctl hu
         raise localtree.os_error(exc, what) from None
     try:
         model = staging / "model"
-        for f in files:
+        for f in m.files:
             target = model / f.rel
             try:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(f.path, target)
             except OSError as exc:
                 raise localtree.os_error(exc, f"{what}: {target}") from None
-        manifest = domain.hub_manifest(m.handle, {f.rel: (f.size, f.crc32c()) for f in files}, created_by,
+        manifest = domain.hub_manifest(m.handle, {f.rel: (f.size, f.crc32c()) for f in m.files}, created_by,
                                        _now())
         (model / domain.HUB_MANIFEST).write_text(manifest)
         replaced = final.exists()
