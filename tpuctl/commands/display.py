@@ -31,10 +31,6 @@ STARTUP_NOISE = re.compile(
 )
 
 
-def is_startup_noise(line: str) -> bool:
-    return bool(STARTUP_NOISE.search(line))
-
-
 @dataclass
 class EpochStats:
     epoch: int
@@ -85,7 +81,7 @@ class TrainDisplay:
 
     def stderr_sink(self) -> _Sink:
         """The processes' stderr: everything but TensorFlow's start-up notices (all of it with --verbose)."""
-        return _Sink(self, keep=lambda line: self.verbose or not is_startup_noise(line))
+        return _Sink(self, keep=lambda line: self.verbose or not STARTUP_NOISE.search(line))
 
     def event(self, text: str) -> None:
         """One line for a worker event (started, stopped)."""

@@ -77,12 +77,6 @@ def ls(base: str = _DIR, stack: Optional[str] = _STACK, outputs: Optional[Path] 
     Console().print(table)
 
 
-def _curves(run) -> dict[str, list[list[float]]]:
-    from tpuctl.services import runs
-
-    return runs.scalars([run]).get(run.path, {})
-
-
 @runs_app.command("show")
 def show(run: str = typer.Argument(..., help="Run folder name (or a unique prefix, or its path)."),
          base: str = _DIR, stack: Optional[str] = _STACK, outputs: Optional[Path] = _OUTPUTS) -> None:
@@ -96,7 +90,7 @@ def show(run: str = typer.Argument(..., help="Run folder name (or a unique prefi
             typer.echo(f"  {key:<13} {_duration(value) if key == 'seconds' else _fmt(value)}")
     if found.launch.get("args"):
         typer.echo(f"  {'trainer args':<13} {' '.join(map(str, found.launch['args']))}")
-    for tag, series in sorted(_curves(found).items()):
+    for tag, series in sorted(runs.scalars([found]).get(found.path, {}).items()):
         values = [v for _, v in series]
         if len(values) > 1 or "epoch_" in tag:
             typer.echo(f"  {tag:<32} {sparkline(values)}  {values[0]:.4f} -> {values[-1]:.4f}")

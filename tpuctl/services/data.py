@@ -79,20 +79,13 @@ def run_tool(module: str, args: list[str], on_progress: ProgressCallback | None 
 # Destinations
 # --------------------------------------------------------------------------------------------
 
-def storage_client(project: str | None = None):
-    """A storage client that fails within seconds, naming the endpoint, when it cannot connect."""
-    from bootstrap.clients import storage_client as fail_fast_client
-
-    return fail_fast_client(project)
-
-
 def check_gcs_destination(uri: str, client=None) -> tuple[str, str]:
     """Validate ``gs://bucket/prefix`` and that the bucket exists, before anything is written."""
     try:
         bucket, prefix = split_gcs(uri)
     except domain.DomainError as exc:
         raise UserError(f"destination {uri}: {exc}") from None
-    from bootstrap.clients import google_errors
+    from bootstrap.clients import google_errors, storage_client
 
     client = client or storage_client()
     with google_errors(f"checking bucket gs://{bucket}"):   # a Google failure becomes a one-line UserError
@@ -152,7 +145,7 @@ def upload_dir(local: Path, uri: str, client=None, workers: int = 8,
     ``on_notice`` up to ``UPLOAD_STOP_WAIT_SECONDS``) before anything is deleted, since one that finished
     after the cleanup would leave its object behind; any still running then are named in the error.
     """
-    from bootstrap.clients import REQUEST_TIMEOUT_SECONDS
+    from bootstrap.clients import REQUEST_TIMEOUT_SECONDS, storage_client
 
     bucket_name, prefix = split_gcs(uri)
     client = client or storage_client()
@@ -352,7 +345,9 @@ def _run_to(dest: str, module: str, build_args: Callable[[Path], list[str]],
             on_progress: ProgressCallback | None, client,
             on_notice: Callable[[str], None] | None = None) -> dict:
     if is_gcs(dest):
-        client = client or storage_client()
+        from bootstrap.clients import storage_client
+
+        client = client or storage_client()   # one client for the check and the upload
         check_gcs_destination(dest, client)
         with tempfile.TemporaryDirectory(prefix="tpuctl-data-") as tmp:
             out = Path(tmp) / "out"

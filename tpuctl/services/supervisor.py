@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections import deque
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TextIO
@@ -150,11 +150,9 @@ def write_quietly(sink: TextIO | None, text: str) -> None:
     """Write and flush ``text``, if there is a sink and it is still open."""
     if sink is None:
         return
-    try:
+    with suppress(ValueError, OSError):  # sink closed (e.g. pytest capture torn down)
         sink.write(text)
         sink.flush()
-    except (ValueError, OSError):  # sink closed (e.g. pytest capture torn down)
-        pass
 
 
 def _pump(task: Task, stream: TextIO, sink: TextIO | None, prefix: str, is_stdout: bool) -> None:
@@ -190,10 +188,8 @@ def _start(task: Task, prefix: str, out: TextIO | None, err: TextIO | None) -> N
 def _signal_group(task: Task, sig: int) -> None:
     if task.proc is None:
         return
-    try:
+    with suppress(ProcessLookupError, PermissionError):
         os.killpg(task.proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def exit_status(task: Task) -> int | None:

@@ -32,14 +32,9 @@ def tf_config(ports: Sequence[int], index: int, parameter_servers: int = 0) -> d
     """TF_CONFIG of task ``index`` in a cluster on 127.0.0.1: index 0 is the chief, the last
     ``parameter_servers`` ports are ps tasks, the ones between are workers."""
     hosts = [f"127.0.0.1:{p}" for p in ports]
-    chief, rest = hosts[0], hosts[1:]
-    workers, ps = (rest[:len(rest) - parameter_servers], rest[len(rest) - parameter_servers:]) if parameter_servers \
-        else (rest, [])
-    cluster: dict[str, list[str]] = {"chief": [chief]}
-    if workers:
-        cluster["worker"] = workers
-    if ps:
-        cluster["ps"] = ps
+    rest = hosts[1:]
+    workers, ps = rest[:len(rest) - parameter_servers], rest[len(rest) - parameter_servers:]
+    cluster = {kind: tasks for kind, tasks in (("chief", hosts[:1]), ("worker", workers), ("ps", ps)) if tasks}
     if index == 0:
         task = {"type": "chief", "index": 0}
     elif index <= len(workers):
