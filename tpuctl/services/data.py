@@ -104,13 +104,6 @@ UPLOAD_STOP_WAIT_SECONDS = 30.0
 LAST_FILES = ("manifest.json",)
 
 
-class Interrupted(UserError):
-    """Ctrl-C or SIGTERM stopped the work; ``str()`` says what was stopped and what was cleaned."""
-
-    def __init__(self, message: str):
-        super().__init__(message, EXIT_INTERRUPTED)
-
-
 @contextmanager
 def stop_on_signals() -> Iterator[threading.Event]:
     """An event set by SIGINT/SIGTERM while the block runs (main thread only; elsewhere it never fires).
@@ -129,11 +122,6 @@ def stop_on_signals() -> Iterator[threading.Event]:
         yield event
 
 
-def _upload_order(local: Path) -> list[str]:
-    files = sorted(str(p.relative_to(local)) for p in local.rglob("*") if p.is_file())
-    return sorted(files, key=lambda f: (f in LAST_FILES, f))
-
-
 def upload_dir(local: Path, uri: str, client=None, workers: int = 8,
                on_progress: ProgressCallback | None = None,
                on_notice: Callable[[str], None] | None = None) -> list[str]:
@@ -149,7 +137,7 @@ def upload_dir(local: Path, uri: str, client=None, workers: int = 8,
 
     bucket_name, prefix = split_gcs(uri)
     client = client or storage_client()
-    files = _upload_order(local)
+    files = sorted(str(p.relative_to(local)) for p in local.rglob("*") if p.is_file())
     if not files:
         return []
     bucket = client.bucket(bucket_name)
@@ -230,8 +218,9 @@ def upload_dir(local: Path, uri: str, client=None, workers: int = 8,
         cut = (f"; {len(abandoned)} upload(s) were still in flight and may yet appear: remove them with "
                f"`gcloud storage rm {names}`")
     if stop.is_set():
-        raise Interrupted(f"interrupted by {stop.signal_name} while uploading to {uri} "  # type: ignore[attr-defined]
-                          f"({len(uploaded)} of {len(files)} files done); {cleaned}{cut}; nothing else was written")
+        raise UserError(f"interrupted by {stop.signal_name} while uploading to {uri} "  # type: ignore[attr-defined]
+                        f"({len(uploaded)} of {len(files)} files done); {cleaned}{cut}; nothing else was written",
+                        EXIT_INTERRUPTED)
     name, error = failures[0]
     from bootstrap.clients import as_user_error
 
