@@ -105,10 +105,6 @@ def check_hub_cache(client, bucket: str, prefix: str, handles: list[str]) -> Ite
                      f"tpuctl hub-cache add {s.handle} --bucket {bucket} --prefix {prefix}"))
 
 
-#: Principals that pull the trainer image (infra/registry.py grants them roles/artifactregistry.reader).
-IMAGE_PULLERS = ("training-sa", "vertex-agent")
-
-
 def check_image_repository(project: str, region: str, repository: str, principals: dict[str, str],
                            client=None) -> Iterator[Check]:
     """The trainer image repository exists (Artifact Registry) and the principals that run jobs can pull."""
@@ -129,7 +125,7 @@ def check_image_repository(project: str, region: str, repository: str, principal
                     f"grant yourself artifactregistry.repositories.get/getIamPolicy on {name}")
         return
     yield Check(label, "pass", name)
-    for keyword in IMAGE_PULLERS:
+    for keyword in domain.IMAGE_PULLERS:
         email = principals.get(keyword)
         if not email:
             continue

@@ -10,7 +10,6 @@ a temporary folder, so a bad archive writes nothing where it matters.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import datetime
 import errno
@@ -29,6 +28,7 @@ from typing import Callable, Iterable
 
 from tpuctl.ground import domain, localtree
 from tpuctl.ground.errors import UserError
+from tpuctl.ground.files import digest_b64
 from tpuctl.ground.localtree import scan_tree
 
 DEFAULT_LOCAL_CACHE = Path(".tpuctl-cache/hub")
@@ -166,7 +166,7 @@ class LocalFile:
         if self._crc is None:
             import google_crc32c
 
-            self._crc = _digest_b64(self.path, google_crc32c.Checksum())
+            self._crc = digest_b64(self.path, google_crc32c.Checksum())
         return self._crc
 
 
@@ -233,14 +233,6 @@ def materialize(handle: str, source: str | None = None, workdir_parent: Path | N
 # Bucket side: upload with skip-unchanged, listing
 # --------------------------------------------------------------------------------------------
 
-def _digest_b64(path: Path, hasher) -> str:
-    """Base64 digest of a file, read in 1 MiB chunks (the encoding GCS uses for crc32c and md5Hash)."""
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            hasher.update(chunk)
-    return base64.b64encode(hasher.digest()).decode()
-
-
 def same_content(local: LocalFile, blob) -> bool:
     """Is ``blob`` exactly the local file? Size, then CRC32C (MD5 when the server gives no CRC32C)."""
     if blob.size is not None and int(blob.size) != local.size:
@@ -248,7 +240,7 @@ def same_content(local: LocalFile, blob) -> bool:
     if blob.crc32c:
         return blob.crc32c == local.crc32c()
     if blob.md5_hash:
-        return blob.md5_hash == _digest_b64(local.path, hashlib.md5())
+        return blob.md5_hash == digest_b64(local.path, hashlib.md5())
     return False
 
 

@@ -12,15 +12,16 @@ The manifest and descriptor are deterministic (no date, no host) so an unchanged
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+import google_crc32c
 import pulumi
 import pulumi_gcp as gcp
 
 from tpuctl.ground import domain
+from tpuctl.ground.files import digest_b64
 
 CREATED_BY = "pulumi up (tpuctl infra HubModelCache)"
 
@@ -38,20 +39,9 @@ class HubModelCacheArgs:
     models: Sequence[HubModelFiles]
 
 
-def _crc32c(path: Path) -> str:
-    """Base64 CRC32C of a file, the encoding GCS lists for an object (read in 1 MiB chunks)."""
-    import google_crc32c
-
-    checksum = google_crc32c.Checksum()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            checksum.update(chunk)
-    return base64.b64encode(checksum.digest()).decode()
-
-
 def manifest_text(model: HubModelFiles) -> str:
     """The manifest of one model's files (a local manifest from ``hub-cache fetch`` is not one of them)."""
-    files = {rel: (path.stat().st_size, _crc32c(path)) for rel, path in model.files if rel != domain.HUB_MANIFEST}
+    files = {rel: (path.stat().st_size, digest_b64(path, google_crc32c.Checksum())) for rel, path in model.files if rel != domain.HUB_MANIFEST}
     return domain.hub_manifest(model.handle, files, CREATED_BY, None)
 
 

@@ -20,9 +20,6 @@ import pulumi_gcp as gcp
 
 from tpuctl.ground import domain
 
-#: Principals that pull the image: Vertex runs a job's containers as the job's service account (the
-#: training SA) and starts them through the custom-code service agent.
-READER_PRINCIPALS: tuple[str, ...] = ("training-sa", "vertex-agent")
 READER_ROLE = "roles/artifactregistry.reader"
 #: Untagged versions are deleted after this long (Artifact Registry takes a duration in seconds).
 UNTAGGED_MAX_AGE = "604800s"   # 7 days
@@ -65,7 +62,7 @@ class TrainerImageRepository(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
         )
         self.readers = []
-        for keyword in READER_PRINCIPALS:
+        for keyword in domain.IMAGE_PULLERS:
             member = args.members.get(keyword)
             if member is None:
                 continue

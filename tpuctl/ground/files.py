@@ -1,7 +1,9 @@
-"""Reading a small file the user named (an outputs file, a stack config file): every way it can fail is one line."""
+"""Reading a small file the user named (an outputs file, a stack config file): every way it can fail is one line;
+and the checksums GCS lists for an object, computed over a local file."""
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Callable
 
@@ -24,3 +26,11 @@ def read_head(path: Path, what: str, limit: int, *, folder_hint: str, missing_hi
     except ValueError:  # a NUL byte in the name: no OS accepts it
         raise error(f"{what} {str(path)!r}: a path cannot contain a NUL byte") from None
     raise error(f"{source} is a folder; {folder_hint}")
+
+
+def digest_b64(path: Path, hasher) -> str:
+    """Base64 digest of a file, read in 1 MiB chunks (the encoding GCS uses for crc32c and md5Hash)."""
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            hasher.update(chunk)
+    return base64.b64encode(hasher.digest()).decode()

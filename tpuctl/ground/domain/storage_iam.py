@@ -19,6 +19,9 @@ ACCESS_LOG_PURPOSE = "access-logs"
 TRAINER_IMAGES_PURPOSE = "trainer-images"
 #: The permission that lets a principal pull an image (roles/artifactregistry.reader has it).
 PULL_PERMISSION = "artifactregistry.repositories.downloadArtifacts"
+#: Principals that pull the trainer image: Vertex runs a job's containers as the job's service account (the
+#: training SA) and starts them through the custom-code service agent (infra/registry.py grants them the reader role).
+IMAGE_PULLERS: tuple[str, ...] = ("training-sa", "vertex-agent")
 #: Buckets the training job only reads, and the ones it writes.
 READ_BUCKETS: tuple[str, ...] = ("data", "hub-cache")
 WRITE_BUCKETS: tuple[str, ...] = ("artifacts", "staging")
