@@ -156,9 +156,8 @@ def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, valid
     workers = workers if workers is not None else min(os.cpu_count() or 1, int(BOUNDS["workers"].high))
     BOUNDS["workers"].check("--workers", workers)
     BOUNDS["seed"].check("--seed", seed)
-    src, dest = Path(src), Path(dest)
-
     previous = records.check_output_dir(dest, "make_tfrecords")
+    src, dest = Path(src), Path(dest)
     classes, images = find_images(src)
     items = plan_splits(images, validation_fraction, seed)
     total = len(items)

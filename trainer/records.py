@@ -80,7 +80,11 @@ def write_manifest(dest: Path, manifest: dict) -> Path:
     return path
 
 
-def check_output_dir(dest: Path, tool: str) -> list[Path]:
+#: A URL such as gs://bucket/x; also as Path() leaves it (gs:/bucket/x), which would be a local folder "gs:".
+_URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:/")
+
+
+def check_output_dir(dest: str | Path, tool: str) -> list[Path]:
     """Validate DEST before anything is written; returns the files of a previous output there (to remove).
 
     DEST may be missing, empty, or hold a previous output of these tools (its manifest lists every
@@ -88,9 +92,9 @@ def check_output_dir(dest: Path, tool: str) -> list[Path]:
     DEST may also hold only the temporary files of an interrupted run (``.…tfrecord.partial``), which
     are ours and removed too.
     """
-    dest = Path(dest)
-    if str(dest).startswith("gs://"):
+    if _URL_RE.match(str(dest)):
         raise DataError(f"{tool}: destination {dest} must be a local folder (upload it afterwards)")
+    dest = Path(dest)
     if dest.exists() and not dest.is_dir():
         raise DataError(f"{tool}: destination {dest} exists and is not a folder")
     if not dest.exists():

@@ -44,8 +44,8 @@ def write_demo_dataset(out: str | Path, *, validation_fraction: float = 0.2, sha
     BOUNDS["validation_fraction"].check("--validation-fraction", validation_fraction)
     BOUNDS["shards"].check("--shards", shards)
     BOUNDS["image_size"].check("--image-size", image_size)
-    out = Path(out)
     previous = records.check_output_dir(out, "sample_data")
+    out = Path(out)
 
     digits = load_digits()
     pixels = np.clip(digits.images * (255.0 / 16.0), 0, 255).astype(np.uint8)

@@ -149,3 +149,18 @@ def test_the_check_of_a_kept_jpeg_gives_its_records_checksum(image_folder):
     crc = google_crc32c.extend(crc_to_image_end, tail)
     assert crc == google_crc32c.value(b"".join(record))
     assert tfrecord.frame(record, crc) == tfrecord.frame(record)
+
+
+@pytest.mark.parametrize("dest", ["gs://bucket/records", "gs:/bucket/records", "s3://bucket/records"])
+def test_a_url_destination_is_refused_not_made_a_local_folder(image_folder, tmp_path, monkeypatch, dest):
+    """Path('gs://b/x') is the relative path gs:/b/x: without the check both tools made a local folder 'gs:'."""
+    from trainer import make_tfrecords, sample_data
+    from trainer.errors import DataError
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DataError, match=r"make_tfrecords: destination gs:/+bucket/records must be a local folder|"
+                                        r"make_tfrecords: destination s3://bucket/records must be a local folder"):
+        make_tfrecords.convert(image_folder, dest, workers=1)
+    with pytest.raises(DataError, match=r"sample_data: destination .* must be a local folder"):
+        sample_data.write_demo_dataset(dest)
+    assert list(tmp_path.iterdir()) == []
