@@ -33,6 +33,11 @@ from tpuctl.ground.localtree import scan_tree
 
 DEFAULT_LOCAL_CACHE = Path(".tpuctl-cache/hub")
 DOWNLOAD_TIMEOUT = 60
+#: tpuctl's own bounds on one model (not Google's): TF-Hub SavedModels are at most a few GB and a few dozen
+#: files, so a download or an archive beyond these is refused before it fills the disk (an endless response,
+#: a gzip bomb, an archive of millions of empty files).
+MAX_MODEL_BYTES = 64 * 1024**3
+MAX_MODEL_FILES = 100_000
 SAVED_MODEL = "saved_model.pb"
 
 Progress = Callable[[int], None]
@@ -68,10 +73,19 @@ def download(handle: str, dest: Path, progress: Progress | None = None,
             if resp.status_code >= 400:
                 raise UserError(f"downloading {handle} failed: HTTP {resp.status_code} from {resp.url}", 1)
             total = resp.headers.get("Content-Length")
+            total = int(total) if total and total.isdigit() else None
+            too_big = UserError(f"downloading {handle} stopped: more than {MAX_MODEL_BYTES:,} bytes; a TF-Hub model "
+                                "is a few GB at most (check the handle)", 1)
+            if total is not None and total > MAX_MODEL_BYTES:
+                raise too_big
             if on_total:
-                on_total(int(total) if total and total.isdigit() else None)
+                on_total(total)
+            written = 0
             with open(dest, "wb") as fh:
                 for chunk in resp.iter_content(chunk_size=1 << 20):
+                    written += len(chunk)
+                    if written > MAX_MODEL_BYTES:
+                        raise too_big
                     fh.write(chunk)
                     if progress:
                         progress(len(chunk))
@@ -125,9 +139,13 @@ def safe_extract(archive: Path, dest: Path, source: str | None = None) -> None:
         if archive.stat().st_size == 0:
             raise UserError(f"{source} is empty; it is not a .tar/.tar.gz archive")
         with tarfile.open(archive, "r:*") as tar:
-            members = validate_tar_members(tar.getmembers(), source)
+            members = validate_tar_members(_bounded_members(tar, source), source)
             if not members:
                 raise UserError(f"{source} is an archive with no files in it")
+            unpacked = sum(m.size for m in members if m.isfile())
+            if unpacked > MAX_MODEL_BYTES:
+                raise UserError(f"{source} would unpack to {unpacked:,} bytes (at most {MAX_MODEL_BYTES:,}); "
+                                "a TF-Hub model is a few GB at most")
             tar.extractall(dest, members=members, filter="data")
     except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError) as exc:
         raise UserError(f"{source} is not a readable .tar/.tar.gz archive (truncated or damaged: "
@@ -136,6 +154,16 @@ def safe_extract(archive: Path, dest: Path, source: str | None = None) -> None:
         if isinstance(exc, (FileNotFoundError, PermissionError)) or exc.errno == errno.ENAMETOOLONG:
             raise localtree.os_error(exc, source) from None
         raise UserError(f"{source} is not a readable .tar/.tar.gz archive ({localtree.first_line(exc)})") from None
+
+
+def _bounded_members(tar: tarfile.TarFile, source: str) -> list[tarfile.TarInfo]:
+    """The archive's members, read one header at a time and refused past ``MAX_MODEL_FILES``."""
+    members = []
+    for member in tar:
+        members.append(member)
+        if len(members) > MAX_MODEL_FILES:
+            raise UserError(f"{source} has more than {MAX_MODEL_FILES:,} entries; a TF-Hub model has a few dozen")
+    return members
 
 
 def model_root(folder: Path, source: str) -> Path:

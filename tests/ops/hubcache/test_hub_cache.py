@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import tarfile
 from pathlib import Path
 
@@ -200,3 +201,92 @@ def test_upload_progress_counts_every_byte(gcs, tmp_path):
     # the manifest object is the newest object of the folder: written after every file
     written = listed[f"model-cache/{key}/.tpuctl-manifest.json"].updated
     assert all(b.updated <= written for b in listed.values())
+
+
+def _tgz(path: Path, files: dict[str, bytes]) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+@pytest.fixture
+def endless_server():
+    """An HTTP server whose response has no Content-Length and never ends (until the client hangs up)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class H(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"   # the body ends when the connection closes
+
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            try:
+                for _ in range(10_000):          # 640 MB at most, should the client never stop
+                    self.wfile.write(b"\0" * 65536)
+            except OSError:
+                pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/models/endless/1"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _no_workdir_left(tmp: Path) -> bool:
+    return not list(tmp.glob("tpuctl-hub-*"))
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "endless"])
+def test_a_download_past_the_size_bound_stops_and_leaves_nothing(gcs, model_server, endless_server, tmp_path,
+                                                                 monkeypatch, declared):
+    from bootstrap import hubcache
+
+    monkeypatch.setattr(hubcache, "MAX_MODEL_BYTES", 1_000_000)
+    monkeypatch.setattr(hubcache.tempfile, "tempdir", str(tmp_path))
+    if declared:
+        model = make_fake_model(tmp_path / "m", weights=os.urandom(1_200_000))   # incompressible
+        model_server.archives["big/1"] = tar_folder(model, tmp_path / "m.tar").read_bytes()
+        handle = model_server.handle("big/1")
+    else:
+        handle = endless_server
+    r = run("hub-cache", "add", handle, "--bucket", "hub-bkt")
+    assert r.exit_code == 1, r.output
+    assert len(r.stderr.strip().splitlines()) == 1, repr(r.stderr)
+    [line] = r.stderr.strip().splitlines()
+    assert f"downloading {handle} stopped: more than 1,000,000 bytes" in line
+    assert objects(gcs, "") == {} and _no_workdir_left(tmp_path)
+
+
+def test_an_archive_that_unpacks_past_the_bound_is_refused_before_extracting(gcs, tmp_path, monkeypatch):
+    from bootstrap import hubcache
+
+    monkeypatch.setattr(hubcache, "MAX_MODEL_BYTES", 1_000_000)
+    monkeypatch.setattr(hubcache.tempfile, "tempdir", str(tmp_path))
+    bomb = _tgz(tmp_path / "bomb.tar.gz", {"saved_model.pb": b"\x08\x01", "variables/zeros": b"\0" * 3_000_000})
+    assert bomb.stat().st_size < 100_000                     # small on disk, 3 MB unpacked
+    r = run("hub-cache", "add", "https://example.com/bomb/1", "--from", str(bomb), "--bucket", "hub-bkt")
+    assert r.exit_code != 0, r.output
+    [line] = r.stderr.strip().splitlines()
+    assert "would unpack to 3,000,002 bytes (at most 1,000,000)" in line
+    assert objects(gcs, "") == {} and _no_workdir_left(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bomb.tar.gz"]     # nothing was unpacked anywhere
+
+
+def test_an_archive_of_too_many_entries_is_refused(gcs, tmp_path, monkeypatch):
+    from bootstrap import hubcache
+
+    monkeypatch.setattr(hubcache, "MAX_MODEL_FILES", 10)
+    many = _tgz(tmp_path / "many.tar.gz", {"saved_model.pb": b"\x08\x01",
+                                           **{f"assets/{i}.txt": b"" for i in range(20)}})
+    r = run("hub-cache", "add", "https://example.com/many/1", "--from", str(many), "--bucket", "hub-bkt")
+    assert r.exit_code != 0, r.output
+    assert "has more than 10 entries" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert objects(gcs, "") == {}
