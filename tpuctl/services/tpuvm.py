@@ -163,11 +163,13 @@ def plan_run(opts: TrainOptions, outputs: StackOutputs | None, *, zone: str | No
         if not outputs.region:
             raise UserError("the stack outputs have no 'region' for the trainer image; pass --image")
         image = images.image_ref(outputs, "tpu", root=root).uri
-    return TpuVmRun(project=project, zone=zone, name=name, accelerator=accel, spot=spot, image_uri=image,
-                    service_account=service_account, trainer_args=args, env=env, model_dir=model_dir,
-                    data_dir=data_dir, labels=labels,
-                    resume_hint=f"run the same command again with --name {name}"
-                                + ("" if opts.model_dir else f" (it reuses {model_dir})"))
+    run = TpuVmRun(project=project, zone=zone, name=name, accelerator=accel, spot=spot, image_uri=image,
+                   service_account=service_account, trainer_args=args, env=env, model_dir=model_dir,
+                   data_dir=data_dir, labels=labels,
+                   resume_hint=f"run the same command again with --name {name}"
+                               + ("" if opts.model_dir else f" (it reuses {model_dir})"))
+    startup_script(run)   # a value no command can take (a NUL byte) is refused here, before anything exists
+    return run
 
 
 def check_quota(run: TpuVmRun, *, client=None, echo: Progress = print) -> int | None:
@@ -200,41 +202,63 @@ def check_quota(run: TpuVmRun, *, client=None, echo: Progress = print) -> int | 
     return limit
 
 
-def host_command(run: TpuVmRun, worker: str = "$WORKER") -> list[str]:
-    """The ``docker run`` every TPU VM host runs (``worker``: the host's index, a shell variable on the VM)."""
-    argv = ["docker", "run", "--rm", "--net=host", "--privileged", "--name", "tpuctl-trainer"]
-    for key, value in sorted({**run.env, "TPUCTL_TPU_WORKER": worker}.items()):
+@dataclass(frozen=True)
+class ShellVar:
+    """A variable the startup script sets itself (the host's index): expanded by bash, never text from a user."""
+
+    name: str
+
+
+#: This host's index in the slice, read from the metadata server by the startup script.
+WORKER = ShellVar("WORKER")
+#: A shell word: literal text, or pieces of literal text and script variables joined into one word.
+Word = str | tuple[str | ShellVar, ...]
+
+
+def shell_word(word: Word) -> str:
+    """The one way a value enters a shell script: literal text is single-quoted (``shlex.quote``), so ``$(…)``,
+    quotes, backquotes and newlines arrive as typed; a ``ShellVar`` piece becomes ``"$NAME"``. A NUL byte
+    cannot be passed to any command, so it is one line instead of a truncated argument."""
+    pieces = (word,) if isinstance(word, str) else word
+    out = []
+    for piece in pieces:
+        if isinstance(piece, ShellVar):
+            out.append(f'"${piece.name}"')
+        elif "\x00" in piece:
+            raise UserError(f"{piece[:80]!r}: a value with a NUL byte cannot be passed to the TPU VM's command")
+        elif piece or len(pieces) == 1:
+            out.append(shlex.quote(piece))
+    return "".join(out)
+
+
+def host_command(run: TpuVmRun, worker: ShellVar | str = WORKER) -> list[Word]:
+    """The ``docker run`` every TPU VM host runs, as shell words (``worker``: the host's index, the script's
+    ``$WORKER`` on the VM)."""
+    argv: list[Word] = ["docker", "run", "--rm", "--net=host", "--privileged", "--name", "tpuctl-trainer"]
+    for key, value in sorted(run.env.items()):
         argv += ["-e", f"{key}={value}"]
+    argv += ["-e", ("TPUCTL_TPU_WORKER=", worker)]
     return [*argv, run.image_uri, *run.trainer_args]
 
 
-def _shell(argv: list[str]) -> str:
-    """Quote for bash, leaving ``$WORKER`` expandable inside double quotes."""
-    out = []
-    for arg in argv:
-        if "$WORKER" in arg:
-            out.append('"' + arg.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`") + '"')
-        else:
-            out.append(shlex.quote(arg))
-    return " ".join(out)
-
-
 def host_command_line(run: TpuVmRun) -> str:
-    return _shell(host_command(run))
+    return " ".join(shell_word(word) for word in host_command(run))
 
 
 def startup_script(run: TpuVmRun) -> str:
-    """The startup script of every TPU VM of the slice: log Docker in, run the trainer, report the exit status."""
-    status = f"{run.model_dir}/{HOST_STATUS_DIR}/worker-$WORKER.exit"
+    """The startup script of every TPU VM of the slice: log Docker in, run the trainer, report the exit status.
+    Every value from the run enters it through ``shell_word``."""
+    status = shell_word((f"{run.model_dir}/{HOST_STATUS_DIR}/worker-", WORKER, ".exit"))
     return "\n".join([
         "#!/bin/bash",
-        f"# tpuctl run {run.name}: the trainer container on every host of a {run.accelerator.name} slice.",
+        "# tpuctl: the trainer container on every host of the TPU VM slice (see `tpuctl tpu run`).",
         "set -uo pipefail",
         f"WORKER=\"$(curl -sf -H 'Metadata-Flavor: Google' {METADATA_URL}/agent-worker-number || echo 0)\"",
-        f"gcloud auth configure-docker {shlex.quote(run.registry_host)} --quiet",
+        'case "$WORKER" in ""|*[!0-9]*) WORKER=0 ;; esac',
+        f"gcloud auth configure-docker {shell_word(run.registry_host)} --quiet",
         host_command_line(run),
         "STATUS=$?",
-        f"echo \"$STATUS\" | gcloud storage cp - \"{status}\"",
+        f'echo "$STATUS" | gcloud storage cp - {status}',
         "",
     ])
 

@@ -87,9 +87,9 @@ def test_dry_run_prints_a_request_google_types_accept(outputs_file, monkeypatch)
     assert doc["image"].startswith("us-central1-docker.pkg.dev/my-tpu-project/tpuctl-trainer/trainer-tpu:sha256-")
     for piece in ("--distribution_strategy tpu", f"--data_dir gs://{DATA}",
                   f"--model_dir gs://{ARTIFACTS}/runs/{NAME}", "--train_epochs 3", "--learning_rate 0.01",
-                  f"-e TPU_NAME={NAME}", "-e TF_USE_LEGACY_KERAS=1", '"TPUCTL_TPU_WORKER=$WORKER"'):
+                  f"-e TPU_NAME={NAME}", "-e TF_USE_LEGACY_KERAS=1", 'TPUCTL_TPU_WORKER="$WORKER"'):
         assert piece in command, piece
-    assert "agent-worker-number" in script and f"gs://{ARTIFACTS}/runs/{NAME}/tpuctl/hosts/worker-$WORKER.exit" in script
+    assert "agent-worker-number" in script and f'gs://{ARTIFACTS}/runs/{NAME}/tpuctl/hosts/worker-"$WORKER".exit' in script
     assert "gcloud auth configure-docker us-central1-docker.pkg.dev" in script
 
 

@@ -1,0 +1,138 @@
+"""Hostile values into the TPU VM startup script (issue 27, class 1): every field that reaches the script (model,
+data and hub-cache folders, the hub handle, trainer flags, the image) comes from a generator of shell
+metacharacters and injection payloads; the generated script is RUN with bash, with stub docker/gcloud/curl on
+PATH that record their arguments. The property: no injected command ran and every command got the values as
+they were given."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tpuctl.ground.errors import UserError
+from tpuctl.ground.outputs import read_outputs_file
+from tpuctl.services import tpuvm
+from tpuctl.services.training import TrainOptions
+
+from stackfixtures import write_outputs
+
+BUCKET = "hostile-bucket"
+_STUB = """#!/bin/bash
+{ printf '%s\\0' "$#" "${0##*/}" "$@"; } >> "$STUB_LOG"
+case "${0##*/}" in
+  curl) printf 3 ;;
+  docker) exit 7 ;;
+  gcloud) [ "${1:-}" = storage ] && cat > "$STUB_DIR/status" ;;
+esac
+exit 0
+"""
+
+
+def _payloads(marker: Path) -> list[str]:
+    m = str(marker)
+    return [f"$(touch {m})", f"`touch {m}`", f'"; touch {m}; echo "', f"'; touch {m}; echo '", f"\\\"; touch {m} #",
+            f"\ntouch {m}\n", f"${{IFS}}touch${{IFS}}{m}", f"$(touch${{IFS}}{m})", "$WORKER", "${WORKER}", "*", "~",
+            "\\", "'", '"', "!", "$((1+1))", "-e", "--", "a b\tc\r", "é中\u202e"]
+
+
+def _hostile(marker: Path):
+    piece = st.one_of(st.sampled_from(_payloads(marker)),
+                      st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=12))
+    return st.lists(piece, min_size=1, max_size=4).map("".join)
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    """(stub bin folder, outputs, marker path): the stubs record each call as NUL-separated count, name, args."""
+    tmp = tmp_path_factory.mktemp("host")
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
+    for name in ("docker", "gcloud", "curl"):
+        (bin_dir / name).write_text(_STUB)
+        (bin_dir / name).chmod(0o755)
+    outputs = read_outputs_file(write_outputs(tmp / "outputs.json", {
+        "project": "hostile-project", "region": "us-central1", "zone": "us-central1-a",
+        "buckets": {"data": BUCKET, "artifacts": BUCKET}, "labels": {}}))
+    return bin_dir, outputs, tmp / "INJECTED"
+
+
+def _calls(log: Path) -> list[list[str]]:
+    fields = log.read_bytes().decode().split("\0")
+    calls, i = [], 0
+    while i < len(fields) - 1:
+        count = int(fields[i])
+        calls.append(fields[i + 1:i + 2 + count])
+        i += 2 + count
+    return calls
+
+
+def _run_script(run: tpuvm.TpuVmRun, bin_dir: Path, work: Path) -> list[list[str]]:
+    work.mkdir(exist_ok=True)
+    script = work / "startup.sh"
+    script.write_text(tpuvm.startup_script(run), encoding="utf-8")
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "STUB_LOG": str(work / "calls"), "STUB_DIR": str(work),
+           "HOME": str(work), "LANG": "C.UTF-8"}
+    subprocess.run(["bash", str(script)], env=env, cwd=work, check=True, timeout=30,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return _calls(work / "calls")
+
+
+def test_every_value_reaches_the_host_commands_intact_and_nothing_injected_runs(host, tmp_path_factory):
+    bin_dir, outputs, marker = host
+    values = _hostile(marker)
+    ran = []
+
+    @given(model=values, data=values, hub=values, handle=values, flag=values, image=values)
+    def check(model, data, hub, handle, flag, image):
+        try:
+            run = tpuvm.plan_run(TrainOptions(accelerator="v5litepod-16", model="hub", hub_handle=handle,
+                                              model_dir=f"gs://{BUCKET}/{model}", data_dir=f"gs://{BUCKET}/{data}",
+                                              hub_cache_dir=f"gs://{BUCKET}/{hub}", extra=["--note", flag]),
+                                 outputs, name="hostile-run", image="img:1")
+        except UserError:
+            return   # refused at the edge, one line: nothing reaches a host (an empty hub handle, say)
+        ran.append(1)
+        run = dataclasses.replace(run, image_uri=f"r.example/{image}")
+        calls = _run_script(run, bin_dir, tmp_path_factory.mktemp("run"))
+        assert not marker.exists(), "an injected command ran"
+        by_tool = {}
+        for call in calls:
+            by_tool.setdefault(call[0], []).append(call[1:])
+        words = [w if isinstance(w, str) else "".join(p if isinstance(p, str) else "3" for p in w)
+                 for w in tpuvm.host_command(run)]
+        assert by_tool["docker"] == [words[1:]]
+        assert ["--model_dir", run.model_dir] == words[words.index("--model_dir"):][:2]
+        assert words[-2:] == ["--note", flag] and f"TFHUB_CACHE_DIR={run.env['TFHUB_CACHE_DIR']}" in words
+        assert by_tool["gcloud"] == [["auth", "configure-docker", run.registry_host, "--quiet"],
+                                     ["storage", "cp", "-", f"{run.model_dir}/{tpuvm.HOST_STATUS_DIR}/worker-3.exit"]]
+
+    check()
+    assert len(ran) >= 10, "the generator must reach the script, not only the edge's refusals"
+
+
+def test_a_nul_byte_is_refused_before_anything_is_created(host):
+    _, outputs, _ = host
+    with pytest.raises(UserError, match="NUL byte"):
+        tpuvm.plan_run(TrainOptions(accelerator="v5litepod-16", extra=["--note", "a\x00b"]), outputs,
+                       name="hostile-run", image="img:1")
+
+
+def test_a_worker_number_that_is_not_a_number_is_zero(host, tmp_path):
+    """The metadata server's answer is not trusted either: anything but digits is worker 0."""
+    bin_dir, outputs, marker = host
+    run = tpuvm.plan_run(TrainOptions(accelerator="v5litepod-16"), outputs, name="hostile-run", image="img:1")
+    evil = tmp_path / "evil-bin"
+    evil.mkdir()
+    for name in ("docker", "gcloud"):
+        (evil / name).symlink_to(bin_dir / name)
+    (evil / "curl").write_text(f"#!/bin/bash\nprintf '%s' '$(touch {marker})'\n")
+    (evil / "curl").chmod(0o755)
+    calls = _run_script(run, evil, tmp_path / "w")
+    assert not marker.exists()
+    assert calls[-1][-1].endswith("/worker-0.exit")
