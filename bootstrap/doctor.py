@@ -125,7 +125,7 @@ def check_image_repository(project: str, region: str, repository: str, principal
                     f"grant yourself artifactregistry.repositories.get/getIamPolicy on {name}")
         return
     yield Check(label, "pass", name)
-    for keyword in domain.IMAGE_PULLERS:
+    for keyword, where in domain.IMAGE_PULLERS.items():
         email = principals.get(keyword)
         if not email:
             continue
@@ -135,7 +135,8 @@ def check_image_repository(project: str, region: str, repository: str, principal
             yield Check(f"{keyword} pulls from {repository}", "pass", f"via {', '.join(roles)}")
         else:
             yield Check(f"{keyword} pulls from {repository}", "fail",
-                        f"{member} cannot pull the trainer image" + (f" (has: {', '.join(roles)})" if roles else ""),
+                        f"{member} cannot pull the trainer image for {where}"
+                        + (f" (has: {', '.join(roles)})" if roles else ""),
                         f"gcloud artifacts repositories add-iam-policy-binding {repository} --location {region} "
                         f"--project {project} --member {member} --role roles/artifactregistry.reader")
 
@@ -256,7 +257,8 @@ def check_agent(keyword: str, email: str, agent: domain.AgentKind, project: str,
         fix = agent.create_command(project, zone)
         if agent.project_role and agent.created_on_request:
             fix += f", then {principals_mod.role_command(project, email, agent.project_role)}"
-        yield Check(f"{keyword} exists", "fail", f"{email} has no IAM binding anywhere; it may not exist yet", fix)
+        also = f" (Google also creates it with {agent.first_use})" if agent.first_use and agent.created_on_request else ""
+        yield Check(f"{keyword} exists", "fail", f"{email} has no IAM binding anywhere; it may not exist yet{also}", fix)
         return
     yield Check(f"{keyword} exists", "pass", f"{email} (holds IAM bindings)")
     if agent.project_role and agent.created_on_request and project_bindings is not None:

@@ -118,8 +118,12 @@ def generate_tpu_identity(project: str, zone: str = "us-central1-a", client=None
     client = client or clients.gapic(tpu_v2.TpuClient, "tpu")
     with clients.google_errors(
         f"creating the TPU VM service agent in {project}",
-        forbidden=f"permission denied creating the TPU VM service agent in {project}: you need "
-                  "tpu.locations.generateServiceIdentity (e.g. roles/tpu.admin)",
+        # Which permission this call needs is on no Google page tpuctl could read, and no predefined role of the
+        # snapshot (domain.ROLE_PERMISSIONS) lists a tpu.*generateServiceIdentity permission - roles/tpu.admin
+        # has neither it nor tpu.queuedResources.*. So name no role; the agent also appears with the first TPU VM.
+        forbidden=f"permission denied creating the TPU VM service agent in {project}: ask an administrator of it to run "
+                  f"`gcloud compute tpus tpu-vm service-identity create --zone={zone} --project={project}` (Google "
+                  "also creates the agent with the project's first TPU VM)",
         not_found=f"project {project} or zone {zone} not found, or the Cloud TPU API is not enabled "
                   f"(gcloud services enable tpu.googleapis.com --project {project})",
     ):

@@ -1,5 +1,6 @@
 """The shared catalogue: naming rules, role sets, agents, accelerators, hub hashing."""
 
+import datetime
 import hashlib
 import re
 from pathlib import Path
@@ -307,3 +308,110 @@ def test_good_member_strings_pass_unchanged():
                   "serviceAccount:my-project.svc.id.goog[ml/trainer]",
                   "serviceAccount:example.com:my-project.svc.id.goog[default/ksa]"):
         assert domain.classify_principal(value) == ("member", value)
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 26: facts corrected from Google's own pages (each test fails on the catalogue before it)
+# --------------------------------------------------------------------------------------------
+
+def test_prebuilt_training_images_carry_googles_end_of_availability():
+    # Google's supported-frameworks table: TF 2.17 cpu/gpu 2026-07-11, TF 2.15 tpu 2025-10-23
+    dates = {kind: img.end_of_availability for kind, img in domain.VERTEX_TRAINING_IMAGES.items()}
+    assert dates == {"cpu": datetime.date(2026, 7, 11), "gpu": datetime.date(2026, 7, 11),
+                     "tpu": datetime.date(2025, 10, 23)}
+    with pytest.raises(DomainError, match="reached its end of availability on 2026-07-11"):
+        domain.availability_warning("x", dates["cpu"], datetime.date(2026, 11, 24), past="", soon="")
+
+
+def test_no_prebuilt_training_image_for_tpu_v5e():
+    # "Prebuilt containers for TPU v5e are not available" (Vertex AI, training with TPU VMs)
+    for name in ("tpu-v5e-1", "tpu-v5e-4", "tpu-v5e-8"):
+        with pytest.raises(DomainError, match=r"no prebuilt TensorFlow image for TPU v5e .*drop --python-package"):
+            domain.prebuilt_training_image(domain.parse_accelerator(name))
+    assert domain.prebuilt_training_image(domain.parse_accelerator("tpu-v3-8")).name == "tf-tpu.2-15.cp310"
+    assert domain.prebuilt_training_image(domain.parse_accelerator("gpu-t4")).name == "tf-gpu.2-17.py310"
+
+
+@pytest.mark.parametrize("zone, region", [("us-central1-ai1a", "us-central1"), ("us-south1-ai1b", "us-south1")])
+def test_ai_zones_are_zones(zone, region):
+    # Google's AI zones (compute/docs/regions-zones/ai-zones; TPU7x and v6e rows of tpu/docs/regions-zones)
+    domain.validate_zone(zone, region)
+    assert domain.validate_tpu_vm_zone(zone) == zone
+    assert domain.parse_tpu_vm_quota(f"v6e:{zone}:8").zone == zone
+    for bad in ("us-central1-ai", "us-central1-aia", "us-central1-ai1", "us-central1-1a", "us-central1-ab"):
+        with pytest.raises(DomainError, match="not a zone name"):
+            domain.validate_zone(bad)
+
+
+def _vcpus(machine: str) -> int | None:
+    m = re.fullmatch(r"(?:n1|g2)-standard-(\d+)", machine)
+    return int(m.group(1)) if m else None
+
+
+@pytest.mark.parametrize("gpu", list(domain.GPU_TYPES.values()), ids=lambda g: g.short)
+def test_gpu_machine_type_is_the_smallest_row_with_the_vcpus_per_gpu_tpuctl_wants(gpu):
+    # not "the smallest machine type listed": the table lists n1-standard-4 for 1/2/4 T4, V100, P100 and
+    # g2-standard-4 for one L4; tpuctl's rule (domain.MIN_VCPUS_PER_GPU) is the smallest with 8 vCPUs per GPU
+    rows = {m: counts for (enum, m), counts in VERTEX_GPU_TABLE.items() if enum == gpu.vertex_accelerator}
+    for count, machine in gpu.machine_types.items():
+        fitting = [m for m, counts in rows.items() if count in counts
+                   and (_vcpus(m) is None or _vcpus(m) >= domain.MIN_VCPUS_PER_GPU * count)]
+        assert machine == min(fitting, key=lambda m: _vcpus(m) or 0), (gpu.short, count)
+    if gpu.short in ("t4", "v100", "p100", "l4"):
+        smallest = min((m for m, counts in rows.items() if 1 in counts), key=lambda m: _vcpus(m) or 0)
+        assert smallest != gpu.machine_types[1] and _vcpus(smallest) == 4
+
+
+def test_the_training_sa_pulls_the_image_only_on_tpu_vms():
+    # Vertex AI pulls with its own service agent; a custom service account cannot be configured for pulling
+    # (vertex-ai/docs/general/custom-service-account). The training SA needs the reader role for `docker pull`
+    # on TPU VM hosts only.
+    assert set(domain.IMAGE_PULLERS) == {"training-sa", "vertex-agent"}
+    assert "TPU VM" in domain.IMAGE_PULLERS["training-sa"] and "Vertex" not in domain.IMAGE_PULLERS["training-sa"]
+    assert "service agent" in domain.IMAGE_PULLERS["vertex-agent"]
+
+
+def test_the_tpu_vm_agent_also_appears_with_the_first_tpu_vm():
+    # `gcloud compute tpus tpu-vm service-identity create --help`: "The Cloud TPU VM creates a service identity
+    # ... when the first Cloud TPU VM is created in a project"
+    agent = domain.SERVICE_AGENTS["tpu-vm-agent"]
+    assert agent.created_on_request and agent.first_use == "the project's first TPU VM"
+    assert domain.SERVICE_AGENTS["tpu-agent"].first_use == ""
+    assert "first Vertex AI custom job" in domain.SERVICE_AGENTS["vertex-agent"].create_command("p")
+
+
+#: "you need PERMISSION (e.g. roles/NAME)" in an error hint or doc: the role must carry the permission.
+_PERMISSION_HINT = re.compile(r"\b([a-z]+(?:\.[A-Za-z]+){2,})[^\"\n`]{0,40}?\(e\.g\.,? ?(roles/[A-Za-z.]+)")
+
+
+def test_every_role_named_for_a_permission_grants_it():
+    found = []
+    for top in ("tpuctl", "bootstrap", "infra", "policy", "docs"):
+        for path in (REPO / top).rglob("*"):
+            if path.suffix in {".py", ".md"}:
+                found += [(str(path.relative_to(REPO)), *m.groups())
+                          for m in _PERMISSION_HINT.finditer(path.read_text(errors="replace"))]
+    assert len(found) >= 5      # the scan really finds the hints (bootstrap/grants.py, state.py, doctor.py …)
+    wrong = [(where, perm, role) for where, perm, role in found if perm not in domain.ROLE_PERMISSIONS.get(role, ())]
+    assert wrong == []
+
+
+def test_tpu_admin_is_not_offered_for_the_tpu_vm_agent():
+    # the snapshot of roles/tpu.admin lists no tpu.queuedResources.* and no generateServiceIdentity permission
+    from google.api_core import exceptions
+
+    from bootstrap import principals
+    from tpuctl.ground.errors import UserError
+
+    perms = domain.ROLE_PERMISSIONS["roles/tpu.admin"]
+    assert not {p for p in perms if "queuedResources" in p or "generateServiceIdentity" in p}
+
+    class Refusing:
+        def generate_service_identity(self, request):
+            raise exceptions.PermissionDenied("caller lacks permission")
+
+    with pytest.raises(UserError) as info:
+        principals.generate_tpu_identity("my-project-1", "us-central1-a", client=Refusing())
+    message = str(info.value)
+    assert "roles/" not in message and "\n" not in message
+    assert "`gcloud compute tpus tpu-vm service-identity create --zone=us-central1-a --project=my-project-1`" in message

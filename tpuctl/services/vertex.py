@@ -344,10 +344,14 @@ def plan_job(opts: TrainOptions, outputs: StackOutputs | None, *, region: str | 
     domain.validate_labels(labels)
 
     if python_package:
-        training_image = domain.VERTEX_TRAINING_IMAGES[accel.kind]
         if image is None:
+            try:
+                training_image = domain.prebuilt_training_image(accel)
+            except domain.DomainError as exc:
+                raise UserError(str(exc)) from None
             check_availability(training_image, today or datetime.date.today(), echo)
-        image_uri = image or training_image.uri(region)
+            image = training_image.uri(region)
+        image_uri = image
     else:
         from tpuctl.services import image as trainer_image
 
@@ -384,7 +388,7 @@ def check_availability(training_image: domain.TrainingImage, today: datetime.dat
         warning = domain.availability_warning(
             f"Vertex AI's prebuilt image {training_image.name}", training_image.end_of_availability, today,
             past="(jobs using it are rejected); drop --python-package to run the trainer's own image "
-                 "(`tpuctl image build`)",
+                 "(`tpuctl image build`), or name an executor image with --image",
             soon="move to the trainer's own image (drop --python-package)")
     except domain.DomainError as exc:
         raise UserError(str(exc)) from None

@@ -109,3 +109,35 @@ def test_doctor_fails_on_apis_missing_hub_model_and_sa(fake, google_env, iam_adm
 def test_doctor_needs_a_target():
     r = run("doctor")
     assert r.exit_code == 2 and "--stack" in r.stderr
+
+
+def test_a_missing_tpu_vm_agent_says_google_also_creates_it_with_the_first_tpu_vm():
+    from bootstrap import doctor
+
+    [check] = doctor.check_agent("tpu-vm-agent", AGENT, domain.SERVICE_AGENTS["tpu-vm-agent"], PROJECT,
+                                 "us-central1-a", False, None)
+    assert check.status == "fail"
+    assert check.detail.endswith("it may not exist yet (Google also creates it with the project's first TPU VM)")
+    assert check.fix.startswith(f"gcloud compute tpus tpu-vm service-identity create --zone=us-central1-a --project={PROJECT}")
+
+
+def test_a_principal_that_cannot_pull_is_told_where_it_pulls(monkeypatch, tmp_path):
+    # Vertex AI pulls with its service agent (a custom service account cannot pull); the training SA pulls only
+    # on TPU VM hosts (vertex-ai/docs/general/custom-service-account)
+    from bootstrap import doctor
+
+    from buildfakes import FakeBuildCloud
+    from httpfakes import fake_factory
+
+    agent = f"service-{NUMBER}@gcp-sa-aiplatform-cc.iam.gserviceaccount.com"
+    with fake_factory(FakeBuildCloud, monkeypatch, ["TPUCTL_ARTIFACTREGISTRY_ENDPOINT"],
+                      credentials=tmp_path / "none.json") as make:
+        fake = make()
+        fake.repositories[f"projects/{PROJECT}/locations/us-central1/repositories/imgs"] = []
+        checks = {c.name: c for c in doctor.check_image_repository(
+            PROJECT, "us-central1", "imgs", {"training-sa": SA, "vertex-agent": agent})}
+    assert checks["training-sa pulls from imgs"].detail == (
+        f"serviceAccount:{SA} cannot pull the trainer image for TPU VMs (docker pull on the host as the VM's "
+        "service account)")
+    assert checks["vertex-agent pulls from imgs"].detail.startswith(
+        f"serviceAccount:{agent} cannot pull the trainer image for Vertex AI jobs (Vertex pulls with its service agent")

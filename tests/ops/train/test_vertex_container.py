@@ -30,6 +30,10 @@ OUTPUTS = {
 }
 
 
+#: An executor image the user names for the Python-package route (every prebuilt one is past its end of availability).
+EXECUTOR = "us-central1-docker.pkg.dev/my-project-1/team-images/executor:1"
+
+
 @pytest.fixture
 def outputs_file(tmp_path):
     return write_outputs(tmp_path / "outputs.json", OUTPUTS)
@@ -54,7 +58,8 @@ def _dry_run(outputs_file, *args):
 @pytest.mark.parametrize("accelerator, variant", [("cpu", "cpu"), ("gpu-t4x2", "gpu"), ("tpu-v5e-4", "tpu")])
 def test_default_job_runs_the_trainer_image_with_the_same_args_and_env(outputs_file, accelerator, variant):
     _, job = _dry_run(outputs_file, "--accelerator", accelerator, "--epochs", "3")
-    _, legacy = _dry_run(outputs_file, "--accelerator", accelerator, "--epochs", "3", "--python-package")
+    _, legacy = _dry_run(outputs_file, "--accelerator", accelerator, "--epochs", "3", "--python-package",
+                         "--image", EXECUTOR)
     pool, old = job.job_spec.worker_pool_specs[0], legacy.job_spec.worker_pool_specs[0]
     tag = image.image_tag(variant)
     assert pool.container_spec.image_uri == f"{REGION}-docker.pkg.dev/{PROJECT}/team-images/trainer-{variant}:{tag}"
@@ -107,3 +112,37 @@ def test_a_parameter_server_job_is_sent_with_a_ps_pool(outputs_file, clouds):
     pools = sent.job_spec.worker_pool_specs
     assert [p.replica_count for p in pools] == [1, 3, 2]      # chief (coordinator), workers, ps
     assert all(list(p.container_spec.args[:2]) == ["--distribution_strategy", "parameter_server"] for p in pools)
+
+
+def _refused(outputs_file, *args):
+    r = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--job-name", "j3", "--dry-run", *args])
+    assert r.exit_code == 2 and r.stdout == "", r.output
+    [line] = r.stderr.splitlines()
+    return line
+
+
+@pytest.mark.parametrize("accelerator, end", [("cpu", "2026-07-11"), ("gpu-t4", "2026-07-11"), ("tpu-v3-8", "2025-10-23")])
+def test_python_package_on_a_prebuilt_image_is_refused_past_googles_end_of_availability(outputs_file, accelerator, end):
+    # Google's supported-frameworks table: both prebuilt TensorFlow training images are past their end of
+    # availability (2026-11-24), so the route would submit jobs Vertex AI rejects
+    line = _refused(outputs_file, "--python-package", "--accelerator", accelerator)
+    assert f"reached its end of availability on {end}" in line and "--image" in line
+    _, job = _dry_run(outputs_file, "--python-package", "--accelerator", accelerator, "--image", EXECUTOR)
+    assert job.job_spec.worker_pool_specs[0].python_package_spec.executor_image_uri == EXECUTOR
+
+
+def test_python_package_on_tpu_v5e_is_refused_whatever_the_date(outputs_file):
+    # "Prebuilt containers for TPU v5e are not available": tf-tpu.2-15 was never a v5e image
+    line = _refused(outputs_file, "--python-package", "--accelerator", "tpu-v5e-4")
+    assert line.startswith("error: Vertex AI publishes no prebuilt TensorFlow image for TPU v5e (tpu-v5e-4)")
+    from tpuctl.ground.outputs import parse_outputs
+    from tpuctl.services.training import TrainOptions
+
+    outputs = parse_outputs(OUTPUTS)
+    # before the images' end of availability v5e is refused all the same; v3 gets the TPU image
+    with pytest.raises(UserError, match="no prebuilt TensorFlow image for TPU v5e"):
+        vertex.plan_job(TrainOptions(accelerator="tpu-v5e-4"), outputs, python_package=True,
+                        today=datetime.date(2025, 1, 1))
+    job = vertex.plan_job(TrainOptions(accelerator="tpu-v3-8"), outputs, python_package=True,
+                          today=datetime.date(2025, 1, 1))
+    assert job.image_uri == "us-docker.pkg.dev/vertex-ai/training/tf-tpu.2-15.cp310:latest"

@@ -18,16 +18,21 @@ class GpuType:
     short: str                # CLI short name: t4
     vertex_accelerator: str   # aiplatform AcceleratorType enum name
     quota_metric: str         # quota metric name without service/prefix: nvidia_t4_gpus (see QUOTA_METRICS)
-    machine_types: Mapping[int, str]  # GPU count -> smallest machine type Vertex accepts with it
+    machine_types: Mapping[int, str]  # GPU count -> the machine type tpuctl asks Vertex for (see MIN_VCPUS_PER_GPU)
     regions: frozenset[str]
 
 
 #: GPU count -> the machine type tpuctl asks Vertex AI for, per GPU. Every pair is a row of Google's
 #: "GPU compatibility table" for Vertex AI custom training (cloud.google.com/vertex-ai/docs/training/
 #: configure-compute#gpu-compatibility-table, as copied 2026-11-22 into the table of
-#: tests/ops/test_domain.py, which is this catalogue's source and checks it): the smallest machine
-#: type listed for that count. T4 comes in 1, 2 or 4 per VM only (8 T4 on n1-standard-64 is rejected);
-#: H100 80GB on a3-highgpu-1g/2g/4g/8g.
+#: tests/ops/test_domain.py, which is this catalogue's source and checks it). It is NOT the smallest row
+#: (the table lists n1-standard-4 for 1, 2 or 4 T4/V100/P100 and g2-standard-4 for one L4): tpuctl picks
+#: the smallest row with at least MIN_VCPUS_PER_GPU vCPUs per GPU, because the trainer decodes and augments
+#: JPEGs on the host's CPUs (a choice, not a measurement of the 4-vCPU rows). A2/A3 types have their GPU count built in (one row
+#: per count). T4 comes in 1, 2 or 4 per VM only (8 T4 on n1-standard-64 is rejected); H100 80GB on
+#: a3-highgpu-1g/2g/4g/8g.
+#: tpuctl's own sizing rule (not a Google fact): at least this many vCPUs per GPU where the table offers a choice.
+MIN_VCPUS_PER_GPU = 8
 _T4_MACHINES = {1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32"}
 _V100_MACHINES = {1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32", 8: "n1-standard-64"}
 _P100_MACHINES = {1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32"}
@@ -387,11 +392,11 @@ class TrainingImage:
 
     name: str          # image name under <multi-region>-docker.pkg.dev/vertex-ai/training/
     tensorflow: str    # TensorFlow minor version inside: the trainer package pins tf-keras to it
-    #: Vertex AI's published end-of-availability date (jobs using the image are rejected from then on).
-    #: None: not verified. The table (cloud.google.com/vertex-ai/docs/supported-frameworks-list, custom
-    #: training) could not be read on 2026-11-22; shared/REFERENCE.md records only that the dates "have passed or
-    #: are close". `train --python-package` refuses a past date and warns 90 days ahead once one is filled in.
+    #: Vertex AI's published end-of-availability date (jobs using the image are rejected from then on);
+    #: None: not known. `train --python-package` refuses a past date and warns 90 days ahead.
     end_of_availability: datetime.date | None = None
+    #: TPU versions the image runs on (TPU images only).
+    tpu_versions: frozenset[str] = frozenset()
 
     def uri(self, region: str | None = None) -> str:
         """Same image in the Artifact Registry multi-region nearest to ``region`` (us/europe/asia)."""
@@ -402,11 +407,31 @@ class TrainingImage:
 #: (cloud.google.com/vertex-ai/docs/training/pre-built-containers, checked 2026-11): TF 2.17 for
 #: CPU/GPU, TF 2.15 for TPU VMs (no newer TF TPU image is published). Only ``:latest`` tags work.
 #: ``tpuctl train --image`` overrides the choice.
+#: End of availability: Google's "Supported frameworks for custom training" table
+#: (https://docs.cloud.google.com/vertex-ai/docs/supported-frameworks-list, now also published as
+#: docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/supported-frameworks): TF 2.17
+#: cpu/gpu 2026-07-11, TF 2.15 tpu 2025-10-23 - both past on 2026-11-24, so `--python-package` without
+#: `--image` is refused. The dates are the audit of issue 26 (2026-11-24, shared/REFERENCE.md); this session's
+#: search tool returned the page's heading but not the rows, so they were not re-read here.
+#: TPU versions: v2 and v3 only - "Prebuilt containers for TPU v5e are not available"
+#: (https://docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/training/training-with-tpu-vm,
+#: "TensorFlow training > Prebuilt container", read 2026-11-24); v5e runs a custom container (the trainer image).
 VERTEX_TRAINING_IMAGES: dict[str, TrainingImage] = {
-    "cpu": TrainingImage("tf-cpu.2-17.py310", "2.17"),
-    "gpu": TrainingImage("tf-gpu.2-17.py310", "2.17"),
-    "tpu": TrainingImage("tf-tpu.2-15.cp310", "2.15"),
+    "cpu": TrainingImage("tf-cpu.2-17.py310", "2.17", datetime.date(2026, 7, 11)),
+    "gpu": TrainingImage("tf-gpu.2-17.py310", "2.17", datetime.date(2026, 7, 11)),
+    "tpu": TrainingImage("tf-tpu.2-15.cp310", "2.15", datetime.date(2025, 10, 23), frozenset({"v2", "v3"})),
 }
+
+
+def prebuilt_training_image(accel: Accelerator) -> TrainingImage:
+    """The prebuilt image for ``accel``; a DomainError where Google publishes none (TPU v5e)."""
+    image = VERTEX_TRAINING_IMAGES[accel.kind]
+    if accel.tpu is not None and accel.tpu.version not in image.tpu_versions:
+        raise DomainError(f"Vertex AI publishes no prebuilt TensorFlow image for TPU {accel.tpu.version} "
+                          f"({accel.name}); drop --python-package to run the trainer's own image "
+                          "(`tpuctl image build --variant tpu`)")
+    return image
+
 
 #: Console page of a CustomJob (job_id = last segment of projects/P/locations/R/customJobs/ID), as
 #: google-cloud-aiplatform 2.x links it (Vertex AI's console moved under "agent-platform").

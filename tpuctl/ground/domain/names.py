@@ -17,7 +17,11 @@ _BUCKET_CHARS = re.compile(r"^[a-z0-9][a-z0-9._-]*[a-z0-9]$")
 _PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _SA_ACCOUNT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
-_ZONE = re.compile(r"^([a-z]+-[a-z]+[0-9]+)-[a-z]$")
+#: A standard zone ends in one letter (us-central1-a); an AI zone in ``ai<N><letter>`` (us-central1-ai1a,
+#: us-south1-ai1b: its parent zone is the standard zone with the same letter). Sources:
+#: https://docs.cloud.google.com/compute/docs/regions-zones/ai-zones and the TPU7x/v6e rows of
+#: https://docs.cloud.google.com/tpu/docs/regions-zones (both read 2026-11-24).
+_ZONE = re.compile(r"^([a-z]+-[a-z]+[0-9]+)-(?:[a-z]|ai[0-9]+[a-z])$")
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 
@@ -98,7 +102,8 @@ def validate_zone(zone: str, region: str | None = None, also_regions: frozenset[
     """A zone of a known region (or of one of ``also_regions``: regions of one product only)."""
     m = _ZONE.match(zone or "")
     if not m:
-        raise DomainError(f"zone {zone!r} is not a zone name like 'us-central1-a'")
+        raise DomainError(f"zone {zone!r} is not a zone name like 'us-central1-a' (or an AI zone like "
+                          "'us-central1-ai1a')")
     if m.group(1) not in also_regions:
         validate_region(m.group(1))
     if region is not None and m.group(1) != region:

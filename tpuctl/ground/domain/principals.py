@@ -16,6 +16,10 @@ from tpuctl.ground.errors import DomainError
 #:   (google-cloud-tpu ``TpuClient.generate_service_identity``; gcloud ``compute tpus tpu-vm service-identity
 #:   create``) creates the TPU VM agent gcp-sa-tpu, which Service Usage never returns; first-use: Google creates
 #:   it when the API is first used (the Vertex AI custom code agent appears with the first custom job).
+#: An agent may have both: Google also creates the TPU VM agent with the project's first TPU VM ("The Cloud TPU
+#: VM creates a service identity ... when the first Cloud TPU VM is created in a project after TPU service
+#: activation" - `gcloud compute tpus tpu-vm service-identity create --help`, Cloud SDK 528, read 2026-11-24;
+#: cloud.google.com/sdk/gcloud/reference/compute/tpus/tpu-vm/service-identity/create), see AgentKind.first_use.
 AGENT_CREATORS: tuple[str, ...] = ("serviceusage", "tpu-v2", "first-use")
 
 
@@ -29,6 +33,8 @@ class AgentKind:
     #: The agent's own service-agent role. An agent created ON REQUEST (serviceusage / tpu-v2) is not
     #: granted it automatically, so tpuctl grants it (additively) after creating the agent.
     project_role: str | None = None
+    #: What else makes Google create the agent (the first use), where known; "" when only ``creator`` does.
+    first_use: str = ""
 
     @property
     def created_on_request(self) -> bool:
@@ -40,7 +46,7 @@ class AgentKind:
             return f"gcloud compute tpus tpu-vm service-identity create --zone={zone} --project={project}"
         if self.creator == "serviceusage":
             return f"gcloud beta services identity create --service={self.service} --project={project}"
-        return f"run one job on {self.service} (Google creates this agent with the first use)"
+        return f"run one job on {self.service} (Google creates this agent with {self.first_use or 'the first use'})"
 
 
 SERVICE_AGENTS: dict[str, AgentKind] = {
@@ -53,11 +59,12 @@ SERVICE_AGENTS: dict[str, AgentKind] = {
         "tpu-vm-agent", "Cloud TPU VM service agent (TPU v2 API)", "tpu.googleapis.com",
         "service-{project_number}@gcp-sa-tpu.iam.gserviceaccount.com",
         creator="tpu-v2", project_role="roles/cloudtpu.serviceAgent",
+        first_use="the project's first TPU VM",
     ),
     "vertex-agent": AgentKind(
         "vertex-agent", "Vertex AI custom code service agent", "aiplatform.googleapis.com",
         "service-{project_number}@gcp-sa-aiplatform-cc.iam.gserviceaccount.com",
-        creator="first-use",
+        creator="first-use", first_use="the project's first Vertex AI custom job",
     ),
 }
 TRAINING_SA_KEYWORD = "training-sa"

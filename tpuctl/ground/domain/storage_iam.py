@@ -19,9 +19,18 @@ ACCESS_LOG_PURPOSE = "access-logs"
 TRAINER_IMAGES_PURPOSE = "trainer-images"
 #: The permission that lets a principal pull an image (roles/artifactregistry.reader has it).
 PULL_PERMISSION = "artifactregistry.repositories.downloadArtifacts"
-#: Principals that pull the trainer image: Vertex runs a job's containers as the job's service account (the
-#: training SA) and starts them through the custom-code service agent (infra/registry.py grants them the reader role).
-IMAGE_PULLERS: tuple[str, ...] = ("training-sa", "vertex-agent")
+#: Principals that pull the trainer image, and where (infra/registry.py grants them the reader role; doctor checks it).
+#: Vertex AI: "you can't configure a custom service account to pull images from Artifact Registry. Vertex AI uses
+#:   the default service account to pull the images" (https://cloud.google.com/vertex-ai/docs/general/custom-service-account,
+#:   "Configure a custom service account", read 2026-11-24) - so the job's service account (the training SA) is NOT
+#:   the puller. The same page names the Vertex AI Custom Code Service Agent as a job's default account; that this
+#:   agent (and not the primary gcp-sa-aiplatform agent) is the one that pulls is NOT stated there (unverified).
+#: TPU VMs (`tpuctl tpu run`): the startup script runs `docker pull` on each host with the VM's attached service
+#:   account, which tpuctl sets to the training SA (services/tpuvm.py) - the one place it needs the reader role.
+IMAGE_PULLERS: dict[str, str] = {
+    "training-sa": "TPU VMs (docker pull on the host as the VM's service account)",
+    "vertex-agent": "Vertex AI jobs (Vertex pulls with its service agent, never the job's service account)",
+}
 #: Buckets the training job only reads, and the ones it writes.
 READ_BUCKETS: tuple[str, ...] = ("data", "hub-cache")
 WRITE_BUCKETS: tuple[str, ...] = ("artifacts", "staging")
