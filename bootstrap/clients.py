@@ -11,6 +11,7 @@ Every service tpuctl talks to can be pointed elsewhere with an environment varia
     tpu           TPUCTL_TPU_ENDPOINT            Cloud TPU v2 (google-cloud-tpu, REST)
     cloudbuild    TPUCTL_CLOUDBUILD_ENDPOINT     Cloud Build v1 (REST)
     artifactregistry TPUCTL_ARTIFACTREGISTRY_ENDPOINT  Artifact Registry v1 (REST)
+    cloudbilling  TPUCTL_CLOUDBILLING_ENDPOINT   Cloud Billing Catalog v1 (REST; `tpuctl prices refresh`)
 
 An endpoint that is a loopback ``http://`` URL (127.0.0.1, ::1, localhost) gets anonymous
 credentials; any other endpoint keeps Application Default Credentials.
@@ -46,6 +47,7 @@ SERVICES: dict[str, tuple[str, str]] = {
     "tpu": ("TPUCTL_TPU_ENDPOINT", "https://tpu.googleapis.com"),
     "cloudbuild": ("TPUCTL_CLOUDBUILD_ENDPOINT", "https://cloudbuild.googleapis.com"),
     "artifactregistry": ("TPUCTL_ARTIFACTREGISTRY_ENDPOINT", "https://artifactregistry.googleapis.com"),
+    "cloudbilling": ("TPUCTL_CLOUDBILLING_ENDPOINT", "https://cloudbilling.googleapis.com"),
 }
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"

@@ -16,7 +16,7 @@ from typing import Sequence
 import typer
 
 from tpuctl import __version__
-from tpuctl.commands import access, data, hubcache, image, plan, runs, serve, tpu, train, tune
+from tpuctl.commands import access, data, hubcache, image, plan, prices, runs, serve, tpu, train, tune
 from tpuctl.ground.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, DomainError, UserError
 
 # google-api-core warns about the interpreter's end of life on every import; the CLI's stderr is for the
@@ -46,7 +46,7 @@ def _root(
     """tpuctl: Pulumi program, policy pack, setup commands and trainer for Cloud TPU/GPU training."""
 
 
-for _group in (plan, access, hubcache, train, data, image, runs, tpu, tune, serve):
+for _group in (plan, access, hubcache, train, data, image, runs, tpu, tune, serve, prices):
     _group.register(app)
 
 

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from tpuctl.commands.options import Model, echo_err, echo_result
+from tpuctl.commands.options import Model, echo_err, echo_result, finite
 from tpuctl.ground.errors import UserError
 
 tpu_app = typer.Typer(
@@ -30,12 +30,22 @@ def register(app: typer.Typer) -> None:
 
 def run_options(opts, stack_outputs, *, zone: str | None = None, spot: bool = False, keep: bool = False,
                 name: str | None = None, image: str | None = None, dry_run: bool = False,
-                poll_seconds: float = 30.0, provision_timeout: float = 7200.0, run_timeout: float = 86400.0) -> None:
+                poll_seconds: float = 30.0, provision_timeout: float = 7200.0, run_timeout: float = 86400.0,
+                budget: float | None = None) -> None:
     """The work of ``tpu run`` for already-parsed options (``opts``: a ``TrainOptions``); ``train --target
     tpu-vm`` calls this too."""
-    from tpuctl.services import tpuvm
+    from tpuctl.services import cloudrun, tpuvm
 
+    if budget is not None:
+        cloudrun.check_budget_value(budget)
+        if keep:
+            raise UserError("--budget cannot bound a slice kept with --keep (it is billed until `tpuctl tpu delete`)")
     run = tpuvm.plan_run(opts, stack_outputs, zone=zone, spot=spot, name=name, image=image)
+    # The cost before anything is created: chips × per-chip price for at most --run-timeout.
+    estimate = cloudrun.estimate_tpu_vm(run.accelerator, run.zone, spot=spot, run_timeout=run_timeout)
+    for line in estimate.lines():
+        echo_err(line)
+    cloudrun.check_budget(estimate, budget)
     tpuvm.check_quota(run, echo=echo_err)   # before anything is created; offline: a note
     if dry_run:
         typer.echo(json.dumps(tpuvm.request_document(run), indent=2))
@@ -81,6 +91,9 @@ def run(
                                       help="Seconds to wait for the trainer's result once the slice is ACTIVE."),
     poll_seconds: float = typer.Option(30.0, "--poll-seconds", min=0.01, max=3600, hidden=True,
                                        help="Seconds between status reads."),
+    budget: Optional[float] = typer.Option(None, "--budget", min=0.01, callback=finite,
+                                           help="Refuse the run when the slice may cost more (USD) than this for "
+                                                "--run-timeout."),
 ) -> None:
     """Train on a TPU VM slice; the slice is deleted when the run ends (see --keep). Trainer flags go after `--`."""
     from tpuctl.ground.outputs import load_outputs
@@ -95,7 +108,7 @@ def run(
                         epochs=epochs, batch_size=batch_size, extra=extra)
     run_options(opts, load_outputs(stack=stack, outputs_file=outputs), zone=zone, spot=spot, keep=keep, name=name,
                 image=image, dry_run=dry_run, poll_seconds=poll_seconds, provision_timeout=provision_timeout,
-                run_timeout=run_timeout)
+                run_timeout=run_timeout, budget=budget)
 
 
 @tpu_app.command("list")

@@ -66,7 +66,7 @@ def train(
     python_package: bool = typer.Option(False, "--python-package", help="Vertex: ship trainer/ as a package onto Google's prebuilt TensorFlow image (refused past its end of availability)."),
     spot: bool = typer.Option(False, "--spot", help="Vertex/TPU VM: Spot capacity; a preempted job restarts and resumes from its gs:// backup."),
     max_run_time: Optional[str] = typer.Option(None, "--max-run-time", help="Vertex: stop the job after this long (10m..7d, e.g. 2h, 1h30m); also bounds the cost estimate."),
-    budget: Optional[float] = typer.Option(None, "--budget", min=0.01, callback=finite, help="Vertex: refuse the job when its maximum cost (USD) is above this."),
+    budget: Optional[float] = typer.Option(None, "--budget", min=0.01, callback=finite, help="Vertex/TPU VM: refuse the run when its maximum cost (USD) is above this."),
     zone: Optional[str] = typer.Option(None, "--zone", help="TPU VM: zone of the slice (default: the stack's tpu_zone, else zone)."),
     keep: bool = typer.Option(False, "--keep", help="TPU VM: keep the slice when the run ends (it keeps costing money)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Vertex: print the CustomJob request as JSON; build, upload and submit nothing."),
@@ -96,12 +96,12 @@ def train(
         return
     if target is Target.tpu_vm:
         refuse_given((("--region", region), ("--python-package", python_package), ("--max-run-time", max_run_time),
-                      ("--budget", budget), ("--parameter-servers", parameter_servers)),
+                      ("--parameter-servers", parameter_servers)),
                      "{flag} does not apply to --target tpu-vm (a TPU VM slice lives in --zone)")
         from tpuctl.commands import tpu
 
         tpu.run_options(opts, stack_outputs, zone=zone, spot=spot, keep=keep, name=job_name, image=image,
-                        dry_run=dry_run, poll_seconds=poll_seconds)
+                        dry_run=dry_run, poll_seconds=poll_seconds, budget=budget)
         return
     refuse_given((("--region", region), ("--job-name", job_name), ("--image", image), ("--python-package", python_package),
                   ("--spot", spot), ("--max-run-time", max_run_time), ("--budget", budget)),

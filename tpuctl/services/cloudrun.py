@@ -12,7 +12,8 @@ Everything here starts from what ``tpuctl.services.vertex`` already built (``pla
   ``<checkpoints>/backup`` (trainer/config.py ``OutputDirs``, trainer/task.py ``_callbacks``), so a job
   restarted by Vertex AI, or submitted again with the same ``--model-dir``, resumes at the interrupted epoch.
 - ``estimate_pools`` / ``estimate_custom_job``: USD per hour of every worker pool (machine + accelerators ×
-  replicas) from the dated table in ``tpuctl.ground.domain.prices``, and the maximum for the run time.
+  replicas) from the Cloud Billing catalogue (``tpuctl.services.prices``), and the maximum for the run time;
+  ``estimate_tpu_vm``: the same for a TPU VM slice (chips × per-chip price, catalogue or shipped snapshot).
 - ``check_budget(estimate, budget)``: refuse a job whose maximum exceeds ``--budget``.
 
 google-cloud-aiplatform is imported inside the functions that need it.
@@ -26,12 +27,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Iterable, Mapping
 
-from tpuctl.ground import domain
 from tpuctl.ground.errors import DomainError, UserError
 
-#: Bounds of --max-run-time. Vertex AI's own default (and tpuctl's ceiling) is 7 days
-#: (custom_job.proto, Scheduling.timeout: "The default is 7 days"); under 10 minutes a job rarely gets
-#: past provisioning and the image pull.
+#: Bounds of --max-run-time: tpuctl's own. Google documents no maximum: custom_job.proto, Scheduling.timeout, says
+#: only "Optional. The maximum job running time. The default is 7 days." (googleapis google/cloud/aiplatform/v1/
+#: custom_job.proto as installed in google-cloud-aiplatform 2.7, and the same text in Vertex AI's REST and client
+#: references, checked 2026-11-24). tpuctl keeps that documented default as its ceiling, so the cost maximum it
+#: prints is always for a run time Google has stated; a longer run is several jobs (the trainer resumes from its
+#: backup). Under 10 minutes a job rarely gets past provisioning and the image pull.
 MIN_RUN_TIME = timedelta(minutes=10)
 MAX_RUN_TIME = timedelta(days=7)
 #: What Vertex AI applies when no timeout is set: the bound a cost maximum is computed for.
@@ -41,6 +44,7 @@ MAX_BUDGET_USD = 1_000_000.0
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
 _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+_RANGE = "10m to 7d (tpuctl's bounds: Vertex AI documents a default timeout of 7 days and no maximum)"
 
 
 def _format_run_time(value: timedelta) -> str:
@@ -68,13 +72,15 @@ def parse_run_time(text: str) -> timedelta:
             pos = m.end()
         if not raw or pos != len(raw):
             raise UserError(f"--max-run-time {text!r}: expected a duration like 90m, 2h, 1h30m or 3d")
+    # Checked before a timedelta is built: 99999999999999999999d is past what timedelta holds (OverflowError).
+    if not math.isfinite(seconds) or seconds > MAX_RUN_TIME.total_seconds():
+        raise UserError(f"--max-run-time {text!r} is out of range: {_RANGE}")
     return check_run_time(timedelta(seconds=seconds))
 
 
 def check_run_time(value: timedelta) -> timedelta:
     if not MIN_RUN_TIME <= value <= MAX_RUN_TIME:
-        raise UserError(f"--max-run-time {_format_run_time(value)} is out of range: "
-                        f"{_format_run_time(MIN_RUN_TIME)} to {_format_run_time(MAX_RUN_TIME)} (Vertex AI's limit)")
+        raise UserError(f"--max-run-time {_format_run_time(value)} is out of range: {_RANGE}")
     return value
 
 
@@ -149,6 +155,17 @@ class PoolCost:
     replicas: int
     hourly: float | None          # USD per hour for all replicas of the pool; None when a price is missing
     note: str = ""                # which price is a bound or missing
+    breakdown: str = ""           # "8 vCPU $0.0X + 30 GiB RAM $0.0Y + …" per replica
+
+    def describe(self) -> str:
+        if self.index < 0:        # a TPU VM slice
+            return f"slice {self.machine_type}"
+        accel = f" + {self.accelerator_count} × {self.accelerator_type}" if self.accelerator_type else ""
+        return f"pool {self.index}: {self.replicas} × {self.machine_type}{accel}"
+
+
+VERTEX_HINT = "lower --max-run-time, --workers or the trial count, or raise --budget"
+TPU_VM_HINT = "use a smaller slice, --spot or a shorter --run-timeout, or raise --budget"
 
 
 @dataclass(frozen=True)
@@ -160,6 +177,11 @@ class CostEstimate:
     pools: list[PoolCost]
     missing: list[str] = field(default_factory=list)
     bound_only: bool = False      # True when a Spot price was missing and on-demand was used as its upper bound
+    source: str = ""              # where every price of this estimate came from, with its date
+    notes: list[str] = field(default_factory=list)   # how the source was chosen (refresh failed, stale cache)
+    target: str = "Vertex AI"
+    hint: str = VERTEX_HINT       # what to change when --budget refuses
+    run_time_name: str = ""       # "--run-timeout 24h" when the bound is not Vertex AI's timeout
 
     @property
     def hourly(self) -> float | None:
@@ -179,20 +201,22 @@ class CostEstimate:
     def lines(self) -> list[str]:
         """Human-readable lines (what `--dry-run` and the pre-submit note print)."""
         kind = "Spot" if self.spot else "on-demand"
-        out = [f"cost estimate ({kind}, {self.region}; Vertex AI list prices from {domain.PRICES_SOURCE_URL}, "
-               f"table checked {domain.PRICES_CHECKED}; compute only, no storage or network):"]
+        source = self.source or "no price source"
+        out = [f"cost estimate ({self.target}, {kind}, {self.region}; {source}; list prices, compute only, "
+               "no storage or network):"]
+        out += [f"  note: {n}" for n in self.notes]
         for p in self.pools:
-            accel = f" + {p.accelerator_count} × {p.accelerator_type}" if p.accelerator_type else ""
             price = f"${p.hourly:.4f}/h" if p.hourly is not None else "unknown"
+            detail = f" = {p.breakdown}" if p.breakdown and p.hourly is not None else ""
             note = f" ({p.note})" if p.note else ""
-            out.append(f"  pool {p.index}: {p.replicas} × {p.machine_type}{accel}: {price}{note}")
+            out.append(f"  {p.describe()}: {price}{detail}{note}")
         if self.missing:
             out.append("  total: unknown: " + "; ".join(self.missing))
             return out
         bound = " at most" if self.bound_only else ""
         per = f" per trial × {self.trials} trials" if self.trials > 1 else ""
-        out.append(f"  total:{bound} ${self.hourly:.4f}/h{per}; maximum for {_format_run_time(self.run_time)}: "
-                   f"${self.maximum:.2f}")
+        span = self.run_time_name or _format_run_time(self.run_time)
+        out.append(f"  total:{bound} ${self.hourly:.4f}/h{per}; maximum for {span}: ${self.maximum:.2f}")
         return out
 
 
@@ -221,55 +245,62 @@ def _pool_dicts(pools: Iterable[Any]) -> list[dict]:
     return out
 
 
-def _price(region: str, item: str, spot: bool) -> tuple[float, str]:
-    """(USD/h, note). Spot with no Spot entry: the on-demand price as an upper bound (Spot capacity is sold
-    below on-demand); raises DomainError when neither is known."""
-    if spot:
+def _breakdown(hourly) -> str:
+    return " + ".join(f"{c.label} ${c.usd:.4f}" for c in hourly.components)
+
+
+def _replica(prices, region: str, machine: str, accel: str | None, count: int, spot: bool):
+    """(Hourly, note) of one replica. Spot with no Spot SKU: the on-demand price as an upper bound (Spot capacity
+    is sold below on-demand), said in the note; raises DomainError when neither is found."""
+    from tpuctl.services.prices import vertex_replica_hourly
+
+    if not spot:
+        return vertex_replica_hourly(prices, machine, accel, count, region, False), ""
+    try:
+        return vertex_replica_hourly(prices, machine, accel, count, region, True), ""
+    except DomainError as spot_missing:
         try:
-            return domain.training_price(region, item, domain.PRICE_SPOT).usd, ""
+            upper = vertex_replica_hourly(prices, machine, accel, count, region, False)
         except DomainError:
-            usd = domain.training_price(region, item, domain.PRICE_ON_DEMAND).usd
-            return usd, f"no Spot price for {item} in the table: on-demand used as the upper bound"
-    return domain.training_price(region, item, domain.PRICE_ON_DEMAND).usd, ""
+            raise spot_missing from None
+        return upper, f"{spot_missing}: on-demand used as the upper bound"
 
 
 def estimate_pools(pools: Iterable[Any], region: str, *, spot: bool = False,
-                   max_run_time: timedelta | None = None, trials: int = 1) -> CostEstimate:
-    """Price every worker pool (machine + accelerators, × replicas) from the dated table; never guesses."""
+                   max_run_time: timedelta | None = None, trials: int = 1, prices=None) -> CostEstimate:
+    """Price every worker pool (machine + accelerators, × replicas) from the Cloud Billing catalogue; never
+    guesses. ``prices``: a ``tpuctl.services.prices.Prices`` (default: ``load_prices()``)."""
+    from tpuctl.services.prices import load_prices
+
     run_time = check_run_time(max_run_time) if max_run_time is not None else DEFAULT_RUN_TIME
     if trials < 1:
         raise UserError(f"trials must be at least 1 (got {trials})")
+    prices = prices if prices is not None else load_prices()
     costs: list[PoolCost] = []
     missing: list[str] = []
     bound_only = False
     for index, pool in enumerate(_pool_dicts(pools)):
         if pool["replicas"] < 1:
             continue
-        notes, total = [], 0.0
         accel = pool["accelerator_type"]
         if accel == "ACCELERATOR_TYPE_UNSPECIFIED":
             accel = None
-        items = [(pool["machine_type"], 1)] + ([(accel, pool["accelerator_count"])] if accel else [])
-        known = True
-        for item, count in items:
-            try:
-                usd, note = _price(region, item, spot)
-            except DomainError as exc:
-                known = False
-                text = str(exc)
-                if text not in missing:
-                    missing.append(text)
-                continue
-            total += usd * count
-            if note:
-                bound_only = True
-                notes.append(note)
-        costs.append(PoolCost(index, pool["machine_type"], accel, pool["accelerator_count"] if accel else 0,
-                              pool["replicas"], total * pool["replicas"] if known else None, "; ".join(notes)))
-    return CostEstimate(region, spot, run_time, trials, costs, missing, bound_only)
+        count = pool["accelerator_count"] if accel else 0
+        try:
+            hourly, note = _replica(prices, region, pool["machine_type"], accel, count, spot)
+        except DomainError as exc:
+            if str(exc) not in missing:
+                missing.append(str(exc))
+            costs.append(PoolCost(index, pool["machine_type"], accel, count, pool["replicas"], None))
+            continue
+        bound_only = bound_only or bool(note)
+        costs.append(PoolCost(index, pool["machine_type"], accel, count, pool["replicas"],
+                              hourly.usd * pool["replicas"], note, _breakdown(hourly) + " per replica"))
+    source = prices.catalogue.label if prices.catalogue is not None else ""
+    return CostEstimate(region, spot, run_time, trials, costs, missing, bound_only, source, list(prices.notes))
 
 
-def estimate_custom_job(custom_job, region: str, *, trials: int = 1) -> CostEstimate:
+def estimate_custom_job(custom_job, region: str, *, trials: int = 1, prices=None) -> CostEstimate:
     """Estimate from the request itself: its pools, Spot or not, and its timeout (else Vertex AI's 7 days)."""
     from google.cloud import aiplatform_v1
 
@@ -278,7 +309,30 @@ def estimate_custom_job(custom_job, region: str, *, trials: int = 1) -> CostEsti
     spot = scheduling.strategy == aiplatform_v1.Scheduling.Strategy.SPOT
     timeout = scheduling.timeout
     run_time = timeout if isinstance(timeout, timedelta) and timeout.total_seconds() > 0 else None
-    return estimate_pools(spec.worker_pool_specs, region, spot=spot, max_run_time=run_time, trials=trials)
+    return estimate_pools(spec.worker_pool_specs, region, spot=spot, max_run_time=run_time, trials=trials,
+                          prices=prices)
+
+
+def estimate_tpu_vm(accelerator, zone: str, *, spot: bool, run_timeout: float, prices=None) -> CostEstimate:
+    """A TPU VM slice: chips × per-chip price in the zone's region, for at most ``run_timeout`` seconds (the
+    slice is deleted when the run ends or times out, unless --keep)."""
+    from tpuctl.services.prices import load_prices, tpu_vm_hourly
+
+    region = zone.rsplit("-", 1)[0]
+    prices = prices if prices is not None else load_prices()
+    run_time = timedelta(seconds=run_timeout)
+    span = f"--run-timeout {_format_run_time(run_time)}"
+    try:
+        hourly = tpu_vm_hourly(prices, accelerator, region, spot)
+    except DomainError as exc:
+        pool = PoolCost(-1, accelerator.name, None, 0, 1, None)
+        return CostEstimate(region, spot, run_time, 1, [pool], [str(exc)], notes=list(prices.notes),
+                            target="TPU VM", hint=TPU_VM_HINT, run_time_name=span)
+    comp = hourly.components[0]
+    pool = PoolCost(-1, accelerator.name, None, 0, 1, hourly.usd, hourly.note,
+                    f"{comp.quantity:g} × ${comp.unit_usd:.6g}/{comp.per}")
+    return CostEstimate(region, spot, run_time, 1, [pool], source=hourly.source, notes=list(prices.notes),
+                        target="TPU VM", hint=TPU_VM_HINT, run_time_name=span)
 
 
 def check_budget(estimate: CostEstimate, budget: float | None) -> None:
@@ -291,10 +345,10 @@ def check_budget(estimate: CostEstimate, budget: float | None) -> None:
         raise UserError(f"cannot check --budget ${budget:.2f}: " + "; ".join(estimate.missing))
     if maximum > budget:
         per = f" × {estimate.trials} trials" if estimate.trials > 1 else ""
+        span = estimate.run_time_name or _format_run_time(estimate.run_time)
         raise UserError(
-            f"the job may cost up to ${maximum:.2f} (${estimate.hourly:.4f}/h{per} for "
-            f"{_format_run_time(estimate.run_time)}), above --budget ${budget:.2f}; lower --max-run-time, "
-            "--workers or the trial count, or raise --budget")
+            f"the job may cost up to ${maximum:.2f} (${estimate.hourly:.4f}/h{per} for {span}), above --budget "
+            f"${budget:.2f}; {estimate.hint}")
 
 
 @dataclass(frozen=True)
@@ -307,7 +361,7 @@ class CloudPlan:
 
 
 def plan_cloud_run(job, *, spot: bool = False, max_run_time: timedelta | None = None,
-                   budget: float | None = None) -> CloudPlan:
+                   budget: float | None = None, prices=None) -> CloudPlan:
     """One call for the train command: scheduling applied, cost estimated, budget checked (raises UserError).
 
     ``job`` is ``vertex.plan_job(...)``'s ``VertexJob``; the request comes from ``vertex.build_custom_job``.
@@ -318,6 +372,6 @@ def plan_cloud_run(job, *, spot: bool = False, max_run_time: timedelta | None = 
         check_budget_value(budget)
     resume = backup_dir(job) if spot else None
     custom_job = with_scheduling(vertex.build_custom_job(job), spot=spot, max_run_time=max_run_time)
-    estimate = estimate_custom_job(custom_job, job.region)
+    estimate = estimate_custom_job(custom_job, job.region, prices=prices)
     check_budget(estimate, budget)
     return CloudPlan(custom_job, estimate, resume)

@@ -69,11 +69,14 @@ def test_max_run_time_out_of_range_or_malformed_is_one_line(text):
 
 
 def test_plan_cloud_run_estimates_and_checks_the_budget(job):
-    plan = cloudrun.plan_cloud_run(job, spot=True, max_run_time=timedelta(hours=2), budget=5)
+    from billingfakes import fake_prices
+
+    # 2 replicas of n1-standard-4 at the stand-in catalogue's Spot prices (4 × $0.012 + 15 × $0.0015), 2 h.
+    plan = cloudrun.plan_cloud_run(job, spot=True, max_run_time=timedelta(hours=2), budget=5, prices=fake_prices())
     assert plan.backup_dir.endswith("/runs/spot-1/checkpoints/backup")
-    assert plan.estimate.spot and plan.estimate.maximum == pytest.approx(2 * 0.21849885 * 2)
-    with pytest.raises(UserError, match=r"may cost up to \$0\.87 .*above --budget \$0\.50"):
-        cloudrun.plan_cloud_run(job, spot=True, max_run_time=timedelta(hours=2), budget=0.5)
+    assert plan.estimate.spot and plan.estimate.maximum == pytest.approx(2 * 0.0705 * 2)
+    with pytest.raises(UserError, match=r"may cost up to \$0\.28 .*above --budget \$0\.20"):
+        cloudrun.plan_cloud_run(job, spot=True, max_run_time=timedelta(hours=2), budget=0.2, prices=fake_prices())
 
 
 def test_spot_job_goes_through_the_real_client_to_the_endpoint(job, fake_vertex, monkeypatch):

@@ -1,104 +1,262 @@
-"""Vertex AI custom-training prices: a dated, deliberately small table, and what tpuctl does NOT know.
+"""Prices: which Cloud Billing Catalog SKU prices what tpuctl launches, and the dated snapshot shipped for TPU VMs.
 
-Source: Google's Vertex AI pricing page, section "Custom-trained models" → training
-(https://cloud.google.com/vertex-ai/pricing; Google now also serves it at
-https://cloud.google.com/products/gemini-enterprise-agent-platform/pricing). USD per hour, list price,
-no savings-plan/committed-use discount, no taxes.
+Google publishes every list price through the Cloud Billing Catalog API (``services.list``,
+``services.skus.list``; google/cloud/billing/v1/cloud_catalog.proto: a ``Sku`` has ``description``,
+``category`` {service_display_name, resource_family, resource_group, usage_type}, ``service_regions`` and
+``pricing_info[].pricing_expression`` {usage_unit, tiered_rates[] {start_usage_amount, unit_price: Money}}).
+tpuctl keeps no hand-typed price: ``tpuctl prices refresh`` caches the SKUs below, and estimates match them with
+``match_sku``. The only prices in the repository are the converted subset of a public catalogue generated from the
+same API (``SNAPSHOT_FILE``), for TPU VM slices.
 
-How the numbers got here (2026-11-22): Google's page itself could not be read from this workplace (only
-its opening paragraphs are stored in the search corpus, not the per-region tables). Every number below
-is therefore taken from public transcriptions of that page that quote it verbatim, with their read date;
-``PRICE_RECORDS`` keeps the quoted text and where it was read, and ``tests/ops/tune/test_prices.py`` checks
-that every table entry is exactly a recorded quote (and every quote is in the table). An entry nobody
-quoted is NOT in the table: an estimate that needs it says which entry is missing instead of guessing.
-
-Known gaps (2026-11-22): no europe-west4 entry, no GPU/TPU accelerator entry per region, no Spot price.
-Add one by appending a ``PriceRecord`` (quote, source, date) and the matching ``TRAINING_PRICES`` entry.
+Sources (read 2026-11-24 with the search tool):
+- Services are looked up by display name (``CATALOG_SERVICES``); the ids in public examples are only named here:
+  Compute Engine ``6F81-5844-456A`` and Cloud TPU ``E000-3F24-B8AA`` (skypilot-org/skypilot
+  sky/catalog/data_fetchers/fetch_gcp.py, GCE_SERVICE_ID / TPU_SERVICE_ID), Vertex AI ``C7E2-9256-1C43`` (issue 30).
+- Usage types ``OnDemand`` / ``Preemptible``; a preemptible Cloud TPU SKU may carry usage type OnDemand with
+  "Preemptible" in its description (fetch_gcp.py ``get_tpu_price``), so Spot is also read from the description.
+- TPU SKU descriptions: Compute Engine holds v5e/v5p/v6e as ``TpuV5e`` / ``TpuV5p`` / ``TpuV6e`` per chip-hour,
+  the Cloud TPU service holds ``Tpu-v2``/``Tpu-v3``/``Tpu-v4`` priced per 8 TensorCores (4 chips), v4 only as
+  "Pod" SKUs (fetch_gcp.py ``_get_tpu_description_str``, ``core_per_sku``).
+- Vertex AI custom training is billed per component; invoice lines read "Vertex AI Training on N1 Predefined
+  Instance CPU", "… N1 Predefined Instance RAM", "… NVIDIA Tesla T4 GPU" (a public repository's README quoting its
+  Sep 2026 invoice, found with the search tool). The exact SKU descriptions of Vertex AI's catalogue entries could
+  not be read here: matching therefore asks for word groups, not a fixed sentence (``SkuWant``), and a SKU that
+  matches twice or not at all is reported, never averaged.
+- NOT VERIFIED: how Vertex AI prices its TPU machine types (per chip for v5e, per 8-core device for v2/v3 is
+  assumed from the Cloud TPU convention above) and that a TPU machine's host is included in the TPU price (as it is
+  for Cloud TPU VMs). Vertex GPU hosts are priced for the N1 family only (``VERTEX_HOST_SHAPES``).
 """
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from importlib import resources as _resources
 
 from tpuctl.ground.errors import DomainError
 
-PRICES_SOURCE_URL = "https://cloud.google.com/vertex-ai/pricing"
-#: When this table was assembled from the records below (each record has its own read date).
-PRICES_CHECKED = "2026-11-22"
-PRICE_ON_DEMAND = "on-demand"
-PRICE_SPOT = "spot"
+__all__ = [
+    "CATALOG_SERVICES", "USAGE_ON_DEMAND", "USAGE_PREEMPTIBLE", "UNIT_HOUR", "UNIT_GIB_HOUR", "REFRESH_COMMAND",
+    "SkuRecord", "SkuWant", "match_sku", "sku_words", "vertex_gpu_want", "VERTEX_HOST_SHAPES", "vertex_host_wants",
+    "TPU_PHRASES", "tpu_unit_chips", "vertex_tpu_want", "tpu_vm_want", "all_wants", "wanted", "SNAPSHOT_FILE",
+    "Snapshot", "load_snapshot",
+]
+#: Service key -> display name in ``services.list`` (the id is looked up, never copied).
+CATALOG_SERVICES: dict[str, str] = {"vertex": "Vertex AI", "compute": "Compute Engine", "tpu": "Cloud TPU"}
+USAGE_ON_DEMAND = "OnDemand"
+USAGE_PREEMPTIBLE = "Preemptible"
+#: Per-hour and per-GiB-hour usage units (pricing_expression.usage_unit, as in the Billing Catalog's SKUs).
+UNIT_HOUR = "h"
+UNIT_GIB_HOUR = "GiBy.h"
+#: The command that fills the cache; every "unknown" price names it.
+REFRESH_COMMAND = "tpuctl prices refresh"
+
+#: Words of a description that make a SKU something else than the plain list price of a running resource.
+_NOT_LIST_PRICE = ("commitment", "commit", "reserved", "reservation", "custom", "sole", "premium", "extended",
+                   "license", "licensing", "dws", "calendar", "flex")
+_SPOT_WORDS = ("preemptible", "spot")
+
+
+def sku_words(description: str) -> tuple[str, ...]:
+    """``"TpuV5e running in Americas"`` -> ``("tpu", "v5e", "running", "in", "americas")``: lower case, split at
+    anything not a letter or digit and at lower→Upper case changes, so "TpuV5e", "TPU v5e" and "Tpu-v5e" agree."""
+    spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", description)
+    return tuple(w for w in re.split(r"[^a-z0-9]+", spaced.lower()) if w)
+
+
+def _has(seq: tuple[str, ...], phrase: tuple[str, ...]) -> bool:
+    n = len(phrase)
+    return any(seq[i:i + n] == phrase for i in range(len(seq) - n + 1))
 
 
 @dataclass(frozen=True)
-class PriceRecord:
-    """One price as quoted from Google's page: the text, where it was read, and when."""
+class SkuRecord:
+    """What the cache keeps of one catalogue SKU (its first-tier USD unit price)."""
 
-    region: str
-    item: str          # a machine type (n1-standard-4) or an aiplatform AcceleratorType name (NVIDIA_TESLA_T4)
-    kind: str          # PRICE_ON_DEMAND or PRICE_SPOT
-    quote: str         # the price text as it appears on Google's page
-    read_from: str     # the page the quote was read from (Google's, or a transcription that cites it)
-    read_on: str       # YYYY-MM-DD
-
-
-PRICE_RECORDS: tuple[PriceRecord, ...] = (
-    # "The public custom-training pricing table lists n1-standard-4 in Iowa (us-central1) at
-    #  $0.21849885/hour without a savings-plan discount, checked September 6, 2026" — and the same figure,
-    #  "n1-standard-4, us-central1, tabela Default, 2026-09-08", and "Custom training n1-standard-4:
-    #  $0.21849885 / 1 hour", read 2026-10-07, "found verbatim in the fetched page text"
-    #  (github.com/api-evangelist/google-vertex-ai plans/google-vertex-ai-plans-pricing.yml). Three
-    #  independent reads of Google's page, one number.
-    PriceRecord("us-central1", "n1-standard-4", PRICE_ON_DEMAND, "$0.21849885 / 1 hour",
-                "https://cloud.google.com/products/gemini-enterprise-agent-platform/pricing "
-                "(as quoted in github.com/api-evangelist/google-vertex-ai "
-                "plans/google-vertex-ai-plans-pricing.yml)", "2026-10-07"),
-)
-
-
-@dataclass(frozen=True)
-class HourlyPrice:
+    sku_id: str
+    description: str
+    service: str                    # key of CATALOG_SERVICES
+    resource_family: str
+    resource_group: str
+    usage_type: str
+    regions: tuple[str, ...]
     usd: float
-    record: PriceRecord
+    unit: str                       # pricing_expression.usage_unit
+
+    @property
+    def spot(self) -> bool:
+        return self.usage_type == USAGE_PREEMPTIBLE or any(w in sku_words(self.description) for w in _SPOT_WORDS)
 
 
-_QUOTE = re.compile(r"^\$(?P<usd>\d+(?:\.\d+)?) / 1 hour$")
+@dataclass(frozen=True)
+class SkuWant:
+    """One priced component: the SKU whose service, usage and description words say it is this thing."""
+
+    label: str                               # what the estimate line calls it: "N1 vCPU", "NVIDIA_TESLA_T4"
+    services: tuple[str, ...]
+    groups: tuple[tuple[str, ...], ...]      # every group must match: one of its phrases appears in the words
+    exclude: tuple[str, ...] = ()            # none of these words may appear
+    unit: str = UNIT_HOUR
+    per: str = "hour"                        # what one unit price covers (for the breakdown)
+    resource_groups: frozenset[str] = frozenset()   # when known: the SKU's category.resource_group must be one
+
+    def matches(self, sku: SkuRecord, region: str, spot: bool) -> bool:
+        if sku.service not in self.services or region not in sku.regions or sku.spot != spot:
+            return False
+        if sku.usage_type not in (USAGE_ON_DEMAND, USAGE_PREEMPTIBLE):    # commitments and the like
+            return False
+        if self.resource_groups and sku.resource_group not in self.resource_groups:
+            return False
+        seq = sku_words(sku.description)
+        if any(w in seq for w in (*self.exclude, *_NOT_LIST_PRICE)):
+            return False
+        return all(any(_has(seq, tuple(phrase.split())) for phrase in group) for group in self.groups)
 
 
-def quoted_usd(quote: str) -> float:
-    """The USD number of a ``$0.21849885 / 1 hour`` quote."""
-    m = _QUOTE.match(quote.strip())
-    if not m:
-        raise DomainError(f"price quote {quote!r} is not of the form '$N / 1 hour'")
-    return float(m.group("usd"))
+def match_sku(skus, want: SkuWant, region: str, spot: bool) -> SkuRecord:
+    """The one SKU priced for ``want`` in ``region``; DomainError (one line) when none or several match."""
+    kind = "Spot" if spot else "on-demand"
+    found = [s for s in skus if want.matches(s, region, spot)]
+    if not found:
+        raise DomainError(f"no {kind} SKU for {want.label} in {region} in the Cloud Billing catalogue")
+    if len(found) > 1:
+        listed = "; ".join(f"{s.sku_id} {s.description!r} ${s.usd:g}" for s in found[:4])
+        raise DomainError(f"{len(found)} {kind} SKUs match {want.label} in {region} (not averaged: {listed}); "
+                          "please report it")
+    sku = found[0]
+    if sku.unit != want.unit:
+        raise DomainError(f"SKU {sku.sku_id} {sku.description!r} is priced per {sku.unit!r}, expected {want.unit!r}")
+    return sku
 
 
-#: (region, item, kind) -> USD per hour. Written out (not computed from the records) so a change to either
-#: side shows in review; the test keeps both in step.
-TRAINING_PRICES: dict[tuple[str, str, str], float] = {
-    ("us-central1", "n1-standard-4", PRICE_ON_DEMAND): 0.21849885,
+# --------------------------------------------------------------------------------------------
+# What tpuctl prices
+# --------------------------------------------------------------------------------------------
+
+_TRAINING = ("training",)
+
+#: Vertex AI GPUs: aiplatform AcceleratorType -> description phrases (the Compute Engine GPU SKU names that
+#: fetch_gcp.py matches: "T4 GPU", "A100 80GB GPU", "H100 80GB GPU"; invoices: "NVIDIA Tesla T4 GPU").
+_GPU_PHRASES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "NVIDIA_TESLA_T4": (("t4",), ()),
+    "NVIDIA_TESLA_V100": (("v100",), ()),
+    "NVIDIA_TESLA_P100": (("p100",), ()),
+    "NVIDIA_L4": (("l4",), ()),
+    "NVIDIA_TESLA_A100": (("a100",), ("80gb", "80")),
+    "NVIDIA_A100_80GB": (("a100 80gb", "a100 80"), ()),
+    "NVIDIA_H100_80GB": (("h100",), ("mega", "plus")),
 }
 
 
-def price_regions() -> list[str]:
-    return sorted({region for region, _, _ in TRAINING_PRICES})
+def vertex_gpu_want(accelerator_type: str) -> SkuWant:
+    if accelerator_type not in _GPU_PHRASES:
+        raise DomainError(f"tpuctl has no catalogue match rule for the GPU {accelerator_type}")
+    names, exclude = _GPU_PHRASES[accelerator_type]
+    return SkuWant(accelerator_type, ("vertex",), (_TRAINING, names, ("gpu",)), exclude=("tpu", *exclude),
+                   per="GPU-hour")
 
 
-def training_price(region: str, item: str, kind: str = PRICE_ON_DEMAND) -> HourlyPrice:
-    """USD per hour of one replica's ``item`` (machine type, or one accelerator) in ``region``.
+#: Vertex AI hosts tpuctl can price: machine type prefix -> (family phrase, vCPUs, GiB) per size.
+#: n1-standard-N: N vCPUs and 3.75 GiB per vCPU (Compute Engine machineTypes: memoryMb 3840 per vCPU;
+#: cloud.google.com/compute/docs/general-purpose-machines#n1_machines, checked 2026-11-24).
+VERTEX_HOST_SHAPES: dict[str, tuple[int, float]] = {
+    f"n1-standard-{n}": (n, 3.75 * n) for n in (1, 2, 4, 8, 16, 32, 64, 96)
+}
 
-    Raises DomainError naming what is missing: an unknown region or item is never guessed.
-    """
-    if kind not in (PRICE_ON_DEMAND, PRICE_SPOT):
-        raise DomainError(f"price kind must be {PRICE_ON_DEMAND} or {PRICE_SPOT} (got {kind!r})")
-    key = (region, item, kind)
-    if key in TRAINING_PRICES:
-        record = next(r for r in PRICE_RECORDS if (r.region, r.item, r.kind) == key)
-        return HourlyPrice(TRAINING_PRICES[key], record)
-    if region not in price_regions():
-        raise DomainError(
-            f"no Vertex AI training prices for region {region} in tpuctl's price table (checked {PRICES_CHECKED}; "
-            f"it has {', '.join(price_regions())}); see {PRICES_SOURCE_URL}")
-    raise DomainError(
-        f"no {kind} Vertex AI training price for {item} in {region} in tpuctl's price table (checked "
-        f"{PRICES_CHECKED}); see {PRICES_SOURCE_URL}")
+
+def vertex_host_wants(machine_type: str) -> tuple[SkuWant, SkuWant, int, float]:
+    """(vCPU want, RAM want, vCPUs, GiB) for a Vertex AI host machine; DomainError for a shape not catalogued."""
+    if machine_type not in VERTEX_HOST_SHAPES:
+        raise DomainError(f"tpuctl does not know the vCPU/memory shape of {machine_type} (it prices N1 hosts: "
+                          f"{', '.join(VERTEX_HOST_SHAPES)})")
+    cpus, gib = VERTEX_HOST_SHAPES[machine_type]
+    family = machine_type.split("-", 1)[0]
+    core = SkuWant(f"{family.upper()} vCPU", ("vertex",), (_TRAINING, (family,), ("cpu", "core", "vcpu")),
+                   exclude=("ram", "memory", "gpu", "tpu"), per="vCPU-hour")
+    ram = SkuWant(f"{family.upper()} RAM", ("vertex",), (_TRAINING, (family,), ("ram", "memory")),
+                  exclude=("cpu", "core", "gpu", "tpu"), unit=UNIT_GIB_HOUR, per="GiB-hour")
+    return core, ram, cpus, gib
+
+
+#: TPU versions: description phrases, and chips one SKU unit price covers (fetch_gcp.py ``core_per_sku``: v5e and
+#: v6e per chip, v5p per chip = 2 TensorCores, v2/v3/v4 per 8 TensorCores = 4 chips).
+TPU_PHRASES: dict[str, tuple[tuple[str, ...], int]] = {
+    "v2": (("v2",), 4),
+    "v3": (("v3",), 4),
+    "v4": (("v4",), 4),
+    "v5e": (("v5e", "v5 lite", "v5lite", "v5litepod", "v5 litepod"), 1),
+    "v5p": (("v5p",), 1),
+    "v6e": (("v6e",), 1),
+}
+
+
+def tpu_unit_chips(version: str) -> int:
+    if version not in TPU_PHRASES:
+        raise DomainError(f"tpuctl has no price rule for TPU {version}")
+    return TPU_PHRASES[version][1]
+
+
+def vertex_tpu_want(version: str) -> SkuWant:
+    phrases, chips = TPU_PHRASES[version]
+    per = "chip-hour" if chips == 1 else f"{chips}-chip device-hour"
+    return SkuWant(f"TPU {version}", ("vertex",), (_TRAINING, ("tpu",), phrases), exclude=("pod", "gpu"), per=per)
+
+
+def tpu_vm_want(version: str) -> SkuWant:
+    """A Cloud TPU VM slice (Compute Engine or Cloud TPU service): v4 is sold as "Pod" SKUs only."""
+    phrases, chips = TPU_PHRASES[version]
+    per = "chip-hour" if chips == 1 else f"{chips}-chip unit-hour"
+    groups = (("tpu",), phrases) + ((("pod",),) if version == "v4" else ())
+    return SkuWant(f"TPU {version}", ("compute", "tpu"), groups,
+                   exclude=("training", "gpu") + (() if version == "v4" else ("pod",)), per=per)
+
+
+def all_wants() -> list[SkuWant]:
+    """Every component tpuctl may price: what ``prices refresh`` keeps of the catalogue."""
+    wants = [vertex_gpu_want(name) for name in _GPU_PHRASES]
+    wants += [w for m in ("n1-standard-4",) for w in vertex_host_wants(m)[:2]]
+    wants += [vertex_tpu_want(v) for v in ("v2", "v3", "v5e")]
+    wants += [tpu_vm_want(v) for v in ("v4", "v5e", "v5p", "v6e")]
+    return wants
+
+
+def wanted(sku: SkuRecord) -> bool:
+    """True when some component of ``all_wants`` could use ``sku`` (a SKU without a region never can)."""
+    return bool(sku.regions) and any(w.matches(sku, sku.regions[0], sku.spot) for w in all_wants())
+
+
+# --------------------------------------------------------------------------------------------
+# The shipped snapshot (TPU VM slices only)
+# --------------------------------------------------------------------------------------------
+
+#: Converted by scripts/convert_skypilot_prices.py from skypilot-org/skypilot-catalog catalogs/v7/gcp/vms.csv.
+SNAPSHOT_FILE = "data/tpu_vm_prices.json"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    source: str          # where it came from (repository, path, commit)
+    read_on: str         # YYYY-MM-DD
+    note: str
+    per_chip: dict = field(default_factory=dict)   # version -> region -> {"on_demand": usd, "spot": usd}
+
+    @property
+    def label(self) -> str:
+        return f"SkyPilot catalogue snapshot ({self.source}, read {self.read_on})"
+
+    def chip_hour(self, version: str, region: str, spot: bool) -> float:
+        kind = "spot" if spot else "on_demand"
+        regions = self.per_chip.get(version, {})
+        usd = regions.get(region, {}).get(kind)
+        if usd is None:
+            have = ", ".join(sorted(r for r, p in regions.items() if p.get(kind) is not None)) or "none"
+            raise DomainError(f"no {'Spot' if spot else 'on-demand'} TPU {version} price for {region} in the "
+                              f"shipped snapshot (regions: {have}); run `{REFRESH_COMMAND}`")
+        return float(usd)
+
+
+def load_snapshot() -> Snapshot:
+    raw = json.loads(_resources.files("tpuctl.ground.domain").joinpath(SNAPSHOT_FILE).read_text(encoding="utf-8"))
+    source = f"{raw['repository']} {raw['path']} at commit {raw['commit'][:12]}"
+    return Snapshot(source, raw["read_on"], raw["note"], raw["per_chip"])

@@ -1,0 +1,156 @@
+"""What issue 30 must show: offline, a TPU VM dry run prices the slice from the shipped snapshot (source and date)
+and --budget refuses above it; with the stand-in catalogue, Vertex AI GPU and TPU estimates for two regions and Spot
+match figures computed by hand; an unreachable catalogue never holds a dry run up for more than a few seconds.
+Also the --max-run-time bounds (issues 26 and 27)."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+
+from tpuctl.services import cloudrun, prices
+
+from billingfakes import fake_prices
+from clifixtures import invoke
+
+SNAPSHOT = ("SkyPilot catalogue snapshot (skypilot-org/skypilot-catalog catalogs/v7/gcp/vms.csv at commit "
+            "017e2502fb63, read 2026-11-24)")
+
+
+def _errors(result) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith("error:")]
+
+
+def test_offline_tpu_vm_dry_run_prices_the_slice_from_the_snapshot_and_budget_refuses(outputs_file):
+    base = ["tpu", "run", "-a", "v5litepod-8", "--zone", "us-central1-a", "--outputs", outputs_file, "--dry-run"]
+    shown = invoke(base)
+    assert shown.exit_code == 0, shown.stderr
+    assert f"cost estimate (TPU VM, on-demand, us-central1; {SNAPSHOT}; list prices" in shown.stderr
+    # Hand-computed: 8 chips × $1.20 per chip-hour (tpu-v5litepod-1 us-central1 Price 1.2; -8: 9.6), 24 h.
+    assert "  slice v5litepod-8: $9.6000/h = 8 × $1.2/chip-hour" in shown.stderr
+    assert "  total: $9.6000/h; maximum for --run-timeout 1d: $230.40" in shown.stderr
+    assert shown.stdout.startswith("{")                              # the request still printed
+    refused = invoke([*base, "--budget", "230"])
+    assert refused.exit_code == 2 and refused.stdout == ""
+    assert _errors(refused) == ["error: the job may cost up to $230.40 ($9.6000/h for --run-timeout 1d), above "
+                                "--budget $230.00; use a smaller slice, --spot or a shorter --run-timeout, or raise "
+                                "--budget"]
+    # Spot, a shorter run, the same through `train --target tpu-vm`: 8 × $0.21298 × 10 h = $17.04.
+    spot = invoke([*base, "--spot", "--run-timeout", "36000", "--budget", "17.05"])
+    assert spot.exit_code == 0, spot.stderr
+    assert "total: $1.7038/h; maximum for --run-timeout 10h: $17.04" in spot.stderr
+    train = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-8", "--zone", "us-central1-a", "--outputs",
+                    outputs_file, "--dry-run", "--budget", "200"])
+    assert train.exit_code == 2 and "error: the job may cost up to $230.40" in train.stderr
+    kept = invoke([*base, "--keep", "--budget", "1000"])
+    assert kept.exit_code == 2
+    assert _errors(kept) == ["error: --budget cannot bound a slice kept with --keep (it is billed until `tpuctl tpu "
+                             "delete`)"]
+
+
+def test_offline_snapshot_gap_is_unknown_with_the_refresh_command(outputs_file):
+    base = ["tpu", "run", "-a", "v6e-8", "--zone", "southamerica-east1-c", "--outputs", outputs_file, "--dry-run"]
+    shown = invoke(base)
+    assert shown.exit_code == 0, shown.stderr
+    assert ("total: unknown: no on-demand TPU v6e price for southamerica-east1 in the shipped snapshot (regions: "
+            "asia-northeast1") in shown.stderr and "run `tpuctl prices refresh`" in shown.stderr
+    refused = invoke([*base, "--budget", "50"])
+    assert refused.exit_code == 2 and "error: cannot check --budget $50.00: no on-demand TPU v6e price" in refused.stderr
+
+
+# Hand-computed from billingfakes.TEST_PRICES (per hour): one replica of
+#   gpu-t4    = n1-standard-8 (8 vCPU, 30 GiB) + 1 T4:  8 × cpu + 30 × ram + t4
+#   tpu-v5e-4 = ct5lp-hightpu-4t: 4 chips × tpu-v5e
+#   tpu-v2-8  = cloud-tpu + TPU_V2 × 8 cores: one 4-chip device × tpu-v2
+HAND = {
+    ("gpu-t4", "us-central1", False): 8 * 0.04 + 30 * 0.005 + 0.40,              # 0.870
+    ("gpu-t4", "europe-west4", False): 8 * 0.044 + 30 * 0.0055 + 0.44,           # 0.957
+    ("gpu-t4", "us-central1", True): 8 * 0.012 + 30 * 0.0015 + 0.14,            # 0.281
+    ("gpu-t4", "europe-west4", True): 8 * 0.0132 + 30 * 0.00165 + 0.154,         # 0.3091
+    ("tpu-v5e-4", "us-central1", False): 4 * 1.40,
+    ("tpu-v5e-4", "europe-west4", False): 4 * 1.54,
+    ("tpu-v5e-4", "us-central1", True): 4 * 0.50,
+    ("tpu-v5e-4", "europe-west4", True): 4 * 0.55,
+    ("tpu-v2-8", "us-central1", False): 4.00,
+    ("tpu-v2-8", "europe-west4", True): 1.32,
+}
+
+
+@pytest.mark.parametrize("accelerator, region, spot", list(HAND))
+def test_vertex_estimates_match_hand_computed_figures(accelerator, region, spot):
+    from tpuctl.ground import domain
+    from tpuctl.services.vertex import machine_spec
+
+    pool = {"machine_spec": machine_spec(domain.parse_accelerator(accelerator)), "replica_count": 2}
+    est = cloudrun.estimate_pools([pool], region, spot=spot, max_run_time=timedelta(hours=3), prices=fake_prices())
+    assert not est.missing and not est.bound_only
+    assert est.hourly == pytest.approx(2 * HAND[accelerator, region, spot])
+    assert est.maximum == pytest.approx(2 * HAND[accelerator, region, spot] * 3)
+
+
+@pytest.mark.parametrize("accelerator, region, spot, total", [
+    ("gpu-t4", "europe-west4", False, "total: $0.9570/h; maximum for 2h: $1.91"),
+    ("gpu-t4", "us-central1", True, "total: $0.2810/h; maximum for 2h: $0.56"),
+    ("tpu-v5e-4", "europe-west4", True, "total: $2.2000/h; maximum for 2h: $4.40"),
+])
+def test_vertex_dry_run_refreshes_from_the_catalogue_and_names_it(catalog, outputs_file, accelerator, region, spot,
+                                                                  total):
+    catalog()
+    args = ["train", "--target", "vertex", "--dry-run", "--outputs", outputs_file, "-a", accelerator,
+            "--region", region, "--max-run-time", "2h", *(["--spot"] if spot else [])]
+    result = invoke(args)
+    assert result.exit_code == 0, result.stderr
+    assert "; Cloud Billing Catalog (127.0.0.1:" in result.stderr and f"  {total}" in result.stderr
+    assert prices.cache_path().is_file()                 # the refresh was cached for the next estimate
+
+
+def test_an_unreachable_catalogue_never_holds_a_dry_run_up(monkeypatch, outputs_file):
+    from netfixtures import free_port, silent_endpoint
+
+    monkeypatch.setattr(prices, "REFRESH_WAIT_SECONDS", 1.0)
+    base = ["tpu", "run", "-a", "v5litepod-8", "--zone", "us-central1-a", "--outputs", outputs_file, "--dry-run"]
+    # Refused at once: a note, the snapshot's figure.
+    monkeypatch.setenv("TPUCTL_CLOUDBILLING_ENDPOINT", f"http://127.0.0.1:{free_port()}")
+    refused = invoke(base)
+    assert refused.exit_code == 0, refused.stderr
+    assert "note: refreshing the price catalogue failed (cannot reach cloudbilling endpoint" in refused.stderr
+    assert "total: $9.6000/h" in refused.stderr
+    # Silent (packets dropped): the estimate waits REFRESH_WAIT_SECONDS, not the client's minutes of retries.
+    with silent_endpoint() as url:
+        monkeypatch.setenv("TPUCTL_CLOUDBILLING_ENDPOINT", url)
+        started = time.monotonic()
+        silent = invoke(base)
+        elapsed = time.monotonic() - started
+    assert silent.exit_code == 0, silent.stderr
+    assert "note: refreshing the price catalogue did not finish within 1 s" in silent.stderr
+    assert "total: $9.6000/h" in silent.stderr and elapsed < 1.0 + 2.0
+
+
+def test_the_default_wait_is_a_few_seconds():
+    assert 0 < prices.REFRESH_WAIT_SECONDS <= 5
+
+
+def test_a_fresh_cache_is_used_without_asking_and_a_stale_one_after_a_failed_refresh_says_its_age(
+        monkeypatch, catalog):
+    fake = catalog()
+    old = fake_prices().catalogue            # fetched 2026-11-24 12:00 UTC
+    prices.write_cache(old)
+    fresh = prices.load_prices(now=old.fetched + timedelta(days=6))
+    assert fresh.catalogue == old and fresh.notes == [] and fake.requests == []
+    monkeypatch.setenv("TPUCTL_CLOUDBILLING_ENDPOINT", "http://127.0.0.1:9")   # nothing listens on port 9
+    stale = prices.load_prices(now=old.fetched + timedelta(days=30))
+    assert stale.catalogue == old
+    assert stale.notes[0].startswith("refreshing the price catalogue failed (cannot reach")
+    assert stale.notes[1] == "the cached catalogue is 30 days old; `tpuctl prices refresh` updates it"
+    assert prices.read_cache() == old          # a failed refresh leaves the cache as it was
+
+
+@pytest.mark.parametrize("text", ["99999999999999999999d", "9" * 400, "8d", "604801"])
+def test_max_run_time_past_the_bound_is_one_line_exit_2(outputs_file, text):
+    result = invoke(["train", "--target", "vertex", "--dry-run", "--outputs", outputs_file, "--max-run-time", text])
+    assert result.exit_code == 2 and result.stdout == ""
+    [line] = _errors(result)
+    assert line.endswith("is out of range: 10m to 7d (tpuctl's bounds: Vertex AI documents a default timeout of "
+                         "7 days and no maximum)")

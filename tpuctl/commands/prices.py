@@ -1,0 +1,78 @@
+"""``tpuctl prices refresh|show``: Google's list prices from the Cloud Billing Catalog, and what tpuctl estimates with."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Optional
+
+import typer
+
+from tpuctl.commands.options import echo_err
+
+prices_app = typer.Typer(
+    name="prices", no_args_is_help=True,
+    help="List prices from Google's Cloud Billing Catalog: cache them (refresh) and show what an accelerator costs "
+         "per hour (show).",
+)
+
+
+class PriceTarget(str, Enum):
+    vertex = "vertex"
+    tpu_vm = "tpu-vm"
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(prices_app, name="prices")
+
+
+@prices_app.command("refresh")
+def refresh() -> None:
+    """Read the SKUs of Vertex AI, Compute Engine and Cloud TPU and write the dated cache estimates use."""
+    from tpuctl.services import prices
+
+    catalogue, path = prices.refresh()
+    typer.echo(f"cached {len(catalogue.skus)} SKUs from {catalogue.label} in {path}")
+
+
+@prices_app.command("show")
+def show(
+    accelerator: str = typer.Option(..., "--accelerator", "-a",
+                                    help="Vertex AI: cpu, gpu-t4, gpu-t4x2, tpu-v5e-4 …; TPU VM: v5litepod-8, v6e-8 …"),
+    region: str = typer.Option("us-central1", "--region", help="Region the price is for."),
+    spot: bool = typer.Option(False, "--spot", help="The Spot price instead of on-demand."),
+    target: Optional[PriceTarget] = typer.Option(
+        None, "--target", help="vertex (a Vertex AI training replica) or tpu-vm (a Cloud TPU VM slice). Default: "
+                               "tpu-vm for a Cloud TPU accelerator type, else vertex."),
+) -> None:
+    """Print the hourly price of one replica (Vertex AI) or one slice (TPU VM), part by part, with its source."""
+    from tpuctl.ground import domain
+    from tpuctl.ground.domain.names import validate_region
+    from tpuctl.services import prices
+
+    if target is None:
+        target = PriceTarget.tpu_vm if accelerator.strip().lower() in domain.TPU_VM_TYPES else PriceTarget.vertex
+    if region not in domain.TPU_ONLY_REGIONS:
+        validate_region(region)
+    book = prices.load_prices()
+    for note in book.notes:
+        echo_err(f"note: {note}")
+    if target is PriceTarget.tpu_vm:
+        accel = domain.parse_tpu_vm_accelerator(accelerator)
+        hourly = prices.tpu_vm_hourly(book, accel, region, spot)
+        title = f"{accel.name} (TPU VM slice)"
+    else:
+        accel = domain.parse_accelerator(accelerator)
+        from tpuctl.services.vertex import machine_spec
+
+        spec = machine_spec(accel)
+        hourly = prices.vertex_replica_hourly(book, spec["machine_type"], spec.get("accelerator_type"),
+                                              int(spec.get("accelerator_count") or 0), region, spot)
+        title = f"{accel.name} on {spec['machine_type']} (one Vertex AI training replica)"
+    kind = "Spot" if spot else "on-demand"
+    typer.echo(f"{title}, {region}, {kind}:")
+    for c in hourly.components:
+        typer.echo(f"  {c.label}: {c.quantity:g} × ${c.unit_usd:.6g}/{c.per} = ${c.usd:.4f}/h   [{c.sku}]")
+    typer.echo(f"  total: ${hourly.usd:.4f}/h")
+    if hourly.note:
+        typer.echo(f"  note: {hourly.note}")
+    typer.echo(f"source: {hourly.source}")

@@ -1,0 +1,311 @@
+"""Prices for estimates: the Cloud Billing Catalog (``refresh`` and a dated cache), the shipped snapshot, and the
+hourly price of a Vertex AI worker pool or a TPU VM slice with the source and date it came from.
+
+Where a price comes from, in order (``load_prices``):
+1. the cache ``<tpuctl cache>/prices/catalog.json`` when it is younger than ``FRESH_FOR``;
+2. a refresh (``CloudCatalogClient``: ``services.list`` to find the services by display name, ``services.skus.list``
+   for each, only the SKUs ``domain.wanted`` keeps) when credentials are at hand — an endpoint redirect
+   (``TPUCTL_CLOUDBILLING_ENDPOINT``), ``GOOGLE_APPLICATION_CREDENTIALS`` or gcloud's application-default file —
+   given at most ``REFRESH_WAIT_SECONDS``: an estimate never waits longer for it;
+3. the cache however old (its date is printed);
+4. the snapshot shipped in the repository (``domain.load_snapshot``) — TPU VM slices only: it holds Compute
+   Engine / Cloud TPU prices, not Vertex AI training prices;
+5. otherwise "unknown", naming ``tpuctl prices refresh``.
+One estimate line names one source; a TPU VM price taken from the snapshot because the cached catalogue had no
+matching SKU says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from tpuctl.ground import domain
+from tpuctl.ground.envs import cache_dir
+from tpuctl.ground.errors import DomainError, UserError
+
+#: A cache younger than this is used without asking Google again (list prices change rarely, and are dated).
+FRESH_FOR = timedelta(days=7)
+#: The longest an estimate waits for an automatic refresh.
+REFRESH_WAIT_SECONDS = 4.0
+#: SKUs per page (services.skus.list accepts up to 5000).
+PAGE_SIZE = 5000
+CACHE_VERSION = 1
+
+
+def cache_path() -> Path:
+    return cache_dir() / "prices" / "catalog.json"
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """The SKUs tpuctl keeps of the Cloud Billing Catalog, and when and where they were read."""
+
+    skus: tuple[domain.SkuRecord, ...]
+    fetched: datetime                   # UTC
+    endpoint: str                       # cloudbilling.googleapis.com, or the redirect
+    services: dict[str, str] = field(default_factory=dict)   # key -> service id found by display name
+
+    @property
+    def date(self) -> str:
+        return self.fetched.strftime("%Y-%m-%d %H:%M UTC")
+
+    @property
+    def label(self) -> str:
+        return f"Cloud Billing Catalog ({self.endpoint}), fetched {self.date}"
+
+    def age(self, now: datetime | None = None) -> timedelta:
+        return (now or datetime.now(UTC)) - self.fetched
+
+    def to_json(self) -> dict:
+        return {"version": CACHE_VERSION, "fetched": self.fetched.isoformat(), "endpoint": self.endpoint,
+                "services": self.services, "skus": [asdict(s) for s in self.skus]}
+
+    @classmethod
+    def from_json(cls, raw: dict) -> Catalogue:
+        if raw.get("version") != CACHE_VERSION:
+            raise ValueError(f"cache version {raw.get('version')!r}")
+        skus = tuple(domain.SkuRecord(**{**s, "regions": tuple(s["regions"]), "usd": float(s["usd"])})
+                     for s in raw["skus"])
+        fetched = datetime.fromisoformat(raw["fetched"])
+        if fetched.tzinfo is None:
+            raise ValueError("fetched has no time zone")
+        return cls(skus, fetched, str(raw["endpoint"]), dict(raw.get("services") or {}))
+
+
+def read_cache() -> Catalogue | None:
+    """The cached catalogue; None when there is none, or it cannot be read (then it is as good as absent)."""
+    path = cache_path()
+    try:
+        return Catalogue.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_cache(catalogue: Catalogue) -> Path:
+    """Write the cache atomically: a reader sees the old file or the new one, never half of one."""
+    path = cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.write_text(json.dumps(catalogue.to_json(), indent=1), encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# Refresh
+# --------------------------------------------------------------------------------------------
+
+def catalog_client():
+    from google.cloud import billing_v1
+
+    from bootstrap.clients import gapic
+
+    return gapic(billing_v1.CloudCatalogClient, "cloudbilling")
+
+
+def sku_record(sku, service: str) -> domain.SkuRecord | None:
+    """A billing_v1 ``Sku`` as tpuctl keeps it: the first-tier USD price of its newest pricing; None when it has
+    no USD hourly-style price (another currency, no pricing info)."""
+    if not sku.pricing_info:
+        return None
+    expression = sku.pricing_info[0].pricing_expression
+    tiers = sorted(expression.tiered_rates, key=lambda t: t.start_usage_amount)
+    if not tiers:
+        return None
+    money = tiers[0].unit_price
+    if money.currency_code and money.currency_code != "USD":
+        return None
+    category = sku.category
+    return domain.SkuRecord(sku.sku_id, sku.description, service, category.resource_family,
+                            category.resource_group, category.usage_type, tuple(sku.service_regions),
+                            money.units + money.nanos / 1e9, expression.usage_unit)
+
+
+def fetch_catalogue(client=None, *, now: datetime | None = None) -> Catalogue:
+    """Read the services tpuctl launches on and keep the SKUs it can use; raises UserError (one line)."""
+    from bootstrap.clients import base_url, google_errors
+
+    client = client or catalog_client()
+    with google_errors("reading the Cloud Billing catalogue (services.list)", exit_code=1):
+        by_name = {s.display_name: s.service_id for s in client.list_services(request={"page_size": PAGE_SIZE})}
+    services = {}
+    for key, name in domain.CATALOG_SERVICES.items():
+        if name not in by_name:
+            raise UserError(f"the Cloud Billing catalogue has no service named {name!r} (it lists {len(by_name)} "
+                            "services); Google may have renamed it: please report it", 1)
+        services[key] = by_name[name]
+    kept: list[domain.SkuRecord] = []
+    for key, service_id in services.items():
+        with google_errors(f"reading the SKUs of {domain.CATALOG_SERVICES[key]} (services/{service_id})", exit_code=1):
+            for sku in client.list_skus(request={"parent": f"services/{service_id}", "page_size": PAGE_SIZE}):
+                record = sku_record(sku, key)
+                if record is not None and domain.wanted(record):
+                    kept.append(record)
+    endpoint = base_url("cloudbilling").split("://", 1)[-1]
+    return Catalogue(tuple(kept), now or datetime.now(UTC), endpoint, services)
+
+
+def refresh(client=None) -> tuple[Catalogue, Path]:
+    """``tpuctl prices refresh``: fetch and write the dated cache."""
+    catalogue = fetch_catalogue(client)
+    return catalogue, write_cache(catalogue)
+
+
+def credentials_at_hand() -> bool:
+    """True when a refresh can be tried without probing anything slow (no metadata-server lookup)."""
+    from bootstrap.clients import endpoint_for
+
+    if endpoint_for("cloudbilling"):
+        return True
+    adc = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+    if adc:
+        return Path(adc).is_file()
+    config = os.environ.get("CLOUDSDK_CONFIG") or str(Path.home() / ".config" / "gcloud")
+    return (Path(config) / "application_default_credentials.json").is_file()
+
+
+def bounded_refresh(wait: float | None = None) -> tuple[Catalogue | None, str]:
+    """Try ``refresh`` for at most ``wait`` seconds: (catalogue, "") or (None, why not). The attempt runs in a
+    daemon thread; one that has not finished is abandoned (it writes the cache if it ever completes)."""
+    wait = REFRESH_WAIT_SECONDS if wait is None else wait
+    box: dict = {}
+
+    def attempt() -> None:
+        try:
+            box["catalogue"] = refresh()[0]
+        except Exception as exc:  # noqa: BLE001 - any failure only means "no fresh prices"; it is reported
+            box["error"] = exc
+
+    worker = threading.Thread(target=attempt, name="tpuctl-prices-refresh", daemon=True)
+    worker.start()
+    worker.join(wait)
+    if "catalogue" in box:
+        return box["catalogue"], ""
+    if "error" in box:
+        from bootstrap.clients import as_user_error
+
+        error = as_user_error(box["error"]) or box["error"]
+        first = (str(error).splitlines() or [type(error).__name__])[0]
+        return None, f"refreshing the price catalogue failed ({first})"
+    return None, f"refreshing the price catalogue did not finish within {wait:g} s"
+
+
+@dataclass
+class Prices:
+    """What estimates read: the catalogue (or None), the shipped snapshot, and notes on how they were chosen."""
+
+    catalogue: Catalogue | None
+    snapshot: domain.Snapshot
+    notes: list[str] = field(default_factory=list)
+
+
+def load_prices(*, wait: float | None = None, now: datetime | None = None) -> Prices:
+    cached = read_cache()
+    snapshot = domain.load_snapshot()
+    if cached is not None and cached.age(now) <= FRESH_FOR:
+        return Prices(cached, snapshot)
+    notes: list[str] = []
+    if credentials_at_hand():
+        fresh, why = bounded_refresh(wait)
+        if fresh is not None:
+            return Prices(fresh, snapshot)
+        notes.append(why)
+    if cached is not None:
+        notes.append(f"the cached catalogue is {cached.age(now).days} days old; `{domain.REFRESH_COMMAND}` updates it")
+    return Prices(cached, snapshot, notes)
+
+
+# --------------------------------------------------------------------------------------------
+# Hourly prices
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Component:
+    label: str          # "8 vCPU × N1 vCPU"
+    quantity: float
+    unit_usd: float
+    per: str            # "vCPU-hour"
+    sku: str            # the SKU description, or the snapshot row it came from
+
+    @property
+    def usd(self) -> float:
+        return self.quantity * self.unit_usd
+
+
+@dataclass(frozen=True)
+class Hourly:
+    """USD per hour of one replica or one slice, component by component, from one named source."""
+
+    components: tuple[Component, ...]
+    source: str
+    note: str = ""
+
+    @property
+    def usd(self) -> float:
+        return sum(c.usd for c in self.components)
+
+
+def _component(skus, want: domain.SkuWant, region: str, spot: bool, quantity: float, label: str) -> Component:
+    sku = domain.match_sku(skus, want, region, spot)
+    return Component(label, quantity, sku.usd, want.per, f"{sku.sku_id} {sku.description}")
+
+
+def _vertex_tpu(machine_type: str, accelerator_type: str | None) -> domain.TpuType | None:
+    for t in domain.TPU_TYPES.values():
+        if (t.vertex_accelerator and t.vertex_accelerator == accelerator_type) or (
+                not t.vertex_accelerator and t.vertex_machine_type == machine_type):
+            return t
+    return None
+
+
+def vertex_replica_hourly(prices: Prices, machine_type: str, accelerator_type: str | None, accelerator_count: int,
+                          region: str, spot: bool) -> Hourly:
+    """USD per hour of one Vertex AI replica (host + accelerators) from the catalogue; DomainError naming what is
+    missing. The snapshot is never used here: it holds Compute Engine prices, not Vertex AI training prices."""
+    what = machine_type + (f" + {accelerator_count} × {accelerator_type}" if accelerator_type else "")
+    if prices.catalogue is None:
+        raise DomainError(f"no Vertex AI training price for {what} in {region}: the Cloud Billing catalogue is not "
+                          "cached (the shipped snapshot has Compute Engine TPU VM prices, not Vertex AI's); run "
+                          f"`{domain.REFRESH_COMMAND}`")
+    skus = prices.catalogue.skus
+    tpu = _vertex_tpu(machine_type, accelerator_type)
+    if tpu is not None:
+        unit = domain.tpu_unit_chips(tpu.version)
+        comps = [_component(skus, domain.vertex_tpu_want(tpu.version), region, spot, tpu.chips / unit,
+                            f"{tpu.chips} chips of TPU {tpu.version}")]
+    else:
+        core, ram, cpus, gib = domain.vertex_host_wants(machine_type)
+        comps = [_component(skus, core, region, spot, cpus, f"{cpus} vCPU"),
+                 _component(skus, ram, region, spot, gib, f"{gib:g} GiB RAM")]
+        if accelerator_type:
+            comps.append(_component(skus, domain.vertex_gpu_want(accelerator_type), region, spot,
+                                    accelerator_count, f"{accelerator_count} × {accelerator_type}"))
+    return Hourly(tuple(comps), prices.catalogue.label)
+
+
+def tpu_vm_hourly(prices: Prices, accelerator: domain.TpuVmAccelerator, region: str, spot: bool) -> Hourly:
+    """USD per hour of a TPU VM slice: chips × the per-chip price (catalogue, else the shipped snapshot)."""
+    version, chips = accelerator.generation, accelerator.chips
+    label = f"{chips} chips of TPU {version}"
+    note = ""
+    if prices.catalogue is not None:
+        try:
+            unit = domain.tpu_unit_chips(version)
+            comp = _component(prices.catalogue.skus, domain.tpu_vm_want(version), region, spot, chips / unit, label)
+            return Hourly((comp,), prices.catalogue.label)
+        except DomainError as exc:
+            note = f"{exc}: the shipped snapshot's price is used"
+    snap = prices.snapshot
+    comp = Component(label, chips, snap.chip_hour(version, region, spot), "chip-hour",
+                     f"per-chip {'SpotPrice' if spot else 'Price'} of the snapshot's TPU {version} rows in {region}")
+    return Hourly((comp,), snap.label, note)
