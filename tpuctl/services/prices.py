@@ -88,9 +88,9 @@ def read_cache() -> Catalogue | None:
         return None
 
 
-def write_cache(catalogue: Catalogue) -> Path:
+def write_cache(catalogue: Catalogue, path: Path | None = None) -> Path:
     """Write the cache atomically: a reader sees the old file or the new one, never half of one."""
-    path = cache_path()
+    path = path or cache_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
@@ -155,10 +155,10 @@ def fetch_catalogue(client=None, *, now: datetime | None = None) -> Catalogue:
     return Catalogue(tuple(kept), now or datetime.now(UTC), endpoint, services)
 
 
-def refresh(client=None) -> tuple[Catalogue, Path]:
-    """``tpuctl prices refresh``: fetch and write the dated cache."""
+def refresh(client=None, path: Path | None = None) -> tuple[Catalogue, Path]:
+    """``tpuctl prices refresh``: fetch and write the dated cache (to ``path``, default ``cache_path()``)."""
     catalogue = fetch_catalogue(client)
-    return catalogue, write_cache(catalogue)
+    return catalogue, write_cache(catalogue, path)
 
 
 def credentials_at_hand() -> bool:
@@ -179,10 +179,11 @@ def bounded_refresh(wait: float | None = None) -> tuple[Catalogue | None, str]:
     daemon thread; one that has not finished is abandoned (it writes the cache if it ever completes)."""
     wait = REFRESH_WAIT_SECONDS if wait is None else wait
     box: dict = {}
+    path = cache_path()     # decided now: an attempt that finishes late still writes where this run reads
 
     def attempt() -> None:
         try:
-            box["catalogue"] = refresh()[0]
+            box["catalogue"] = refresh(path=path)[0]
         except Exception as exc:  # noqa: BLE001 - any failure only means "no fresh prices"; it is reported
             box["error"] = exc
 
