@@ -29,6 +29,7 @@ Sources (read 2026-11-24 with the search tool):
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -84,9 +85,13 @@ class SkuRecord:
     usd: float
     unit: str                       # pricing_expression.usage_unit
 
+    @functools.cached_property
+    def words(self) -> tuple[str, ...]:
+        return sku_words(self.description)
+
     @property
     def spot(self) -> bool:
-        return self.usage_type == USAGE_PREEMPTIBLE or any(w in sku_words(self.description) for w in _SPOT_WORDS)
+        return self.usage_type == USAGE_PREEMPTIBLE or any(w in self.words for w in _SPOT_WORDS)
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,7 @@ class SkuWant:
             return False
         if self.resource_groups and sku.resource_group not in self.resource_groups:
             return False
-        seq = sku_words(sku.description)
+        seq = sku.words
         if any(w in seq for w in (*self.exclude, *_NOT_LIST_PRICE)):
             return False
         return all(any(_has(seq, tuple(phrase.split())) for phrase in group) for group in self.groups)
@@ -212,13 +217,14 @@ def tpu_vm_want(version: str) -> SkuWant:
                    exclude=("training", "gpu") + (() if version == "v4" else ("pod",)), per=per)
 
 
-def all_wants() -> list[SkuWant]:
+@functools.cache
+def all_wants() -> tuple[SkuWant, ...]:
     """Every component tpuctl may price: what ``prices refresh`` keeps of the catalogue."""
     wants = [vertex_gpu_want(name) for name in _GPU_PHRASES]
     wants += [w for m in ("n1-standard-4",) for w in vertex_host_wants(m)[:2]]
     wants += [vertex_tpu_want(v) for v in ("v2", "v3", "v5e")]
     wants += [tpu_vm_want(v) for v in ("v4", "v5e", "v5p", "v6e")]
-    return wants
+    return tuple(wants)
 
 
 def wanted(sku: SkuRecord) -> bool:
