@@ -1,0 +1,123 @@
+"""A second contract for the requests tpuctl writes: Google's REST schemas as the Cloud SDK ships them
+(``generated_clients/apis/<api>/<version>/*_messages.py``: tpu v2, aiplatform v1, cloudbuild v1,
+artifactregistry v1, cloudquotas v1). The installed Python clients already parse what tpuctl sends; these
+schemas also cover the requests Pulumi sends for tpuctl (the Artifact Registry repository and the Cloud
+Quotas preferences of the stack), which no Python client here sees. Every field name, nested message and
+enum value must be in Google's schema; apischema.py reads the SDK's files as text, in this process."""
+
+from __future__ import annotations
+
+import json
+
+import apischema
+import gcloudcontract as gc
+import pytest
+
+from tpuctl.ground import domain
+from tpuctl.ground import tokens as T
+from tpuctl.ground.outputs import parse_outputs
+from tpuctl.services.training import TrainOptions
+
+PROJECT, REGION, ZONE = "my-project-1", "us-central1", "us-central1-a"
+SA = f"tpuctl-trainer@{PROJECT}.iam.gserviceaccount.com"
+OUTPUTS = {
+    "project": PROJECT, "region": REGION, "zone": ZONE,
+    "buckets": {"data": "tpuctl-my-project-1-data", "staging": "tpuctl-my-project-1-staging",
+                "artifacts": "tpuctl-my-project-1-artifacts", "hub-cache": "tpuctl-my-project-1-hub-cache"},
+    "training_service_account": SA, "principals": {"training-sa": SA},
+    "tfhub_cache_dir": "gs://tpuctl-my-project-1-hub-cache/model-cache",
+    "trainer_image_repository": "team-images", "labels": {"stack": "dev"},
+}
+
+
+def schema(api: str, version: str) -> dict[str, apischema.MessageClass]:
+    return apischema.load(apischema.messages_file(gc.sdk_root(), api, version))
+
+
+def _json(message) -> dict:
+    """The fields tpuctl set (not every default the newer client knows), enums by name."""
+    return json.loads(type(message).to_json(message, use_integers_for_enums=False,
+                                            always_print_fields_with_no_presence=False))
+
+
+@pytest.mark.parametrize("accelerator, spot", [("v5litepod-16", True), ("v6e-8", False), ("v5p-8", False)])
+def test_queued_resource_fields_are_in_the_tpu_v2_schema(accelerator, spot):
+    from tpuctl.services import tpuvm
+
+    run = tpuvm.plan_run(TrainOptions(accelerator=accelerator), parse_outputs(OUTPUTS), zone=ZONE, spot=spot,
+                         name="r1", image=f"{REGION}-docker.pkg.dev/{PROJECT}/team-images/trainer-tpu:sha256-x")
+    body = _json(tpuvm.build_queued_resource(run))
+    assert body["tpu"]["nodeSpec"][0]["node"]["acceleratorType"] == accelerator
+    assert apischema.problems(schema("tpu", "v2"), "QueuedResource", body) == []
+
+
+@pytest.mark.parametrize("accelerator, workers, ps, python_package", [
+    ("gpu-t4x2", 3, 0, False), ("tpu-v5e-4", 1, 0, False), ("cpu", 2, 1, True)])
+def test_custom_job_fields_are_in_the_aiplatform_v1_schema(accelerator, workers, ps, python_package):
+    from tpuctl.services import vertex
+
+    opts = TrainOptions(accelerator=accelerator, workers=workers, parameter_servers=ps)
+    job = vertex.plan_job(opts, parse_outputs(OUTPUTS), job_name="j1", python_package=python_package,
+                          image="us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest" if python_package else None)
+    body = _json(vertex.build_custom_job(job))
+    assert apischema.problems(schema("aiplatform", "v1"), "GoogleCloudAiplatformV1CustomJob", body) == []
+
+
+def test_build_fields_are_in_the_cloudbuild_v1_schema():
+    from tpuctl.services import image
+
+    ref = image.image_ref(None, "tpu", project=PROJECT, region=REGION, repository="team-images")
+    body = _json(image.build_request(ref, "tpuctl-my-project-1-staging", "tpuctl/context/x.tar.gz", SA))
+    assert body["options"]["logging"] == "CLOUD_LOGGING_ONLY" and body["source"]["storageSource"]["object"]
+    assert apischema.problems(schema("cloudbuild", "v1"), "Build", body) == []
+
+
+def _pulumi_run():
+    from infra.mocks import run_program
+
+    return run_program({"tpuctl:project": PROJECT, "tpuctl:region": REGION, "tpuctl:zone": ZONE,
+                        "tpuctl:trainerImageRepository": "team-images",
+                        "tpuctl:quotaContactEmail": "ml@example.com", "tpuctl:quotaJustification": "training",
+                        "tpuctl:gpuQuotas": ["t4:us-central1:4", "t4:us-central1:8:spot"],
+                        "tpuctl:tpuQuotas": ["v5e:us-central1:8"], "tpuctl:tpuVmQuotas": ["v5e:us-west4-a:16:spot"]})
+
+
+def test_the_stacks_repository_fields_are_in_the_artifactregistry_v1_schema():
+    [repo] = _pulumi_run().of_type(T.ARTIFACT_REPOSITORY)
+    # pulumi-gcp's inputs as the REST body: project/location/repositoryId go into the URL, and the list of
+    # cleanup policies is the API's map keyed by policy id
+    body = {k: v for k, v in repo.inputs.items() if k not in {"project", "location", "repositoryId"}}
+    body["cleanupPolicies"] = {p["id"]: p for p in body["cleanupPolicies"]}
+    assert body["format"] == "DOCKER" and body["cleanupPolicies"]
+    assert apischema.problems(schema("artifactregistry", "v1"), "Repository", body) == []
+
+
+def test_the_stacks_quota_preferences_are_in_the_cloudquotas_v1_schema():
+    prefs = _pulumi_run().of_type(T.QUOTA_PREFERENCE)
+    assert len(prefs) == 4
+    for pref in prefs:
+        body = {k: v for k, v in pref.inputs.items() if k != "parent"}     # parent: the request's URL
+        assert apischema.problems(schema("cloudquotas", "v1"), "QuotaPreference", body) == [], pref.name
+
+
+@pytest.mark.parametrize("api, version, cls, body, fragment", [
+    ("tpu", "v2", "QueuedResource", {"tpu": {"nodeSpec": [{"node": {"acceleratorTyp": "v5litepod-16"}}]}},
+     "Node has no field 'acceleratorTyp'"),
+    ("tpu", "v2", "QueuedResource", {"spot": {}, "tpu": {"nodeSpec": {"nodeId": "n"}}}, "is a list"),
+    ("cloudbuild", "v1", "Build", {"options": {"logging": "CLOUD_LOGGING"}}, "'CLOUD_LOGGING' is not one of"),
+    ("artifactregistry", "v1", "Repository", {"cleanupPolicies": {"p": {"condition": {"tagState": "UNTAG"}}}},
+     "'UNTAG' is not one of"),
+    ("cloudquotas", "v1", "QuotaPreference", {"quotaConfig": {"preferredValue": "four"}}, "is not a Integer"),
+    ("aiplatform", "v1", "GoogleCloudAiplatformV1CustomJob",
+     {"jobSpec": {"workerPoolSpecs": [{"machineSpec": {"acceleratorType": "NVIDIA_T4"}}]}}, "'NVIDIA_T4' is not one of"),
+])
+def test_a_field_or_value_google_does_not_define_is_caught(api, version, cls, body, fragment):
+    found = apischema.problems(schema(api, version), cls, body)
+    assert any(fragment in p for p in found), found
+
+
+def test_the_catalogues_accelerator_enums_are_the_sdks():
+    enums = schema("aiplatform", "v1")["GoogleCloudAiplatformV1MachineSpec.AcceleratorTypeValueValuesEnum"].enum
+    used = {g.vertex_accelerator for g in domain.GPU_TYPES.values()}
+    used |= {t.vertex_accelerator for t in domain.TPU_TYPES.values() if t.vertex_accelerator}
+    assert used <= enums
