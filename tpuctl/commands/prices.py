@@ -53,21 +53,22 @@ def show(
         target = PriceTarget.tpu_vm if accelerator.strip().lower() in domain.TPU_VM_TYPES else PriceTarget.vertex
     if region not in domain.TPU_ONLY_REGIONS:
         validate_region(region)
-    book = prices.load_prices()
+    if target is PriceTarget.tpu_vm:
+        slice_ = domain.parse_tpu_vm_accelerator(accelerator)
+        title = f"{slice_.name} (TPU VM slice)"
+    else:
+        from tpuctl.services.vertex import machine_spec
+
+        spec = machine_spec(domain.parse_accelerator(accelerator))
+        title = f"{accelerator.strip().lower()} on {spec['machine_type']} (one Vertex AI training replica)"
+    book = prices.load_prices()          # after the input is checked: a typo never waits for a refresh
     for note in book.notes:
         echo_err(f"note: {note}")
     if target is PriceTarget.tpu_vm:
-        accel = domain.parse_tpu_vm_accelerator(accelerator)
-        hourly = prices.tpu_vm_hourly(book, accel, region, spot)
-        title = f"{accel.name} (TPU VM slice)"
+        hourly = prices.tpu_vm_hourly(book, slice_, region, spot)
     else:
-        accel = domain.parse_accelerator(accelerator)
-        from tpuctl.services.vertex import machine_spec
-
-        spec = machine_spec(accel)
         hourly = prices.vertex_replica_hourly(book, spec["machine_type"], spec.get("accelerator_type"),
                                               int(spec.get("accelerator_count") or 0), region, spot)
-        title = f"{accel.name} on {spec['machine_type']} (one Vertex AI training replica)"
     kind = "Spot" if spot else "on-demand"
     typer.echo(f"{title}, {region}, {kind}:")
     for c in hourly.components:

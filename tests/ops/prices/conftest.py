@@ -26,6 +26,20 @@ def catalog(monkeypatch):
         yield make
 
 
+@pytest.fixture(scope="session")
+def shared_catalog():
+    """One stand-in with the default SKUs for the tests that only read it (a server's shutdown takes 0.5 s)."""
+    fake = FakeCatalog()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def default_catalog(shared_catalog, monkeypatch):
+    monkeypatch.setenv("TPUCTL_CLOUDBILLING_ENDPOINT", shared_catalog.url)
+    return shared_catalog
+
+
 @pytest.fixture
 def outputs_file(tmp_path):
     return write_outputs(tmp_path / "outputs.json")

@@ -139,8 +139,7 @@ def test_a_duplicated_sku_in_the_catalogue_leaves_the_estimate_unknown_and_budge
     assert "error: cannot check --budget $100.00: 2 on-demand SKUs match NVIDIA_TESLA_T4" in refused.stderr
 
 
-def test_show_prints_the_breakdown_with_source_and_date(catalog):
-    catalog()
+def test_show_prints_the_breakdown_with_source_and_date(default_catalog):
     assert invoke(["prices", "refresh"]).exit_code == 0
     vertex = invoke(["prices", "show", "-a", "gpu-t4", "--region", "europe-west4"])
     assert vertex.exit_code == 0, vertex.stderr
@@ -163,8 +162,7 @@ def test_show_prints_the_breakdown_with_source_and_date(catalog):
     (["-a", "gpu-t4", "--region", "mars-central1"], "is not a Google Cloud region"),
     (["-a", "gpu-l4"], "tpuctl does not know the vCPU/memory shape of g2-standard-8"),
 ])
-def test_show_refuses_in_one_line(args, message, catalog):
-    catalog()
+def test_show_refuses_in_one_line(args, message, default_catalog):
     result = invoke(["prices", "show", *args])
     assert result.exit_code == 2
     [line] = [ln for ln in result.stderr.splitlines() if ln.startswith("error:")]

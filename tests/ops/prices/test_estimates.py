@@ -95,9 +95,8 @@ def test_vertex_estimates_match_hand_computed_figures(accelerator, region, spot)
     ("gpu-t4", "us-central1", True, "total: $0.2810/h; maximum for 2h: $0.56"),
     ("tpu-v5e-4", "europe-west4", True, "total: $2.2000/h; maximum for 2h: $4.40"),
 ])
-def test_vertex_dry_run_refreshes_from_the_catalogue_and_names_it(catalog, outputs_file, accelerator, region, spot,
-                                                                  total):
-    catalog()
+def test_vertex_dry_run_refreshes_from_the_catalogue_and_names_it(default_catalog, outputs_file, accelerator, region,
+                                                                  spot, total):
     args = ["train", "--target", "vertex", "--dry-run", "--outputs", outputs_file, "-a", accelerator,
             "--region", region, "--max-run-time", "2h", *(["--spot"] if spot else [])]
     result = invoke(args)
