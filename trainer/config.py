@@ -23,6 +23,13 @@ STRATEGIES = ("auto", "tpu", "gpu", "multi_worker", "one_device", "cpu", "centra
 #: --mixed_precision: auto = bfloat16 on TPUs, off elsewhere.
 MIXED_PRECISION = ("auto", "bfloat16", "float16", "off")
 MODELS = ("small_cnn", "resnet50", "hub")
+#: --lr_schedule: warm-up, then cosine decay to 0 / x0.1 steps at 50 % and 75 % of training / flat.
+LR_SCHEDULES = ("cosine", "step", "constant")
+#: --export: the epoch with the best validation accuracy, or the last epoch.
+EXPORT_CHOICES = ("best", "last")
+#: --learning_rate is the peak rate at this global batch size; other batches scale it by
+#: sqrt(batch / REFERENCE_BATCH) (the square-root rule for Adam), see trainer.models.peak_learning_rate.
+REFERENCE_BATCH = 32
 
 #: Image side used when neither --image_size nor the data manifest gives one.
 DEFAULT_IMAGE_SIZE = 224
@@ -107,6 +114,8 @@ TASK_BOUNDS: dict[str, Bound] = {
     "seed": Bound(0, MAX_SEED),
     "cluster_timeout_seconds": Bound(1, 3600),
     "virtual_gpus": Bound(0, 16, note="0 = do not split the GPU"),
+    "warmup_epochs": Bound(0, 1000, integer=False),
+    "early_stopping_patience": Bound(0, 100_000, note="0 = off"),
 }
 #: --gpu_memory in MB (the other accepted value is ``growth``).
 GPU_MEMORY_MB = Bound(64, 1_048_576)
@@ -144,7 +153,11 @@ class TrainConfig:
     model: str = "small_cnn"
     hub_handle: str | None = None
     image_size: tuple[int, int] | None = None  # None = from the manifest, else DEFAULT_IMAGE_SIZE
-    learning_rate: float = 3e-3
+    learning_rate: float = 3e-3  # peak rate at a global batch of REFERENCE_BATCH (scaled for other batches)
+    lr_schedule: str = "cosine"  # cosine | step | constant (after the warm-up)
+    warmup_epochs: float = 1.0  # linear warm-up from 0 to the peak rate (capped at half of training)
+    export: str = "best"  # best | last: which epoch's weights are exported
+    early_stopping_patience: int = 0  # stop after this many epochs without a better val_accuracy (0 = off)
     steps_per_epoch: int = 0  # 0 = train examples // global batch
     skip_corrupt: bool = False
     resnet_weights: str | None = None
@@ -243,7 +256,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hub_handle", default=None, help="TF-Hub image feature-vector handle (with --model hub)")
     p.add_argument("--image_size", type=_image_size, default=None,
                    help=f"side or HxW, each side {IMAGE_SIDE.describe()}; default from the manifest, else 224")
-    number("learning_rate", "Adam learning rate")
+    number("learning_rate", f"peak Adam learning rate at a global batch of {REFERENCE_BATCH}; other batch sizes "
+                            f"scale it by sqrt(batch / {REFERENCE_BATCH})")
+    p.add_argument("--lr_schedule", default=TrainConfig.lr_schedule, choices=LR_SCHEDULES,
+                   help="after the warm-up: cosine decay to 0, step (x0.1 at 50%% and 75%% of training) or "
+                        "constant")
+    number("warmup_epochs", "epochs of linear learning-rate warm-up (at most half of training)")
+    p.add_argument("--export", default=TrainConfig.export, choices=EXPORT_CHOICES,
+                   help="export the epoch with the best validation accuracy (default) or the last epoch")
+    number("early_stopping_patience", "stop when validation accuracy has not improved for this many epochs")
     number("steps_per_epoch", "")
     _add_bool(p, "skip_corrupt", "skip corrupt records (after a verification pass) instead of failing")
     p.add_argument("--resnet_weights", default=None, help="ResNet50 no-top weights file (.h5) to start from")
@@ -323,6 +344,10 @@ def validate(cfg: TrainConfig) -> None:
         raise UsageError("--model resnet50 needs --image_size of at least 32")
     if cfg.num_gpus and cfg.distribution_strategy not in ("gpu", "auto"):
         raise UsageError("--num_gpus is only used with --distribution_strategy gpu or auto")
+    for flag, value, choices in (("lr_schedule", cfg.lr_schedule, LR_SCHEDULES),
+                                 ("export", cfg.export, EXPORT_CHOICES)):
+        if value not in choices:
+            raise UsageError(f"--{flag} must be one of {', '.join(choices)}, got {value!r}")
     if cfg.mixed_precision not in MIXED_PRECISION:
         raise UsageError(f"--mixed_precision must be one of {', '.join(MIXED_PRECISION)}, got {cfg.mixed_precision!r}")
     if cfg.model == "hub" and cfg.mixed_precision in ("bfloat16", "float16"):

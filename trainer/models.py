@@ -7,6 +7,7 @@ SparseCategoricalCrossentropy(from_logits=True) (the seed paired a softmax layer
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 
@@ -14,7 +15,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
-from trainer.config import TrainConfig
+from trainer.config import REFERENCE_BATCH, TrainConfig
 from trainer.errors import DataError, UsageError
 
 
@@ -105,8 +106,77 @@ def set_precision(choice: str, model: str, strategy_kind: str) -> str:
     return choice
 
 
-def build_model(cfg: TrainConfig, num_classes: int, image_size) -> keras.Model:
-    """Build and compile; call inside ``strategy.scope()`` so every variable is distributed."""
+def peak_learning_rate(cfg: TrainConfig) -> float:
+    """``--learning_rate`` scaled to the global batch: x sqrt(batch / REFERENCE_BATCH).
+
+    A bigger global batch (more replicas, workers or TPU cores) takes fewer, less noisy steps; for Adam the
+    square-root rule keeps the update noise comparable (Malladi et al., "On the SDEs and Scaling Rules for
+    Adaptive Gradient Algorithms", NeurIPS 2022), where the linear rule of SGD (Goyal et al. 2017) overshoots.
+    """
+    return cfg.learning_rate * math.sqrt(cfg.train_batch_size / REFERENCE_BATCH)
+
+
+class _StepDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up to ``peak``, then x0.1 at 50 % and again at 75 % of the decay steps."""
+
+    def __init__(self, peak: float, warmup_steps: int, decay_steps: int):
+        self.peak, self.warmup_steps, self.decay_steps = float(peak), int(warmup_steps), int(decay_steps)
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.float32)
+        warm = tf.cast(self.warmup_steps, tf.float32)
+        after = (step - warm) / float(max(1, self.decay_steps))
+        factor = tf.where(after < 0.5, 1.0, tf.where(after < 0.75, 0.1, 0.01))
+        ramp = tf.minimum(1.0, (step + 1.0) / tf.maximum(warm, 1.0))
+        return self.peak * tf.where(step < warm, ramp, factor)
+
+    def get_config(self):
+        return {"peak": self.peak, "warmup_steps": self.warmup_steps, "decay_steps": self.decay_steps}
+
+
+def learning_rate_schedule(cfg: TrainConfig, steps_per_epoch: int):
+    """``--lr_schedule`` over the whole run (``train_epochs`` x ``steps_per_epoch`` optimizer steps).
+
+    A linear warm-up of ``--warmup_epochs`` (at most half of training) from 0 to the batch-scaled peak rate
+    (:func:`peak_learning_rate`), then cosine decay to 0 (default), two x0.1 steps, or a constant rate.
+    The schedule is a function of the optimizer's step counter, which the preemption backup restores, so a
+    resumed run continues on the same curve. ``constant`` without warm-up is the plain peak rate.
+    """
+    peak = peak_learning_rate(cfg)
+    total = max(1, cfg.train_epochs * steps_per_epoch)
+    warmup = min(int(round(cfg.warmup_epochs * steps_per_epoch)), total // 2)
+    if cfg.lr_schedule == "cosine":
+        # warm-up from 0 to warmup_target, then cosine from warmup_target to alpha x warmup_target
+        return keras.optimizers.schedules.CosineDecay(0.0, decay_steps=max(1, total - warmup), alpha=0.0,
+                                                      warmup_target=peak, warmup_steps=warmup)
+    if cfg.lr_schedule == "step":
+        return _StepDecay(peak, warmup, total - warmup)
+    if warmup:
+        return keras.optimizers.schedules.CosineDecay(0.0, decay_steps=1, alpha=1.0, warmup_target=peak,
+                                                      warmup_steps=warmup)
+    return peak
+
+
+class Selection(tf.Module):
+    """The best epoch so far by validation accuracy (0 = none yet), as variables on the model.
+
+    Attached as ``model.tpuctl_selection`` inside the strategy scope: not a weight (not in
+    ``model.weights``, not trained), but part of the model's object graph, so the preemption backup
+    (BackupAndRestore's ``tf.train.Checkpoint(model=...)``) saves and restores it with the weights.
+    """
+
+    def __init__(self):
+        super().__init__(name="tpuctl_selection")
+        sync = dict(trainable=False, aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        self.epoch = tf.Variable(0, dtype=tf.int64, name="best_epoch", **sync)
+        self.value = tf.Variable(float("-inf"), dtype=tf.float32, name="best_val_accuracy", **sync)
+
+
+def build_model(cfg: TrainConfig, num_classes: int, image_size, *, steps_per_epoch: int = 1) -> keras.Model:
+    """Build and compile; call inside ``strategy.scope()`` so every variable is distributed.
+
+    ``steps_per_epoch``: optimizer steps per epoch, which the learning-rate schedule is laid out over.
+    """
     if cfg.seed is not None:
         keras.utils.set_random_seed(cfg.seed)
     if cfg.model == "small_cnn":
@@ -117,9 +187,18 @@ def build_model(cfg: TrainConfig, num_classes: int, image_size) -> keras.Model:
         model = hub_classifier(image_size, num_classes, handle=cfg.hub_handle, fine_tune=cfg.fine_tuning_choice)
     else:
         raise UsageError(f"unknown --model {cfg.model!r}")
+    schedule = learning_rate_schedule(cfg, steps_per_epoch)
+    if isinstance(tf.distribute.get_strategy(), tf.distribute.experimental.CentralStorageStrategy):
+        # tf_keras' optimizer assigns its current learning rate (a variable) in replica context, which a
+        # CentralStorage (aggregating) variable refuses ("You must specify an aggregation method to update a
+        # AggregatingVariable in Replica Context"); the legacy Adam evaluates the schedule without one.
+        optimizer = keras.optimizers.legacy.Adam(learning_rate=schedule)
+    else:
+        optimizer = keras.optimizers.Adam(learning_rate=schedule)
     model.compile(
-        optimizer=keras.optimizers.Adam(learning_rate=cfg.learning_rate),
+        optimizer=optimizer,
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
     )
+    model.tpuctl_selection = Selection()
     return model

@@ -11,6 +11,7 @@ stdout line. Errors: one ``error: …`` line on stderr, exit 2 (input) or 3 (har
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sys
@@ -32,6 +33,8 @@ from trainer.config import (
 from trainer.errors import DataError, HardwareError, UsageError, run_cli
 
 RESULT_FILE = "result.json"
+#: The validation metric that picks the exported epoch (--export best) and drives --early_stopping_patience.
+MONITOR = "val_accuracy"
 #: Tag of the final validation accuracy written for hyperparameter-tuning services (the legacy
 #: AI Platform default ``hyperparameterMetricTag``), next to a plain ``val_accuracy`` tag.
 TUNING_METRIC_TAG = "training/hptuning/metric"
@@ -102,6 +105,28 @@ def _callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, environ: Mapping
             if step % self._every == 0 or step == steps_per_epoch:
                 protocol.emit(protocol.PROGRESS, (step, steps_per_epoch))
 
+    class BestEpoch(keras.callbacks.Callback):
+        """Keep ``model.tpuctl_selection`` (trainer.models.Selection) at the epoch with the best validation
+        accuracy; with ``--early_stopping_patience N`` stop once N epochs passed without a better one. Runs
+        before the backup is written, so a resumed run knows the best epoch and its value (every worker
+        sees the same all-reduced logs, so every worker decides the same)."""
+
+        def on_epoch_end(self, epoch, logs=None):
+            value = (logs or {}).get(MONITOR)
+            if value is None or not math.isfinite(float(value)):
+                return
+            selection = self.model.tpuctl_selection
+            if float(value) > float(keras.backend.get_value(selection.value)):
+                selection.value.assign(float(value))
+                selection.epoch.assign(epoch + 1)
+            best = int(keras.backend.get_value(selection.epoch))
+            patience = cfg.early_stopping_patience
+            if patience and epoch + 1 - best >= patience and epoch + 1 < cfg.train_epochs:
+                self.model.stop_training = True
+                if info.is_chief:
+                    print(f"early stopping: no better {MONITOR} for {patience} epoch(s) after epoch {best} "
+                          f"({float(keras.backend.get_value(selection.value)):.4f})", flush=True)
+
     backup = keras.callbacks.BackupAndRestore(backup_dir=_join(dirs.checkpoints, "backup"))
     if info.kind == "central_storage":
         # tf_keras lists the strategies it has tested BackupAndRestore with (Mirrored, MultiWorkerMirrored,
@@ -110,11 +135,13 @@ def _callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, environ: Mapping
         backup._supported_strategies = (*backup._supported_strategies,
                                         tf.distribute.experimental.CentralStorageStrategy)
     callbacks = [
+        # Order at each epoch's end: the epoch's weights (ckpt-<epoch>: what --export best loads), the best
+        # epoch so far, then the backup that carries both the weights and the best epoch over a preemption.
+        keras.callbacks.ModelCheckpoint(filepath=checkpoint_path(dirs, "{epoch:04d}"), save_weights_only=True),
+        BestEpoch(),
         # All workers pass the same folder: tf_keras keeps the chief's state in backup/chief and gives
         # every other worker its own write folder (backup/workertemp_<id>), all restore from the chief's.
         backup,
-        keras.callbacks.ModelCheckpoint(filepath=_join(dirs.checkpoints, "ckpt-{epoch:04d}"),
-                                        save_weights_only=True),
         EpochLog(),
     ]
     if info.is_chief:
@@ -131,6 +158,42 @@ def _callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, environ: Mapping
 
         callbacks.append(ExitAfterEpoch())
     return callbacks
+
+
+def checkpoint_path(dirs: OutputDirs, epoch: int | str) -> str:
+    """The weights saved at the end of ``epoch`` (an int, or the ModelCheckpoint pattern)."""
+    return _join(dirs.checkpoints, f"ckpt-{epoch:04d}" if isinstance(epoch, int) else f"ckpt-{epoch}")
+
+
+def select_export(model, cfg: TrainConfig, dirs: OutputDirs, history, evaluate) -> dict:
+    """Put the weights ``--export`` asks for into ``model``; what was chosen, for the result.
+
+    ``best``: the epoch with the highest validation accuracy (``model.tpuctl_selection``, restored from
+    the backup after a preemption), loaded from its ``ckpt-<epoch>`` unless it is the last epoch trained.
+    ``last``: the weights as training left them. ``evaluate()`` measures the model when this process ran
+    no epoch (every epoch was done before a restart) and the last epoch's accuracy is not known.
+    """
+    import tf_keras as keras
+
+    ran = list(history.epoch)
+    last_epoch = ran[-1] + 1 if ran else cfg.train_epochs
+    values = history.history.get(MONITOR) or []
+    last_value = float(values[-1]) if values else None
+    best_epoch = int(keras.backend.get_value(model.tpuctl_selection.epoch))
+    best_value = float(keras.backend.get_value(model.tpuctl_selection.value))
+    if cfg.export == "best" and best_epoch >= 1:
+        if best_epoch != last_epoch:
+            model.load_weights(checkpoint_path(dirs, best_epoch))
+        exported, value = best_epoch, best_value
+    else:
+        if last_value is None:
+            last_value = float(evaluate())
+        exported, value = last_epoch, last_value
+    if best_epoch < 1:  # no finite validation accuracy was ever seen
+        best_epoch, best_value = exported, value
+    return {"val_accuracy": value, "exported_epoch": exported, "best_epoch": best_epoch,
+            "best_val_accuracy": best_value, "last_val_accuracy": last_value if last_value is not None else value,
+            "epochs": last_epoch, "stopped_early": last_epoch < cfg.train_epochs}
 
 
 def report_tuning_metric(value: float, step: int, environ: Mapping[str, str]) -> str | None:
@@ -263,7 +326,7 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
 
     precision = models.set_precision(cfg.mixed_precision, cfg.model, info.kind)
     with info.strategy.scope():
-        model = models.build_model(cfg, len(manifest.classes), image_size)
+        model = models.build_model(cfg, len(manifest.classes), image_size, steps_per_epoch=steps_per_epoch)
 
     # Every input was checked (flags, data, model); only now is anything written.
     if info.is_chief:
@@ -296,11 +359,9 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
             raise
         raise _peer_lost(err) from None
 
-    accuracies = history.history.get("val_accuracy") or []
-    if accuracies:
-        val_accuracy = float(accuracies[-1])
-    else:  # every epoch was already done before a restart: measure the restored model
-        val_accuracy = float(model.evaluate(val_ds, steps=validation_steps, verbose=0, return_dict=True)["accuracy"])
+    chosen = select_export(model, cfg, dirs, history, lambda: model.evaluate(
+        val_ds, steps=validation_steps, verbose=0, return_dict=True)["accuracy"])
+    val_accuracy = chosen["val_accuracy"]
 
     dump = env.get(_DUMP_WEIGHTS_ENV)
     if dump:
@@ -324,13 +385,13 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
         return None
 
     write_scalars(_join(dirs.logs, "final"), {"val_accuracy": val_accuracy, TUNING_METRIC_TAG: val_accuracy},
-                  step=cfg.train_epochs)
-    report_tuning_metric(val_accuracy, cfg.train_epochs, env)
+                  step=chosen["epochs"])
+    report_tuning_metric(val_accuracy, chosen["epochs"], env)
 
     result = {
         "export_dir": export_dir,
-        "val_accuracy": val_accuracy,
-        "epochs": cfg.train_epochs,
+        **chosen,
+        "export": cfg.export,
         "model": cfg.model,
         "strategy": info.kind,
         "mixed_precision": precision,

@@ -31,3 +31,50 @@ def test_killed_run_resumes_at_the_interrupted_epoch(tools, demo_data, tmp_path)
     assert loss(resumed, 3) < loss(killed, 1)
     # A finished run removes its backup: the next run in this folder starts from epoch 1.
     assert not list((model_dir / "checkpoints" / "backup").rglob("*.index"))
+
+
+def _variables(path) -> dict:
+    """Checkpoint (or SavedModel variables) values keyed by their object path below the model."""
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(str(path))
+    out = {}
+    for key in reader.get_variable_to_shape_map():
+        if "layer_with_weights" in key and "/.OPTIMIZER_SLOT/" not in key and key.endswith("VARIABLE_VALUE"):
+            out[key[key.index("layer_with_weights"):]] = reader.get_tensor(key)
+    return out
+
+
+def test_the_best_epoch_survives_a_preemption_and_is_exported(tools, demo_data, tmp_path):
+    """Killed after epoch 2, resumed: the best epoch (1 or 2) comes from the backup, not from this process's
+    history, and its weights (ckpt-000<best>) are what is exported, not the last epoch's."""
+    import numpy as np
+
+    model_dir = tmp_path / "model"
+    flags = tools.fast_flags(demo_data, model_dir, "--train_epochs", "4", "--steps_per_epoch", "20")
+    killed = tools.run_module(["trainer.task", *flags], env={"TPUCTL_TRAINER_TEST_EXIT_AFTER_EPOCH": "2"})
+    assert killed.returncode == 75, killed.stderr[-2000:]
+
+    def accuracies(run):
+        return {int(l.split()[1].split("/")[0]): float(l.split(" val_accuracy=")[1].split()[0])
+                for l in run.stdout_lines if l.startswith("epoch-end:")}
+
+    before = accuracies(killed)
+    # The resumed epochs are made to diverge (a learning rate of 9.9; the cosine schedule is not part of the
+    # backup, the step counter is), so the best epoch is one the resumed process never ran.
+    resumed = tools.run_module(["trainer.task", *flags, "--learning_rate", "9.9"])
+    result = resumed.result
+    after = accuracies(resumed)
+    assert sorted(after) == [3, 4]
+    best = max(before, key=before.get)
+    assert max(before.values()) > max(after.values()), (before, after)
+    assert result["exported_epoch"] == result["best_epoch"] == best
+    assert result["val_accuracy"] == result["best_val_accuracy"]
+    assert abs(result["val_accuracy"] - before[best]) < 1e-4
+    assert abs(result["last_val_accuracy"] - after[4]) < 1e-4 and result["epochs"] == 4
+    exported = _variables(model_dir / "export" / "small_cnn" / "1" / "variables" / "variables")
+    chosen = _variables(model_dir / "checkpoints" / f"ckpt-{best:04d}")
+    last = _variables(model_dir / "checkpoints" / "ckpt-0004")
+    assert exported and exported.keys() == chosen.keys()
+    assert all(np.array_equal(exported[k], chosen[k]) for k in chosen)
+    assert not all(np.array_equal(exported[k], last[k]) for k in last)

@@ -19,10 +19,13 @@ def test_default_run_writes_result_export_checkpoints_and_logs(tools, demo_data,
     assert (result["train_examples"], result["validation_examples"]) == (1437, 360)  # from the manifest
     assert result["export_dir"] == f"{model_dir}/export/small_cnn/1"
     assert (model_dir / "export" / "small_cnn" / "1" / "saved_model.pb").is_file()
-    # Digits are easy: the default run must learn far beyond chance (0.1). Unseeded default runs on CPU spread
-    # widely (16 runs measured 0.67-0.98; one CI run had 0.41, and --seed does not make CPU runs repeatable),
-    # so the bound is three times chance, not 0.5.
-    assert result["val_accuracy"] > 0.3
+    # Digits are easy, and the defaults (warm-up + cosine decay, the best epoch exported) make every unseeded
+    # default run reach 0.95: 20 unseeded runs on a 2-core CPU exported 0.969-0.989 (docs/trainer.md, "Training
+    # quality"; benchmarks/quality.py measures it again).
+    assert result["val_accuracy"] >= 0.95
+    assert result["export"] == "best" and 1 <= result["exported_epoch"] == result["best_epoch"] <= 5
+    assert result["val_accuracy"] == result["best_val_accuracy"] >= result["last_val_accuracy"]
+    assert result["stopped_early"] is False
     starts = [l for l in run.stdout_lines if l.startswith("epoch-start:")]
     assert starts == [f"epoch-start: {i}/5" for i in range(1, 6)]
     # One checkpoint per epoch, TensorBoard scalars for train/validation and the final tag.
