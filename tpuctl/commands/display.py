@@ -175,6 +175,12 @@ def summary_lines(result: dict[str, Any] | None, history: list[EpochStats], seco
             lines.append(f"  best val_accuracy  {best.metrics['val_accuracy']:.4f} (epoch {best.epoch})")
         lines.append("  final              " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(last.metrics.items())
                                                          if k != _RATE))
+    exported, accuracy = (result or {}).get("exported_epoch"), (result or {}).get("val_accuracy")
+    if isinstance(exported, int) and isinstance(accuracy, (int, float)):
+        which = (result or {}).get("export")
+        stopped = ", stopped early" if (result or {}).get("stopped_early") is True else ""
+        lines.append(f"  exported           epoch {exported}, val_accuracy {accuracy:.4f}"
+                     + (f" (--export {which}{stopped})" if which in ("best", "last") else ""))
     lines.append(f"  time               {seconds:.1f}s")
     export = (result or {}).get("export_dir")
     if export:
