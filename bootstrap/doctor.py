@@ -132,7 +132,7 @@ def check_image_repository(project: str, region: str, repository: str, principal
         member = domain.member_for_email(email)
         roles = sorted(b.role for b in policy.bindings if member in b.members)
         if any(domain.PULL_PERMISSION in domain.ROLE_PERMISSIONS.get(r, ()) for r in roles):
-            yield Check(f"{keyword} pulls from {repository}", "pass", f"via {', '.join(roles)}")
+            yield Check(f"{keyword} pulls from {repository}", "pass", f"via {', '.join(roles)}, for {where}")
         else:
             yield Check(f"{keyword} pulls from {repository}", "fail",
                         f"{member} cannot pull the trainer image for {where}"

@@ -102,16 +102,26 @@ QUOTA_SERVICES: dict[str, str] = {
     "compute": "compute.googleapis.com",
 }
 DEFAULT_QUOTA_SERVICE = "vertex"
+#: Facts of this module that no Google page confirmed (each marked ``[unverified: id]`` where it is used, and
+#: listed in docs/vertex.md). The quota pre-flight checks never rely on them silently: a metric
+#: the project's Cloud Quotas QuotaInfos do not list fails with the metric named (``regional_quota_id``).
+UNVERIFIED_ACCELERATOR_FACTS: dict[str, str] = {
+    "p100-quota-metric": "Vertex AI's P100 quota metric is custom_model_training_nvidia_p100_gpus (the pattern of "
+                         "the other GPUs; Google's sample list has no P100)",
+    "spot-quota-metrics": "Vertex AI's Spot quota metrics are custom_model_training_preemptible_<gpu> (seen in "
+                          "errors and listings, on no Google page)",
+    "tpu-v2-quota-metric": "Vertex AI's TPU v2 quota metric is custom_model_training_tpu_v2 (the pattern of v3/v5e)",
+}
 #: The service whose quota the stack asks for by default (was compute.googleapis.com: the wrong one for Vertex AI).
 QUOTA_SERVICE = QUOTA_SERVICES[DEFAULT_QUOTA_SERVICE]
 #: Full metric for (quota service, spot) from GpuType.quota_metric (``nvidia_t4_gpus``).
 #: vertex on-demand: ``aiplatform.googleapis.com/custom_model_training_<gpu>`` — Google's own sample
 #:   github.com/GoogleCloudPlatform/vertex-ai-samples community-content/vertex_model_garden/model_oss/
 #:   notebook_util/common_util.py ``get_resource_id`` (T4, L4, V100, A100, A100 80GB, H100; checked 2026-11);
-#:   P100 follows the same pattern but is NOT in that list (unverified).
+#:   P100 follows the same pattern but is NOT in that list [unverified: p100-quota-metric].
 #: vertex Spot/preemptible: ``…/custom_model_training_preemptible_<gpu>`` — seen in RESOURCE_EXHAUSTED
 #:   errors and quota listings quoted in public repositories (2025-2026); no Google reference page was
-#:   reachable from here (unverified beyond those observations).
+#:   reachable from here [unverified: spot-quota-metrics].
 #: compute: ``compute.googleapis.com/<gpu>`` and ``…/preemptible_<gpu>`` — Compute Engine GPU quota
 #:   metrics (cloud.google.com/compute/resource-usage#gpu_quota, the metrics behind
 #:   NVIDIA-T4-GPUS-per-project-region / PREEMPTIBLE-NVIDIA-T4-GPUS-per-project-region; checked 2026-11).
@@ -123,7 +133,7 @@ QUOTA_METRIC_FORMATS: dict[tuple[str, bool], str] = {
 }
 #: Vertex AI custom-training TPU quota per TPU version: (metric, TensorCores per chip). The quota counts
 #: cores ("Custom model training TPU V2/V3 cores per region" in the Vertex AI quotas console, checked 2026-11).
-#: Metrics: v3 and v5e from the vertex-ai-samples list above; v2 follows the pattern (unverified).
+#: Metrics: v3 and v5e from the vertex-ai-samples list above; v2 follows the pattern [unverified: tpu-v2-quota-metric].
 #: Cores per chip: v2/v3 two TensorCores per chip, v5e one (cloud.google.com/tpu/docs/system-architecture-tpu-vm,
 #: checked 2026-11). Compute Engine has no quota for Vertex TPUs; TPU VMs you create yourself use the Cloud TPU
 #: API's per-zone quotas (tpu.googleapis.com: ``tpuvm.TPU_VM_QUOTAS``, stack key tpuVmQuotas).

@@ -38,8 +38,13 @@ from tpuctl.ground.errors import DomainError
 
 #: The TF Serving image. ``docker.io/`` spelled out so podman (which asks about short names) pulls the same
 #: one. Tag 2.20.0: the newest release tag in github.com/tensorflow/serving (2026-04-23); that Docker Hub
-#: publishes it under this tag was not verified here (``tpuctl serve --image`` overrides).
+#: publishes it under this tag [unverified: tf-serving-tag] (``tpuctl serve --image`` overrides).
 TF_SERVING_IMAGE = "docker.io/tensorflow/serving:2.20.0"
+#: Facts of this module that no source confirmed (``[unverified: id]`` where used; listed in docs/vertex.md).
+UNVERIFIED_PREDICTION_FACTS: dict[str, str] = {
+    "tf-serving-tag": "Docker Hub publishes tensorflow/serving under the tag 2.20.0",
+    "tf215-loads-export": "TensorFlow 2.15 (the prediction image) loads the SavedModel TensorFlow 2.21 exports",
+}
 #: Ports inside the container (Dockerfile ``EXPOSE``); tpuctl publishes them on 127.0.0.1 only.
 TF_SERVING_GRPC_PORT = 8500
 TF_SERVING_REST_PORT = 8501
@@ -123,7 +128,7 @@ _PREBUILT_SOURCE = "https://cloud.google.com/vertex-ai/docs/predictions/pre-buil
 
 #: The prebuilt TF2 prediction images tpuctl deploys with (CPU: the trainer's SavedModel needs no GPU).
 #: The export is written by TensorFlow 2.21 and served by 2.15: the signature uses only long-standing ops
-#: (decode_image, resize, conv/dense, softmax, argmax, gather); that 2.15 loads it was NOT verified here.
+#: (decode_image, resize, conv/dense, softmax, argmax, gather) [unverified: tf215-loads-export].
 VERTEX_PREDICTION_IMAGES: dict[str, PredictionImage] = {
     "cpu": PredictionImage("tf2-cpu.2-15", "2.15", datetime.date(2027, 1, 14), _PREBUILT_SOURCE, "2026-11-22"),
 }

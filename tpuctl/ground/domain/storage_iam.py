@@ -24,12 +24,20 @@ PULL_PERMISSION = "artifactregistry.repositories.downloadArtifacts"
 #:   the default service account to pull the images" (https://cloud.google.com/vertex-ai/docs/general/custom-service-account,
 #:   "Configure a custom service account", read 2026-11-24) - so the job's service account (the training SA) is NOT
 #:   the puller. The same page names the Vertex AI Custom Code Service Agent as a job's default account; that this
-#:   agent (and not the primary gcp-sa-aiplatform agent) is the one that pulls is NOT stated there (unverified).
+#:   agent (and not the primary gcp-sa-aiplatform agent) is the one that pulls is NOT stated there
+#:   [unverified: vertex-image-puller].
 #: TPU VMs (`tpuctl tpu run`): the startup script runs `docker pull` on each host with the VM's attached service
 #:   account, which tpuctl sets to the training SA (services/tpuvm.py) - the one place it needs the reader role.
 IMAGE_PULLERS: dict[str, str] = {
     "training-sa": "TPU VMs (docker pull on the host as the VM's service account)",
-    "vertex-agent": "Vertex AI jobs (Vertex pulls with its service agent, never the job's service account)",
+    "vertex-agent": "Vertex AI jobs (Vertex pulls with its service agent, never the job's service account; that "
+                    "it is this agent is unconfirmed)",
+}
+#: Facts of this module that no Google page confirmed (``[unverified: id]`` where used; docs/access-modes.md).
+UNVERIFIED_IAM_FACTS: dict[str, str] = {
+    "vertex-image-puller": "the Vertex AI agent that pulls a job's image is the custom code agent (gcp-sa-aiplatform-cc)",
+    "convenience-bindings": "a new bucket's IAM policy holds the projectOwner/Editor/Viewer convenience bindings "
+                            "of DEFAULT_CONVENIENCE_BINDINGS (doctor reads the real policy instead)",
 }
 #: Buckets the training job only reads, and the ones it writes.
 READ_BUCKETS: tuple[str, ...] = ("data", "hub-cache")
@@ -106,8 +114,8 @@ BASIC_ROLE_CONVENIENCE_MEMBERS: dict[str, str] = {
 }
 #: The convenience bindings Cloud Storage writes into the IAM policy of a new bucket with uniform
 #: bucket-level access (every bucket tpuctl creates): owners and editors get legacyBucketOwner +
-#: legacyObjectOwner, viewers legacyBucketReader + legacyObjectReader. NOT verified against a Google
-#: documentation page (the page could not be retrieved when this was written, 2026-11-22); it is the
+#: legacyObjectOwner, viewers legacyBucketReader + legacyObjectReader [unverified: convenience-bindings]: not
+#: checked against a Google documentation page (the page could not be retrieved when this was written, 2026-11-22); it is the
 #: policy `gcloud storage buckets get-iam-policy` shows for a new bucket, as seen in public exports of
 #: live bucket policies. ``tpuctl doctor`` reads the real bucket policy instead of assuming it.
 DEFAULT_CONVENIENCE_BINDINGS: dict[str, tuple[str, ...]] = {

@@ -11,12 +11,12 @@ Sources (checked 2026-11-22 with the search tool):
   are topologies 4x4/4x8/8x8/8x16/16x16 on 2/4/8/16/32 hosts and 4/8/16/32/64 VMs (4 chips per VM).
 - v5e (cloud.google.com/tpu/docs/v5e and /supported-tpu-configurations): ``v5litepod-N`` with N chips; 1, 4 and 8
   fit one host; 16/32/64/128/256 are topologies 4x4…16x16 on 2/4/8/16/32 hosts. "Each TPU VM in a v5e slice
-  contains 1, 4 or 8 chips". NOT VERIFIED: the number of TPU VMs of a multi-host v5e slice; ``vms`` below
+  contains 1, 4 or 8 chips". [unverified: v5e-multihost-vms] The number of TPU VMs of a multi-host v5e slice; ``vms`` below
   assumes 4 chips per VM as v6e's table states for v6e (and GKE's ct5lp-hightpu-4t suggests).
 - v5p (cloud.google.com/tpu/docs/supported-tpu-configurations): ``v5p-N`` where N counts TensorCores (2 per chip),
   4 chips per host (one VM per host): v5p-8 is 1 host, v5p-16 2, v5p-32 4 … Only power-of-two sizes up to
-  v5p-1024 are listed here; Google accepts other sizes too (not listed, not verified).
-- v4 (cloud.google.com/tpu/docs/v4, NOT re-checked here): ``v4-N`` where N counts TensorCores (2 per chip),
+  v5p-1024 are listed here; Google accepts other sizes too (not listed) [unverified: other-slice-sizes].
+- v4 (cloud.google.com/tpu/docs/v4) [unverified: v4-shapes]: ``v4-N`` where N counts TensorCores (2 per chip),
   4 chips per host; power-of-two sizes up to v4-1024 listed.
 - TensorFlow-specific runtimes ``tpu-vm-tf-x.y.z[-pod][-pjrt]`` exist (cloud.google.com/tpu/docs/runtimes);
   tpuctl does not use them: the trainer runs in its own container (tensorflow-tpu + libtpu) on the base runtime.
@@ -35,7 +35,18 @@ __all__ = [
     "TPU_VM_GENERATIONS", "TPU_VM_TYPES", "TpuVmAccelerator", "TpuVmGeneration", "parse_tpu_vm_accelerator",
     "tpu_vm_names", "validate_tpu_vm_name", "validate_tpu_vm_zone", "TPU_VM_RUN_LABEL", "TPU_VM_MANAGED_LABEL",
     "TPU_VM_QUOTAS", "TpuVmQuota", "TPU_ONLY_REGIONS", "tpu_vm_quota_need", "parse_tpu_vm_quota",
+    "UNVERIFIED_TPU_VM_FACTS",
 ]
+
+#: Facts of this module that no Google page confirmed (``[unverified: id]`` where used; listed in
+#: docs/tpu-vm.md). Pre-flight quota checks look every quota id up in the project's QuotaInfos before using it.
+UNVERIFIED_TPU_VM_FACTS: dict[str, str] = {
+    "v5e-multihost-vms": "a multi-host v5e slice has one TPU VM per 4 chips",
+    "other-slice-sizes": "v5p/v4 sizes other than powers of two are left out (Google accepts more)",
+    "v4-shapes": "v4 accelerator types and hosts were not re-read from Google's v4 page",
+    "tpu-vm-quota-ids": "the Cloud TPU per-zone quota ids (Google's strings from errors and listings)",
+    "v4-quota-unit": "v4 per-zone quota counts TensorCores, like v5p",
+}
 
 #: Labels tpuctl puts on every TPU VM it creates (``list``/``delete`` only touch resources that carry the first).
 TPU_VM_MANAGED_LABEL = ("managed-by", "tpuctl")
@@ -171,8 +182,8 @@ class TpuVmQuota:
 
 
 #: Per-zone quota ids of the Cloud TPU API (each also has a ...PerRegion... twin that Google enforces too).
-#: NOT FROM A GOOGLE REFERENCE PAGE: cloud.google.com/tpu/docs/quota (read 2026-11-22) names quota *types*
-#: (on-demand, spot/preemptible, reserved; v5e serving quota ``tpu-v5s-litepod-serving``…) but no Cloud
+#: [unverified: tpu-vm-quota-ids] NOT FROM A GOOGLE REFERENCE PAGE: cloud.google.com/tpu/docs/quota
+#: (read 2026-11-22) names quota *types* (on-demand, spot/preemptible, reserved; v5e serving quota ``tpu-v5s-litepod-serving``…) but no Cloud
 #: Quotas ids. The ids below are Google's own strings as they appear in RESOURCE_EXHAUSTED errors ("Quota
 #: 'TPUV5PPerProjectPerZoneForTPUAPI' exhausted. Limit 8 in zone us-central1-a") and in
 #: ``gcloud beta quotas info`` listings quoted in several unrelated public repositories (2025-2026, found
@@ -181,7 +192,7 @@ class TpuVmQuota:
 #: project's QuotaInfos before using it, so a renamed id fails with its name instead of asking for nothing.
 #: Units: v5e/v6e count chips (one TensorCore per chip; "512 chips per zone" in one listing); v5p counts
 #: TensorCores (a v5p-8, 4 chips, exhausted a limit of 8) - cloud.google.com/tpu/docs/quota says v4/v5p quota
-#: "can be specified in terms of chips or TensorCores"; v4 TensorCores assumed like v5p (unverified).
+#: "can be specified in terms of chips or TensorCores"; v4 TensorCores assumed like v5p [unverified: v4-quota-unit].
 TPU_VM_QUOTAS: dict[str, TpuVmQuota] = {
     "v6e": TpuVmQuota("TPUV6EPerProjectPerZoneForTPUAPI", "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI", "chips", 1),
     "v5p": TpuVmQuota("TPUV5PPerProjectPerZoneForTPUAPI", "TPUV5PPreemptiblePerProjectPerZoneForTPUAPI",
