@@ -276,6 +276,8 @@ def make_dataset(file_pattern: str | Sequence[str], batch_size: int, image_size:
     image does not decode (parsed record by record); :func:`scan_shards` counts what that skips.
     ``num_classes`` (the manifest's): a record whose label is not a listed class is an error (or, with
     ``skip_corrupt``, skipped like an undecodable one).
+    ``seed``: shuffles are seeded and every stage keeps its order (``deterministic=True``), so the same seed
+    gives the same batches; without one, parallel stages may reorder elements for speed.
     """
     files = list_files(file_pattern)
     image_size = (int(image_size[0]), int(image_size[1]))
@@ -288,7 +290,8 @@ def make_dataset(file_pattern: str | Sequence[str], batch_size: int, image_size:
     ds = tf.data.Dataset.from_tensor_slices(files)
     if training:
         ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-    ds = ds.interleave(read, cycle_length=min(len(files), 8), num_parallel_calls=AUTOTUNE, deterministic=False)
+    ordered = seed is not None
+    ds = ds.interleave(read, cycle_length=min(len(files), 8), num_parallel_calls=AUTOTUNE, deterministic=ordered)
     if cache:
         ds = ds.cache()  # serialized records: small, and decoding stays in the parallel map
     if training:
@@ -298,16 +301,16 @@ def make_dataset(file_pattern: str | Sequence[str], batch_size: int, image_size:
         ds = ds.repeat()
     if skip_corrupt:
         ds = ds.map(lambda r: _parse_one(r, image_size, num_classes), num_parallel_calls=AUTOTUNE,
-                    deterministic=False)
+                    deterministic=ordered)
         ds = ds.ignore_errors()
         ds = ds.batch(batch_size, drop_remainder=True)
     else:
         ds = ds.batch(batch_size, drop_remainder=True)
         ds = ds.map(lambda r: _parse_batch(r, image_size, num_classes), num_parallel_calls=AUTOTUNE,
-                    deterministic=False)
+                    deterministic=ordered)
     ds = ds.prefetch(AUTOTUNE)
     options = tf.data.Options()
-    options.deterministic = False
+    options.deterministic = ordered
     options.experimental_distribute.auto_shard_policy = shard_policy(len(files), num_workers)
     return ds.with_options(options)
 

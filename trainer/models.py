@@ -178,7 +178,7 @@ def build_model(cfg: TrainConfig, num_classes: int, image_size, *, steps_per_epo
     ``steps_per_epoch``: optimizer steps per epoch, which the learning-rate schedule is laid out over.
     """
     if cfg.seed is not None:
-        keras.utils.set_random_seed(cfg.seed)
+        keras.utils.set_random_seed(cfg.seed)  # again: the same initial weights however the caller got here
     if cfg.model == "small_cnn":
         model = small_cnn(image_size, num_classes)
     elif cfg.model == "resnet50":

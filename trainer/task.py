@@ -196,6 +196,23 @@ def select_export(model, cfg: TrainConfig, dirs: OutputDirs, history, evaluate) 
             "epochs": last_epoch, "stopped_early": last_epoch < cfg.train_epochs}
 
 
+def seed_everything(seed: int) -> None:
+    """``--seed``: Python, NumPy and TensorFlow seeded, and TensorFlow's ops made deterministic.
+
+    ``tf.keras.utils.set_random_seed`` seeds ``random``, NumPy and TensorFlow;
+    ``tf.config.experimental.enable_op_determinism`` makes every op either deterministic or an error
+    (TensorFlow API docs, tf.config.experimental.enable_op_determinism); the input pipeline keeps its
+    order when a seed is given (trainer.data.make_dataset). Same seed, same machine, same TensorFlow:
+    the same metrics on CPU. Not promised on GPUs/TPUs (some kernels have no deterministic version and
+    raise instead, XLA/TPU reductions may differ) nor across workers (docs/trainer.md, "Reproducibility").
+    """
+    import tensorflow as tf
+    import tf_keras as keras
+
+    keras.utils.set_random_seed(seed)
+    tf.config.experimental.enable_op_determinism()
+
+
 def report_tuning_metric(value: float, step: int, environ: Mapping[str, str]) -> str | None:
     """Vertex AI hyperparameter tuning: append the metric where its agent reads it (cloudml-hypertune's
     file format: one JSON object per line), only when running as a tuning trial."""
@@ -256,6 +273,9 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
 
     from trainer import data, export, models
     from trainer.summaries import write_scalars
+
+    if cfg.seed is not None:
+        seed_everything(cfg.seed)
 
     manifest = data.read_manifest(cfg.data_dir)
     image_size = cfg.image_size or manifest.image_size or (DEFAULT_IMAGE_SIZE, DEFAULT_IMAGE_SIZE)

@@ -189,3 +189,18 @@ def test_missing_accelerator_fails_fast_with_exit_3(tools, demo_data, tmp_path, 
     assert run.stderr_lines[-1] == line
     assert elapsed < 30  # seconds, TensorFlow import included; never a hang
     assert not any(l.startswith(tools.RESULT_PREFIX) for l in run.stdout_lines)
+
+
+def test_the_same_seed_gives_the_same_metrics_on_cpu(tools, demo_data, tmp_path):
+    """--seed: seeded weights and shuffles, ordered input pipeline, deterministic ops: every epoch's loss and
+    accuracies repeat exactly (before, parallel stages reordered batches and runs drifted apart)."""
+    def metrics(run):
+        lines = [l for l in run.stdout_lines if l.startswith("epoch-end:")]
+        return [" ".join(p for p in l.split() if not p.startswith(("examples_per_second=", "learning_rate=")))
+                for l in lines]
+
+    runs = [tools.run_module(["trainer.task", *tools.fast_flags(demo_data, tmp_path / f"m{i}", "--steps_per_epoch",
+                                                                 "15", "--seed", "3")]) for i in range(2)]
+    first, second = (metrics(r) for r in runs)
+    assert len(first) == 2 and first == second
+    assert runs[0].result["val_accuracy"] == runs[1].result["val_accuracy"]
