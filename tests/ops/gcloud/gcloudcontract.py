@@ -196,6 +196,36 @@ def printed_commands() -> list[Command]:
     return found
 
 
+def rendered_commands() -> list[Command]:
+    """The fix lines as the functions that print them render them, with real values (not the source scan)."""
+    from bootstrap import doctor, principals
+    from tpuctl.ground import domain
+    from tpuctl.ground.outputs import parse_outputs
+    from tpuctl.services import vertex
+    from tpuctl.services.training import TrainOptions
+
+    project, zone, region = "my-project-1", "us-central1-a", "us-central1"
+    sa = f"tpuctl-trainer@{project}.iam.gserviceaccount.com"
+    texts = [(f"domain.SERVICE_AGENTS[{k!r}].create_command", domain.SERVICE_AGENTS[k].create_command(project, zone))
+             for k in ("tpu-agent", "tpu-vm-agent")]
+    texts.append(("principals.role_command", principals.role_command(project, sa, "roles/cloudtpu.serviceAgent")))
+    texts.append(("doctor.tpu_vm_quota_fix", doctor.tpu_vm_quota_fix(
+        project, zone, domain.TPU_VM_QUOTAS["v5e"].spot or "", "v5e", 16, True)))
+    outputs = parse_outputs({"project": project, "region": region,
+                             "buckets": {"data": "d-bucket", "staging": "s-bucket", "artifacts": "a-bucket"},
+                             "trainer_image_repository": "team-images"})
+    job = vertex.plan_job(TrainOptions(accelerator="gpu-t4x2"), outputs, job_name="j1")
+    metric, need = domain.job_quota_need(job.accelerator, job.workers)
+    texts.append(("vertex.quota_fix", vertex.quota_fix(job, metric, "CustomModelTrainingT4GPUsPerProjectPerRegion", need)))
+    found = []
+    for where, text in texts:
+        spans = _spans(text)
+        if not spans:
+            raise CollectionError(f"{where} rendered no gcloud command: {text!r}")
+        found += [c for c in (_command(f"rendered {where}", span) for span in spans) if c is not None]
+    return found
+
+
 def documented_commands() -> list[Command]:
     """Commands in README.md and docs/*.md: inline code spans and fenced code lines."""
     found: list[Command] = []

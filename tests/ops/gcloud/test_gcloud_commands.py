@@ -14,8 +14,9 @@ import gcloudcontract as gc
 import pytest
 
 PRINTED = gc.printed_commands()
+RENDERED = gc.rendered_commands()
 DOCUMENTED = gc.documented_commands()
-ALL = PRINTED + DOCUMENTED
+ALL = PRINTED + RENDERED + DOCUMENTED
 
 
 #: Lines re-run through /usr/bin/gcloud itself (a second each): parsed (stops at the missing account), refused.
@@ -48,6 +49,10 @@ def test_the_scan_finds_the_commands_tpuctl_prints_and_documents():
             "projects add-iam-policy-binding my-project-1"} <= printed
     assert {c.where.split(":")[0] for c in PRINTED} >= {"bootstrap/doctor.py", "tpuctl/services/vertex.py",
                                                         "tpuctl/ground/domain/principals.py", "tpuctl/services/tpuvm.py"}
+    # the scan sees what the functions really print: each rendered fix line is a scanned line with its values
+    shape = {(c.argv[:4], tuple(a.split("=", 1)[0] for a in c.argv if a.startswith("-"))) for c in PRINTED}
+    for c in RENDERED:
+        assert (c.argv[:4], tuple(a.split("=", 1)[0] for a in c.argv if a.startswith("-"))) in shape, c.where
     documented = {c.where.split(":")[0] for c in DOCUMENTED}
     assert {"docs/doctor.md", "docs/tpu-vm.md", "docs/access-modes.md"} <= documented
     assert sum(not c.reference for c in ALL) >= 20
