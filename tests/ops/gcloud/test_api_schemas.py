@@ -63,6 +63,19 @@ def test_custom_job_fields_are_in_the_aiplatform_v1_schema(accelerator, workers,
     assert apischema.problems(schema("aiplatform", "v1"), "GoogleCloudAiplatformV1CustomJob", body) == []
 
 
+def test_tuning_job_fields_are_in_the_aiplatform_v1_schema():
+    from tpuctl.services import tuning, vertex
+
+    job = vertex.plan_job(TrainOptions(accelerator="gpu-t4"), parse_outputs(OUTPUTS), job_name="t1")
+    for spec in (tuning.DEFAULT_SPEC, tuning.parse_spec(
+            {"parameters": {"learning_rate": {"values": [0.01, 0.001]}, "model": {"values": ["small_cnn"]},
+                            "epochs": {"min": 1, "max": 3}}, "algorithm": "grid", "max_trials": 2,
+             "parallel_trials": 1}, "spec")):
+        body = _json(tuning.build_tuning_job(job, spec))
+        assert apischema.problems(schema("aiplatform", "v1"), "GoogleCloudAiplatformV1HyperparameterTuningJob",
+                                  body) == []
+
+
 def test_build_fields_are_in_the_cloudbuild_v1_schema():
     from tpuctl.services import image
 
