@@ -383,6 +383,11 @@ def parse_address(text: Any) -> tuple[str, int] | None:
         labels = host.split(".")
         if not host or len(host) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in labels):
             return None
+        if labels[-1].isdigit():  # a numeric top label is an IPv4 address, never a name (RFC 1123 2.1)
+            try:
+                ipaddress.IPv4Address(host)
+            except ValueError:  # 999.0.0.1, 1.2.3: no resolver would ever answer for it
+                return None
     if not sep or not (port.isascii() and port.isdigit()) or len(port) > 5 or not 1 <= int(port) <= 65535:
         return None
     return host, int(port)

@@ -74,14 +74,15 @@ class AddressProbe:
     """Probe ``(label, "host:port")`` addresses until each accepts a TCP connection or the deadline passes.
 
     Runs before the (blocking, uninterruptible) TensorFlow call that needs the peers, so the error can
-    name what never answered. ``refused_is_final``: a refused connection is an answer (nothing listens
-    there) rather than a peer that has not started yet.
+    name what never answered. ``refused_is_final``: a refused connection (nothing listens there) or a host
+    name that does not resolve is an answer, rather than a peer that has not started yet.
     """
 
     def __init__(self, addresses: Sequence[tuple[str, str]], deadline: float, *, refused_is_final: bool = False,
                  poll_seconds: float = 0.2):
         self.pending = dict(addresses)  # label -> address
         self.refused: dict[str, str] = {}
+        self.unresolved: dict[str, str] = {}
         self.deadline, self.refused_is_final, self.poll_seconds = deadline, refused_is_final, poll_seconds
 
     def missing(self) -> dict[str, str]:
@@ -100,6 +101,9 @@ class AddressProbe:
                 except ConnectionRefusedError:
                     if self.refused_is_final:
                         self.refused[label] = self.pending.pop(label)
+                except socket.gaierror:  # the name does not resolve: with refused_is_final, as final as a refusal
+                    if self.refused_is_final:
+                        self.unresolved[label] = self.pending.pop(label)
                 except OSError:  # timeout, unreachable, unknown host: not up (yet)
                     continue
                 else:
@@ -349,8 +353,9 @@ def _tpu_strategy(tpu_name: str | None, timeout: float = DEFAULT_TIMEOUT) -> Str
         # A TPU VM's gRPC worker listens as long as the TPU exists: refused = wrong address, fail now.
         probe = AddressProbe([(f"TPU_NAME={tpu_name}", host_port)], time.monotonic() + timeout, refused_is_final=True)
         probe.run()
-        if probe.refused or probe.pending:
-            why = "connection refused" if probe.refused else f"no answer within {timeout:g} s"
+        if probe.refused or probe.unresolved or probe.pending:
+            why = ("connection refused" if probe.refused else "host name does not resolve" if probe.unresolved
+                   else f"no answer within {timeout:g} s")
             raise HardwareError(f"--distribution_strategy tpu: no TPU at TPU_NAME={tpu_name} ({why} from "
                                 f"{host_port}); check the address or that the TPU is running")
     # A TPU *name* is resolved through the GCE metadata server and the Cloud TPU API with urllib calls that

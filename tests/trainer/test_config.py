@@ -124,6 +124,9 @@ def test_bad_tf_config_is_one_line_naming_the_field(raw, field):
     ("my-tpu", True), ("local", True), ("grpc://10.1.2.3:8470", True), ("grpc://[::1]:8470", True),
     ("grpc://10.1.2.3", False), ("grpc://10.1.2.3:0", False), ("grpc://h:99999", False), ("my tpu", False),
     ("tpu\x00", False),
+    # a numeric top label is an IPv4 address: 999.0.0.1 can never answer (before: waited the full 300 s)
+    ("grpc://999.0.0.1:1", False), ("grpc://1.2.3:8470", False), ("grpc://10.0.0.256:1", False),
+    ("grpc://tpu-1.internal:8470", True), ("grpc://1tpu.example:8470", True),
 ])
 def test_tpu_name_is_checked(name, ok):
     from trainer.config import parse_tpu_name

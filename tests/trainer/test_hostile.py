@@ -247,6 +247,37 @@ def test_tpu_name_at_a_closed_port_fails_fast_with_the_address(tools, demo_data,
     assert elapsed < 45  # the default timeout is 300 s: a refused port is not waited for
 
 
+def test_an_impossible_tpu_address_fails_at_once_in_one_line(tools, demo_data, tmp_path):
+    """TPU_NAME=grpc://999.0.0.1:1 is refused before TensorFlow starts (before: a name lookup retried for 300 s)."""
+    from trainer import task
+    from trainer.config import parse_args
+    from trainer.errors import UsageError
+
+    model_dir = tmp_path / "m"
+    start = time.monotonic()
+    with pytest.raises(UsageError) as err:
+        task.run(parse_args(tools.fast_flags(demo_data, model_dir)), environ={"TPU_NAME": "grpc://999.0.0.1:1"})
+    assert "TPU_NAME 'grpc://999.0.0.1:1' must be grpc://host:port" in str(err.value)
+    assert err.value.exit_code == 2 and time.monotonic() - start < 5 and not model_dir.exists()
+
+
+def test_a_tpu_host_name_that_does_not_resolve_is_final(monkeypatch):
+    """The TPU probe gives up on a name no resolver knows at once, like on a refused port (not after 300 s)."""
+    import socket
+
+    from trainer import strategy
+    from trainer.errors import HardwareError
+
+    def no_such_host(address, timeout=None):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(strategy.socket, "create_connection", no_such_host)
+    start = time.monotonic()
+    with pytest.raises(HardwareError, match="host name does not resolve"):
+        strategy._tpu_strategy("grpc://no-such-tpu.invalid:8470", timeout=300)
+    assert time.monotonic() - start < 5
+
+
 def test_address_probe_reports_what_never_answered():
     """The probe itself, in-process: an open port answers, a closed one is still missing at the deadline."""
     import socket

@@ -114,8 +114,12 @@ def train(
 def _train_local(opts, stack_outputs, verbose: bool = False) -> None:
     from tpuctl.commands.display import TrainDisplay, summary_lines
     from tpuctl.commands.options import echo_result
-    from tpuctl.services.training import plan_local, release_run_dir, run_local
+    from tpuctl.services.training import plan_local, release_run_dir, run_local, trainer_help
 
+    help_text = trainer_help(opts.extra)
+    if help_text is not None:   # `tpuctl train -- --help`: the trainer's flags, no run
+        typer.echo(help_text.rstrip("\n"))
+        return
     plan = plan_local(opts, stack_outputs, echo=echo_err)
     source = "demo dataset" if plan.demo_data else "data"
     echo_err(f"{source}: {plan.data_dir}")

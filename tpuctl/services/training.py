@@ -7,6 +7,7 @@ one process, or a chief + workers MultiWorkerMirrored cluster on 127.0.0.1 with 
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,6 +82,30 @@ def run_local(
                           on_message=_bound(on_message, label), serves=bool(parameter_servers) and kind != "chief",
                           essential=not parameter_servers or kind != "worker"))
     return run_tasks(tasks, out=out, err=err, prefix_output=True, on_started=on_started)
+
+
+#: Trainer arguments (after ``--``) that ask for the trainer's help text instead of a run.
+HELP_FLAGS = frozenset({"-h", "--help"})
+
+
+def trainer_help(extra: Sequence[str]) -> str | None:
+    """``python -m trainer.task --help`` when the trainer arguments ask for help, else None.
+
+    Answered before anything is planned: no demo data generated, no run folder claimed, no launch record
+    (``tpuctl train -- --help`` used to start a "run" that printed nothing, reported "training finished"
+    and left an empty runs/<timestamp> folder).
+    """
+    if not HELP_FLAGS.intersection(extra):
+        return None
+    try:
+        proc = subprocess.run(trainer_module_argv("trainer.task", ["--help"]), env=trainer_env(),
+                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise UserError(f"cannot run the trainer for its --help ({err})") from None
+    if proc.returncode != 0 or not proc.stdout.strip():
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UserError(f"the trainer's --help failed (exit {proc.returncode}): {last}")
+    return proc.stdout
 
 
 def _bound(on_message, label: str):
