@@ -146,3 +146,33 @@ def test_python_package_on_tpu_v5e_is_refused_whatever_the_date(outputs_file):
     job = vertex.plan_job(TrainOptions(accelerator="tpu-v3-8"), outputs, python_package=True,
                           today=datetime.date(2025, 1, 1))
     assert job.image_uri == "us-docker.pkg.dev/vertex-ai/training/tf-tpu.2-15.cp310:latest"
+
+
+def test_an_unverified_quota_metric_google_does_not_list_is_a_note_not_a_refusal(monkeypatch, tmp_path):
+    # the Spot, P100 and TPU v2 metrics are tpuctl's reading (domain.UNVERIFIED_ACCELERATOR_FACTS): when the
+    # project's quota infos lack one, the pre-flight says so and lets Vertex AI decide; a verified one still stops
+    import sys
+    from pathlib import Path
+
+    from tpuctl.ground.outputs import parse_outputs
+    from tpuctl.services.training import TrainOptions
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bootstrap"))
+    from fakegoogle import quotas_endpoint
+
+    assert domain.unverified_metric_fact(domain.job_quota_need(domain.parse_accelerator("gpu-p100"))[0]) == \
+        "p100-quota-metric"
+    assert domain.unverified_metric_fact(domain.job_quota_need(domain.parse_accelerator("gpu-t4"), spot=True)[0]) == \
+        "spot-quota-metrics"
+    assert domain.unverified_metric_fact(domain.job_quota_need(domain.parse_accelerator("gpu-t4"))[0]) is None
+    outputs = parse_outputs(OUTPUTS)
+    with quotas_endpoint(monkeypatch, tmp_path, {"aiplatform.googleapis.com": []}):
+        notes: list[str] = []
+        p100 = vertex.plan_job(TrainOptions(accelerator="gpu-p100"), outputs, job_name="q")
+        assert vertex.check_quota(p100, echo=notes.append) is None
+        assert len(notes) == 1 and "custom_model_training_nvidia_p100_gpus" in notes[0]
+        assert "unverified: p100-quota-metric" in notes[0]
+        t4 = vertex.plan_job(TrainOptions(accelerator="gpu-t4"), outputs, job_name="q")
+        assert vertex.check_quota(t4, spot=True, echo=notes.append) is None and "spot-quota-metrics" in notes[1]
+        with pytest.raises(UserError, match="custom_model_training_nvidia_t4_gpus"):
+            vertex.check_quota(t4, echo=notes.append)

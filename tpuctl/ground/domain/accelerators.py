@@ -103,8 +103,8 @@ QUOTA_SERVICES: dict[str, str] = {
 }
 DEFAULT_QUOTA_SERVICE = "vertex"
 #: Facts of this module that no Google page confirmed (each marked ``[unverified: id]`` where it is used, and
-#: listed in docs/vertex.md). The quota pre-flight checks never rely on them silently: a metric
-#: the project's Cloud Quotas QuotaInfos do not list fails with the metric named (``regional_quota_id``).
+#: listed in docs/vertex.md). The quota pre-flight checks never rely on them silently: a metric the project's
+#: Cloud Quotas QuotaInfos do not list is a note naming the fact (``unverified_metric_fact``), not a refusal.
 UNVERIFIED_ACCELERATOR_FACTS: dict[str, str] = {
     "p100-quota-metric": "Vertex AI's P100 quota metric is custom_model_training_nvidia_p100_gpus (the pattern of "
                          "the other GPUs; Google's sample list has no P100)",
@@ -252,6 +252,17 @@ def parse_tpu_quota(spec: str) -> QuotaRequest:
                           f"try one of {', '.join(sorted(regions))}")
     count = quota_count(spec, count_text, "TPU quota")
     return QuotaRequest(f"tpu-{version}", region, count, VERTEX_TPU_QUOTA[version][0], tpu_version=version)
+
+
+def unverified_metric_fact(metric: str) -> str | None:
+    """The UNVERIFIED_ACCELERATOR_FACTS id ``metric`` rests on (a Spot metric, P100's, TPU v2's), else None."""
+    if metric.startswith(QUOTA_METRIC_FORMATS[("vertex", True)].split("{", 1)[0]):
+        return "spot-quota-metrics"
+    if metric == gpu_quota_metric(GPU_TYPES["nvidia-tesla-p100"]):
+        return "p100-quota-metric"
+    if metric == VERTEX_TPU_QUOTA["v2"][0]:
+        return "tpu-v2-quota-metric"
+    return None
 
 
 def job_quota_need(accel: Accelerator, replicas: int = 1, kind: str = DEFAULT_QUOTA_SERVICE,
