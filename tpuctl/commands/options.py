@@ -34,6 +34,37 @@ def finite(ctx: typer.Context, param: typer.CallbackParam, value):
     return value
 
 
+def shown(value, *, markup: bool = False, limit: int | None = None) -> str:
+    """The one way text from a file or a server (run records, trainer results, prediction replies) reaches the
+    terminal: control characters and escape sequences stripped (``ground.files.printable``); ``markup``: for a
+    rich renderer, its markup escaped too (``[bold]`` stays text)."""
+    from tpuctl.ground.files import printable
+
+    text = printable(value, limit)
+    if markup:
+        from rich.markup import escape
+
+        text = escape(text)
+    return text
+
+
+def strict_json(doc) -> str:
+    """JSON that every parser accepts: a NaN or infinite number (which ``json.dumps`` writes as the invalid
+    ``NaN``/``Infinity``) becomes null; the dump itself refuses any that slipped through (``allow_nan=False``)."""
+    import json
+
+    def finite(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {key: finite(v) for key, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [finite(v) for v in value]
+        return value
+
+    return json.dumps(finite(doc), indent=2, allow_nan=False)
+
+
 def echo_err(message: str) -> None:
     typer.echo(message, err=True)
 

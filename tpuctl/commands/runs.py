@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
+
+from tpuctl.commands.options import shown, strict_json
 
 runs_app = typer.Typer(name="runs", no_args_is_help=True,
                        help="Training runs under ./runs (or the stack's artifacts bucket): list, show, compare.")
@@ -29,12 +30,13 @@ def _runs(base: str, stack, outputs):
     return runs.list_runs(base, outputs=load_outputs(stack, outputs))
 
 
-def _fmt(value, digits: int = 4) -> str:
+def _fmt(value, digits: int = 4, *, markup: bool = False) -> str:
+    """A value from a run's records, as terminal text (``shown``: control and escape sequences stripped)."""
     if value is None:
         return "-"
     if isinstance(value, float):
         return f"{value:.{digits}f}"
-    return str(value)
+    return shown(value, markup=markup)
 
 
 def _duration(seconds) -> str:
@@ -60,21 +62,26 @@ def ls(base: str = _DIR, stack: Optional[str] = _STACK, outputs: Optional[Path] 
     from rich.table import Table
 
     found = _runs(base, stack, outputs)
-    rows = [r.row() for r in found]
+    good = [r for r in found if r.problem is None]
+    bad = [r for r in found if r.problem is not None]
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(strict_json([{**r.row(), "problem": r.problem} for r in found]))
         return
-    if not rows:
+    if not found:
         typer.echo(f"no runs in {base if not (stack or outputs) else 'the stack artifacts bucket'}")
         return
-    table = Table(title=f"{len(rows)} run(s)")
+    table = Table(title=f"{len(good)} run(s)")
     for col in ("run", "date", "target", "model", "accelerator", "epochs", "val acc", "time", "export"):
         table.add_column(col, overflow="fold")
-    for row in rows:
-        table.add_row(row["run"], row["date"], row["target"], _fmt(row["model"]), _fmt(row["accelerator"]),
-                      _fmt(row["epochs"]), _fmt(row["val_accuracy"]), _duration(row["seconds"]),
-                      _fmt(row["export_dir"]))
+    for row in (r.row() for r in good):
+        table.add_row(*(_fmt(row[key], markup=True) for key in ("run", "date", "target", "model", "accelerator",
+                                                                "epochs", "val_accuracy")),
+                      _duration(row["seconds"]), _fmt(row["export_dir"], markup=True))
     Console().print(table)
+    if bad:
+        typer.echo(f"{len(bad)} bad run record(s), not listed above:")
+        for r in bad:
+            typer.echo(f"  {shown(r.name)}: {shown(r.problem, limit=300)}")
 
 
 @runs_app.command("show")
@@ -83,17 +90,29 @@ def show(run: str = typer.Argument(..., help="Run folder name (or a unique prefi
     """One run: what was asked, what came out, and a terminal chart of its per-epoch curves."""
     from tpuctl.services import runs
 
-    found = runs.find_run(_runs(base, stack, outputs), run)
-    typer.echo(f"run {found.name}  ({found.path})")
+    found = _usable(runs.find_run(_runs(base, stack, outputs), run))
+    typer.echo(f"run {shown(found.name)}  ({shown(found.path)})")
     for key, value in found.row().items():
         if key != "run":
             typer.echo(f"  {key:<13} {_duration(value) if key == 'seconds' else _fmt(value)}")
     if found.launch.get("args"):
-        typer.echo(f"  {'trainer args':<13} {' '.join(map(str, found.launch['args']))}")
+        typer.echo(f"  {'trainer args':<13} {shown(' '.join(map(str, found.launch['args'])))}")
+    problem = runs.logs_problem(found)
+    if problem:
+        typer.echo(f"  {'curves':<13} not read: {shown(problem)}")
     for tag, series in sorted(runs.scalars([found]).get(found.path, {}).items()):
         values = [v for _, v in series]
         if len(values) > 1 or "epoch_" in tag:
-            typer.echo(f"  {tag:<32} {sparkline(values)}  {values[0]:.4f} -> {values[-1]:.4f}")
+            typer.echo(f"  {shown(tag):<32} {sparkline(values)}  {values[0]:.4f} -> {values[-1]:.4f}")
+
+
+def _usable(run):
+    """A run whose records can be shown; a bad record is one error line saying what is wrong with it."""
+    from tpuctl.ground.errors import UserError
+
+    if run.problem is not None:
+        raise UserError(f"run {run.name} has a bad record: {run.problem}", 1)
+    return run
 
 
 @runs_app.command("compare")
@@ -106,21 +125,24 @@ def compare(a: str = typer.Argument(..., help="First run."), b: str = typer.Argu
     from tpuctl.services import runs
 
     known = _runs(base, stack, outputs)
-    left, right = runs.find_run(known, a), runs.find_run(known, b)
+    left, right = _usable(runs.find_run(known, a)), _usable(runs.find_run(known, b))
     curves = runs.scalars([left, right])
-    table = Table(title=f"{left.name} vs {right.name}")
+    table = Table(title=f"{shown(left.name, markup=True)} vs {shown(right.name, markup=True)}")
     table.add_column("")
-    table.add_column(left.name, overflow="fold")
-    table.add_column(right.name, overflow="fold")
+    table.add_column(shown(left.name, markup=True), overflow="fold")
+    table.add_column(shown(right.name, markup=True), overflow="fold")
     lrow, rrow = left.row(), right.row()
     for key in lrow:
         if key == "run":
             continue
-        fmt = _duration if key == "seconds" else _fmt
-        table.add_row(key, fmt(lrow[key]), fmt(rrow[key]))
+        if key == "seconds":
+            table.add_row(key, _duration(lrow[key]), _duration(rrow[key]))
+        else:
+            table.add_row(key, _fmt(lrow[key], markup=True), _fmt(rrow[key], markup=True))
     lc, rc = curves.get(left.path, {}), curves.get(right.path, {})
     for tag in sorted(set(lc) | set(rc)):
-        table.add_row(tag, _fmt(lc[tag][-1][1]) if tag in lc else "-", _fmt(rc[tag][-1][1]) if tag in rc else "-")
+        table.add_row(shown(tag, markup=True), _fmt(lc[tag][-1][1]) if tag in lc else "-",
+                      _fmt(rc[tag][-1][1]) if tag in rc else "-")
     Console().print(table)
 
 
@@ -139,7 +161,11 @@ def board(
 
     so = load_outputs(stack, outputs)
     if run is not None:
-        logdir = f"{runs.find_run(runs.list_runs(base, outputs=so), run).path}/logs"
+        found = _usable(runs.find_run(runs.list_runs(base, outputs=so), run))
+        problem = runs.logs_problem(found)
+        if problem:
+            raise UserError(problem)
+        logdir = f"{found.path}/logs"
     elif so is not None:
         artifacts = so.bucket_url("artifacts")
         if not artifacts:
@@ -150,7 +176,7 @@ def board(
             raise UserError(f"no runs folder {base}; train first (`tpuctl train`) or pass --dir")
         logdir = str(Path(base).resolve())
     handle = board_svc.start(logdir, port=port)
-    typer.echo(f"TensorBoard on {logdir}: {handle.url}  (Ctrl-C stops it)")
+    typer.echo(f"TensorBoard on {shown(logdir)}: {handle.url}  (Ctrl-C stops it)")
     try:
         while handle.task.proc.poll() is None:
             time.sleep(0.5)

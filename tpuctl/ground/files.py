@@ -1,9 +1,13 @@
-"""Reading a small file the user named (an outputs file, a stack config file): every way it can fail is one line;
-and the checksums GCS lists for an object, computed over a local file."""
+"""Reading a small file the user named (an outputs file, a stack config file, a tuning spec, a run record, a data
+manifest): one bounded reader, regular files only, every way it can fail one line; and the checksums GCS lists for
+an object, computed over a local file."""
 
 from __future__ import annotations
 
 import base64
+import os
+import re
+import stat
 from pathlib import Path
 from typing import Callable
 
@@ -12,20 +16,64 @@ from tpuctl.ground.errors import UserError
 
 def read_head(path: Path, what: str, limit: int, *, folder_hint: str, missing_hint: str,
               error: Callable[[str], Exception] = UserError) -> bytes:
-    """The first ``limit + 1`` bytes of the file ``path`` (so a caller can tell one that is too big); a folder, a missing
-    or unreadable file or a NUL byte in the name is one ``error`` line naming ``what`` and the path, with a hint."""
+    """The first ``limit + 1`` bytes of the regular file ``path`` (so a caller can tell one that is too big); a
+    folder, a missing or unreadable file, a FIFO, device or socket, or a NUL byte in the name is one ``error``
+    line naming ``what`` and the path, with a hint. The file is opened non-blocking and checked with ``fstat``
+    before a byte is read: a FIFO never blocks, ``/dev/zero`` is never read, and a file swapped after a check
+    is still the one checked."""
     source = f"{what} {path}"
     try:
-        if not path.is_dir():
-            with path.open("rb") as handle:
-                return handle.read(limit + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise error(f"{source} does not exist ({missing_hint})") from None
     except OSError as exc:
         raise error(f"cannot read {source}: {exc.strerror or exc}") from None
     except ValueError:  # a NUL byte in the name: no OS accepts it
         raise error(f"{what} {str(path)!r}: a path cannot contain a NUL byte") from None
-    raise error(f"{source} is a folder; {folder_hint}")
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise error(f"{source} is a folder; {folder_hint}")
+        raise error(f"{source} is not a regular file (a FIFO, device or socket); {folder_hint}")
+    with os.fdopen(fd, "rb", buffering=0) as handle:
+        try:
+            chunks, size = [], 0
+            while size <= limit:
+                chunk = handle.read(limit + 1 - size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            return b"".join(chunks)
+        except OSError as exc:
+            raise error(f"cannot read {source}: {exc.strerror or exc}") from None
+
+
+def read_file(path: Path, what: str, limit: int, *, hint: str, error: Callable[[str], Exception] = UserError) -> bytes:
+    """The whole of a regular file the user named, at most ``limit`` bytes: ``read_head``, and a larger file is one
+    ``error`` line too (refused by its size, never parsed)."""
+    data = read_head(Path(path), what, limit, folder_hint=hint, missing_hint=hint, error=error)
+    if len(data) > limit:
+        raise error(f"{what} {path} is larger than {limit} bytes; {hint}")
+    return data
+
+
+#: Terminal escape sequences (CSI ``ESC [ … final``, OSC ``ESC ] … BEL|ST``, DCS/SOS/PM/APC ``ESC P|X|^|_ … ST``, any
+#: other ``ESC x``) and the characters that are not text on a terminal: C0/C1 controls, DEL, bidirectional overrides.
+_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[PX^_][^\x1b]*(?:\x1b\\)?|.?)|\x9b[0-?]*[ -/]*[@-~]?",
+                      re.DOTALL)
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(value: object, limit: int | None = None) -> str:
+    """Text from a file or a server, safe to put on a terminal as one line: escape sequences removed, line breaks
+    and tabs as spaces, other control characters dropped; longer than ``limit`` is shortened with an ellipsis."""
+    text = _ESCAPES.sub("", str(value))
+    text = _CONTROLS.sub(lambda m: " " if m.group() in "\t\n\r" else "", text)
+    if limit is not None and len(text) > limit:
+        text = text[:max(limit - 1, 0)] + "…"
+    return text
 
 
 def digest_b64(path: Path, hasher) -> str:

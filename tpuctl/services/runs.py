@@ -11,19 +11,57 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tpuctl.ground.errors import UserError
+from tpuctl.ground.files import read_file
 from tpuctl.ground.outputs import StackOutputs
 from tpuctl.services.supervisor import Task, TaskFailed, run_tasks, trainer_module_argv
 from trainer import protocol
 
 RESULT_FILE = "result.json"
 RUN_FILE = "tpuctl-run.json"
+LOGS = "logs"
 #: A result.json larger than this is not a trainer's (it writes a few hundred bytes).
 MAX_RUN_FILE_BYTES = 1 << 20
+#: Entries of a run's logs folder looked at before its curves are read (a trainer writes a few dozen).
+MAX_LOG_ENTRIES = 100_000
+#: Times in a run record are seconds since 1970 before the year 3000 (datetime cannot show 1e20).
+_LATEST = 32_503_680_000.0
+
+
+class _Record(BaseModel):
+    """Fields tpuctl reads from a run's JSON files, validated on read: strict types, finite numbers; other fields
+    are kept as they are."""
+
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+
+
+class ResultRecord(_Record):
+    """The trainer's result.json (trainer/task.py)."""
+
+    export_dir: Optional[str] = None
+    val_accuracy: Optional[float] = Field(None, ge=0, le=1)
+    epochs: Optional[int] = Field(None, ge=0, le=10**7)
+    model: Optional[str] = None
+    strategy: Optional[str] = None
+    num_workers: Optional[int] = Field(None, ge=1, le=100_000)
+
+
+class LaunchRecord(_Record):
+    """What ``tpuctl train`` asked for (tpuctl-run.json)."""
+
+    target: Optional[str] = None
+    accelerator: Optional[str] = None
+    workers: Optional[int] = Field(None, ge=1, le=100_000)
+    args: Optional[list[str]] = None
+    started: Optional[float] = Field(None, ge=0, lt=_LATEST)
+    finished: Optional[float] = Field(None, ge=0, lt=_LATEST)
 
 
 @dataclass
@@ -33,18 +71,25 @@ class Run:
     result: dict[str, Any]
     launch: dict[str, Any] = field(default_factory=dict)
     modified: float = 0.0          # result.json's modification time (seconds since the epoch)
+    problem: str | None = None     # why its records cannot be used (a bad record: listed, never fatal)
+
+    @property
+    def started(self) -> float:
+        started = self.launch.get("started")
+        return started if isinstance(started, float) else self.modified
 
     @property
     def date(self) -> str:
-        started = self.launch.get("started")
-        when = started if isinstance(started, (int, float)) else self.modified
-        return dt.datetime.fromtimestamp(when).strftime("%Y-%m-%d %H:%M")
+        try:
+            return dt.datetime.fromtimestamp(self.started).strftime("%Y-%m-%d %H:%M")
+        except (ValueError, OverflowError, OSError):
+            return "-"
 
     @property
     def seconds(self) -> float | None:
         start, end = self.launch.get("started"), self.launch.get("finished")
-        if isinstance(start, (int, float)) and isinstance(end, (int, float)) and end >= start:
-            return float(end - start)
+        if isinstance(start, float) and isinstance(end, float) and end >= start:
+            return end - start
         return None
 
     def row(self) -> dict[str, Any]:
@@ -84,26 +129,45 @@ def _json_object(text: bytes | str, where: str) -> dict[str, Any]:
     return value
 
 
-def _read_local(folder: Path) -> Run | None:
+def _record(data: bytes, where: str, model: type[_Record]) -> dict[str, Any]:
+    """A run file's bytes, validated into ``model`` (UserError: one line naming the file and the field)."""
+    doc = _json_object(data, where)
+    try:
+        return model.model_validate(doc).model_dump()
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        location = ".".join(str(p) for p in err.get("loc", ())) or "(top level)"
+        raise UserError(f"{where}: {location}: {err.get('msg', 'invalid')}") from None
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """``path`` (symlinks resolved) is ``folder`` or below it."""
+    real, top = os.path.realpath(path), os.path.realpath(folder)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def _read_run_file(folder: Path, name: str, model: type[_Record]) -> dict[str, Any]:
+    path = folder / name
+    if not _inside(path, folder):
+        raise UserError(f"{path} links out of the run folder; not followed")
+    return _record(read_file(path, name, MAX_RUN_FILE_BYTES, hint="not a trainer's run record"), str(path), model)
+
+
+def _read_local(folder: Path, root: Path | None = None) -> Run | None:
+    """The run in ``folder``; None when it holds no result.json (not a run); a bad record is a Run with a
+    ``problem``."""
     result_file = folder / RESULT_FILE
-    try:
-        stat = result_file.stat()
-    except OSError:
+    if not os.path.lexists(result_file):
         return None
-    if stat.st_size > MAX_RUN_FILE_BYTES:
-        return None
+    if root is not None and not _inside(folder, root):
+        return Run(folder.name, str(folder), {}, problem=f"{folder} links out of {root}; not followed")
     try:
-        result = _json_object(result_file.read_bytes(), str(result_file))
-    except UserError:
-        return None           # a half-written or foreign file: not a run
-    launch = {}
-    launch_file = folder / RUN_FILE
-    if launch_file.is_file() and launch_file.stat().st_size <= MAX_RUN_FILE_BYTES:
-        try:
-            launch = _json_object(launch_file.read_bytes(), str(launch_file))
-        except UserError:
-            launch = {}
-    return Run(folder.name, str(folder), result, launch, stat.st_mtime)
+        modified = result_file.lstat().st_mtime
+        result = _read_run_file(folder, RESULT_FILE, ResultRecord)
+        launch = _read_run_file(folder, RUN_FILE, LaunchRecord) if os.path.lexists(folder / RUN_FILE) else {}
+    except (UserError, OSError) as exc:
+        return Run(folder.name, str(folder), {}, problem=str(exc))
+    return Run(folder.name, str(folder), result, launch, modified)
 
 
 def list_runs(base: str = "runs", *, outputs: StackOutputs | None = None, storage_client=None) -> list[Run]:
@@ -122,8 +186,8 @@ def list_runs(base: str = "runs", *, outputs: StackOutputs | None = None, storag
             return []
         if not root.is_dir():
             raise UserError(f"{base} is not a folder of runs")
-        runs = [r for r in (_read_local(p) for p in root.iterdir() if p.is_dir()) if r is not None]
-    return sorted(runs, key=lambda r: (r.launch.get("started") or r.modified, r.name), reverse=True)
+        runs = [r for r in (_read_local(p, root) for p in root.iterdir() if p.is_dir()) if r is not None]
+    return sorted(runs, key=lambda r: (r.started, r.name), reverse=True)
 
 
 def _list_gcs(base: str, storage_client) -> list[Run]:
@@ -138,18 +202,24 @@ def _list_gcs(base: str, storage_client) -> list[Run]:
                                not_found=f"bucket gs://{bucket_name} does not exist",
                                forbidden=f"permission denied listing {base}: you need storage.objects.list"):
         blobs = [b for b in storage_client.list_blobs(bucket_name, prefix=prefix)
-                 if b.name.count("/") == prefix.count("/") + 1 and b.name.rsplit("/", 1)[1] in (RESULT_FILE, RUN_FILE)
-                 and (b.size or 0) <= MAX_RUN_FILE_BYTES]
+                 if b.name.count("/") == prefix.count("/") + 1 and b.name.rsplit("/", 1)[1] in (RESULT_FILE, RUN_FILE)]
         for blob in sorted(blobs, key=lambda b: b.name.endswith(RUN_FILE)):
             name = blob.name[len(prefix):].split("/", 1)[0]
-            try:
-                doc = _json_object(blob.download_as_bytes(), f"gs://{bucket_name}/{blob.name}")
-            except UserError:
+            where = f"gs://{bucket_name}/{blob.name}"
+            is_result = blob.name.endswith(RESULT_FILE)
+            if not is_result and name not in runs:
                 continue
-            if blob.name.endswith(RESULT_FILE):
+            try:
+                if (blob.size or 0) > MAX_RUN_FILE_BYTES:
+                    raise UserError(f"{where} is larger than {MAX_RUN_FILE_BYTES} bytes: not a trainer's run record")
+                doc = _record(blob.download_as_bytes(), where, ResultRecord if is_result else LaunchRecord)
+            except UserError as exc:
+                runs[name] = Run(name, f"gs://{bucket_name}/{prefix}{name}", {}, problem=str(exc))
+                continue
+            if is_result:
                 modified = blob.updated.timestamp() if blob.updated else 0.0
                 runs[name] = Run(name, f"gs://{bucket_name}/{prefix}{name}", doc, {}, modified)
-            elif name in runs:
+            elif runs[name].problem is None:
                 runs[name].launch = doc
     return list(runs.values())
 
@@ -168,11 +238,45 @@ def find_run(runs: list[Run], key: str) -> Run:
     raise UserError(f"run {key!r} is ambiguous: {', '.join(r.name for r in matches[:5])}")
 
 
+def logs_problem(run: Run) -> str | None:
+    """Why a local run's event files are not read (None: they are): a symlink out of the run folder or to a
+    folder (the reader would walk it), or an entry that is not a regular file (a FIFO would block it)."""
+    if run.path.startswith("gs://"):
+        return None
+    folder = Path(run.path)
+    logs = folder / LOGS
+    if not os.path.lexists(logs):
+        return None
+    if not _inside(logs, folder) or (logs.is_symlink() and logs.is_dir()):
+        return f"{logs} is a symbolic link; its curves are not read (symlinks out of a run are never followed)"
+    count = 0
+    for top, dirs, files in os.walk(logs):      # never descends into a symlinked folder
+        for name in (*dirs, *files):
+            count += 1
+            if count > MAX_LOG_ENTRIES:
+                return f"{logs} holds more than {MAX_LOG_ENTRIES} entries; its curves are not read"
+            path = Path(top) / name
+            if path.is_symlink() and (not _inside(path, folder) or path.is_dir()):
+                return f"{path} is a symbolic link out of the run or to a folder; its curves are not read"
+            if name in files:
+                try:
+                    regular = stat.S_ISREG(path.stat().st_mode)
+                except OSError:
+                    regular = False
+                if not regular:
+                    return f"{path} is not a regular file (a FIFO, device or dangling link); its curves are not read"
+    return None
+
+
 def scalars(runs: list[Run]) -> dict[str, dict[str, list[list[float]]]]:
-    """``{run path: {"<run>/<tag>": [[step, value], ...]}}`` read by ``python -m trainer.runlog``."""
+    """``{run path: {"<run>/<tag>": [[step, value], ...]}}`` read by ``python -m trainer.runlog``; a run whose
+    logs ``logs_problem`` refuses, or with a bad record, is left out (its curves are not read)."""
     from tpuctl.ground.envs import trainer_env
 
-    task = Task("trainer.runlog", trainer_module_argv("trainer.runlog", [r.path for r in runs]), trainer_env(),
+    readable = [r.path for r in runs if r.problem is None and logs_problem(r) is None]
+    if not readable:
+        return {}
+    task = Task("trainer.runlog", trainer_module_argv("trainer.runlog", readable), trainer_env(),
                 on_message=lambda m: m.kind == protocol.SUMMARY)
     try:
         with open(os.devnull, "w") as discard:
@@ -181,4 +285,4 @@ def scalars(runs: list[Run]) -> dict[str, dict[str, list[list[float]]]]:
         last = (exc.task.last_error_line() if exc.task else None) or str(exc)
         raise UserError(f"reading the runs' event files failed: {last.removeprefix('error: ')}", exc.exit_code) from None
     summary = task.messages.get(protocol.SUMMARY) or {}
-    return {path: (doc or {}).get("scalars", {}) for path, doc in summary.items()}
+    return {path: (doc or {}).get("scalars", {}) for path, doc in summary.items() if isinstance(doc, dict)}

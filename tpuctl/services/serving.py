@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 from tpuctl.ground import domain
 from tpuctl.ground.errors import DomainError, UserError
+from tpuctl.ground.files import read_file
 from tpuctl.ground.outputs import StackOutputs
 
 #: Bounds of `tpuctl predict` (tpuctl's own): images per request, bytes per image, seconds per request.
@@ -37,6 +38,8 @@ MAX_IMAGES = 10_000
 DEFAULT_TIMEOUT_SECONDS = 30.0
 #: An answer larger than this is not a prediction for at most MAX_BATCH_SIZE images.
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+#: A data manifest names a few thousand classes at most.
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 #: Files and bytes of one export upload (the trainer's exports are a few files, a few MB to ~100 MB).
 MAX_EXPORT_FILES = 10_000
 MAX_EXPORT_BYTES = 20 * 1024**3
@@ -105,8 +108,9 @@ def resolve_export(ref: str, *, runs_dir: str = "runs", model_name: str | None =
         return check_export_dir(ref, model_name)
     if local.is_dir() and (local / runs.RESULT_FILE).is_file():
         run = runs._read_local(local)
-        if run is None:
-            raise UserError(f"{ref}: its {runs.RESULT_FILE} is not a trainer result")
+        if run is None or run.problem is not None:
+            raise UserError(f"{ref}: its {runs.RESULT_FILE} is not a trainer result"
+                            + (f" ({run.problem})" if run is not None else ""))
         return _run_export(run, model_name)
     if local.is_dir():
         if any(p.is_dir() and p.name.isdigit() for p in local.iterdir()):
@@ -122,6 +126,8 @@ def resolve_export(ref: str, *, runs_dir: str = "runs", model_name: str | None =
 
 
 def _run_export(run, model_name: str | None) -> Export:
+    if run.problem is not None:
+        raise UserError(f"run {run.name} has a bad record: {run.problem}")
     export_dir = run.result.get("export_dir")
     if not isinstance(export_dir, str) or not export_dir:
         raise UserError(f"run {run.name} names no export_dir in its result.json")
@@ -240,13 +246,8 @@ def read_images(paths: Sequence[str], max_bytes: int = DEFAULT_MAX_IMAGE_BYTES) 
         raise UserError(f"--max-bytes must be positive (got {max_bytes})")
     images = []
     for path in paths:
-        p = Path(path).expanduser()
-        if not p.is_file():
-            raise UserError(f"{path}: no such file" if not p.exists() else f"{path}: not a file")
-        size = p.stat().st_size
-        if size > max_bytes:
-            raise UserError(f"{path}: {size} bytes is more than the {max_bytes} allowed per image (--max-bytes)")
-        data = p.read_bytes()
+        data = read_file(Path(path).expanduser(), "image", max_bytes,
+                         hint=f"give JPEG or PNG files of at most {max_bytes} bytes (--max-bytes)")
         if not (data.startswith(_JPEG) or data.startswith(_PNG)):
             raise UserError(f"{path}: not a JPEG or PNG image")
         images.append(Image(str(path), data))
@@ -384,13 +385,11 @@ def read_class_names(manifest: str) -> list[str]:
     path = Path(manifest).expanduser()
     if path.is_dir():
         path = path / "manifest.json"
+    data = read_file(path, "data manifest", MAX_MANIFEST_BYTES,
+                     hint="give a data folder's manifest.json (or the folder), as `tpuctl data make-tfrecords` wrote it")
     try:
-        if path.stat().st_size > 16 * 1024 * 1024:
-            raise UserError(f"{manifest}: too large for a data manifest")
-        doc = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise UserError(f"{manifest}: no such manifest") from None
-    except ValueError:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
         raise UserError(f"{manifest}: not valid JSON") from None
     classes = doc.get("classes") if isinstance(doc, dict) else None
     if not isinstance(classes, list) or not classes or not all(isinstance(c, str) for c in classes):

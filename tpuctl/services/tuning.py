@@ -35,6 +35,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tpuctl.ground.errors import UserError
+from tpuctl.ground.files import read_file
 
 METRIC_ID = "val_accuracy"
 #: spec key -> trainer flag (= Vertex AI parameterId, passed as --<id>=<value>)
@@ -45,6 +46,8 @@ ALGORITHMS = {"random": "RANDOM_SEARCH", "grid": "GRID_SEARCH", "bayesian": "ALG
 MAX_TRIALS = 100
 MAX_BATCH = 1 << 20
 MAX_EPOCHS = 100_000
+#: A spec is a few lines; a larger file is refused by its size before it is parsed.
+MAX_SPEC_BYTES = 64 * 1024
 
 
 class _Strict(BaseModel):
@@ -151,21 +154,28 @@ def parse_spec(data: Any, source: str) -> TuneSpec:
 
 
 def load_spec(path: Path | None) -> TuneSpec:
-    """``--spec FILE`` (YAML), or DEFAULT_SPEC when None."""
+    """``--spec FILE`` (YAML, at most MAX_SPEC_BYTES, read by the one bounded reader), or DEFAULT_SPEC when None."""
     if path is None:
         return DEFAULT_SPEC
     path = Path(path)
+    data = read_file(path, "tuning spec", MAX_SPEC_BYTES,
+                     hint="give a small YAML file with 'parameters' (docs/cheaper-runs.md)")
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read the tuning spec ({exc.strerror or exc})") from None
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: the tuning spec is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                        f"{exc.start})") from None
     try:
-        data = yaml.safe_load(text)
+        doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise UserError(f"{path}: not valid YAML{where}") from None
-    return parse_spec(data, str(path))
+    except RecursionError:
+        raise UserError(f"{path}: nested too deeply for a tuning spec") from None
+    except ValueError as exc:   # an integer past Python's digit limit, a date like 2020-13-45
+        raise UserError(f"{path}: a value YAML cannot convert ({str(exc).split(':')[0][:80]})") from None
+    return parse_spec(doc, str(path))
 
 
 # --------------------------------------------------------------------------------------------

@@ -46,8 +46,10 @@ def two_runs(tmp_path_factory):
 def test_ls_lists_runs_newest_first_with_their_results(two_runs):
     r = invoke(["runs", "ls", "--dir", str(two_runs), "--json"])
     assert r.exit_code == 0, r.output
-    rows = json.loads(r.stdout)
-    assert [row["run"] for row in rows] == ["20261102-100000", "20261101-100000"]   # broken/foreign left out
+    listed = json.loads(r.stdout)
+    assert [row["run"] for row in listed if row["problem"]] == ["broken"]      # listed as bad; foreign left out
+    rows = [row for row in listed if not row["problem"]]
+    assert [row["run"] for row in rows] == ["20261102-100000", "20261101-100000"]
     for row, epochs in zip(rows, (3, 2)):
         result = json.loads((two_runs / row["run"] / "result.json").read_text())
         assert row["epochs"] == epochs and row["val_accuracy"] == result["val_accuracy"]

@@ -155,9 +155,9 @@ def test_predict_bad_input_is_one_line(tf_serving, helpers, tmp_path):
     silent_url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1/models/digits:predict"
     wrong_model = server.url.replace("/digits:", "/other:")
     cases = [
-        ([server.url, tmp_path / "missing.jpg"], f"{tmp_path / 'missing.jpg'}: no such file"),
+        ([server.url, tmp_path / "missing.jpg"], f"image {tmp_path / 'missing.jpg'} does not exist"),
         ([server.url, text], f"{text}: not a JPEG or PNG image"),
-        ([server.url, big, "--max-bytes", "100"], f"{big}: 203 bytes is more than the 100 allowed per image"),
+        ([server.url, big, "--max-bytes", "100"], f"image {big} is larger than 100 bytes"),
         (["http://127.0.0.1:8501/v1/models/digits", good], "is neither a TF Serving predict URL"),
         ([server.url, good, "--batch-size", "0"], "--batch-size must be 1-256"),
         ([silent_url, good, "--timeout", "1"], f"no answer from {silent_url} within 1 s"),

@@ -1,0 +1,108 @@
+"""Files a user names, hostile (issue 27, classes 2 and 9): one bounded reader (regular files only, a size cap,
+a FIFO never blocks, /dev/zero never read) and one line for every bad spec, manifest or outputs file; hypothesis
+mutates tuning specs as bytes. In-process, quick."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tpuctl.ground.errors import UserError
+from tpuctl.ground.files import read_file
+from tpuctl.services import serving, tuning
+
+from clifixtures import invoke
+
+
+def _one_line(result, code=2):
+    assert result.exit_code == code, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output, result.output
+    return lines[0]
+
+
+@pytest.fixture
+def special(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    return {"fifo": fifo, "zero": Path("/dev/zero"), "folder": tmp_path}
+
+
+def _bounded(fn):
+    """Run ``fn`` in a thread: a reader that blocks on a FIFO fails the test instead of hanging the suite."""
+    outcome = []
+    thread = threading.Thread(target=lambda: outcome.append(_capture(fn)), daemon=True)
+    thread.start()
+    thread.join(10)
+    assert outcome, "the reader blocked"
+    return outcome[0]
+
+
+def _capture(fn):
+    try:
+        return fn()
+    except UserError as exc:
+        return exc
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "folder"])
+def test_the_reader_refuses_special_files_without_blocking(special, kind):
+    found = _bounded(lambda: read_file(special[kind], "tuning spec", 1024, hint="give a YAML file"))
+    assert isinstance(found, UserError)
+    assert ("is a folder" if kind == "folder" else "not a regular file") in str(found)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+def test_spec_manifest_and_outputs_refuse_special_files(special, kind):
+    path = str(special[kind])
+    image = special["folder"] / "x.jpg"
+    image.write_bytes(b"\xff\xd8\xff" + bytes(20))
+    for args in (["tune", "--spec", path], ["predict", "http://127.0.0.1:1/v1/models/m:predict", path],
+                 ["predict", "http://127.0.0.1:1/v1/models/m:predict", "--manifest", path, str(image)],
+                 ["runs", "ls", "--outputs", path]):
+        assert "not a regular file" in _bounded(lambda a=args: _one_line(invoke(a))), args
+    assert isinstance(_bounded(lambda: serving.read_class_names(path)), UserError)
+
+
+def test_a_huge_spec_is_refused_by_its_size_before_parsing(tmp_path):
+    spec = tmp_path / "huge.yaml"
+    with open(spec, "wb") as fh:
+        fh.truncate(300 * 1024 * 1024)          # 300 MB, sparse: never read
+    assert "larger than" in _one_line(invoke(["tune", "--spec", str(spec)]))
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (b"\xff\xfeparameters: {}", "not UTF-8"),
+    (b"[" * 60_000, "nested too deeply"),
+    (b"parameters: {epochs: {min: 1, max: " + b"9" * 400 + b"}}", "epochs.max"),
+    (b"parameters: {epochs: {min: 1, max: " + b"9" * 5000 + b"}}", "YAML cannot convert"),
+    (b"parameters: {learning_rate: {min: .nan, max: 1e400}}", "learning_rate"),
+    (b"\x00\x01\x02", "not valid YAML"),
+])
+def test_hostile_specs_are_one_line(tmp_path, content, fragment):
+    spec = tmp_path / "spec.yaml"
+    spec.write_bytes(content)
+    assert fragment in _one_line(invoke(["tune", "--spec", str(spec)]))
+
+
+_YAML_BITS = st.sampled_from([b"parameters:", b" learning_rate:", b" {min: ", b"max: ", b"values: [", b"]", b"}",
+                              b"\n", b"  ", b"&a ", b"*a", b"!!python/object:os.system", b"1e400", b".nan", b"-",
+                              b"9" * 40, b"\xff\xfe", b"\x00", b"'", b'"', b"[" * 50, b"{" * 50, b"? ", b"batch_size:",
+                              b"epochs:", b"2020-13-45", b"0x1F", b"~"])
+
+
+@given(st.lists(st.one_of(_YAML_BITS, st.binary(max_size=8)), max_size=30).map(b"".join))
+def test_any_spec_bytes_give_a_spec_or_one_line(tmp_path_factory, data):
+    spec = tmp_path_factory.mktemp("spec") / "spec.yaml"
+    spec.write_bytes(data)
+    try:
+        found = tuning.load_spec(spec)
+    except UserError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert isinstance(found, tuning.TuneSpec)
