@@ -85,7 +85,9 @@ def test_build_fields_are_in_the_cloudbuild_v1_schema():
     assert apischema.problems(schema("cloudbuild", "v1"), "Build", body) == []
 
 
-def _pulumi_run():
+@pytest.fixture(scope="module")
+def pulumi_run():
+    """The stack's program once under mocks, with a repository and every kind of quota preference."""
     from infra.mocks import run_program
 
     return run_program({"tpuctl:project": PROJECT, "tpuctl:region": REGION, "tpuctl:zone": ZONE,
@@ -95,8 +97,8 @@ def _pulumi_run():
                         "tpuctl:tpuQuotas": ["v5e:us-central1:8"], "tpuctl:tpuVmQuotas": ["v5e:us-west4-a:16:spot"]})
 
 
-def test_the_stacks_repository_fields_are_in_the_artifactregistry_v1_schema():
-    [repo] = _pulumi_run().of_type(T.ARTIFACT_REPOSITORY)
+def test_the_stacks_repository_fields_are_in_the_artifactregistry_v1_schema(pulumi_run):
+    [repo] = pulumi_run.of_type(T.ARTIFACT_REPOSITORY)
     # pulumi-gcp's inputs as the REST body: project/location/repositoryId go into the URL, and the list of
     # cleanup policies is the API's map keyed by policy id
     body = {k: v for k, v in repo.inputs.items() if k not in {"project", "location", "repositoryId"}}
@@ -105,8 +107,8 @@ def test_the_stacks_repository_fields_are_in_the_artifactregistry_v1_schema():
     assert apischema.problems(schema("artifactregistry", "v1"), "Repository", body) == []
 
 
-def test_the_stacks_quota_preferences_are_in_the_cloudquotas_v1_schema():
-    prefs = _pulumi_run().of_type(T.QUOTA_PREFERENCE)
+def test_the_stacks_quota_preferences_are_in_the_cloudquotas_v1_schema(pulumi_run):
+    prefs = pulumi_run.of_type(T.QUOTA_PREFERENCE)
     assert len(prefs) == 4
     for pref in prefs:
         body = {k: v for k, v in pref.inputs.items() if k != "parent"}     # parent: the request's URL
