@@ -274,7 +274,7 @@ def isolated_env(home: Path) -> dict[str, str]:
         "HOME": str(home), "CLOUDSDK_CONFIG": str(home / "gcloud-config"), "DOCKER_CONFIG": str(home / "docker"),
         "CLOUDSDK_CORE_DISABLE_PROMPTS": "1", "CLOUDSDK_CORE_DISABLE_USAGE_REPORTING": "true",
         "CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK": "true", "CLOUDSDK_CORE_CHECK_GCE_METADATA": "false",
-        "TPUCTL_GCLOUD_SDK": str(sdk_root()), "NO_BROWSER": "1",
+        "CLOUDSDK_SURVEY_DISABLE_PROMPTS": "1", "TPUCTL_GCLOUD_SDK": str(sdk_root()), "NO_BROWSER": "1",
     })
     return env
 
