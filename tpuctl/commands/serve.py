@@ -56,13 +56,18 @@ def serve(
 
 
 def _render(predictions, as_json: bool) -> None:
+    """Predictions as lines or strict JSON; class names from the server or a manifest are terminal-safe text, and a
+    probability the server sent as NaN/Infinity is unknown ("?", null in JSON), never printed as a number."""
+    from tpuctl.commands.options import shown, strict_json
+
     if as_json:
-        typer.echo(json.dumps([{"image": p.path, "top": [{"class_id": i, "class_name": n, "probability": v}
-                                                          for i, n, v in p.top]} for p in predictions], indent=2))
+        typer.echo(strict_json([{"image": p.path, "top": [{"class_id": i, "class_name": n, "probability": v}
+                                                           for i, n, v in p.top]} for p in predictions]))
         return
     for p in predictions:
-        ranked = ", ".join(f"{n if n is not None else f'class {i}'} {v:.3f}" for i, n, v in p.top)
-        typer.echo(f"{p.path}: {ranked}")
+        ranked = ", ".join(f"{shown(n, limit=80) if n is not None else f'class {i}'} "
+                           f"{f'{v:.3f}' if v is not None else '?'}" for i, n, v in p.top)
+        typer.echo(f"{shown(p.path)}: {ranked}")
 
 
 def predict(
@@ -73,7 +78,7 @@ def predict(
     batch: Optional[str] = typer.Option(None, "--batch", help="gs:// folder of images: create a Vertex AI batch prediction job."),
     batch_size: int = typer.Option(16, "--batch-size", help="Images per request (1-256)."),
     max_bytes: int = typer.Option(4 * 1024 * 1024, "--max-bytes", help="Largest image file accepted."),
-    timeout: float = typer.Option(30.0, "--timeout", help="Seconds to wait for each request."),
+    timeout: float = typer.Option(30.0, "--timeout", help="Seconds one request may take in all (connect, answer and every byte of it)."),
     top: int = typer.Option(3, "--top", help="Classes shown per image."),
     manifest: Optional[Path] = typer.Option(None, "--manifest", help="Data manifest.json (or its folder) naming the classes."),
     as_json: bool = typer.Option(False, "--json", help="One JSON list."),

@@ -13,8 +13,10 @@ google-cloud clients and requests are imported inside the functions that use the
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import json
+import math
 import os
 import re
 import shlex
@@ -23,11 +25,11 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from tpuctl.ground import domain
 from tpuctl.ground.errors import DomainError, UserError
-from tpuctl.ground.files import read_file
+from tpuctl.ground.files import printable, read_file
 from tpuctl.ground.outputs import StackOutputs
 
 #: Bounds of `tpuctl predict` (tpuctl's own): images per request, bytes per image, seconds per request.
@@ -36,6 +38,7 @@ MAX_BATCH_SIZE = 256
 DEFAULT_MAX_IMAGE_BYTES = 4 * 1024 * 1024
 MAX_IMAGES = 10_000
 DEFAULT_TIMEOUT_SECONDS = 30.0
+MAX_TIMEOUT_SECONDS = 3600.0
 #: An answer larger than this is not a prediction for at most MAX_BATCH_SIZE images.
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 #: A data manifest names a few thousand classes at most.
@@ -233,7 +236,8 @@ class Image:
 @dataclass
 class Prediction:
     path: str
-    top: list[tuple[int, str | None, float]] = field(default_factory=list)   # (class id, name, probability)
+    #: (class id, name, probability; None when the server sent NaN or an infinite number)
+    top: list[tuple[int, str | None, float | None]] = field(default_factory=list)
 
 
 def read_images(paths: Sequence[str], max_bytes: int = DEFAULT_MAX_IMAGE_BYTES) -> list[Image]:
@@ -265,48 +269,133 @@ def _batches(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
+def shown_url(url: str) -> str:
+    """``url`` as tpuctl prints it: credentials (``user:pass@``) never echoed, control characters stripped."""
+    try:
+        parts = urlsplit(url)
+        if parts.username is not None or parts.password is not None:
+            url = urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
+    except ValueError:
+        url = url.rsplit("@", 1)[-1] if "@" in url else url
+    return printable(url, 300)
+
+
 def check_predict_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname or not _REST_PREDICT.match(parts.path):
-        raise UserError(f"{url!r} is neither a TF Serving predict URL (http://HOST:8501/v1/models/NAME:predict) "
+    try:
+        parts = urlsplit(url)
+        ok = (parts.scheme in ("http", "https") and bool(parts.hostname) and bool(_REST_PREDICT.match(parts.path))
+              and (parts.port is None or parts.port > 0))
+    except ValueError:          # 'http://[::1' (an unclosed IPv6 address), a port past 65535
+        ok = False
+    if not ok:
+        raise UserError(f"{shown_url(url)!r} is neither a TF Serving predict URL (http://HOST:8501/v1/models/NAME:predict) "
                         "nor a Vertex AI endpoint (projects/P/locations/R/endpoints/ID)")
     return url
 
 
+def _scrub(text: str, url: str) -> str:
+    """A library's error text about ``url``, without the URL's password or user name."""
+    try:
+        parts = urlsplit(url)
+        secrets = [s for s in (parts.password, parts.username) if s]
+    except ValueError:
+        secrets = []
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return printable(text, 200)
+
+
 def _post(url: str, body: dict[str, Any], timeout: float) -> Any:
+    """POST ``body``; ``timeout`` bounds the WHOLE request (connect, headers and every byte of the answer), so a
+    server that drips its answer cannot keep tpuctl waiting: the request runs in a worker thread and is abandoned
+    (its socket shut down) at the deadline."""
+    import threading
+
+    if not 0 < timeout <= MAX_TIMEOUT_SECONDS:
+        raise UserError(f"--timeout must be more than 0 and at most {MAX_TIMEOUT_SECONDS:g} seconds (got {timeout:g})")
+    outcome: dict[str, Any] = {}
+    live: dict[str, Any] = {}
+    worker = threading.Thread(target=_post_worker, args=(url, body, timeout, outcome, live), daemon=True,
+                              name="tpuctl-predict")
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        _abandon(live)
+        raise UserError(f"no answer from {shown_url(url)} within {timeout:g} s (--timeout bounds the whole request)", 1)
+    if "error" in outcome:
+        raise outcome["error"]
+    status, text = outcome["answer"]
+    return _predictions(url, status, text)
+
+
+def _abandon(live: dict[str, Any]) -> None:
+    """Shut the socket of a request past its deadline, so its worker thread stops reading too."""
+    import socket
+
+    live["abandoned"] = True
+    raw = getattr(live.get("response"), "raw", None)
+    # urllib3 keeps the socket on its connection, or (a response that closes the connection) only in the
+    # http.client response it reads from
+    candidates = (getattr(getattr(raw, "connection", None), "sock", None),
+                  getattr(getattr(getattr(getattr(raw, "_fp", None), "fp", None), "raw", None), "_sock", None))
+    for sock in candidates:
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+def _post_worker(url: str, body: dict[str, Any], timeout: float, outcome: dict[str, Any], live: dict[str, Any]) -> None:
     import requests
 
     from bootstrap.clients import unreachable_reason
 
     try:
         with requests.post(url, json=body, timeout=(min(5.0, timeout), timeout), stream=True) as response:
+            live["response"] = response
             chunks, size = [], 0
             for chunk in response.iter_content(1 << 16):
+                if live.get("abandoned"):   # past the deadline (a response that came after it): stop reading
+                    return
                 size += len(chunk)
                 if size > MAX_RESPONSE_BYTES:
-                    raise UserError(f"{url} answered more than {MAX_RESPONSE_BYTES} bytes: not a prediction", 1)
+                    raise UserError(f"{shown_url(url)} answered more than {MAX_RESPONSE_BYTES} bytes: not a prediction", 1)
                 chunks.append(chunk)
-            status, text = response.status_code, b"".join(chunks)
+            outcome["answer"] = (response.status_code, b"".join(chunks))
+    except UserError as exc:
+        outcome["error"] = exc
     except requests.exceptions.Timeout:
-        raise UserError(f"no answer from {url} within {timeout:g} s (--timeout)", 1) from None
-    except requests.exceptions.RequestException as exc:
-        reason = unreachable_reason(exc) or (str(exc).splitlines() or ["request failed"])[0][:200]
-        raise UserError(f"cannot reach {url}: {reason}", 1) from None
+        outcome["error"] = UserError(f"no answer from {shown_url(url)} within {timeout:g} s (--timeout)", 1)
+    except (requests.exceptions.RequestException, ValueError) as exc:
+        reason = unreachable_reason(exc) or _scrub((str(exc).splitlines() or ["request failed"])[0], url)
+        outcome["error"] = UserError(f"cannot reach {shown_url(url)}: {reason}", 1)
+    except Exception as exc:  # noqa: BLE001 - reported by the waiting thread as one line, never a traceback
+        outcome["error"] = UserError(f"the request to {shown_url(url)} failed: {_scrub(str(exc), url)}", 1)
+
+
+def _predictions(url: str, status: int, text: bytes) -> list[Any]:
+    """The ``predictions`` list of a TF Serving answer; anything else (an HTTP error, not JSON, nested past
+    Python's recursion limit, a number too long to convert) is one line."""
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         doc = None
     if status != 200:
         detail = doc.get("error") if isinstance(doc, dict) else None
         detail = detail or text[:200].decode("utf-8", "replace").strip() or "no detail"
-        raise UserError(f"{url} answered HTTP {status}: {' '.join(str(detail).split())[:300]}", 1)
+        raise UserError(f"{shown_url(url)} answered HTTP {status}: {printable(' '.join(str(detail).split()), 300)}", 1)
     if not isinstance(doc, dict) or not isinstance(doc.get("predictions"), list):
-        raise UserError(f"{url} did not answer with a JSON object holding \"predictions\"", 1)
+        raise UserError(f"{shown_url(url)} did not answer with a JSON object holding \"predictions\"", 1)
     return doc["predictions"]
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A JSON number as a float (a 400-digit integer is infinite); None for anything else."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
 
 
 def top_classes(path: str, prediction: Any, class_names: Sequence[str] | None, k: int, where: str) -> Prediction:
@@ -319,12 +408,14 @@ def top_classes(path: str, prediction: Any, class_names: Sequence[str] | None, k
         probs = prediction.get("probabilities")
         model_id = prediction.get("class_id")
         model_name = prediction.get("class_name")
-    values = [_number(v) for v in probs] if isinstance(probs, list) else None
-    if not values or any(v is None for v in values):
-        raise UserError(f"{where}: a prediction without a list of probabilities ({path})", 1)
+    numbers = [_number(v) for v in probs] if isinstance(probs, list) else None
+    if not numbers or any(v is None for v in numbers):
+        raise UserError(f"{printable(where, 300)}: a prediction without a list of probabilities ({path})", 1)
+    # NaN or infinite is no probability: it ranks last and is shown as unknown (None, null in JSON)
+    values = [v if v is not None and math.isfinite(v) else None for v in numbers]
     if class_names is not None and len(class_names) != len(values):
         class_names = None  # another model's manifest: do not guess
-    order = sorted(range(len(values)), key=lambda i: (-values[i], i))[:k]
+    order = sorted(range(len(values)), key=lambda i: (values[i] is None, -(values[i] or 0.0), i))[:k]
     top = []
     for i in order:
         name = class_names[i] if class_names else None
@@ -344,8 +435,8 @@ def predict_rest(url: str, images: Sequence[Image], *, batch_size: int = DEFAULT
         body = {"signature_name": domain.SERVING_SIGNATURE, "instances": instances(batch)}
         predictions = _post(url, body, timeout)
         if len(predictions) != len(batch):
-            raise UserError(f"{url} answered {len(predictions)} predictions for {len(batch)} images", 1)
-        out += [top_classes(i.path, p, class_names, k, url) for i, p in zip(batch, predictions)]
+            raise UserError(f"{shown_url(url)} answered {len(predictions)} predictions for {len(batch)} images", 1)
+        out += [top_classes(i.path, p, class_names, k, shown_url(url)) for i, p in zip(batch, predictions)]
     return out
 
 
