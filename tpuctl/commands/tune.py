@@ -78,6 +78,8 @@ def tune(
         count = trials or min(search.max_trials, 3)
         base, rows = tuning.run_local_tuning(opts, search, trials=count, seed=seed, echo=echo_err)
         _render(rows, f"local tuning: {base}")
+        if rows and all(row.state == "FAILED" for row in rows):
+            raise UserError(f"every trial failed ({len(rows)} of {len(rows)}; the lines above say why)", 1)
         return
     if seed is not None:
         raise UserError("--seed only applies to --target local (Vertex AI picks the trials)")
@@ -104,23 +106,26 @@ def tune(
 
 
 def _render(rows, title: str) -> None:
+    """Trials as a table; text from a job or a folder (parameters, ids, names) is terminal-safe (``shown``)."""
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=title)
+    from tpuctl.commands.options import shown
+
+    table = Table(title=shown(title, markup=True))
     for col in ("trial", "state", "val_accuracy", "parameters"):
         table.add_column(col)
     for row in rows:
         metric = f"{row.metric:.4f}" if row.metric is not None else "-"
         params = " ".join(f"{k}={v}" for k, v in sorted(row.params.items()))
-        table.add_row(row.trial, row.state, metric, params)
+        table.add_row(shown(row.trial, markup=True), shown(row.state, markup=True), metric, shown(params, markup=True))
     Console(width=200).print(table)
     best = next((r for r in rows if r.metric is not None), None)
     if best is None:
         typer.echo("no trial has reported val_accuracy yet")
     else:
-        typer.echo(f"best trial: {best.trial} val_accuracy {best.metric:.4f}")
-        typer.echo(f"best export: {best.export or '(not exported)'}")
+        typer.echo(f"best trial: {shown(best.trial)} val_accuracy {best.metric:.4f}")
+        typer.echo(f"best export: {shown(best.export) if best.export else '(not exported)'}")
 
 
 def status(

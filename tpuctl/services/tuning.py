@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -428,12 +429,68 @@ def trial_args(params: dict[str, Any]) -> list[str]:
 
 
 def _fresh_tune_dir(parent: Path, stamp: str) -> str:
-    """``runs/tune-<timestamp>``, suffixed if taken: a reused trial folder would resume its backup."""
-    candidate, n = parent / f"tune-{stamp}", 1
-    while candidate.exists():
-        n += 1
-        candidate = parent / f"tune-{stamp}-{n}"
-    return str(candidate)
+    """``runs/tune-<timestamp>``, suffixed if taken, claimed by creating it (``mkdir`` fails if it exists), so two
+    tunes started in the same second never share one (as ``train`` claims its run folder)."""
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"cannot create {parent} for the tuning folder ({err.strerror or err}); pass --model-dir") from None
+    n = 1
+    while True:
+        candidate = parent / (f"tune-{stamp}" if n == 1 else f"tune-{stamp}-{n}")
+        try:
+            candidate.mkdir()
+            return str(candidate)
+        except FileExistsError:
+            n += 1
+        except OSError as err:
+            raise UserError(f"cannot create the tuning folder {candidate} ({err.strerror or err}); "
+                            "pass --model-dir") from None
+
+
+#: What a trial folder was made for (its hyperparameters and the other trainer flags): a trial resumes the
+#: backup in a folder only when this matches, else it gets a fresh folder.
+TRIAL_FILE = "tpuctl-trial.json"
+_TRIAL_LOCK = ".tpuctl-trial.lock"
+MAX_TRIAL_FOLDERS = 1000
+
+
+def claim_trial_dir(base: Path, index: int, record: dict[str, Any]):
+    """``(folder, lock, resumed)`` for trial ``index``: ``<base>/trial-<index>`` (then ``-2``, ``-3``…). A folder is
+    the trial's when this process holds its lock (``flock``: a concurrent tune never shares it) and it is new,
+    empty, or was made for exactly ``record`` (``resumed``: the trainer continues its backup). A folder made for
+    other hyperparameters is never reused. ``lock`` is an open file: close it when the trial ends."""
+    import fcntl
+
+    for n in range(1, MAX_TRIAL_FOLDERS + 1):
+        folder = base / (f"trial-{index}" if n == 1 else f"trial-{index}-{n}")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            if folder.is_symlink() or not folder.is_dir():
+                continue
+            lock = open(folder / _TRIAL_LOCK, "a")
+        except OSError as err:
+            raise UserError(f"cannot create the trial folder {folder} ({err.strerror or err})") from None
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.close()        # another tune runs this trial folder now
+            continue
+        marker = folder / TRIAL_FILE
+        used = [p for p in folder.iterdir() if p.name != _TRIAL_LOCK]
+        if not used:
+            tmp = folder / (TRIAL_FILE + ".tmp")
+            tmp.write_text(json.dumps(record, sort_keys=True) + "\n")
+            os.replace(tmp, marker)
+            return folder, lock, False
+        try:
+            made_for = json.loads(read_file(marker, "trial record", 1 << 20, hint="not tpuctl's"))
+        except (UserError, ValueError, RecursionError):
+            made_for = None
+        if made_for == json.loads(json.dumps(record, sort_keys=True)):
+            return folder, lock, True
+        lock.close()            # another run's folder (other hyperparameters): never resumed
+    raise UserError(f"no free trial folder for trial {index} under {base} (tried {MAX_TRIAL_FOLDERS})")
 
 
 def run_local_tuning(opts, spec: TuneSpec, *, trials: int | None = None, seed: int | None = None,
@@ -461,23 +518,31 @@ def run_local_tuning(opts, spec: TuneSpec, *, trials: int | None = None, seed: i
     if base.startswith("gs://"):
         raise UserError("local tuning writes its trials to a local folder; pass a local --model-dir")
     flags = tuned_flags(spec)
+    # every trial runs the same trainer flags but its folder and its hyperparameters
+    template = training.plan_local(replace(opts, model_dir=str(Path(base) / "trial-1"), extra=list(opts.extra)),
+                                   None, echo=echo)
+    fixed = _without_flags(template.args, flags | {"model_dir"})
     rows: list[TrialRow] = []
     for index, params in enumerate(samples, start=1):
-        trial_dir = str(Path(base) / f"trial-{index}")
-        plan = training.plan_local(replace(opts, model_dir=trial_dir, extra=list(opts.extra)), None, echo=echo)
-        args = _without_flags(plan.args, flags) + trial_args(params)
         shown = {TRAINER_FLAGS[k]: v for k, v in params.items()}
-        echo(f"trial {index}/{count}: {json.dumps(shown, sort_keys=True)} -> {trial_dir}")
+        trial_dir, lock, resumed = claim_trial_dir(Path(base), index, {"hyperparameters": shown, "args": fixed})
         try:
-            outcome = training.run_local(args, workers=1, env=plan.env, out=out, err=err)
-        except TaskFailed as exc:
-            if exc.exit_code == 130:
-                raise
-            echo(f"trial {index} failed: {exc}")
-            rows.append(TrialRow(str(index), "FAILED", shown, None, None))
-            continue
+            args = [*fixed, "--model_dir", str(trial_dir), *trial_args(params)]
+            how = " (resuming its backup)" if resumed else ""
+            echo(f"trial {index}/{count}: {json.dumps(shown, sort_keys=True)} -> {trial_dir}{how}")
+            try:
+                outcome = training.run_local(args, workers=1, env=template.env, out=out, err=err)
+            except TaskFailed as exc:
+                if exc.exit_code == 130:
+                    raise
+                echo(f"trial {index} failed: {exc}")
+                rows.append(TrialRow(str(index), "FAILED", shown, None, None))
+                continue
+        finally:
+            lock.close()
         result = outcome.result or {}
         metric = result.get(METRIC_ID)
-        rows.append(TrialRow(str(index), "SUCCEEDED", shown,
-                             float(metric) if isinstance(metric, (int, float)) else None, result.get("export_dir")))
+        value = float(metric) if isinstance(metric, (int, float)) and not isinstance(metric, bool) else None
+        rows.append(TrialRow(str(index), "SUCCEEDED", shown, value if value is not None and math.isfinite(value)
+                             else None, result.get("export_dir")))
     return base, rank(rows)
