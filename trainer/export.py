@@ -8,6 +8,7 @@ Images are decoded exactly as in training (:func:`trainer.data.decode_image`).
 
 from __future__ import annotations
 
+import os
 import re
 
 import tensorflow as tf
@@ -16,6 +17,10 @@ import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer.data import decode_batch
 
 SIGNATURE_INPUT = "image_bytes"
+
+
+#: A version being written: ``.<version>.writing`` next to the versions (TF Serving only loads integer names).
+_STAGING = re.compile(r"\.\d+\.writing/?")
 
 
 def next_version(model_base: str) -> int:
@@ -54,3 +59,52 @@ def export_saved_model(model, export_dir: str, image_size, class_names, *, io_de
     model.save(export_dir, save_format="tf", signatures={"serving_default": serve}, options=options,
                include_optimizer=False)
     return export_dir
+
+
+def export_version(model, model_base: str, image_size, class_names, *, io_device: str | None = None) -> str:
+    """Export into ``<model_base>/<next version>`` so that the version folder appears only when complete.
+
+    The SavedModel is written to ``<model_base>/.<version>.writing`` and renamed to ``<version>`` at the end;
+    on any failure or Ctrl-C the staging folder is removed and the earlier versions stay as they were (a
+    half-written version would be the highest, the one TF Serving loads). Staging folders a killed run left
+    are removed first (the caller holds the model folder, trainer.task.claim_model_dir). Local folders:
+    one ``rename``. gs://: TensorFlow renames a folder object by object, so the version folder fills within
+    seconds after the SavedModel is complete (no partial SavedModel is ever written under it directly).
+    """
+    if tf.io.gfile.isdir(model_base):
+        for name in tf.io.gfile.listdir(model_base):
+            if _STAGING.fullmatch(name):
+                tf.io.gfile.rmtree(_join(model_base, name.rstrip("/")))
+    version = next_version(model_base)
+    staging, final = _join(model_base, f".{version}.writing"), _join(model_base, str(version))
+    try:
+        export_saved_model(model, staging, image_size, class_names, io_device=io_device)
+        tf.io.gfile.rename(staging, final)
+    except BaseException:
+        try:
+            if tf.io.gfile.exists(staging):
+                tf.io.gfile.rmtree(staging)
+        except tf.errors.OpError:
+            pass  # removed on the next export into this folder
+        raise
+    return final
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write ``path`` through ``<path>.writing`` + rename: a reader sees the old file or the whole new one."""
+    staging = f"{path}.writing-{os.getpid()}"
+    try:
+        with tf.io.gfile.GFile(staging, "w") as f:
+            f.write(text)
+        tf.io.gfile.rename(staging, path, overwrite=True)
+    except BaseException:
+        try:
+            if tf.io.gfile.exists(staging):
+                tf.io.gfile.remove(staging)
+        except tf.errors.OpError:
+            pass
+        raise
+
+
+def _join(base: str, name: str) -> str:
+    return f"{base.rstrip('/')}/{name}"

@@ -10,6 +10,7 @@ stdout line. Errors: one ``error: …`` line on stderr, exit 2 (input) or 3 (har
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -17,7 +18,7 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer import protocol
@@ -33,6 +34,8 @@ from trainer.config import (
 from trainer.errors import DataError, HardwareError, UsageError, run_cli
 
 RESULT_FILE = "result.json"
+#: Held (flock) by the chief of a run for as long as it trains in a local model folder.
+LOCK_FILE = ".tpuctl-train.lock"
 #: The validation metric that picks the exported epoch (--export best) and drives --early_stopping_patience.
 MONITOR = "val_accuracy"
 #: Tag of the final validation accuracy written for hyperparameter-tuning services (the legacy
@@ -254,9 +257,43 @@ def _corruption_error(manifest, image_size) -> DataError | None:
     return None
 
 
+@contextlib.contextmanager
+def claim_model_dir(model_dir: str) -> Iterator[None]:
+    """Hold ``<model_dir>/.tpuctl-train.lock`` (an exclusive ``flock``) while a run trains there.
+
+    A second run into the same local folder fails at once with one line instead of training on the same
+    backup and exporting over the first (both used to report success). The kernel drops the lock when the
+    process ends, however it ends, so a killed run never blocks its resume. gs:// folders cannot be locked
+    through tf.io.gfile: Vertex AI and tpuctl give every cloud run its own folder.
+    """
+    if "://" in model_dir:
+        yield
+        return
+    import fcntl
+
+    path = os.path.join(model_dir, LOCK_FILE)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as err:
+        raise UsageError(f"cannot write --model_dir {model_dir}: {err.strerror or err}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(f"--model_dir {model_dir} is in use by another training run (it holds {path}); wait "
+                             "for it to finish or pass another --model_dir") from None
+        yield
+    finally:
+        os.close(fd)
+
+
 def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | None:
     """Train, export, report. Returns the result dict on the chief, None on other workers."""
-    env = os.environ if environ is None else environ
+    with contextlib.ExitStack() as held:
+        return _run(cfg, os.environ if environ is None else environ, held)
+
+
+def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -> dict | None:
     validate_environment(env)  # TF_CONFIG, TPU_NAME: one line before TensorFlow even loads
     dirs = OutputDirs.resolve(cfg.model_dir, env)
 
@@ -352,11 +389,11 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
     if info.is_chief:
         try:
             tf.io.gfile.makedirs(cfg.model_dir)
-            stale = _join(cfg.model_dir, RESULT_FILE)
-            if tf.io.gfile.exists(stale):
-                tf.io.gfile.remove(stale)  # never leave a previous run's result next to a failed one
         except tf.errors.OpError as err:
             raise UsageError(f"cannot write --model_dir {cfg.model_dir}: {err.message}") from None
+        # One run per folder. A finished run's result.json stays until this run's replaces it (an interrupted
+        # re-run must not make the finished run vanish from `tpuctl runs ls`).
+        held.enter_context(claim_model_dir(cfg.model_dir))
 
     print(f"training: model={cfg.model} strategy={info.kind} replicas={info.num_replicas} "
           f"workers={info.num_workers} image_size={image_size[0]}x{image_size[1]} "
@@ -392,8 +429,7 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
     model_base = _join(dirs.export_base, cfg.model)
     io_device = "/job:localhost" if info.kind == "tpu" else None
     if info.is_chief:
-        export_dir = _join(model_base, str(export.next_version(model_base)))
-        export.export_saved_model(model, export_dir, image_size, manifest.classes, io_device=io_device)
+        export_dir = export.export_version(model, model_base, image_size, manifest.classes, io_device=io_device)
     else:
         # Every worker takes part in saving (synchronised variables are read collectively);
         # only the chief's copy is kept.
@@ -420,8 +456,7 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
         "validation_examples": val_examples,
         "skipped_records": skipped,
     }
-    with tf.io.gfile.GFile(_join(cfg.model_dir, RESULT_FILE), "w") as f:
-        f.write(json.dumps(result, indent=2) + "\n")
+    export.write_atomically(_join(cfg.model_dir, RESULT_FILE), json.dumps(result, indent=2) + "\n")
     return result
 
 

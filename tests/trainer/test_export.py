@@ -87,3 +87,42 @@ def test_next_version(tmp_path, existing, expected):
     for name in existing:
         (tmp_path / name).mkdir()
     assert export.next_version(str(tmp_path)) == expected
+
+
+def test_an_export_interrupted_by_ctrl_c_leaves_no_version_and_keeps_the_earlier_ones(tmp_path, monkeypatch):
+    """Ctrl-C while the SavedModel is written: no half-written <version> (the highest, the one TF Serving would
+    load), no staging folder; the earlier versions stay; a staging folder a killed run left is cleared first."""
+    cfg = TrainConfig(model_dir=str(tmp_path), data_dir=str(tmp_path), seed=5)
+    model = models.build_model(cfg, 3, (16, 16))
+    base = tmp_path / "export" / "small_cnn"
+    (base / "1").mkdir(parents=True)
+    (base / "1" / "saved_model.pb").write_bytes(b"earlier")
+    (base / ".7.writing").mkdir()   # left by a run killed while exporting
+    real_save = export.export_saved_model
+
+    def interrupted(model, export_dir, *args, **kw):
+        real_save(model, export_dir, *args, **kw)
+        Path(export_dir, "variables", "variables.data-00000-of-00001").write_bytes(b"half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(export, "export_saved_model", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        export.export_version(model, str(base), (16, 16), ["a", "b", "c"])
+    assert sorted(p.name for p in base.iterdir()) == ["1"]
+    assert (base / "1" / "saved_model.pb").read_bytes() == b"earlier"
+    monkeypatch.setattr(export, "export_saved_model", real_save)
+    done = export.export_version(model, str(base), (16, 16), ["a", "b", "c"])
+    assert done == f"{base}/2" and (base / "2" / "saved_model.pb").is_file()
+    assert sorted(p.name for p in base.iterdir()) == ["1", "2"]
+
+
+def test_result_file_is_replaced_whole(tmp_path, monkeypatch):
+    path = tmp_path / "result.json"
+    path.write_text('{"old": 1}\n')
+    monkeypatch.setattr(tf.io.gfile, "rename", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        export.write_atomically(str(path), '{"new": 2}\n')
+    assert path.read_text() == '{"old": 1}\n' and [p.name for p in tmp_path.iterdir()] == ["result.json"]
+    monkeypatch.undo()
+    export.write_atomically(str(path), '{"new": 2}\n')
+    assert path.read_text() == '{"new": 2}\n' and [p.name for p in tmp_path.iterdir()] == ["result.json"]
