@@ -4,6 +4,7 @@ the model choice, the stderr echo and progress bar, and the result lines."""
 from __future__ import annotations
 
 import math
+import re
 from contextlib import contextmanager
 from enum import Enum
 
@@ -63,6 +64,23 @@ def strict_json(doc) -> str:
         return value
 
     return json.dumps(finite(doc), indent=2, allow_nan=False)
+
+
+#: A container image reference, as Docker's own grammar has it (github.com/distribution/reference, regexp.go:
+#: ``[host[:port]/]component(/component)*[:tag][@algorithm:hex]``, lowercase path components, a tag of at most
+#: 128 word characters, dots and dashes). Anything else would reach a request or a command line as typed.
+_IMAGE_HOST = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]{1,5})?/)"
+_IMAGE_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_REF = re.compile(rf"{_IMAGE_HOST}?{_IMAGE_COMPONENT}(?:/{_IMAGE_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
+                        r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
+
+
+def image_ref(ctx: typer.Context, param: typer.CallbackParam, value):
+    """``--image``: a container image reference (``_IMAGE_REF``), refused at the edge in one line otherwise."""
+    if value is not None and (len(value) > 512 or not _IMAGE_REF.fullmatch(value)):
+        raise typer.BadParameter(f"{shown(value, limit=80)!r} is not a container image reference "
+                                 "(REGISTRY/PATH/IMAGE:TAG or …@sha256:DIGEST, lowercase path)", ctx=ctx, param=param)
+    return value
 
 
 def echo_err(message: str) -> None:

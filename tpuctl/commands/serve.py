@@ -9,13 +9,15 @@ from typing import List, Optional
 
 import typer
 
+from tpuctl.commands.options import image_ref
 from tpuctl.ground.domain.prediction import DEFAULT_PREDICTION_MACHINE, TF_SERVING_IMAGE
 
 _DIR = typer.Option("runs", "--dir", help="Folder of local runs (RUN may be a run name or a unique prefix).")
 _STACK = typer.Option(None, "--stack", help="Stack whose outputs give the project, region and artifacts bucket.")
 _OUTPUTS = typer.Option(None, "--outputs", help="The same, from this outputs JSON.")
 _REGION = typer.Option(None, "--region", help="Vertex AI region (default: the stack's).")
-_IMAGE = typer.Option(None, "--image", help="Prediction container image instead of the prebuilt TF2 CPU one.")
+_IMAGE = typer.Option(None, "--image", callback=image_ref,
+                      help="Prediction container image instead of the prebuilt TF2 CPU one.")
 _MACHINE = typer.Option(DEFAULT_PREDICTION_MACHINE, "--machine-type", help="Machine type of each prediction replica.")
 
 
@@ -31,7 +33,8 @@ def serve(
     port: int = typer.Option(8501, "--port", help="Host port for the REST API (on 127.0.0.1)."),
     grpc_port: int = typer.Option(8500, "--grpc-port", help="Host port for gRPC (on 127.0.0.1)."),
     batching: bool = typer.Option(False, "--batching", help="Server-side batching (writes batching_parameters.txt next to the export)."),
-    image: Optional[str] = typer.Option(None, "--image", help=f"TF Serving image (default: {TF_SERVING_IMAGE})."),
+    image: Optional[str] = typer.Option(None, "--image", callback=image_ref,
+                                        help=f"TF Serving image (default: {TF_SERVING_IMAGE})."),
     base: str = _DIR,
     dry_run: bool = typer.Option(False, "--dry-run", help="Only print the command (and the batching file)."),
 ) -> None:

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from tpuctl.commands.options import Model, echo_err, echo_result, finite
+from tpuctl.commands.options import Model, echo_err, echo_result, finite, image_ref
 from tpuctl.ground.errors import UserError
 
 tpu_app = typer.Typer(
@@ -72,7 +72,7 @@ def run(
     name: Optional[str] = typer.Option(None, "--name", help="Run name: the queued resource, its node, the label "
                                                             "tpuctl-run and the default model folder. Default: "
                                                             "tpuctl-<timestamp>."),
-    image: Optional[str] = typer.Option(None, "--image", help="Trainer image (default: the stack's trainer-tpu "
+    image: Optional[str] = typer.Option(None, "--image", callback=image_ref, help="Trainer image (default: the stack's trainer-tpu "
                                                               "image for the current sources, `tpuctl image build "
                                                               "--variant tpu`)."),
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="gs:// TFRecord folder. Default: the stack's data bucket."),

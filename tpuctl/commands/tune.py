@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from tpuctl.commands.options import MAX_EPOCHS, MAX_WORKERS, OUTPUTS, STACK, echo_err, finite, refuse_given
+from tpuctl.commands.options import MAX_EPOCHS, MAX_WORKERS, OUTPUTS, STACK, echo_err, finite, image_ref, refuse_given
 from tpuctl.ground.errors import UserError
 
 
@@ -50,7 +50,7 @@ def tune(
     outputs: Optional[Path] = OUTPUTS,
     region: Optional[str] = typer.Option(None, "--region", help="Vertex: region (default: the stack's)."),
     job_name: Optional[str] = typer.Option(None, "--job-name", help="Vertex: display name. Default: tpuctl-tune-<timestamp>."),
-    image: Optional[str] = typer.Option(None, "--image", help="Vertex: run this image instead of the trainer's own (`tpuctl image build`)."),
+    image: Optional[str] = typer.Option(None, "--image", callback=image_ref, help="Vertex: run this image instead of the trainer's own (`tpuctl image build`)."),
     python_package: bool = typer.Option(False, "--python-package", help="Vertex: the trainer as a package on Google's prebuilt TensorFlow image."),
     spot: bool = typer.Option(False, "--spot", help="Vertex: run the trials on Spot capacity (resume from the backup on restart)."),
     max_run_time: Optional[str] = typer.Option(None, "--max-run-time", help="Vertex: timeout of each trial, 10m..7d (e.g. 2h)."),

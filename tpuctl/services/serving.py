@@ -21,6 +21,7 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +79,8 @@ def check_export_dir(path: str, model_name: str | None = None, run: Any = None) 
     parent = text.rsplit("/", 2)[-2] if text.count("/") >= 1 else ""
     try:
         version = domain.model_version(name)
+        if text.startswith("gs://"):
+            domain.bucket_name_from(text)      # the bucket's naming rules, before any request
     except DomainError as exc:
         raise UserError(f"{path}: {exc}") from None
     if not text.startswith("gs://"):
@@ -522,6 +525,11 @@ def _stack_location(outputs: StackOutputs | None, region: str | None) -> tuple[s
     region = region or outputs.region
     if not region:
         raise UserError("the stack outputs name no region; pass --region")
+    try:
+        domain.validate_region(region)
+        domain.validate_project_id(outputs.project)
+    except DomainError as exc:
+        raise UserError(str(exc)) from None
     return outputs.project, region
 
 
@@ -556,6 +564,8 @@ def plan_deploy(export: Export, outputs: StackOutputs | None, *, region: str | N
     domain.check_machine_type(machine_type)
     domain.check_replicas(min_replicas, max_replicas)
     image_uri, warning = _prediction_image(image, region, today or datetime.date.today())
+    if export.is_local:
+        export_files(Path(export.path))      # what would be uploaded, checked before anything is
     run = export.run.name if export.run is not None else f"v{export.version}"
     model_display = domain.check_display_name(f"tpuctl-{export.model_name}-{run}"[:128], "model display name")
     endpoint_display = domain.check_display_name(endpoint or f"tpuctl-{export.model_name}", "--endpoint")
@@ -621,14 +631,33 @@ def dry_run_document(plan: DeployPlan) -> dict[str, Any]:
     }
 
 
+def export_files(root: Path) -> list[Path]:
+    """The regular files of an export folder, walked without following symlinks: a symlink (to a file or a folder,
+    inside or out) or a FIFO/device in it is refused in one line, so an upload never carries files from outside
+    the folder (or blocks on a FIFO)."""
+    files: list[Path] = []
+    for top, dirs, names in os.walk(root):          # never descends into a symlinked folder
+        for name in sorted([*dirs, *names]):
+            path = Path(top) / name
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                raise UserError(f"{root} holds a symbolic link ({path}); an export is uploaded as it is, without "
+                                "following links: replace it with the file")
+            if name in names:
+                if not stat.S_ISREG(mode):
+                    raise UserError(f"{path} in {root} is not a regular file (a FIFO, device or socket)")
+                files.append(path)
+                if len(files) > MAX_EXPORT_FILES:
+                    raise UserError(f"{root} holds more than {MAX_EXPORT_FILES} files: not a trainer export")
+    return sorted(files)
+
+
 def upload_export(export: Export, destination: str, *, project: str | None = None, storage_client=None) -> int:
     """Copy a local export folder to ``destination`` (gs://); returns the number of files."""
     from bootstrap import clients
 
     root = Path(export.path)
-    files = [p for p in sorted(root.rglob("*")) if p.is_file()]
-    if len(files) > MAX_EXPORT_FILES:
-        raise UserError(f"{export.path} holds {len(files)} files, more than {MAX_EXPORT_FILES}: not a trainer export")
+    files = export_files(root)
     total = sum(p.stat().st_size for p in files)
     if total > MAX_EXPORT_BYTES:
         raise UserError(f"{export.path} holds {total} bytes, more than {MAX_EXPORT_BYTES}: not a trainer export")
@@ -752,6 +781,8 @@ def plan_batch(source: str, ref: str, outputs: StackOutputs | None, *, runs_dir:
     else:
         image_uri, warning = _prediction_image(image, region, today or datetime.date.today())
         export = resolve_export(ref, runs_dir=runs_dir, outputs=outputs, storage_client=storage_client)
+        if export.is_local:
+            export_files(Path(export.path))
         artifact_uri = upload_destination(export, outputs)
     base = f"{artifacts}/batch-predictions/{display}"
     return BatchPlan(project, region, display, source.rstrip("/"), f"{base}/files.txt", f"{base}/output",

@@ -97,7 +97,7 @@ def test_serve_validates_the_export_at_the_edge(fake_export, setup, message):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["gs://b/runs/x/export/small_cnn/1"], "is in Cloud Storage"),
+    (["gs://bkt-ok/runs/x/export/small_cnn/1"], "is in Cloud Storage"),
     (["{export}", "--port", "70000"], "--port 70000 is not a TCP port"),
     (["{export}", "--model-name", "a/b"], "model name 'a/b' must be"),
     (["nosuchrun", "--dir", "{runs}"], "no run 'nosuchrun'"),
