@@ -10,8 +10,11 @@ decodes them as well, about twice as slow), everything else is decoded and re-en
 that fails is reported on stderr (``skipped: <path>: <reason>``) and left out. No TensorFlow is loaded
 (trainer.tfrecord writes the shards). The validation split is drawn per class
 (deterministic for a given --seed), and records are shuffled across shards of ~--shard-mb each.
-DEST must be a local folder that is missing, empty, or a previous output of this tool.
-Ctrl-C or SIGTERM removes what this run wrote (``error: interrupted``, exit 130); a re-run works.
+DEST must be a local folder that is missing, empty, or a previous output of this tool. The new output is
+written next to it (``.DEST.writing``) and swapped in only when complete (trainer.atomicdir): a run that fails
+(no readable image, a full disk) or is stopped by Ctrl-C or SIGTERM (``error: interrupted``, exit 130) removes
+what it wrote and leaves an earlier output in DEST as it was. A second run into the same DEST while one is
+writing it is refused in one line.
 
 stdout: ``progress: <done>/<total>`` lines while converting, then ``summary: <json>`` with
 train, validation, classes, skipped, skipped_files, shards, bytes.
@@ -25,6 +28,7 @@ import multiprocessing
 import os
 import random
 import signal
+import stat
 import sys
 import time
 from pathlib import Path
@@ -32,25 +36,74 @@ from pathlib import Path
 import google_crc32c
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
-from trainer import protocol, records, tfrecord
+from trainer import atomicdir, protocol, records, tfrecord
 from trainer.config import MAKE_TFRECORDS_BOUNDS as BOUNDS
 from trainer.errors import ArgumentParser, DataError, UsageError, run_cli
 from trainer.imaging import IMAGE_EXTENSIONS, check_image, describe
 
 
+def _link_out(src: Path, root: Path, link: Path) -> DataError | None:
+    """The refusal for a symbolic link the walk must not follow: any link to a folder (a class folder or one
+    inside it: following it would pack files from elsewhere, or the same files twice), and a link to a file
+    outside SRC (a dataset must not carry, and then upload, files that are not in the folder named)."""
+    name = link.relative_to(src).as_posix()
+    target = os.path.realpath(link)
+    if link.is_dir():
+        return DataError(f"source folder {src}: {name} is a symbolic link to a folder ({target}); links to "
+                         "folders are not followed: copy or move the folder into the source, or remove the link")
+    if os.path.commonpath([root, target]) != str(root):
+        return DataError(f"source folder {src}: {name} is a symbolic link to {target}, outside the source; "
+                         "copy the file into the source, or remove the link")
+    return None
+
+
+def _class_images(src: Path, root: Path, folder: Path) -> list[Path]:
+    """The images under one class folder, walked without following links (see :func:`_link_out`)."""
+    files = []
+    for top, dirs, names in os.walk(folder, onerror=_raise):
+        top_path = Path(top)
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for d in dirs:
+            if (top_path / d).is_symlink():
+                raise _link_out(src, root, top_path / d)
+        for name in names:
+            path = top_path / name
+            if name.startswith(".") or path.suffix.lower() not in IMAGE_EXTENSIONS:
+                continue
+            if path.is_symlink() and (refusal := _link_out(src, root, path)):
+                raise refusal
+            if path.is_file():  # not a FIFO, device or dangling link: those are never opened
+                files.append(path)
+    return sorted(files)
+
+
+def _raise(err: OSError) -> None:
+    raise DataError(f"cannot read {err.filename}: {err.strerror or err}")
+
+
 def find_images(src: Path) -> tuple[list[str], list[list[Path]]]:
+    """Class names and their images. Symbolic links are never followed out of ``src`` (one line naming the
+    link, see :func:`_link_out`); ``src`` itself may be a link (it is the folder the user named)."""
     if not src.exists():
         raise DataError(f"source folder {src} does not exist")
     if not src.is_dir():
         raise DataError(f"source {src} is not a folder")
-    class_dirs = sorted(p for p in src.iterdir() if p.is_dir() and not p.name.startswith("."))
+    root = Path(os.path.realpath(src))
+    try:
+        entries = sorted(p for p in src.iterdir() if not p.name.startswith("."))
+    except OSError as err:
+        raise DataError(f"cannot read source folder {src}: {err.strerror or err}") from None
+    class_dirs = []
+    for path in entries:
+        if path.is_symlink() and path.is_dir():
+            raise _link_out(src, root, path)
+        if path.is_dir():
+            class_dirs.append(path)
     if not class_dirs:
         raise DataError(f"source folder {src} has no class sub-folders (expected SRC/<class>/<image files>)")
     classes, images = [], []
     for folder in class_dirs:
-        files = sorted(p for p in folder.rglob("*")
-                       if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS
-                       and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+        files = _class_images(src, root, folder)
         if not files:
             raise DataError(f"class folder {folder} has no images ({', '.join(IMAGE_EXTENSIONS)}); "
                             "add images or remove the folder")
@@ -78,6 +131,33 @@ def plan_splits(images: list[list[Path]], validation_fraction: float, seed: int)
     return items
 
 
+#: The largest image file read (1 GiB): a record must stay well under protobuf's 2 GiB message limit
+#: (tf.train.Example cannot hold more), and each worker holds a file in memory. An image file this big is
+#: reported as skipped, unread.
+MAX_IMAGE_BYTES = 1 << 30
+
+
+def _open_image(path: str | Path):
+    """``path`` opened for reading if it is a regular file of at most ``MAX_IMAGE_BYTES``: a FIFO put in place of
+    an image never blocks (opened non-blocking, then refused), a device is never read. OSError saying what is
+    wrong otherwise."""
+    handle = os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb")
+    try:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError("not a regular file (a FIFO or device is never read)")
+        if info.st_size > MAX_IMAGE_BYTES:
+            raise OSError(f"{info.st_size} bytes, over the {MAX_IMAGE_BYTES}-byte limit for one image")
+    except BaseException:
+        handle.close()
+        raise
+    return handle
+
+
+def _unreadable(err: OSError) -> str:
+    return describe(err) if err.errno else str(err)
+
+
 def _ignore_sigint() -> None:
     # Ctrl-C reaches the whole process group: only the parent reacts (and then terminates the pool).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -93,6 +173,10 @@ def _prepare(task: tuple[str, int, str, str], full_decode: bool = False) -> tupl
     the same. ``(False, reason)`` for an image that fails the check.
     """
     path, label, text, filename = task
+    try:  # before the decoder reads it: a regular file of bounded size
+        _open_image(path).close()
+    except OSError as err:
+        return False, _unreadable(err)
     ok, payload = check_image(path, full_decode)
     if not ok:
         return ok, payload
@@ -137,9 +221,10 @@ def _read_unchanged(path: Path, checked: tuple[int, int, int]) -> tuple[bool, ob
     """
     size, start, crc = checked
     try:
-        raw = path.read_bytes()
+        with _open_image(path) as handle:
+            raw = handle.read(size + 1)
     except OSError as err:
-        return False, describe(err)
+        return False, _unreadable(err)
     if len(raw) != size or google_crc32c.extend(start, raw) != crc:
         return False, "changed while converting (it differs from the bytes that were checked)"
     return True, raw
@@ -156,22 +241,26 @@ def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, valid
     workers = workers if workers is not None else min(os.cpu_count() or 1, int(BOUNDS["workers"].high))
     BOUNDS["workers"].check("--workers", workers)
     BOUNDS["seed"].check("--seed", seed)
-    previous = records.check_output_dir(dest, "make_tfrecords")
-    src, dest = Path(src), Path(dest)
+    records.check_output_dir(dest, "make_tfrecords")  # before the source is read: a wrong DEST fails at once
+    src = Path(src)
     classes, images = find_images(src)
     items = plan_splits(images, validation_fraction, seed)
     total = len(items)
 
     shard_bytes = max(1, int(shard_mb * 1_000_000))
-    writers = {split: tfrecord.ShardWriter(dest, prefix, split, shard_bytes=shard_bytes) for split in records.SPLITS}
     skipped: list[str] = []
     sizes: set[tuple[int, int]] = set()
     done, last_report, last_time = 0, -1, 0.0
     results = _results([(str(p), label, classes[label], p.relative_to(src).as_posix()) for p, label, _ in items],
                        workers, full_decode)
-    # On the way out, the decoder pool is stopped first (closing terminates it), then, if this failed,
-    # everything this run wrote is removed.
-    with tfrecord.output_folder(dest, "make_tfrecords", previous, writers.values()), contextlib.closing(results):
+    # Written next to DEST and swapped in only when complete (an earlier output survives any failure). On the
+    # way out, the decoder pool is stopped first (closing terminates it), then the new folder is swapped in or,
+    # if this failed, removed.
+    with atomicdir.replacing(dest, "make_tfrecords: destination",
+                             check=lambda folder: records.check_output_dir(folder, "make_tfrecords")) as out, \
+            contextlib.closing(results):
+        writers = {split: tfrecord.ShardWriter(out, prefix, split, shard_bytes=shard_bytes)
+                   for split in records.SPLITS}
         for (path, _, split), (ok, payload) in zip(items, results):
             done += 1
             if ok:
@@ -198,7 +287,7 @@ def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, valid
         manifest = records.build_manifest(prefix=prefix, classes=classes,
                                           image_size=next(iter(sizes)) if len(sizes) == 1 else None,
                                           shards=written, source="make_tfrecords")
-        records.write_manifest(dest, manifest)
+        records.write_manifest(out, manifest)
     return {
         "train": counts["train"],
         "validation": counts["validation"],

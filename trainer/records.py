@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from pathlib import Path
 
 from trainer.errors import DataError
@@ -84,11 +85,16 @@ def write_manifest(dest: Path, manifest: dict) -> Path:
 _URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:/")
 
 
+#: A manifest these tools write names its shards: a few KB (the trainer's reader allows 64 MiB, trainer.data).
+_MAX_PREVIOUS_MANIFEST_BYTES = 64 * 1024 * 1024
+
+
 def check_output_dir(dest: str | Path, tool: str) -> list[Path]:
     """Validate DEST before anything is written; returns the files of a previous output there (to remove).
 
     DEST may be missing, empty, or hold a previous output of these tools (its manifest lists every
-    other file there), which is then replaced. Anything else is refused so no user file is lost.
+    other file there), which is then replaced (``trainer.atomicdir``: only once the new output is
+    complete). Anything else is refused so no user file is lost.
     DEST may also hold only the temporary files of an interrupted run (``.…tfrecord.partial``), which
     are ours and removed too.
     """
@@ -112,7 +118,14 @@ def check_output_dir(dest: str | Path, tool: str) -> list[Path]:
             return present  # an interrupted run's temporary files
         raise refuse
     try:
-        manifest = json.loads(manifest_path.read_bytes().decode("utf-8"))
+        # Bounded, and never blocking: DEST/manifest.json may be anything (a FIFO, a link to a device).
+        with os.fdopen(os.open(manifest_path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise refuse
+            raw = handle.read(_MAX_PREVIOUS_MANIFEST_BYTES + 1)
+        if len(raw) > _MAX_PREVIOUS_MANIFEST_BYTES:
+            raise refuse
+        manifest = json.loads(raw.decode("utf-8"))
         listed = {MANIFEST} | {name for split in manifest["splits"].values() for name in split["files"]}
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OSError):
         raise refuse from None

@@ -5,7 +5,7 @@
 No download: ``sklearn.datasets.load_digits`` ships 1797 8x8 grey images with the library. Each is
 scaled to 0..255, upscaled to ``--image-size`` and stored as an RGB JPEG in the seed's schema with
 class names "0".."9". Output is deterministic, so re-running into the same folder (which replaces a
-previous output) gives the same shards. Prints ``summary: <json>`` as its last line.
+previous output, swapped in only when the new one is complete: trainer.atomicdir) gives the same shards. Prints ``summary: <json>`` as its last line.
 """
 
 from __future__ import annotations
@@ -39,12 +39,12 @@ def write_demo_dataset(out: str | Path, *, validation_fraction: float = 0.2, sha
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
-    from trainer import records, tfrecord
+    from trainer import atomicdir, records, tfrecord
 
     BOUNDS["validation_fraction"].check("--validation-fraction", validation_fraction)
     BOUNDS["shards"].check("--shards", shards)
     BOUNDS["image_size"].check("--image-size", image_size)
-    previous = records.check_output_dir(out, "sample_data")
+    records.check_output_dir(out, "sample_data")
     out = Path(out)
 
     digits = load_digits()
@@ -54,13 +54,12 @@ def write_demo_dataset(out: str | Path, *, validation_fraction: float = 0.2, sha
         indices, test_size=validation_fraction, stratify=digits.target, random_state=0)
 
     written: dict[str, list[tuple[str, int]]] = {}
-    writers: list = []
     total_bytes = 0
-    with tfrecord.output_folder(out, "sample_data", previous, writers):
+    with atomicdir.replacing(out, "sample_data: destination",
+                             check=lambda folder: records.check_output_dir(folder, "sample_data")) as staging:
         for split, idx in (("train", train_idx), ("validation", val_idx)):
             per_shard = -(-len(idx) // shards)
-            writer = tfrecord.ShardWriter(out, PREFIX, split, records_per_shard=per_shard)
-            writers.append(writer)
+            writer = tfrecord.ShardWriter(staging, PREFIX, split, records_per_shard=per_shard)
             for i in idx:
                 label = int(digits.target[i])
                 writer.write(tfrecord.make_example(
@@ -70,7 +69,7 @@ def write_demo_dataset(out: str | Path, *, validation_fraction: float = 0.2, sha
             total_bytes += writer.bytes_written
         manifest = records.build_manifest(prefix=PREFIX, classes=CLASSES, image_size=(image_size, image_size),
                                           shards=written, source="sample_data")
-        records.write_manifest(out, manifest)
+        records.write_manifest(staging, manifest)
     return {
         "dir": str(out),
         "prefix": PREFIX,

@@ -21,17 +21,14 @@ google-crc32c (C, hardware CRC-32C) is in the trainer environment and every imag
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import struct
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import google_crc32c
 
-from trainer.errors import DataError
-from trainer.records import MANIFEST, TMP_SUFFIX, shard_name
+from trainer.records import TMP_SUFFIX, shard_name
 
 _MASK_DELTA = 0xA282EAD8
 _U64 = struct.Struct("<Q")
@@ -210,7 +207,6 @@ class ShardWriter:
         self.shard_bytes, self.records_per_shard = shard_bytes, records_per_shard
         self._file = None
         self._partials: list[Path] = []
-        self._finished: list[Path] = []  # renamed by close(); abort() removes them too
         self._counts: list[int] = []
         self._current_bytes = 0
         self.bytes_written = 0
@@ -228,8 +224,8 @@ class ShardWriter:
         if self._rotate_needed():
             self._close_file()
             path = self.dest / f".{self.prefix}-{self.split}-{len(self._partials):05d}{TMP_SUFFIX}"
-            self._partials.append(path)  # before opening: abort() removes it even if the open fails half-way
-            self._file = open(path, "wb", buffering=1 << 20)  # noqa: SIM115 - closed by rotation/close/abort
+            self._partials.append(path)
+            self._file = open(path, "wb", buffering=1 << 20)  # noqa: SIM115 - closed by rotation/close
             self._counts.append(0)
             self._current_bytes = 0
         size = 0
@@ -253,43 +249,7 @@ class ShardWriter:
         for i, (path, count) in enumerate(zip(self._partials, self._counts)):
             name = shard_name(self.prefix, self.split, i, total)
             os.replace(path, self.dest / name)
-            self._finished.append(self.dest / name)
             names.append((name, count))
         self._partials = []
         return names
 
-    def abort(self) -> None:
-        """Remove everything this writer created (temporary and already renamed shards)."""
-        try:
-            self._close_file()
-        except OSError:
-            pass  # e.g. a full disk failing the last flush: the file is removed below anyway
-        for path in [*self._partials, *self._finished]:
-            path.unlink(missing_ok=True)
-        self._partials, self._finished = [], []
-
-
-@contextlib.contextmanager
-def output_folder(dest: Path, tool: str, previous: list[Path] | None,
-                  writers: Iterable[ShardWriter]) -> Iterator[None]:
-    """Around writing a data tool's output: creates ``dest``, removes the ``previous`` output in it
-    (``records.check_output_dir``), and if the block fails (Ctrl-C, SIGTERM, a full disk...) removes what this
-    run wrote, so a re-run starts clean: the shards of ``writers`` (as they are then: a list may grow in the
-    block), a partial manifest, and ``dest`` itself if it was created here and is empty."""
-    created = not dest.exists()
-    try:
-        dest.mkdir(parents=True, exist_ok=True)
-    except OSError as err:  # e.g. a parent is a file, or not writable
-        raise DataError(f"{tool}: cannot create the destination {dest} ({err.strerror or err})") from None
-    try:
-        # The manifest goes first: a folder without one is never mistaken for a complete dataset.
-        for path in sorted(previous or [], key=lambda p: p.name != MANIFEST):
-            path.unlink(missing_ok=True)
-        yield
-    except BaseException:
-        for writer in writers:
-            writer.abort()
-        (dest / (MANIFEST + ".partial")).unlink(missing_ok=True)
-        if created and dest.exists() and not any(dest.iterdir()):
-            dest.rmdir()
-        raise

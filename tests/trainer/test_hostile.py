@@ -344,7 +344,8 @@ def test_interrupted_conversion_leaves_nothing_that_blocks_a_rerun(tools, slow_s
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        while not (dest.exists() and list(dest.glob(".*.partial"))):
+        staging = dest.parent / f".{dest.name}.writing"  # trainer.atomicdir: written next to DEST
+        while not (staging.exists() and list(staging.glob(".*.partial"))):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "conversion never started writing"
             time.sleep(0.05)
@@ -358,7 +359,7 @@ def test_interrupted_conversion_leaves_nothing_that_blocks_a_rerun(tools, slow_s
             proc.wait()
     if signum == signal.SIGKILL:
         assert proc.returncode == -signal.SIGKILL
-        assert list(dest.glob(".*.partial"))  # left behind: nothing could clean up
+        assert list(staging.glob(".*.partial"))  # left behind: nothing could clean up
     else:
         assert proc.returncode == 130, err[-3000:]
         assert _one_error_line(err) == "error: interrupted"
@@ -368,4 +369,4 @@ def test_interrupted_conversion_leaves_nothing_that_blocks_a_rerun(tools, slow_s
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     summary = json.loads(rerun.stdout_lines[-1][len("summary: "):])
     assert summary["train"] + summary["validation"] == 120
-    assert not list(dest.glob(".*"))
+    assert not list(dest.glob(".*")) and sorted(p.name for p in tmp_path.iterdir()) == ["out"]

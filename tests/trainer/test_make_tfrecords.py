@@ -164,3 +164,191 @@ def test_a_url_destination_is_refused_not_made_a_local_folder(image_folder, tmp_
     with pytest.raises(DataError, match=r"sample_data: destination .* must be a local folder"):
         sample_data.write_demo_dataset(dest)
     assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ an earlier output survives (issue 27)
+SLOW_IMAGES = r"""
+import shutil, sys
+from pathlib import Path
+import numpy as np
+from PIL import Image
+root = Path(sys.argv[1])
+ramp = np.linspace(0, 255, 1200, dtype=np.uint8)
+pixels = np.stack([np.add.outer(ramp, ramp) // 2, np.tile(ramp, (1200, 1)), np.tile(ramp, (1200, 1)).T], axis=-1)
+root.mkdir(parents=True)
+first = root / "seed.png"
+Image.fromarray(pixels.astype(np.uint8)).save(first)  # PNG: decoded and re-encoded, tens of ms each
+for cls in ("a", "b"):
+    (root / cls).mkdir()
+    for i in range(40):
+        shutil.copyfile(first, root / cls / f"{i:02d}.png")
+first.unlink()
+"""
+
+
+def _earlier_output(image_folder, dest) -> dict:
+    from trainer import make_tfrecords
+
+    make_tfrecords.convert(image_folder, dest, workers=1, progress=lambda done, total: None)
+    return {p.name: p.read_bytes() for p in dest.iterdir()}
+
+
+def test_ctrl_c_and_a_concurrent_run_leave_the_earlier_output_intact(tools, image_folder, tmp_path_factory):
+    """Old: the re-run deleted the earlier shards and manifest before converting, Ctrl-C left DEST empty, and a
+    second run into the same DEST mixed its files with the first's."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    slow = folder_from_script(tools, tmp_path_factory, "slow", SLOW_IMAGES)
+    tmp_path = tmp_path_factory.mktemp("interrupted")
+    dest = tmp_path / "out"
+    before = _earlier_output(image_folder, dest)
+    staging = tmp_path / ".out.writing"
+    proc = subprocess.Popen([sys.executable, "-m", "trainer.make_tfrecords", str(slow), str(dest), "--workers", "1",
+                             "--shard-mb", "0.05"], cwd=tools.REPO, env=tools.env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (staging.exists() and list(staging.glob(".*.partial"))):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "conversion never started writing"
+            time.sleep(0.05)
+        second = tools.run_module(["trainer.make_tfrecords", str(image_folder), str(dest), "--workers", "1"])
+        assert second.returncode == 2
+        assert second.error_line() == (f"error: make_tfrecords: destination {dest} is being written by another "
+                                       f"run (it holds {tmp_path / '.out.lock'}); wait for it to finish or choose "
+                                       "another folder")
+        assert proc.poll() is None, "the first run ended before the second was refused: not a concurrent run"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130 and [l for l in err.splitlines() if l.startswith("error")] == ["error: interrupted"]
+    assert "summary: " not in out  # it really was stopped mid-way
+    assert {p.name: p.read_bytes() for p in dest.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_a_source_with_no_readable_image_keeps_the_earlier_output(tools, image_folder, tmp_path):
+    dest = tmp_path / "out"
+    before = _earlier_output(image_folder, dest)
+    bad = tmp_path / "bad"
+    for cls in ("a", "b"):
+        (bad / cls).mkdir(parents=True)
+        (bad / cls / "x.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a jpeg")
+    run = tools.run_module(["trainer.make_tfrecords", str(bad), str(dest), "--workers", "1"])
+    assert run.returncode == 2
+    assert run.error_line() == f"error: no readable images in {bad} (2 skipped); nothing written"
+    assert {p.name: p.read_bytes() for p in dest.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "out"]
+
+
+def test_a_failed_sample_data_run_keeps_the_earlier_demo_dataset(tmp_path, monkeypatch):
+    from trainer import sample_data, tfrecord
+
+    dest = tmp_path / "demo"
+    sample_data.write_demo_dataset(dest, shards=1, image_size=8)
+    before = {p.name: p.read_bytes() for p in dest.iterdir()}
+    make_example, calls = tfrecord.make_example, []
+
+    def fails_half_way(**fields):
+        calls.append(1)
+        if len(calls) > 500:
+            raise OSError(28, "No space left on device")
+        return make_example(**fields)
+
+    monkeypatch.setattr(tfrecord, "make_example", fails_half_way)
+    with pytest.raises(OSError, match="No space left"):
+        sample_data.write_demo_dataset(dest, shards=1, image_size=8)
+    assert {p.name: p.read_bytes() for p in dest.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]
+
+
+# ------------------------------------------------------------------ nothing packed from outside SRC
+def _source_with_link(image_folder, tmp_path, where: str):
+    """A copy of two classes plus one symbolic link leading out of it; returns (src, the link's name in SRC)."""
+    import shutil
+
+    src = tmp_path / "src"
+    for cls in ("cat", "dog"):
+        shutil.copytree(image_folder / cls, src / cls)
+    outside = tmp_path / "elsewhere"
+    shutil.copytree(image_folder / "owl", outside)
+    link = {"class folder": src / "owl", "folder in a class": src / "cat" / "more",
+            "file": src / "dog" / "x.jpg"}[where]
+    link.symlink_to(outside / "owl1.jpg" if where == "file" else outside)
+    return src, link.relative_to(src).as_posix()
+
+
+@pytest.mark.parametrize("where", ["class folder", "folder in a class", "file"])
+def test_a_symbolic_link_out_of_the_source_is_refused_naming_it(tools, image_folder, tmp_path, where):
+    """Old: a symlinked class folder (and a linked file) packed the files it led to, which `tpuctl data` then
+    uploads."""
+    src, name = _source_with_link(image_folder, tmp_path, where)
+    dest = tmp_path / "out"
+    run = tools.run_module(["trainer.make_tfrecords", str(src), str(dest), "--workers", "1"])
+    assert run.returncode == 2
+    line = run.error_line()
+    assert line.startswith(f"error: source folder {src}: {name} is a symbolic link to ")
+    assert line.endswith("or remove the link")
+    assert not dest.exists() and not (tmp_path / ".out.writing").exists()
+
+
+def test_a_linked_file_inside_the_source_is_packed(image_folder, tmp_path):
+    import shutil
+
+    from trainer import make_tfrecords
+
+    src = tmp_path / "src"
+    for cls in ("cat", "dog"):
+        shutil.copytree(image_folder / cls, src / cls)
+    (src / "dog" / "alias.jpg").symlink_to(src / "cat" / "cat1.jpg")
+    classes, images = make_tfrecords.find_images(src)
+    assert src / "dog" / "alias.jpg" in images[1]
+
+
+def test_a_fifo_or_an_oversized_file_in_place_of_an_image_is_skipped_unread(image_folder, tmp_path, monkeypatch):
+    """Old: the decoder read the path whatever it was: a FIFO swapped in after the scan blocked a worker forever."""
+    import os
+    import threading
+
+    from trainer import make_tfrecords
+
+    fifo = tmp_path / "x.jpg"
+    os.mkfifo(fifo)
+    result = []
+    worker = threading.Thread(target=lambda: result.append(make_tfrecords._prepare((str(fifo), 0, "c", "c/x.jpg"))),
+                              daemon=True)
+    worker.start()
+    worker.join(10)
+    try:
+        assert result == [(False, "not a regular file (a FIFO or device is never read)")]
+    finally:
+        if worker.is_alive():
+            with open(fifo, "wb"):  # unblock the reader of the old code
+                pass
+    jpeg = image_folder / "cat" / "cat1.jpg"
+    monkeypatch.setattr(make_tfrecords, "MAX_IMAGE_BYTES", jpeg.stat().st_size - 1)
+    size = jpeg.stat().st_size
+    assert make_tfrecords._prepare((str(jpeg), 0, "cat", "cat/cat1.jpg")) == (
+        False, f"{size} bytes, over the {size - 1}-byte limit for one image")
+
+
+def test_a_previous_manifest_is_read_bounded(tmp_path, monkeypatch):
+    import json
+
+    from trainer import records
+    from trainer.errors import DataError
+
+    dest = tmp_path / "out"
+    dest.mkdir()
+    manifest = records.build_manifest(prefix="p", classes=["a", "b"], image_size=None, shards={}, source="x")
+    (dest / "manifest.json").write_text(json.dumps(manifest) + " " * 1000)
+    assert records.check_output_dir(dest, "tool") == [dest / "manifest.json"]
+    monkeypatch.setattr(records, "_MAX_PREVIOUS_MANIFEST_BYTES", 500)
+    with pytest.raises(DataError, match="is not empty and is not a previous output"):
+        records.check_output_dir(dest, "tool")
