@@ -27,9 +27,9 @@ from trainer.errors import DataError, TrainerError, UsageError, run_cli
 DOCUMENTED = {
     "train_epochs": (1, 100_000), "train_batch_size": (1, 65_536), "validation_batch_size": (1, 65_536),
     "num_gpus": (0, 64), "steps_per_epoch": (0, 1_000_000), "shuffle_buffer": (1, 1_000_000),
-    "seed": (0, 2**32 - 1), "cluster_timeout_seconds": (1, 3600),
+    "seed": (0, 2**32 - 1), "cluster_timeout_seconds": (1, 3600), "early_stopping_patience": (0, 100_000),
 }
-NUMERIC_FLAGS = [*DOCUMENTED, "learning_rate", "image_size"]
+NUMERIC_FLAGS = [*DOCUMENTED, "learning_rate", "warmup_epochs", "image_size"]
 
 
 def _assert_one_error(rc: int, stderr: str) -> str:
@@ -78,6 +78,7 @@ def test_fuzz_trainer_flags_in_process(pairs):
         value = getattr(cfg, name)
         assert value is None and name == "seed" or (type(value) is int and low <= value <= high), (name, value)
     assert math.isfinite(cfg.learning_rate) and 0 < cfg.learning_rate < 10
+    assert math.isfinite(cfg.warmup_epochs) and 0 <= cfg.warmup_epochs <= 1000
     assert _valid_image_size(cfg.image_size)
 
 
