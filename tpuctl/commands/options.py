@@ -89,10 +89,10 @@ def echo_err(message: str) -> None:
 
 def echo_result(result: dict) -> None:
     """The trainer's result on stdout: where the SavedModel is and its validation accuracy."""
-    typer.echo(f"SavedModel: {result.get('export_dir')}")
+    typer.echo(f"SavedModel: {shown(result.get('export_dir'))}")
     accuracy = result.get("val_accuracy")
-    typer.echo(f"validation accuracy: {accuracy:.4f}" if isinstance(accuracy, (int, float))
-               else f"validation accuracy: {accuracy}")
+    known = isinstance(accuracy, (int, float)) and not isinstance(accuracy, bool) and math.isfinite(accuracy)
+    typer.echo(f"validation accuracy: {accuracy:.4f}" if known else "validation accuracy: unknown")
 
 
 def refuse_given(flags, message: str) -> None:

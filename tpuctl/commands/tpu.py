@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from tpuctl.commands.options import Model, echo_err, echo_result, finite, image_ref
+from tpuctl.commands.options import Model, echo_err, echo_result, finite, image_ref, shown
 from tpuctl.ground.errors import UserError
 
 tpu_app = typer.Typer(
@@ -137,7 +137,8 @@ def list_(
 
     table = Table("name", "state", "accelerator", "tier", "created")
     for r in runs:
-        table.add_row(r.name, r.state, r.accelerator, "spot" if r.spot else "on-demand", r.create_time)
+        table.add_row(*(shown(v, markup=True) for v in (r.name, r.state, r.accelerator)),   # the API's text
+                      "spot" if r.spot else "on-demand", shown(r.create_time, markup=True))
     Console().print(table)
 
 

@@ -41,6 +41,7 @@ from bootstrap import clients
 from tpuctl.ground import domain
 from tpuctl.ground.envs import REPO_ROOT
 from tpuctl.ground.errors import EXIT_INTERRUPTED, UserError
+from tpuctl.ground.files import printable
 from tpuctl.ground.outputs import StackOutputs
 from tpuctl.services.supervisor import raise_interrupt, signal_handlers
 from tpuctl.services.training import TrainOptions, check_common, model_args, timestamp
@@ -48,6 +49,8 @@ from tpuctl.services.training import TrainOptions, check_common, model_args, tim
 #: Where every host reports how its trainer container ended: ``<model_dir>/HOST_STATUS_DIR/worker-<n>.exit``.
 HOST_STATUS_DIR = "tpuctl/hosts"
 RESULT_FILE = "result.json"
+#: The chief's result.json is a few hundred bytes; more is not the trainer's.
+MAX_RESULT_BYTES = 1 << 20
 METADATA_URL = "http://metadata.google.internal/computeMetadata/v1/instance/attributes"
 DEFAULT_PROVISION_TIMEOUT = 2 * 3600.0
 DEFAULT_RUN_TIMEOUT = 24 * 3600.0
@@ -424,10 +427,12 @@ def _read_result(storage, run: TpuVmRun) -> dict[str, Any] | None:
                                          "on the model bucket"):
         if not blob.exists():
             return None
-        text = blob.download_as_text()
+        data = blob.download_as_bytes(start=0, end=MAX_RESULT_BYTES)   # bounded: a result is a few hundred bytes
+    if len(data) > MAX_RESULT_BYTES:
+        raise UserError(f"{run.result_uri} is larger than {MAX_RESULT_BYTES} bytes: not the trainer's result", 1)
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
         return None  # being written: read it on the next poll
     return value if isinstance(value, dict) else None
 
@@ -437,9 +442,9 @@ def _host_failures(storage, run: TpuVmRun) -> list[str]:
     failures = []
     with clients.google_errors(f"reading host reports under {run.model_dir}/{HOST_STATUS_DIR}"):
         for blob in storage.list_blobs(bucket, prefix=path):
-            code = blob.download_as_text().strip()
+            code = printable(blob.download_as_bytes(start=0, end=15).decode("utf-8", "replace").strip(), 16)
             if code != "0":
-                host = blob.name.rsplit("/", 1)[-1].removesuffix(".exit")
+                host = printable(blob.name.rsplit("/", 1)[-1].removesuffix(".exit"), 80)
                 failures.append(f"{host} exited {code or '?'}")
     return sorted(failures)
 

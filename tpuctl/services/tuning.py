@@ -357,7 +357,7 @@ def vertex_rows(hp_job) -> list[TrialRow]:
         params = {p.parameter_id: _value(p.value) for p in t.parameters}
         metric = None
         for m in t.final_measurement.metrics:
-            if m.metric_id == METRIC_ID:
+            if m.metric_id == METRIC_ID and math.isfinite(m.value):   # NaN/Infinity: no metric
                 metric = float(m.value)
         state = aiplatform_v1.Trial.State(t.state).name
         model = str(params.get(TRAINER_FLAGS["model"], default_model))

@@ -4,6 +4,7 @@ mutates tuning specs as bytes. In-process, quick."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from pathlib import Path
@@ -106,3 +107,47 @@ def test_any_spec_bytes_give_a_spec_or_one_line(tmp_path_factory, data):
         assert "\n" not in str(exc)
     else:
         assert isinstance(found, tuning.TuneSpec)
+
+
+_JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(min_value=-(10**30), max_value=10**30),
+              st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    max_leaves=12)
+_FIELDS = st.sampled_from(["started", "finished", "target", "accelerator", "workers", "args", "val_accuracy",
+                           "epochs", "model", "export_dir", "num_workers", "strategy"])
+_RECORD = st.one_of(
+    st.dictionaries(_FIELDS, _JSON, max_size=6).map(lambda d: json.dumps(d).encode()),
+    st.binary(max_size=40),
+    st.sampled_from([b"[" * 50_000, b'{"started": 1e400}', b'{"started": NaN}', b'{"workers": ' + b"9" * 5000 + b"}",
+                     b"\x1b]0;owned\x07", b'{"model": "\\u001b[2J[bold]x"}']),
+)
+
+
+def test_any_run_folder_is_listed_good_or_bad_never_fatal(tmp_path_factory):
+    @given(result=_RECORD, launch=st.one_of(st.none(), _RECORD))
+    def check(result, launch):
+        base = tmp_path_factory.mktemp("runs")
+        for name in ("a-run", "z-good"):
+            (base / name).mkdir()
+        (base / "z-good" / "result.json").write_text('{"val_accuracy": 0.5}')
+        (base / "a-run" / "result.json").write_bytes(result)
+        if launch is not None:
+            (base / "a-run" / "tpuctl-run.json").write_bytes(launch)
+        r = invoke(["runs", "ls", "--dir", str(base), "--json"])
+        assert r.exit_code == 0 and "Traceback" not in r.output, r.output[-2000:]
+        rows = {row["run"]: row for row in json.loads(r.stdout, parse_constant=lambda c: pytest.fail(c))}
+        assert set(rows) == {"a-run", "z-good"} and rows["z-good"]["problem"] is None
+        table = invoke(["runs", "ls", "--dir", str(base)])
+        assert table.exit_code == 0 and "\x1b" not in table.stdout and "Traceback" not in table.output
+
+    check()
+
+
+@pytest.mark.parametrize("accuracy", [float("nan"), float("inf"), "0.9", True, None])
+def test_a_result_accuracy_that_is_not_a_finite_number_is_unknown(capsys, accuracy):
+    from tpuctl.commands.options import echo_result
+
+    echo_result({"export_dir": "gs://b/x\x1b[2J", "val_accuracy": accuracy})
+    out = capsys.readouterr().out
+    assert "validation accuracy: unknown" in out and "nan" not in out and "inf" not in out and "\x1b" not in out
