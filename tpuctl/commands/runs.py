@@ -175,6 +175,9 @@ def board(
         if not Path(base).is_dir():
             raise UserError(f"no runs folder {base}; train first (`tpuctl train`) or pass --dir")
         logdir = str(Path(base).resolve())
+        problem = runs.tree_problem(Path(logdir), Path(logdir), limit=runs.MAX_LOG_ENTRIES * 10)
+        if problem:
+            raise UserError(f"{problem} (TensorBoard would walk it); name one run: `tpuctl board RUN`")
     handle = board_svc.start(logdir, port=port)
     typer.echo(f"TensorBoard on {shown(logdir)}: {handle.url}  (Ctrl-C stops it)")
     try:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from tpuctl.ground.envs import trainer_env
 from tpuctl.ground.errors import UserError
+from tpuctl.ground.files import printable
 from tpuctl.services.supervisor import Task, describe_status, free_ports, stop_tasks, trainer_module_argv
 
 #: How long TensorBoard gets to answer its first HTTP request (it loads TensorFlow first).
@@ -55,6 +56,7 @@ def start(logdir: str, *, port: int | None = None, timeout: float = START_TIMEOU
             log.seek(0)
             tail = log.read().strip().splitlines()
             hint = next((line for line in reversed(tail) if "Error" in line or "error" in line), tail[-1] if tail else "")
+            hint = printable(hint, 300)
             raise UserError(f"TensorBoard {describe_status(code)}{': ' + hint if hint else ''} "
                             "(is tensorboard in the trainer environment? scripts/setup.sh installs it)", 1)
         try:

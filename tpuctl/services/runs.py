@@ -249,15 +249,22 @@ def logs_problem(run: Run) -> str | None:
         return None
     if not _inside(logs, folder) or (logs.is_symlink() and logs.is_dir()):
         return f"{logs} is a symbolic link; its curves are not read (symlinks out of a run are never followed)"
+    return tree_problem(logs, folder)
+
+
+def tree_problem(tree: Path, owner: Path, limit: int = MAX_LOG_ENTRIES) -> str | None:
+    """Why a reader of event files (the runs' reader, TensorBoard) must not walk ``tree`` (None: it may): a symlink
+    out of ``owner`` or to a folder (readers walk it), an entry that is not a regular file (a FIFO blocks them), or
+    more than ``limit`` entries."""
     count = 0
-    for top, dirs, files in os.walk(logs):      # never descends into a symlinked folder
+    for top, dirs, files in os.walk(tree):      # never descends into a symlinked folder
         for name in (*dirs, *files):
             count += 1
-            if count > MAX_LOG_ENTRIES:
-                return f"{logs} holds more than {MAX_LOG_ENTRIES} entries; its curves are not read"
+            if count > limit:
+                return f"{tree} holds more than {limit} entries; its curves are not read"
             path = Path(top) / name
-            if path.is_symlink() and (not _inside(path, folder) or path.is_dir()):
-                return f"{path} is a symbolic link out of the run or to a folder; its curves are not read"
+            if path.is_symlink() and (not _inside(path, owner) or path.is_dir()):
+                return f"{path} is a symbolic link out of {owner} or to a folder; its curves are not read"
             if name in files:
                 try:
                     regular = stat.S_ISREG(path.stat().st_mode)

@@ -128,3 +128,11 @@ def test_an_event_file_that_is_a_fifo_is_never_read(tmp_path):
     run = runs.find_run(runs.list_runs(str(tmp_path / "runs")), "fifo-events")
     assert "not a regular file" in runs.logs_problem(run)
     assert runs.scalars([run]) == {}
+
+
+def test_board_on_every_run_refuses_a_folder_that_links_out(tmp_path):
+    base = tmp_path / "runs"
+    _run(base, "fine")
+    (base / "elsewhere").symlink_to("/usr", target_is_directory=True)
+    r = invoke(["board", "--dir", str(base)])
+    assert r.exit_code == 2 and "symbolic link" in r.stderr and r.stderr.count("\n") == 1
