@@ -312,23 +312,39 @@ def _post(url: str, body: dict[str, Any], timeout: float) -> Any:
     """POST ``body``; ``timeout`` bounds the WHOLE request (connect, headers and every byte of the answer), so a
     server that drips its answer cannot keep tpuctl waiting: the request runs in a worker thread and is abandoned
     (its socket shut down) at the deadline."""
-    import threading
-
     if not 0 < timeout <= MAX_TIMEOUT_SECONDS:
         raise UserError(f"--timeout must be more than 0 and at most {MAX_TIMEOUT_SECONDS:g} seconds (got {timeout:g})")
     outcome: dict[str, Any] = {}
     live: dict[str, Any] = {}
-    worker = threading.Thread(target=_post_worker, args=(url, body, timeout, outcome, live), daemon=True,
-                              name="tpuctl-predict")
-    worker.start()
-    worker.join(timeout)
-    if worker.is_alive():
-        _abandon(live)
-        raise UserError(f"no answer from {shown_url(url)} within {timeout:g} s (--timeout bounds the whole request)", 1)
+    _within(timeout, lambda: _post_worker(url, body, timeout, outcome, live), lambda: _abandon(live), shown_url(url))
     if "error" in outcome:
         raise outcome["error"]
     status, text = outcome["answer"]
     return _predictions(url, status, text)
+
+
+def _within(timeout: float, work: Callable[[], Any], abandon: Callable[[], None], where: str) -> Any:
+    """``work()`` with one total deadline: it runs in a daemon worker thread; past ``timeout`` seconds ``abandon()``
+    is called (to shut its socket) and the wait ends in one line. ``work``'s exceptions are raised here."""
+    import threading
+
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True, name="tpuctl-predict")
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        abandon()
+        raise UserError(f"no answer from {where} within {timeout:g} s (--timeout bounds the whole request)", 1)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
 
 
 def _abandon(live: dict[str, Any]) -> None:
@@ -466,7 +482,8 @@ def predict_vertex(endpoint: str, images: Sequence[Image], *, batch_size: int = 
     out: list[Prediction] = []
     for batch in _batches(list(images), batch_size):
         with google_errors(f"predicting on {endpoint}", not_found=f"endpoint {endpoint} does not exist"):
-            response = client.predict(endpoint=endpoint, instances=instances(batch), timeout=timeout)
+            request = {"endpoint": endpoint, "instances": instances(batch), "timeout": timeout}
+            response = _within(timeout, lambda r=request: client.predict(**r), lambda: None, endpoint)
         predictions = MessageToDict(type(response).pb(response)).get("predictions", [])
         if len(predictions) != len(batch):
             raise UserError(f"{endpoint} answered {len(predictions)} predictions for {len(batch)} images", 1)

@@ -322,7 +322,7 @@ def state_name(resource) -> str:
 def _reason(resource) -> str:
     error = resource.state.failed_data.error if "failed_data" in resource.state else None
     message = (error.message if error is not None else "") or ""
-    return " ".join(message.split())[:300] or "no reason given"
+    return printable(" ".join(message.split()), 300) or "no reason given"
 
 
 def _node_labels(resource) -> dict[str, str]:

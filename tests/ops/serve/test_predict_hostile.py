@@ -174,3 +174,15 @@ def test_the_deadline_leaves_no_reader_behind(server, image):
         assert [t for t in threading.enumerate() if t.name == "tpuctl-predict" and t.name not in before] == []
     finally:
         server.drip = 0.0
+
+
+def test_a_vertex_endpoint_gets_the_same_total_deadline():
+    class SlowClient:
+        def predict(self, **_kw):
+            time.sleep(3)          # a REST transport's per-read timeout would not end this drip
+
+    started = time.monotonic()
+    with pytest.raises(UserError, match="within 0.3 s"):
+        serving.predict_vertex("projects/p/locations/us-central1/endpoints/1",
+                               [serving.Image("x.jpg", b"\xff\xd8\xff")], timeout=0.3, client=SlowClient())
+    assert time.monotonic() - started < 2
