@@ -2,9 +2,12 @@
 
 ``trainer.make_tfrecords`` and ``trainer.sample_data`` (trainer environment, TensorFlow) write shards
 to a local folder and report ``progress: done/total`` and a final ``summary: {json}`` on stdout.
-A ``gs://`` destination is written to a local temporary folder first, then uploaded by a few threads of
-the ops side, so the trainer environment never needs cloud credentials. The manifest goes last, so a
-destination never has a manifest naming shards that are not there. Ctrl-C / SIGTERM during the upload
+A local destination is replaced by the tools only when the new output is complete (trainer.atomicdir). A
+``gs://`` destination must hold no objects yet (objects cannot be swapped in atomically; an earlier dataset
+is never written over); it is written to a local temporary folder first, then uploaded by a few threads of
+the ops side, so the trainer environment never needs cloud credentials. Uploads only create objects
+(``if_generation_match=0``) and never follow symbolic links. The manifest goes last, so a destination never
+has a manifest naming shards that are not there. Ctrl-C / SIGTERM during the upload
 stops submitting files, waits briefly for the ones in flight, removes the objects this run uploaded and
 ends with exit code 130: a re-run starts from a clean destination.
 """
@@ -92,7 +95,26 @@ def check_gcs_destination(uri: str, client=None) -> tuple[str, str]:
         exists = client.bucket(bucket).exists()
     if not exists:
         raise UserError(f"bucket {bucket} does not exist (create it with `pulumi up`, or fix the destination)")
+    check_gcs_empty(uri, client)
     return bucket, prefix
+
+
+def check_gcs_empty(uri: str, client) -> None:
+    """Refuse a ``gs://`` destination that already holds objects: objects cannot be swapped in atomically like a
+    local folder, so writing over an earlier dataset would break it (shards replaced under its manifest), and a
+    failed upload's cleanup would delete objects that were not this run's. Checked before the conversion and
+    again right before the upload."""
+    from bootstrap.clients import google_errors
+
+    bucket, prefix = split_gcs(uri)
+    with google_errors(f"listing gs://{bucket}/{prefix}"):
+        present = next(iter(client.list_blobs(bucket, prefix=f"{prefix}/" if prefix else None, max_results=1)), None)
+    if present is not None:
+        where = f"gs://{bucket}/{prefix}" if prefix else f"gs://{bucket}"
+        fix = (f"choose a new path, or remove the old one first (`gcloud storage rm -r {where}/`)" if prefix
+               else f"choose a new path (gs://{bucket}/NEW-NAME)")
+        raise UserError(f"destination {where} already holds objects (e.g. gs://{bucket}/{present.name}); "
+                        f"tpuctl data never writes over an earlier dataset: {fix}")
 
 
 #: Seconds the uploads in flight get to finish quietly after Ctrl-C / SIGTERM.
@@ -137,7 +159,7 @@ def upload_dir(local: Path, uri: str, client=None, workers: int = 8,
 
     bucket_name, prefix = split_gcs(uri)
     client = client or storage_client()
-    files = sorted(str(p.relative_to(local)) for p in local.rglob("*") if p.is_file())
+    files = files_to_upload(local)
     if not files:
         return []
     bucket = client.bucket(bucket_name)
@@ -164,7 +186,9 @@ def upload_dir(local: Path, uri: str, client=None, workers: int = 8,
             with lock:
                 in_flight.add(name)
             try:
-                bucket.blob(name).upload_from_filename(str(local / rel), timeout=REQUEST_TIMEOUT_SECONDS)
+                # if_generation_match=0: only ever creates an object, never replaces one (a concurrent writer's)
+                bucket.blob(name).upload_from_filename(str(local / rel), timeout=REQUEST_TIMEOUT_SECONDS,
+                                                       if_generation_match=0)
             except Exception as exc:  # noqa: BLE001 - reported (translated) by the main thread
                 with lock:
                     failures.append((rel, exc))
@@ -228,6 +252,20 @@ def upload_dir(local: Path, uri: str, client=None, workers: int = 8,
     detail = str(translated) if translated is not None else (str(error).splitlines() or [type(error).__name__])[0]
     raise UserError(f"uploading {name} to {uri} failed ({len(failures)} of {len(files)} files): {detail}; "
                     f"{cleaned}{cut}", 1)
+
+
+def files_to_upload(local: Path) -> list[str]:
+    """The regular files under ``local`` (relative, sorted), walked without following symbolic links: a link
+    is refused in one line naming it (an upload never carries files from outside the folder)."""
+    files = []
+    for top, dirs, names in os.walk(local):  # followlinks=False: a linked folder is listed, never walked
+        for name in [*dirs, *names]:
+            path = Path(top) / name
+            if path.is_symlink():
+                raise UserError(f"{path} is a symbolic link (to {os.path.realpath(path)}); uploads never follow "
+                                f"links out of {local}: copy the file in or remove the link")
+        files += [(Path(top) / name).relative_to(local).as_posix() for name in names if (Path(top) / name).is_file()]
+    return sorted(files)
 
 
 def _wait_for(threads: list[threading.Thread], seconds: float, stop: threading.Event,
@@ -341,6 +379,7 @@ def _run_to(dest: str, module: str, build_args: Callable[[Path], list[str]],
         with tempfile.TemporaryDirectory(prefix="tpuctl-data-") as tmp:
             out = Path(tmp) / "out"
             summary = run_tool(module, build_args(out), on_progress)
+            check_gcs_empty(dest, client)  # still: nothing else wrote there during the conversion
             objects = upload_dir(out, dest, client, on_progress=on_progress, on_notice=on_notice)
         return {**summary, "destination": dest.rstrip("/"), "uploaded": len(objects)}
     out = _local_destination(dest)

@@ -156,3 +156,20 @@ def test_bad_input_is_one_line_and_writes_nothing(cli, tmp_path, gcs, args, frag
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1 and fragment in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_failed_rerun_into_a_local_destination_keeps_the_earlier_dataset(cli, jpegs, tmp_path):
+    """Old: the tool deleted the earlier shards and manifest first, then found no readable image: DEST empty."""
+    dest = tmp_path / "records"
+    _summary(cli(["data", "make-tfrecords", str(jpegs), str(dest), "--json"]))
+    before = {p.name: p.read_bytes() for p in dest.iterdir()}
+    bad = tmp_path / "bad"
+    for cls in ("a", "b"):
+        (bad / cls).mkdir(parents=True)
+        (bad / cls / "x.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a jpeg")
+    proc = cli(["data", "make-tfrecords", str(bad), str(dest)])
+    assert proc.returncode == 2
+    assert proc.stderr.endswith(f"no readable images in {bad} (2 skipped); nothing written\n")
+    assert [l for l in proc.stderr.splitlines() if l.startswith("error:")] == [proc.stderr.splitlines()[-1]]
+    assert {p.name: p.read_bytes() for p in dest.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "records"]
