@@ -87,8 +87,10 @@ def _render(summary: dict, as_json: bool) -> None:
 
 @data_app.command("make-tfrecords")
 def make_tfrecords(
-    src: str = typer.Argument(..., help="Local folder with one sub-folder of images per class."),
-    dest: str = typer.Argument(..., help="Output folder, local or gs://BUCKET/PATH."),
+    src: str = typer.Argument(..., help="Local folder with one sub-folder of images per class (symbolic links "
+                                        "out of it are refused)."),
+    dest: str = typer.Argument(..., help="Output folder, local (an earlier output there is replaced only when the "
+                                         "new one is complete) or gs://BUCKET/PATH (holding no objects yet)."),
     shard_mb: float = typer.Option(100, "--shard-mb", min=MIN_SHARD_MB, max=MAX_SHARD_MB, callback=finite,
                                    help=f"Approximate size of each shard in MB, {MIN_SHARD_MB}..{MAX_SHARD_MB:g}."),
     validation_fraction: float = typer.Option(0.1, "--validation-fraction", callback=_open_fraction,
@@ -112,7 +114,8 @@ def make_tfrecords(
 
 @data_app.command("sample")
 def sample(
-    dest: str = typer.Argument(..., help="Output folder, local or gs://BUCKET/PATH."),
+    dest: str = typer.Argument(..., help="Output folder, local (an earlier output there is replaced only when the "
+                                         "new one is complete) or gs://BUCKET/PATH (holding no objects yet)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Write the embedded demo dataset (scikit-learn digits, no download) as TFRecord shards + manifest."""
