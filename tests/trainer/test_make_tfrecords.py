@@ -211,7 +211,7 @@ def test_ctrl_c_and_a_concurrent_run_leave_the_earlier_output_intact(tools, imag
                             stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        while not (staging.exists() and list(staging.glob(".*.partial"))):
+        while not any(folder.is_dir() and list(folder.glob(".*.partial")) for folder in (staging, dest)):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "conversion never started writing"
             time.sleep(0.05)

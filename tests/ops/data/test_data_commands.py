@@ -173,3 +173,60 @@ def test_a_failed_rerun_into_a_local_destination_keeps_the_earlier_dataset(cli, 
     assert [l for l in proc.stderr.splitlines() if l.startswith("error:")] == [proc.stderr.splitlines()[-1]]
     assert {p.name: p.read_bytes() for p in dest.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "records"]
+
+
+SLOW_PNGS = r"""
+import shutil, sys
+from pathlib import Path
+import numpy as np
+from PIL import Image
+root = Path(sys.argv[1])
+ramp = np.linspace(0, 255, 1200, dtype=np.uint8)
+root.mkdir(parents=True)
+first = root / "seed.png"
+Image.fromarray(np.stack([np.add.outer(ramp, ramp) // 2, np.tile(ramp, (1200, 1)), np.tile(ramp, (1200, 1)).T],
+                         axis=-1).astype(np.uint8)).save(first)  # decoded and re-encoded: tens of ms each
+for cls in ("a", "b"):
+    (root / cls).mkdir()
+    for i in range(40):
+        shutil.copyfile(first, root / cls / f"{i:02d}.png")
+first.unlink()
+"""
+
+
+def test_ctrl_c_during_a_local_rerun_keeps_the_earlier_dataset(cli, jpegs, tmp_path, trainer_run):
+    """A real `tpuctl data make-tfrecords` (real trainer tool) over an earlier output, Ctrl-C mid-way. Old: the tool
+    had already deleted the earlier shards and manifest, and removed what it wrote: DEST ended empty."""
+    import signal
+    import subprocess
+    import time
+
+    from tpuctl.ground.envs import ops_python
+
+    from clifixtures import sigint_as_ctrl_c
+
+    dest = tmp_path / "records"
+    _summary(cli(["data", "make-tfrecords", str(jpegs), str(dest), "--json"]))
+    before = {p.name: p.read_bytes() for p in dest.iterdir()}
+    slow = tmp_path / "slow"
+    trainer_run(SLOW_PNGS, str(slow))
+    proc = subprocess.Popen([str(ops_python()), "-m", "tpuctl.cli", "data", "make-tfrecords", str(slow), str(dest),
+                             "--shard-mb", "0.05"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_as_ctrl_c)
+    staging = tmp_path / ".records.writing"
+    try:
+        deadline = time.monotonic() + 120
+        while not any(folder.is_dir() and list(folder.glob(".*.partial")) for folder in (staging, dest)):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "conversion never started writing"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err[-3000:]
+    assert err.strip().splitlines()[-1].startswith("error: interrupted by SIGINT")
+    assert {p.name: p.read_bytes() for p in dest.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["records", "slow"]
