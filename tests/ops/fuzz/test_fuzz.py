@@ -124,10 +124,49 @@ def _grant_args(tmp: Path):
         lambda a: ["grant-access", "--dry-run", *a])
 
 
-@pytest.mark.parametrize("target", ["train", "data", "plan", "grant-access"])
+HOSTILE = st.sampled_from(["$(id)", "`id`", "'; id; '", "\x1b]0;x\x07", "[bold]x[/]", "http://[::1",
+                           "http://u:p@127.0.0.1:1/v1/models/m:predict", "x;y", "..", "gs://UPPER/x", "/dev/zero",
+                           "\xff", "9" * 400, "nan", "-1", "1e400"])
+WORDS = st.one_of(TEXT, HOSTILE)
+
+
+def _serving_args(tmp: Path):
+    """serve/deploy/predict only as dry runs or against closed ports: nothing is started or created."""
+    refs = st.one_of(_paths(tmp), WORDS)
+    serve = _flags({"--model-name": WORDS, "--port": NUMBERS, "--grpc-port": NUMBERS, "--image": WORDS,
+                    "--dir": _paths(tmp), "--batching": None}, positional=refs).map(lambda a: ["serve", "--dry-run", *a])
+    deploy = _flags({"--model-name": WORDS, "--region": WORDS, "--image": WORDS, "--endpoint": WORDS,
+                     "--min-replicas": NUMBERS, "--max-replicas": NUMBERS, "--outputs": _paths(tmp),
+                     "--dir": _paths(tmp)}, positional=refs).map(lambda a: ["deploy", "--dry-run", *a])
+    predict = _flags({"--timeout": NUMBERS, "--top": NUMBERS, "--batch-size": NUMBERS, "--max-bytes": NUMBERS,
+                      "--manifest": st.one_of(_paths(tmp), WORDS), "--json": None},
+                     positional=st.one_of(refs, st.just(f"http://127.0.0.1:{_closed_port()}/v1/models/m:predict"))
+                     ).map(lambda a: ["predict", *a])
+    return st.one_of(serve, deploy, predict)
+
+
+def _runs_args(tmp: Path):
+    common = {"--dir": st.one_of(_paths(tmp), WORDS), "--outputs": _paths(tmp)}
+    return st.one_of(
+        _flags({**common, "--json": None}).map(lambda a: ["runs", "ls", *a]),
+        _flags(common, positional=WORDS).map(lambda a: ["runs", "show", *a]),
+        _flags(common, positional=WORDS).map(lambda a: ["runs", "compare", *a]))
+
+
+def _tune_tpu_args(tmp: Path):
+    tune = _flags({"--spec": st.one_of(_paths(tmp), WORDS), "--trials": NUMBERS, "--seed": NUMBERS,
+                   "--image": WORDS, "--region": WORDS, "--max-run-time": WORDS, "--outputs": _paths(tmp),
+                   "--model-dir": _paths(tmp), "--data-dir": _paths(tmp)}).map(lambda a: ["tune", "--dry-run", *a])
+    tpu = _flags({"--project": WORDS, "--zone": WORDS, "--outputs": _paths(tmp), "--json": None}).map(
+        lambda a: ["tpu", "list", *a])
+    return st.one_of(tune, tpu)
+
+
+@pytest.mark.parametrize("target", ["train", "data", "plan", "grant-access", "serving", "runs", "tune-tpu"])
 def test_cli_arguments(sealed, target):
     env, tmp = sealed
-    strategy = {"train": _train_args, "data": _data_args, "plan": _plan_args, "grant-access": _grant_args}[target](tmp)
+    strategy = {"train": _train_args, "data": _data_args, "plan": _plan_args, "grant-access": _grant_args,
+                "serving": _serving_args, "runs": _runs_args, "tune-tpu": _tune_tpu_args}[target](tmp)
 
     @given(args=strategy)
     def prop(args):
