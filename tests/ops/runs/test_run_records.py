@@ -136,3 +136,17 @@ def test_board_on_every_run_refuses_a_folder_that_links_out(tmp_path):
     (base / "elsewhere").symlink_to("/usr", target_is_directory=True)
     r = invoke(["board", "--dir", str(base)])
     assert r.exit_code == 2 and "symbolic link" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_bad_records_in_a_bucket_are_listed_as_bad_too(monkeypatch):
+    from gcsfixtures import emulated_buckets
+
+    with emulated_buckets(monkeypatch, ("runs-bucket",)) as client:
+        bucket = client.bucket("runs-bucket")
+        bucket.blob("runs/good/result.json").upload_from_string(json.dumps(GOOD))
+        bucket.blob("runs/nan/result.json").upload_from_string(json.dumps(GOOD))
+        bucket.blob("runs/nan/tpuctl-run.json").upload_from_string('{"started": NaN}')
+        bucket.blob("runs/huge/result.json").upload_from_string(b" " * (runs.MAX_RUN_FILE_BYTES + 1))
+        found = {r.name: r for r in runs.list_runs("gs://runs-bucket/runs", storage_client=client)}
+    assert found["good"].problem is None
+    assert "started" in found["nan"].problem and "larger than" in found["huge"].problem
