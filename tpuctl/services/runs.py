@@ -19,7 +19,7 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tpuctl.ground.errors import UserError
-from tpuctl.ground.files import read_file
+from tpuctl.ground.files import printable, read_file
 from tpuctl.ground.outputs import StackOutputs
 from tpuctl.services.supervisor import Task, TaskFailed, run_tasks, trainer_module_argv
 from trainer import protocol
@@ -166,7 +166,7 @@ def _read_local(folder: Path, root: Path | None = None) -> Run | None:
         result = _read_run_file(folder, RESULT_FILE, ResultRecord)
         launch = _read_run_file(folder, RUN_FILE, LaunchRecord) if os.path.lexists(folder / RUN_FILE) else {}
     except (UserError, OSError) as exc:
-        return Run(folder.name, str(folder), {}, problem=str(exc))
+        return Run(folder.name, str(folder), {}, problem=printable(exc, 500))
     return Run(folder.name, str(folder), result, launch, modified)
 
 
@@ -233,9 +233,9 @@ def find_run(runs: list[Run], key: str) -> Run:
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        known = ", ".join(r.name for r in runs[:5]) or "none"
+        known = ", ".join(printable(r.name, 80) for r in runs[:5]) or "none"
         raise UserError(f"no run {key!r} (newest: {known}); `tpuctl runs ls` lists them")
-    raise UserError(f"run {key!r} is ambiguous: {', '.join(r.name for r in matches[:5])}")
+    raise UserError(f"run {key!r} is ambiguous: {', '.join(printable(r.name, 80) for r in matches[:5])}")
 
 
 def logs_problem(run: Run) -> str | None:
