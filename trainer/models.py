@@ -160,9 +160,10 @@ def learning_rate_schedule(cfg: TrainConfig, steps_per_epoch: int):
 class Selection(tf.Module):
     """The best epoch so far by validation accuracy (0 = none yet), as variables on the model.
 
-    Attached as ``model.tpuctl_selection`` inside the strategy scope: not a weight (not in
-    ``model.weights``, not trained), but part of the model's object graph, so the preemption backup
-    (BackupAndRestore's ``tf.train.Checkpoint(model=...)``) saves and restores it with the weights.
+    Attached as ``model.tpuctl_selection`` inside the strategy scope: two non-trainable scalars that a
+    functional model lists among its weights, so the preemption backup (BackupAndRestore's
+    ``tf.train.Checkpoint(model=...)``) and every ``ckpt-<epoch>`` save and restore them with the layers'
+    weights (the export carries them too; serving does not read them).
     """
 
     def __init__(self):
