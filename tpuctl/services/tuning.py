@@ -302,18 +302,30 @@ def tuning_console_url(name: str) -> str:
 
 
 def resolve_job_name(job: str, *, project: str | None, region: str | None) -> str:
-    """A full ``projects/P/locations/R/hyperparameterTuningJobs/ID``, or an ID with the stack's project/region."""
+    """A full ``projects/P/locations/R/hyperparameterTuningJobs/ID``, or an ID with the stack's project/region.
+    The project, region and ID are checked here, before any request (or credentials) is needed."""
+    from tpuctl.ground import domain
+    from tpuctl.ground.errors import DomainError
+
     if job.startswith("projects/"):
         parts = job.split("/")
         if len(parts) != 6 or parts[2] != "locations" or parts[4] != "hyperparameterTuningJobs" or not parts[5]:
             raise UserError(f"{job!r} is not a tuning job name (projects/P/locations/R/hyperparameterTuningJobs/ID)")
-        return job
-    if not job.isdigit():
-        raise UserError(f"{job!r}: give the job's numeric ID (with --stack/--outputs) or its full name")
-    if not project or not region:
-        raise UserError(f"tuning job ID {job} needs the project and region: pass --stack/--outputs (and --region), "
-                        "or the full name projects/P/locations/R/hyperparameterTuningJobs/ID")
-    return f"projects/{project}/locations/{region}/hyperparameterTuningJobs/{job}"
+        project, region, job_id = parts[1], parts[3], parts[5]
+    else:
+        if not project or not region:
+            raise UserError(f"tuning job ID {job!r} needs the project and region: pass --stack/--outputs (and "
+                            "--region), or the full name projects/P/locations/R/hyperparameterTuningJobs/ID")
+        job_id = job
+    if not job_id.isdigit() or len(job_id) > 30:
+        raise UserError(f"{job!r}: a tuning job's ID is a number (with --stack/--outputs), or give its full name")
+    try:
+        if not (project.isdigit() and len(project) <= 20):    # Vertex AI names the project by number too
+            domain.validate_project_id(project)
+        domain.validate_region(region)
+    except DomainError as exc:
+        raise UserError(f"tuning job {job!r}: {exc}") from None
+    return f"projects/{project}/locations/{region}/hyperparameterTuningJobs/{job_id}"
 
 
 # --------------------------------------------------------------------------------------------

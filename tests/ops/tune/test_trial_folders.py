@@ -127,3 +127,21 @@ def test_an_unreadable_base_is_one_line(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(UserError, match="cannot create"):
         tuning.claim_trial_dir(tmp_path / "file", 1, {})
+
+
+@pytest.mark.parametrize("job, fragment", [
+    ("projects/x y/locations/us-central1/hyperparameterTuningJobs/1", "project id 'x y'"),
+    ("projects/p-123456/locations/EU!/hyperparameterTuningJobs/1", "region 'EU!'"),
+    ("projects/p-123456/locations/us-central1/hyperparameterTuningJobs/1;x", "is a number"),
+])
+def test_tune_status_checks_the_job_name_before_any_credentials(job, fragment, monkeypatch, tmp_path):
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "none.json"))
+    r = invoke(["tune", "status", job])
+    assert r.exit_code == 2 and fragment in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_a_job_name_with_a_project_number_is_accepted():
+    name = "projects/123456789012/locations/us-central1/hyperparameterTuningJobs/42"
+    assert tuning.resolve_job_name(name, project=None, region=None) == name
+    assert tuning.resolve_job_name("42", project="p-123456", region="us-central1") == \
+        "projects/p-123456/locations/us-central1/hyperparameterTuningJobs/42"
