@@ -133,7 +133,7 @@ def _record(data: bytes, where: str, model: type[_Record]) -> dict[str, Any]:
     """A run file's bytes, validated into ``model`` (UserError: one line naming the file and the field)."""
     doc = _json_object(data, where)
     try:
-        return model.model_validate(doc).model_dump()
+        return model.model_validate(doc).model_dump(exclude_unset=True)
     except ValidationError as exc:
         err = exc.errors()[0]
         location = ".".join(str(p) for p in err.get("loc", ())) or "(top level)"

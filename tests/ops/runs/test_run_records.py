@@ -150,3 +150,11 @@ def test_bad_records_in_a_bucket_are_listed_as_bad_too(monkeypatch):
         found = {r.name: r for r in runs.list_runs("gs://runs-bucket/runs", storage_client=client)}
     assert found["good"].problem is None
     assert "started" in found["nan"].problem and "larger than" in found["huge"].problem
+
+
+def test_a_launch_record_without_a_target_is_a_local_run(tmp_path):
+    _run(tmp_path / "runs", "plain", launch={"started": 1_761_991_200.0})     # no target in the record
+    row = runs.list_runs(str(tmp_path / "runs"))[0].row()
+    assert row["target"] == "local" and row["val_accuracy"] == 0.75 and row["seconds"] is None
+    _run(tmp_path / "runs", "vertex", launch={"target": "vertex"})
+    assert runs.find_run(runs.list_runs(str(tmp_path / "runs")), "vertex").row()["target"] == "vertex"
