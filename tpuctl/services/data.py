@@ -168,6 +168,7 @@ def upload_dir(local: Path, uri: str, client=None, workers: int = 8,
         return f"{prefix}/{rel}" if prefix else rel
 
     done: list[str] = []
+    generations: dict[str, int] = {}  # of the objects this call created: the cleanup deletes only those
     in_flight: set[str] = set()
     failures: list[tuple[str, BaseException]] = []
     lock = threading.Lock()
@@ -187,8 +188,8 @@ def upload_dir(local: Path, uri: str, client=None, workers: int = 8,
                 in_flight.add(name)
             try:
                 # if_generation_match=0: only ever creates an object, never replaces one (a concurrent writer's)
-                bucket.blob(name).upload_from_filename(str(local / rel), timeout=REQUEST_TIMEOUT_SECONDS,
-                                                       if_generation_match=0)
+                blob = bucket.blob(name)
+                blob.upload_from_filename(str(local / rel), timeout=REQUEST_TIMEOUT_SECONDS, if_generation_match=0)
             except Exception as exc:  # noqa: BLE001 - reported (translated) by the main thread
                 with lock:
                     failures.append((rel, exc))
@@ -196,6 +197,7 @@ def upload_dir(local: Path, uri: str, client=None, workers: int = 8,
             else:
                 with lock:
                     done.append(name)
+                    generations[name] = blob.generation
                     count = len(done)
                 if on_progress:
                     on_progress(count, len(files))
@@ -233,7 +235,7 @@ def upload_dir(local: Path, uri: str, client=None, workers: int = 8,
             return done
         with lock:
             uploaded, abandoned = list(done), sorted(in_flight)
-        removed, kept = _delete_objects(bucket, uploaded + abandoned)
+        removed, kept = _delete_objects(bucket, uploaded + abandoned, generations)
     cleaned = (f"removed the {removed} object(s) it had uploaded" if not kept
                else f"removed {removed} object(s); could not remove {len(kept)} (e.g. gs://{bucket_name}/{kept[0]})")
     cut = ""
@@ -246,10 +248,15 @@ def upload_dir(local: Path, uri: str, client=None, workers: int = 8,
                         f"({len(uploaded)} of {len(files)} files done); {cleaned}{cut}; nothing else was written",
                         EXIT_INTERRUPTED)
     name, error = failures[0]
+    from google.api_core import exceptions
+
     from bootstrap.clients import as_user_error
 
     translated = as_user_error(error)
     detail = str(translated) if translated is not None else (str(error).splitlines() or [type(error).__name__])[0]
+    if isinstance(error, exceptions.PreconditionFailed):
+        detail = ("an object of that name appeared meanwhile (another run writing to the same destination?) "
+                  "and was left as it is")
     raise UserError(f"uploading {name} to {uri} failed ({len(failures)} of {len(files)} files): {detail}; "
                     f"{cleaned}{cut}", 1)
 
@@ -279,16 +286,19 @@ def _wait_for(threads: list[threading.Thread], seconds: float, stop: threading.E
             t.join(min(0.05, max(0.0, deadline - time.monotonic())))
 
 
-def _delete_objects(bucket, names: list[str]) -> tuple[int, list[str]]:
-    """Delete ``names`` (missing ones count as removed); returns (removed, names that could not be removed)."""
+def _delete_objects(bucket, names: list[str], generations: dict[str, int]) -> tuple[int, list[str]]:
+    """Delete ``names`` (missing ones count as removed); returns (removed, names that could not be removed).
+
+    An object whose upload finished is deleted only in the generation it created (``generations``): if another
+    writer replaced it since, theirs stays. One still in flight has no known generation and is deleted by name."""
     from google.api_core import exceptions
 
     removed, kept = 0, []
     for name in names:
         try:
-            bucket.blob(name).delete(timeout=10)
+            bucket.blob(name).delete(timeout=10, if_generation_match=generations.get(name))
             removed += 1
-        except exceptions.NotFound:  # never created (cut off in flight) or already gone
+        except (exceptions.NotFound, exceptions.PreconditionFailed):  # never created, gone, or someone else's
             pass
         except Exception:  # noqa: BLE001 - best effort; the message names what is left
             kept.append(name)

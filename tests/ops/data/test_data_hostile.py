@@ -84,3 +84,65 @@ def test_an_upload_never_follows_a_symbolic_link_out_of_its_folder(gcs, tmp_path
     with pytest.raises(UserError, match=rf"^{local / 'x'} is a symbolic link \(to {target}\); uploads never follow"):
         datatools.upload_dir(local, "gs://bkt/data", client)
     assert _objects(client, "bkt") == {}
+
+
+class _Objects:
+    """A bucket that enforces generation preconditions (the storage emulator ignores them)."""
+
+    def __init__(self, **objects: int):
+        self.objects = dict(objects)  # name -> generation
+        self.next_generation = 100
+        self.on_upload = lambda name: None
+
+    def blob(self, name):
+        return _Blob(self, name)
+
+
+class _Blob:
+    def __init__(self, bucket: _Objects, name: str):
+        self.bucket, self.name, self.generation = bucket, name, None
+
+    def upload_from_filename(self, filename, timeout=None, if_generation_match=None):
+        from google.api_core import exceptions
+
+        self.bucket.on_upload(self.name)
+        if if_generation_match is not None and self.bucket.objects.get(self.name, 0) != if_generation_match:
+            raise exceptions.PreconditionFailed("conditionNotMet")
+        self.bucket.next_generation += 1
+        self.generation = self.bucket.objects[self.name] = self.bucket.next_generation
+
+    def delete(self, timeout=None, if_generation_match=None):
+        from google.api_core import exceptions
+
+        if self.name not in self.bucket.objects:
+            raise exceptions.NotFound("gone")
+        if if_generation_match is not None and self.bucket.objects[self.name] != if_generation_match:
+            raise exceptions.PreconditionFailed("conditionNotMet")
+        del self.bucket.objects[self.name]
+
+
+def test_a_concurrent_writers_objects_are_neither_replaced_nor_deleted(tmp_path):
+    """Two runs uploading into one gs:// path at once (both found it empty). Old: this run replaced the other's
+    object, then its cleanup deleted every name it had uploaded, the other run's objects included."""
+    local = tmp_path / "out"
+    local.mkdir()
+    for name in ("a.tfrecord", "b.tfrecord", "c.tfrecord", "manifest.json"):
+        (local / name).write_text(name)
+    bucket = _Objects(**{"pets/c.tfrecord": 7})  # the other run's object, created after the emptiness check
+
+    def other_run_replaces_a(name):
+        if name == "pets/c.tfrecord":  # meanwhile the other run also wrote a.tfrecord over ours
+            bucket.objects["pets/a.tfrecord"] = 50
+
+    bucket.on_upload = other_run_replaces_a
+
+    class Client:
+        def bucket(self, name):
+            return bucket
+
+    with pytest.raises(UserError) as failed:
+        datatools.upload_dir(local, "gs://bkt/pets", Client(), workers=1)
+    assert str(failed.value).startswith(
+        "uploading c.tfrecord to gs://bkt/pets failed (1 of 4 files): an object of that name appeared meanwhile "
+        "(another run writing to the same destination?) and was left as it is; removed the 1 object(s)")
+    assert bucket.objects == {"pets/a.tfrecord": 50, "pets/c.tfrecord": 7}  # theirs, untouched
