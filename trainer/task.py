@@ -282,6 +282,8 @@ def claim_model_dir(model_dir: str) -> Iterator[None]:
         except BlockingIOError:
             raise UsageError(f"--model_dir {model_dir} is in use by another training run (it holds {path}); wait "
                              "for it to finish or pass another --model_dir") from None
+        except OSError:  # a file system without locks (e.g. a gcsfuse mount): like gs://, unclaimed
+            pass
         yield
     finally:
         os.close(fd)

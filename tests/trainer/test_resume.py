@@ -111,3 +111,18 @@ def test_a_second_trainer_on_a_claimed_model_dir_refuses_in_one_line(tools, demo
     assert not (model_dir / "export").exists() and not (model_dir / "checkpoints").exists()
     # Released (or its process gone): the folder trains again.
     assert tools.run_module(["trainer.task", *tools.fast_flags(demo_data, model_dir, "--train_epochs", "1")]).result
+
+
+def test_a_model_dir_on_a_file_system_without_locks_still_trains(tmp_path, monkeypatch):
+    """flock can fail with ENOLCK/EOPNOTSUPP (gcsfuse, some network mounts): the run goes on unclaimed."""
+    import errno
+    import fcntl
+
+    from trainer.task import claim_model_dir
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with claim_model_dir(str(tmp_path)):
+        pass
