@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -170,7 +171,7 @@ class _Proc:
                              + "\n" + self.err[-3000:])
 
 
-def _ps_cluster(tools, data_dir, model_dir, *extra, kill_worker_after=None):
+def _ps_cluster(tools, data_dir, model_dir, *extra, kill_worker_after=None, chief_env=None):
     """chief (coordinator) + 2 workers + 1 ps on 127.0.0.1; returns (chief, servers) once the chief exits."""
     ports = [tools.free_port() for _ in range(4)]
     cluster = {"chief": [f"127.0.0.1:{ports[0]}"], "worker": [f"127.0.0.1:{p}" for p in ports[1:3]],
@@ -180,7 +181,8 @@ def _ps_cluster(tools, data_dir, model_dir, *extra, kill_worker_after=None):
     try:
         for task_type, index in (("ps", 0), ("worker", 0), ("worker", 1), ("chief", 0)):
             env = tools.env({"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}}),
-                             "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"})
+                             "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1",
+                             **((chief_env or {}) if task_type == "chief" else {})})
             procs[(task_type, index)] = _Proc(tools, args, env)
         chief = procs[("chief", 0)]
         if kill_worker_after:
@@ -267,3 +269,42 @@ def test_tf_config_with_ps_is_accepted_and_probed():
     assert cfg.server_peers() == [("worker", 0, "h:2"), ("worker", 1, "h:3"), ("ps", 0, "h:4")]
     ps = parse_tf_config({"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "ps", "index": 0}})})
     assert ps.address == "h:4" and ("ps", 0, "h:4") not in ps.server_peers()
+
+
+def _layer_variables(path) -> dict:
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(str(path))
+    return {k[k.index("layer_with_weights"):]: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
+            if "layer_with_weights" in k and "OPTIMIZER_SLOT" not in k}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["central_storage", "parameter_server"])
+def test_the_best_epoch_is_exported_after_a_resume(tools, demo_data, tmp_path, strategy):
+    """--export best under CentralStorage and parameter servers: killed after epoch 2, resumed with diverging
+    epochs (learning rate 9.9), the export holds the best epoch's weights (loaded from its ckpt-<epoch>)."""
+    model_dir = tmp_path / "m"
+    flags = ("--distribution_strategy", strategy, "--train_epochs", "4", "--steps_per_epoch", "30",
+             "--warmup_epochs", "0")
+
+    def train(*extra, env=None):
+        if strategy == "central_storage":
+            run = tools.run_module([str(tools.HERE / "cpu_devices_runner.py"), "2", "--",
+                                    *_flags(tools, demo_data, model_dir, *flags, *extra)], python_args=[], env=env)
+            return run.returncode, run.stdout_lines, run.stderr
+        chief, _, _ = _ps_cluster(tools, demo_data, model_dir, *flags, *extra, chief_env=env)
+        return chief.p.returncode, chief.lines, chief.err
+
+    rc, _, err = train(env={"TPUCTL_TRAINER_TEST_EXIT_AFTER_EPOCH": "2"})
+    assert rc == 75, err[-3000:]
+    rc, lines, err = train("--learning_rate", "9.9")
+    assert rc == 0, err[-3000:]
+    result = json.loads(lines[-1][len(tools.RESULT_PREFIX):])
+    assert result["strategy"] == strategy and result["epochs"] == 4
+    assert result["exported_epoch"] == result["best_epoch"] in (1, 2)
+    assert result["best_val_accuracy"] > result["last_val_accuracy"] + 0.2, result
+    exported = _layer_variables(Path(result["export_dir"]) / "variables" / "variables")
+    best = _layer_variables(model_dir / "checkpoints" / f"ckpt-{result['best_epoch']:04d}")
+    assert exported and exported.keys() == best.keys()
+    assert all(np.array_equal(exported[k], best[k]) for k in best)
