@@ -116,6 +116,7 @@ TASK_BOUNDS: dict[str, Bound] = {
     "virtual_gpus": Bound(0, 16, note="0 = do not split the GPU"),
     "warmup_epochs": Bound(0, 1000, integer=False),
     "early_stopping_patience": Bound(0, 100_000, note="0 = off"),
+    "backup_every_steps": Bound(0, 1_000_000, note="0 = at each epoch's end only"),
 }
 #: --gpu_memory in MB (the other accepted value is ``growth``).
 GPU_MEMORY_MB = Bound(64, 1_048_576)
@@ -159,6 +160,7 @@ class TrainConfig:
     export: str = "best"  # best | last: which epoch's weights are exported
     early_stopping_patience: int = 0  # stop after this many epochs without a better val_accuracy (0 = off)
     steps_per_epoch: int = 0  # 0 = train examples // global batch
+    backup_every_steps: int = 0  # 0 = back up at each epoch's end only; N: also every N training steps
     skip_corrupt: bool = False
     resnet_weights: str | None = None
     cache: bool = False
@@ -266,6 +268,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="export the epoch with the best validation accuracy (default) or the last epoch")
     number("early_stopping_patience", "stop when validation accuracy has not improved for this many epochs")
     number("steps_per_epoch", "")
+    number("backup_every_steps", "also write the preemption backup every N training steps, so a restart "
+                                 "resumes within N steps instead of at the last epoch's end")
     _add_bool(p, "skip_corrupt", "skip corrupt records (after a verification pass) instead of failing")
     p.add_argument("--resnet_weights", default=None, help="ResNet50 no-top weights file (.h5) to start from")
     _add_bool(p, "cache", "cache the serialized records in memory after the first epoch")

@@ -130,7 +130,7 @@ def _callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, environ: Mapping
                     print(f"early stopping: no better {MONITOR} for {patience} epoch(s) after epoch {best} "
                           f"({float(keras.backend.get_value(selection.value)):.4f})", flush=True)
 
-    backup = keras.callbacks.BackupAndRestore(backup_dir=_join(dirs.checkpoints, "backup"))
+    backup = _backup_callback(keras, cfg, dirs, info, steps_per_epoch)
     if info.kind == "central_storage":
         # tf_keras lists the strategies it has tested BackupAndRestore with (Mirrored, MultiWorkerMirrored,
         # TPU, ParameterServer); CentralStorage saves through the same tf.train.Checkpoint. Backups are
@@ -161,6 +161,51 @@ def _callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, environ: Mapping
 
         callbacks.append(ExitAfterEpoch())
     return callbacks
+
+
+def _backup_callback(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_per_epoch: int):
+    """The preemption backup (tf_keras BackupAndRestore) in ``<checkpoints>/backup``: at every epoch's end
+    and, with ``--backup_every_steps N``, after every N training steps too.
+
+    BackupAndRestore keeps two counters in its checkpoint, the epoch and the last batch begun, and with an
+    integer ``save_freq`` ``fit`` resumes at (epoch, batch + 1): the optimizer's step counter (and so the
+    learning-rate schedule) comes back from the same checkpoint, no step is trained twice in the count.
+    Step mode is used even without ``--backup_every_steps`` (an epoch-end backup records the epoch's last
+    batch), so a backup written either way resumes right under the other setting; a backup from a trainer
+    that wrote epoch mode only (batch counter -1) resumes at the next epoch, as it did then. Under
+    parameter servers tf_keras counts no batches (steps are scheduled, not run): epoch mode there.
+    """
+    backup_dir = _join(dirs.checkpoints, "backup")
+    if info.kind == "parameter_server":
+        return keras.callbacks.BackupAndRestore(backup_dir=backup_dir)
+    every = cfg.backup_every_steps
+
+    class StepBackup(keras.callbacks.BackupAndRestore):
+        def __init__(self):
+            # save_freq only selects step mode here: the counting is this class's own.
+            super().__init__(backup_dir=backup_dir, save_freq=every or steps_per_epoch)
+
+        def on_train_begin(self, logs=None):
+            super().on_train_begin(logs)
+            state = self._training_state
+            if (int(keras.backend.get_value(state._ckpt_saved_batch)) < 0
+                    and int(keras.backend.get_value(state._ckpt_saved_epoch)) >= 0):
+                # An epoch-mode backup: its epoch was complete.
+                state._ckpt_saved_batch.assign(steps_per_epoch - 1)
+
+        def on_train_batch_end(self, batch, logs=None):
+            # Keras' own count runs across epochs and restarts at 0 after a resume; the step within the
+            # epoch is what a restart resumes from, so count that (a backup at the epoch's last step is
+            # left to on_epoch_end, after the epoch's checkpoint and best-epoch bookkeeping).
+            self._training_state.backup_if_preempted()
+            if every and (batch + 1) % every == 0 and batch + 1 < steps_per_epoch:
+                self._backup(epoch=self._current_epoch, batch=batch)
+
+        def on_epoch_end(self, epoch, logs=None):
+            self._training_state._ckpt_saved_batch.assign(steps_per_epoch - 1)
+            self._backup(epoch=epoch)
+
+    return StepBackup()
 
 
 def checkpoint_path(dirs: OutputDirs, epoch: int | str) -> str:
@@ -334,6 +379,9 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
     if cfg.resnet_weights and not tf.io.gfile.exists(cfg.resnet_weights):
         raise DataError(f"--resnet_weights {cfg.resnet_weights} does not exist")
 
+    if info.kind == "parameter_server" and cfg.backup_every_steps:
+        raise UsageError("--backup_every_steps does not work with parameter servers (tf_keras backs them up at "
+                         "each epoch's end only); drop it or pick another --distribution_strategy")
     if info.kind == "tpu":
         # Static per-replica shapes: the global batch must split evenly across TPU cores.
         for flag, size in (("--train_batch_size", cfg.train_batch_size), ("--validation_batch_size", cfg.validation_batch_size)):

@@ -28,6 +28,7 @@ DOCUMENTED = {
     "train_epochs": (1, 100_000), "train_batch_size": (1, 65_536), "validation_batch_size": (1, 65_536),
     "num_gpus": (0, 64), "steps_per_epoch": (0, 1_000_000), "shuffle_buffer": (1, 1_000_000),
     "seed": (0, 2**32 - 1), "cluster_timeout_seconds": (1, 3600), "early_stopping_patience": (0, 100_000),
+    "backup_every_steps": (0, 1_000_000),
 }
 NUMERIC_FLAGS = [*DOCUMENTED, "learning_rate", "warmup_epochs", "image_size"]
 
