@@ -419,15 +419,32 @@ def _storage_paths(uri: str) -> tuple[str, str]:
     return bucket, path
 
 
-def _read_result(storage, run: TpuVmRun) -> dict[str, Any] | None:
+def _earlier_outputs(storage, run: TpuVmRun) -> dict[str, int]:
+    """The generations of the result.json and host reports already in the model folder before this launch
+    (an earlier run's: the trainer keeps a finished run's result.json until the next one replaces it), so
+    :func:`follow` waits for this run's, not an old one. Keyed by object name."""
+    bucket, result_path = _storage_paths(run.result_uri)
+    _, hosts = _storage_paths(f"{run.model_dir}/{HOST_STATUS_DIR}/")
+    with clients.google_errors(f"reading {run.model_dir}",
+                               forbidden=f"permission denied reading {run.model_dir}: you need storage.objects.list "
+                                         "and storage.objects.get on the model bucket"):
+        found = {blob.name: blob.generation for blob in storage.list_blobs(bucket, prefix=hosts)}
+        result = storage.bucket(bucket).get_blob(result_path)
+    if result is not None:
+        found[result.name] = result.generation
+    return found
+
+
+def _read_result(storage, run: TpuVmRun, earlier: dict[str, int] | None = None) -> dict[str, Any] | None:
     bucket, path = _storage_paths(run.result_uri)
-    blob = storage.bucket(bucket).blob(path)
     with clients.google_errors(f"reading {run.result_uri}",
                                forbidden=f"permission denied reading {run.result_uri}: you need storage.objects.get "
                                          "on the model bucket"):
-        if not blob.exists():
-            return None
-        data = blob.download_as_bytes(start=0, end=MAX_RESULT_BYTES)   # bounded: a result is a few hundred bytes
+        blob = storage.bucket(bucket).get_blob(path)
+        if blob is None or (earlier or {}).get(blob.name) == blob.generation:
+            return None   # none yet, or an earlier run's
+        # This generation (a newer one may replace it meanwhile), bounded: a result is a few hundred bytes.
+        data = blob.download_as_bytes(start=0, end=MAX_RESULT_BYTES)
     if len(data) > MAX_RESULT_BYTES:
         raise UserError(f"{run.result_uri} is larger than {MAX_RESULT_BYTES} bytes: not the trainer's result", 1)
     try:
@@ -437,11 +454,13 @@ def _read_result(storage, run: TpuVmRun) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _host_failures(storage, run: TpuVmRun) -> list[str]:
+def _host_failures(storage, run: TpuVmRun, earlier: dict[str, int] | None = None) -> list[str]:
     bucket, path = _storage_paths(f"{run.model_dir}/{HOST_STATUS_DIR}/")
     failures = []
     with clients.google_errors(f"reading host reports under {run.model_dir}/{HOST_STATUS_DIR}"):
         for blob in storage.list_blobs(bucket, prefix=path):
+            if (earlier or {}).get(blob.name) == blob.generation:
+                continue   # an earlier run's report
             code = printable(blob.download_as_bytes(start=0, end=15).decode("utf-8", "replace").strip(), 16)
             if code != "0":
                 host = printable(blob.name.rsplit("/", 1)[-1].removesuffix(".exit"), 80)
@@ -451,17 +470,18 @@ def _host_failures(storage, run: TpuVmRun) -> list[str]:
 
 def follow(client, storage, run: TpuVmRun, *, progress: Progress, poll_seconds: float = DEFAULT_POLL_SECONDS,
            timeout: float = DEFAULT_RUN_TIMEOUT, sleep: Callable[[float], None] = time.sleep,
-           clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
+           clock: Callable[[], float] = time.monotonic, earlier: dict[str, int] | None = None) -> dict[str, Any]:
     """Wait for the chief's result.json in the model folder; raise UserError when a host's trainer fails,
-    the slice fails or is preempted, or ``timeout`` passes."""
+    the slice fails or is preempted, or ``timeout`` passes. ``earlier``: the generations of the objects that
+    were there before this launch (:func:`_earlier_outputs`), ignored."""
     progress(f"training on {run.accelerator.vms} host(s); waiting for {run.result_uri}")
     deadline = clock() + timeout
     name = run.queued_resource_name
     while True:
-        result = _read_result(storage, run)
+        result = _read_result(storage, run, earlier)
         if result is not None:
             return result
-        failures = _host_failures(storage, run)
+        failures = _host_failures(storage, run, earlier)
         if failures:
             raise UserError(f"the trainer failed on the TPU VM ({', '.join(failures)}); see the VM's serial console "
                             f"or Cloud Logging for {run.name}", 1)
@@ -498,10 +518,13 @@ def run_tpu_vm(run: TpuVmRun, *, keep: bool = False, progress: Progress = print,
     try:
         # SIGTERM raises KeyboardInterrupt while a run is followed (the CLI does the same; a direct caller too).
         with signal_handlers(raise_interrupt, (signal.SIGTERM,)):
+            earlier = _earlier_outputs(storage, run)
+            if _storage_paths(run.result_uri)[1] in earlier:
+                progress(f"{run.result_uri} is an earlier run's; waiting for this run's to replace it")
             create_and_wait(client, run, progress=progress, created=created, poll_seconds=poll_seconds,
                             timeout=provision_timeout, sleep=sleep)
             result = follow(client, storage, run, progress=progress, poll_seconds=poll_seconds, timeout=run_timeout,
-                            sleep=sleep)
+                            sleep=sleep, earlier=earlier)
     except (KeyboardInterrupt, UserError) as exc:
         outcome = exc
     if not created.maybe:

@@ -288,3 +288,16 @@ def test_list_and_delete_touch_only_tpuctl_resources(outputs_file, tpu_cloud):
     r = invoke(["tpu", "delete", "ours", "--outputs", str(outputs_file)])
     assert r.exit_code == 0 and f"deleting {parent}/queuedResources/ours" in r.stdout
     assert fake.deleted == [(f"{parent}/queuedResources/ours", {"force": ["true"]})]
+
+
+def test_an_earlier_runs_result_and_host_reports_do_not_end_the_wait(outputs_file, tpu_cloud, gcs):
+    """The trainer keeps a finished run's result.json (and the hosts' exit files stay): a relaunch into the same
+    folder waits for its own result, not the earlier one, and an earlier failed host is not this run's."""
+    _write(gcs, f"runs/{NAME}/result.json", json.dumps({**RESULT, "val_accuracy": 0.5}))
+    _write(gcs, f"runs/{NAME}/tpuctl/hosts/worker-1.exit", "137\n")
+    fake = tpu_cloud(states=["PROVISIONING", "ACTIVE"], on_get=_hosts_finish(gcs, after=3))
+    r = invoke(_run_args(outputs_file))
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines() == [f"SavedModel: {RESULT['export_dir']}", "validation accuracy: 0.8750"]
+    assert "result.json is an earlier run's" in r.stderr
+    assert fake.gets[QR] >= 4   # provisioning, then ACTIVE until the new result.json appeared on the third
