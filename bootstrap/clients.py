@@ -217,7 +217,7 @@ def authorized_session(service: str):
     creds = credentials_for(service)
     if creds is None:
         creds, _ = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
-    return AuthorizedSession(creds)
+    return fail_fast(AuthorizedSession(creds))
 
 
 # --------------------------------------------------------------------------------------------
@@ -249,6 +249,7 @@ def describe_endpoint(url: str | None) -> str:
 
 
 _REFUSED = ("connection refused", "failed to connect to remote host", "errno 111", "connect call failed")
+_NO_ROUTE = ("network is unreachable", "errno 101", "no route to host", "errno 113")
 _DNS = ("name or service not known", "temporary failure in name resolution", "nodename nor servname",
         "failed to resolve", "dns resolution failed", "getaddrinfo failed", "no address associated",
         "name does not resolve", "nameresolutionerror")
@@ -269,6 +270,8 @@ def unreachable_reason(exc: BaseException | None) -> str | None:
         seen.add(id(item))
         if isinstance(item, ConnectionRefusedError):
             return "connection refused"
+        if isinstance(item, OSError) and item.errno in (101, 113):   # ENETUNREACH, EHOSTUNREACH
+            return "no network route (offline?)"
         name = type(item).__name__
         if isinstance(item, socket.gaierror) or name == "NameResolutionError":
             return "DNS lookup failed"
@@ -280,6 +283,8 @@ def unreachable_reason(exc: BaseException | None) -> str | None:
                 return "DNS lookup failed"
             if any(marker in text for marker in _REFUSED):
                 return "connection refused"
+            if any(marker in text for marker in _NO_ROUTE):
+                return "no network route (offline?)"
             if "connecttimeouterror" in text or "(connect timeout=" in text:
                 return f"no answer within {CONNECT_TIMEOUT_SECONDS:g} s"
             stack.extend([item.__cause__, item.__context__, getattr(item, "reason", None),
@@ -328,10 +333,18 @@ def fail_fast_adapter():
 
 
 def fail_fast(session):
-    """Mount the fail-fast adapter on a requests session (``AuthorizedSession``); returns the session."""
+    """Mount the fail-fast adapter on a requests session (``AuthorizedSession``); returns the session.
+
+    An ``AuthorizedSession`` refreshes its token through a second session of its own (oauth2.googleapis.com,
+    three connect retries): it gets the adapter too. Without it an offline token refresh raised a
+    ``TransportError`` that the storage library's default retry repeated for its whole 120 s deadline
+    (88-108 s before ``hub-cache ls`` or ``runs ls --dir gs://`` said anything)."""
     adapter = fail_fast_adapter()
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
+    auth_session = getattr(session, "_auth_request_session", None)
+    for target in (session, auth_session):
+        if target is not None and hasattr(target, "mount"):
+            target.mount("http://", adapter)
+            target.mount("https://", adapter)
     return session
 
 
@@ -355,7 +368,10 @@ def storage_client(project: str | None = None):
     Honours ``STORAGE_EMULATOR_HOST`` as the library does (anonymous on a loopback emulator)."""
     from google.cloud import storage
 
-    client = storage.Client(project=project) if project else storage.Client()
+    # project=None, not the library's default: no project is inferred (reads, lists and uploads name their
+    # bucket), so credentials without a project (`gcloud auth application-default login`) work and nothing
+    # asks gcloud for one; a caller that creates buckets passes its project.
+    client = storage.Client(project=project or None)
     return make_fail_fast(client)  # mounts on the client's own AuthorizedSession
 
 

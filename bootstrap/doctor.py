@@ -37,8 +37,28 @@ class Check:
 
 
 def _err(exc: Exception) -> str:
+    """The first line of a check's failure. An endpoint that cannot be reached at all is not the check's
+    failure: it is raised (``EndpointUnreachable``), so doctor stops with one ``error: cannot reach …`` line
+    instead of a column of permission and API fixes that cannot help."""
+    unreachable = _unreachable(exc)
+    if unreachable is not None:
+        raise unreachable from None
     msg = getattr(exc, "message", None) or str(exc)
     return msg.splitlines()[0][:200] if msg else exc.__class__.__name__
+
+
+def _unreachable(exc: BaseException) -> clients.EndpointUnreachable | None:
+    seen: set[int] = set()
+    item: BaseException | None = exc
+    while item is not None and id(item) not in seen:
+        seen.add(id(item))
+        if isinstance(item, clients.EndpointUnreachable):
+            return item
+        translated = clients.as_user_error(item) if not isinstance(item, UserError) else None
+        if isinstance(translated, clients.EndpointUnreachable):
+            return translated
+        item = item.__cause__ or item.__context__
+    return None
 
 
 def check_credentials() -> Check:
@@ -147,7 +167,10 @@ def run_checks(outputs: StackOutputs | None, project: str | None = None) -> Iter
         raise UserError("the stack outputs name no project; pass --project")
     domain.validate_project_id(project)
 
-    yield check_credentials()
+    credentials = check_credentials()
+    yield credentials
+    if not credentials.ok:   # every other check would fail on the same missing credentials
+        return
     yield check_apis(project)
 
     # principals: stack outputs, else the keywords resolved from the project number
@@ -166,7 +189,7 @@ def run_checks(outputs: StackOutputs | None, project: str | None = None) -> Iter
             principals = {k: domain.agent_email(k, number) for k in domain.SERVICE_AGENTS}
             principals[domain.TRAINING_SA_KEYWORD] = domain.training_sa_email(project)
         except UserError as exc:
-            yield Check("principals", "fail", str(exc), f"gcloud projects describe {project}")
+            yield Check("principals", "fail", _err(exc), f"gcloud projects describe {project}")
 
     bucket_policies: dict[str, list | None] = {}
     buckets = dict(outputs.buckets) if outputs else {}

@@ -91,8 +91,7 @@ def doctor(
         typer.echo(check.line())
         failed += not check.ok
     if failed:
-        typer.echo(f"{failed} check(s) failed", err=True)
-        raise typer.Exit(1)
+        raise UserError(f"{failed} check(s) failed", exit_code=1)
     typer.echo("all checks passed")
 
 

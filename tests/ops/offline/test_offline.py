@@ -1,0 +1,82 @@
+"""Issue 28: with no network, every Google-backed command fails within seconds, in one line naming the
+endpoint (before: storage-backed commands retried an offline token refresh for 88-108 s), and doctor says
+"cannot reach" instead of suggesting permission and API fixes."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fixtures"))
+
+from clifixtures import invoke  # noqa: E402
+from netfixtures import offline  # noqa: E402
+
+#: The endpoint variables bootstrap/clients.py honours: none may point at a local server here.
+_REDIRECTS = ("STORAGE_EMULATOR_HOST", "TPUCTL_CRM_ENDPOINT", "TPUCTL_IAM_ENDPOINT", "TPUCTL_SERVICEUSAGE_ENDPOINT",
+              "TPUCTL_CLOUDQUOTAS_ENDPOINT", "TPUCTL_VERTEX_ENDPOINT", "TPUCTL_TPU_ENDPOINT",
+              "TPUCTL_CLOUDBUILD_ENDPOINT", "TPUCTL_ARTIFACTREGISTRY_ENDPOINT", "TPUCTL_CLOUDBILLING_ENDPOINT",
+              "GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT")
+
+
+@pytest.fixture
+def user_credentials(tmp_path, monkeypatch):
+    """What `gcloud auth application-default login` leaves: user credentials whose token must be refreshed
+    at oauth2.googleapis.com (no project in them)."""
+    adc = tmp_path / "adc.json"
+    adc.write_text(json.dumps({"type": "authorized_user", "client_id": "id.apps.googleusercontent.com",
+                               "client_secret": "secret", "refresh_token": "token"}))
+    for name in _REDIRECTS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(adc))
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
+    return adc
+
+
+@pytest.mark.parametrize("args", [
+    ["runs", "ls", "--dir", "gs://tpuctl-offline/runs"],
+    ["hub-cache", "ls", "--bucket", "tpuctl-offline"],
+    ["grant-access", "--project", "my-proj-1", "--read-bucket", "tpuctl-offline", "--principal", "training-sa",
+     "--yes"],
+], ids=["runs-ls", "hub-cache-ls", "grant-access"])
+def test_storage_backed_commands_fail_fast_offline_naming_the_endpoint(user_credentials, args):
+    start = time.monotonic()
+    with offline():
+        r = invoke(args)
+    took = time.monotonic() - start
+    assert took < 10, f"took {took:.0f} s"
+    assert r.exit_code == 1, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("error: ") and "cannot reach oauth2.googleapis.com: DNS lookup failed" in lines[0]
+
+
+def test_doctor_offline_says_cannot_reach_once_and_suggests_no_permission_fix(user_credentials):
+    start = time.monotonic()
+    with offline():
+        r = invoke(["doctor", "--project", "my-proj-1"])
+    assert time.monotonic() - start < 10
+    assert r.exit_code == 1   # docs/doctor.md: 1 when a check fails or Google cannot be reached
+    assert r.stderr.strip().splitlines() == [
+        "error: cannot reach oauth2.googleapis.com: DNS lookup failed (check the endpoint, network, proxy or "
+        "firewall)"]
+    assert "grant yourself" not in r.stdout and "services enable" not in r.stdout
+    assert r.stdout.splitlines()[0].startswith("PASS  credentials")
+
+
+def test_doctor_without_credentials_fails_that_check_and_exits_1(tmp_path, monkeypatch):
+    for name in _REDIRECTS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    with offline():
+        r = invoke(["doctor", "--project", "my-proj-1"])
+    assert r.exit_code == 1, r.output
+    assert r.stdout.splitlines() == [
+        "FAIL  credentials: no Application Default Credentials found  -> fix: gcloud auth application-default login"]
+    assert r.stderr.strip().splitlines() == ["error: 1 check(s) failed"]
