@@ -60,7 +60,10 @@ def _readable(word: str) -> str:
 
 
 def _error(message: str, code: int) -> int:
-    text = " ".join(_readable(w) for w in str(message).split()) or "unknown error"
+    from tpuctl.ground.files import printable
+
+    # an error line often quotes a file name or a file's or server's text: escape sequences never reach the terminal
+    text = " ".join(_readable(w) for w in printable(message).split()) or "unknown error"
     if len(text) > _LINE_LIMIT:
         text = text[:_LINE_LIMIT - 1] + "…"
     typer.echo(f"error: {text}", err=True)
