@@ -22,6 +22,12 @@ _STACK = typer.Option(None, "--stack", help="Project, zone, buckets and service 
 _OUTPUTS = typer.Option(None, "--outputs", help="The same, from this outputs JSON (`pulumi stack output --json`).")
 _ZONE = typer.Option(None, "--zone", help="Zone of the slice (default: the stack's tpu_zone, else zone), e.g. us-central1-a.")
 _PROJECT = typer.Option(None, "--project", help="Override the stack's project.")
+_RECOVER = typer.Option(0, "--recover", min=0, max=100,
+                        help="With --spot: when the slice is preempted, delete it and re-queue it (resuming from the "
+                             "run's gs:// backup) at most this many times; --run-timeout bounds the training in all.")
+_ZONES = typer.Option(None, "--zones", help="With --recover: other zones of the slice's region to re-queue in, in this "
+                                            "order after --zone (comma-separated, e.g. us-central1-b,us-central1-f); "
+                                            "a zone whose quota pre-flight shows no room is skipped.")
 
 
 def register(app: typer.Typer) -> None:
@@ -31,11 +37,15 @@ def register(app: typer.Typer) -> None:
 def run_options(opts, stack_outputs, *, zone: str | None = None, spot: bool = False, keep: bool = False,
                 name: str | None = None, image: str | None = None, dry_run: bool = False,
                 poll_seconds: float = 30.0, provision_timeout: float = 7200.0, run_timeout: float = 86400.0,
-                budget: float | None = None) -> None:
+                budget: float | None = None, recover: int = 0, zones: str | None = None) -> None:
     """The work of ``tpu run`` for already-parsed options (``opts``: a ``TrainOptions``); ``train --target
     tpu-vm`` calls this too."""
     from tpuctl.services import cloudrun, tpuvm
 
+    if recover and not spot:
+        raise UserError("--recover needs --spot (it re-queues a preempted Spot slice)")
+    if zones is not None and not recover:
+        raise UserError("--zones needs --recover N (the zones a preempted slice may be re-queued in)")
     if budget is not None:
         cloudrun.check_budget_value(budget)
         if keep:
@@ -47,12 +57,16 @@ def run_options(opts, stack_outputs, *, zone: str | None = None, spot: bool = Fa
         echo_err(line)
     cloudrun.check_budget(estimate, budget)
     tpuvm.check_quota(run, echo=echo_err)   # before anything is created; offline: a note
+    recovery_zones = tpuvm.recovery_zones(run, zones, echo=echo_err) if recover else []
     if dry_run:
         typer.echo(json.dumps(tpuvm.request_document(run), indent=2))
         return
     echo_err(f"model dir: {run.model_dir}")
+    if recover:
+        echo_err(f"recovery: up to {recover} preemption(s), re-queued in {', '.join(recovery_zones)}")
     outcome = tpuvm.run_tpu_vm(run, keep=keep, progress=echo_err, poll_seconds=poll_seconds,
-                               provision_timeout=provision_timeout, run_timeout=run_timeout)
+                               provision_timeout=provision_timeout, run_timeout=run_timeout, recover=recover,
+                               zones=recovery_zones)
     echo_result(outcome.result)
 
 
@@ -94,6 +108,8 @@ def run(
     budget: Optional[float] = typer.Option(None, "--budget", min=0.01, callback=finite,
                                            help="Refuse the run when the slice may cost more (USD) than this for "
                                                 "--run-timeout."),
+    recover: int = _RECOVER,
+    zones: Optional[str] = _ZONES,
 ) -> None:
     """Train on a TPU VM slice; the slice is deleted when the run ends (see --keep). Trainer flags go after `--`."""
     from tpuctl.ground.outputs import load_outputs
@@ -108,7 +124,7 @@ def run(
                         epochs=epochs, batch_size=batch_size, extra=extra)
     run_options(opts, load_outputs(stack=stack, outputs_file=outputs), zone=zone, spot=spot, keep=keep, name=name,
                 image=image, dry_run=dry_run, poll_seconds=poll_seconds, provision_timeout=provision_timeout,
-                run_timeout=run_timeout, budget=budget)
+                run_timeout=run_timeout, budget=budget, recover=recover, zones=zones)
 
 
 @tpu_app.command("list")

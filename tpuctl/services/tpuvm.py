@@ -205,6 +205,32 @@ def check_quota(run: TpuVmRun, *, client=None, echo: Progress = print) -> int | 
     return limit
 
 
+def recovery_zones(run: TpuVmRun, zones: str | None, *, client=None, echo: Progress = print) -> list[str]:
+    """``--zones``: the run's zone, then each zone given (same region, no repeats) whose quota pre-flight shows
+    room for the slice (an unreadable quota is a note and the zone stays: the API enforces it)."""
+    from dataclasses import replace
+
+    region = run.zone.rsplit("-", 1)[0]
+    order = [run.zone]
+    given = [] if zones is None else [z.strip() for z in zones.split(",")]
+    if "" in given:
+        raise UserError(f"--zones {printable(zones, 100)!r} has an empty entry; give zones like us-central1-b,us-central1-f")
+    for zone in given:
+        if zone in order:
+            continue
+        domain.validate_tpu_vm_zone(zone)
+        if zone.rsplit("-", 1)[0] != region:
+            raise UserError(f"--zones {zone} is not in {region} (the region of --zone {run.zone}); a slice's data and "
+                            "backup stay in one region")
+        try:
+            check_quota(replace(run, zone=zone), client=client, echo=echo)
+        except UserError as exc:
+            echo(f"note: {zone} left out of the recovery zones: {str(exc).split(';')[0]}")
+            continue
+        order.append(zone)
+    return order
+
+
 @dataclass(frozen=True)
 class ShellVar:
     """A variable the startup script sets itself (the host's index): expanded by bash, never text from a user."""
@@ -341,6 +367,29 @@ class RunResult:
     model_dir: str
     result: dict[str, Any]
     kept: bool
+    #: One entry per preemption that was recovered from (``--recover``): zone, what happened, seconds lost.
+    recoveries: list[dict[str, Any]] = field(default_factory=list)
+
+
+class _Refused(UserError):
+    """The Cloud TPU API refused the slice (FAILED before ACTIVE: no capacity, say): another zone may have it."""
+
+
+class _Preempted(UserError):
+    """The slice went away while training (Spot preemption, FAILED): a recovery can re-queue it."""
+
+    def __init__(self, message: str, what: str) -> None:
+        super().__init__(message, 1)
+        self.what = what
+
+
+def _minutes(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 class _Created:
@@ -348,6 +397,7 @@ class _Created:
 
     def __init__(self) -> None:
         self.maybe = False     # a create call was sent (it may have succeeded even if we never saw the answer)
+        self.run: TpuVmRun | None = None   # the slice that call was for (a recovery may use another zone)
 
 
 def _delete(client, name: str) -> str | None:
@@ -405,7 +455,7 @@ def create_and_wait(client, run: TpuVmRun, *, progress: Progress, created: _Crea
         if state == "ACTIVE":
             return current
         if state == "FAILED":
-            raise UserError(f"the Cloud TPU API refused {run.accelerator.name} in {run.zone}: {_reason(current)}", 1)
+            raise _Refused(f"the Cloud TPU API refused {run.accelerator.name} in {run.zone}: {_reason(current)}", 1)
         if state in GONE_STATES:
             raise UserError(f"queued resource {run.name} went {state} before it became ACTIVE", 1)
         if clock() >= deadline:
@@ -481,64 +531,169 @@ def follow(client, storage, run: TpuVmRun, *, progress: Progress, poll_seconds: 
         result = _read_result(storage, run, earlier)
         if result is not None:
             return result
-        failures = _host_failures(storage, run, earlier)
-        if failures:
-            raise UserError(f"the trainer failed on the TPU VM ({', '.join(failures)}); see the VM's serial console "
-                            f"or Cloud Logging for {run.name}", 1)
         with clients.google_errors(f"reading queued resource {name}",
                                    not_found=f"queued resource {name} was deleted while training (outside tpuctl?); "
                                              f"to resume: {run.resume_hint}", exit_code=1):
             current = client.get_queued_resource(name=name)
         state = state_name(current)
+        # The slice's state before the hosts' reports: a preempted host's trainer may report a kill first.
         if state in GONE_STATES:
             initiator = current.state.state_initiator.name if current.state.state_initiator else ""
             why = "preempted (Spot)" if run.spot and initiator != "USER" else f"stopped by the {initiator.lower() or 'service'}"
-            raise UserError(f"the TPU VM slice was {why}: queued resource {run.name} is {state}; checkpoints are kept in "
-                            f"{run.model_dir}; to resume, {run.resume_hint}", 1)
+            raise _Preempted(f"the TPU VM slice was {why}: queued resource {run.name} is {state}; checkpoints are kept "
+                             f"in {run.model_dir}; to resume, {run.resume_hint}", f"{why}, {state}")
         if state == "FAILED":
-            raise UserError(f"queued resource {run.name} FAILED while training: {_reason(current)}; to resume, "
-                            f"{run.resume_hint}", 1)
+            raise _Preempted(f"queued resource {run.name} FAILED while training: {_reason(current)}; to resume, "
+                             f"{run.resume_hint}", f"FAILED: {_reason(current)}")
+        failures = _host_failures(storage, run, earlier)
+        if failures:
+            raise UserError(f"the trainer failed on the TPU VM ({', '.join(failures)}); see the VM's serial console "
+                            f"or Cloud Logging for {run.name}", 1)
         if clock() >= deadline:
             raise UserError(f"no {run.result_uri} after {timeout:.0f} s of training (waited for the chief's result); "
                             f"the slice is {state}", 1)
         sleep(poll_seconds)
 
 
+def _last_backup(storage, run: TpuVmRun) -> float | None:
+    """When the trainer last wrote its preemption backup (epoch seconds of the newest object under
+    ``<model_dir>/checkpoints/backup/``), or None when there is none."""
+    bucket, path = _storage_paths(f"{run.model_dir}/checkpoints/backup/")
+    with clients.google_errors(f"reading the backup under {run.model_dir}/checkpoints/backup"):
+        times = [blob.updated.timestamp() for blob in storage.list_blobs(bucket, prefix=path) if blob.updated]
+    return max(times) if times else None
+
+
+def _delete_and_wait(client, run: TpuVmRun, *, poll_seconds: float, timeout: float,
+                     sleep: Callable[[float], None], clock: Callable[[], float]) -> None:
+    """Delete the queued resource and wait until it is gone (its name is free again in the zone)."""
+    from google.api_core import exceptions
+
+    failed = _delete(client, run.queued_resource_name)
+    if failed is not None:
+        raise UserError(f"could NOT delete queued resource {run.name} in {run.zone} to recover ({failed}); delete it "
+                        f"with `tpuctl tpu delete {run.name} --zone {run.zone}`", 1)
+    deadline = clock() + timeout
+    while True:
+        try:
+            client.get_queued_resource(name=run.queued_resource_name)
+        except exceptions.NotFound:
+            return
+        except Exception as exc:  # noqa: BLE001 - one line through the shared translation
+            translated = clients.as_user_error(exc, f"reading queued resource {run.queued_resource_name}")
+            if translated is None:
+                raise
+            raise translated from None
+        if clock() >= deadline:
+            raise UserError(f"queued resource {run.name} in {run.zone} is still there {timeout:.0f} s after its "
+                            "deletion; delete it with `tpuctl tpu delete` and resume with the same command", 1)
+        sleep(poll_seconds)
+
+
+def _recovering(client, storage, run: TpuVmRun, created: _Created, *, progress: Progress, recover: int,
+                zones: list[str], poll_seconds: float, provision_timeout: float, run_timeout: float,
+                sleep: Callable[[float], None], clock: Callable[[], float], wall: Callable[[], float],
+                history: list[dict[str, Any]]) -> dict[str, Any]:
+    """Create, follow, and on a preemption delete and re-queue the slice in the first of ``zones`` that
+    takes it (the same backup folder: the trainer resumes), at most ``recover`` times. Training (the
+    slices' ACTIVE time) is bounded by ``run_timeout`` in total, so the cost estimate still holds."""
+    from dataclasses import replace
+
+    training_deadline: float | None = None
+    preempted_at: float | None = None
+    while True:
+        for i, zone in enumerate(zones):
+            current = replace(run, zone=zone)
+            created.run = current
+            earlier = _earlier_outputs(storage, current)
+            if _storage_paths(current.result_uri)[1] in earlier and preempted_at is None:
+                progress(f"{current.result_uri} is an earlier run's; waiting for this run's to replace it")
+            try:
+                create_and_wait(client, current, progress=progress, created=created, poll_seconds=poll_seconds,
+                                timeout=provision_timeout, sleep=sleep, clock=clock)
+            except _Refused as exc:
+                if preempted_at is None or i == len(zones) - 1:
+                    raise
+                _delete_and_wait(client, current, poll_seconds=poll_seconds, timeout=provision_timeout, sleep=sleep,
+                                 clock=clock)
+                created.maybe = False
+                progress(f"{exc}; trying {zones[i + 1]}")
+                continue
+            break
+        if preempted_at is not None:
+            down = clock() - preempted_at
+            history[-1].update(resumed_zone=zone, seconds_down=round(down, 1))
+            if training_deadline is not None:   # a preempted slice is not billed: the wait does not count
+                training_deadline += down
+            progress(f"recovered in {zone}: training again {_minutes(down)} after the preemption")
+        active = clock()
+        if training_deadline is None:
+            training_deadline = active + run_timeout
+        try:
+            return follow(client, storage, current, progress=progress, poll_seconds=poll_seconds,
+                          timeout=max(training_deadline - active, 0.0), sleep=sleep, clock=clock, earlier=earlier)
+        except _Preempted as exc:
+            now = clock()
+            if len(history) >= recover:
+                if recover:
+                    raise UserError(f"{exc} (after {len(history)} recoveries, the most --recover allows)", 1) from None
+                raise
+            backup = _last_backup(storage, current)
+            trained = now - active
+            lost = min(trained, wall() - backup) if backup is not None else trained
+            history.append({"zone": zone, "what": exc.what, "seconds_trained": round(trained, 1),
+                            "seconds_lost": round(max(lost, 0.0), 1),
+                            "since": "last backup" if backup is not None else "slice became ACTIVE"})
+            progress(f"preemption {len(history)}/{recover}: {exc.what} in {zone} after {_minutes(trained)} of "
+                     f"training; lost {_minutes(lost)} (since the {history[-1]['since']}); re-queueing in "
+                     f"{', '.join(zones)}")
+            _delete_and_wait(client, current, poll_seconds=poll_seconds, timeout=provision_timeout, sleep=sleep,
+                             clock=clock)
+            created.maybe = False
+            preempted_at = clock()
+
+
 def run_tpu_vm(run: TpuVmRun, *, keep: bool = False, progress: Progress = print, client=None, storage=None,
                poll_seconds: float = DEFAULT_POLL_SECONDS, provision_timeout: float = DEFAULT_PROVISION_TIMEOUT,
-               run_timeout: float = DEFAULT_RUN_TIMEOUT, sleep: Callable[[float], None] = time.sleep) -> RunResult:
+               run_timeout: float = DEFAULT_RUN_TIMEOUT, sleep: Callable[[float], None] = time.sleep,
+               recover: int = 0, zones: list[str] | None = None, clock: Callable[[], float] = time.monotonic,
+               wall: Callable[[], float] = time.time) -> RunResult:
     """Create the slice, train, and delete what was created on success, failure and Ctrl-C/SIGTERM (``keep``:
     keep it on every path, and say how to delete it). An interrupt ends as ``UserError(..., 130)`` naming what
-    was deleted or kept."""
+    was deleted or kept. ``recover``: re-queue a preempted slice at most this many times, in the first of
+    ``zones`` (default: the run's zone only; the run's zone first) that takes it."""
     client = client or tpu_client()
     storage = storage or clients.storage_client(run.project)
     created = _Created()
-    name = run.queued_resource_name
+    created.run = run
+    order = [run.zone, *[z for z in (zones or []) if z != run.zone]]
+    history: list[dict[str, Any]] = []
     outcome: BaseException | None = None
     try:
         # SIGTERM raises KeyboardInterrupt while a run is followed (the CLI does the same; a direct caller too).
         with signal_handlers(raise_interrupt, (signal.SIGTERM,)):
-            earlier = _earlier_outputs(storage, run)
-            if _storage_paths(run.result_uri)[1] in earlier:
-                progress(f"{run.result_uri} is an earlier run's; waiting for this run's to replace it")
-            create_and_wait(client, run, progress=progress, created=created, poll_seconds=poll_seconds,
-                            timeout=provision_timeout, sleep=sleep)
-            result = follow(client, storage, run, progress=progress, poll_seconds=poll_seconds, timeout=run_timeout,
-                            sleep=sleep, earlier=earlier)
+            result = _recovering(client, storage, run, created, progress=progress, recover=recover, zones=order,
+                                 poll_seconds=poll_seconds, provision_timeout=provision_timeout,
+                                 run_timeout=run_timeout, sleep=sleep, clock=clock, wall=wall, history=history)
     except (KeyboardInterrupt, UserError) as exc:
         outcome = exc
+    current = created.run
+    name = current.queued_resource_name
     if not created.maybe:
         if isinstance(outcome, KeyboardInterrupt):
-            raise UserError("interrupted before anything was created", EXIT_INTERRUPTED) from None
+            raise UserError("interrupted before anything was created" if not history else
+                            f"interrupted while recovering; nothing is left in {current.zone}; resume with the same "
+                            "command", EXIT_INTERRUPTED) from None
         raise outcome  # type: ignore[misc]
     if keep:
-        cleanup = f"kept queued resource {run.name} (--keep): it is billed until you run `tpuctl tpu delete {run.name} --zone {run.zone}`"
+        cleanup = (f"kept queued resource {current.name} (--keep): it is billed until you run "
+                   f"`tpuctl tpu delete {current.name} --zone {current.zone}`")
     else:
         progress(f"deleting queued resource {name}")
         failed = _delete(client, name)
-        cleanup = (f"deleted queued resource {run.name}" if failed is None else
-                   f"could NOT delete queued resource {run.name} ({failed}); delete it with "
-                   f"`tpuctl tpu delete {run.name} --zone {run.zone}`")
+        cleanup = (f"deleted queued resource {current.name}" if failed is None else
+                   f"could NOT delete queued resource {current.name} ({failed}); delete it with "
+                   f"`tpuctl tpu delete {current.name} --zone {current.zone}`")
         if failed is not None and outcome is None:
             raise UserError(f"training finished ({run.model_dir}) but {cleanup}", 1)
     if isinstance(outcome, KeyboardInterrupt):
@@ -546,7 +701,10 @@ def run_tpu_vm(run: TpuVmRun, *, keep: bool = False, progress: Progress = print,
     if isinstance(outcome, UserError):
         raise UserError(f"{outcome}; {cleanup}", outcome.exit_code) from None
     progress(cleanup)
-    return RunResult(run.name, run.model_dir, result, kept=keep)
+    if history:
+        lost = sum(h["seconds_lost"] for h in history)
+        progress(f"recovered from {len(history)} preemption(s); training lost {_minutes(lost)} in all")
+    return RunResult(current.name, run.model_dir, result, kept=keep, recoveries=history)
 
 
 # --------------------------------------------------------------------------------------------

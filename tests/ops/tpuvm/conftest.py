@@ -2,7 +2,10 @@
 
 The fake walks each queued resource it created through ``states`` (one entry per GET), like the real
 service moves one from WAITING_FOR_RESOURCES to ACTIVE; ``on_get(fake, state, n)`` lets a test act as the
-TPU hosts (write result.json into the emulator bucket when the slice is ACTIVE, say).
+TPU hosts (write result.json into the emulator bucket when the slice is ACTIVE, say). ``plans``: one list of
+states per create, in order (the k-th queued resource created walks ``plans[k]``, then ``states``), so a
+test can preempt a slice mid-run (SUSPENDED), refuse its re-creation in one zone (FAILED) and take it in
+another; ``fake.zones_created`` lists the zone of each create.
 """
 
 from __future__ import annotations
@@ -30,8 +33,11 @@ def _public(resource: dict) -> dict:
 
 
 class FakeTpuCloud(FakeServer):
-    def __init__(self, states=("WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE"), on_get=None, existing=()):
+    def __init__(self, states=("WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE"), on_get=None, existing=(),
+                 plans=()):
         self.states = list(states)
+        self.plans = [list(p) for p in plans]
+        self.zones_created: list[str] = []
         self.on_get = on_get
         self.requests: list[tuple[str, str, dict | None]] = []
         self.resources: dict[str, dict] = {r["name"]: dict(r, _existing=True) for r in existing}
@@ -64,6 +70,10 @@ class FakeTpuCloud(FakeServer):
                     return self._error(409, "ALREADY_EXISTS", f"{name} already exists")
                 fake.resources[name] = dict(body, name=name, createTime="2026-11-22T10:00:00Z",
                                             state={"state": "CREATING"})
+                if fake.plans:
+                    fake.resources[name]["_plan"] = fake.plans.pop(0)
+                fake.gets[name] = 0
+                fake.zones_created.append(zone)
                 self._send(200, self._operation(project, zone))
 
             def do_GET(self):
@@ -85,12 +95,13 @@ class FakeTpuCloud(FakeServer):
                     return self._send(200, _public(fake.resources[name]))
                 n = fake.gets.get(name, 0)
                 fake.gets[name] = n + 1
-                step = fake.states[min(n, len(fake.states) - 1)]
+                states = fake.resources[name].get("_plan") or fake.states
+                step = states[min(n, len(states) - 1)]
                 state = {"state": step} if isinstance(step, str) else dict(step)
                 fake.resources[name]["state"] = state
                 if fake.on_get:
                     fake.on_get(fake, state["state"], n)
-                self._send(200, fake.resources[name])
+                self._send(200, _public(fake.resources[name]))
 
             def do_DELETE(self):
                 parts = urlsplit(self.path)

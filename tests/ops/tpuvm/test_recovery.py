@@ -1,0 +1,174 @@
+"""`tpuctl tpu run --spot --recover N [--zones …]`: a preempted slice is deleted and re-queued (the same
+zone first, then the others in the order given), the trainer resumes from the run's gs:// backup, every
+preemption is one line with the time lost. Against the fake Cloud TPU API (conftest.py: one plan of states
+per create) and the storage emulator, with the hosts' backup, exit files and result.json written there."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from clifixtures import invoke
+
+PROJECT, ZONE, ZONE_B = "my-tpu-project", "us-central1-a", "us-central1-b"
+ARTIFACTS = "tpuctl-my-tpu-project-artifacts"
+NAME = "tpuctl-spot-run"
+RESULT = {"export_dir": f"gs://{ARTIFACTS}/runs/{NAME}/export/small_cnn/1", "val_accuracy": 0.9}
+SUSPENDED = {"state": "SUSPENDED", "stateInitiator": "SERVICE"}
+NO_CAPACITY = {"state": "FAILED", "failedData": {"error": {"code": 8, "message": "There is no more capacity in the "
+                                                                                   "zone \"us-central1-a\""}}}
+
+
+def _qr(zone):
+    return f"projects/{PROJECT}/locations/{zone}/queuedResources/{NAME}"
+
+
+def _args(outputs_file, *extra):
+    return ["tpu", "run", "-a", "v5litepod-16", "--spot", "--name", NAME, "--outputs", str(outputs_file),
+            "--image", "us-central1-docker.pkg.dev/my-tpu-project/tpuctl-trainer/trainer-tpu:sha256-test",
+            "--poll-seconds", "0.01", *extra]
+
+
+def _hosts(gcs, finish_on_create: int | None):
+    """The hosts' part: on each slice's first ACTIVE poll the chief backs up, a preempted slice's container
+    reports its kill (143), the slice of create number ``finish_on_create`` (1-based) writes result.json."""
+    bucket = gcs.bucket(ARTIFACTS)
+
+    def on_get(fake, state, n):
+        if state == "SUSPENDED":   # the preemption stops the containers
+            bucket.blob(f"runs/{NAME}/tpuctl/hosts/worker-1.exit").upload_from_string("143\n")
+        if state != "ACTIVE":
+            return
+        created = len(fake.zones_created)
+        if n == 1 or (n == 0 and created == finish_on_create):
+            bucket.blob(f"runs/{NAME}/checkpoints/backup/chief/checkpoint").upload_from_string(f"create {created}")
+        if created == finish_on_create and n == 2:
+            for worker in range(4):
+                bucket.blob(f"runs/{NAME}/tpuctl/hosts/worker-{worker}.exit").upload_from_string("0\n")
+            bucket.blob(f"runs/{NAME}/result.json").upload_from_string(json.dumps(RESULT))
+    return on_get
+
+
+def test_preempted_twice_recovers_once_in_another_zone_and_finishes(outputs_file, tpu_cloud, gcs):
+    fake = tpu_cloud(plans=[
+        ["PROVISIONING", "ACTIVE", "ACTIVE", SUSPENDED],            # zone a: preempted mid-run
+        ["ACCEPTED", NO_CAPACITY],                                   # zone a again: no capacity
+        ["PROVISIONING", "ACTIVE", "ACTIVE", SUSPENDED],            # zone b: preempted too
+        ["PROVISIONING", "ACTIVE", "ACTIVE", "ACTIVE"],             # zone a: trains to the end
+    ], on_get=_hosts(gcs, finish_on_create=4))
+    r = invoke(_args(outputs_file, "--recover", "2", "--zones", ZONE_B))
+    assert r.exit_code == 0, r.output
+    # One result, one export.
+    assert r.stdout.splitlines() == [f"SavedModel: {RESULT['export_dir']}", "validation accuracy: 0.9000"]
+    assert fake.zones_created == [ZONE, ZONE, ZONE_B, ZONE]
+    assert [name for name, _ in fake.deleted] == [_qr(ZONE), _qr(ZONE), _qr(ZONE_B), _qr(ZONE)]
+    assert all(how == {"force": ["true"]} for _, how in fake.deleted)
+    err = r.stderr
+    preemptions = [line for line in err.splitlines() if line.startswith("preemption ")]
+    assert len(preemptions) == 2, err
+    assert preemptions[0].startswith(f"preemption 1/2: preempted (Spot), SUSPENDED in {ZONE} after ")
+    assert preemptions[1].startswith(f"preemption 2/2: preempted (Spot), SUSPENDED in {ZONE_B} after ")
+    for line in preemptions:   # the time lost, on the same line
+        assert re.search(r"; lost \d+(\.\d)? (s|min|h) \(since the last backup\); re-queueing in "
+                         rf"{ZONE}, {ZONE_B}$", line), line
+    assert f"refused v5litepod-16 in {ZONE}: There is no more capacity" in err and f"; trying {ZONE_B}" in err
+    assert f"recovered in {ZONE_B}: training again" in err and f"recovered in {ZONE}: training again" in err
+    assert "recovered from 2 preemption(s); training lost" in err
+    # The earlier slices' exit files (143: a container killed by the preemption) did not end the run.
+    assert "trainer failed" not in err
+
+
+def test_recoveries_stop_at_recover_n(outputs_file, tpu_cloud, gcs):
+    fake = tpu_cloud(plans=[["ACTIVE", "ACTIVE", SUSPENDED], ["ACTIVE", "ACTIVE", SUSPENDED]],
+                     on_get=_hosts(gcs, finish_on_create=None))
+    r = invoke(_args(outputs_file, "--recover", "1"))
+    assert r.exit_code == 1
+    [line] = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert "preempted (Spot)" in line and "after 1 recoveries, the most --recover allows" in line
+    assert f"deleted queued resource {NAME}" in line
+    assert fake.zones_created == [ZONE, ZONE] and [n for n, _ in fake.deleted] == [_qr(ZONE), _qr(ZONE)]
+
+
+def test_without_recover_a_preemption_still_ends_the_run(outputs_file, tpu_cloud, gcs):
+    fake = tpu_cloud(plans=[["ACTIVE", "ACTIVE", SUSPENDED]], on_get=_hosts(gcs, finish_on_create=None))
+    r = invoke(_args(outputs_file))
+    assert r.exit_code == 1 and "run the same command again" in r.stderr
+    assert fake.zones_created == [ZONE]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--recover", "1", "--zones", "europe-west4-a"], "--zones europe-west4-a is not in us-central1"),
+    (["--recover", "1", "--zones", "us-central1-b,,"], "has an empty entry"),
+    (["--zones", ZONE_B], "--zones needs --recover"),
+    (["--recover", "101"], "--recover"),
+])
+def test_bad_recovery_flags_are_one_line_and_create_nothing(outputs_file, tpu_cloud, gcs, extra, message):
+    fake = tpu_cloud()
+    r = invoke(_args(outputs_file, *extra))
+    assert r.exit_code == 2 and message in r.output, r.output
+    assert fake.creates() == []
+
+
+def test_recover_needs_spot(outputs_file, tpu_cloud, gcs):
+    fake = tpu_cloud()
+    args = [a for a in _args(outputs_file, "--recover", "1") if a != "--spot"]
+    r = invoke(args)
+    assert r.exit_code == 2 and "--recover needs --spot" in r.stderr
+    assert fake.creates() == []
+
+
+def test_the_time_lost_is_the_training_since_the_last_backup(outputs_file, tpu_cloud, gcs):
+    """Each poll is 10 minutes of (injected) training time; the hosts back up on the first ACTIVE poll and the
+    preemption is seen 5, then 15 minutes (injected wall clock) after that backup: those are the times lost,
+    in the run's history and on the preemption lines."""
+    import time
+
+    from tpuctl.ground.outputs import read_outputs_file
+    from tpuctl.services import tpuvm
+    from tpuctl.services.training import TrainOptions
+
+    now, shift = [0.0], [0.0]
+    hosts = _hosts(gcs, finish_on_create=3)
+
+    def on_get(fake, state, n):
+        hosts(fake, state, n)
+        if state == "SUSPENDED":
+            shift[0] = 300.0 if len(fake.zones_created) == 1 else 900.0
+
+    tpu_cloud(plans=[["ACTIVE", "ACTIVE", "ACTIVE", SUSPENDED], ["ACTIVE", "ACTIVE", "ACTIVE", SUSPENDED],
+                     ["ACTIVE", "ACTIVE", "ACTIVE"]], on_get=on_get)
+    run = tpuvm.plan_run(TrainOptions(accelerator="v5litepod-16"), read_outputs_file(outputs_file), spot=True,
+                         name=NAME, image="us-central1-docker.pkg.dev/p/r/trainer-tpu:1")
+    lines: list[str] = []
+    outcome = tpuvm.run_tpu_vm(run, progress=lines.append, storage=gcs, poll_seconds=0, recover=2,
+                               zones=[ZONE, ZONE_B], sleep=lambda s: now.__setitem__(0, now[0] + 600.0),
+                               clock=lambda: now[0], wall=lambda: time.time() + shift[0])
+    assert outcome.result == RESULT
+    first, second = outcome.recoveries
+    assert first["zone"] == ZONE and second["zone"] == ZONE and first["resumed_zone"] == ZONE
+    assert first["seconds_lost"] == pytest.approx(300, abs=5) and second["seconds_lost"] == pytest.approx(900, abs=5)
+    assert first["seconds_trained"] == 1200 and first["since"] == "last backup"
+    preemptions = [line for line in lines if line.startswith("preemption ")]
+    assert "after 20.0 min of training; lost 5.0 min (since the last backup)" in preemptions[0]
+    assert "lost 15.0 min (since the last backup)" in preemptions[1]
+    assert lines[-1] == "recovered from 2 preemption(s); training lost 20.0 min in all"
+
+
+def test_train_target_tpu_vm_recovers_too(outputs_file, tpu_cloud, gcs):
+    fake = tpu_cloud(plans=[["ACTIVE", "ACTIVE", SUSPENDED], ["ACTIVE", "ACTIVE", "ACTIVE"]],
+                     on_get=_hosts(gcs, finish_on_create=2))
+    r = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-16", "--spot", "--recover", "1",
+                "--job-name", NAME, "--outputs", str(outputs_file), "--poll-seconds", "0.01",
+                "--image", "us-central1-docker.pkg.dev/my-tpu-project/tpuctl-trainer/trainer-tpu:sha256-test"])
+    assert r.exit_code == 0, r.output
+    assert "preemption 1/1: preempted (Spot), SUSPENDED in us-central1-a" in r.stderr
+    assert fake.zones_created == [ZONE, ZONE]
+
+
+def test_train_refuses_recover_off_tpu_vm(outputs_file, tpu_cloud):
+    fake = tpu_cloud()
+    r = invoke(["train", "--target", "vertex", "--recover", "1", "--outputs", str(outputs_file)])
+    assert r.exit_code == 2 and "--recover only applies to --target tpu-vm" in r.stderr
+    assert fake.requests == []
