@@ -69,6 +69,11 @@ def train(
     budget: Optional[float] = typer.Option(None, "--budget", min=0.01, callback=finite, help="Vertex/TPU VM: refuse the run when its maximum cost (USD) is above this."),
     zone: Optional[str] = typer.Option(None, "--zone", help="TPU VM: zone of the slice (default: the stack's tpu_zone, else zone)."),
     keep: bool = typer.Option(False, "--keep", help="TPU VM: keep the slice when the run ends (it keeps costing money)."),
+    recover: int = typer.Option(0, "--recover", min=0, max=100,
+                                help="TPU VM with --spot: re-queue a preempted slice (resuming from its gs:// backup) at "
+                                     "most this many times."),
+    zones: Optional[str] = typer.Option(None, "--zones", help="TPU VM with --recover: other zones of the region to "
+                                                              "re-queue in, in this order after --zone (comma-separated)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Vertex: print the CustomJob request as JSON; build, upload and submit nothing."),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="Vertex: follow the job until it ends."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Local: show everything the trainer prints (protocol lines, Keras, TensorFlow notices)."),
@@ -89,7 +94,8 @@ def train(
     )
     stack_outputs = load_outputs(stack=stack, outputs_file=outputs)
     if target is not Target.tpu_vm:
-        refuse_given((("--zone", zone), ("--keep", keep)), "{flag} only applies to --target tpu-vm")
+        refuse_given((("--zone", zone), ("--keep", keep), ("--recover", recover), ("--zones", zones)),
+                     "{flag} only applies to --target tpu-vm")
     if target is Target.vertex:
         _train_vertex(opts, stack_outputs, region, job_name, image, dry_run, wait, poll_seconds,
                       python_package=python_package, spot=spot, max_run_time=max_run_time, budget=budget)
@@ -101,7 +107,7 @@ def train(
         from tpuctl.commands import tpu
 
         tpu.run_options(opts, stack_outputs, zone=zone, spot=spot, keep=keep, name=job_name, image=image,
-                        dry_run=dry_run, poll_seconds=poll_seconds, budget=budget)
+                        dry_run=dry_run, poll_seconds=poll_seconds, budget=budget, recover=recover, zones=zones)
         return
     refuse_given((("--region", region), ("--job-name", job_name), ("--image", image), ("--python-package", python_package),
                   ("--spot", spot), ("--max-run-time", max_run_time), ("--budget", budget)),
