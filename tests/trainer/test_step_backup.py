@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 STEPS = 40  # per epoch: a progress line after every step (progress_every(40) == 1)
 EVERY = 5
 
@@ -65,3 +67,64 @@ def test_a_run_killed_mid_epoch_resumes_within_backup_every_steps(tools, demo_da
     assert result["best_epoch"] == result["exported_epoch"] == best
     assert abs(result["best_val_accuracy"] - seen[best]) < 1e-4
     assert not list((model_dir / "checkpoints" / "backup").rglob("*.index"))
+
+
+@pytest.mark.slow
+def test_a_two_process_cluster_killed_mid_epoch_resumes_within_backup_every_steps(tools, demo_data, tmp_path):
+    """chief + worker (tpuctl's local layout), both SIGKILLed at once in the middle of epoch 2; restarted, both
+    resume at the same step within N of it and end with the same weights."""
+    import json
+
+    import numpy as np
+
+    model_dir, dump = tmp_path / "model", tmp_path / "weights"
+    flags = tools.fast_flags(demo_data, model_dir, "--train_epochs", "3", "--steps_per_epoch", str(STEPS),
+                             "--train_batch_size", "16", "--backup_every_steps", str(EVERY))
+
+    def start():
+        ports = [tools.free_port(), tools.free_port()]
+        cluster = {"chief": [f"127.0.0.1:{ports[0]}"], "worker": [f"127.0.0.1:{ports[1]}"]}
+        procs = []
+        for task_type in ("chief", "worker"):
+            env = tools.env({"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": task_type, "index": 0}}),
+                             "TPUCTL_TRAINER_TEST_DUMP_WEIGHTS": str(dump),
+                             "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"})
+            procs.append(subprocess.Popen([sys.executable, "-m", "trainer.task", *flags], cwd=tools.REPO, env=env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
+        return procs
+
+    procs = start()
+    chief_lines = []
+    try:
+        for line in procs[0].stdout:
+            chief_lines.append(line.strip())
+            if line.startswith("progress: 17/") and "epoch-start: 2/3" in chief_lines:
+                for p in procs:
+                    os.kill(p.pid, signal.SIGKILL)
+                break
+        chief_lines += [l.strip() for l in procs[0].stdout]
+    finally:
+        for p in procs:
+            p.kill()
+            p.communicate(timeout=60)
+    stopped = max(int(l.split()[1].split("/")[0]) for l in chief_lines[chief_lines.index("epoch-start: 2/3"):]
+                  if l.startswith("progress:"))
+    assert stopped >= 17
+
+    procs = start()
+    try:
+        outs = [p.communicate(timeout=240)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert [p.returncode for p in procs] == [0, 0], outs[0][-2000:]
+    for out in outs:
+        assert [l for l in out.splitlines() if l.startswith("epoch-start:")] == ["epoch-start: 2/3", "epoch-start: 3/3"]
+    first = int(next(l for l in outs[0].splitlines() if l.startswith("progress:")).split()[1].split("/")[0])
+    restored = first - 1
+    assert restored % EVERY == 0 and stopped - EVERY < restored <= stopped + EVERY, (stopped, first)
+    assert _iterations(model_dir / "checkpoints" / "ckpt-0003") == 3 * STEPS
+    with np.load(dump / "weights-chief-0.npz") as a, np.load(dump / "weights-worker-0.npz") as b:
+        for key in a.files:
+            np.testing.assert_array_equal(a[key], b[key])
