@@ -137,14 +137,20 @@ def _train_local(opts, stack_outputs, verbose: bool = False) -> None:
         display.event(f"started {task.label} (pid {task.pid})")
 
     from tpuctl.services import runs
+    from tpuctl.services.supervisor import TaskFailed
 
     started = time.time()
     try:
         outcome = run_local(plan.args, workers=plan.workers, env=plan.env, on_started=_started,
                             out=display.stdout_sink(), err=display.stderr_sink(), on_message=display.on_message,
                             parameter_servers=plan.parameter_servers)
-    except BaseException:
+    except TaskFailed as exc:
         release_run_dir(plan)   # a run that failed before writing anything leaves no empty folder
+        if said_why(exc):       # the trainer's own `error: …` line is on the screen: not a second one
+            raise typer.Exit(exc.exit_code) from None
+        raise
+    except BaseException:
+        release_run_dir(plan)
         raise
     finally:
         display.close()
@@ -160,6 +166,14 @@ def _train_local(opts, stack_outputs, verbose: bool = False) -> None:
         typer.echo(f"training finished; model dir: {plan.model_dir} (the trainer printed no result line)")
         return
     echo_result(result)
+
+
+def said_why(exc) -> bool:
+    """A supervised trainer ended with its own ``error: …`` line, which the screen already shows (the trainer
+    knows the cause; "trainer (pid N) exited with code 3; last stderr line: error: …" only repeated it)."""
+    task = getattr(exc, "task", None)
+    line = task.last_error_line() if task is not None else None
+    return bool(line) and exc.exit_code != 130 and line.split("] ", 1)[-1].startswith("error:")
 
 
 def _train_vertex(opts, stack_outputs, region, job_name, image, dry_run, wait, poll_seconds, *,
