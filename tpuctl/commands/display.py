@@ -46,6 +46,8 @@ class TrainDisplay:
     terminal: bool
     verbose: bool = False
     stream: TextIO = field(default_factory=lambda: sys.stderr)
+    #: False: no line per epoch (a tuning trial shows its one line, the live bar only while it runs)
+    epoch_lines: bool = True
     history: list[EpochStats] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     _epoch_started: float = 0.0
@@ -103,7 +105,7 @@ class TrainDisplay:
 
             self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                       TextColumn("{task.fields[metrics]}"), TimeRemainingColumn(),
-                                      console=Console(file=self.stream), transient=False)
+                                      console=Console(file=self.stream), transient=not self.epoch_lines)
             self._progress.start()
         description = f"epoch {epoch}/{epochs}"
         if self._task is None:
@@ -119,8 +121,9 @@ class TrainDisplay:
         text = format_epoch(stats)
         if self._progress is not None and self._task is not None:
             self._progress.update(self._task, metrics=text.split(": ", 1)[1])
-            self._progress.console.print(text, markup=False, highlight=False)
-        else:
+            if self.epoch_lines:
+                self._progress.console.print(text, markup=False, highlight=False)
+        elif self.epoch_lines:
             self._print(text)
 
     def close(self) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -57,6 +58,7 @@ def tune(
     budget: Optional[float] = typer.Option(None, "--budget", min=0.01, callback=finite,
                                            help="Vertex: refuse the job if its maximum cost (USD) is above this."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Vertex: print the request and the cost estimate; send nothing."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Local: show everything the trainer prints."),
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
@@ -76,7 +78,12 @@ def tune(
         refuse_given((("--spot", spot), ("--dry-run", dry_run), ("--python-package", python_package)),
                      "{flag} only applies to --target vertex")
         count = trials or min(search.max_trials, 3)
-        base, rows = tuning.run_local_tuning(opts, search, trials=count, seed=seed, echo=echo_err)
+        from tpuctl.commands.display import TrainDisplay
+
+        def display() -> TrainDisplay:   # per trial: a live bar on a terminal, no epoch lines; -v: everything
+            return TrainDisplay(terminal=sys.stderr.isatty() and not verbose, verbose=verbose, epoch_lines=False)
+
+        base, rows = tuning.run_local_tuning(opts, search, trials=count, seed=seed, echo=echo_err, display=display)
         _render(rows, f"local tuning: {base}")
         if rows and all(row.state == "FAILED" for row in rows):
             raise UserError(f"every trial failed ({len(rows)} of {len(rows)}; the lines above say why)", 1)

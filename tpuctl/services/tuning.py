@@ -507,11 +507,13 @@ def claim_trial_dir(base: Path, index: int, record: dict[str, Any]):
 
 def run_local_tuning(opts, spec: TuneSpec, *, trials: int | None = None, seed: int | None = None,
                      base_dir: str | None = None, echo: Callable[[str], None] = print,
-                     out=None, err=None) -> tuple[str, list[TrialRow]]:
+                     out=None, err=None, display: Callable[[], Any] | None = None) -> tuple[str, list[TrialRow]]:
     """Run ``trials`` real trainer runs one after another, each in ``<base>/trial-<n>``; returns (base, ranked rows).
 
     ``opts`` is a ``training.TrainOptions`` (data, accelerator, epochs, extra trainer flags after ``--``);
     ``opts.model_dir`` (or ``base_dir``) is the tuning folder, default ``runs/tune-<timestamp>``.
+    ``display()``: a fresh display per trial (``stdout_sink()``, ``stderr_sink()``, ``on_message``, ``close()``,
+    as ``TrainDisplay``) that filters the trainer's output; without one it goes to ``out``/``err`` as printed.
     """
     from dataclasses import replace
 
@@ -538,20 +540,28 @@ def run_local_tuning(opts, spec: TuneSpec, *, trials: int | None = None, seed: i
     for index, params in enumerate(samples, start=1):
         shown = {TRAINER_FLAGS[k]: v for k, v in params.items()}
         trial_dir, lock, resumed = claim_trial_dir(Path(base), index, {"hyperparameters": shown, "args": fixed})
+        shown_by = None
         try:
             args = [*fixed, "--model_dir", str(trial_dir), *trial_args(params)]
             how = " (resuming its backup)" if resumed else ""
             echo(f"trial {index}/{count}: {json.dumps(shown, sort_keys=True)} -> {trial_dir}{how}")
+            shown_by = display() if display is not None else None
+            sinks = (dict(out=shown_by.stdout_sink(), err=shown_by.stderr_sink(), on_message=shown_by.on_message)
+                     if shown_by is not None else dict(out=out, err=err))
             try:
-                outcome = training.run_local(args, workers=1, env=template.env, out=out, err=err)
+                outcome = training.run_local(args, workers=1, env=template.env, **sinks)
             except TaskFailed as exc:
                 if exc.exit_code == 130:
                     raise
-                echo(f"trial {index} failed: {exc}")
+                why = exc.task.last_error_line() if exc.task is not None else None
+                # the trainer's own `error: …` line is already on the screen: say only which trial it was
+                echo(f"trial {index} failed" + ("" if why and why.startswith("error:") else f": {exc}"))
                 rows.append(TrialRow(str(index), "FAILED", shown, None, None))
                 continue
         finally:
             lock.close()
+            if shown_by is not None:
+                shown_by.close()
         result = outcome.result or {}
         metric = result.get(METRIC_ID)
         value = float(metric) if isinstance(metric, (int, float)) and not isinstance(metric, bool) else None

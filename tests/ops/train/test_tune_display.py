@@ -1,0 +1,31 @@
+"""`tpuctl tune --target local` is as clean as `train` (issue 28): one line per trial and the ranking table; none
+of TensorFlow's start-up notices, the protocol lines (progress:, epoch-start:, tpuctl-result:) or Keras' lines;
+`-v` shows the trainer's output as printed. The trainer is fake_trainer.py in its "chatty" mode (real noise)."""
+
+from __future__ import annotations
+
+
+def _tune(tools, env, tmp_path, *extra):
+    return tools.run_cli(["tune", "--target", "local", "--trials", "2", "--seed", "1", "--model-dir",
+                          str(tmp_path / "tune"), *extra], env=dict(env, FAKE_MODE="chatty"), cwd=tmp_path, timeout=120)
+
+
+def test_local_tuning_shows_one_line_per_trial_and_the_ranking(fake_trainer, tools, tmp_path):
+    proc = _tune(tools, fake_trainer, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    trial_lines = [line for line in proc.stderr.splitlines() if line.startswith("trial ")]
+    assert [line.split(":")[0] for line in trial_lines] == ["trial 1/2", "trial 2/2"]
+    screen = proc.stdout + proc.stderr
+    for noise in ("cuInit", "oneDNN", "Could not find cuda", "progress:", "epoch-start:", "epoch-end:",
+                  "tpuctl-result:", "Epoch 1/2", "3/3 - 1s", "training: model="):
+        assert noise not in screen, noise
+    assert "a real problem the user must see" in proc.stderr      # a real TensorFlow error is still shown
+    assert "local tuning: " in proc.stdout and "SUCCEEDED" in proc.stdout and "best trial:" in proc.stdout
+    assert len(screen.splitlines()) <= 25, screen
+
+
+def test_local_tuning_verbose_shows_the_raw_output(fake_trainer, tools, tmp_path):
+    proc = _tune(tools, fake_trainer, tmp_path, "-v")
+    assert proc.returncode == 0, proc.stderr
+    screen = proc.stdout + proc.stderr
+    assert "failed call to cuInit" in screen and "progress: 3/3" in screen and "Epoch 2/2" in screen
