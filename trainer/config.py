@@ -117,6 +117,7 @@ TASK_BOUNDS: dict[str, Bound] = {
     "warmup_epochs": Bound(0, 1000, integer=False),
     "early_stopping_patience": Bound(0, 100_000, note="0 = off"),
     "backup_every_steps": Bound(0, 1_000_000, note="0 = at each epoch's end only"),
+    "backup_every_minutes": Bound(0, 10_080, integer=False, note="0 = off; runs of one worker"),
 }
 #: --gpu_memory in MB (the other accepted value is ``growth``).
 GPU_MEMORY_MB = Bound(64, 1_048_576)
@@ -161,6 +162,7 @@ class TrainConfig:
     early_stopping_patience: int = 0  # stop after this many epochs without a better val_accuracy (0 = off)
     steps_per_epoch: int = 0  # 0 = train examples // global batch
     backup_every_steps: int = 0  # 0 = back up at each epoch's end only; N: also every N training steps
+    backup_every_minutes: float = 10.0  # one worker: also back up when this much training time passed (0 = off)
     skip_corrupt: bool = False
     resnet_weights: str | None = None
     cache: bool = False
@@ -270,6 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
     number("steps_per_epoch", "")
     number("backup_every_steps", "also write the preemption backup every N training steps, so a restart "
                                  "resumes within N steps instead of at the last epoch's end")
+    number("backup_every_minutes", "with one worker, also write the preemption backup once this many minutes of "
+                                   "training passed since the last one (clusters: use --backup_every_steps)")
     _add_bool(p, "skip_corrupt", "skip corrupt records (after a verification pass) instead of failing")
     p.add_argument("--resnet_weights", default=None, help="ResNet50 no-top weights file (.h5) to start from")
     _add_bool(p, "cache", "cache the serialized records in memory after the first epoch")

@@ -164,8 +164,9 @@ def _callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, environ: Mapping
 
 
 def _backup_callback(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_per_epoch: int):
-    """The preemption backup (tf_keras BackupAndRestore) in ``<checkpoints>/backup``: at every epoch's end
-    and, with ``--backup_every_steps N``, after every N training steps too.
+    """The preemption backup (tf_keras BackupAndRestore) in ``<checkpoints>/backup``: at every epoch's end,
+    with ``--backup_every_steps N`` after every N training steps too, and in a one-worker run once
+    ``--backup_every_minutes`` (default 10) passed since the last backup.
 
     BackupAndRestore keeps two counters in its checkpoint, the epoch and the last batch begun, and with an
     integer ``save_freq`` ``fit`` resumes at (epoch, batch + 1): the optimizer's step counter (and so the
@@ -179,11 +180,19 @@ def _backup_callback(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_per_
     if info.kind == "parameter_server":
         return keras.callbacks.BackupAndRestore(backup_dir=backup_dir)
     every = cfg.backup_every_steps
+    # Every worker must back up at the same step (reading synchronised variables is collective), and clocks
+    # differ between processes: a time-based backup only where one process decides alone.
+    seconds = cfg.backup_every_minutes * 60 if info.num_workers == 1 else 0
 
     class StepBackup(keras.callbacks.BackupAndRestore):
         def __init__(self):
             # save_freq only selects step mode here: the counting is this class's own.
             super().__init__(backup_dir=backup_dir, save_freq=every or steps_per_epoch)
+            self._last = time.monotonic()
+
+        def _backup(self, epoch, batch=0):
+            super()._backup(epoch=epoch, batch=batch)
+            self._last = time.monotonic()
 
         def on_train_begin(self, logs=None):
             super().on_train_begin(logs)
@@ -198,7 +207,8 @@ def _backup_callback(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_per_
             # epoch is what a restart resumes from, so count that (a backup at the epoch's last step is
             # left to on_epoch_end, after the epoch's checkpoint and best-epoch bookkeeping).
             self._training_state.backup_if_preempted()
-            if every and (batch + 1) % every == 0 and batch + 1 < steps_per_epoch:
+            due = (every and (batch + 1) % every == 0) or (seconds and time.monotonic() - self._last >= seconds)
+            if due and batch + 1 < steps_per_epoch:
                 self._backup(epoch=self._current_epoch, batch=batch)
 
         def on_epoch_end(self, epoch, logs=None):

@@ -30,7 +30,7 @@ DOCUMENTED = {
     "seed": (0, 2**32 - 1), "cluster_timeout_seconds": (1, 3600), "early_stopping_patience": (0, 100_000),
     "backup_every_steps": (0, 1_000_000),
 }
-NUMERIC_FLAGS = [*DOCUMENTED, "learning_rate", "warmup_epochs", "image_size"]
+NUMERIC_FLAGS = [*DOCUMENTED, "learning_rate", "warmup_epochs", "backup_every_minutes", "image_size"]
 
 
 def _assert_one_error(rc: int, stderr: str) -> str:
@@ -80,6 +80,7 @@ def test_fuzz_trainer_flags_in_process(pairs):
         assert value is None and name == "seed" or (type(value) is int and low <= value <= high), (name, value)
     assert math.isfinite(cfg.learning_rate) and 0 < cfg.learning_rate < 10
     assert math.isfinite(cfg.warmup_epochs) and 0 <= cfg.warmup_epochs <= 1000
+    assert math.isfinite(cfg.backup_every_minutes) and 0 <= cfg.backup_every_minutes <= 10_080
     assert _valid_image_size(cfg.image_size)
 
 

@@ -128,3 +128,30 @@ def test_a_two_process_cluster_killed_mid_epoch_resumes_within_backup_every_step
     with np.load(dump / "weights-chief-0.npz") as a, np.load(dump / "weights-worker-0.npz") as b:
         for key in a.files:
             np.testing.assert_array_equal(a[key], b[key])
+
+
+def test_a_one_worker_run_backs_up_by_training_time(tools, demo_data, tmp_path):
+    """--backup_every_minutes (default 10; here ~6 ms, so after about every step): killed mid-epoch without
+    --backup_every_steps, the run resumes a few steps before where it stopped, not at the epoch's start."""
+    model_dir = tmp_path / "model"
+    flags = tools.fast_flags(demo_data, model_dir, "--train_epochs", "2", "--steps_per_epoch", str(STEPS),
+                             "--backup_every_minutes", "0.0001")
+    proc = subprocess.Popen([sys.executable, "-m", "trainer.task", *flags], cwd=tools.REPO, env=tools.env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line.strip())
+            if line.startswith("progress: 17/") and "epoch-start: 2/2" in lines:
+                os.kill(proc.pid, signal.SIGKILL)
+                break
+        lines += [l.strip() for l in proc.stdout]
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+    stopped = max(int(l.split()[1].split("/")[0]) for l in lines[lines.index("epoch-start: 2/2"):]
+                  if l.startswith("progress:"))
+    resumed = tools.run_module(["trainer.task", *flags])
+    assert resumed.result["epochs"] == 2
+    first = int(next(l for l in resumed.stdout_lines if l.startswith("progress:")).split()[1].split("/")[0])
+    assert stopped - EVERY < first - 1 <= stopped, (stopped, first)
