@@ -9,7 +9,8 @@ then it deletes the queued resource (``keep=True`` keeps it), also on Ctrl-C / S
 
 A relaunch resumes: the trainer keeps its BackupAndRestore state under ``<model_dir>/checkpoints/backup``
 in Cloud Storage, and the default model folder is derived from the run name, so the same command with the
-same ``--name`` continues from the last finished epoch.
+same ``--name`` continues from the last backup. With ``recover=N`` (``--spot --recover N``) tpuctl does that
+itself: a preempted slice is deleted and queued again (the run's zone first, then ``--zones``), at most N times.
 
 Facts used here (checked 2026-11-22):
 - Cloud TPU v2 API, queued resources (googleapis google/cloud/tpu/v2/cloud_tpu.proto as shipped in

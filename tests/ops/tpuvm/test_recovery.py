@@ -172,3 +172,24 @@ def test_train_refuses_recover_off_tpu_vm(outputs_file, tpu_cloud):
     r = invoke(["train", "--target", "vertex", "--recover", "1", "--outputs", str(outputs_file)])
     assert r.exit_code == 2 and "--recover only applies to --target tpu-vm" in r.stderr
     assert fake.requests == []
+
+
+def test_ctrl_c_while_recovering_deletes_the_slice_in_the_zone_it_was_queued_in(outputs_file, tpu_cloud, gcs):
+    from tpuctl.ground.outputs import read_outputs_file
+    from tpuctl.services import tpuvm
+    from tpuctl.services.training import TrainOptions
+
+    fake = tpu_cloud(plans=[["ACTIVE", "ACTIVE", SUSPENDED], ["ACCEPTED", NO_CAPACITY], ["WAITING_FOR_RESOURCES"]],
+                     on_get=_hosts(gcs, finish_on_create=None))
+    run = tpuvm.plan_run(TrainOptions(accelerator="v5litepod-16"), read_outputs_file(outputs_file), spot=True,
+                         name=NAME, image="us-central1-docker.pkg.dev/p/r/trainer-tpu:1")
+
+    def progress(line):
+        if line.startswith("queued: WAITING") and fake.zones_created == [ZONE, ZONE, ZONE_B]:
+            raise KeyboardInterrupt
+
+    with pytest.raises(tpuvm.UserError) as err:
+        tpuvm.run_tpu_vm(run, progress=progress, storage=gcs, poll_seconds=0.01, recover=3, zones=[ZONE, ZONE_B])
+    assert err.value.exit_code == 130 and str(err.value) == f"interrupted; deleted queued resource {NAME}"
+    assert [name for name, _ in fake.deleted] == [_qr(ZONE), _qr(ZONE), _qr(ZONE_B)]
+    assert fake.resources == {}
