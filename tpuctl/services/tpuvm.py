@@ -565,6 +565,18 @@ def _last_backup(storage, run: TpuVmRun) -> float | None:
     return max(times) if times else None
 
 
+#: The recoveries of a run (``--recover``), kept next to the host reports: ``<model_dir>/RECOVERIES_FILE``.
+RECOVERIES_FILE = "tpuctl/recoveries.json"
+
+
+def _record_recoveries(storage, run: TpuVmRun, history: list[dict[str, Any]]) -> None:
+    """Write the run's recovery history to ``<model_dir>/tpuctl/recoveries.json`` (replaced whole each time)."""
+    bucket, path = _storage_paths(f"{run.model_dir}/{RECOVERIES_FILE}")
+    with clients.google_errors(f"writing {run.model_dir}/{RECOVERIES_FILE}"):
+        storage.bucket(bucket).blob(path).upload_from_string(
+            json.dumps({"run": run.name, "recoveries": history}, indent=2) + "\n", content_type="application/json")
+
+
 def _delete_and_wait(client, run: TpuVmRun, *, poll_seconds: float, timeout: float,
                      sleep: Callable[[float], None], clock: Callable[[], float]) -> None:
     """Delete the queued resource and wait until it is gone (its name is free again in the zone)."""
@@ -624,6 +636,7 @@ def _recovering(client, storage, run: TpuVmRun, created: _Created, *, progress: 
         if preempted_at is not None:
             down = clock() - preempted_at
             history[-1].update(resumed_zone=zone, seconds_down=round(down, 1))
+            _record_recoveries(storage, current, history)
             if training_deadline is not None:   # a preempted slice is not billed: the wait does not count
                 training_deadline += down
             progress(f"recovered in {zone}: training again {_minutes(down)} after the preemption")
@@ -645,6 +658,7 @@ def _recovering(client, storage, run: TpuVmRun, created: _Created, *, progress: 
             history.append({"zone": zone, "what": exc.what, "seconds_trained": round(trained, 1),
                             "seconds_lost": round(max(lost, 0.0), 1),
                             "since": "last backup" if backup is not None else "slice became ACTIVE"})
+            _record_recoveries(storage, current, history)
             progress(f"preemption {len(history)}/{recover}: {exc.what} in {zone} after {_minutes(trained)} of "
                      f"training; lost {_minutes(lost)} (since the {history[-1]['since']}); re-queueing in "
                      f"{', '.join(zones)}")

@@ -78,6 +78,11 @@ def test_preempted_twice_recovers_once_in_another_zone_and_finishes(outputs_file
     assert "recovered from 2 preemption(s); training lost" in err
     # The earlier slices' exit files (143: a container killed by the preemption) did not end the run.
     assert "trainer failed" not in err
+    # The history is kept with the run.
+    record = json.loads(gcs.bucket(ARTIFACTS).blob(f"runs/{NAME}/tpuctl/recoveries.json").download_as_bytes())
+    assert record["run"] == NAME
+    assert [(h["zone"], h["resumed_zone"]) for h in record["recoveries"]] == [(ZONE, ZONE_B), (ZONE_B, ZONE)]
+    assert all(h["seconds_lost"] >= 0 and h["since"] == "last backup" for h in record["recoveries"])
 
 
 def test_recoveries_stop_at_recover_n(outputs_file, tpu_cloud, gcs):
