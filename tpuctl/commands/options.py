@@ -83,6 +83,22 @@ def image_ref(ctx: typer.Context, param: typer.CallbackParam, value):
     return value
 
 
+def stack_outputs(stack, outputs, *, dry_run: bool = False):
+    """``--stack``/``--outputs`` as ``load_outputs`` reads them; a dry run with ``--stack NAME`` and no Pulumi
+    CLI uses the outputs ``tpuctl plan --stack NAME`` computes offline from Pulumi.NAME.yaml (what the stack
+    would export: a dry run sends nothing, so it needs no deployed stack), saying so in one line."""
+    from tpuctl.ground.outputs import load_outputs, parse_outputs, pulumi_cli
+
+    if not (dry_run and stack and outputs is None and pulumi_cli() is None):
+        return load_outputs(stack=stack, outputs_file=outputs)
+    from tpuctl.services.plan import plan
+
+    planned = plan(stack, check_policy=False)
+    echo_err(f"no Pulumi CLI: using the outputs `tpuctl plan --stack {stack}` computes from Pulumi.{stack}.yaml "
+             "(enough for a dry run; a real run needs the deployed stack)")
+    return parse_outputs(planned.outputs, f"the outputs planned for stack {stack}")
+
+
 def echo_err(message: str) -> None:
     typer.echo(message, err=True)
 

@@ -81,7 +81,7 @@ def train(
                                        callback=finite, hidden=True,
                                        help=f"Vertex: seconds between job status reads, {MIN_POLL_SECONDS}..{MAX_POLL_SECONDS}."),
 ) -> None:
-    from tpuctl.ground.outputs import load_outputs
+    from tpuctl.commands.options import stack_outputs as stack_outputs_for
     from tpuctl.services.training import TrainOptions
 
     if ctx.args and "--" not in sys.argv:
@@ -92,7 +92,7 @@ def train(
         model=model.value if model else None, hub_handle=hub_handle, hub_cache_dir=hub_cache_dir,
         epochs=epochs, batch_size=batch_size, extra=list(ctx.args), parameter_servers=parameter_servers,
     )
-    stack_outputs = load_outputs(stack=stack, outputs_file=outputs)
+    stack_outputs = stack_outputs_for(stack, outputs, dry_run=dry_run)
     if target is not Target.tpu_vm:
         refuse_given((("--zone", zone), ("--keep", keep), ("--recover", recover), ("--zones", zones)),
                      "{flag} only applies to --target tpu-vm")

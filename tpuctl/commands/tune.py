@@ -62,14 +62,14 @@ def tune(
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
-    from tpuctl.ground.outputs import load_outputs
+    from tpuctl.commands.options import stack_outputs as stack_outputs_for
     from tpuctl.services import cloudrun, tuning, vertex
     from tpuctl.services.training import TrainOptions, timestamp
 
     search = tuning.load_spec(spec)
     opts = TrainOptions(accelerator=accelerator, workers=workers, data_dir=data_dir, model_dir=model_dir,
                         epochs=epochs)
-    stack_outputs = load_outputs(stack=stack, outputs_file=outputs)
+    stack_outputs = stack_outputs_for(stack, outputs, dry_run=dry_run and target is Target.vertex)
     if target is Target.local:
         for name, value in (("--region", region), ("--job-name", job_name), ("--image", image),
                             ("--max-run-time", max_run_time), ("--budget", budget)):

@@ -276,12 +276,23 @@ def read_outputs_file(path: Path) -> StackOutputs:
     return parse_outputs(decode_json(data, source), source)
 
 
+#: The Pulumi CLI's install script for Linux and macOS (https://www.pulumi.com/docs/install/, read 2026-11-24;
+#: Homebrew: `brew install pulumi/tap/pulumi`, Windows: an MSI there).
+PULUMI_INSTALL = "curl -fsSL https://get.pulumi.com | sh"
+
+
+def pulumi_cli() -> str | None:
+    """The Pulumi CLI on PATH, or None."""
+    return shutil.which("pulumi")
+
+
 def read_stack_outputs(stack: str) -> StackOutputs:
-    pulumi = shutil.which("pulumi")
+    pulumi = pulumi_cli()
     if pulumi is None:
         raise UserError(
-            "--stack needs the Pulumi CLI, which is not on PATH; where it is installed run "
-            f"`pulumi stack output --json --show-secrets --stack {stack} > outputs.json` and pass --outputs outputs.json"
+            f"--stack {stack} reads the deployed stack's outputs with the Pulumi CLI, which is not on PATH: install "
+            f"it (`{PULUMI_INSTALL}`), or where it is installed run `pulumi stack output --json --show-secrets "
+            f"--stack {stack} > outputs.json` and pass --outputs outputs.json"
         )
     try:
         proc = subprocess.run(
