@@ -51,6 +51,7 @@ ensure_env() {  # name dir lockfile extra-install-command...
 if [ "$want_ops" = 1 ]; then
   ensure_env ops .venv requirements/ops.lock \
     .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
+  bash scripts/link-cli.sh   # `tpuctl` on PATH (~/.local/bin) when that folder is on PATH, else says how
 fi
 if [ "$want_trainer" = 1 ]; then
   # The trainer is run from the source tree (PYTHONPATH=repo root), exactly as the Vertex job runs

@@ -185,12 +185,17 @@ def summary_lines(result: dict[str, Any] | None, history: list[EpochStats], seco
         lines.append(f"  exported           epoch {exported}, val_accuracy {accuracy:.4f}"
                      + (f" (--export {which}{stopped})" if which in ("best", "last") else ""))
     lines.append(f"  time               {seconds:.1f}s")
+    from tpuctl.commands.options import program, tpuctl_program
+    from tpuctl.ground.envs import trainer_python
+
+    # hints as they can be typed here: `tpuctl` only when PATH finds it (scripts/setup.sh links it), else its path
+    tpuctl = tpuctl_program()
     export = (result or {}).get("export_dir")
     if export:
         base = export.rstrip("/").rsplit("/", 1)[0]
         lines += [f"  SavedModel         {export}",
-                  f"  serve it           tpuctl serve {export}   (TF Serving model base path: {base})",
-                  f"  try it             saved_model_cli show --dir {export} --tag_set serve --signature_def "
-                  "serving_default"]
-    lines.append(f"  curves             tpuctl board {run_name or model_dir}")
+                  f"  serve it           {tpuctl} serve {export}   (TF Serving model base path: {base})",
+                  f"  try it             {program('saved_model_cli', trainer_python().parent)} show --dir {export} "
+                  "--tag_set serve --signature_def serving_default"]
+    lines.append(f"  curves             {tpuctl} board {run_name or model_dir}")
     return lines

@@ -99,6 +99,36 @@ def stack_outputs(stack, outputs, *, dry_run: bool = False):
     return parse_outputs(planned.outputs, f"the outputs planned for stack {stack}")
 
 
+def program(name: str, folder) -> str:
+    """How to type ``name`` (a program in the venv ``folder``) in a hint: the bare name when PATH finds that very
+    program (setup's ~/.local/bin link), else its path - relative below the current folder - shell-quoted."""
+    import os
+    import shlex
+    import shutil
+    from pathlib import Path
+
+    installed = Path(folder) / name
+    found = shutil.which(name)
+    try:
+        if found and Path(found).resolve() == installed.resolve():
+            return name
+    except OSError:
+        pass
+    try:
+        shown_path = os.path.relpath(installed) if installed.resolve().is_relative_to(Path.cwd()) else str(installed)
+    except (OSError, ValueError):
+        shown_path = str(installed)
+    return shlex.quote(shown_path if "/" in shown_path else f"./{shown_path}")
+
+
+def tpuctl_program() -> str:
+    """``tpuctl`` if PATH finds this environment's, else e.g. ``.venv/bin/tpuctl``."""
+    import sys
+    from pathlib import Path
+
+    return program("tpuctl", Path(sys.executable).parent)
+
+
 def echo_err(message: str) -> None:
     typer.echo(message, err=True)
 

@@ -25,8 +25,8 @@ def _env(fake_trainer, tmp_path):
 def test_a_pipe_gets_one_plain_line_per_epoch_and_the_summary(fake_trainer, tools, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
-    proc = tools.run_cli(["train", "--data-dir", str(data), "--epochs", "2"], env=_env(fake_trainer, tmp_path),
-                         cwd=tmp_path)
+    proc = tools.run_cli(["train", "--data-dir", str(data), "--epochs", "2"],
+                         env={**_env(fake_trainer, tmp_path), "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout + proc.stderr
     assert not PROTOCOL.search(out), out
@@ -42,7 +42,9 @@ def test_a_pipe_gets_one_plain_line_per_epoch_and_the_summary(fake_trainer, tool
     ]
     assert epochs[1].endswith(", 120 examples/s)")
     assert "run summary" in proc.stderr and "best val_accuracy  0.8000 (epoch 2)" in proc.stderr
-    assert "serve it           tpuctl serve " in proc.stderr and "curves             tpuctl board " in proc.stderr
+    # the hints name the program as it can be typed here: PATH has no tpuctl in this test, so its path
+    tpuctl = str(tools.ops_python.parent / "tpuctl")
+    assert f"serve it           {tpuctl} serve " in proc.stderr and f"curves             {tpuctl} board " in proc.stderr
     assert proc.stdout.splitlines()[-2].startswith("SavedModel: ")     # scripts still get the two result lines
 
 
