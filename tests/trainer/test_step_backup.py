@@ -155,3 +155,32 @@ def test_a_one_worker_run_backs_up_by_training_time(tools, demo_data, tmp_path):
     assert resumed.result["epochs"] == 2
     first = int(next(l for l in resumed.stdout_lines if l.startswith("progress:")).split()[1].split("/")[0])
     assert stopped - EVERY < first - 1 <= stopped, (stopped, first)
+
+
+@pytest.mark.slow
+def test_a_resumed_run_ends_as_good_as_an_uninterrupted_one(tools, demo_data, tmp_path):
+    """Same seed, killed at step 17 of epoch 2 and resumed vs never interrupted: the resumed epoch reads a fresh
+    stream (the input position is not in the backup), so the metrics are not identical, but within noise.
+    Measured once (seed 1, 3 x 40 steps): uninterrupted 0.932; killed at step 9, 17, 33 of epoch 2 and
+    resumed 0.955, 0.952, 0.938. (A property, not a regression test: epoch-only backups pass it too.)"""
+    def flags(folder):
+        return tools.fast_flags(demo_data, tmp_path / folder, "--train_epochs", "3", "--steps_per_epoch", str(STEPS),
+                                "--backup_every_steps", str(EVERY))
+
+    proc = subprocess.Popen([sys.executable, "-m", "trainer.task", *flags("resumed")], cwd=tools.REPO,
+                            env=tools.env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    seen = []
+    try:
+        for line in proc.stdout:
+            seen.append(line.strip())
+            if line.startswith("progress: 17/") and "epoch-start: 2/3" in seen:
+                os.kill(proc.pid, signal.SIGKILL)
+                break
+    finally:
+        proc.kill()
+        proc.communicate(timeout=60)
+    resumed = tools.run_module(["trainer.task", *flags("resumed")]).result
+    whole = tools.run_module(["trainer.task", *flags("whole")]).result
+    assert abs(resumed["val_accuracy"] - whole["val_accuracy"]) < 0.06, (resumed, whole)
+    assert resumed["epochs"] == whole["epochs"] == 3
+    assert sorted(p.name for p in (tmp_path / "resumed" / "export" / "small_cnn").iterdir()) == ["1"]
