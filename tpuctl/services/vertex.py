@@ -371,6 +371,8 @@ def plan_job(opts: TrainOptions, outputs: StackOutputs | None, *, region: str | 
     if accel.kind == "tpu":
         # On a Vertex AI TPU VM the TPU is attached to the host the trainer runs on.
         env["TPU_NAME"] = "local"
+        if accel.tpu is not None:
+            env.update(domain.tpu_runtime_env(accel.tpu.version))
     return VertexJob(
         project=project, region=region, display_name=name, accelerator=accel, workers=opts.workers,
         parameter_servers=opts.parameter_servers,

@@ -176,3 +176,12 @@ def test_an_unverified_quota_metric_google_does_not_list_is_a_note_not_a_refusal
         assert vertex.check_quota(t4, spot=True, echo=notes.append) is None and "spot-quota-metrics" in notes[1]
         with pytest.raises(UserError, match="custom_model_training_nvidia_t4_gpus"):
             vertex.check_quota(t4, echo=notes.append)
+
+
+@pytest.mark.parametrize("accelerator, pjrt", [("tpu-v5e-4", True), ("tpu-v3-8", False), ("gpu-t4x2", False)])
+def test_tensorflow_on_tpu_v5e_gets_googles_pjrt_switch_and_nothing_else_does(outputs_file, accelerator, pjrt):
+    # Google: "TensorFlow training on TPU v5e requires the PJRT runtime" (Vertex AI TPU VM custom-container page).
+    _, job = _dry_run(outputs_file, "--accelerator", accelerator)
+    env = {e.name: e.value for e in job.job_spec.worker_pool_specs[0].container_spec.env}
+    wanted = {"NEXT_PLUGGABLE_DEVICE_USE_C_API": "true", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}
+    assert (wanted.items() <= env.items()) is pjrt and (pjrt or not wanted.keys() & env.keys())

@@ -322,6 +322,23 @@ class TpuType:
     regions: frozenset[str]
 
 
+#: TensorFlow on TPU v5e runs through the PJRT runtime, switched on by two environment variables in the container:
+#: "TensorFlow training on TPU v5e requires the PJRT runtime. To enable the PJRT runtime, configure the following
+#: environment variables" — NEXT_PLUGGABLE_DEVICE_USE_C_API=true, TF_PLUGGABLE_DEVICE_LIBRARY_PATH=/lib/libtpu.so
+#: (cloud.google.com/vertex-ai/docs/training/training-with-tpu-vm, custom-container example, read 2026-11-24).
+#: TensorFlow 2.20's own code reads the second at import and loads that library as a pluggable device
+#: (tensorflow/__init__.py in the tensorflow-tpu 2.20.0 wheel: ``if _os.getenv("TF_PLUGGABLE_DEVICE_LIBRARY_PATH")``).
+#: Google names no such variables for v2/v3, which run TensorFlow's own TPU runtime, so the trainer image sets none
+#: and tpuctl adds them to the jobs of these TPU versions only.
+TF_PJRT_TPU_VERSIONS = frozenset({"v5e"})
+TF_PJRT_ENV = {"NEXT_PLUGGABLE_DEVICE_USE_C_API": "true", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}
+
+
+def tpu_runtime_env(tpu_version: str) -> dict[str, str]:
+    """Environment a TensorFlow container needs on this TPU version (the PJRT switch on v5e, else nothing)."""
+    return dict(TF_PJRT_ENV) if tpu_version in TF_PJRT_TPU_VERSIONS else {}
+
+
 _V23_REGIONS = frozenset({"us-central1", "europe-west4"})
 _V5E_REGIONS = frozenset({"us-central1", "us-east1", "us-east5", "us-south1", "us-west1", "us-west4",
                           "europe-west4", "asia-southeast1"})
