@@ -296,7 +296,7 @@ def _peer_lost(err) -> HardwareError:
         text = text.split(marker, 1)[1]
     cause = text.strip().split(" The error could be from", 1)[0][:300].rstrip(" .")
     return HardwareError(f"a peer left the cluster during training (TensorFlow: {cause}); restart every task "
-                         "of the job: training resumes from the last completed epoch's backup")
+                         "of the job: training resumes from the last backup")
 
 
 def _corruption_error(manifest, image_size) -> DataError | None:
