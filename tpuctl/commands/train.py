@@ -40,7 +40,7 @@ def register(app: typer.Typer) -> None:
 
 def train(
     ctx: typer.Context,
-    target: Target = typer.Option(Target.local, "--target", help="Where to train: this machine or a Vertex AI CustomJob."),
+    target: Target = typer.Option(Target.local, "--target", help="Where to train: this machine (local), a Vertex AI CustomJob (vertex) or a TPU VM slice (tpu-vm)."),
     accelerator: Optional[str] = typer.Option(
         None, "--accelerator", "-a",
         help="cpu, gpu (one T4), gpu-t4, gpu-t4x2, gpu-l4x4, tpu-v3-8, tpu-v5e-4, … Local default: auto-detect; "
