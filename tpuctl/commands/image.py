@@ -38,10 +38,14 @@ def tag(
     stack: Optional[str] = _STACK,
     outputs: Optional[Path] = _OUTPUTS,
     repository: Optional[str] = _REPO,
+    local: bool = typer.Option(False, "--local", help="Print the name a local build gets (tpuctl/trainer-VARIANT:TAG)."),
 ) -> None:
     """Print the image URI (or, with no stack, the content tag) of the current trainer sources."""
     from tpuctl.services import image
 
+    if local:
+        typer.echo(image.local_name(variant))
+        return
     if stack is None and outputs is None:
         typer.echo(image.image_tag(image.check_variant(variant)))
         return
@@ -57,7 +61,7 @@ def build(
     repository: Optional[str] = _REPO,
     project: Optional[str] = typer.Option(None, "--project", help="Override the stack's project."),
     region: Optional[str] = typer.Option(None, "--region", help="Override the stack's region (the repository's location)."),
-    local: bool = typer.Option(False, "--local", help="Build with a local docker/podman instead of Cloud Build."),
+    local: bool = typer.Option(False, "--local", help="Build with a local docker/podman instead of Cloud Build (no stack needed: tpuctl/trainer-VARIANT:TAG)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the tag and the Cloud Build request; build nothing."),
     poll_seconds: float = typer.Option(5.0, "--poll-seconds", min=0.5, max=300, help="How often to check the build (0.5-300 s)."),
 ) -> None:
@@ -65,13 +69,22 @@ def build(
     from tpuctl.ground.errors import UserError
     from tpuctl.services import image
 
+    if local and stack is None and outputs is None and project is None:
+        # No stack: a local image only (run it with docker run, see docs/image.md).
+        name = image.local_name(variant)
+        if dry_run:
+            typer.echo(f"would build {name} locally from {image.DOCKERFILE}")
+            return
+        _, built = image.build_local(variant)
+        typer.echo(f"built {name}" if built else f"{name} already exists: nothing to build")
+        return
     so, ref = _ref(variant, stack, outputs, repository, project, region)
     if local:
         if dry_run:
-            typer.echo(f"would build {ref.uri} locally from {image.DOCKERFILE}")
+            typer.echo(f"would build {image.local_name(variant)} locally from {image.DOCKERFILE}, tagged {ref.uri}")
             return
-        image.build_local(ref)
-        typer.echo(f"built {ref.uri}")
+        name, built = image.build_local(variant, also_tag=ref.uri)
+        typer.echo(f"{'built' if built else 'already built'} {name}, tagged {ref.uri} (push it with: docker push {ref.uri})")
         return
     staging = so.bucket("staging") if so else None
     if not staging:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import re
 import shutil
 import subprocess
@@ -242,17 +243,42 @@ def _upload_context(variant: str, bucket: str, obj: str, storage_client, root: P
             client.bucket(bucket).blob(obj).upload_from_filename(str(archive), content_type="application/gzip")
 
 
-def build_local(ref: ImageRef, root: Path = REPO_ROOT, run=subprocess.run) -> BuildResult:
-    """``docker build`` (or podman) of the same context on this machine; the image is tagged ``ref.uri``."""
+def local_name(variant: str, root: Path = REPO_ROOT) -> str:
+    """The image name a local build gets: ``tpuctl/trainer-VARIANT:TAG`` (the same content tag as Cloud Build's)."""
+    return f"tpuctl/trainer-{check_variant(variant)}:{image_tag(variant, root)}"
+
+
+def container_tool() -> str:
     tool = shutil.which("docker") or shutil.which("podman")
     if tool is None:
         raise UserError("--local needs docker or podman on PATH; without them drop --local to build with Cloud Build")
-    with tempfile.TemporaryDirectory(prefix="tpuctl-image-") as tmp:
-        archive = write_context(ref.variant, Path(tmp) / "context.tar.gz", root)
-        with tarfile.open(archive) as tar:
-            tar.extractall(Path(tmp) / "ctx", filter="data")
-        proc = run([tool, "build", "--build-arg", f"VARIANT={ref.variant}", "-f", DOCKERFILE, "-t", ref.uri, "."],
-                   cwd=Path(tmp) / "ctx")
-    if proc.returncode != 0:
-        raise UserError(f"{Path(tool).name} build failed (exit {proc.returncode}); its output is above", 1)
-    return BuildResult(ref, True, status="SUCCESS")
+    return tool
+
+
+def build_local(variant: str, *, also_tag: str | None = None, root: Path = REPO_ROOT,
+                run=subprocess.run) -> tuple[str, bool]:
+    """``docker build`` (or podman) of exactly the Cloud Build context on this machine.
+
+    Returns (local image name, built): an image already tagged with the current sources' content tag is not built
+    again. ``also_tag`` adds a second tag (the Artifact Registry URI when a stack is given). The build's network is
+    the engine's default unless ``$TPUCTL_DOCKER_BUILD_NETWORK`` names one (scripts/test-images.sh sets ``host``
+    for an engine started without a bridge).
+    """
+    tool = container_tool()
+    name = local_name(variant, root)
+    exists = run([tool, "image", "inspect", name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+    if not exists:
+        network = os.environ.get("TPUCTL_DOCKER_BUILD_NETWORK")
+        with tempfile.TemporaryDirectory(prefix="tpuctl-image-") as tmp:
+            archive = write_context(variant, Path(tmp) / "context.tar.gz", root)
+            with tarfile.open(archive) as tar:
+                tar.extractall(Path(tmp) / "ctx", filter="data")
+            proc = run([tool, "build", *(["--network", network] if network else []),
+                        "--build-arg", f"VARIANT={variant}", "-f", DOCKERFILE, "-t", name, "."], cwd=Path(tmp) / "ctx")
+        if proc.returncode != 0:
+            raise UserError(f"{Path(tool).name} build failed (exit {proc.returncode}); its output is above", 1)
+    if also_tag:
+        proc = run([tool, "tag", name, also_tag])
+        if proc.returncode != 0:
+            raise UserError(f"{Path(tool).name} tag {name} {also_tag} failed (exit {proc.returncode})", 1)
+    return name, not exists

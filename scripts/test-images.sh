@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# Build the trainer's container images (container/Dockerfile, variants cpu, gpu, tpu) on this machine with a
+# real container engine, exactly as `tpuctl image build --local` does, and run each one:
+#   cpu  sample data + a 2-epoch demo training as the image's own user into a mounted folder; the exported
+#        SavedModel's serving signature is checked inside the image
+#   gpu  TensorFlow imports; a 1-epoch demo run on the CPU (no GPU here)
+#   tpu  TensorFlow imports with libtpu loaded; the demo trains on the CPU inside the tpu image (TensorFlow 2.20),
+#        bounded in time (no TPU here: nothing may wait for one)
+# One summary line per variant (image size, `import tensorflow, tf_keras` time, the demo's result).
+#
+# The engine: a `docker` that answers is used as it is. Otherwise, as root, Debian's dockerd (package docker.io,
+# installed when missing) is started for this run only, on its own socket and data folder, and stopped at the
+# end; nothing else is started or stopped. Its build cache stays in /var/lib/tpuctl-docker, so a second run with
+# unchanged sources rebuilds nothing.
+# The base image (python:3.11-slim) is pulled when a registry answers; when none can be reached, a stand-in is made
+# once with debootstrap (Debian bookworm minbase + Debian's python3, which is 3.11, as /usr/local/bin/python) from
+# the Debian mirror this machine's apt sources name, and imported under the same name. Only the stand-in gets this
+# machine's CA bundle (builds may reach the package index through a proxy with its own certificate).
+#
+# Usage: scripts/test-images.sh [cpu] [gpu] [tpu]     (default: all three)
+# Env:   TPUCTL_IMAGE_RUN_TIMEOUT  seconds one smoke-test container may run (default 300)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+variants=()
+for arg in "$@"; do
+  case "$arg" in
+    cpu|gpu|tpu) variants+=("$arg") ;;
+    *) echo "error: unknown variant '$arg' (use cpu, gpu, tpu)" >&2; exit 2 ;;
+  esac
+done
+[ ${#variants[@]} -gt 0 ] || variants=(cpu gpu tpu)
+run_timeout=${TPUCTL_IMAGE_RUN_TIMEOUT:-300}
+tpuctl=.venv/bin/tpuctl
+if [ ! -x "$tpuctl" ]; then echo "error: .venv is missing; run scripts/setup.sh first" >&2; exit 2; fi
+
+say() { echo "images: $*"; }
+owned_pid=""
+work=$(mktemp -d)
+cleanup() {
+  if [ -n "$owned_pid" ] && kill -0 "$owned_pid" 2>/dev/null; then
+    kill "$owned_pid" 2>/dev/null || true
+    for _ in $(seq 1 30); do kill -0 "$owned_pid" 2>/dev/null || break; sleep 1; done
+    say "stopped the container engine this run started (pid $owned_pid)"
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- the engine -------------------------------------------------------------------------------------------------
+engine_answers() { timeout 20 docker info >/dev/null 2>&1; }
+start_engine() {
+  if [ "$(id -u)" != 0 ]; then
+    echo "error: no container engine answers ('docker info' failed) and only root can start one here; start Docker or podman's docker socket" >&2
+    exit 2
+  fi
+  if ! command -v dockerd >/dev/null; then
+    say "installing Debian's docker.io (the engine)"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io) >"$work/apt.log" 2>&1 \
+      || { tail -5 "$work/apt.log" >&2; echo "error: could not install docker.io" >&2; exit 2; }
+  fi
+  export DOCKER_HOST=unix:///run/tpuctl-docker.sock
+  if engine_answers; then return 0; fi   # an engine an earlier run left on our socket
+  # No iptables, no bridge: builds use the host's network (--network host), containers run with --network none.
+  dockerd --host "$DOCKER_HOST" --pidfile /run/tpuctl-docker.pid --data-root /var/lib/tpuctl-docker \
+    --exec-root /run/tpuctl-docker --iptables=false --ip6tables=false --bridge=none \
+    >"$work/dockerd.log" 2>&1 &
+  owned_pid=$!
+  for _ in $(seq 1 60); do
+    if engine_answers; then say "started dockerd (pid $owned_pid) on $DOCKER_HOST"; return 0; fi
+    kill -0 "$owned_pid" 2>/dev/null || break
+    sleep 1
+  done
+  tail -5 "$work/dockerd.log" >&2
+  echo "error: dockerd did not answer within 60 s" >&2
+  exit 2
+}
+if ! command -v docker >/dev/null || ! engine_answers; then start_engine; fi
+# A build needs the network only for pip; an engine without a bridge has just the host's.
+export TPUCTL_DOCKER_BUILD_NETWORK=${TPUCTL_DOCKER_BUILD_NETWORK:-host}
+
+# --- the base image ---------------------------------------------------------------------------------------------
+base=$(sed -n 's/^FROM[[:space:]]\{1,\}\([^[:space:]]*\).*/\1/p' container/Dockerfile | head -1)
+debian_mirror() {  # the first Debian archive URI of this machine's apt sources (deb822 or one-line format)
+  { grep -h '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}' || true
+    grep -h '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list | awk '{print $2}' || true
+  } 2>/dev/null | grep -v -- '-security' | head -1 || true
+}
+make_stand_in() {
+  local mirror rootfs
+  mirror=$(debian_mirror)
+  [ -n "$mirror" ] || { echo "error: $base cannot be pulled and no Debian mirror is named in the apt sources" >&2; exit 2; }
+  command -v debootstrap >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap) >/dev/null
+  rootfs="$work/rootfs"
+  say "$base cannot be pulled: making a stand-in with debootstrap (bookworm minbase + python3)"
+  debootstrap --variant=minbase --include=python3,python3-pip,python3-venv,ca-certificates,passwd \
+    bookworm "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 \
+    || { tail -5 "$work/debootstrap.log" >&2; echo "error: debootstrap failed" >&2; exit 2; }
+  ln -sf /usr/bin/python3 "$rootfs/usr/local/bin/python"
+  ln -sf /usr/bin/pip3 "$rootfs/usr/local/bin/pip"
+  rm -f "$rootfs"/usr/lib/python3*/EXTERNALLY-MANAGED    # python:3.11-slim's pip installs system-wide
+  cp /etc/ssl/certs/ca-certificates.crt "$rootfs/etc/ssl/certs/ca-certificates.crt"
+  rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+  tar -C "$rootfs" -c . | docker import \
+    --change 'ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change 'ENV LANG=C.UTF-8' --change 'CMD ["python3"]' \
+    --change 'LABEL org.tpuctl.stand-in=debootstrap-bookworm' - "$base" >/dev/null
+  rm -rf "$rootfs"
+}
+if docker image inspect "$base" >/dev/null 2>&1; then
+  :
+elif timeout 60 docker pull -q "$base" >/dev/null 2>&1; then
+  say "pulled $base"
+else
+  make_stand_in
+fi
+if [ -n "$(docker image inspect -f '{{index .Config.Labels "org.tpuctl.stand-in"}}' "$base" 2>/dev/null)" ]; then
+  say "base $base is the debootstrap stand-in (Debian's python 3.11)"
+fi
+
+# --- build and run each variant ---------------------------------------------------------------------------------
+run_in() {  # docker run with --network none and a time bound; the container is removed whatever happens
+  local name="tpuctl-smoke-$$-$RANDOM" rc=0
+  timeout "$run_timeout" docker run --name "$name" --network none "$@" || rc=$?
+  docker rm -f "$name" >/dev/null 2>&1 || true
+  [ "$rc" != 124 ] || echo "error: the container ran past TPUCTL_IMAGE_RUN_TIMEOUT=${run_timeout}s and was stopped" >&2
+  return "$rc"
+}
+# `import trainer, tensorflow, tf_keras` (the trainer package first, as every entry point does) in seconds, with the image's .pyc files and without (an empty pycache prefix and no
+# writing makes Python compile every module from source, as the image did before it shipped byte-compiled files)
+import_probe='import time; t = time.perf_counter(); import trainer, tensorflow, tf_keras; print(f"{time.perf_counter() - t:.2f}")'
+import_seconds() {  # image [extra docker args...]
+  local img=$1; shift
+  run_in "$@" --entrypoint python "$img" -c "$import_probe" 2>>"$work/import.log" | tail -1
+}
+# Inside the image: the export's serving signature takes encoded image bytes and answers one probability per class.
+signature_check='
+import json, sys
+import tensorflow as tf
+result = json.load(open(sys.argv[1]))
+model = tf.saved_model.load(result["export_dir"])
+fn = model.signatures["serving_default"]
+(spec,) = fn.structured_input_signature[1].values()
+assert spec.dtype == tf.string and spec.shape.as_list() == [None], spec
+image = tf.io.encode_jpeg(tf.zeros([8, 8, 3], tf.uint8))
+outputs = fn(tf.constant([image.numpy()]))
+(probs,) = [v for v in outputs.values() if v.dtype.is_floating and v.shape.rank == 2]
+assert probs.shape[0] == 1 and probs.shape[1] >= 2, probs.shape
+assert abs(float(tf.reduce_sum(probs)) - 1.0) < 1e-3, probs
+print(f"serving_default({spec.dtype.name}{spec.shape.as_list()}) -> {sorted(outputs)} {probs.shape.as_list()}")
+'
+failed=0
+summaries=()
+for v in "${variants[@]}"; do
+  start=$SECONDS
+  if ! "$tpuctl" image build --local --variant "$v" >"$work/build-$v.log" 2>&1; then
+    tail -25 "$work/build-$v.log" >&2
+    summaries+=("image $v: FAILED to build (log above)"); failed=1; continue
+  fi
+  built=$(tail -1 "$work/build-$v.log")
+  # the name the build printed (the sources' content tag at build time)
+  name=$(grep -o "tpuctl/trainer-$v:sha256-[0-9a-f]*" <<<"$built" | head -1)
+  build_s=$((SECONDS - start))
+  size=$(docker image inspect -f '{{.Size}}' "$name" | awk '{printf "%.2f GB", $1 / 1e9}')
+  out="$work/out-$v"; mkdir -p "$out"
+  chown 10001 "$out" 2>/dev/null || chmod 777 "$out"    # the image runs as its own user, uid 10001
+  cold=$(import_seconds "$name" -e PYTHONPYCACHEPREFIX=/tmp/no-pyc) || cold="?"
+  warm=$(import_seconds "$name") || warm="?"
+  if [ -z "$warm" ] || [ "$warm" = "?" ]; then
+    tail -5 "$work/import.log" >&2
+    summaries+=("image $v: FAILED: import tensorflow, tf_keras (above)"); failed=1; continue
+  fi
+  epochs=2; [ "$v" = gpu ] && epochs=1
+  detail=""
+  if [ "$v" = tpu ]; then
+    # libtpu must be loaded, not merely installed: TensorFlow lists its TPU_SYSTEM device.
+    if ! detail=$(run_in --entrypoint python "$name" -c \
+        'import trainer, tensorflow as tf; d = [x.device_type for x in tf.config.list_physical_devices()]; assert "TPU_SYSTEM" in d, d; print("libtpu loaded")' \
+        2>"$work/tpu-$v.log" | tail -1); then
+      tail -5 "$work/tpu-$v.log" >&2
+      summaries+=("image $v: FAILED: libtpu is not loaded by TensorFlow (above)"); failed=1; continue
+    fi
+    detail="$detail; "
+  fi
+  train_start=$SECONDS
+  if ! run_in -v "$out:/work" --entrypoint python "$name" -m trainer.sample_data --out /work/data \
+        >"$work/run-$v.log" 2>&1 \
+     || ! run_in -v "$out:/work" "$name" --data_dir /work/data --model_dir /work/run --train_epochs "$epochs" \
+        >>"$work/run-$v.log" 2>&1; then
+    tail -15 "$work/run-$v.log" >&2
+    summaries+=("image $v: FAILED: the demo run in the image (above)"); failed=1; continue
+  fi
+  train_s=$((SECONDS - train_start))
+  owner=$(stat -c %u "$out/run/result.json")
+  accuracy=$(python3 -c 'import json, sys; print("%.3f" % json.load(open(sys.argv[1]))["val_accuracy"])' \
+    "$out/run/result.json" 2>/dev/null || echo "?")
+  if [ "$owner" != 10001 ]; then
+    summaries+=("image $v: FAILED: result.json belongs to uid $owner, not the image's user 10001"); failed=1; continue
+  fi
+  if [ "$v" = cpu ]; then
+    if ! sig=$(run_in -v "$out:/work" --entrypoint python "$name" -c "$signature_check" /work/run/result.json \
+          2>"$work/sig-$v.log" | tail -1); then
+      tail -10 "$work/sig-$v.log" >&2
+      summaries+=("image $v: FAILED: the exported SavedModel's signature (above)"); failed=1; continue
+    fi
+    detail="$detail$sig; "
+  fi
+  summaries+=("image $v: ok — $name, $size, built in ${build_s}s ($built); import tensorflow+tf_keras ${warm}s (${cold}s without .pyc); ${detail}demo ${epochs} epoch(s) as uid 10001 in ${train_s}s, val_accuracy $accuracy")
+done
+printf '%s\n' "${summaries[@]}"
+exit "$failed"
