@@ -74,21 +74,30 @@ def _callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, environ: Mapping
 
     class EpochLog(keras.callbacks.Callback):
         """One parseable line per epoch boundary (the CLI and the resume test read them); epoch-end also
-        carries ``examples_per_second`` = global batch x steps / the epoch's wall time."""
+        carries ``examples_per_second`` = global batch x steps run / the epoch's wall time (an epoch resumed
+        from a mid-epoch backup runs only its remaining steps)."""
 
         def __init__(self):
             super().__init__()
+            self._supports_tf_logs = True   # reads no batch logs (parameter servers pass RemoteValues)
             self._started = time.monotonic()
+            self._first: int | None = None
 
         def on_epoch_begin(self, epoch, logs=None):
             self._started = time.monotonic()
+            self._first = None
             protocol.emit(protocol.EPOCH_START, (epoch + 1, cfg.train_epochs, {}))
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if self._first is None:
+                self._first = batch
 
         def on_epoch_end(self, epoch, logs=None):
             seconds = max(time.monotonic() - self._started, 1e-9)
+            steps = steps_per_epoch - (self._first or 0)
             # Into Keras' own logs, so the callbacks after this one (EpochScalars: TensorBoard) record them too.
             if logs is not None:
-                logs["examples_per_second"] = cfg.train_batch_size * steps_per_epoch / seconds
+                logs["examples_per_second"] = cfg.train_batch_size * steps / seconds
                 logs["learning_rate"] = _current_learning_rate(self.model.optimizer)
             protocol.emit(protocol.EPOCH_END, (epoch + 1, cfg.train_epochs, dict(logs or {})))
 

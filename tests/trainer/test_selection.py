@@ -14,7 +14,7 @@ from trainer.config import OutputDirs, TrainConfig
 def _setup(tmp_path, **overrides):
     cfg = TrainConfig(model_dir=str(tmp_path), data_dir=str(tmp_path), train_epochs=6, **overrides)
     model = models.build_model(cfg, 3, (8, 8), steps_per_epoch=2)
-    info = types.SimpleNamespace(kind="default", is_chief=False)
+    info = types.SimpleNamespace(kind="default", is_chief=False, num_workers=1)
     callbacks = task._callbacks(keras, cfg, OutputDirs.resolve(str(tmp_path), {}), info, {}, 2)
     [best] = [c for c in callbacks if type(c).__name__ == "BestEpoch"]
     best.set_model(model)
@@ -57,3 +57,23 @@ def test_select_export_reports_the_chosen_epoch(tmp_path, monkeypatch, export, e
                       "best_val_accuracy": pytest.approx(0.7), "last_val_accuracy": pytest.approx(0.65),
                       "epochs": 4, "stopped_early": True}
     assert loaded == ([f"{tmp_path}/checkpoints/ckpt-0002"] if export == "best" else [])
+
+
+def test_a_resumed_epoch_counts_only_the_steps_it_ran_in_examples_per_second(tmp_path, monkeypatch):
+    """An epoch resumed at step 30 of 40 from a mid-epoch backup ran 10 steps, not 40."""
+    cfg = TrainConfig(model_dir=str(tmp_path), data_dir=str(tmp_path), train_epochs=2, train_batch_size=8)
+    model = models.build_model(cfg, 3, (8, 8), steps_per_epoch=40)
+    info = types.SimpleNamespace(kind="default", is_chief=False, num_workers=1)
+    callbacks = task._callbacks(keras, cfg, OutputDirs.resolve(str(tmp_path), {}), info, {}, 40)
+    [log] = [c for c in callbacks if type(c).__name__ == "EpochLog"]
+    log.set_model(model)
+    now = [100.0]
+    monkeypatch.setattr(task.time, "monotonic", lambda: now[0])
+    for first, expected in ((30, 8 * 10 / 2.0), (0, 8 * 40 / 2.0)):
+        log.on_epoch_begin(1)
+        for batch in range(first, 40):
+            log.on_train_batch_begin(batch)
+        now[0] += 2.0
+        logs = {}
+        log.on_epoch_end(1, logs)
+        assert logs["examples_per_second"] == pytest.approx(expected)
