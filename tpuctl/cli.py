@@ -50,6 +50,40 @@ for _group in (plan, access, hubcache, train, data, image, runs, tpu, tune, serv
     _group.register(app)
 
 
+#: What to type for a value, by parameter name, where its upper-cased name does not say it (RUN, ZONE, REGION and
+#: PROJECT do); typer would show `<str>`, `<int range>`, `<list[str]>`.
+_METAVARS = {
+    "a": "RUN", "b": "RUN", "base": "DIR", "baseline": "FILE", "batch": "GS_FOLDER", "batch_size": "N",
+    "budget": "USD", "config": "FILE", "data_dir": "DIR", "fmt": "FORMAT", "grpc_port": "PORT", "handles": "HANDLE",
+    "hub_cache_dir": "DIR", "hub_handle": "HANDLE", "images": "IMAGE", "machine_type": "TYPE", "manifest": "FILE",
+    "max_bytes": "BYTES", "max_replicas": "N", "min_replicas": "N", "max_run_time": "DURATION", "model_dir": "DIR",
+    "model_name": "NAME", "job_name": "NAME", "outputs": "FILE", "stack": "NAME", "epochs": "N", "workers": "N",
+    "parameter_servers": "N", "poll_seconds": "SECONDS", "provision_timeout": "SECONDS", "run_timeout": "SECONDS",
+    "read_bucket": "BUCKET", "write_bucket": "BUCKET", "shard_mb": "MB", "timeout": "SECONDS", "top": "N",
+    "recover": "N", "zones": "ZONE,…", "validation_fraction": "FRACTION", "location": "LOCATION",
+}
+
+
+def _metavars(command) -> None:
+    """Help that says what to type: flags show no type, choices their values, every other value a word
+    (RUN, ZONE, HOURS…) instead of typer's `<str>`; ranges and defaults are shown by typer after it."""
+    from typer._click import Context
+    from typer.core import TyperArgument, TyperGroup, TyperOption
+
+    for sub in getattr(command, "commands", {}).values() if isinstance(command, TyperGroup) else ():
+        _metavars(sub)
+    help_option = command.get_help_option(Context(command))    # created once, cached by the command
+    for param in [*getattr(command, "params", ()), *([help_option] if help_option is not None else [])]:
+        if param.metavar is not None or not isinstance(param, (TyperOption, TyperArgument)):
+            continue
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
+        elif param.type_descriptor.is_choice:
+            param.metavar = param.display_type(None).strip("<>")
+        else:
+            param.metavar = _METAVARS.get(param.name or "", (param.name or "value").upper())
+
+
 #: The error line stays readable whatever a hostile input put into it: a word longer than this is shortened
 #: (a 5,000-digit number, a path of 4,000 characters), and the whole line ends at ``_LINE_LIMIT``.
 _WORD_LIMIT, _LINE_LIMIT = 200, 2000
@@ -95,7 +129,9 @@ def run(argv: Sequence[str] | None = None) -> int:
     # the process mid-write. Commands that supervise work install their own handlers on top.
     with signal_handlers(raise_interrupt, (signal.SIGTERM,)):
         try:
-            rv = app(args=args, prog_name="tpuctl", standalone_mode=False)
+            command = typer.main.get_command(app)
+            _metavars(command)
+            rv = command(args=args, prog_name="tpuctl", standalone_mode=False)
         except UserError as exc:
             return _error(str(exc), exc.exit_code)
         except DomainError as exc:

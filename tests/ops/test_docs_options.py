@@ -78,3 +78,25 @@ def test_every_option_in_a_pages_table_exists(page):
 def test_train_help_names_every_target():
     target = next(p for p in COMMANDS["train"].params if p.name == "target")
     assert all(word in target.help for word in ("local", "vertex", "tpu-vm", "TPU VM")), target.help
+
+
+_TYPER_TYPES = re.compile(r"<(str|bool|int|float|path|int range|float range|list\[[^\]]*\])>")
+
+
+def test_help_pages_say_what_to_type_not_the_python_type(monkeypatch):
+    """Options show a word (RUN, ZONE, SECONDS, N [1<=x<=64]) or their choices, flags nothing; defaults shown."""
+    from clifixtures import invoke
+
+    monkeypatch.setenv("COLUMNS", "200")
+    bad = {}
+    for path in COMMANDS:
+        r = invoke([*path.split(), "--help"])
+        assert r.exit_code == 0, r.output
+        options = r.stdout.split("Options ─", 1)[1]
+        found = _TYPER_TYPES.findall(options)
+        if found:
+            bad[path] = sorted(set(found))
+    assert not bad, bad
+    r = invoke(["train", "--help"])
+    assert re.search(r"--workers\s+-w\s+N \[1<=x<=64\]", r.stdout) and "[default: 1]" in r.stdout
+    assert re.search(r"--zone\s+ZONE\s", r.stdout) and re.search(r"--max-run-time\s+DURATION\s", r.stdout)
