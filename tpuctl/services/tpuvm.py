@@ -224,7 +224,7 @@ def recovery_zones(run: TpuVmRun, zones: str | None, *, client=None, echo: Progr
             raise UserError(f"--zones {zone} is not in {region} (the region of --zone {run.zone}); a slice's data and "
                             "backup stay in one region")
         try:
-            check_quota(replace(run, zone=zone), client=client, echo=echo)
+            check_quota(replace(run, zone=zone), client=client, echo=lambda line, zone=zone: echo(f"{line} ({zone})"))
         except UserError as exc:
             echo(f"note: {zone} left out of the recovery zones: {str(exc).split(';')[0]}")
             continue

@@ -105,3 +105,15 @@ def test_catalogue_units_match_the_slice_sizes():
         # v5p-N / v4-N count TensorCores in the name; v5litepod-N / v6e-N count chips
         assert units == int(name.rsplit("-", 1)[1]), name
         assert unit == ("TensorCores" if accel.generation in ("v5p", "v4") else "chips")
+
+
+def test_recovery_zones_leave_out_a_zone_without_spot_quota(quotas, outputs_file):
+    """--zones: us-central1-b has no v5e Spot quota (default 0): left out with a note; the run's zone stays
+    first, a repeat is dropped."""
+    notes = []
+    zones = tpuvm.recovery_zones(plan(outputs_file, "v5litepod-16", spot=True), "us-central1-b,us-central1-a",
+                                 echo=notes.append)
+    assert zones == [ZONE]
+    [note] = notes
+    assert note.startswith(f"note: us-central1-b left out of the recovery zones: Cloud TPU Spot quota {V5E_SPOT} "
+                           "in us-central1-b is 0 chips"), note
