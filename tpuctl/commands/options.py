@@ -129,6 +129,12 @@ def tpuctl_program() -> str:
     return program("tpuctl", Path(sys.executable).parent)
 
 
+def natural_width(headers: list[str], rows: list[list[str]]) -> int:
+    """Columns a rich table (default box, padding 1) needs to show every cell on one line."""
+    widths = [max([len(h), *(len(str(row[i])) for row in rows)]) for i, h in enumerate(headers)]
+    return sum(widths) + 3 * len(widths) + 1
+
+
 def echo_err(message: str) -> None:
     typer.echo(message, err=True)
 

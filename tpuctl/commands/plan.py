@@ -103,9 +103,9 @@ def render(result: Any) -> None:
     if not result.access:
         console.print(Text("Access map: no IAM or ACL grants on any bucket", style="yellow"))
     else:
-        access = Table(title="Access map (derived from the IAM and ACL resources; project roles count on every bucket)",
-                       title_justify="left")
-        access.add_column("principal", overflow="fold")
+        title = "Access map (derived from the IAM and ACL resources; project roles count on every bucket)"
+        access = Table(title=title, title_justify="left")
+        access.add_column("principal", no_wrap=True)   # a principal is never broken over lines
         for purpose in columns:
             access.add_column(purpose, no_wrap=True)
         for name in extra:
@@ -123,7 +123,20 @@ def render(result: Any) -> None:
             access.add_row(labels[principal], *values)
         legend = [f"{purpose} = gs://{buckets[purpose]}" for purpose in columns]
         legend += [f"{labels[p]} = {p}" for p in sorted(cells) if labels[p] != p]
-        console.print(access)
+        heads = [*columns, *extra]
+        rows = [[labels[p], *([cells[p].get(buckets[c], "-") for c in columns] + [cells[p].get(b, "-") for b in extra])]
+                for p in cells]
+        from tpuctl.commands.options import natural_width
+
+        if natural_width(["principal", *heads], rows) <= console.width:
+            console.print(access)
+        else:   # too narrow for the table: a paragraph per principal, wrapped between grants, no name cut
+            console.print(Text(title, style="italic"))
+            for principal in sorted(cells, key=lambda p: (labels[p] == p, labels[p])):
+                values = ([cells[principal].get(buckets[p], "-") for p in columns]
+                          + [cells[principal].get(b, "-") for b in extra])
+                grants = [f"{h}={v}" for h, v in zip(heads, values) if v != "-"]
+                console.print(Text(f"  {labels[principal]}: " + " ".join(grants)))
         legend += [f"{'*' * (i + 1)} {note}" for i, note in enumerate(notes)]
         for line in legend:
             console.print(f"  {line}", soft_wrap=True)

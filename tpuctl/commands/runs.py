@@ -60,6 +60,9 @@ def ls(base: str = _DIR, stack: Optional[str] = _STACK, outputs: Optional[Path] 
     """A table of runs, newest first: date, target, model, accelerator, epochs, val accuracy, time, export."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
+
+    from tpuctl.commands.options import natural_width
 
     found = _runs(base, stack, outputs)
     good = [r for r in found if r.problem is None]
@@ -70,14 +73,28 @@ def ls(base: str = _DIR, stack: Optional[str] = _STACK, outputs: Optional[Path] 
     if not found:
         typer.echo(f"no runs in {base if not (stack or outputs) else 'the stack artifacts bucket'}")
         return
+    heads = ["run", "date", "target", "model", "accelerator", "epochs", "val acc", "time", "export"]
+    cells = [[*(_fmt(row[key], markup=True) for key in ("run", "date", "target", "model", "accelerator", "epochs",
+                                                        "val_accuracy")),
+              _duration(row["seconds"]), _fmt(row["export_dir"], markup=True)] for row in (r.row() for r in good)]
+    console = Console()
+    plain = [[Text.from_markup(c).plain for c in row] for row in cells]
+    # Never break a cell (a run name must stay copyable): drop the least needed columns until the table fits.
+    keep = list(range(len(heads)))
+    for drop in (heads.index(h) for h in ("export", "date", "accelerator", "time", "model", "target")):
+        if natural_width([heads[i] for i in keep], [[row[i] for i in keep] for row in plain]) <= console.width:
+            break
+        keep.remove(drop)
+    dropped = [heads[i] for i in range(len(heads)) if i not in keep]
     table = Table(title=f"{len(good)} run(s)")
-    for col in ("run", "date", "target", "model", "accelerator", "epochs", "val acc", "time", "export"):
-        table.add_column(col, overflow="fold")
-    for row in (r.row() for r in good):
-        table.add_row(*(_fmt(row[key], markup=True) for key in ("run", "date", "target", "model", "accelerator",
-                                                                "epochs", "val_accuracy")),
-                      _duration(row["seconds"]), _fmt(row["export_dir"], markup=True))
-    Console().print(table)
+    for i in keep:
+        table.add_column(heads[i], no_wrap=True)
+    for row in cells:
+        table.add_row(*(row[i] for i in keep))
+    console.print(table)
+    if dropped:
+        console.print(f"(hidden at {console.width} columns: {', '.join(dropped)}; see `tpuctl runs show RUN` or "
+                      "--json)", highlight=False, markup=False)
     if bad:
         typer.echo(f"{len(bad)} bad run record(s), not listed above:")
         for r in bad:

@@ -186,7 +186,17 @@ def list_runs(base: str = "runs", *, outputs: StackOutputs | None = None, storag
             return []
         if not root.is_dir():
             raise UserError(f"{base} is not a folder of runs")
-        runs = [r for r in (_read_local(p, root) for p in root.iterdir() if p.is_dir()) if r is not None]
+        runs = []
+        for folder in (p for p in root.iterdir() if p.is_dir()):
+            run = _read_local(folder, root)
+            if run is not None:
+                runs.append(run)
+            elif not folder.is_symlink():   # a local tuning folder: its trials are runs, named tune-…/trial-<n>
+                for trial in sorted(t for t in folder.glob("trial-*") if t.is_dir() and not t.is_symlink()):
+                    found = _read_local(trial, root)
+                    if found is not None:
+                        found.name = f"{folder.name}/{trial.name}"
+                        runs.append(found)
     return sorted(runs, key=lambda r: (r.started, r.name), reverse=True)
 
 

@@ -1,0 +1,55 @@
+"""`tpuctl runs ls` readable at 80 columns (issue 28): a run name is never broken over lines (columns are dropped
+instead, and the line under the table says which), --json keeps everything; local tune trials are runs
+(`tune-…/trial-<n>`), listed and showable."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from clifixtures import invoke
+
+
+def _run(folder: Path, accuracy: float, **launch) -> None:
+    (folder / "logs").mkdir(parents=True)     # no event files: `runs show` has no curves to read
+    (folder / "result.json").write_text(json.dumps({
+        "export_dir": str(folder / "export" / "small_cnn" / "1"), "val_accuracy": accuracy, "epochs": 2,
+        "model": "small_cnn", "strategy": "default", "num_workers": 1}))
+    if launch:
+        (folder / "tpuctl-run.json").write_text(json.dumps(launch))
+
+
+def _runs_folder(tmp_path: Path) -> Path:
+    base = tmp_path / "runs"
+    _run(base / "20261124-101500-flowers-resnet50-long-name", 0.91,
+         target="local", accelerator="gpu-t4x2", workers=1, started=1.79e9, finished=1.79e9 + 75)
+    _run(base / "tune-20261124-120000" / "trial-1", 0.5)
+    _run(base / "tune-20261124-120000" / "trial-2", 0.75)
+    return base
+
+
+def test_runs_ls_at_80_columns_never_breaks_a_run_name(tmp_path, monkeypatch):
+    base = _runs_folder(tmp_path)
+    monkeypatch.setenv("COLUMNS", "80")
+    r = invoke(["runs", "ls", "--dir", str(base)])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), r.stdout
+    for name in ("20261124-101500-flowers-resnet50-long-name", "tune-20261124-120000/trial-1",
+                 "tune-20261124-120000/trial-2"):
+        assert any(re.search(rf"│ {re.escape(name)}\s+│", line) for line in lines), (name, r.stdout)
+    assert "…" not in r.stdout
+    assert "(hidden at 80 columns: date, model, accelerator, time, export; see `tpuctl runs" in r.stdout
+    wide = invoke(["runs", "ls", "--dir", str(base)], env={"COLUMNS": "400"})
+    assert "hidden at" not in wide.stdout and "export" in wide.stdout and "gpu-t4x2" in wide.stdout
+
+
+def test_tune_trials_are_listed_and_showable(tmp_path):
+    base = _runs_folder(tmp_path)
+    listed = json.loads(invoke(["runs", "ls", "--dir", str(base), "--json"]).stdout)
+    names = {row["run"] if "run" in row else row["name"] for row in listed}
+    assert {"tune-20261124-120000/trial-1", "tune-20261124-120000/trial-2"} <= names
+    r = invoke(["runs", "show", "tune-20261124-120000/trial-2", "--dir", str(base)])
+    assert r.exit_code == 0, r.output
+    assert "val_accuracy  0.7500" in r.stdout
