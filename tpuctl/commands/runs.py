@@ -71,17 +71,20 @@ def ls(base: str = _DIR, stack: Optional[str] = _STACK, outputs: Optional[Path] 
         typer.echo(strict_json([{**r.row(), "problem": r.problem} for r in found]))
         return
     if not found:
-        typer.echo(f"no runs in {base if not (stack or outputs) else 'the stack artifacts bucket'}")
+        where = "the stack's artifacts bucket" if (stack or outputs) else (
+            base if base.startswith("gs://") else str(Path(base).expanduser().resolve()))
+        typer.echo(f"no runs in {shown(where)}" + ("" if (stack or outputs) or base != "runs" else
+                                                    " (tpuctl train writes them here; --dir DIR reads another folder)"))
         return
-    heads = ["run", "date", "target", "model", "accelerator", "epochs", "val acc", "time", "export"]
-    cells = [[*(_fmt(row[key], markup=True) for key in ("run", "date", "target", "model", "accelerator", "epochs",
-                                                        "val_accuracy")),
+    heads = ["run", "date", "target", "model", "data", "accelerator", "epochs", "val acc", "time", "export"]
+    cells = [[*(_fmt(row[key], markup=True) for key in ("run", "date", "target", "model", "data", "accelerator",
+                                                        "epochs", "val_accuracy")),
               _duration(row["seconds"]), _fmt(row["export_dir"], markup=True)] for row in (r.row() for r in good)]
     console = Console()
     plain = [[Text.from_markup(c).plain for c in row] for row in cells]
     # Never break a cell (a run name must stay copyable): drop the least needed columns until the table fits.
     keep = list(range(len(heads)))
-    for drop in (heads.index(h) for h in ("export", "date", "accelerator", "time", "model", "target")):
+    for drop in (heads.index(h) for h in ("export", "date", "accelerator", "time", "target", "model", "data")):
         if natural_width([heads[i] for i in keep], [[row[i] for i in keep] for row in plain]) <= console.width:
             break
         keep.remove(drop)

@@ -51,6 +51,7 @@ def train(
                                           help="Parameter-server training: this many ps tasks, --workers workers and a coordinator (0..16)."),
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="TFRecord folder (local or gs://). Default: the stack's data bucket, else the demo dataset."),
     model_dir: Optional[str] = typer.Option(None, "--model-dir", help="Checkpoints, logs and export. Default: the stack's artifacts bucket, else ./runs/<timestamp>."),
+    name: Optional[str] = typer.Option(None, "--name", help="Local: name the run: its folder is runs/NAME (or <artifacts>/runs/NAME) instead of runs/<timestamp>; letters, digits, . _ -, at most 63."),
     model: Optional[Model] = typer.Option(None, "--model", help="Model to train (trainer default: small_cnn)."),
     hub_handle: Optional[str] = typer.Option(None, "--hub-handle", help="TF-Hub handle of a feature vector (implies --model hub)."),
     hub_cache_dir: Optional[str] = typer.Option(None, "--hub-cache-dir", help="TFHUB_CACHE_DIR for the trainer. Default: the stack's hub cache."),
@@ -90,8 +91,11 @@ def train(
     opts = TrainOptions(
         accelerator=accelerator, workers=workers, data_dir=data_dir, model_dir=model_dir,
         model=model.value if model else None, hub_handle=hub_handle, hub_cache_dir=hub_cache_dir,
-        epochs=epochs, batch_size=batch_size, extra=list(ctx.args), parameter_servers=parameter_servers,
+        epochs=epochs, batch_size=batch_size, extra=list(ctx.args), parameter_servers=parameter_servers, name=name,
     )
+    if name is not None and target is not Target.local:
+        raise UserError("--name only applies to --target local (a Vertex job is named with --job-name, a TPU VM "
+                        "run with --job-name too)")
     stack_outputs = stack_outputs_for(stack, outputs, dry_run=dry_run)
     if target is not Target.tpu_vm:
         refuse_given((("--zone", zone), ("--keep", keep), ("--recover", recover), ("--zones", zones)),

@@ -92,6 +92,15 @@ class Run:
             return end - start
         return None
 
+    @property
+    def data(self) -> str | None:
+        """The data folder's last part (``demo-data``, ``flowers``), from the launch record's --data_dir."""
+        args = self.launch.get("args") or []
+        folder = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--data_dir"), None)
+        if not isinstance(folder, str) or not folder.strip("/"):
+            return None
+        return folder.rstrip("/").rsplit("/", 1)[-1]
+
     def row(self) -> dict[str, Any]:
         r = self.result
         return {
@@ -99,6 +108,7 @@ class Run:
             "date": self.date,
             "target": self.launch.get("target", "local"),
             "model": r.get("model"),
+            "data": self.data,
             "accelerator": self.launch.get("accelerator") or r.get("strategy"),
             "workers": r.get("num_workers"),
             "epochs": r.get("epochs"),

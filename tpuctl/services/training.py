@@ -7,6 +7,7 @@ one process, or a chief + workers MultiWorkerMirrored cluster on 127.0.0.1 with 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -130,6 +131,7 @@ class TrainOptions:
     epochs: int | None = None
     batch_size: int | None = None
     extra: list[str] = field(default_factory=list)
+    name: str | None = None   # local: the run's folder name under runs/ (default: a timestamp)
     #: Parameter-server training: this many ps tasks next to ``workers`` workers and a coordinator (chief).
     parameter_servers: int = 0
 
@@ -173,6 +175,31 @@ def _fresh_run_dir(base: Path) -> str:
         except OSError as err:
             raise UserError(f"cannot create the model folder {candidate} ({err.strerror or err}); "
                             "pass --model-dir") from None
+
+
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
+def check_run_name(name: str) -> None:
+    """A run name is one folder name: letters, digits, '.', '_', '-', at most 63, starting with a letter or digit."""
+    if not _RUN_NAME.fullmatch(name):
+        from tpuctl.ground.files import printable
+
+        raise UserError(f"--name {printable(name, 80)!r}: use 1-63 letters, digits, '.', '_' or '-', starting with a "
+                        "letter or digit (it becomes the folder runs/NAME)")
+
+
+def _named_run_dir(base: Path, name: str) -> str:
+    """``runs/NAME``, claimed by creating it; an existing one is refused (a reused folder would resume its backup)."""
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        (base / name).mkdir()
+    except FileExistsError:
+        raise UserError(f"run {name!r} exists ({base / name}): pick another --name, or continue that run with "
+                        f"--model-dir {base / name}") from None
+    except OSError as err:
+        raise UserError(f"cannot create the model folder {base / name} ({err.strerror or err})") from None
+    return str(base / name)
 
 
 def release_run_dir(plan: LocalPlan) -> None:
@@ -250,6 +277,10 @@ def plan_local(opts: TrainOptions, outputs: StackOutputs | None = None,
             raise
     model_dir = opts.model_dir
     artifacts = outputs.bucket_url("artifacts") if outputs else None
+    if opts.name is not None:
+        check_run_name(opts.name)
+        if model_dir:
+            raise UserError("give --name or --model-dir, not both (--name NAME is the folder runs/NAME)")
     if model_dir and not model_dir.startswith("gs://"):
         model_dir = str(local_folder(model_dir, "model folder", must_exist=False))
     env: dict[str, str] = {}
@@ -261,7 +292,10 @@ def plan_local(opts: TrainOptions, outputs: StackOutputs | None = None,
     if demo:
         data_dir = str(ensure_demo_data(echo))
     claimed = False
-    if not model_dir:   # last: a folder claimed here is the only thing planning creates
+    if not model_dir and opts.name is not None:
+        claimed = not artifacts
+        model_dir = f"{artifacts}/runs/{opts.name}" if artifacts else _named_run_dir(Path("runs").resolve(), opts.name)
+    elif not model_dir:   # last: a folder claimed here is the only thing planning creates
         claimed = not artifacts
         model_dir = f"{artifacts}/runs/{timestamp()}" if artifacts else _fresh_run_dir(Path("runs").resolve())
     args += ["--data_dir", data_dir, "--model_dir", model_dir, *model_args(opts), *opts.extra]

@@ -22,8 +22,9 @@ def _run(folder: Path, accuracy: float, **launch) -> None:
 
 def _runs_folder(tmp_path: Path) -> Path:
     base = tmp_path / "runs"
-    _run(base / "20261124-101500-flowers-resnet50-long-name", 0.91,
-         target="local", accelerator="gpu-t4x2", workers=1, started=1.79e9, finished=1.79e9 + 75)
+    _run(base / "20261124-101500-flowers-resnet50", 0.91,
+         target="local", accelerator="gpu-t4x2", workers=1, started=1.79e9, finished=1.79e9 + 75,
+         args=["--data_dir", "/data/flowers-tfrecords", "--model_dir", "x"])
     _run(base / "tune-20261124-120000" / "trial-1", 0.5)
     _run(base / "tune-20261124-120000" / "trial-2", 0.75)
     return base
@@ -36,11 +37,11 @@ def test_runs_ls_at_80_columns_never_breaks_a_run_name(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
     assert all(len(line) <= 80 for line in lines), r.stdout
-    for name in ("20261124-101500-flowers-resnet50-long-name", "tune-20261124-120000/trial-1",
+    for name in ("20261124-101500-flowers-resnet50", "tune-20261124-120000/trial-1",
                  "tune-20261124-120000/trial-2"):
         assert any(re.search(rf"│ {re.escape(name)}\s+│", line) for line in lines), (name, r.stdout)
     assert "…" not in r.stdout
-    assert "(hidden at 80 columns: date, model, accelerator, time, export; see `tpuctl runs" in r.stdout
+    assert "(hidden at 80 columns: date, target, model, accelerator, time, export; see" in r.stdout
     wide = invoke(["runs", "ls", "--dir", str(base)], env={"COLUMNS": "400"})
     assert "hidden at" not in wide.stdout and "export" in wide.stdout and "gpu-t4x2" in wide.stdout
 
@@ -53,3 +54,20 @@ def test_tune_trials_are_listed_and_showable(tmp_path):
     r = invoke(["runs", "show", "tune-20261124-120000/trial-2", "--dir", str(base)])
     assert r.exit_code == 0, r.output
     assert "val_accuracy  0.7500" in r.stdout
+
+
+def test_the_data_folder_is_a_column_so_a_digits_run_and_a_flowers_run_differ(tmp_path, monkeypatch):
+    base = _runs_folder(tmp_path)
+    monkeypatch.setenv("COLUMNS", "80")
+    r = invoke(["runs", "ls", "--dir", str(base)])
+    assert re.search(r"│ 20261124-101500-flowers-resnet50\s+│ flowers-tfrecords\s+│", r.stdout), r.stdout
+    rows = json.loads(invoke(["runs", "ls", "--dir", str(base), "--json"]).stdout)
+    assert {row["run"]: row["data"] for row in rows}["20261124-101500-flowers-resnet50"] == \
+        "flowers-tfrecords"
+
+
+def test_an_empty_default_folder_says_where_it_looked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = invoke(["runs", "ls"])
+    assert r.exit_code == 0
+    assert r.stdout == f"no runs in {tmp_path / 'runs'} (tpuctl train writes them here; --dir DIR reads another folder)\n"
