@@ -78,7 +78,8 @@ def ls(base: str = _DIR, stack: Optional[str] = _STACK, outputs: Optional[Path] 
         return
     heads = ["run", "date", "target", "model", "data", "accelerator", "epochs", "val acc", "time", "export"]
     cells = [[*(_fmt(row[key], markup=True) for key in ("run", "date", "target", "model", "data", "accelerator",
-                                                        "epochs", "val_accuracy")),
+                                                        "epochs")),
+              "interrupted" if row["state"] == "interrupted" else _fmt(row["val_accuracy"], markup=True),
               _duration(row["seconds"]), _fmt(row["export_dir"], markup=True)] for row in (r.row() for r in good)]
     console = Console()
     plain = [[Text.from_markup(c).plain for c in row] for row in cells]

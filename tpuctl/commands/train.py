@@ -150,11 +150,15 @@ def _train_local(opts, stack_outputs, verbose: bool = False) -> None:
                             parameter_servers=plan.parameter_servers)
     except TaskFailed as exc:
         release_run_dir(plan)   # a run that failed before writing anything leaves no empty folder
+        if exc.exit_code == 130:
+            _record_interrupted(plan, opts, started)
         if said_why(exc):       # the trainer's own `error: …` line is on the screen: not a second one
             raise typer.Exit(exc.exit_code) from None
         raise
-    except BaseException:
+    except BaseException as exc:
         release_run_dir(plan)
+        if isinstance(exc, KeyboardInterrupt):
+            _record_interrupted(plan, opts, started)
         raise
     finally:
         display.close()
@@ -170,6 +174,22 @@ def _train_local(opts, stack_outputs, verbose: bool = False) -> None:
         typer.echo(f"training finished; model dir: {plan.model_dir} (the trainer printed no result line)")
         return
     echo_result(result)
+
+
+def _record_interrupted(plan, opts, started: float) -> None:
+    """A stopped run that left work behind (checkpoints, logs) and no result is listed by `runs ls` as
+    interrupted: its launch record says so."""
+    from tpuctl.services import runs
+
+    folder = Path(plan.model_dir)
+    if plan.model_dir.startswith("gs://") or not folder.is_dir() or (folder / runs.RESULT_FILE).exists():
+        return
+    try:
+        runs.write_launch_record(plan.model_dir, {
+            "target": "local", "accelerator": opts.accelerator or "auto", "workers": plan.workers,
+            "args": plan.args, "started": started, "finished": time.time(), "state": "interrupted"})
+    except OSError:
+        pass   # the interrupt is what the user sees; the record is a courtesy
 
 
 def said_why(exc) -> bool:

@@ -62,6 +62,7 @@ class LaunchRecord(_Record):
     args: Optional[list[str]] = None
     started: Optional[float] = Field(None, ge=0, lt=_LATEST)
     finished: Optional[float] = Field(None, ge=0, lt=_LATEST)
+    state: Optional[str] = None   # "interrupted": stopped (Ctrl-C, SIGTERM) before the trainer's result.json
 
 
 @dataclass
@@ -93,6 +94,11 @@ class Run:
         return None
 
     @property
+    def state(self) -> str:
+        """``finished`` (the trainer's result.json is there) or ``interrupted`` (tpuctl recorded a stop before it)."""
+        return "interrupted" if not self.result and self.launch.get("state") == "interrupted" else "finished"
+
+    @property
     def data(self) -> str | None:
         """The data folder's last part (``demo-data``, ``flowers``), from the launch record's --data_dir."""
         args = self.launch.get("args") or []
@@ -115,6 +121,7 @@ class Run:
             "val_accuracy": r.get("val_accuracy"),
             "seconds": self.seconds,
             "export_dir": r.get("export_dir"),
+            "state": self.state,
         }
 
 
@@ -168,7 +175,7 @@ def _read_local(folder: Path, root: Path | None = None) -> Run | None:
     ``problem``."""
     result_file = folder / RESULT_FILE
     if not os.path.lexists(result_file):
-        return None
+        return _read_interrupted(folder, root)
     if root is not None and not _inside(folder, root):
         return Run(folder.name, str(folder), {}, problem=f"{folder} links out of {root}; not followed")
     try:
@@ -178,6 +185,19 @@ def _read_local(folder: Path, root: Path | None = None) -> Run | None:
     except (UserError, OSError) as exc:
         return Run(folder.name, str(folder), {}, problem=printable(exc, 500))
     return Run(folder.name, str(folder), result, launch, modified)
+
+
+def _read_interrupted(folder: Path, root: Path | None) -> Run | None:
+    """A run tpuctl recorded as interrupted (a launch record with state "interrupted", no result.json); None for
+    any other folder without a result."""
+    if not os.path.lexists(folder / RUN_FILE) or (root is not None and not _inside(folder, root)):
+        return None
+    try:
+        launch = _read_run_file(folder, RUN_FILE, LaunchRecord)
+        modified = (folder / RUN_FILE).lstat().st_mtime
+    except (UserError, OSError):
+        return None
+    return Run(folder.name, str(folder), {}, launch, modified) if launch.get("state") == "interrupted" else None
 
 
 def list_runs(base: str = "runs", *, outputs: StackOutputs | None = None, storage_client=None) -> list[Run]:

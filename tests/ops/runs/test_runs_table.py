@@ -71,3 +71,32 @@ def test_an_empty_default_folder_says_where_it_looked(tmp_path, monkeypatch):
     r = invoke(["runs", "ls"])
     assert r.exit_code == 0
     assert r.stdout == f"no runs in {tmp_path / 'runs'} (tpuctl train writes them here; --dir DIR reads another folder)\n"
+
+
+def test_an_interrupted_run_is_listed_as_interrupted(tmp_path, monkeypatch):
+    """Ctrl-C during `tpuctl train` after the trainer wrote a checkpoint: the run is listed as interrupted (it was
+    hidden: no result.json); a run stopped before writing anything leaves no folder and no row."""
+    from tpuctl.services import training
+
+    def interrupted_after_a_checkpoint(args, **_kw):
+        model_dir = Path(args[args.index("--model_dir") + 1])
+        (model_dir / "checkpoints").mkdir(parents=True)
+        (model_dir / "checkpoints" / "ckpt-1.index").write_text("x")
+        raise KeyboardInterrupt
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    monkeypatch.setattr(training, "run_local", interrupted_after_a_checkpoint)
+    r = invoke(["train", "--data-dir", str(tmp_path / "data"), "--name", "stopped"])
+    assert r.exit_code == 130 and "interrupted" in r.stderr
+    rows = json.loads(invoke(["runs", "ls", "--json"]).stdout)
+    assert [(row["run"], row["state"], row["data"]) for row in rows] == [("stopped", "interrupted", "data")]
+    listed = invoke(["runs", "ls"], env={"COLUMNS": "120"}).stdout
+    assert re.search(r"│ stopped\s+│.*│ interrupted\s+│", listed), listed
+
+    def interrupted_at_once(args, **_kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(training, "run_local", interrupted_at_once)
+    assert invoke(["train", "--data-dir", str(tmp_path / "data"), "--name", "nothing"]).exit_code == 130
+    assert not (tmp_path / "runs" / "nothing").exists()
