@@ -34,6 +34,9 @@ def _target(bucket: Optional[str], prefix: Optional[str], stack: Optional[str], 
 
 def _handles(handles: List[str], so, source: Optional[str]) -> list[str]:
     out = list(handles) or (list(so.hub_models) if so is not None else [])
+    if not out and so is not None:
+        raise UserError("the stack outputs list no hub models (hub_models is empty); name a HANDLE, or add it to "
+                        "tpuctl:hubModels in the stack config and `pulumi up`")
     if not out:
         raise UserError("name at least one HANDLE (or use --stack/--outputs with hub_models)")
     if source is not None and len(out) != 1:
