@@ -52,6 +52,7 @@ EXPRESSION_SAMPLES: dict[str, str] = {
     "shell_word(run.registry_host)": "us-central1-docker.pkg.dev",
     "status": "gs://tpuctl-my-project-1-artifacts/runs/r1/hosts/0.json",
     "dims": "zone=us-central1-a",
+    "where": "gs://tpuctl-my-project-1-data/datasets/flowers",
 }
 #: Placeholders the docs and messages write in capitals (whole words only).
 WORD_SAMPLES: dict[str, str] = {
