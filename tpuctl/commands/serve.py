@@ -55,7 +55,22 @@ def serve(
     code = serving.run_serve(plan, on_start=lambda: typer.echo(
         f"REST: http://127.0.0.1:{port}{domain.predict_path(export.model_name)} (Ctrl-C stops)", err=True))
     if code:
-        raise typer.Exit(code)
+        from tpuctl.ground.errors import UserError
+
+        raise UserError(serve_failure(plan, code), code)
+
+
+def serve_failure(plan, code: int) -> str:
+    """The one `error:` line after the container runtime's own output. docker/podman exit 125 when they could
+    not start the container at all (no daemon, no permission, image not pulled), 126/127 when its command could
+    not run; anything else is TF Serving's own exit status."""
+    runtime = Path(plan.runtime or plan.argv[0]).name
+    if code == 130:
+        return "interrupted"
+    if code in (125, 126, 127):
+        return (f"{runtime} could not start the TF Serving container (exit {code}; its message is above): is the "
+                f"{runtime} daemon running, may you use it, and can it pull the image? The command: {plan.command}")
+    return f"TF Serving exited with code {code} (its log is above); the command: {plan.command}"
 
 
 def _render(predictions, as_json: bool) -> None:
