@@ -90,6 +90,8 @@ def tune(
         return
     if seed is not None:
         raise UserError("--seed only applies to --target local (Vertex AI picks the trials)")
+    if verbose:
+        raise UserError("--verbose only applies to --target local (a Vertex AI job's logs are in the console)")
     run_time = cloudrun.parse_run_time(max_run_time) if max_run_time is not None else None
     if budget is not None:
         cloudrun.check_budget_value(budget)

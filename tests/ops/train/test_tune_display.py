@@ -29,3 +29,11 @@ def test_local_tuning_verbose_shows_the_raw_output(fake_trainer, tools, tmp_path
     assert proc.returncode == 0, proc.stderr
     screen = proc.stdout + proc.stderr
     assert "failed call to cuInit" in screen and "progress: 3/3" in screen and "Epoch 2/2" in screen
+
+
+def test_verbose_is_refused_for_a_vertex_tuning_job():
+    from clifixtures import invoke
+
+    r = invoke(["tune", "-v", "--dry-run"])
+    assert r.exit_code == 2 and r.stderr == ("error: --verbose only applies to --target local (a Vertex AI job's logs "
+                                             "are in the console)\n")
