@@ -28,6 +28,7 @@ import json
 import math
 import os
 import random
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional
@@ -548,6 +549,7 @@ def run_local_tuning(opts, spec: TuneSpec, *, trials: int | None = None, seed: i
             shown_by = display() if display is not None else None
             sinks = (dict(out=shown_by.stdout_sink(), err=shown_by.stderr_sink(), on_message=shown_by.on_message)
                      if shown_by is not None else dict(out=out, err=err))
+            started = time.time()
             try:
                 outcome = training.run_local(args, workers=1, env=template.env, **sinks)
             except TaskFailed as exc:
@@ -562,6 +564,12 @@ def run_local_tuning(opts, spec: TuneSpec, *, trials: int | None = None, seed: i
             lock.close()
             if shown_by is not None:
                 shown_by.close()
+        from tpuctl.services import runs
+
+        # like `tpuctl train`'s: `runs ls` shows the trial's accelerator, data folder and time
+        runs.write_launch_record(str(trial_dir), {"target": "local", "accelerator": opts.accelerator or "auto",
+                                                  "workers": 1, "args": args, "started": started,
+                                                  "finished": time.time()})
         result = outcome.result or {}
         metric = result.get(METRIC_ID)
         value = float(metric) if isinstance(metric, (int, float)) and not isinstance(metric, bool) else None

@@ -37,3 +37,13 @@ def test_verbose_is_refused_for_a_vertex_tuning_job():
     r = invoke(["tune", "-v", "--dry-run"])
     assert r.exit_code == 2 and r.stderr == ("error: --verbose only applies to --target local (a Vertex AI job's logs "
                                              "are in the console)\n")
+
+
+def test_trials_get_a_launch_record_so_runs_ls_shows_their_data_folder(fake_trainer, tools, tmp_path):
+    import json
+
+    proc = _tune(tools, fake_trainer, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    listed = tools.run_cli(["runs", "ls", "--dir", str(tmp_path / "tune" / ".."), "--json"], cwd=tmp_path)
+    rows = {row["run"]: row for row in json.loads(listed.stdout)}
+    assert rows["tune/trial-1"]["data"] and rows["tune/trial-1"]["accelerator"] == "auto", rows
