@@ -34,6 +34,7 @@ def user_credentials(tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(adc))
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
+    monkeypatch.setenv("TPUCTL_CACHE_DIR", str(tmp_path / "cache"))
     return adc
 
 
@@ -42,8 +43,11 @@ def user_credentials(tmp_path, monkeypatch):
     ["hub-cache", "ls", "--bucket", "tpuctl-offline"],
     ["grant-access", "--project", "my-proj-1", "--read-bucket", "tpuctl-offline", "--principal", "training-sa",
      "--yes"],
-], ids=["runs-ls", "hub-cache-ls", "grant-access"])
-def test_storage_backed_commands_fail_fast_offline_naming_the_endpoint(user_credentials, args):
+    ["tpu", "list", "--project", "my-proj-1", "--zone", "us-central1-a"],
+    ["tune", "status", "projects/my-proj-1/locations/us-central1/hyperparameterTuningJobs/123"],
+    ["prices", "refresh"],
+], ids=["runs-ls", "hub-cache-ls", "grant-access", "tpu-list", "tune-status", "prices-refresh"])
+def test_google_backed_commands_fail_fast_offline_naming_the_endpoint(user_credentials, args):
     start = time.monotonic()
     with offline():
         r = invoke(args)
