@@ -155,7 +155,9 @@ def plan_run(opts: TrainOptions, outputs: StackOutputs | None, *, zone: str | No
 
     env = {"TF_USE_LEGACY_KERAS": "1",
            # One host: the TPU is attached to this VM (as on Vertex AI). Several: the slice's node name.
-           "TPU_NAME": name if accel.multi_host else "local"}
+           "TPU_NAME": name if accel.multi_host else "local",
+           # TensorFlow on v5e runs through PJRT, switched on by two variables (domain.TF_PJRT_ENV, Google's source there)
+           **domain.tpu_runtime_env(accel.generation)}
     hub_cache = opts.hub_cache_dir or outputs.tfhub_cache_dir
     if hub_cache:
         env["TFHUB_CACHE_DIR"] = _gs(hub_cache, "--hub-cache-dir", "read hub models from")

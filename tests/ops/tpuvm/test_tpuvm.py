@@ -119,6 +119,17 @@ def test_single_host_on_demand_uses_the_local_tpu(outputs_file):
     assert resource.tpu.node_spec[0].node.runtime_version == "v2-alpha-tpuv6e"
 
 
+@pytest.mark.parametrize("accelerator, pjrt", [("v5litepod-8", True), ("v6e-8", False), ("v4-8", False)])
+def test_tensorflow_on_v5e_hosts_gets_googles_pjrt_switch(outputs_file, accelerator, pjrt):
+    run = tpuvm.plan_run(TrainOptions(accelerator=accelerator), read_outputs_file(outputs_file), name=NAME,
+                         image="img:1")
+    wanted = {"NEXT_PLUGGABLE_DEVICE_USE_C_API": "true", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}
+    assert (wanted.items() <= run.env.items()) is pjrt and (pjrt or not wanted.keys() & run.env.keys())
+    if pjrt:   # and the startup script passes them to the container
+        script = tpuvm.startup_script(run)
+        assert all(f"{k}={v}" in script for k, v in wanted.items()), script
+
+
 @pytest.mark.parametrize("args, message", [
     (["-a", "v5e-16"], "v5litepod-N"),
     (["-a", "v5litepod-16", "--zone", "us-central1"], "zone 'us-central1'"),
