@@ -65,7 +65,7 @@ def build(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the tag and the Cloud Build request; build nothing."),
     poll_seconds: float = typer.Option(5.0, "--poll-seconds", min=0.5, max=300, help="How often to check the build (0.5-300 s)."),
 ) -> None:
-    """Build and push the trainer image with Cloud Build (skipped when the tag already exists)."""
+    """Build and push the trainer image with Cloud Build, or build it locally with --local (skipped when the tag already exists)."""
     from tpuctl.ground.errors import UserError
     from tpuctl.services import image
 
