@@ -153,28 +153,30 @@ def timestamp() -> str:
     return time.strftime("%Y%m%d-%H%M%S")
 
 
-def _fresh_run_dir(base: Path) -> str:
-    """``runs/<timestamp>``, suffixed ``-2``, ``-3``… if taken: a reused folder would resume its backup.
+def claim_fresh_dir(parent: Path, stem: str, what: str) -> str:
+    """``parent/<stem>``, suffixed ``-2``, ``-3``… if taken: a reused folder would resume its backup.
 
-    The folder is claimed by creating it (``mkdir`` fails if it exists), so runs started in the same second
-    never share one (checking for it first let three concurrent runs pick the same folder)."""
-    stamp = timestamp()
+    The folder is claimed by creating it (``mkdir`` fails if it exists), so runs (or tunes) started in the same
+    second never share one (checking for it first let three concurrent runs pick the same folder)."""
     try:
-        base.mkdir(parents=True, exist_ok=True)
+        parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise UserError(f"cannot create {base} for the run's model folder ({err.strerror or err}); "
-                        "pass --model-dir") from None
+        raise UserError(f"cannot create {parent} for the {what} ({err.strerror or err}); pass --model-dir") from None
     n = 1
     while True:
-        candidate = base / (stamp if n == 1 else f"{stamp}-{n}")
+        candidate = parent / (stem if n == 1 else f"{stem}-{n}")
         try:
             candidate.mkdir()
             return str(candidate)
         except FileExistsError:
             n += 1
         except OSError as err:
-            raise UserError(f"cannot create the model folder {candidate} ({err.strerror or err}); "
-                            "pass --model-dir") from None
+            raise UserError(f"cannot create the {what} {candidate} ({err.strerror or err}); pass --model-dir") from None
+
+
+def _fresh_run_dir(base: Path) -> str:
+    """``runs/<timestamp>`` (suffixed if taken), claimed by creating it."""
+    return claim_fresh_dir(base, timestamp(), "model folder")
 
 
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")

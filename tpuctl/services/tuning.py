@@ -442,23 +442,10 @@ def trial_args(params: dict[str, Any]) -> list[str]:
 
 
 def _fresh_tune_dir(parent: Path, stamp: str) -> str:
-    """``runs/tune-<timestamp>``, suffixed if taken, claimed by creating it (``mkdir`` fails if it exists), so two
-    tunes started in the same second never share one (as ``train`` claims its run folder)."""
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UserError(f"cannot create {parent} for the tuning folder ({err.strerror or err}); pass --model-dir") from None
-    n = 1
-    while True:
-        candidate = parent / (f"tune-{stamp}" if n == 1 else f"tune-{stamp}-{n}")
-        try:
-            candidate.mkdir()
-            return str(candidate)
-        except FileExistsError:
-            n += 1
-        except OSError as err:
-            raise UserError(f"cannot create the tuning folder {candidate} ({err.strerror or err}); "
-                            "pass --model-dir") from None
+    """``runs/tune-<timestamp>``, suffixed if taken, claimed by creating it (as ``train`` claims its run folder)."""
+    from tpuctl.services.training import claim_fresh_dir
+
+    return claim_fresh_dir(parent, f"tune-{stamp}", "tuning folder")
 
 
 #: What a trial folder was made for (its hyperparameters and the other trainer flags): a trial resumes the
