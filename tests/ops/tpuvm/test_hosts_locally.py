@@ -11,6 +11,7 @@ import shlex
 
 import pytest
 
+from tpuctl.ground import domain
 from tpuctl.ground.envs import trainer_python
 from tpuctl.ground.outputs import read_outputs_file
 from tpuctl.services import tpuvm
@@ -46,7 +47,9 @@ def test_the_per_host_arguments_train_on_two_local_hosts(outputs_file, tmp_path,
     swapped = {"tpu": "multi_worker", run.data_dir: data, run.model_dir: str(model)}
     local_args = [swapped.get(arg, arg) for arg in args]
     assert local_args.count("multi_worker") == 1 and not any(a.startswith("gs://") for a in local_args)
-    local_env = {k: v for k, v in env.items() if k != "TPU_NAME"}  # no TPU here: CPU devices stand in
+    # No TPU here: CPU devices stand in, so neither TPU_NAME nor v5e's PJRT switch (its /lib/libtpu.so is the image's).
+    assert domain.TF_PJRT_ENV.items() <= env.items()
+    local_env = {k: v for k, v in env.items() if k != "TPU_NAME" and k not in domain.TF_PJRT_ENV}
 
     outcome = run_local(local_args, workers=2, env=local_env)
     result = outcome.result
