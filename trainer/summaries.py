@@ -37,12 +37,48 @@ def write_scalars(log_dir: str, values: dict[str, float], step: int) -> None:
     writer.close()
 
 
-class EpochScalars(keras.callbacks.Callback):
-    """Per-epoch ``epoch_<metric>`` scalars under ``<logs>/train`` and ``<logs>/validation``."""
+#: The hyperparameters a run records for TensorBoard's HParams dashboard (TrainConfig field names).
+HPARAMS = ("learning_rate", "train_batch_size", "lr_schedule", "warmup_epochs", "train_epochs", "model",
+           "image_size", "mixed_precision", "seed")
 
-    def __init__(self, log_dir: str):
+
+def hparams_of(cfg) -> dict[str, bool | int | float | str]:
+    """The run's hyperparameters as the HParams plugin takes them (bool, number or string; None left out)."""
+    out: dict[str, bool | int | float | str] = {}
+    for name in HPARAMS:
+        value = getattr(cfg, name, None)
+        if value is None:
+            continue
+        out[name] = value if isinstance(value, (bool, int, float, str)) else "x".join(map(str, value))
+    return out
+
+
+def write_hparams(log_dir: str, hparams: dict[str, bool | int | float | str]) -> bool:
+    """Record the run's hyperparameters at ``<logs>`` so TensorBoard's HParams dashboard lists the run (a tune's
+    trials side by side) with the scalars under it (``validation/epoch_accuracy``, ``final/val_accuracy``).
+
+    Written with TensorBoard's own API (``tensorboard.plugins.hparams.api.hparams``); where the tensorboard package
+    is not installed (the cpu and gpu images) nothing is written and False is returned.
+    """
+    try:
+        from tensorboard.plugins.hparams import api as hp
+    except ImportError:
+        return False
+    writer = tf.summary.create_file_writer(log_dir.rstrip("/"))
+    with writer.as_default():
+        hp.hparams(hparams)
+    writer.close()
+    return True
+
+
+class EpochScalars(keras.callbacks.Callback):
+    """Per-epoch ``epoch_<metric>`` scalars under ``<logs>/train`` and ``<logs>/validation`` (and, given
+    ``hparams``, the run's hyperparameters at ``<logs>`` once training starts)."""
+
+    def __init__(self, log_dir: str, hparams: dict | None = None):
         super().__init__()
         self.log_dir = log_dir.rstrip("/")
+        self.hparams = hparams
         self._writers: dict[str, tf.summary.SummaryWriter] = {}
 
     def _writer(self, run: str) -> tf.summary.SummaryWriter:
@@ -52,6 +88,8 @@ class EpochScalars(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         self._graph_written = False
+        if self.hparams:
+            write_hparams(self.log_dir, self.hparams)
 
     def _write_graph(self) -> None:
         """The model graph, once: Keras' config (conceptual graph) and the traced training step (op graph)."""

@@ -70,7 +70,7 @@ def _current_learning_rate(optimizer) -> float:
 def _callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, environ: Mapping[str, str], steps_per_epoch: int):
     import tensorflow as tf
 
-    from trainer.summaries import EpochScalars
+    from trainer.summaries import EpochScalars, hparams_of
 
     class EpochLog(keras.callbacks.Callback):
         """One parseable line per epoch boundary (the CLI and the resume test read them); epoch-end also
@@ -158,7 +158,7 @@ def _callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, environ: Mapping
     ]
     if info.is_chief:
         callbacks.append(StepProgress())
-        callbacks.append(EpochScalars(dirs.logs))
+        callbacks.append(EpochScalars(dirs.logs, hparams_of(cfg)))
     exit_after = environ.get(_EXIT_AFTER_EPOCH_ENV)
     if exit_after:
         class ExitAfterEpoch(keras.callbacks.Callback):

@@ -53,8 +53,8 @@ def _scalar_tags(logs_dir) -> dict:
         run = events.parent.relative_to(logs_dir).as_posix()
         for event in tf.compat.v1.train.summary_iterator(str(events)):
             for value in event.summary.value:
-                if value.tag == "keras":
-                    continue     # the model config (_graph_records)
+                if value.tag == "keras" or value.metadata.plugin_data.plugin_name == "hparams":
+                    continue     # the model config (_graph_records), the run's hyperparameters
                 assert value.metadata.plugin_data.plugin_name == "scalars"
                 number = float(tf.make_ndarray(value.tensor))
                 tags[f"{run}/{value.tag}"] = number
@@ -204,3 +204,23 @@ def test_the_same_seed_gives_the_same_metrics_on_cpu(tools, demo_data, tmp_path)
     first, second = (metrics(r) for r in runs)
     assert len(first) == 2 and first == second
     assert runs[0].result["val_accuracy"] == runs[1].result["val_accuracy"]
+
+
+def test_the_run_records_its_hyperparameters_for_tensorboards_hparams_dashboard(trained_run):
+    # Read back by TensorBoard's own event multiplexer and HParams plugin metadata, as `tpuctl board` serves them.
+    from tensorboard.backend.event_processing import plugin_event_multiplexer
+    from tensorboard.plugins.hparams import metadata
+
+    model_dir, result = trained_run
+    mux = plugin_event_multiplexer.EventMultiplexer()
+    mux.AddRunsFromDirectory(str(model_dir / "logs"))
+    mux.Reload()
+    content = mux.PluginRunToTagToContent(metadata.PLUGIN_NAME)
+    starts = [metadata.parse_session_start_info_plugin_data(c) for tags in content.values() for tag, c in tags.items()
+              if tag == metadata.SESSION_START_INFO_TAG]
+    assert starts, content
+    hparams = {k: v for k, v in starts[-1].hparams.items()}
+    assert hparams["train_epochs"].number_value == 3 and hparams["model"].string_value == result["model"]
+    assert hparams["learning_rate"].number_value > 0 and hparams["lr_schedule"].string_value == "cosine"
+    # the metrics the dashboard compares trials by sit under the same run folder
+    assert {"validation", "final"} <= set(mux.Runs())
