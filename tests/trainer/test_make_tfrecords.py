@@ -8,6 +8,8 @@ import pytest
 
 from tests.trainer.image_sources import folder_from_script
 
+from procfixtures import interrupt_when
+
 MAKE_IMAGES = r"""
 import sys
 from pathlib import Path
@@ -196,10 +198,8 @@ def _earlier_output(image_folder, dest) -> dict:
 def test_ctrl_c_and_a_concurrent_run_leave_the_earlier_output_intact(tools, image_folder, tmp_path_factory):
     """Old: the re-run deleted the earlier shards and manifest before converting, Ctrl-C left DEST empty, and a
     second run into the same DEST mixed its files with the first's."""
-    import signal
     import subprocess
     import sys
-    import time
 
     slow = folder_from_script(tools, tmp_path_factory, "slow", SLOW_IMAGES)
     tmp_path = tmp_path_factory.mktemp("interrupted")
@@ -209,24 +209,17 @@ def test_ctrl_c_and_a_concurrent_run_leave_the_earlier_output_intact(tools, imag
     proc = subprocess.Popen([sys.executable, "-m", "trainer.make_tfrecords", str(slow), str(dest), "--workers", "1",
                              "--shard-mb", "0.05"], cwd=tools.REPO, env=tools.env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not any(folder.is_dir() and list(folder.glob(".*.partial")) for folder in (staging, dest)):
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "conversion never started writing"
-            time.sleep(0.05)
+    def second_run_is_refused():
         second = tools.run_module(["trainer.make_tfrecords", str(image_folder), str(dest), "--workers", "1"])
         assert second.returncode == 2
         assert second.error_line() == (f"error: make_tfrecords: destination {dest} is being written by another "
                                        f"run (it holds {tmp_path / '.out.lock'}); wait for it to finish or choose "
                                        "another folder")
         assert proc.poll() is None, "the first run ended before the second was refused: not a concurrent run"
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+
+    out, err = interrupt_when(
+        proc, lambda: any(folder.is_dir() and list(folder.glob(".*.partial")) for folder in (staging, dest)),
+        "the conversion started writing", before=second_run_is_refused)
     assert proc.returncode == 130 and [l for l in err.splitlines() if l.startswith("error")] == ["error: interrupted"]
     assert "summary: " not in out  # it really was stopped mid-way
     assert {p.name: p.read_bytes() for p in dest.iterdir()} == before

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from procfixtures import interrupt_when
+
 MAKE_JPEGS = r"""
 import sys
 from pathlib import Path
@@ -197,9 +199,7 @@ first.unlink()
 def test_ctrl_c_during_a_local_rerun_keeps_the_earlier_dataset(cli, jpegs, tmp_path, trainer_run):
     """A real `tpuctl data make-tfrecords` (real trainer tool) over an earlier output, Ctrl-C mid-way. Old: the tool
     had already deleted the earlier shards and manifest, and removed what it wrote: DEST ended empty."""
-    import signal
     import subprocess
-    import time
 
     from tpuctl.ground.envs import ops_python
 
@@ -214,18 +214,9 @@ def test_ctrl_c_during_a_local_rerun_keeps_the_earlier_dataset(cli, jpegs, tmp_p
                              "--shard-mb", "0.05"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=sigint_as_ctrl_c)
     staging = tmp_path / ".records.writing"
-    try:
-        deadline = time.monotonic() + 120
-        while not any(folder.is_dir() and list(folder.glob(".*.partial")) for folder in (staging, dest)):
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "conversion never started writing"
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    _, err = interrupt_when(
+        proc, lambda: any(folder.is_dir() and list(folder.glob(".*.partial")) for folder in (staging, dest)),
+        "the conversion started writing")
     assert proc.returncode == 130, err[-3000:]
     assert err.strip().splitlines()[-1].startswith("error: interrupted by SIGINT")
     assert {p.name: p.read_bytes() for p in dest.iterdir()} == before

@@ -5,9 +5,7 @@ it deletes what it created on success, refusal, preemption, timeout and Ctrl-C."
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import time
 
 import pytest
 from google.cloud import tpu_v2
@@ -18,6 +16,7 @@ from tpuctl.services import tpuvm
 from tpuctl.services.training import TrainOptions
 
 from clifixtures import invoke, sigint_as_ctrl_c
+from procfixtures import interrupt_when
 
 # The stack of the `outputs_file` fixture (conftest.py).
 PROJECT, ZONE = "my-tpu-project", "us-central1-a"
@@ -252,17 +251,8 @@ def test_sigint_to_a_real_process_deletes_what_it_created(outputs_file, tpu_clou
     proc = subprocess.Popen([str(ops_python()), "-c", script, *_run_args(outputs_file, "--poll-seconds", "0.05")],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=sigint_as_ctrl_c)
-    try:
-        deadline = time.monotonic() + 60
-        while not (fake.creates() and fake.gets) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert fake.creates(), "the process never created the queued resource"
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    out, err = interrupt_when(proc, lambda: bool(fake.creates() and fake.gets),
+                              "the process created the queued resource", timeout=60)
     assert proc.returncode == 130, err
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert errors == [f"error: interrupted; deleted queued resource {NAME}"], err
