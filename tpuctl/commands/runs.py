@@ -112,12 +112,23 @@ def show(run: str = typer.Argument(..., help="Run folder name (or a unique prefi
     from tpuctl.services import runs
 
     found = _usable(runs.find_run(_runs(base, stack, outputs), run))
+    history = runs.recoveries(found)      # a bad history file is one error line, before anything is printed
     typer.echo(f"run {shown(found.name)}  ({shown(found.path)})")
     for key, value in found.row().items():
         if key != "run":
             typer.echo(f"  {key:<13} {_duration(value) if key == 'seconds' else _fmt(value)}")
     if found.launch.get("args"):
         typer.echo(f"  {'trainer args':<13} {shown(' '.join(map(str, found.launch['args'])))}")
+    for i, event in enumerate(history, 1):
+        resumed = event.get("resumed_zone")
+        down = event.get("seconds_down")
+        typer.echo(f"  {'recovery ' + str(i):<13} {shown(event['what'])} in {shown(event['zone'])} after "
+                   f"{_duration(event['seconds_trained'])} of training; lost {_duration(event['seconds_lost'])}"
+                   + (f" (since the {shown(event['since'])})" if event.get("since") else "")
+                   + (f"; resumed in {shown(resumed)} {_duration(down)} later" if resumed else "; not resumed"))
+    if history:
+        typer.echo(f"  {'time lost':<13} {_duration(sum(e['seconds_lost'] for e in history))} in "
+                   f"{len(history)} preemption(s)")
     problem = runs.logs_problem(found)
     if problem:
         typer.echo(f"  {'curves':<13} not read: {shown(problem)}")

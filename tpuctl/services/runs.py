@@ -26,6 +26,8 @@ from trainer import protocol
 
 RESULT_FILE = "result.json"
 RUN_FILE = "tpuctl-run.json"
+#: A TPU VM run's recovery history (``tpu run --recover``; tpuctl/services/tpuvm.py writes it).
+RECOVERIES_FILE = "tpuctl/recoveries.json"
 LOGS = "logs"
 #: A result.json larger than this is not a trainer's (it writes a few hundred bytes).
 MAX_RUN_FILE_BYTES = 1 << 20
@@ -63,6 +65,26 @@ class LaunchRecord(_Record):
     started: Optional[float] = Field(None, ge=0, lt=_LATEST)
     finished: Optional[float] = Field(None, ge=0, lt=_LATEST)
     state: Optional[str] = None   # "interrupted": stopped (Ctrl-C, SIGTERM) before the trainer's result.json
+
+
+class Recovery(_Record):
+    """One recovered preemption: where, what happened, and the seconds trained, lost (since the last backup) and
+    down (until the slice was training again)."""
+
+    zone: str = Field(max_length=100)
+    what: str = Field(max_length=1000)
+    seconds_trained: float = Field(ge=0, lt=_LATEST)
+    seconds_lost: float = Field(ge=0, lt=_LATEST)
+    seconds_down: Optional[float] = Field(None, ge=0, lt=_LATEST)
+    since: Optional[str] = Field(None, max_length=100)
+    resumed_zone: Optional[str] = Field(None, max_length=100)
+
+
+class RecoveriesRecord(_Record):
+    """``<model_dir>/tpuctl/recoveries.json``."""
+
+    run: Optional[str] = None
+    recoveries: list[Recovery] = Field(max_length=100_000)
 
 
 @dataclass
@@ -155,6 +177,36 @@ def _record(data: bytes, where: str, model: type[_Record]) -> dict[str, Any]:
         err = exc.errors()[0]
         location = ".".join(str(p) for p in err.get("loc", ())) or "(top level)"
         raise UserError(f"{where}: {location}: {err.get('msg', 'invalid')}") from None
+
+
+def recoveries(run: Run, *, storage_client=None) -> list[dict[str, Any]]:
+    """A TPU VM run's recovery history (``<run>/tpuctl/recoveries.json``), validated; [] when it has none. A bad file
+    is one UserError line naming it and the field."""
+    where = f"{run.path}/{RECOVERIES_FILE}"
+    if run.path.startswith("gs://"):
+        from bootstrap import clients
+        from tpuctl.ground import domain
+
+        bucket = domain.bucket_name_from(run.path)
+        path = f"{run.path[len('gs://') + len(bucket):].strip('/')}/{RECOVERIES_FILE}"
+        storage_client = storage_client or clients.storage_client()
+        with clients.google_errors(f"reading {where}",
+                                   forbidden=f"permission denied reading {where}: you need storage.objects.get"):
+            blob = storage_client.bucket(bucket).get_blob(path)
+            if blob is None:
+                return []
+            data = blob.download_as_bytes(start=0, end=MAX_RUN_FILE_BYTES)
+        if len(data) > MAX_RUN_FILE_BYTES:
+            raise UserError(f"{where} is larger than {MAX_RUN_FILE_BYTES} bytes: not tpuctl's recovery history")
+    else:
+        folder = Path(run.path)
+        if not os.path.lexists(folder / RECOVERIES_FILE):
+            return []
+        if not _inside(folder / RECOVERIES_FILE, folder):
+            raise UserError(f"{where} links out of the run folder; not followed")
+        data = read_file(folder / RECOVERIES_FILE, RECOVERIES_FILE, MAX_RUN_FILE_BYTES,
+                         hint="not tpuctl's recovery history")
+    return _record(data, where, RecoveriesRecord).get("recoveries", [])
 
 
 def _inside(path: Path, folder: Path) -> bool:
