@@ -128,8 +128,9 @@ run_in() {  # docker run with --network none and a time bound; the container is 
   [ "$rc" != 124 ] || echo "error: the container ran past TPUCTL_IMAGE_RUN_TIMEOUT=${run_timeout}s and was stopped" >&2
   return "$rc"
 }
-# `import trainer, tensorflow, tf_keras` (the trainer package first, as every entry point does) in seconds, with the image's .pyc files and without (an empty pycache prefix and no
-# writing makes Python compile every module from source, as the image did before it shipped byte-compiled files)
+# `import trainer, tensorflow, tf_keras` in seconds (the trainer package first, as every entry point does), with the
+# image's .pyc files and without them (an empty pycache prefix and no writing make Python compile every module from
+# source, as the image did before it shipped byte-compiled files)
 import_probe='import time; t = time.perf_counter(); import trainer, tensorflow, tf_keras; print(f"{time.perf_counter() - t:.2f}")'
 import_seconds() {  # image [extra docker args...]
   local img=$1; shift
@@ -161,9 +162,12 @@ for v in "${variants[@]}"; do
   fi
   built=$(tail -1 "$work/build-$v.log")
   # the name the build printed (the sources' content tag at build time)
-  name=$(grep -o "tpuctl/trainer-$v:sha256-[0-9a-f]*" <<<"$built" | head -1)
+  name=$(grep -o "tpuctl/trainer-$v:sha256-[0-9a-f]*" <<<"$built" | head -1 || true)
+  if [ -z "$name" ]; then
+    summaries+=("image $v: FAILED: the build printed no image name ($built)"); failed=1; continue
+  fi
   build_s=$((SECONDS - start))
-  size=$(docker image inspect -f '{{.Size}}' "$name" | awk '{printf "%.2f GB", $1 / 1e9}')
+  size=$(docker image inspect -f '{{.Size}}' "$name" | awk '{printf "%.2f GB", $1 / 1e9}') || size="?"
   out="$work/out-$v"; mkdir -p "$out"
   chown 10001 "$out" 2>/dev/null || chmod 777 "$out"    # the image runs as its own user, uid 10001
   cold=$(import_seconds "$name" -e PYTHONPYCACHEPREFIX=/tmp/no-pyc) || cold="?"
