@@ -71,11 +71,10 @@ def build(
 
     if local and stack is None and outputs is None and project is None:
         # No stack: a local image only (run it with docker run, see docs/image.md).
-        name = image.local_name(variant)
         if dry_run:
-            typer.echo(f"would build {name} locally from {image.DOCKERFILE}")
+            typer.echo(f"would build {image.local_name(variant)} locally from {image.DOCKERFILE}")
             return
-        _, built = image.build_local(variant)
+        name, built = image.build_local(variant)
         typer.echo(f"built {name}" if built else f"{name} already exists: nothing to build")
         return
     so, ref = _ref(variant, stack, outputs, repository, project, region)
