@@ -621,13 +621,15 @@ def _recovering(client, storage, run: TpuVmRun, created: _Created, *, progress: 
             current = replace(run, zone=zone)
             created.run = current
             earlier = _earlier_outputs(storage, current)
-            if _storage_paths(current.result_uri)[1] in earlier and preempted_at is None:
+            if _storage_paths(current.result_uri)[1] in earlier and preempted_at is None and i == 0:
                 progress(f"{current.result_uri} is an earlier run's; waiting for this run's to replace it")
             try:
                 create_and_wait(client, current, progress=progress, created=created, poll_seconds=poll_seconds,
                                 timeout=provision_timeout, sleep=sleep, clock=clock)
             except _Refused as exc:
-                if preempted_at is None or i == len(zones) - 1:
+                # With --recover a refusal (no capacity, say) moves on to the next zone, on the first launch too
+                # (no recovery is counted: nothing was trained); without it the refusal ends the run.
+                if not recover or i == len(zones) - 1:
                     raise
                 _delete_and_wait(client, current, poll_seconds=poll_seconds, timeout=provision_timeout, sleep=sleep,
                                  clock=clock)

@@ -198,3 +198,34 @@ def test_ctrl_c_while_recovering_deletes_the_slice_in_the_zone_it_was_queued_in(
     assert err.value.exit_code == 130 and str(err.value) == f"interrupted; deleted queued resource {NAME}"
     assert [name for name, _ in fake.deleted] == [_qr(ZONE), _qr(ZONE), _qr(ZONE_B)]
     assert fake.resources == {}
+
+
+def test_a_capacity_refusal_on_the_first_launch_moves_on_to_the_next_zone(outputs_file, tpu_cloud, gcs):
+    fake = tpu_cloud(plans=[["ACCEPTED", NO_CAPACITY], ["WAITING_FOR_RESOURCES", "ACTIVE", "ACTIVE", "ACTIVE"]],
+                     on_get=_hosts(gcs, finish_on_create=2))
+    r = invoke(_args(outputs_file, "--recover", "1", "--zones", ZONE_B))
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines() == [f"SavedModel: {RESULT['export_dir']}", "validation accuracy: 0.9000"]
+    assert fake.zones_created == [ZONE, ZONE_B]
+    assert [name for name, _ in fake.deleted] == [_qr(ZONE), _qr(ZONE_B)] and fake.resources == {}
+    assert f"refused v5litepod-16 in {ZONE}: There is no more capacity" in r.stderr
+    assert f"; trying {ZONE_B}" in r.stderr
+    # Not a preemption: nothing was trained, no recovery is counted or recorded.
+    assert not any(line.startswith(("preemption ", "recovered")) for line in r.stderr.splitlines()), r.stderr
+    assert gcs.bucket(ARTIFACTS).get_blob(f"runs/{NAME}/tpuctl/recoveries.json") is None
+
+
+def test_a_first_launch_refused_in_every_zone_is_one_line_and_leaves_nothing(outputs_file, tpu_cloud, gcs):
+    fake = tpu_cloud(plans=[[NO_CAPACITY], [NO_CAPACITY]], on_get=_hosts(gcs, finish_on_create=None))
+    r = invoke(_args(outputs_file, "--recover", "1", "--zones", ZONE_B))
+    assert r.exit_code == 1
+    [line] = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert f"refused v5litepod-16 in {ZONE_B}" in line and f"deleted queued resource {NAME}" in line
+    assert fake.zones_created == [ZONE, ZONE_B] and fake.resources == {}
+
+
+def test_without_recover_a_first_launch_refusal_ends_the_run(outputs_file, tpu_cloud, gcs):
+    fake = tpu_cloud(plans=[[NO_CAPACITY]], on_get=_hosts(gcs, finish_on_create=None))
+    r = invoke(_args(outputs_file))
+    assert r.exit_code == 1 and f"refused v5litepod-16 in {ZONE}" in r.stderr
+    assert fake.zones_created == [ZONE] and fake.resources == {}
