@@ -23,15 +23,17 @@ def test_refresh_finds_services_by_name_follows_pages_and_keeps_only_what_tpuctl
     fake = catalog(skus=skus, services={ids.get(k, k): name for k, name in SERVICES.items()}, page=5)
     result = invoke(["prices", "refresh"])
     assert result.exit_code == 0, result.stderr
-    assert result.stdout.startswith("cached 24 SKUs from Cloud Billing Catalog (127.0.0.1:")
-    assert fake.requests.count("/v1/services/AAAA-0000-0001/skus") == 4   # 20 Vertex SKUs, 5 per page
+    assert result.stdout.startswith("cached 48 SKUs from Cloud Billing Catalog (127.0.0.1:")
+    assert fake.requests.count("/v1/services/AAAA-0000-0001/skus") == 9   # 44 Vertex SKUs, 5 per page
     assert "/v1/services/95FF-2EF5-5EA1/skus" not in fake.requests          # Cloud Storage: never read
     cached = json.loads(prices.cache_path().read_text())
     assert cached["services"] == {"vertex": "AAAA-0000-0001", "compute": "AAAA-0000-0002", "tpu": "AAAA-0000-0003"}
     descriptions = {s["description"] for s in cached["skus"]}
     assert "TpuV5e running in Americas" in descriptions
-    # Not kept: Compute Engine N1 cores (Vertex AI bills its own), a 1-year commitment, storage.
-    assert not any("Core" in d or "Commitment" in d or "Storage" in d for d in descriptions)
+    assert "Vertex AI Training on Spot Preemptible G2 Instance Core running in EMEA" in descriptions
+    # Not kept: Compute Engine N1/G2 cores (Vertex AI bills its own), a 1-year commitment, storage.
+    assert not any(("Core" in s["description"] and s["service"] != "vertex") or "Commitment" in s["description"]
+                   or "Storage" in s["description"] for s in cached["skus"])
     assert [p.name for p in prices.cache_path().parent.iterdir()] == ["catalog.json"]   # no temporary file left
     assert prices.read_cache().fetched.year >= 2026
 
@@ -160,7 +162,10 @@ def test_show_prints_the_breakdown_with_source_and_date(default_catalog):
     (["-a", "gpu-z9"], "unknown GPU type 'z9'"),
     (["-a", "v5litepod-3", "--target", "tpu-vm"], "unknown TPU VM accelerator type 'v5litepod-3'"),
     (["-a", "gpu-t4", "--region", "mars-central1"], "is not a Google Cloud region"),
-    (["-a", "gpu-l4"], "tpuctl does not know the vCPU/memory shape of g2-standard-8"),
+    # H100 hosts have a shape (a3-highgpu-1g: 26 vCPU, 234 GiB) but the stand-in sells no Vertex A3 SKU.
+    (["-a", "gpu-h100"], "no on-demand SKU for A3 vCPU in us-central1 in the Cloud Billing catalogue"),
+    # A2 Ultra's host SKU wording is unverified: A2 High's "A2 Instance Core" is not taken for it.
+    (["-a", "gpu-a100-80gb"], "no on-demand SKU for A2 Ultra vCPU in us-central1"),
 ])
 def test_show_refuses_in_one_line(args, message, default_catalog):
     result = invoke(["prices", "show", *args])

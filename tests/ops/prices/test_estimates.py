@@ -64,7 +64,17 @@ def test_offline_snapshot_gap_is_unknown_with_the_refresh_command(outputs_file):
 #   gpu-t4    = n1-standard-8 (8 vCPU, 30 GiB) + 1 T4:  8 × cpu + 30 × ram + t4
 #   tpu-v5e-4 = ct5lp-hightpu-4t: 4 chips × tpu-v5e
 #   tpu-v2-8  = cloud-tpu + TPU_V2 × 8 cores: one 4-chip device × tpu-v2
+#   gpu-l4    = g2-standard-8 (8 vCPU, 32 GiB: vms.csv row) + 1 L4:    8 × g2-cpu + 32 × g2-ram + l4
+#   gpu-a100  = a2-highgpu-1g (12 vCPU, 85 GiB: vms.csv row) + 1 A100: 12 × a2-cpu + 85 × a2-ram + a100
 HAND = {
+    ("gpu-l4", "us-central1", False): 8 * 0.03 + 32 * 0.004 + 0.60,               # 0.968
+    ("gpu-l4", "europe-west4", False): 8 * 0.033 + 32 * 0.0044 + 0.66,            # 1.0648
+    ("gpu-l4", "us-central1", True): 8 * 0.01 + 32 * 0.0012 + 0.20,               # 0.3184
+    ("gpu-l4", "europe-west4", True): 8 * 0.011 + 32 * 0.00132 + 0.22,            # 0.35024
+    ("gpu-a100", "us-central1", False): 12 * 0.035 + 85 * 0.0045 + 2.90,          # 3.7025
+    ("gpu-a100", "europe-west4", False): 12 * 0.0385 + 85 * 0.00495 + 3.19,       # 4.07275
+    ("gpu-a100", "us-central1", True): 12 * 0.011 + 85 * 0.0014 + 1.00,           # 1.251
+    ("gpu-a100", "europe-west4", True): 12 * 0.0121 + 85 * 0.00154 + 1.10,        # 1.3761
     ("gpu-t4", "us-central1", False): 8 * 0.04 + 30 * 0.005 + 0.40,              # 0.870
     ("gpu-t4", "europe-west4", False): 8 * 0.044 + 30 * 0.0055 + 0.44,           # 0.957
     ("gpu-t4", "us-central1", True): 8 * 0.012 + 30 * 0.0015 + 0.14,            # 0.281
@@ -94,6 +104,8 @@ def test_vertex_estimates_match_hand_computed_figures(accelerator, region, spot)
     ("gpu-t4", "europe-west4", False, "total: $0.9570/h; maximum for 2h: $1.91"),
     ("gpu-t4", "us-central1", True, "total: $0.2810/h; maximum for 2h: $0.56"),
     ("tpu-v5e-4", "europe-west4", True, "total: $2.2000/h; maximum for 2h: $4.40"),
+    ("gpu-l4", "europe-west4", True, "total: $0.3502/h; maximum for 2h: $0.70"),
+    ("gpu-a100", "europe-west4", True, "total: $1.3761/h; maximum for 2h: $2.75"),
 ])
 def test_vertex_dry_run_refreshes_from_the_catalogue_and_names_it(default_catalog, outputs_file, accelerator, region,
                                                                   spot, total):
