@@ -34,17 +34,39 @@ status=0
 echo "=== lint (ruff, import layers)"
 if ! .venv/bin/python -m ruff check --no-cache .; then status=1; fi
 if ! .venv/bin/lint-imports --no-cache; then status=1; fi
-for suite in "${suites[@]}"; do
-  case "$suite" in
-    trainer) py=.venv-trainer/bin/python ;;
-    *) py=.venv/bin/python ;;
-  esac
+run_suite() {  # suite: run its tests with its own interpreter; returns 0 unless tests failed
+  local suite=$1 py=.venv/bin/python rc
+  [ "$suite" = trainer ] && py=.venv-trainer/bin/python
   echo "=== $suite tests ($py)"
-  if [ ! -d "tests/$suite" ]; then echo "no tests/$suite folder: nothing to run"; continue; fi
+  if [ ! -d "tests/$suite" ]; then echo "no tests/$suite folder: nothing to run"; return 0; fi
   "$py" -m pytest "tests/$suite" -p no:cacheprovider --junitxml="$reports/$suite.xml" "${extra[@]}"
   rc=$?
   # exit 5 = no tests collected in this suite: not a failure of the suite.
-  if [ $rc -ne 0 ] && [ $rc -ne 5 ]; then status=1; fi
+  [ $rc -eq 0 ] || [ $rc -eq 5 ]
+}
+# The ops and trainer suites share nothing (own interpreter, own temporary folders, free ports): with more than
+# one core they run side by side, each one's output kept whole and printed when it ends (TPUCTL_TEST_SERIAL=1 runs
+# them one after the other). e2e drives both environments and runs after them.
+parallel=()
+if [ "${TPUCTL_TEST_SERIAL:-0}" != 1 ] && [ "$(nproc 2>/dev/null || echo 1)" -gt 1 ]; then
+  for suite in "${suites[@]}"; do [ "$suite" = e2e ] || parallel+=("$suite"); done
+  [ ${#parallel[@]} -gt 1 ] || parallel=()
+fi
+if [ ${#parallel[@]} -gt 0 ]; then
+  echo "=== ${parallel[*]} tests, side by side (output follows as each ends)"
+  pids=()
+  for suite in "${parallel[@]}"; do
+    run_suite "$suite" >"$reports/$suite.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${!parallel[@]}"; do
+    wait "${pids[$i]}" || status=1
+    cat "$reports/${parallel[$i]}.log"
+  done
+fi
+for suite in "${suites[@]}"; do
+  [[ " ${parallel[*]} " == *" $suite "* ]] && continue
+  run_suite "$suite" || status=1
 done
 
 # Scanners: checkov judges the example stack's exported plans (tpuctl plan --format tfplan) in both access
