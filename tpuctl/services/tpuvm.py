@@ -507,7 +507,13 @@ def _read_result(storage, run: TpuVmRun, earlier: dict[str, int] | None = None) 
     return value if isinstance(value, dict) else None
 
 
-def _host_failures(storage, run: TpuVmRun, earlier: dict[str, int] | None = None) -> list[str]:
+#: What a host's exit file says when its VM went away under the trainer rather than the trainer failing: 143 (128 +
+#: SIGTERM: the container stopped by the VM's shutdown) or the word "preempted".
+HOST_GONE_CODES = frozenset({"143", "preempted"})
+
+
+def _host_failures(storage, run: TpuVmRun, earlier: dict[str, int] | None = None) -> list[tuple[str, str]]:
+    """The hosts whose exit file says something else than 0: ``(host, what it says)``, sorted."""
     bucket, path = _storage_paths(f"{run.model_dir}/{HOST_STATUS_DIR}/")
     failures = []
     with clients.google_errors(f"reading host reports under {run.model_dir}/{HOST_STATUS_DIR}"):
@@ -517,8 +523,35 @@ def _host_failures(storage, run: TpuVmRun, earlier: dict[str, int] | None = None
             code = printable(blob.download_as_bytes(start=0, end=15).decode("utf-8", "replace").strip(), 16)
             if code != "0":
                 host = printable(blob.name.rsplit("/", 1)[-1].removesuffix(".exit"), 80)
-                failures.append(f"{host} exited {code or '?'}")
+                failures.append((host, code or "?"))
     return sorted(failures)
+
+
+def _node_gone(client, run: TpuVmRun, notes: set[str], progress: Progress) -> str | None:
+    """What the slice's node says when its hosts are gone (state PREEMPTED/TERMINATED, health UNHEALTHY_MAINTENANCE:
+    domain.TPU_VM_NODE_GONE_*), else None. Reading the node only adds to what the queued resource says: a node not
+    found or an error is no news (a refused read is noted once and not tried again)."""
+    from google.api_core import exceptions
+    from google.cloud import tpu_v2
+
+    if "no node reads" in notes:
+        return None
+    try:
+        node = client.get_node(name=f"{run.parent}/nodes/{run.name}")
+    except exceptions.PermissionDenied:
+        notes.add("no node reads")
+        progress(f"cannot read node {run.name}'s health (permission denied: tpu.nodes.get); a host that goes away "
+                 "is seen from its exit file only")
+        return None
+    except (exceptions.GoogleAPICallError, exceptions.RetryError):
+        return None
+    state = tpu_v2.Node.State(node.state).name
+    health = tpu_v2.Node.Health(node.health).name
+    if state in domain.TPU_VM_NODE_GONE_STATES:
+        return f"node {state}"
+    if health in domain.TPU_VM_NODE_GONE_HEALTH:
+        return f"node {health}"
+    return None
 
 
 def follow(client, storage, run: TpuVmRun, *, progress: Progress, poll_seconds: float = DEFAULT_POLL_SECONDS,
@@ -530,6 +563,7 @@ def follow(client, storage, run: TpuVmRun, *, progress: Progress, poll_seconds: 
     progress(f"training on {run.accelerator.vms} host(s); waiting for {run.result_uri}")
     deadline = clock() + timeout
     name = run.queued_resource_name
+    notes: set[str] = set()
     while True:
         result = _read_result(storage, run, earlier)
         if result is not None:
@@ -549,8 +583,17 @@ def follow(client, storage, run: TpuVmRun, *, progress: Progress, poll_seconds: 
             raise _Preempted(f"queued resource {run.name} FAILED while training: {_reason(current)}; to resume, "
                              f"{run.resume_hint}", f"FAILED: {_reason(current)}")
         failures = _host_failures(storage, run, earlier)
+        # A host gone under the trainer while the queued resource still says ACTIVE: a preemption, not a failure.
+        gone = _node_gone(client, run, notes, progress)
+        if gone is None and failures and all(code in HOST_GONE_CODES for _, code in failures):
+            gone = ", ".join(f"{host} exited {code}" for host, code in failures)
+        if gone is not None:
+            raise _Preempted(f"a host of the TPU VM slice went away ({gone}) while queued resource {run.name} was "
+                             f"{state}; checkpoints are kept in {run.model_dir}; to resume, {run.resume_hint}",
+                             f"host gone ({gone})")
         if failures:
-            raise UserError(f"the trainer failed on the TPU VM ({', '.join(failures)}); see the VM's serial console "
+            listed = ", ".join(f"{host} exited {code}" for host, code in failures)
+            raise UserError(f"the trainer failed on the TPU VM ({listed}); see the VM's serial console "
                             f"or Cloud Logging for {run.name}", 1)
         if clock() >= deadline:
             raise UserError(f"no {run.result_uri} after {timeout:.0f} s of training (waited for the chief's result); "

@@ -5,7 +5,9 @@ service moves one from WAITING_FOR_RESOURCES to ACTIVE; ``on_get(fake, state, n)
 TPU hosts (write result.json into the emulator bucket when the slice is ACTIVE, say). ``plans``: one list of
 states per create, in order (the k-th queued resource created walks ``plans[k]``, then ``states``), so a
 test can preempt a slice mid-run (SUSPENDED), refuse its re-creation in one zone (FAILED) and take it in
-another; ``fake.zones_created`` lists the zone of each create.
+another; ``fake.zones_created`` lists the zone of each create. The node of a queued resource reads as READY and
+HEALTHY unless a test sets ``fake.nodes[<node name>]`` (its state and health: a host gone while the queued resource
+stays ACTIVE); a node without its queued resource is NOT_FOUND.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ PROJECT, REGION, ZONE = "my-tpu-project", "us-central1", "us-central1-a"
 ARTIFACTS, DATA, STAGING = "tpuctl-my-tpu-project-artifacts", "tpuctl-my-tpu-project-data", "tpuctl-my-tpu-project-staging"
 SA = "tpuctl-trainer@my-tpu-project.iam.gserviceaccount.com"
 _QR = re.compile(r"/v2/projects/([^/]+)/locations/([^/]+)/queuedResources(?:/([^/:]+))?")
+_NODE = re.compile(r"/v2/(projects/[^/]+/locations/[^/]+)/nodes/([^/:]+)")
 
 
 def _public(resource: dict) -> dict:
@@ -43,6 +46,7 @@ class FakeTpuCloud(FakeServer):
         self.resources: dict[str, dict] = {r["name"]: dict(r, _existing=True) for r in existing}
         self.gets: dict[str, int] = {}
         self.deleted: list[tuple[str, dict]] = []
+        self.nodes: dict[str, dict] = {}
         self.lock = threading.Lock()
         fake = self
 
@@ -80,6 +84,14 @@ class FakeTpuCloud(FakeServer):
                 parts = urlsplit(self.path)
                 with fake.lock:
                     fake.requests.append(("GET", parts.path, None))
+                node = _NODE.fullmatch(parts.path)
+                if node:
+                    parent, nid = node.groups()
+                    name = f"{parent}/nodes/{nid}"
+                    if f"{parent}/queuedResources/{nid}" not in fake.resources:
+                        return self._error(404, "NOT_FOUND", f"{name} not found")
+                    return self._send(200, {"name": name, "state": "READY", "health": "HEALTHY",
+                                            **fake.nodes.get(name, {})})
                 m = _QR.fullmatch(parts.path)
                 if not m:
                     return self._error(404, "NOT_FOUND", parts.path)
@@ -116,6 +128,7 @@ class FakeTpuCloud(FakeServer):
                     return self._error(404, "NOT_FOUND", f"{name} not found")
                 fake.deleted.append((name, {"force": parse_qs(parts.query).get("force", [])}))
                 fake.resources.pop(name)
+                fake.nodes.pop(f"projects/{project}/locations/{zone}/nodes/{rid}", None)   # its node goes too
                 self._send(200, self._operation(project, zone))
 
         self.serve(Handler)

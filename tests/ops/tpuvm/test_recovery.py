@@ -229,3 +229,53 @@ def test_without_recover_a_first_launch_refusal_ends_the_run(outputs_file, tpu_c
     r = invoke(_args(outputs_file))
     assert r.exit_code == 1 and f"refused v5litepod-16 in {ZONE}" in r.stderr
     assert fake.zones_created == [ZONE] and fake.resources == {}
+
+
+def _host_goes(gcs, how):
+    """Create 1's slice stays ACTIVE but loses a host on its third poll (``how``: "exit" writes worker-1's exit file
+    143 as the container killed by the VM's shutdown; "node" makes the node PREEMPTED with no exit file; "mixed" has
+    another host fail for real too); create 2's slice finishes."""
+    hosts = _hosts(gcs, finish_on_create=2)
+    bucket = gcs.bucket(ARTIFACTS)
+
+    def on_get(fake, state, n):
+        hosts(fake, state, n)
+        if len(fake.zones_created) == 1 and n == 2:
+            if how in ("exit", "mixed"):
+                bucket.blob(f"runs/{NAME}/tpuctl/hosts/worker-1.exit").upload_from_string("143\n")
+            if how == "mixed":
+                bucket.blob(f"runs/{NAME}/tpuctl/hosts/worker-2.exit").upload_from_string("1\n")
+            if how == "node":
+                fake.nodes[f"projects/{PROJECT}/locations/{ZONE}/nodes/{NAME}"] = {"state": "PREEMPTED"}
+    return on_get
+
+
+@pytest.mark.parametrize("how, what", [("exit", "host gone (worker-1 exited 143)"), ("node", "host gone (node PREEMPTED)")])
+def test_a_host_gone_while_the_slice_stays_active_is_recovered(outputs_file, tpu_cloud, gcs, how, what):
+    fake = tpu_cloud(plans=[["ACTIVE"] * 6, ["ACTIVE"] * 3], on_get=_host_goes(gcs, how))
+    r = invoke(_args(outputs_file, "--recover", "1"))
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines() == [f"SavedModel: {RESULT['export_dir']}", "validation accuracy: 0.9000"]
+    assert fake.zones_created == [ZONE, ZONE] and fake.resources == {}
+    assert f"preemption 1/1: {what} in {ZONE} after " in r.stderr, r.stderr
+    assert "trainer failed" not in r.stderr
+    record = json.loads(gcs.bucket(ARTIFACTS).blob(f"runs/{NAME}/tpuctl/recoveries.json").download_as_bytes())
+    assert [h["what"] for h in record["recoveries"]] == [what]
+
+
+def test_without_recover_a_host_gone_ends_as_a_preemption_with_the_resume_line(outputs_file, tpu_cloud, gcs):
+    fake = tpu_cloud(plans=[["ACTIVE"] * 6], on_get=_host_goes(gcs, "exit"))
+    r = invoke(_args(outputs_file))
+    assert r.exit_code == 1
+    [line] = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert "a host of the TPU VM slice went away (worker-1 exited 143) while queued resource" in line
+    assert "run the same command again" in line and "trainer failed" not in line
+    assert fake.zones_created == [ZONE] and fake.resources == {}
+
+
+def test_a_host_that_failed_for_real_next_to_a_killed_one_is_a_trainer_failure(outputs_file, tpu_cloud, gcs):
+    fake = tpu_cloud(plans=[["ACTIVE"] * 6], on_get=_host_goes(gcs, "mixed"))
+    r = invoke(_args(outputs_file, "--recover", "1"))
+    assert r.exit_code == 1
+    assert "the trainer failed on the TPU VM (worker-1 exited 143, worker-2 exited 1)" in r.stderr
+    assert not any(line.startswith("preemption ") for line in r.stderr.splitlines()) and fake.zones_created == [ZONE]

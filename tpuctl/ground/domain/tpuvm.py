@@ -35,7 +35,7 @@ __all__ = [
     "TPU_VM_GENERATIONS", "TPU_VM_TYPES", "TpuVmAccelerator", "TpuVmGeneration", "parse_tpu_vm_accelerator",
     "tpu_vm_names", "validate_tpu_vm_name", "validate_tpu_vm_zone", "TPU_VM_RUN_LABEL", "TPU_VM_MANAGED_LABEL",
     "TPU_VM_QUOTAS", "TpuVmQuota", "TPU_ONLY_REGIONS", "tpu_vm_quota_need", "parse_tpu_vm_quota",
-    "UNVERIFIED_TPU_VM_FACTS",
+    "UNVERIFIED_TPU_VM_FACTS", "TPU_VM_NODE_GONE_STATES", "TPU_VM_NODE_GONE_HEALTH",
 ]
 
 #: Facts of this module that no Google page confirmed (``[unverified: id]`` where used; listed in
@@ -51,6 +51,14 @@ UNVERIFIED_TPU_VM_FACTS: dict[str, str] = {
 #: Labels tpuctl puts on every TPU VM it creates (``list``/``delete`` only touch resources that carry the first).
 TPU_VM_MANAGED_LABEL = ("managed-by", "tpuctl")
 TPU_VM_RUN_LABEL = "tpuctl-run"
+
+#: A TPU VM node whose hosts are gone while its queued resource may still say ACTIVE: ``Node.state`` PREEMPTED ("TPU
+#: node has been preempted"), TERMINATED ("terminated due to maintenance or has reached the end of its life cycle (for
+#: preemptible nodes)"), and ``Node.health`` UNHEALTHY_MAINTENANCE ("under maintenance/priority boost caused
+#: rescheduling"). Source: the Cloud TPU v2 API schema, Node.StateValueValuesEnum and Node.HealthValueValuesEnum in the
+#: Cloud SDK 528.0.0's googlecloudsdk/generated_clients/apis/tpu/v2/tpu_v2_messages.py, read 2026-11-24.
+TPU_VM_NODE_GONE_STATES = frozenset({"PREEMPTED", "TERMINATED"})
+TPU_VM_NODE_GONE_HEALTH = frozenset({"UNHEALTHY_MAINTENANCE"})
 
 
 @dataclass(frozen=True)
