@@ -150,7 +150,13 @@ outputs = fn(tf.constant([image.numpy()]))
 (probs,) = [v for v in outputs.values() if v.dtype.is_floating and v.shape.rank == 2]
 assert probs.shape[0] == 1 and probs.shape[1] >= 2, probs.shape
 assert abs(float(tf.reduce_sum(probs)) - 1.0) < 1e-3, probs
-print(f"serving_default({spec.dtype.name}{spec.shape.as_list()}) -> {sorted(outputs)} {probs.shape.as_list()}")
+import glob, os
+logs = os.path.join(os.path.dirname(sys.argv[1]), "logs")
+plugins = {v.metadata.plugin_data.plugin_name for f in glob.glob(f"{logs}/events.out.tfevents.*")
+           for e in tf.compat.v1.train.summary_iterator(f) for v in e.summary.value}
+assert "hparams" in plugins, plugins
+print(f"serving_default({spec.dtype.name}{spec.shape.as_list()}) -> {sorted(outputs)} {probs.shape.as_list()}; "
+      "hyperparameters recorded for TensorBoard")
 '
 failed=0
 summaries=()

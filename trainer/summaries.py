@@ -1,5 +1,6 @@
-"""TensorBoard scalars without the tensorboard package (the trainer image does not install it; the trainer
-environment has it only for `tpuctl board` and `tpuctl runs`).
+"""TensorBoard summaries: scalars and the model graph with TensorFlow's core ops, the run's hyperparameters with
+tensorboard's own hparams API (every trainer environment and image installs tensorboard; without it, only the
+hyperparameters are left out).
 
 ``tf.summary.scalar`` lives in the tensorboard package; the core op ``tf.summary.write`` with the
 scalars plugin's metadata writes the same event records, so TensorBoard and tuning services read
@@ -58,7 +59,7 @@ def write_hparams(log_dir: str, hparams: dict[str, bool | int | float | str]) ->
     trials side by side) with the scalars under it (``validation/epoch_accuracy``, ``final/val_accuracy``).
 
     Written with TensorBoard's own API (``tensorboard.plugins.hparams.api.hparams``); where the tensorboard package
-    is not installed (the cpu and gpu images) nothing is written and False is returned.
+    is not installed nothing is written and False is returned.
     """
     try:
         from tensorboard.plugins.hparams import api as hp
