@@ -160,6 +160,7 @@ print(f"serving_default({spec.dtype.name}{spec.shape.as_list()}) -> {sorted(outp
 '
 failed=0
 summaries=()
+built_names=()
 for v in "${variants[@]}"; do
   start=$SECONDS
   if ! "$tpuctl" image build --local --variant "$v" >"$work/build-$v.log" 2>&1; then
@@ -172,6 +173,7 @@ for v in "${variants[@]}"; do
   if [ -z "$name" ]; then
     summaries+=("image $v: FAILED: the build printed no image name ($built)"); failed=1; continue
   fi
+  built_names+=("$name")
   build_s=$((SECONDS - start))
   size=$(docker image inspect -f '{{.Size}}' "$name" | awk '{printf "%.2f GB", $1 / 1e9}') || size="?"
   out="$work/out-$v"; mkdir -p "$out"
@@ -219,5 +221,14 @@ for v in "${variants[@]}"; do
   fi
   summaries+=("image $v: ok — $name, $size, built in ${build_s}s ($built); import tensorflow+tf_keras ${warm}s (${cold}s without .pyc); ${detail}demo ${epochs} epoch(s) as uid 10001 in ${train_s}s, val_accuracy $accuracy")
 done
+# In an engine this run started (its own data folder), older builds of the variants just built are removed so the
+# folder does not grow with every change of the sources; a user's own engine is left as it is.
+if [ -n "$owned_pid" ]; then
+  for name in "${built_names[@]}"; do
+    docker image ls --format '{{.Repository}}:{{.Tag}}' "${name%%:*}" | grep -vxF "$name" \
+      | xargs -r docker image rm >/dev/null 2>&1 || true
+  done
+  docker image prune -f >/dev/null 2>&1 || true
+fi
 printf '%s\n' "${summaries[@]}"
 exit "$failed"
