@@ -431,6 +431,15 @@ def _url_in(text: str) -> str | None:
     return match.group(0) if match else None
 
 
+def download_bounded(blob, limit: int, where: str, what: str, exit_code: int = 2) -> bytes:
+    """The object's bytes, never more than ``limit + 1`` of them read: a larger object is one UserError line naming
+    ``where`` and saying ``what`` it is not (``download_as_bytes``'s ``end`` is inclusive, so one byte over tells)."""
+    data = blob.download_as_bytes(start=0, end=limit)
+    if len(data) > limit:
+        raise UserError(f"{where} is larger than {limit} bytes: {what}", exit_code)
+    return data
+
+
 @contextlib.contextmanager
 def google_errors(doing: str | None = None, *, not_found: str | None = None, forbidden: str | None = None,
                   bad_request: str | None = None, exit_code: int = 2) -> Iterator[None]:

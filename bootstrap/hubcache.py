@@ -172,7 +172,7 @@ def model_root(folder: Path, source: str) -> Path:
         return folder
     entries = [p for p in folder.iterdir() if not p.name.startswith(".")]
     if len(entries) == 1 and entries[0].is_dir() and (entries[0] / SAVED_MODEL).is_file():
-        if entries[0].is_symlink() and not localtree.within(Path(os.path.realpath(entries[0])), Path(os.path.realpath(folder))):
+        if entries[0].is_symlink() and not localtree.resolves_within(entries[0], folder):
             raise UserError(f"{source}: refusing symlink {entries[0].name!r} -> {os.readlink(entries[0])!r} "
                             "that points outside the folder")
         return entries[0]

@@ -74,6 +74,11 @@ def within(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
+def resolves_within(path: Path, root: Path) -> bool:
+    """``path`` with every symbolic link resolved is ``root`` (likewise resolved) or below it."""
+    return within(Path(os.path.realpath(path)), Path(os.path.realpath(root)))
+
+
 def _kind(mode: int) -> str:
     return ("FIFO" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode)
             else "device" if stat.S_ISBLK(mode) or stat.S_ISCHR(mode) else "special file")

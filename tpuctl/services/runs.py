@@ -18,6 +18,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from tpuctl.ground import localtree
 from tpuctl.ground.errors import UserError
 from tpuctl.ground.files import printable, read_file
 from tpuctl.ground.outputs import StackOutputs
@@ -195,9 +196,7 @@ def recoveries(run: Run, *, storage_client=None) -> list[dict[str, Any]]:
             blob = storage_client.bucket(bucket).get_blob(path)
             if blob is None:
                 return []
-            data = blob.download_as_bytes(start=0, end=MAX_RUN_FILE_BYTES)
-        if len(data) > MAX_RUN_FILE_BYTES:
-            raise UserError(f"{where} is larger than {MAX_RUN_FILE_BYTES} bytes: not tpuctl's recovery history")
+            data = clients.download_bounded(blob, MAX_RUN_FILE_BYTES, where, "not tpuctl's recovery history")
     else:
         folder = Path(run.path)
         if not os.path.lexists(folder / RECOVERIES_FILE):
@@ -211,8 +210,7 @@ def recoveries(run: Run, *, storage_client=None) -> list[dict[str, Any]]:
 
 def _inside(path: Path, folder: Path) -> bool:
     """``path`` (symlinks resolved) is ``folder`` or below it."""
-    real, top = os.path.realpath(path), os.path.realpath(folder)
-    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+    return localtree.resolves_within(path, folder)
 
 
 def _read_run_file(folder: Path, name: str, model: type[_Record]) -> dict[str, Any]:
@@ -302,9 +300,8 @@ def _list_gcs(base: str, storage_client) -> list[Run]:
             if not is_result and name not in runs:
                 continue
             try:
-                if (blob.size or 0) > MAX_RUN_FILE_BYTES:
-                    raise UserError(f"{where} is larger than {MAX_RUN_FILE_BYTES} bytes: not a trainer's run record")
-                doc = _record(blob.download_as_bytes(), where, ResultRecord if is_result else LaunchRecord)
+                data = clients.download_bounded(blob, MAX_RUN_FILE_BYTES, where, "not a trainer's run record")
+                doc = _record(data, where, ResultRecord if is_result else LaunchRecord)
             except UserError as exc:
                 runs[name] = Run(name, f"gs://{bucket_name}/{prefix}{name}", {}, problem=str(exc))
                 continue

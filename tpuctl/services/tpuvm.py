@@ -497,9 +497,7 @@ def _read_result(storage, run: TpuVmRun, earlier: dict[str, int] | None = None) 
         if blob is None or (earlier or {}).get(blob.name) == blob.generation:
             return None   # none yet, or an earlier run's
         # This generation (a newer one may replace it meanwhile), bounded: a result is a few hundred bytes.
-        data = blob.download_as_bytes(start=0, end=MAX_RESULT_BYTES)
-    if len(data) > MAX_RESULT_BYTES:
-        raise UserError(f"{run.result_uri} is larger than {MAX_RESULT_BYTES} bytes: not the trainer's result", 1)
+        data = clients.download_bounded(blob, MAX_RESULT_BYTES, run.result_uri, "not the trainer's result", 1)
     try:
         value = json.loads(data)
     except (ValueError, RecursionError):
