@@ -32,6 +32,9 @@ for arg in "$@"; do
 done
 [ ${#variants[@]} -gt 0 ] || variants=(cpu gpu tpu)
 run_timeout=${TPUCTL_IMAGE_RUN_TIMEOUT:-300}
+if ! [[ "$run_timeout" =~ ^[0-9]{1,6}$ ]] || [ "$run_timeout" -lt 1 ]; then
+  echo "error: TPUCTL_IMAGE_RUN_TIMEOUT=$run_timeout must be whole seconds from 1 to 999999" >&2; exit 2
+fi
 tpuctl=.venv/bin/tpuctl
 if [ ! -x "$tpuctl" ]; then echo "error: .venv is missing; run scripts/setup.sh first" >&2; exit 2; fi
 

@@ -243,6 +243,10 @@ def _upload_context(variant: str, bucket: str, obj: str, storage_client, root: P
             client.bucket(bucket).blob(obj).upload_from_filename(str(archive), content_type="application/gzip")
 
 
+#: A Docker network name (what ``docker build --network`` takes): letters, digits and ``_.-``, at most 64.
+_NETWORK = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
 def local_name(variant: str, root: Path = REPO_ROOT) -> str:
     """The image name a local build gets: ``tpuctl/trainer-VARIANT:TAG`` (the same content tag as Cloud Build's)."""
     return f"tpuctl/trainer-{check_variant(variant)}:{image_tag(variant, root)}"
@@ -264,11 +268,13 @@ def build_local(variant: str, *, also_tag: str | None = None, root: Path = REPO_
     the engine's default unless ``$TPUCTL_DOCKER_BUILD_NETWORK`` names one (scripts/test-images.sh sets ``host``
     for an engine started without a bridge).
     """
+    network = os.environ.get("TPUCTL_DOCKER_BUILD_NETWORK") or None
+    if network is not None and not _NETWORK.fullmatch(network):
+        raise UserError(f"TPUCTL_DOCKER_BUILD_NETWORK={network[:80]!r} is not a network name (e.g. host, bridge, none)")
     tool = container_tool()
     name = local_name(variant, root)
     exists = run([tool, "image", "inspect", name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
     if not exists:
-        network = os.environ.get("TPUCTL_DOCKER_BUILD_NETWORK")
         with tempfile.TemporaryDirectory(prefix="tpuctl-image-") as tmp:
             archive = write_context(variant, Path(tmp) / "context.tar.gz", root)
             with tarfile.open(archive) as tar:

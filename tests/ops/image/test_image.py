@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tpuctl.ground.envs import REPO_ROOT
+from tpuctl.ground.errors import UserError
 from tpuctl.services import image
 
 from clifixtures import invoke
@@ -186,3 +187,24 @@ def test_doctor_checks_the_repository_and_who_can_pull(build_cloud):
     assert checks["training-sa pulls from tpuctl-trainer"].status == "pass"
     missing = checks["vertex-agent pulls from tpuctl-trainer"]
     assert missing.status == "fail" and f"--member serviceAccount:{agent} --role roles/artifactregistry.reader" in missing.fix
+
+
+@pytest.mark.parametrize("network", ["host --privileged", "$(id)", "x" * 65])
+def test_a_bad_build_network_is_one_line_before_any_engine_call(monkeypatch, network):
+    calls = []
+    monkeypatch.setenv("TPUCTL_DOCKER_BUILD_NETWORK", network)
+    with pytest.raises(UserError) as err:
+        image.build_local("cpu", run=lambda *a, **k: calls.append(a))
+    assert "TPUCTL_DOCKER_BUILD_NETWORK" in str(err.value) and "\n" not in str(err.value) and not calls
+
+
+@pytest.mark.parametrize("args, env, says", [
+    (["xpu"], {}, "error: unknown variant 'xpu' (use cpu, gpu, tpu)"),
+    (["cpu"], {"TPUCTL_IMAGE_RUN_TIMEOUT": "abc"}, "error: TPUCTL_IMAGE_RUN_TIMEOUT=abc must be whole seconds"),
+    (["cpu"], {"TPUCTL_IMAGE_RUN_TIMEOUT": "0"}, "error: TPUCTL_IMAGE_RUN_TIMEOUT=0 must be whole seconds"),
+])
+def test_the_image_check_refuses_bad_input_in_one_line_before_touching_an_engine(args, env, says):
+    proc = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "test-images.sh"), *args], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, **env})
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and proc.stderr.startswith(says), proc.stderr
+    assert proc.stdout == ""   # no engine started, nothing built
