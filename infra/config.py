@@ -1,5 +1,5 @@
-"""The program's view of a stack: the shared settings model (``tpuctl.ground.settings``) plus the hub
-models' local files, as a typed, frozen ``InfraConfig`` that components receive.
+"""The program's view of a stack: the one settings model (``tpuctl.ground.settings.StackSettings``) plus the
+hub models' local files, as a frozen ``InfraConfig``.
 
 Every rule is checked before the first resource is registered, and a broken rule raises ``ConfigError``
 whose message starts with the config key (``tpuctl:region: …``).
@@ -15,7 +15,7 @@ from tpuctl.ground import domain
 from tpuctl.ground.envs import REPO_ROOT
 from tpuctl.ground.errors import ConfigError, UserError
 from tpuctl.ground.localtree import scan_tree
-from tpuctl.ground.settings import ARRAY_KEYS, NAMESPACE, PROVIDER_PROJECT_KEY, StackSettings, bare_values
+from tpuctl.ground.settings import ARRAY_KEYS, NAMESPACE, PROVIDER_PROJECT_KEY, StackSettings
 
 
 @dataclass(frozen=True)
@@ -30,50 +30,12 @@ class HubModel:
 
 @dataclass(frozen=True)
 class InfraConfig:
-    project: str
-    region: str
-    zone: str
-    name_prefix: str
-    access_mode: str
-    principals: tuple[str, ...]
-    training_sa_id: str
-    buckets: Mapping[str, str]                      # purpose -> bucket name (created or existing)
-    existing_data_bucket: str | None
-    existing_data_bucket_access: str                # iam | acl
-    staging_retention_days: int
-    soft_delete_retention_days: int
-    gpu_quotas: tuple[domain.GpuQuotaRequest, ...]
-    quota_contact_email: str | None
-    quota_justification: str | None
-    max_gpu_quota: int
-    hub_models: tuple[HubModel, ...]
-    hub_cache_source: Path
-    hub_cache_prefix: str
-    labels: Mapping[str, str]
-    versioned_buckets: tuple[str, ...] = ("data", "artifacts")   # purposes that keep object versions
-    access_log_bucket: str | None = None                         # None: no access logs
-    access_log_retention_days: int = 0
-    trainer_image_repository: str = "tpuctl-trainer"         # Artifact Registry Docker repository id
-    serving_endpoint: str | None = None                      # display name of the stack's Vertex AI Endpoint
-    tpu_zone: str | None = None                              # TPU VM zone when not `zone`
-    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """What the program builds from: the stack's validated settings (the one model; every derived name comes
+    from its methods) and the hub models' files found on disk."""
 
-    @property
-    def location(self) -> str:
-        return self.region.upper()
-
-    @property
-    def created_purposes(self) -> tuple[str, ...]:
-        """Bucket purposes this stack creates (an existing data bucket is only referenced)."""
-        return tuple(p for p in domain.BUCKET_PURPOSES if not (p == "data" and self.existing_data_bucket))
-
-    @property
-    def agents(self) -> tuple[str, ...]:
-        return tuple(p for p in self.principals if p in domain.SERVICE_AGENTS)
-
-    @property
-    def wants_training_sa(self) -> bool:
-        return domain.TRAINING_SA_KEYWORD in self.principals
+    settings: StackSettings
+    hub_models: tuple[HubModel, ...] = ()
+    hub_cache_source: Path = field(default=REPO_ROOT / ".tpuctl-cache/hub")
 
 
 def _hub_models(handles: tuple[str, ...], source: Path) -> tuple[HubModel, ...]:
@@ -119,49 +81,25 @@ def load_config(values: Mapping[str, Any], base_dir: Path | None = None) -> Infr
     source = Path(s.hub_cache_source).expanduser()
     if not source.is_absolute():
         source = base / source
-    return InfraConfig(
-        project=s.project,
-        region=s.region,
-        zone=s.zone,
-        name_prefix=s.name_prefix,
-        access_mode=s.access_mode,
-        principals=s.principals,
-        training_sa_id=s.training_sa_id,
-        buckets=s.buckets(),
-        existing_data_bucket=s.existing_data_bucket or None,
-        existing_data_bucket_access=s.existing_data_bucket_access,
-        staging_retention_days=s.staging_retention_days,
-        soft_delete_retention_days=s.soft_delete_retention_days,
-        gpu_quotas=s.gpu_quota_requests(),
-        quota_contact_email=s.quota_contact_email or None,
-        quota_justification=s.quota_justification or None,
-        max_gpu_quota=s.max_gpu_quota,
-        hub_models=_hub_models(s.hub_models, source),
-        hub_cache_source=source,
-        hub_cache_prefix=s.hub_cache_prefix,
-        labels=s.label_map(),
-        versioned_buckets=tuple(s.versioned_buckets),
-        access_log_bucket=s.access_log_bucket_name(),
-        access_log_retention_days=s.access_log_retention_days,
-        trainer_image_repository=s.trainer_image_repository,
-        serving_endpoint=s.serving_endpoint or None,
-        tpu_zone=s.tpu_zone or None,
-        raw=bare_values(values),
-    )
+    return InfraConfig(s, _hub_models(s.hub_models, source), source)
 
 
 # --------------------------------------------------------------------------------------------
 # Values as the engine hands them
 # --------------------------------------------------------------------------------------------
 
-def from_pulumi_config() -> InfraConfig:
-    """Config as the engine hands it to the program (defaults from Pulumi.yaml already applied).
+def from_pulumi_config(root: Path = REPO_ROOT) -> InfraConfig:
+    """Config as the engine hands it to the program (defaults from Pulumi.yaml already applied), through the
+    public ``pulumi.Config`` API only.
 
-    Relative paths are anchored at the project root (the folder of Pulumi.yaml), not at the
-    engine's working directory, which is ``main`` (infra/).
+    A key the model does not declare (a typo such as ``tpuctl:regoin``) cannot be read that way, so the keys
+    written in the stack's file (``Pulumi.<stack>.yaml`` beside Pulumi.yaml) are checked too, and an unknown
+    one is named instead of silently ignored. Relative paths are anchored at the project root (the folder
+    of Pulumi.yaml), not at the engine's working directory, which is ``main`` (infra/).
     """
     import pulumi
-    from pulumi.runtime.config import CONFIG, get_config_env
+
+    from tpuctl.ground.stackfile import stack_file_keys
 
     cfg = pulumi.Config(NAMESPACE)
     known = StackSettings.keys()
@@ -170,14 +108,12 @@ def from_pulumi_config() -> InfraConfig:
         value = cfg.get_object(name) if name in ARRAY_KEYS else cfg.get(name)
         if value is not None:
             values[name] = value
-    # Keys the model does not declare (typos like tpuctl:regoin) are still passed on, so
-    # load_config can name them instead of silently ignoring them.
-    for key, value in {**get_config_env(), **CONFIG.get()}.items():
+    for key in stack_file_keys(pulumi.get_stack(), root):
         ns, _, bare = key.partition(":")
-        if ns == NAMESPACE and bare not in values and bare not in known:
-            values[bare] = value
+        if ns == NAMESPACE and bare not in known:
+            values[bare] = cfg.get(bare)
     # The provider's project: tpuctl:project defaults to it, and the two must agree when both are set.
     provider_project = pulumi.Config("gcp").get("project")
     if provider_project is not None:
         values[PROVIDER_PROJECT_KEY] = provider_project
-    return load_config(values, base_dir=REPO_ROOT)
+    return load_config(values, base_dir=root)

@@ -318,7 +318,7 @@ def run_program(values: Mapping[str, Any], *, stack: str = "dev",
     from infra.program import build  # pulumi_gcp is heavy: only when a program actually runs
 
     cfg = load_config(values, base_dir=base_dir)
-    mocks = GcpMocks(cfg.project, project_number=project_number, existing_buckets=existing_buckets,
+    mocks = GcpMocks(cfg.settings.project, project_number=project_number, existing_buckets=existing_buckets,
                      quota_infos=quota_infos)
     monitor = _RecordingMonitor(mocks)
     _settings.set_root_resource(None)  # type: ignore[arg-type]  # a fresh Stack for this run

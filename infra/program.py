@@ -20,18 +20,18 @@ from tpuctl.ground.outputs import OUTPUT_KEYS
 from tpuctl.ground.settings import PROVIDER_PROJECT_KEY, StackSettings
 
 
-def _project_number(cfg: InfraConfig) -> str:
+def _project_number(project: str) -> str:
     try:
-        result = gcp.organizations.get_project(project_id=cfg.project)
+        result = gcp.organizations.get_project(project_id=project)
     except Exception as exc:  # noqa: BLE001 - the provider's error text varies: not found, no permission, no credentials
-        raise ConfigError("project", f"cannot read project {cfg.project!r}: {str(exc).splitlines()[0]}") from None
+        raise ConfigError("project", f"cannot read project {project!r}: {str(exc).splitlines()[0]}") from None
     number = str(result.number or "")
     if not number.isdigit():
-        raise ConfigError("project", f"project {cfg.project!r} has no project number (does it exist?)")
+        raise ConfigError("project", f"project {project!r} has no project number (does it exist?)")
     return number
 
 
-def _check_existing_data_bucket(cfg: InfraConfig) -> None:
+def _check_existing_data_bucket(cfg: StackSettings) -> None:
     """The ACL route needs fine-grained access: GCS rejects ACLs on uniform buckets (HTTP 400)."""
     name = cfg.existing_data_bucket
     if not name or cfg.existing_data_bucket_access != "acl":
@@ -48,7 +48,7 @@ def _check_existing_data_bucket(cfg: InfraConfig) -> None:
         )
 
 
-def _check_provider_project(cfg: InfraConfig) -> None:
+def _check_provider_project(cfg: StackSettings) -> None:
     """The provider's default project (``gcp:project``) is the stack's project, or unset: the settings model's
     rule, applied again to what the engine hands the provider (the program config carries tpuctl keys only)."""
     provider = pulumi.Config("gcp").get("project")
@@ -56,13 +56,15 @@ def _check_provider_project(cfg: InfraConfig) -> None:
         StackSettings.from_values({"project": cfg.project, PROVIDER_PROJECT_KEY: provider}, partial=True)
 
 
-def build(cfg: InfraConfig) -> dict[str, pulumi.Output | Any]:
-    """Register every resource for ``cfg``; returns the stack outputs keyed by ``OUTPUT_KEYS``."""
+def build(infra: InfraConfig) -> dict[str, pulumi.Output | Any]:
+    """Register every resource for ``infra``; returns the stack outputs keyed by ``OUTPUT_KEYS``."""
+    cfg = infra.settings
+    bucket_names, quotas, labels = cfg.buckets(), cfg.gpu_quota_requests(), cfg.label_map()
     # Lookups that can still reject the config run before the first resource is registered.
     _check_provider_project(cfg)
-    number = _project_number(cfg)
+    number = _project_number(cfg.project)
     _check_existing_data_bucket(cfg)
-    quota_ids = resolve_quota_ids(cfg.project, cfg.gpu_quotas) if cfg.gpu_quotas else {}
+    quota_ids = resolve_quota_ids(cfg.project, quotas) if quotas else {}
 
     identities = ServiceIdentities(
         "identities",
@@ -76,8 +78,8 @@ def build(cfg: InfraConfig) -> dict[str, pulumi.Output | Any]:
         ),
     )
     storage_api = [identities.apis["storage.googleapis.com"]]
-    created = {p: cfg.buckets[p] for p in cfg.created_purposes}
-    existing = {p: cfg.buckets[p] for p in domain.BUCKET_PURPOSES if p not in created}
+    created = {p: bucket_names[p] for p in cfg.created_purposes}
+    existing = {p: bucket_names[p] for p in domain.BUCKET_PURPOSES if p not in created}
     buckets = TrainingBuckets(
         "buckets",
         TrainingBucketsArgs(
@@ -86,10 +88,11 @@ def build(cfg: InfraConfig) -> dict[str, pulumi.Output | Any]:
             names=created,
             staging_retention_days=cfg.staging_retention_days,
             soft_delete_retention_days=cfg.soft_delete_retention_days,
-            labels=dict(cfg.labels),
+            labels=dict(labels),
             existing=existing,
             depends_on=storage_api,
-            options=BucketOptions(cfg.versioned_buckets, cfg.access_log_bucket or "", cfg.access_log_retention_days),
+            options=BucketOptions(cfg.versioned_buckets, cfg.access_log_bucket_name() or "",
+                                  cfg.access_log_retention_days),
         ),
     )
     access = AccessGrants(
@@ -99,22 +102,22 @@ def build(cfg: InfraConfig) -> dict[str, pulumi.Output | Any]:
             access_mode=cfg.access_mode,
             emails=identities.emails,
             members=identities.members,
-            bucket_names=dict(cfg.buckets),
+            bucket_names=dict(bucket_names),
             bucket_refs=buckets.names,
             existing=tuple(existing),
             acl=("data",) if cfg.existing_data_bucket and cfg.existing_data_bucket_access == "acl" else (),
             ready=identities.ready,
         ),
     )
-    if cfg.gpu_quotas:
+    if quotas:
         GpuQuota(
             "gpu-quota",
             GpuQuotaArgs(
                 project=cfg.project,
-                requests=cfg.gpu_quotas,
+                requests=quotas,
                 quota_ids=quota_ids,
                 contact_email=cfg.quota_contact_email or "",
-                justification=cfg.quota_justification,
+                justification=cfg.quota_justification or None,
                 depends_on=[identities.apis["cloudquotas.googleapis.com"]],
             ),
         )
@@ -124,23 +127,23 @@ def build(cfg: InfraConfig) -> dict[str, pulumi.Output | Any]:
             project=cfg.project,
             region=cfg.region,
             repository_id=cfg.trainer_image_repository,
-            labels=dict(cfg.labels),
+            labels=dict(labels),
             members=identities.members,
             depends_on=[identities.apis["artifactregistry.googleapis.com"]],
             ready=identities.ready,
         ),
     )
     endpoint = serving_endpoint(
-        project=cfg.project, region=cfg.region, display_name=cfg.serving_endpoint, labels=dict(cfg.labels),
+        project=cfg.project, region=cfg.region, display_name=cfg.serving_endpoint, labels=dict(labels),
         depends_on=[identities.apis["aiplatform.googleapis.com"]],
     ) if cfg.serving_endpoint else None
-    if cfg.hub_models:
+    if infra.hub_models:
         HubModelCache(
             "hub-cache",
             HubModelCacheArgs(
                 bucket=buckets.names["hub-cache"],
                 prefix=cfg.hub_cache_prefix,
-                models=[HubModelFiles(m.handle, m.files) for m in cfg.hub_models],
+                models=[HubModelFiles(m.handle, m.files) for m in infra.hub_models],
             ),
         )
 
@@ -157,9 +160,9 @@ def build(cfg: InfraConfig) -> dict[str, pulumi.Output | Any]:
         "training_service_account": identities.training_sa.email if identities.training_sa else None,
         "tfhub_cache_dir": buckets.names["hub-cache"].apply(lambda b: domain.tfhub_cache_dir(b, cfg.hub_cache_prefix)),
         "hub_cache_prefix": cfg.hub_cache_prefix,
-        "hub_models": [m.handle for m in cfg.hub_models],
+        "hub_models": [m.handle for m in infra.hub_models],
         "access_map": access.access_map,
-        "labels": dict(cfg.labels),
+        "labels": dict(labels),
         "trainer_image_repository": cfg.trainer_image_repository,
         "trainer_image_url": images.url,
         "serving_endpoint": endpoint,

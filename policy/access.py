@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from policy import resources as r
-from policy.settings import PolicySettings
 from tpuctl.ground import domain
 from tpuctl.ground import tokens as T
+from tpuctl.ground.settings import StackSettings
 
 
 @dataclass
@@ -159,7 +159,7 @@ def _principal(grant: r.Grant, res: StackResource) -> str:
     return f"<member of {res.name}>"
 
 
-def build_model(resources: Iterable[StackResource], settings: PolicySettings) -> AccessModel:
+def build_model(resources: Iterable[StackResource], settings: StackSettings) -> AccessModel:
     resources = list(resources)
     model = AccessModel()
     by_urn: dict[str, Bucket] = {}
@@ -238,7 +238,7 @@ def _short(permissions: Iterable[str]) -> str:
     return ", ".join(f"storage.{p}" for p in sorted(permissions))
 
 
-def check_training_access(resources: Iterable[StackResource], settings: PolicySettings) -> list[tuple[str, str | None]]:
+def check_training_access(resources: Iterable[StackResource], settings: StackSettings) -> list[tuple[str, str | None]]:
     """The stack rule: every training principal can read its inputs and write its outputs.
 
     Returns ``(message, urn or None)`` per problem.

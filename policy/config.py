@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from policy.evaluate import ALL_RULES
-from policy.settings import SCHEMA, PolicySettings, SettingsError, settings_from
-from tpuctl.ground.settings import NAMESPACE
+from policy.settings import SCHEMA, SettingsError, settings_from, to_config
+from tpuctl.ground.settings import NAMESPACE, StackSettings
 
 
-def settings_from_stack_values(values: Mapping[str, Any]) -> PolicySettings:
+def settings_from_stack_values(values: Mapping[str, Any]) -> StackSettings:
     """Policy settings from a stack's ``config:`` values (``tpuctl:key`` or bare keys; others ignored)."""
     picked = {}
     for key, value in values.items():
@@ -30,9 +30,9 @@ def settings_from_stack_values(values: Mapping[str, Any]) -> PolicySettings:
     return settings_from(picked, strict=False)
 
 
-def pack_config(settings: PolicySettings) -> dict[str, dict[str, Any]]:
+def pack_config(settings: StackSettings) -> dict[str, dict[str, Any]]:
     """``{policy name: {setting: value}}`` for every policy that declares settings."""
-    config = settings.to_config()
+    config = to_config(settings)
     return {spec.name: {key: config[key] for key in spec.config_keys} for spec in ALL_RULES if spec.config_keys}
 
 

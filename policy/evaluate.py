@@ -7,8 +7,8 @@ from typing import Any, Iterable
 
 from policy.access import StackResource, check_training_access
 from policy.rules import MANDATORY, RESOURCE_RULES, Rule
-from policy.settings import PolicySettings
 from policy.stack_rules import STACK_RULES
+from tpuctl.ground.settings import StackSettings
 
 
 @dataclass(frozen=True)
@@ -38,10 +38,10 @@ def rule(name: str) -> Rule:
     raise KeyError(name)
 
 
-def check_resource(rtype: str, props: Any, settings: PolicySettings | None = None,
+def check_resource(rtype: str, props: Any, settings: StackSettings | None = None,
                    name: str | None = None, urn: str | None = None) -> list[Violation]:
     """Every resource rule that applies to one resource."""
-    settings = settings or PolicySettings()
+    settings = settings or StackSettings()
     out = []
     for spec in RESOURCE_RULES:
         if spec.types and rtype not in spec.types:
@@ -51,9 +51,9 @@ def check_resource(rtype: str, props: Any, settings: PolicySettings | None = Non
     return out
 
 
-def evaluate(resources: Iterable[StackResource], settings: PolicySettings | None = None) -> list[Violation]:
+def evaluate(resources: Iterable[StackResource], settings: StackSettings | None = None) -> list[Violation]:
     """Resource rules on each resource, then the stack rules on all of them."""
-    settings = settings or PolicySettings()
+    settings = settings or StackSettings()
     resources = list(resources)
     by_urn = {res.urn: res for res in resources}
     out: list[Violation] = []

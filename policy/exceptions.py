@@ -18,8 +18,8 @@ from typing import Any, Iterable
 import yaml
 
 from policy import resources as r
-from policy.settings import PolicySettings
 from tpuctl.ground.errors import DomainError
+from tpuctl.ground.settings import StackSettings
 
 EXCEPTIONS_FILE = Path(__file__).with_name("exceptions.yaml")
 MATCH_KEYS = ("purpose", "role", "member", "accessMode")
@@ -100,11 +100,11 @@ def resource_facts(rtype: str, props: Any) -> dict[str, Any]:
             "role": r.get(props, "role"), "member": r.get(props, "member")}
 
 
-def accepted(check: str, rtype: str, props: Any, settings: PolicySettings | None = None,
+def accepted(check: str, rtype: str, props: Any, settings: StackSettings | None = None,
              entries: Iterable[Accepted] | None = None) -> Accepted | None:
     """The exception that accepts checkov ``check`` on this resource, or None."""
     tf_type = r.TERRAFORM_TYPES.get(rtype)
-    mode = (settings or PolicySettings()).access_mode
+    mode = (settings or StackSettings()).access_mode
     facts = resource_facts(rtype, props)
     for entry in load() if entries is None else entries:
         if entry.matches(check, tf_type, access_mode=mode, **facts):
@@ -112,7 +112,7 @@ def accepted(check: str, rtype: str, props: Any, settings: PolicySettings | None
     return None
 
 
-def accepted_checks(rtype: str, props: Any, settings: PolicySettings | None = None,
+def accepted_checks(rtype: str, props: Any, settings: StackSettings | None = None,
                     entries: Iterable[Accepted] | None = None) -> list[str]:
     """Every checkov id accepted on this resource (for a scanner baseline)."""
     entries = tuple(load() if entries is None else entries)

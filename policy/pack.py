@@ -16,8 +16,9 @@ from pulumi_policy import (
 
 from policy.access import StackResource
 from policy.rules import MANDATORY, RESOURCE_RULES, Rule
-from policy.settings import PolicySettings, SettingsError, schema_for, settings_from
+from policy.settings import SettingsError, schema_for, settings_from
 from policy.stack_rules import STACK_RULES
+from tpuctl.ground.settings import StackSettings
 
 PACK_NAME = "tpuctl"
 PACK_DESCRIPTION = ("tpuctl: private, uniform-access training buckets, additive least-privilege IAM, GPU quota "
@@ -27,7 +28,7 @@ PACK_DESCRIPTION = ("tpuctl: private, uniform-access training buckets, additive 
 _LEVELS = {MANDATORY: EnforcementLevel.MANDATORY, "advisory": EnforcementLevel.ADVISORY}
 
 
-def _settings(config: Any, report: ReportViolation) -> PolicySettings | None:
+def _settings(config: Any, report: ReportViolation) -> StackSettings | None:
     try:
         return settings_from(config)
     except SettingsError as exc:

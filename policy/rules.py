@@ -13,9 +13,9 @@ from typing import Any, Callable
 
 from policy import resources as r
 from policy.exceptions import accepted
-from policy.settings import PolicySettings
 from tpuctl.ground import domain
 from tpuctl.ground import tokens as T
+from tpuctl.ground.settings import StackSettings
 
 MANDATORY = "mandatory"
 ADVISORY = "advisory"
@@ -37,7 +37,7 @@ class Rule:
 # Buckets
 # --------------------------------------------------------------------------------------------
 
-def check_public_access_prevention(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_public_access_prevention(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     value = r.get(props, "publicAccessPrevention")
     if value is r.UNKNOWN or value == "enforced":
         return []
@@ -45,7 +45,7 @@ def check_public_access_prevention(rtype: str, props: Any, settings: PolicySetti
             "set public_access_prevention='enforced'"]
 
 
-def check_uniform_access(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_uniform_access(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     value = r.get(props, "uniformBucketLevelAccess")
     if value is r.UNKNOWN or value is True:
         return []
@@ -53,7 +53,7 @@ def check_uniform_access(rtype: str, props: Any, settings: PolicySettings) -> li
             "set uniform_bucket_level_access=True (ACLs on created buckets are not allowed)"]
 
 
-def check_artifacts_versioned(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_artifacts_versioned(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     if r.bucket_purpose(props) != "artifacts":
         return []
     enabled = r.get(props, "versioning", "enabled")
@@ -63,7 +63,7 @@ def check_artifacts_versioned(rtype: str, props: Any, settings: PolicySettings) 
             "so an overwritten or deleted model can be restored"]
 
 
-def check_force_destroy(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_force_destroy(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     purpose = r.bucket_purpose(props)
     if purpose not in ("data", "artifacts"):
         return []
@@ -73,7 +73,7 @@ def check_force_destroy(rtype: str, props: Any, settings: PolicySettings) -> lis
     return []
 
 
-def check_access_logs(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_access_logs(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     name = r.bucket_name(props, "?")
     log_bucket = r.get(props, "logging", "logBucket")
     if log_bucket is r.UNKNOWN:
@@ -89,7 +89,7 @@ def check_access_logs(rtype: str, props: Any, settings: PolicySettings) -> list[
     return []
 
 
-def check_bucket_versioning(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_bucket_versioning(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     purpose = r.labelled_purpose(props)
     if purpose == "artifacts":      # artifacts-bucket-versioned (mandatory) judges it
         return []
@@ -117,7 +117,7 @@ def _display(rtype: str, props: Any) -> str:
     return name if isinstance(name, str) else "?"
 
 
-def check_customer_managed_key(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_customer_managed_key(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     attribute, check, what = _CMEK_CHECKS[rtype]
     value = r.get(props, attribute)
     if value is r.UNKNOWN or value or accepted(check, rtype, props, settings):
@@ -126,7 +126,7 @@ def check_customer_managed_key(rtype: str, props: Any, settings: PolicySettings)
             f"(checkov {check}); set {attribute}, or accept it in policy/exceptions.yaml with a reason"]
 
 
-def check_private_endpoint(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_private_endpoint(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     network = r.get(props, "network")
     if network is r.UNKNOWN or network or accepted("CKV2_GCP_33", rtype, props, settings):
         return []
@@ -135,7 +135,7 @@ def check_private_endpoint(rtype: str, props: Any, settings: PolicySettings) -> 
             "policy/exceptions.yaml with a reason"]
 
 
-def check_labels(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_labels(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     labels = r.get(props, "labels")
     if labels is r.UNKNOWN:
         return []
@@ -155,7 +155,7 @@ def check_labels(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
 # IAM
 # --------------------------------------------------------------------------------------------
 
-def check_public_members(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_public_members(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     out = []
     for grant in r.iam_grants(rtype, props) + r.acl_grants(rtype, props):
         if r.is_public_member(grant.member):
@@ -168,7 +168,7 @@ def check_public_members(rtype: str, props: Any, settings: PolicySettings) -> li
     return out
 
 
-def check_authoritative_project_iam(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_authoritative_project_iam(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     kind = rtype.rsplit(":", 1)[-1]
     scope = rtype.split(":")[1].split("/")[0]
     what = "replaces the whole IAM policy" if kind == "IAMPolicy" else f"owns every member of {r.get(props, 'role')}"
@@ -176,21 +176,21 @@ def check_authoritative_project_iam(rtype: str, props: Any, settings: PolicySett
             "people out); use the additive IAMMember"]
 
 
-def check_authoritative_bucket_iam(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_authoritative_bucket_iam(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     bucket = r.strip_bucket(r.get(props, "bucket"))
     kind = rtype.rsplit(":", 1)[-1]
     return [f"{kind} on bucket {bucket} is authoritative: it removes grants `tpuctl grant-access` or others "
             "added; use BucketIAMMember"]
 
 
-def check_authoritative_acl(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_authoritative_acl(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     kind = rtype.rsplit(":", 1)[-1]
     bucket = r.strip_bucket(r.get(props, "bucket"))
     return [f"{kind} on bucket {bucket} replaces the whole ACL (and fails with HTTP 400 on uniform-access "
             "buckets); use bucket IAM, or one BucketAccessControl entry on a referenced existing bucket"]
 
 
-def check_acl_only_on_existing_bucket(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_acl_only_on_existing_bucket(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     bucket = r.strip_bucket(r.get(props, "bucket"))
     if bucket is r.UNKNOWN:
         return []
@@ -204,7 +204,7 @@ def check_acl_only_on_existing_bucket(rtype: str, props: Any, settings: PolicySe
     return []
 
 
-def check_acl_on_existing_bucket(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_acl_on_existing_bucket(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     bucket = r.strip_bucket(r.get(props, "bucket"))
     existing = settings.existing_data_bucket
     if bucket is r.UNKNOWN or existing is None or bucket != existing or settings.existing_data_bucket_access != "acl":
@@ -227,7 +227,7 @@ _CHECKOV_BASIC_ID = {**{t: "CKV_GCP_117" for t in T.PROJECT_IAM_TYPES},
                      T.ORG_IAM_BINDING: "CKV_GCP_115", T.ORG_IAM_POLICY: "CKV_GCP_115"}
 
 
-def check_basic_roles(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_basic_roles(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     out = [f"{g.role} granted to {g.member}: basic roles give write access to almost everything in the "
            "project; grant the storage role the job needs instead"
            for g in r.iam_grants(rtype, props) if g.role in domain.FORBIDDEN_ROLES]
@@ -250,7 +250,7 @@ _SA_EMAIL = re.compile(r".*@.*\.iam\.gserviceaccount\.com$")
 _ADMIN_ROLE = re.compile(r".*(.*Admin|.*admin|editor|owner)")
 
 
-def check_admin_roles_for_service_accounts(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_admin_roles_for_service_accounts(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     if accepted("CKV_GCP_42", rtype, props, settings):
         return []
     out = []
@@ -270,7 +270,7 @@ def check_admin_roles_for_service_accounts(rtype: str, props: Any, settings: Pol
 _DEFAULT_SA = re.compile(r".*-compute@developer\.gserviceaccount\.com|.*@appspot\.gserviceaccount\.com")
 
 
-def check_default_service_accounts(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_default_service_accounts(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     return [f"{g.role} granted to the default service account {g.member} (checkov CKV_GCP_46/47/48): every VM or "
             "App Engine app that runs as it gets the grant; use the dedicated training service account "
             "(principal training-sa)"
@@ -283,7 +283,7 @@ def _project_mode_grants(rtype: str, props: Any) -> list[r.Grant]:
             if g.role in domain.PROJECT_MODE_ONLY_ROLES and r.is_service_account_member(g.member)]
 
 
-def check_project_roles_need_project_mode(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_project_roles_need_project_mode(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     if settings.access_mode == "project":
         return []
     return [f"project-level {g.role} for {_member_text(g.member)} reaches every bucket of the project; only the "
@@ -291,7 +291,7 @@ def check_project_roles_need_project_mode(rtype: str, props: Any, settings: Poli
             for g in _project_mode_grants(rtype, props)]
 
 
-def check_project_mode_roles(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_project_mode_roles(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     if settings.access_mode != "project":
         return []
     out = []
@@ -304,7 +304,7 @@ def check_project_mode_roles(rtype: str, props: Any, settings: PolicySettings) -
     return out
 
 
-def check_project_artifact_registry_roles(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_project_artifact_registry_roles(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     if settings.access_mode == "project":
         return []
     return [f"project-level {g.role} for {_member_text(g.member)} reaches every Artifact Registry repository of the "
@@ -320,7 +320,7 @@ def _pulls_images(role: str) -> bool:
     return role.removeprefix("roles/").startswith("artifactregistry.")
 
 
-def check_authoritative_repository_iam(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_authoritative_repository_iam(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     kind = rtype.rsplit(":", 1)[-1]
     return [f"{kind} on repository {r.get(props, 'repository')} is authoritative: it removes readers others "
             "granted; use RepositoryIamMember"]
@@ -369,7 +369,7 @@ CHECKOV_IMPERSONATION_ROLES: frozenset[str] = frozenset({
 })
 
 
-def check_project_impersonation_roles(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_project_impersonation_roles(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     out = []
     for g in r.iam_grants(rtype, props):
         if g.role in domain.IMPERSONATION_ROLES:
@@ -396,7 +396,7 @@ _HEXISH40 = re.compile(r"^[0-9a-fA-F]{40}$")
 _DESCRIPTOR = re.compile(r"^[0-9a-f]{40}\.descriptor\.txt$")
 
 
-def check_hub_cache_layout(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_hub_cache_layout(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     name = r.get(props, "name")
     if not isinstance(name, str):
         return []
@@ -419,7 +419,7 @@ def check_hub_cache_layout(rtype: str, props: Any, settings: PolicySettings) -> 
     return []
 
 
-def check_gpu_quota(rtype: str, props: Any, settings: PolicySettings) -> list[str]:
+def check_gpu_quota(rtype: str, props: Any, settings: StackSettings) -> list[str]:
     out = []
     quota_id = r.get(props, "quotaId")
     email = r.get(props, "contactEmail")

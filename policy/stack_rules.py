@@ -7,12 +7,12 @@ from typing import Iterable
 from policy import resources as r
 from policy.access import StackResource, check_training_access
 from policy.rules import MANDATORY, Rule
-from policy.settings import PolicySettings
 from tpuctl.ground import domain
 from tpuctl.ground import tokens as T
+from tpuctl.ground.settings import StackSettings
 
 
-def check_hub_models_complete(resources: Iterable[StackResource], settings: PolicySettings) -> list[tuple[str, str | None]]:
+def check_hub_models_complete(resources: Iterable[StackResource], settings: StackSettings) -> list[tuple[str, str | None]]:
     """Every ``<prefix>/<sha1>/`` folder the stack uploads has ``saved_model.pb`` at its root."""
     prefix = settings.hub_cache_prefix + "/"
     folders: dict[tuple[str, str], list[StackResource]] = {}

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Annotated, Any, Mapping
+from typing import Annotated, Any, Literal, Mapping, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -117,15 +117,6 @@ def _checked(check, *, skip_empty: bool = True):
     return AfterValidator(run)
 
 
-def _range(low: int, high: int, low_message: str):
-    def run(value: int) -> int:
-        if value < low:
-            raise ValueError(low_message.format(value=value))
-        if value > high:
-            raise ValueError(f"must be at most {high}, not {value}")
-        return value
-    return AfterValidator(run)
-
 
 def _name_prefix(prefix: str) -> str:
     if not prefix or not prefix[0].isalpha() or not all(c.islower() or c.isdigit() or c == "-" for c in prefix) \
@@ -144,13 +135,6 @@ def _principals(items: tuple[str, ...]) -> tuple[str, ...]:
             raise ValueError(f"principal {p!r} is listed twice")
     return items
 
-
-def _one_of(allowed: tuple[str, ...]):
-    def run(value: str) -> str:
-        if value not in allowed:
-            raise ValueError(f"{value!r} must be one of: {', '.join(allowed)}")
-        return value
-    return AfterValidator(run)
 
 
 def _bucket(value: str) -> str:
@@ -218,14 +202,18 @@ Int = Annotated[int, BeforeValidator(_as_int)]
 List = Annotated[tuple[str, ...], BeforeValidator(_as_list)]
 
 
-def _key(alias: str, default: Any, description: str, **extra: Any) -> Any:
-    return Field(default, alias=alias, description=description, json_schema_extra=extra or None)
+def _key(alias: str, default: Any, description: str, **bounds: int) -> Any:
+    """A config key: its camelCase name, default and description; ``ge``/``le`` bounds are written here once
+    (they validate, and the JSON schema the policy pack declares carries them as minimum/maximum)."""
+    return Field(default, alias=alias, description=description, **bounds)
 
 
 class StackSettings(BaseModel):
     """A stack's ``tpuctl:`` config, validated. Field order is the order rules are checked and reported."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=False)
+    # By field name too, so code and tests can write ``StackSettings(access_mode="project")``; stack input goes
+    # through ``from_values``, which accepts the camelCase keys only.
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     project: Annotated[Str, _checked(domain.validate_project_id)] = _key(
         "project", "", "Google Cloud project id that owns the buckets, identities and quota preferences "
@@ -240,10 +228,9 @@ class StackSettings(BaseModel):
         "egress). Empty: `zone`.")
     name_prefix: Annotated[Str, AfterValidator(_name_prefix)] = _key(
         "namePrefix", "tpuctl", "Prefix of default bucket names (<prefix>-<project>-<purpose>).")
-    access_mode: Annotated[Str, _checked(domain.validate_access_mode)] = _key(
+    access_mode: Annotated[Literal[domain.ACCESS_MODES], BeforeValidator(_as_string)] = _key(
         "accessMode", domain.DEFAULT_ACCESS_MODE,
-        "bucket (least privilege per bucket) or project (the classic project-wide roles: viewer + storage.admin).",
-        enum=list(domain.ACCESS_MODES))
+        "bucket (least privilege per bucket) or project (the classic project-wide roles: viewer + storage.admin).")
     principals: Annotated[List, AfterValidator(_principals)] = _key(
         "principals", domain.PRINCIPAL_KEYWORDS, "Principals to grant; leave a keyword out to switch it off.")
     training_sa_id: Annotated[Str, _checked(domain.validate_account_id)] = _key(
@@ -259,16 +246,16 @@ class StackSettings(BaseModel):
         "hubCacheBucket", "", "Name of the TF-Hub cache bucket (default <prefix>-<project>-hub-cache).")
     existing_data_bucket: Annotated[Str, AfterValidator(_bucket)] = _key(
         "existingDataBucket", "", "Use this existing bucket as the data bucket instead of creating one.")
-    existing_data_bucket_access: Annotated[Str, _one_of(EXISTING_BUCKET_ACCESS)] = _key(
+    existing_data_bucket_access: Annotated[Literal[EXISTING_BUCKET_ACCESS], BeforeValidator(_as_string)] = _key(
         "existingDataBucketAccess", "iam",
         "How the existing data bucket is shared: iam (bucket IAM members) or acl (READER ACLs, fine-grained "
-        "buckets only).", enum=list(EXISTING_BUCKET_ACCESS))
-    staging_retention_days: Annotated[Int, _range(1, STAGING_MAX_DAYS, "must be at least 1 day, not {value}")] = _key(
+        "buckets only).")
+    staging_retention_days: Int = _key(
         "stagingRetentionDays", 7, "Objects in the staging bucket are deleted after this many days.",
-        minimum=1, maximum=STAGING_MAX_DAYS)
+        ge=1, le=STAGING_MAX_DAYS)
     soft_delete_retention_days: Annotated[Int, AfterValidator(_soft_delete)] = _key(
         "softDeleteRetentionDays", 7, "Soft-delete retention of created buckets in days (0 = off, else 7-90).",
-        minimum=0, maximum=SOFT_DELETE_MAX_DAYS)
+        ge=0, le=SOFT_DELETE_MAX_DAYS)
     gpu_quotas: Annotated[List, AfterValidator(_unique_quotas(domain.parse_gpu_quota))] = _key(
         "gpuQuotas", (), "GPU quota preferences, each GPU_TYPE:REGION:COUNT or GPU_TYPE:REGION:COUNT:spot "
                          "(e.g. nvidia-tesla-t4:us-central1:4); quotaService says whose quota.")
@@ -278,10 +265,10 @@ class StackSettings(BaseModel):
     quota_justification: Str = _key(
         "quotaJustification", "TensorFlow model training on Vertex AI (tpuctl)",
         "Justification sent with GPU quota requests.")
-    max_gpu_quota: Annotated[Int, _range(1, MAX_GPU_QUOTA_CAP, "must be at least 1, not {value}")] = _key(
+    max_gpu_quota: Int = _key(
         "maxGpuQuota", domain.DEFAULT_MAX_GPU_QUOTA,
         "Largest GPU count a single quota preference may ask for (enforced by the tpuctl policy pack).",
-        minimum=1, maximum=MAX_GPU_QUOTA_CAP)
+        ge=1, le=MAX_GPU_QUOTA_CAP)
     hub_models: Annotated[List, AfterValidator(_hub_handles)] = _key(
         "hubModels", (), "TF-Hub / Kaggle model handles to upload into the hub cache bucket.")
     hub_cache_source: Str = _key(
@@ -291,10 +278,10 @@ class StackSettings(BaseModel):
         "hubCachePrefix", domain.DEFAULT_HUB_CACHE_PREFIX, "Folder in the hub cache bucket that TFHUB_CACHE_DIR points at.")
     labels: Annotated[List, AfterValidator(_labels)] = _key(
         "labels", ("managed-by=tpuctl",), "Labels (key=value) put on every created bucket.")
-    quota_service: Annotated[Str, _one_of(tuple(domain.QUOTA_SERVICES))] = _key(
+    quota_service: Annotated[Literal[tuple(domain.QUOTA_SERVICES)], BeforeValidator(_as_string)] = _key(
         "quotaService", domain.DEFAULT_QUOTA_SERVICE,
         "Whose GPU quota gpuQuotas asks for: vertex (Vertex AI custom training, aiplatform.googleapis.com) or "
-        "compute (Compute Engine: your own VMs/GKE, compute.googleapis.com).", enum=list(domain.QUOTA_SERVICES))
+        "compute (Compute Engine: your own VMs/GKE, compute.googleapis.com).")
     tpu_quotas: Annotated[List, AfterValidator(_unique_quotas(domain.parse_tpu_quota))] = _key(
         "tpuQuotas", (), "Vertex AI custom-training TPU quota preferences, each TPU_VERSION:REGION:CORES "
                          "(e.g. v5e:us-central1:8).")
@@ -302,10 +289,10 @@ class StackSettings(BaseModel):
         "tpuVmQuotas", (), "Cloud TPU (TPU VM) per-zone quota preferences, each GENERATION:ZONE:COUNT or "
                            "GENERATION:ZONE:COUNT:spot (e.g. v5e:us-west4-a:16:spot); COUNT in chips for v5e/v6e, "
                            "TensorCores for v5p/v4.")
-    access_log_retention_days: Annotated[Int, _range(0, STAGING_MAX_DAYS, "must be 0 (off) or more days, not {value}")] = _key(
+    access_log_retention_days: Int = _key(
         "accessLogRetentionDays", 0,
         "Usage and storage logs of every created bucket go to an access-log bucket and are deleted after this many "
-        "days (0 = no access logs).", minimum=0, maximum=STAGING_MAX_DAYS)
+        "days (0 = no access logs).", ge=0, le=STAGING_MAX_DAYS)
     access_log_bucket: Annotated[Str, AfterValidator(_bucket)] = _key(
         "accessLogBucket", "", "Name of the access-log bucket (default <prefix>-<project>-access-logs).")
     versioned_buckets: Annotated[List, AfterValidator(lambda v: _versioned_buckets(v))] = _key(
@@ -351,6 +338,25 @@ class StackSettings(BaseModel):
     # ----------------------------------------------------------------------------------------
     # Derived values
     # ----------------------------------------------------------------------------------------
+
+    @property
+    def location(self) -> str:
+        """The buckets' location (the region, upper-case as GCS reports it)."""
+        return self.region.upper()
+
+    @property
+    def created_purposes(self) -> tuple[str, ...]:
+        """Bucket purposes this stack creates (an existing data bucket is only referenced)."""
+        return tuple(p for p in domain.BUCKET_PURPOSES if not (p == "data" and self.existing_data_bucket))
+
+    @property
+    def agents(self) -> tuple[str, ...]:
+        """The Google service agents among the principals."""
+        return tuple(p for p in self.principals if p in domain.SERVICE_AGENTS)
+
+    @property
+    def wants_training_sa(self) -> bool:
+        return domain.TRAINING_SA_KEYWORD in self.principals
 
     def access_log_bucket_name(self) -> str | None:
         """The access-log bucket (None while accessLogRetentionDays is 0: no access logs)."""
@@ -462,8 +468,11 @@ _KEYS: dict[str, str] = {f.alias: name for name, f in StackSettings.model_fields
 ARRAY_KEYS = frozenset(alias for alias, name in _KEYS.items()
                        if StackSettings.model_fields[name].annotation is not None
                        and "tuple" in str(StackSettings.model_fields[name].annotation))
-INTEGER_KEYS = frozenset({"stagingRetentionDays", "softDeleteRetentionDays", "maxGpuQuota",
-                          "accessLogRetentionDays"})
+INTEGER_KEYS = frozenset(alias for alias, name in _KEYS.items() if StackSettings.model_fields[name].annotation is int)
+#: Keys with a fixed set of values (a ``Literal``): config key -> the values, in the order the model declares them.
+CHOICES: dict[str, tuple[str, ...]] = {
+    alias: get_args(StackSettings.model_fields[name].annotation) for alias, name in _KEYS.items()
+    if get_origin(StackSettings.model_fields[name].annotation) is Literal}
 
 
 def _jsonable(value: Any) -> Any:
@@ -513,7 +522,17 @@ def _config_error(exc: ValidationError) -> ConfigError:
         return cause
     loc = error.get("loc") or ()
     key = str(loc[0]) if loc else "config"
-    message = str(cause) if cause is not None else error.get("msg", "is invalid")
+    ctx, given = error.get("ctx") or {}, error.get("input")
+    if cause is not None:
+        message = str(cause)
+    elif error["type"] == "greater_than_equal":
+        message = f"must be at least {ctx['ge']}, not {given}"
+    elif error["type"] == "less_than_equal":
+        message = f"must be at most {ctx['le']}, not {given}"
+    elif error["type"] == "literal_error" and key in CHOICES:
+        message = f"{given!r} must be one of: {', '.join(CHOICES[key])}"
+    else:
+        message = error.get("msg", "is invalid")
     return ConfigError(key, message)
 
 

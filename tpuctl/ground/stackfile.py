@@ -123,3 +123,16 @@ def read_stack_config(stack: str | None = None, config_file: Path | None = None,
         _check_value(value, key, path)
         out[key] = value
     return out
+
+
+def stack_file_keys(stack: str, root: Path = REPO_ROOT) -> tuple[str, ...]:
+    """The config keys written in ``Pulumi.<stack>.yaml`` (values not read, so secrets are fine); ``()`` when
+    the stack keeps its config elsewhere (no file). The program uses it to name a key it does not know."""
+    path = Path(root) / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        return ()
+    data = read_head(path, "stack config file", MAX_STACK_FILE_BYTES, error=DomainError,
+                     folder_hint="Pulumi.<stack>.yaml must be a file", missing_hint="it was just there")
+    doc = parse_stack_yaml(data, path)
+    config = doc.get("config") if isinstance(doc, dict) else None
+    return tuple(str(key) for key in config) if isinstance(config, dict) else ()

@@ -71,7 +71,7 @@ class PlanResult:
     seconds: float = 0.0
     components: list[str] = field(default_factory=list)
     registered: list[Any] = field(default_factory=list)    # policy.access.StackResource of every custom resource
-    settings: Any = None                                  # policy.settings.PolicySettings of the stack
+    settings: Any = None                                  # the stack's StackSettings
 
     @property
     def mandatory(self) -> list[Any]:
@@ -153,7 +153,6 @@ def plan(stack: str | None = None, config_file: Path | None = None, *, check_pol
     from infra.mocks import run_program
     from policy.access import access_rows, build_model
     from policy.evaluate import evaluate, from_mocked
-    from policy.settings import settings_for_stack
     from tpuctl.ground.stackfile import read_stack_config
 
     values = read_stack_config(stack=None if path else name, config_file=path, root=root)
@@ -167,7 +166,7 @@ def plan(stack: str | None = None, config_file: Path | None = None, *, check_pol
     ]
     # The mocks register concurrently, so registration order varies run to run; the plan does not.
     planned.sort(key=lambda r: (r.component, r.type, r.name))
-    settings = settings_for_stack(run.config)
+    settings = run.config.settings
     stack_resources = from_mocked(run.resources)
     keywords = {domain.member_for_email(email): kw for kw, email in (run.outputs.get("principals") or {}).items()
                 if isinstance(email, str) and "@" in email}

@@ -17,7 +17,8 @@ T4 = "nvidia-tesla-t4:us-central1:4"
 
 
 def test_defaults_come_from_pulumi_yaml_and_agree_with_domain(tmp_path):
-    cfg = load_config({"project": PROJECT}, base_dir=tmp_path)
+    infra = load_config({"project": PROJECT}, base_dir=tmp_path)
+    cfg = infra.settings
     assert cfg.region == "us-central1" and cfg.zone == "us-central1-a"
     assert cfg.name_prefix == "tpuctl"
     assert cfg.access_mode == domain.DEFAULT_ACCESS_MODE
@@ -26,11 +27,11 @@ def test_defaults_come_from_pulumi_yaml_and_agree_with_domain(tmp_path):
     assert cfg.max_gpu_quota == domain.DEFAULT_MAX_GPU_QUOTA
     assert cfg.hub_cache_prefix == domain.DEFAULT_HUB_CACHE_PREFIX
     assert cfg.staging_retention_days == 7 and cfg.soft_delete_retention_days == 7
-    assert cfg.gpu_quotas == () and cfg.hub_models == ()
-    assert dict(cfg.labels) == {"managed-by": "tpuctl"}
-    assert cfg.existing_data_bucket is None and cfg.existing_data_bucket_access == "iam"
-    assert dict(cfg.buckets) == {p: domain.default_bucket_name("tpuctl", PROJECT, p) for p in domain.BUCKET_PURPOSES}
-    assert cfg.hub_cache_source == tmp_path / ".tpuctl-cache" / "hub"
+    assert cfg.gpu_quota_requests() == () and infra.hub_models == ()
+    assert cfg.label_map() == {"managed-by": "tpuctl"}
+    assert cfg.existing_data_bucket == "" and cfg.existing_data_bucket_access == "iam"
+    assert cfg.buckets() == {p: domain.default_bucket_name("tpuctl", PROJECT, p) for p in domain.BUCKET_PURPOSES}
+    assert infra.hub_cache_source == tmp_path / ".tpuctl-cache" / "hub"
     assert cfg.location == "US-CENTRAL1"
 
 
@@ -38,11 +39,11 @@ def test_bare_and_namespaced_keys_other_namespaces_ignored(tmp_path):
     a = load_config({"project": PROJECT, "region": "europe-west4", "zone": "europe-west4-a"}, base_dir=tmp_path)
     b = load_config({"tpuctl:project": PROJECT, "tpuctl:region": "europe-west4", "tpuctl:zone": "europe-west4-a",
                      "gcp:project": PROJECT, "gcp:region": "asia-east1"}, base_dir=tmp_path)
-    assert a == b and a.region == "europe-west4"
+    assert a == b and a.settings.region == "europe-west4"
 
 
 def test_one_project_key_tpuctl_project_defaults_to_gcp_project(tmp_path):
-    assert load_config({"gcp:project": PROJECT}, base_dir=tmp_path).project == PROJECT
+    assert load_config({"gcp:project": PROJECT}, base_dir=tmp_path).settings.project == PROJECT
     with pytest.raises(ConfigError, match=r"^tpuctl:project: 'my-tpu-project' differs from gcp:project 'someone-else"):
         load_config({"tpuctl:project": PROJECT, "gcp:project": "someone-elses-project"}, base_dir=tmp_path)
     with pytest.raises(ConfigError, match=r"^gcp:project: "):
@@ -59,24 +60,24 @@ def test_engine_spellings_arrays_as_json_and_integers_as_text(tmp_path):
         "tpuctl:quotaContactEmail": "ml@example.com",
         "tpuctl:stagingRetentionDays": "3",
         "tpuctl:labels": '["team=vision", "env=dev"]',
-    }, base_dir=tmp_path)
+    }, base_dir=tmp_path).settings
     assert cfg.principals == ("training-sa",)
-    assert [(q.gpu.name, q.region, q.count) for q in cfg.gpu_quotas] == [
+    assert [(q.gpu.name, q.region, q.count) for q in cfg.gpu_quota_requests()] == [
         ("nvidia-tesla-t4", "us-central1", 2), ("nvidia-l4", "europe-west4", 1)]
     assert cfg.staging_retention_days == 3
-    assert dict(cfg.labels) == {"team": "vision", "env": "dev"}
+    assert cfg.label_map() == {"team": "vision", "env": "dev"}
 
 
 def test_bucket_overrides_and_existing_data_bucket(tmp_path):
     cfg = load_config({"project": PROJECT, "stagingBucket": "my-staging", "existingDataBucket": "gs://shared-data/x"},
-                      base_dir=tmp_path)
-    assert cfg.buckets["staging"] == "my-staging"
-    assert cfg.buckets["data"] == "shared-data" == cfg.existing_data_bucket
+                      base_dir=tmp_path).settings
+    assert cfg.buckets()["staging"] == "my-staging"
+    assert cfg.buckets()["data"] == "shared-data" == cfg.existing_data_bucket
     assert cfg.created_purposes == ("staging", "artifacts", "hub-cache")
 
 
 def test_empty_principal_list_switches_every_principal_off(tmp_path):
-    cfg = load_config({"project": PROJECT, "principals": []}, base_dir=tmp_path)
+    cfg = load_config({"project": PROJECT, "principals": []}, base_dir=tmp_path).settings
     assert cfg.principals == () and not cfg.wants_training_sa and cfg.agents == ()
 
 
@@ -109,7 +110,7 @@ BAD = [
     ({"zone": "us-central1"}, "zone", "not a zone name"),
     ({"namePrefix": "Team_A"}, "namePrefix", "lowercase"),
     ({"namePrefix": "a-very-long-prefix-indeed"}, "namePrefix", "1-20"),
-    ({"accessMode": "organization"}, "accessMode", "access mode 'organization' must be one of: bucket, project"),
+    ({"accessMode": "organization"}, "accessMode", "'organization' must be one of: bucket, project"),
     ({"principals": ["tpu-agent", "compute-default"]}, "principals", "unknown principal 'compute-default'"),
     ({"principals": ["training-sa", "training-sa"]}, "principals", "listed twice"),
     ({"principals": "tpu-agent"}, "principals", "must be a list"),
@@ -124,11 +125,11 @@ BAD = [
     ({"existingDataBucket": "shared-data", "dataBucket": "my-data"}, "existingDataBucket", "not both"),
     ({"existingDataBucketAccess": "acls", "existingDataBucket": "shared"}, "existingDataBucketAccess", "iam, acl"),
     ({"existingDataBucketAccess": "acl"}, "existingDataBucketAccess", "only to an existing data bucket"),
-    ({"stagingRetentionDays": 0}, "stagingRetentionDays", "at least 1 day"),
+    ({"stagingRetentionDays": 0}, "stagingRetentionDays", "must be at least 1, not 0"),
     ({"stagingRetentionDays": "seven"}, "stagingRetentionDays", "whole number"),
     ({"stagingRetentionDays": True}, "stagingRetentionDays", "whole number"),
     ({"softDeleteRetentionDays": 3}, "softDeleteRetentionDays", "0 (off) or 7-90"),
-    ({"softDeleteRetentionDays": 91}, "softDeleteRetentionDays", "0 (off) or 7-90"),
+    ({"softDeleteRetentionDays": 91}, "softDeleteRetentionDays", "must be at most 90, not 91"),
     ({"gpuQuotas": ["nvidia-rtx-4090:us-central1:2"], "quotaContactEmail": "a@example.com"}, "gpuQuotas",
      "unknown GPU type 'nvidia-rtx-4090'"),
     ({"gpuQuotas": ["nvidia-tesla-t4:us-central1:0"], "quotaContactEmail": "a@example.com"}, "gpuQuotas",

@@ -118,16 +118,23 @@ def test_engine_config_reads_like_the_offline_loader():
 
 def test_engine_config_takes_the_project_from_gcp_project_and_refuses_a_mismatch():
     pulumi.runtime.set_all_config({"gcp:project": PROJECT})
-    assert from_pulumi_config().project == PROJECT
+    assert from_pulumi_config().settings.project == PROJECT
     pulumi.runtime.set_all_config({"gcp:project": "someone-elses-project", "tpuctl:project": PROJECT})
     with pytest.raises(Exception, match=r"^tpuctl:project: .* differs from gcp:project 'someone-elses-project'"):
         from_pulumi_config()
 
 
-def test_engine_config_with_a_typo_names_the_unknown_key():
+def test_engine_config_with_a_typo_names_the_unknown_key(tmp_path):
+    # pulumi.Config reads declared keys only; the typo is found in the stack's own file, through public API.
+    (tmp_path / "Pulumi.typo.yaml").write_text("config:\n  tpuctl:project: my-tpu-project\n"
+                                               "  tpuctl:acessMode: project\n  gcp:region: us-central1\n")
+    pulumi.runtime.set_mocks(GcpMocks(PROJECT), project="tpuctl", stack="typo", preview=False)
     pulumi.runtime.set_all_config({"tpuctl:project": PROJECT, "tpuctl:acessMode": "project"})
     with pytest.raises(Exception, match=r"^tpuctl:acessMode: unknown config key"):
-        from_pulumi_config()
+        from_pulumi_config(root=tmp_path)
+    # Without a stack file (config kept elsewhere) the declared keys still validate.
+    pulumi.runtime.set_all_config({"tpuctl:project": PROJECT})
+    assert from_pulumi_config(root=tmp_path / "elsewhere").settings.project == PROJECT
 
 
 def test_no_resources_at_import_time():

@@ -94,8 +94,8 @@ def test_example_stack_file_is_valid_config_on_a_fresh_checkout(tmp_path):
     values = read_stack_config("example")
     assert {k.partition(":")[2] for k in values if k.startswith("tpuctl:")} <= set(StackSettings.keys())
     cfg = load_config(values, base_dir=tmp_path)   # no .tpuctl-cache/hub there: nothing fetched yet
-    assert cfg.project == values["gcp:project"]
-    assert cfg.gpu_quotas and cfg.quota_contact_email and not cfg.hub_models
+    assert cfg.settings.project == values["gcp:project"]
+    assert cfg.settings.gpu_quota_requests() and cfg.settings.quota_contact_email and not cfg.hub_models
 
 
 def test_read_stack_config_from_an_explicit_file(tmp_path):

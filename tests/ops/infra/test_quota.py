@@ -94,7 +94,7 @@ def test_default_justification_and_no_preferences_without_entries():
 def test_quota_over_the_policy_cap_is_the_policy_packs_call_not_configs():
     # maxGpuQuota is the policy pack's cap; config only checks the count is positive.
     run = run_program({**BASE, "tpuctl:gpuQuotas": ["t4:us-central1:64"], "tpuctl:maxGpuQuota": 8})
-    assert run.config.max_gpu_quota == 8
+    assert run.config.settings.max_gpu_quota == 8
     assert run.of_type(T.QUOTA_PREFERENCE)[0].inputs["quotaConfig"] == {"preferredValue": "64"}
 
 

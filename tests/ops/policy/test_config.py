@@ -9,7 +9,7 @@ from pathlib import Path
 
 from policy.config import pack_config, settings_from_stack_values
 from policy.evaluate import ALL_RULES
-from policy.settings import settings_from
+from policy.settings import settings_from, to_config
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -26,7 +26,7 @@ def test_stack_values_become_per_policy_config():
                                                              "existingDataBucketAccess": "acl"}
     # each policy reads back exactly the stack's settings for the keys it declares
     for values in config.values():
-        back = settings_from(values).to_config()
+        back = to_config(settings_from(values))
         assert {k: back[k] for k in values} == values
 
 

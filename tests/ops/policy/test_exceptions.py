@@ -8,10 +8,10 @@ import pytest
 from policy import exceptions
 from policy import resources as r
 from policy.evaluate import ALL_RULES, check_resource
-from policy.settings import PolicySettings
 from tpuctl.ground import domain
 from tpuctl.ground import tokens as T
 from tpuctl.ground.envs import REPO_ROOT
+from tpuctl.ground.settings import StackSettings
 
 TPU_VM_AGENT = "serviceAccount:service-123456789012@gcp-sa-tpu.iam.gserviceaccount.com"
 SA = "serviceAccount:tpuctl-trainer@proj-123456.iam.gserviceaccount.com"
@@ -66,9 +66,9 @@ def test_tpu_vm_agent_role_is_accepted_for_that_agent_only():
 
 def test_project_mode_exceptions_hold_only_in_project_mode():
     props = {"project": "p", "role": "roles/storage.admin", "member": SA}
-    project = PolicySettings(access_mode="project")
+    project = StackSettings(access_mode="project")
     assert exceptions.accepted("CKV_GCP_42", T.PROJECT_IAM_MEMBER, props, project)
-    assert exceptions.accepted("CKV_GCP_42", T.PROJECT_IAM_MEMBER, props, PolicySettings()) is None
+    assert exceptions.accepted("CKV_GCP_42", T.PROJECT_IAM_MEMBER, props, StackSettings()) is None
     msg = check_resource(T.PROJECT_IAM_MEMBER, props, project)[0].message
     assert "policy/exceptions.yaml accepts checkov CKV_GCP_42" in msg
 

@@ -9,13 +9,12 @@ import pytest
 
 from infra.mocks import run_program
 from policy.evaluate import evaluate, from_mocked
-from policy.settings import settings_for_stack
 from tpuctl.ground import domain
 from tpuctl.ground import tokens as T
 
 
 def verdicts(run, settings=None):
-    return evaluate(from_mocked(run.resources), settings or settings_for_stack(run.config))
+    return evaluate(from_mocked(run.resources), settings or run.config.settings)
 
 
 def mandatory(violations):
@@ -72,20 +71,20 @@ def test_existing_bucket_via_acl_passes_with_advisories(stack_values):
 
 def test_program_in_project_mode_checked_as_bucket_mode_fails(stack_values):
     run = run_program({**stack_values, "tpuctl:accessMode": "project"})
-    settings = dataclasses.replace(settings_for_stack(run.config), access_mode="bucket")
+    settings = run.config.settings.model_copy(update={"access_mode": "bucket"})
     assert mandatory(verdicts(run, settings)) == ["project-roles-need-project-mode"]
 
 
 def test_acl_grants_without_acl_mode_fail(stack_values):
     run = run_program({**stack_values, "tpuctl:existingDataBucket": "legacy-training-data",
                        "tpuctl:existingDataBucketAccess": "acl"})
-    settings = dataclasses.replace(settings_for_stack(run.config), existing_data_bucket_access="iam")
+    settings = run.config.settings.model_copy(update={"existing_data_bucket_access": "iam"})
     assert mandatory(verdicts(run, settings)) == ["acl-only-on-existing-bucket"]
 
 
 def test_gpu_quota_above_policy_cap_fails(stack_values):
     run = run_program(stack_values)  # asks for 4 T4s
-    settings = dataclasses.replace(settings_for_stack(run.config), max_gpu_quota=2)
+    settings = run.config.settings.model_copy(update={"max_gpu_quota": 2})
     assert mandatory(verdicts(run, settings)) == ["gpu-quota-preference"]
 
 
@@ -98,7 +97,7 @@ def test_legacy_roles_only_stack_fails_the_access_rule(example_run):
     roles = {res.outputs["role"] for res in resources if res.type == T.BUCKET_IAM_MEMBER
              and res.name != "access-logs-writer"}
     assert roles == set(domain.LEGACY_BUCKET_ROLES)
-    violations = evaluate(from_mocked(resources), settings_for_stack(example_run.config))
+    violations = evaluate(from_mocked(resources), example_run.config.settings)
     assert mandatory(violations) == ["training-principals-storage-access"]
     failing = [v for v in violations if v.rule == "training-principals-storage-access"]
     principals = {v.message.split(" lacks")[0] for v in failing}
@@ -117,7 +116,7 @@ def test_insecure_buckets_fail_with_the_expected_rules(example_run):
             props["publicAccessPrevention"] = "inherited"
             props["uniformBucketLevelAccess"] = False
     resources = with_props(example_run, lambda res: res.type == T.BUCKET, loosen)
-    violations = evaluate(from_mocked(resources), settings_for_stack(example_run.config))
+    violations = evaluate(from_mocked(resources), example_run.config.settings)
     assert mandatory(violations) == ["artifacts-bucket-versioned", "bucket-public-access-prevention",
                                      "bucket-uniform-access", "no-force-destroy"]
 
@@ -129,14 +128,14 @@ def test_public_and_basic_role_grants_fail(example_run):
         else:
             props["role"] = "roles/editor"
     resources = with_props(example_run, lambda res: res.type == T.BUCKET_IAM_MEMBER, worsen)
-    got = mandatory(evaluate(from_mocked(resources), settings_for_stack(example_run.config)))
+    got = mandatory(evaluate(from_mocked(resources), example_run.config.settings))
     assert {"no-public-members", "no-basic-roles"} <= set(got)
 
 
 def test_misplaced_hub_objects_fail(example_run):
     resources = with_props(example_run, lambda res: res.type == T.BUCKET_OBJECT,
                            lambda p: p.update(name=p["name"].replace(domain.DEFAULT_HUB_CACHE_PREFIX, "models")))
-    assert mandatory(evaluate(from_mocked(resources), settings_for_stack(example_run.config))) == ["hub-cache-layout"]
+    assert mandatory(evaluate(from_mocked(resources), example_run.config.settings)) == ["hub-cache-layout"]
 
 
 def test_bad_config_gpu_request_over_the_cap_fails(stack_values):
@@ -166,4 +165,4 @@ def test_hub_model_nested_one_folder_too_deep_fails(example_run):
     # the model's files (not the <sha1>.descriptor.txt next to the folder) one folder too deep
     resources = with_props(example_run, lambda res: res.type == T.BUCKET_OBJECT and res.inputs["name"].count("/") >= 2,
                            nest)
-    assert mandatory(evaluate(from_mocked(resources), settings_for_stack(example_run.config))) == ["hub-cache-complete"]
+    assert mandatory(evaluate(from_mocked(resources), example_run.config.settings)) == ["hub-cache-complete"]

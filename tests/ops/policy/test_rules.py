@@ -9,9 +9,10 @@ import pytest
 from policy import resources as r
 from policy.evaluate import ALL_RULES, check_resource, rule
 from policy.rules import ADVISORY, MANDATORY
-from policy.settings import PolicySettings, SettingsError, settings_from
+from policy.settings import SettingsError, settings_from, to_config
 from tpuctl.ground import domain
 from tpuctl.ground import tokens as T
+from tpuctl.ground.settings import StackSettings
 
 SA = "serviceAccount:tpuctl-trainer@proj-123456.iam.gserviceaccount.com"
 HUB_KEY = domain.hub_cache_key("https://tfhub.dev/google/imagenet/mobilenet_v2_100_224/feature_vector/5")
@@ -55,7 +56,7 @@ def only(rule_name, rtype, props, settings=None):
     """Messages of one rule for one resource (and the rule must apply to the type)."""
     spec = rule(rule_name)
     assert not spec.types or rtype in spec.types
-    return spec.check(rtype, props, settings or PolicySettings())
+    return spec.check(rtype, props, settings or StackSettings())
 
 
 # --- buckets ---------------------------------------------------------------------------------
@@ -158,19 +159,19 @@ def test_authoritative_acl_resources_rejected(rtype):
     assert msgs and "replaces the whole ACL" in msgs[0]
 
 
-EXISTING = PolicySettings(existing_data_bucket="legacy-data", existing_data_bucket_access="acl")
+EXISTING = StackSettings(existing_data_bucket="legacy-data", existing_data_bucket_access="acl")
 
 
 def test_acl_entry_on_created_bucket_is_mandatory_violation():
     props = {"bucket": "tpuctl-proj-data", "role": "READER", "entity": "user-a@example.com"}
     assert only("acl-only-on-existing-bucket", T.BUCKET_ACCESS_CONTROL, props, EXISTING)
-    assert only("acl-only-on-existing-bucket", T.BUCKET_ACCESS_CONTROL, props, PolicySettings())
+    assert only("acl-only-on-existing-bucket", T.BUCKET_ACCESS_CONTROL, props, StackSettings())
     assert only("acl-on-existing-bucket", T.BUCKET_ACCESS_CONTROL, props, EXISTING) == []
 
 
 def test_acl_entry_on_existing_bucket_needs_acl_mode():
     props = {"bucket": "legacy-data", "role": "READER", "entity": "user-a@example.com"}
-    iam_mode = PolicySettings(existing_data_bucket="legacy-data", existing_data_bucket_access="iam")
+    iam_mode = StackSettings(existing_data_bucket="legacy-data", existing_data_bucket_access="iam")
     assert "existingDataBucketAccess" in only("acl-only-on-existing-bucket", T.BUCKET_ACCESS_CONTROL, props, iam_mode)[0]
     assert only("acl-only-on-existing-bucket", T.BUCKET_ACCESS_CONTROL, props, EXISTING) == []
 
@@ -198,9 +199,9 @@ def test_non_basic_role_passes_basic_roles_rule():
 @pytest.mark.parametrize("role", sorted(domain.PROJECT_MODE_ONLY_ROLES))
 def test_broad_project_roles_need_project_mode(role):
     props = {"project": "p", "role": role, "member": SA}
-    bucket_mode = check_resource(T.PROJECT_IAM_MEMBER, props, PolicySettings(access_mode="bucket"))
+    bucket_mode = check_resource(T.PROJECT_IAM_MEMBER, props, StackSettings(access_mode="bucket"))
     assert [(v.rule, v.level) for v in bucket_mode] == [("project-roles-need-project-mode", MANDATORY)]
-    project_mode = check_resource(T.PROJECT_IAM_MEMBER, props, PolicySettings(access_mode="project"))
+    project_mode = check_resource(T.PROJECT_IAM_MEMBER, props, StackSettings(access_mode="project"))
     assert [(v.rule, v.level) for v in project_mode] == [("project-mode-broad-roles", ADVISORY)]
     assert "accepted because accessMode=project" in project_mode[0].message
 
@@ -289,8 +290,8 @@ def test_unknown_values_at_preview_are_not_violations():
 def test_settings_defaults_and_validation():
     s = settings_from({})
     assert (s.access_mode, s.existing_data_bucket, s.max_gpu_quota, s.hub_cache_prefix) == (
-        domain.DEFAULT_ACCESS_MODE, None, domain.DEFAULT_MAX_GPU_QUOTA, domain.DEFAULT_HUB_CACHE_PREFIX)
-    assert settings_from(s.to_config()) == s
+        domain.DEFAULT_ACCESS_MODE, "", domain.DEFAULT_MAX_GPU_QUOTA, domain.DEFAULT_HUB_CACHE_PREFIX)
+    assert settings_from(to_config(s)) == s
     for bad in ({"accessMode": "org"}, {"maxGpuQuota": -1}, {"maxGpuQuota": "8"}, {"hubCachePrefix": "/abs"},
                 {"existingDataBucketAccess": "public"}, {"existingDataBucket": "Bad_Name"}, {"typo": 1}):
         with pytest.raises(SettingsError):
@@ -307,8 +308,8 @@ def test_every_rule_is_documented_and_named_uniquely():
 
 # --- one good and one bad resource per rule, and proof that the table covers every rule ------------
 
-ACL_MODE = PolicySettings(existing_data_bucket="legacy-data", existing_data_bucket_access="acl")
-PROJECT_MODE = PolicySettings(access_mode="project")
+ACL_MODE = StackSettings(existing_data_bucket="legacy-data", existing_data_bucket_access="acl")
+PROJECT_MODE = StackSettings(access_mode="project")
 CASES = {
     # rule: (type, good props, bad props, settings); a bad case of another type is written (type, props)
     "bucket-public-access-prevention": (T.BUCKET, bucket(), bucket(publicAccessPrevention="inherited"), None),
@@ -370,7 +371,7 @@ def test_case_table_covers_every_resource_rule():
 @pytest.mark.parametrize("rule_name", sorted(CASES))
 def test_each_rule_good_and_bad(rule_name):
     rtype, good, bad, settings = CASES[rule_name]
-    settings = settings or PolicySettings()
+    settings = settings or StackSettings()
     bad_type, bad = bad if isinstance(bad, tuple) else (rtype, bad)
     good_rules = {v.rule for v in check_resource(rtype, good, settings)}
     bad_hits = [v for v in check_resource(bad_type, bad, settings) if v.rule == rule_name]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from policy import resources as r
 from policy.access import AccessModel, StackResource, build_model, check_training_access
-from policy.settings import PolicySettings
 from policy.stack_rules import check_hub_models_complete
 from tpuctl.ground import domain
 from tpuctl.ground import tokens as T
+from tpuctl.ground.settings import StackSettings
 
 SA = "serviceAccount:trainer@proj-123456.iam.gserviceaccount.com"
 AGENT = "serviceAccount:service-123@gcp-sa-tpu.iam.gserviceaccount.com"
@@ -44,7 +44,7 @@ def least_privilege(who: str = SA) -> list[StackResource]:
 
 
 def test_least_privilege_bucket_grants_pass():
-    assert check_training_access(buckets() + least_privilege() + least_privilege(AGENT), PolicySettings()) == []
+    assert check_training_access(buckets() + least_privilege() + least_privilege(AGENT), StackSettings()) == []
 
 
 def test_legacy_bucket_roles_only_fail_for_missing_objects_get():
@@ -53,7 +53,7 @@ def test_legacy_bucket_roles_only_fail_for_missing_objects_get():
         stack.append(member(NAMES[purpose], "roles/storage.legacyBucketReader"))
     for purpose in domain.WRITE_BUCKETS:
         stack.append(member(NAMES[purpose], "roles/storage.legacyBucketWriter"))
-    problems = check_training_access(stack, PolicySettings())
+    problems = check_training_access(stack, StackSettings())
     assert len(problems) == 4  # one per bucket: none of them gives storage.objects.get
     assert all("storage.objects.get" in msg for msg, _ in problems)
     assert all("objects.list" not in msg.split(":")[0] for msg, _ in problems)
@@ -66,7 +66,7 @@ def test_legacy_bucket_roles_only_fail_for_missing_objects_get():
 def test_object_creator_is_not_enough_to_write():
     stack = buckets() + [g for g in least_privilege() if g.props["bucket"] != NAMES["artifacts"]]
     stack.append(member(NAMES["artifacts"], "roles/storage.objectCreator"))
-    problems = check_training_access(stack, PolicySettings())
+    problems = check_training_access(stack, StackSettings())
     assert len(problems) == 1
     assert "storage.objects.delete, storage.objects.get" in problems[0][0]
     assert "artifacts bucket tb-artifacts" in problems[0][0]
@@ -74,16 +74,16 @@ def test_object_creator_is_not_enough_to_write():
 
 def test_principal_with_some_access_must_have_all_of_it():
     stack = buckets() + least_privilege() + [member(NAMES["data"], "roles/storage.objectViewer", AGENT)]
-    problems = check_training_access(stack, PolicySettings())
+    problems = check_training_access(stack, StackSettings())
     assert {msg.split(" lacks")[0] for msg, _ in problems} == {AGENT}
     assert len(problems) == 3
 
 
 def test_project_level_roles_count_for_every_bucket():
     stack = buckets() + [project_member("roles/storage.admin"), project_member("roles/viewer")]
-    assert check_training_access(stack, PolicySettings(access_mode="project")) == []
+    assert check_training_access(stack, StackSettings(access_mode="project")) == []
     only_viewer = buckets() + [project_member("roles/viewer"), member(NAMES["data"], "roles/storage.objectViewer")]
-    problems = check_training_access(only_viewer, PolicySettings())
+    problems = check_training_access(only_viewer, StackSettings())
     # roles/viewer reads the stack's buckets through their projectViewer convenience bindings
     # (legacyBucketReader + legacyObjectReader), so only the two write buckets fail
     assert sorted(msg.split(" on the ")[1].split(" bucket")[0] for msg, _ in problems) == ["artifacts", "staging"]
@@ -94,19 +94,19 @@ def test_basic_roles_reach_objects_only_through_convenience_bindings():
     # projectEditor bindings (legacyBucketOwner + legacyObjectOwner) give read, list and write ...
     stack = buckets() + least_privilege() + [project_member("roles/editor", AGENT),
                                              member(NAMES["data"], "roles/storage.objectViewer", AGENT)]
-    model = build_model(stack, PolicySettings())
+    model = build_model(stack, StackSettings())
     assert not {p for p in domain.ROLE_STORAGE_PERMISSIONS["roles/editor"] if p.startswith("objects.")}
     assert model.via_convenience(AGENT, NAMES["artifacts"]) == {"roles/storage.legacyBucketOwner",
                                                                 "roles/storage.legacyObjectOwner"}
     assert model.missing(AGENT, NAMES["artifacts"]) == frozenset()
-    assert check_training_access(stack, PolicySettings()) == []
+    assert check_training_access(stack, StackSettings()) == []
     # ... on a bucket the stack does not create nothing is assumed ...
-    existing = build_model(stack, PolicySettings(existing_data_bucket="legacy-data"))
+    existing = build_model(stack, StackSettings(existing_data_bucket="legacy-data"))
     assert existing.via_convenience(AGENT, "legacy-data") == set()
     # ... and an authoritative bucket policy replaces the defaults.
     policy = StackResource(T.BUCKET_IAM_POLICY, "pol", urn(T.BUCKET_IAM_POLICY, "pol"),
                            {"bucket": NAMES["artifacts"], "policyData": '{"bindings": []}'})
-    assert build_model(stack + [policy], PolicySettings()).via_convenience(AGENT, NAMES["artifacts"]) == set()
+    assert build_model(stack + [policy], StackSettings()).via_convenience(AGENT, NAMES["artifacts"]) == set()
 
 
 def test_live_convenience_members_apply_to_basic_role_holders():
@@ -123,11 +123,11 @@ def test_live_convenience_members_apply_to_basic_role_holders():
 
 def test_service_agent_role_does_not_make_a_training_principal():
     stack = buckets() + least_privilege() + [project_member("roles/cloudtpu.serviceAgent", AGENT)]
-    assert check_training_access(stack, PolicySettings()) == []
+    assert check_training_access(stack, StackSettings()) == []
 
 
 def test_existing_bucket_via_acl_counts_acl_entries():
-    settings = PolicySettings(existing_data_bucket="legacy-data", existing_data_bucket_access="acl")
+    settings = StackSettings(existing_data_bucket="legacy-data", existing_data_bucket_access="acl")
     stack = buckets(("staging", "artifacts", "hub-cache")) + [g for g in least_privilege()
                                                              if g.props["bucket"] != NAMES["data"]]
     entity = "user-" + SA.split(":", 1)[1]
@@ -142,7 +142,7 @@ def test_existing_bucket_via_acl_counts_acl_entries():
 
 
 def test_existing_bucket_with_no_grant_fails():
-    settings = PolicySettings(existing_data_bucket="legacy-data")
+    settings = StackSettings(existing_data_bucket="legacy-data")
     stack = buckets(("staging", "artifacts", "hub-cache")) + [g for g in least_privilege()
                                                              if g.props["bucket"] != NAMES["data"]]
     problems = check_training_access(stack, settings)
@@ -153,14 +153,14 @@ def test_conditional_grants_are_not_counted():
     stack = buckets() + [g for g in least_privilege() if g.props["bucket"] != NAMES["data"]]
     stack.append(member(NAMES["data"], "roles/storage.objectViewer",
                         condition={"title": "t", "expression": "request.time < timestamp('2030-01-01T00:00:00Z')"}))
-    problems = check_training_access(stack, PolicySettings())
+    problems = check_training_access(stack, StackSettings())
     assert len(problems) == 1 and "conditional grants are not counted" in problems[0][0]
 
 
 def test_stack_without_any_grant_fails():
-    problems = check_training_access(buckets(), PolicySettings())
+    problems = check_training_access(buckets(), StackSettings())
     assert len(problems) == 1 and "no principal is granted access" in problems[0][0]
-    assert check_training_access([], PolicySettings()) == []  # no training bucket, nothing to prove
+    assert check_training_access([], StackSettings()) == []  # no training bucket, nothing to prove
 
 
 def test_state_style_bucket_reference_and_unknown_member_resolve():
@@ -178,9 +178,9 @@ def test_state_style_bucket_reference_and_unknown_member_resolve():
         return out
 
     stack = buckets() + unknown_member_grants()
-    assert build_model(stack, PolicySettings()).principals == ["<member of training-sa>"]
-    assert check_training_access(stack, PolicySettings()) == []
-    problems = check_training_access(buckets() + unknown_member_grants(skip=NAMES["staging"]), PolicySettings())
+    assert build_model(stack, StackSettings()).principals == ["<member of training-sa>"]
+    assert check_training_access(stack, StackSettings()) == []
+    problems = check_training_access(buckets() + unknown_member_grants(skip=NAMES["staging"]), StackSettings())
     assert len(problems) == 1 and problems[0][0].startswith("<member of training-sa> lacks")
 
 
@@ -193,21 +193,21 @@ def hub_object(name: str) -> StackResource:
 
 def test_hub_model_with_saved_model_at_root_passes():
     objects = [hub_object(f"model-cache/{HUB}/saved_model.pb"), hub_object(f"model-cache/{HUB}/variables/variables.index")]
-    assert check_hub_models_complete(objects, PolicySettings()) == []
-    assert check_hub_models_complete([], PolicySettings()) == []
+    assert check_hub_models_complete(objects, StackSettings()) == []
+    assert check_hub_models_complete([], StackSettings()) == []
 
 
 def test_hub_model_uploaded_one_folder_too_deep_fails():
     objects = [hub_object(f"model-cache/{HUB}/mobilenet/saved_model.pb"),
                hub_object(f"model-cache/{HUB}/mobilenet/variables/variables.index")]
-    problems = check_hub_models_complete(objects, PolicySettings())
+    problems = check_hub_models_complete(objects, StackSettings())
     assert len(problems) == 1
     assert f"model-cache/{HUB}/ has no saved_model.pb" in problems[0][0]
     assert "it is at model-cache/" in problems[0][0] and problems[0][1] == objects[0].urn
 
 
 def test_hub_model_folder_without_any_saved_model_fails_under_configured_prefix():
-    settings = PolicySettings(hub_cache_prefix="tfhub")
+    settings = StackSettings(hub_cache_prefix="tfhub")
     assert check_hub_models_complete([hub_object(f"tfhub/{HUB}/variables/variables.index")], settings)
     # objects outside the configured prefix are the resource rule's business, not this one's
     assert check_hub_models_complete([hub_object(f"model-cache/{HUB}/variables/variables.index")], settings) == []
