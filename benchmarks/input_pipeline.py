@@ -33,11 +33,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
-import trainer  # noqa: E402,F401  (environment defaults before TensorFlow loads)
-from trainer import data  # noqa: E402
-from trainer.sample_data import write_demo_dataset  # noqa: E402
+import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
+from trainer import data
+from trainer.sample_data import write_demo_dataset
 
 AUTOTUNE = tf.data.AUTOTUNE
 

@@ -7,8 +7,9 @@ agents / training SA exist and then writes each resource's change with the etag 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from bootstrap import acl as acl_mod
 from bootstrap import clients, grants

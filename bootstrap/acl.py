@@ -8,9 +8,10 @@ makes the server answer 412 and the same conflict retry as IAM re-reads and re-a
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from bootstrap import clients
 from bootstrap.grants import Change, _conflict_retry, compute_changes

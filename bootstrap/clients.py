@@ -31,7 +31,8 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 from tpuctl.ground.errors import UserError

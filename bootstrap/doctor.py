@@ -7,8 +7,9 @@ the planned resources: the same role -> permission table, the same required perm
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from bootstrap import clients, grants
 from bootstrap import principals as principals_mod

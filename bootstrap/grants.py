@@ -11,8 +11,9 @@ named members from the named roles.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from bootstrap import clients
 from tpuctl.ground.errors import UserError

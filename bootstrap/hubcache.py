@@ -22,9 +22,9 @@ import shutil
 import socket
 import tarfile
 import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 from tpuctl.ground import domain, localtree
 from tpuctl.ground.errors import UserError
@@ -49,8 +49,8 @@ def is_url(handle: str) -> bool:
 
 def descriptor_text(handle: str) -> str:
     """Same content tensorflow_hub writes next to a module folder (``<key>.descriptor.txt``)."""
-    return "Module: %s\nDownload Time: %s\nDownloader Hostname: %s (PID:%d)" % (
-        handle, datetime.datetime.today(), socket.gethostname(), os.getpid())
+    return (f"Module: {handle}\nDownload Time: {datetime.datetime.today()}\n"
+            f"Downloader Hostname: {socket.gethostname()} (PID:{os.getpid()})")
 
 
 def handle_from_descriptor(text: str) -> str | None:
@@ -490,7 +490,7 @@ def _remove_staging(bucket, staging_prefix: str) -> int:
         for b in blobs:
             try:
                 b.delete()
-            except Exception as exc:  # noqa: BLE001 - someone else removed it: that is the goal
+            except Exception as exc:
                 if type(exc).__name__ != "NotFound":
                     raise
     return len(blobs)

@@ -12,8 +12,8 @@ Idempotent: a second run finds everything in place and changes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from bootstrap import clients, grants, principals
 from tpuctl.ground import domain

@@ -7,8 +7,8 @@ or people manage on the same project and buckets.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import pulumi
 import pulumi_gcp as gcp

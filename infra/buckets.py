@@ -8,8 +8,8 @@ contents cannot be rebuilt keep object versions (CKV_GCP_78, ``versionedBuckets`
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import pulumi
 import pulumi_gcp as gcp

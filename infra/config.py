@@ -7,9 +7,10 @@ whose message starts with the config key (``tpuctl:region: …``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from tpuctl.ground import domain
 from tpuctl.ground.envs import REPO_ROOT

@@ -12,9 +12,9 @@ The manifest and descriptor are deterministic (no date, no host) so an unchanged
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import google_crc32c
 import pulumi

@@ -9,8 +9,8 @@ its service-agent role automatically, so each such agent gets its role as an add
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import pulumi
 import pulumi_gcp as gcp

@@ -11,9 +11,10 @@ import base64
 import hashlib
 import json
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pulumi
 from pulumi.runtime import mocks as _mocks
@@ -274,7 +275,7 @@ class _RecordingMonitor(_mocks.MockMonitor):
             parent = ""
         return super().make_urn(parent, type_, name)
 
-    def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
+    def RegisterResource(self, request):
         if request.type == STACK_TYPE:
             return super().RegisterResource(request)
         urn = self.make_urn(request.parent, request.type, request.name)

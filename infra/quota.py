@@ -10,8 +10,8 @@ documented metric: their catalogued quota id is checked against the same QuotaIn
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import pulumi
 import pulumi_gcp as gcp

@@ -12,8 +12,8 @@ Additive IAM only (``RepositoryIamMember``), as for buckets.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import pulumi
 import pulumi_gcp as gcp

@@ -10,7 +10,7 @@ it (deployments are tpuctl's, the Endpoint is the stack's).
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import pulumi
 import pulumi_gcp as gcp

@@ -10,9 +10,9 @@ from pathlib import Path
 if __package__ in (None, ""):  # executed as a file by the engine: make `policy` importable as a package
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pulumi_policy import EnforcementLevel, PolicyPack  # noqa: E402
+from pulumi_policy import EnforcementLevel, PolicyPack
 
-from policy.pack import PACK_DESCRIPTION, PACK_NAME, policies  # noqa: E402
+from policy.pack import PACK_DESCRIPTION, PACK_NAME, policies
 
 PolicyPack(
     name=PACK_NAME,

@@ -21,8 +21,9 @@ alone does not make anyone a training principal.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from policy import resources as r
 from tpuctl.ground import domain

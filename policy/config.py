@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from policy.evaluate import ALL_RULES
 from policy.settings import SCHEMA, SettingsError, settings_from, to_config

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from policy.access import StackResource, check_training_access
 from policy.rules import MANDATORY, RESOURCE_RULES, Rule

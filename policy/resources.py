@@ -9,8 +9,9 @@ values are read with ``get``/indexing only, and a value that is unknown during p
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from tpuctl.ground import domain
 from tpuctl.ground import tokens as T

@@ -8,8 +8,9 @@ policies and ``policy.evaluate`` runs them for ``tpuctl plan`` and the tests.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from policy import resources as r
 from policy.exceptions import accepted

@@ -10,7 +10,8 @@ policy config file can be written from a stack file (``python -m policy.config P
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tpuctl.ground import domain
 from tpuctl.ground.errors import ConfigError

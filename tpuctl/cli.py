@@ -153,7 +153,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             if exc.errno not in _PATH_ERRNOS or exc.filename is None:
                 raise
             return _error(_path_error(exc), EXIT_BAD_INPUT)
-        except Exception as exc:  # noqa: BLE001 - Google failures become one line; anything else is a bug
+        except Exception as exc:
             from bootstrap.clients import as_user_error
 
             translated = as_user_error(exc)

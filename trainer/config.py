@@ -15,7 +15,8 @@ import json
 import math
 import os
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from trainer.errors import ArgumentParser, UsageError
 

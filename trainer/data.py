@@ -16,7 +16,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import posixpath
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import tensorflow as tf
 

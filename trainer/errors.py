@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 #: Exit codes (documented in docs/trainer.md).
 EXIT_OK = 0
@@ -47,7 +47,7 @@ def _print_error(message: str) -> None:
     print(f"error: {text}", file=sys.stderr, flush=True)
 
 
-def _interrupted(signum, frame):  # noqa: ARG001 - signal handler signature
+def _interrupted(signum, frame):
     # The first signal starts the clean-up; further ones must not interrupt it half-way.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

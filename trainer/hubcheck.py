@@ -21,7 +21,7 @@ import json
 import os
 import posixpath
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from trainer.errors import DataError, run_cli
 

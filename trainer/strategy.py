@@ -32,7 +32,7 @@ import os
 import socket
 import threading
 import time
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import tensorflow as tf
 

@@ -18,7 +18,7 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer import protocol

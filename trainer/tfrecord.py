@@ -225,7 +225,7 @@ class ShardWriter:
             self._close_file()
             path = self.dest / f".{self.prefix}-{self.split}-{len(self._partials):05d}{TMP_SUFFIX}"
             self._partials.append(path)
-            self._file = open(path, "wb", buffering=1 << 20)  # noqa: SIM115 - closed by rotation/close
+            self._file = open(path, "wb", buffering=1 << 20)
             self._counts.append(0)
             self._current_bytes = 0
         size = 0

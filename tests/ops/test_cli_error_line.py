@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 
-from clifixtures import invoke  # noqa: E402
+from clifixtures import invoke
 
 
 def test_error_line_drops_escape_sequences_from_a_file_name(tmp_path):

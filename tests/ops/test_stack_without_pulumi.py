@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 
-from clifixtures import invoke  # noqa: E402
+from clifixtures import invoke
 
 NOTE = ("no Pulumi CLI: using the outputs `tpuctl plan --stack example` computes from Pulumi.example.yaml (enough "
         "for a dry run; a real run needs the deployed stack)")

@@ -8,8 +8,8 @@ import base64
 import os
 import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from tpuctl.ground.errors import UserError
 

@@ -15,7 +15,7 @@ import math
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
 
@@ -77,24 +77,24 @@ class StackOutputs(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="allow", frozen=True)
 
-    project: Optional[str] = _str()
-    project_number: Optional[str | int] = None     # digits (a JSON integer becomes text)
-    region: Optional[str] = _str()
-    zone: Optional[str] = _str()
-    tpu_zone: Optional[str] = _str()           # TPU VM slices' zone (tpuctl:tpuZone, else zone)
-    access_mode: Optional[str] = None
+    project: str | None = _str()
+    project_number: str | int | None = None     # digits (a JSON integer becomes text)
+    region: str | None = _str()
+    zone: str | None = _str()
+    tpu_zone: str | None = _str()           # TPU VM slices' zone (tpuctl:tpuZone, else zone)
+    access_mode: str | None = None
     buckets: dict[str, str] = _many(dict, len(domain.BUCKET_PURPOSES))        # purpose -> bucket name
     bucket_urls: dict[str, str] = _many(dict, len(domain.BUCKET_PURPOSES))
     principals: dict[str, str] = _many(dict, MAX_ITEMS)                        # keyword -> e-mail
-    training_service_account: Optional[str] = _str()
-    tfhub_cache_dir: Optional[str] = _str()
-    hub_cache_prefix: Optional[str] = _str()
+    training_service_account: str | None = _str()
+    tfhub_cache_dir: str | None = _str()
+    hub_cache_prefix: str | None = _str()
     hub_models: list[str] = _many(list, MAX_ITEMS)
     access_map: dict[str, dict[str, list[str]]] = _many(dict, MAX_ITEMS)
     labels: dict[str, str] = _many(dict, 64)
-    trainer_image_repository: Optional[str] = _str()
-    trainer_image_url: Optional[str] = _str()
-    serving_endpoint: Optional[str] = _str()   # the stack's Vertex AI Endpoint (tpuctl:servingEndpoint)
+    trainer_image_repository: str | None = _str()
+    trainer_image_url: str | None = _str()
+    serving_endpoint: str | None = _str()   # the stack's Vertex AI Endpoint (tpuctl:servingEndpoint)
     _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @property

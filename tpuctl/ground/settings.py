@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Annotated, Any, Literal, Mapping, get_args, get_origin
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import (
     AfterValidator,

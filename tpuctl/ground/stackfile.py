@@ -59,7 +59,7 @@ def parse_stack_yaml(data: bytes, path: Path | str) -> Any:
         raise DomainError(f"stack config file {path} is not UTF-8 text "
                           f"(byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
     try:
-        return yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_loader())
     except yaml.YAMLError as exc:
         raise DomainError(f"stack config file {path} is not valid YAML: {_yaml_line(exc)}") from None
     except RecursionError:

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from tpuctl.ground.errors import DomainError, UserError
 

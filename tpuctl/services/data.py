@@ -24,9 +24,9 @@ import signal
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 from tpuctl.ground import domain
 from tpuctl.ground.envs import cache_dir, trainer_env

@@ -30,9 +30,9 @@ import subprocess
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from bootstrap import clients
 from tpuctl.ground import domain

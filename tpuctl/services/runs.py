@@ -14,7 +14,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -48,24 +48,24 @@ class _Record(BaseModel):
 class ResultRecord(_Record):
     """The trainer's result.json (trainer/task.py)."""
 
-    export_dir: Optional[str] = None
-    val_accuracy: Optional[float] = Field(None, ge=0, le=1)
-    epochs: Optional[int] = Field(None, ge=0, le=10**7)
-    model: Optional[str] = None
-    strategy: Optional[str] = None
-    num_workers: Optional[int] = Field(None, ge=1, le=100_000)
+    export_dir: str | None = None
+    val_accuracy: float | None = Field(None, ge=0, le=1)
+    epochs: int | None = Field(None, ge=0, le=10**7)
+    model: str | None = None
+    strategy: str | None = None
+    num_workers: int | None = Field(None, ge=1, le=100_000)
 
 
 class LaunchRecord(_Record):
     """What ``tpuctl train`` asked for (tpuctl-run.json)."""
 
-    target: Optional[str] = None
-    accelerator: Optional[str] = None
-    workers: Optional[int] = Field(None, ge=1, le=100_000)
-    args: Optional[list[str]] = None
-    started: Optional[float] = Field(None, ge=0, lt=_LATEST)
-    finished: Optional[float] = Field(None, ge=0, lt=_LATEST)
-    state: Optional[str] = None   # "interrupted": stopped (Ctrl-C, SIGTERM) before the trainer's result.json
+    target: str | None = None
+    accelerator: str | None = None
+    workers: int | None = Field(None, ge=1, le=100_000)
+    args: list[str] | None = None
+    started: float | None = Field(None, ge=0, lt=_LATEST)
+    finished: float | None = Field(None, ge=0, lt=_LATEST)
+    state: str | None = None   # "interrupted": stopped (Ctrl-C, SIGTERM) before the trainer's result.json
 
 
 class Recovery(_Record):
@@ -76,15 +76,15 @@ class Recovery(_Record):
     what: str = Field(max_length=1000)
     seconds_trained: float = Field(ge=0, lt=_LATEST)
     seconds_lost: float = Field(ge=0, lt=_LATEST)
-    seconds_down: Optional[float] = Field(None, ge=0, lt=_LATEST)
-    since: Optional[str] = Field(None, max_length=100)
-    resumed_zone: Optional[str] = Field(None, max_length=100)
+    seconds_down: float | None = Field(None, ge=0, lt=_LATEST)
+    since: str | None = Field(None, max_length=100)
+    resumed_zone: str | None = Field(None, max_length=100)
 
 
 class RecoveriesRecord(_Record):
     """``<model_dir>/tpuctl/recoveries.json``."""
 
-    run: Optional[str] = None
+    run: str | None = None
     recoveries: list[Recovery] = Field(max_length=100_000)
 
 

@@ -23,9 +23,10 @@ import shlex
 import shutil
 import stat
 import subprocess
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from tpuctl.ground import domain

@@ -17,10 +17,11 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence, TextIO
+from typing import Any, TextIO
 
 from tpuctl.ground.envs import trainer_python
 from tpuctl.ground.errors import EXIT_INTERRUPTED, UserError

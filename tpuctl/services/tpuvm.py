@@ -34,9 +34,10 @@ import json
 import shlex
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from bootstrap import clients
 from tpuctl.ground import domain
@@ -635,7 +636,7 @@ def _delete_and_wait(client, run: TpuVmRun, *, poll_seconds: float, timeout: flo
             client.get_queued_resource(name=run.queued_resource_name)
         except exceptions.NotFound:
             return
-        except Exception as exc:  # noqa: BLE001 - one line through the shared translation
+        except Exception as exc:
             translated = clients.as_user_error(exc, f"reading queued resource {run.queued_resource_name}")
             if translated is None:
                 raise

@@ -10,9 +10,10 @@ import json
 import re
 import subprocess
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence, TextIO
+from typing import TextIO
 
 from tpuctl.ground import domain
 from tpuctl.ground.envs import trainer_env

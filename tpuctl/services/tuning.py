@@ -29,9 +29,10 @@ import math
 import os
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Optional
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -57,9 +58,9 @@ class _Strict(BaseModel):
 
 
 class LearningRate(_Strict):
-    min: Optional[float] = Field(None, gt=0, lt=10)
-    max: Optional[float] = Field(None, gt=0, lt=10)
-    values: Optional[list[float]] = Field(None, min_length=1, max_length=50)
+    min: float | None = Field(None, gt=0, lt=10)
+    max: float | None = Field(None, gt=0, lt=10)
+    values: list[float] | None = Field(None, min_length=1, max_length=50)
 
     @model_validator(mode="after")
     def _shape(self):
@@ -106,10 +107,10 @@ class Epochs(_Strict):
 
 
 class Parameters(_Strict):
-    learning_rate: Optional[LearningRate] = None
-    batch_size: Optional[BatchSize] = None
-    model: Optional[ModelChoice] = None
-    epochs: Optional[Epochs] = None
+    learning_rate: LearningRate | None = None
+    batch_size: BatchSize | None = None
+    model: ModelChoice | None = None
+    epochs: Epochs | None = None
 
     @model_validator(mode="after")
     def _some(self):

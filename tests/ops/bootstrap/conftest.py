@@ -6,8 +6,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fakegoogle import FakeGoogle  # noqa: E402
-from gcsfixtures import storage_emulator  # noqa: E402
+from fakegoogle import FakeGoogle
+from gcsfixtures import storage_emulator
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -13,8 +13,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fixtures"))
 
-from clifixtures import invoke  # noqa: E402
-from netfixtures import offline  # noqa: E402
+from clifixtures import invoke
+from netfixtures import offline
 
 #: The endpoint variables bootstrap/clients.py honours: none may point at a local server here.
 _REDIRECTS = ("STORAGE_EMULATOR_HOST", "TPUCTL_CRM_ENDPOINT", "TPUCTL_IAM_ENDPOINT", "TPUCTL_SERVICEUSAGE_ENDPOINT",

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import checkov_gate  # noqa: E402
+import checkov_gate
 
-from policy.evaluate import evaluate  # noqa: E402
-from tpuctl.ground import tokens as T  # noqa: E402
-from tpuctl.services.plan import checkov_baseline, plan, to_tfplan  # noqa: E402
+from policy.evaluate import evaluate
+from tpuctl.ground import tokens as T
+from tpuctl.services.plan import checkov_baseline, plan, to_tfplan
 
 pytestmark = pytest.mark.skipif(not checkov_gate.CHECKOV.exists(),
                                 reason=".venv-scanners is missing: run scripts/setup.sh --with-scanners")

@@ -17,7 +17,7 @@ from tpuctl.services.training import TrainOptions
 from clifixtures import invoke
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bootstrap"))
-from fakegoogle import quota_info, quotas_endpoint  # noqa: E402
+from fakegoogle import quota_info, quotas_endpoint
 
 # The stack of the `outputs_file` fixture (conftest.py).
 PROJECT, ZONE = "my-tpu-project", "us-central1-a"

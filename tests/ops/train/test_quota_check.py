@@ -15,8 +15,8 @@ from tpuctl.services import vertex
 from tpuctl.services.training import TrainOptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bootstrap"))
-from clifixtures import invoke  # noqa: E402
-from fakegoogle import quota_info, quotas_endpoint  # noqa: E402
+from clifixtures import invoke
+from fakegoogle import quota_info, quotas_endpoint
 
 PROJECT = "my-proj-1"
 AIP = "aiplatform.googleapis.com"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import datetime
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from tpuctl.ground.domain.names import nearest_multi_region, validate_region
 from tpuctl.ground.errors import DomainError

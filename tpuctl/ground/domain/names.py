@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 from tpuctl.ground.errors import DomainError
 

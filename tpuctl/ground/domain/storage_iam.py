@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json as _json
 import re
+from collections.abc import Iterable
 from importlib import resources as _resources
-from typing import Iterable
 
 from tpuctl.ground.errors import DomainError
 
