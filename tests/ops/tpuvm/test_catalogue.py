@@ -35,7 +35,7 @@ def test_v5e_topologies_follow_googles_table():
 
 
 @pytest.mark.parametrize("name, hint", [
-    ("v5litepod-12", ""), ("tpu-v5e-8", "Vertex AI machine types"), ("v5e-16", "v5litepod-N"), ("", ""),
+    ("v5litepod-12", ""), ("tpu-v3-8", "run through Vertex AI"), ("v7-8", ""), ("", ""),
 ])
 def test_unknown_type_is_rejected_with_the_valid_names(name, hint):
     with pytest.raises(domain.DomainError) as err:
@@ -43,6 +43,30 @@ def test_unknown_type_is_rejected_with_the_valid_names(name, hint):
     message = str(err.value)
     assert "valid: v6e-1, v6e-4" in message and "v5litepod-16" in message and "v4-8" in message
     assert hint in message and "\n" not in message
+
+
+@pytest.mark.parametrize("typed, api_name", [
+    ("v5litepod-16", "v5litepod-16"), ("v5e-16", "v5litepod-16"), ("tpu-v5e-16", "v5litepod-16"),
+    ("TPU-V5E-8", "v5litepod-8"), ("v6e-8", "v6e-8"), ("tpu-v6e-8", "v6e-8"), ("tpu-v5p-8", "v5p-8"),
+])
+def test_every_name_users_type_finds_the_one_record(typed, api_name):
+    accel = domain.parse_tpu_vm_accelerator(typed)
+    assert accel is domain.TPU_VM_TYPES[api_name]
+    assert typed.lower() in (accel.name, *accel.aliases)
+
+
+def test_vertex_and_tpu_vm_spellings_of_one_slice_name_the_same_vertex_record():
+    # The Vertex AI catalogue (tpu-v5e-N) answers to the TPU API's spelling too, and the two records agree on chips.
+    for typed in ("tpu-v5e-8", "v5e-8", "v5litepod-8"):
+        accel = domain.parse_accelerator(typed)
+        assert accel.name == "tpu-v5e-8" and accel.tpu is domain.TPU_TYPES["tpu-v5e-8"]
+    for vertex in domain.TPU_TYPES.values():
+        key = domain.tpu_slice_key(vertex.name)
+        twin = next((a for a in domain.TPU_VM_TYPES.values() if domain.tpu_slice_key(a.name) == key), None)
+        if twin is not None:
+            assert (twin.generation, twin.chips, twin.topology) == (vertex.version, vertex.chips, vertex.topology)
+    with pytest.raises(domain.DomainError, match=r"--target tpu-vm"):
+        domain.parse_accelerator("v5litepod-16")
 
 
 def test_names_and_zones():

@@ -1,18 +1,193 @@
-"""The catalogue of Google Cloud facts, split by concern; this package re-exports every fact.
+"""The catalogue of Google Cloud facts, split by concern; this package exports the facts the layers above use.
 
 Pure Python on purpose: no pulumi, no google-cloud client, no TensorFlow, nothing of tpuctl above
 the ground layer. Every function returns a value or raises ``DomainError`` with a one-line message
 that says what to fix. Import ``from tpuctl.ground import domain`` and ask ``domain.<fact>``; code
 that needs one concern only may import its module (``tpuctl.ground.domain.hub``).
+
+The exports are written out (no star import): a fact used outside its module is imported here once, from the
+module that defines it, and every import of this file is an export (pyproject: F401 off for this file only);
+everything else stays the module's own.
 """
 
-from tpuctl.ground.domain.accelerators import *  # noqa: F403
-from tpuctl.ground.domain.apis import *  # noqa: F403
-from tpuctl.ground.domain.hub import *  # noqa: F403
-from tpuctl.ground.domain.names import *  # noqa: F403
-from tpuctl.ground.domain.prediction import *  # noqa: F403
-from tpuctl.ground.domain.prices import *  # noqa: F403
-from tpuctl.ground.domain.principals import *  # noqa: F403
-from tpuctl.ground.domain.storage_iam import *  # noqa: F403
-from tpuctl.ground.domain.tpuvm import *  # noqa: F403
-from tpuctl.ground.errors import DomainError  # noqa: F401
+from tpuctl.ground.domain.accelerators import (
+    DEFAULT_MAX_GPU_QUOTA,
+    DEFAULT_QUOTA_SERVICE,
+    GPU_TYPES,
+    MIN_VCPUS_PER_GPU,
+    QUOTA_SERVICE,
+    QUOTA_SERVICES,
+    TF_PJRT_ENV,
+    TPU_TYPES,
+    TPU_VM_QUOTA_SERVICE,
+    UNVERIFIED_ACCELERATOR_FACTS,
+    VERTEX_API_HOST,
+    VERTEX_CUSTOM_JOB_CONSOLE_URL,
+    VERTEX_TPU_QUOTA,
+    VERTEX_TRAINING_IMAGES,
+    Accelerator,
+    QuotaRequest,
+    TpuType,
+    TrainingImage,
+    check_accelerator_region,
+    gpu_quota_metric,
+    job_quota_need,
+    parse_accelerator,
+    parse_gpu_quota,
+    parse_tpu_quota,
+    prebuilt_training_image,
+    regional_quota_id,
+    tpu_runtime_env,
+    tpu_slice_key,
+    unverified_metric_fact,
+    zonal_quota_id,
+)
+from tpuctl.ground.domain.apis import (
+    BOOTSTRAP_APIS,
+    REQUIRED_APIS,
+)
+from tpuctl.ground.domain.hub import (
+    DEFAULT_HUB_CACHE_PREFIX,
+    HUB_MANIFEST,
+    HUB_STAGING,
+    hub_cache_key,
+    hub_descriptor_name,
+    hub_folder,
+    hub_folder_problem,
+    hub_manifest,
+    hub_manifest_name,
+    hub_object_name,
+    hub_staging_prefix,
+    is_hub_cache_key,
+    parse_hub_manifest,
+    tfhub_cache_dir,
+    validate_hub_prefix,
+)
+from tpuctl.ground.domain.names import (
+    availability_warning,
+    bucket_name_from,
+    default_bucket_name,
+    validate_account_id,
+    validate_bucket_name,
+    validate_labels,
+    validate_project_id,
+    validate_region,
+    validate_repository_id,
+    validate_zone,
+)
+from tpuctl.ground.domain.prediction import (
+    BATCH_INSTANCES_FORMAT,
+    BATCH_PREDICTIONS_FORMAT,
+    BATCHING_FILE_NAME,
+    DEFAULT_PREDICTION_MACHINE,
+    IMAGE_SUFFIXES,
+    MAX_BATCH_FILES,
+    SERVING_ENDPOINT_PURPOSE,
+    SERVING_INPUT,
+    SERVING_SIGNATURE,
+    TF_SERVING_BATCHING_FILE,
+    TF_SERVING_GRPC_PORT,
+    TF_SERVING_IMAGE,
+    TF_SERVING_MODEL_BASE,
+    TF_SERVING_REST_PORT,
+    VERTEX_PREDICTION_IMAGES,
+    BatchingParameters,
+    check_display_name,
+    check_endpoint_name,
+    check_machine_type,
+    check_model_name,
+    check_prediction_image,
+    check_replicas,
+    model_version,
+    parse_endpoint_name,
+    parse_model_name,
+    predict_path,
+    serving_endpoint_id,
+    serving_endpoint_name,
+)
+from tpuctl.ground.domain.prices import (
+    ACCELERATOR_HOST_SHAPES_SOURCE,
+    CATALOG_SERVICES,
+    REFRESH_COMMAND,
+    SNAPSHOT_FILE,
+    VERTEX_HOST_SHAPES,
+    SkuRecord,
+    SkuWant,
+    Snapshot,
+    load_snapshot,
+    match_sku,
+    tpu_unit_chips,
+    tpu_vm_want,
+    vertex_gpu_want,
+    vertex_host_wants,
+    vertex_tpu_want,
+    wanted,
+)
+from tpuctl.ground.domain.principals import (
+    DEFAULT_TRAINING_SA_ID,
+    PRINCIPAL_KEYWORDS,
+    SERVICE_AGENTS,
+    TRAINING_SA_KEYWORD,
+    AgentKind,
+    agent_email,
+    classify_principal,
+    member_for_email,
+    training_sa_email,
+)
+from tpuctl.ground.domain.storage_iam import (
+    ACCESS_LOG_PURPOSE,
+    ACCESS_MODES,
+    ACL_EQUIVALENT_ROLES,
+    ACL_PERMISSIONS,
+    BASIC_ROLE_CONVENIENCE_MEMBERS,
+    BUCKET_PURPOSES,
+    BUCKET_READ_ROLES,
+    BUCKET_WRITE_ROLES,
+    DEFAULT_ACCESS_MODE,
+    DEFAULT_CONVENIENCE_BINDINGS,
+    FORBIDDEN_ROLES,
+    IMAGE_PULLERS,
+    IMPERSONATION_ROLES,
+    LEGACY_BUCKET_ROLES,
+    PREDEFINED_ROLES_SOURCE,
+    PROJECT_MODE_ONLY_ROLES,
+    PROJECT_MODE_ROLES,
+    PUBLIC_MEMBERS,
+    PULL_PERMISSION,
+    PURPOSE_LABEL,
+    READ_BUCKETS,
+    REQUIRED_READ_PERMISSIONS,
+    REQUIRED_WRITE_PERMISSIONS,
+    ROLE_PERMISSIONS,
+    ROLE_STORAGE_PERMISSIONS,
+    TRAINER_IMAGES_PURPOSE,
+    WRITE_BUCKETS,
+    access_summary,
+    convenience_member_type,
+    is_custom_role,
+    is_predefined_role,
+    required_permissions,
+    roles_for,
+    storage_permissions,
+    validate_access_mode,
+    validate_role,
+)
+from tpuctl.ground.domain.tpuvm import (
+    TPU_ONLY_REGIONS,
+    TPU_VM_GENERATIONS,
+    TPU_VM_MANAGED_LABEL,
+    TPU_VM_NODE_GONE_HEALTH,
+    TPU_VM_NODE_GONE_STATES,
+    TPU_VM_QUOTAS,
+    TPU_VM_RUN_LABEL,
+    TPU_VM_TYPES,
+    UNVERIFIED_TPU_VM_FACTS,
+    TpuVmAccelerator,
+    parse_tpu_vm_accelerator,
+    parse_tpu_vm_quota,
+    tpu_vm_quota_need,
+    validate_tpu_vm_name,
+    validate_tpu_vm_zone,
+)
+from tpuctl.ground.errors import DomainError
+

@@ -388,14 +388,37 @@ class Accelerator:
 
 _GPU_ACCEL = re.compile(r"^gpu(?:-(?P<type>[a-z0-9-]+?))?(?:x(?P<count>\d+))?$")
 
+#: Every spelling of one TPU slice users type: Vertex-style ``tpu-v5e-8``, the short ``v5e-8`` of Google's prose
+#: and the Cloud TPU API's ``acceleratorType`` ``v5litepod-8`` (v5e's API prefix; cloud.google.com/tpu/docs/v5e).
+#: N is the API's number: chips for v5e/v6e, TensorCores for v5p/v4, the TensorCores of a v2/v3 board.
+_TPU_SLICE = re.compile(r"^(?:tpu-)?(?P<gen>v\d+[a-z]*|v5litepod)-(?P<n>\d+)$")
+
+
+def tpu_slice_key(name: str) -> tuple[str, int] | None:
+    """``tpu-v5e-8``, ``v5e-8`` and ``v5litepod-8`` -> ``("v5e", 8)``; None for a name that is no TPU slice.
+
+    The one key both catalogues file their TPU records under (``TPU_TYPES`` for Vertex AI, ``TPU_VM_TYPES`` for
+    the Cloud TPU API), so every name a user types finds the record of either."""
+    m = _TPU_SLICE.match((name or "").strip().lower())
+    if not m:
+        return None
+    gen = "v5e" if m.group("gen") == "v5litepod" else m.group("gen")
+    return gen, int(m.group("n"))
+
+
+def _vertex_tpu(name: str) -> TpuType | None:
+    key = tpu_slice_key(name)
+    return next((t for t in TPU_TYPES.values() if tpu_slice_key(t.name) == key), None) if key else None
+
 
 def parse_accelerator(name: str) -> Accelerator:
     """``cpu``, ``gpu`` (one T4), ``gpu-t4``, ``gpu-t4x2``, ``gpu-l4x4``, ``tpu-v3-8``, ``tpu-v5e-4``…"""
     key = name.strip().lower()
     if key == "cpu":
         return Accelerator("cpu", "cpu", strategy="cpu")
-    if key in TPU_TYPES:
-        return Accelerator(key, "tpu", tpu=TPU_TYPES[key], strategy="tpu")
+    tpu = _vertex_tpu(key)
+    if tpu is not None:
+        return Accelerator(tpu.name, "tpu", tpu=tpu, strategy="tpu")
     m = _GPU_ACCEL.match(key)
     if m:
         gpu = gpu_type(m.group("type") or "t4")
@@ -406,7 +429,10 @@ def parse_accelerator(name: str) -> Accelerator:
             )
         return Accelerator(key, "gpu", gpu=gpu, gpu_count=count, strategy="gpu")
     known = ["cpu", "gpu", *(f"gpu-{g.short}[xN]" for g in GPU_TYPES.values()), *TPU_TYPES]
-    raise DomainError(f"unknown accelerator {name!r}; known: {', '.join(known)}")
+    hint = ""
+    if tpu_slice_key(key) is not None:
+        hint = " (a TPU slice Vertex AI does not offer in tpuctl's catalogue; TPU VM slices run with --target tpu-vm)"
+    raise DomainError(f"unknown accelerator {name!r}{hint}; known: {', '.join(known)}")
 
 
 def check_accelerator_region(accel: Accelerator, region: str) -> None:

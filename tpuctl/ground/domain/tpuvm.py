@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tpuctl.ground.domain.accelerators import QuotaRequest, quota_count, split_quota_spec
+from tpuctl.ground.domain.accelerators import QuotaRequest, quota_count, split_quota_spec, tpu_slice_key
 from tpuctl.ground.domain.names import validate_zone
 from tpuctl.ground.errors import DomainError
 
@@ -101,6 +101,12 @@ class TpuVmAccelerator:
     def multi_host(self) -> bool:
         return self.vms > 1
 
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """The other names users type for this slice (``v5litepod-8``: ``v5e-8``, ``tpu-v5e-8``)."""
+        number = self.name.rsplit("-", 1)[1]
+        return tuple(n for n in (f"{self.generation}-{number}", f"tpu-{self.generation}-{number}") if n != self.name)
+
 
 def _v6e_v5e(generation: str) -> list[TpuVmAccelerator]:
     prefix = TPU_VM_GENERATIONS[generation].prefix
@@ -136,15 +142,15 @@ def tpu_vm_names() -> list[str]:
 
 
 def parse_tpu_vm_accelerator(name: str) -> TpuVmAccelerator:
-    """``v5litepod-16`` -> its entry; anything else is a DomainError listing the valid names."""
-    key = (name or "").strip().lower()
-    if key in TPU_VM_TYPES:
-        return TPU_VM_TYPES[key]
+    """``v5litepod-16`` (or an alias: ``v5e-16``, ``tpu-v5e-16``) -> its entry; anything else is a DomainError
+    listing the valid names."""
+    key = tpu_slice_key(name)
+    found = next((a for a in TPU_VM_TYPES.values() if tpu_slice_key(a.name) == key), None) if key else None
+    if found is not None:
+        return found
     hint = ""
-    if key.startswith("tpu-"):
-        hint = " (tpu-… names are Vertex AI machine types: use them with `tpuctl train --target vertex`)"
-    elif key.startswith("v5e-"):
-        hint = " (the Cloud TPU API calls v5e 'v5litepod-N')"
+    if key is not None and key[0] in ("v2", "v3"):
+        hint = " (v2/v3 run through Vertex AI here: `tpuctl train --target vertex --accelerator tpu-v3-8`)"
     raise DomainError(f"unknown TPU VM accelerator type {name!r}{hint}; valid: {', '.join(tpu_vm_names())}")
 
 
