@@ -468,17 +468,12 @@ def create_and_wait(client, run: TpuVmRun, *, progress: Progress, created: _Crea
         sleep(poll_seconds)
 
 
-def _storage_paths(uri: str) -> tuple[str, str]:
-    bucket, _, path = uri[len("gs://"):].partition("/")
-    return bucket, path
-
-
 def _earlier_outputs(storage, run: TpuVmRun) -> dict[str, int]:
     """The generations of the result.json and host reports already in the model folder before this launch
     (an earlier run's: the trainer keeps a finished run's result.json until the next one replaces it), so
     :func:`follow` waits for this run's, not an old one. Keyed by object name."""
-    bucket, result_path = _storage_paths(run.result_uri)
-    _, hosts = _storage_paths(f"{run.model_dir}/{HOST_STATUS_DIR}/")
+    bucket, result_path = domain.split_gs_uri(run.result_uri)
+    _, hosts = domain.split_gs_uri(f"{run.model_dir}/{HOST_STATUS_DIR}/")
     with clients.google_errors(f"reading {run.model_dir}",
                                forbidden=f"permission denied reading {run.model_dir}: you need storage.objects.list "
                                          "and storage.objects.get on the model bucket"):
@@ -490,7 +485,7 @@ def _earlier_outputs(storage, run: TpuVmRun) -> dict[str, int]:
 
 
 def _read_result(storage, run: TpuVmRun, earlier: dict[str, int] | None = None) -> dict[str, Any] | None:
-    bucket, path = _storage_paths(run.result_uri)
+    bucket, path = domain.split_gs_uri(run.result_uri)
     with clients.google_errors(f"reading {run.result_uri}",
                                forbidden=f"permission denied reading {run.result_uri}: you need storage.objects.get "
                                          "on the model bucket"):
@@ -513,7 +508,7 @@ HOST_GONE_CODES = frozenset({"143", "preempted"})
 
 def _host_failures(storage, run: TpuVmRun, earlier: dict[str, int] | None = None) -> list[tuple[str, str]]:
     """The hosts whose exit file says something else than 0: ``(host, what it says)``, sorted."""
-    bucket, path = _storage_paths(f"{run.model_dir}/{HOST_STATUS_DIR}/")
+    bucket, path = domain.split_gs_uri(f"{run.model_dir}/{HOST_STATUS_DIR}/")
     failures = []
     with clients.google_errors(f"reading host reports under {run.model_dir}/{HOST_STATUS_DIR}"):
         for blob in storage.list_blobs(bucket, prefix=path):
@@ -603,7 +598,7 @@ def follow(client, storage, run: TpuVmRun, *, progress: Progress, poll_seconds: 
 def _last_backup(storage, run: TpuVmRun) -> float | None:
     """When the trainer last wrote its preemption backup (epoch seconds of the newest object under
     ``<model_dir>/checkpoints/backup/``), or None when there is none."""
-    bucket, path = _storage_paths(f"{run.model_dir}/checkpoints/backup/")
+    bucket, path = domain.split_gs_uri(f"{run.model_dir}/checkpoints/backup/")
     with clients.google_errors(f"reading the backup under {run.model_dir}/checkpoints/backup"):
         times = [blob.updated.timestamp() for blob in storage.list_blobs(bucket, prefix=path) if blob.updated]
     return max(times) if times else None
@@ -615,7 +610,7 @@ RECOVERIES_FILE = "tpuctl/recoveries.json"
 
 def _record_recoveries(storage, run: TpuVmRun, history: list[dict[str, Any]]) -> None:
     """Write the run's recovery history to ``<model_dir>/tpuctl/recoveries.json`` (replaced whole each time)."""
-    bucket, path = _storage_paths(f"{run.model_dir}/{RECOVERIES_FILE}")
+    bucket, path = domain.split_gs_uri(f"{run.model_dir}/{RECOVERIES_FILE}")
     with clients.google_errors(f"writing {run.model_dir}/{RECOVERIES_FILE}"):
         storage.bucket(bucket).blob(path).upload_from_string(
             json.dumps({"run": run.name, "recoveries": history}, indent=2) + "\n", content_type="application/json")
@@ -663,7 +658,7 @@ def _recovering(client, storage, run: TpuVmRun, created: _Created, *, progress: 
             current = replace(run, zone=zone)
             created.run = current
             earlier = _earlier_outputs(storage, current)
-            if _storage_paths(current.result_uri)[1] in earlier and preempted_at is None and i == 0:
+            if domain.split_gs_uri(current.result_uri)[1] in earlier and preempted_at is None and i == 0:
                 progress(f"{current.result_uri} is an earlier run's; waiting for this run's to replace it")
             try:
                 create_and_wait(client, current, progress=progress, created=created, poll_seconds=poll_seconds,

@@ -223,7 +223,7 @@ def sdist_filename() -> str:
 def upload_package(path: Path, gs_uri: str, project: str | None) -> None:
     from bootstrap import clients
 
-    bucket, _, name = gs_uri[len("gs://"):].partition("/")
+    bucket, name = domain.split_gs_uri(gs_uri)
     client = clients.storage_client(project)
     client.bucket(bucket).blob(name).upload_from_filename(str(path), content_type="application/gzip")
 

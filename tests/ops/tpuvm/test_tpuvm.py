@@ -130,7 +130,7 @@ def test_tensorflow_on_v5e_hosts_gets_googles_pjrt_switch(outputs_file, accelera
 
 
 @pytest.mark.parametrize("args, message", [
-    (["-a", "v5e-16"], "v5litepod-N"),
+    (["-a", "tpu-v3-8"], "run through Vertex AI"),
     (["-a", "v5litepod-16", "--zone", "us-central1"], "zone 'us-central1'"),
     (["-a", "v5litepod-16", "--data-dir", "/tmp/data"], "gs://BUCKET/PATH"),
     (["-a", "v5litepod-16", "--name", "Bad_Name"], "run name"),

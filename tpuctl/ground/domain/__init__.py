@@ -67,6 +67,7 @@ from tpuctl.ground.domain.names import (
     availability_warning,
     bucket_name_from,
     default_bucket_name,
+    split_gs_uri,
     validate_account_id,
     validate_bucket_name,
     validate_labels,

@@ -49,9 +49,19 @@ def bucket_name_from(value: str) -> str:
     """Accept ``name``, ``gs://name`` or ``gs://name/path`` and return the validated name."""
     name = value.strip()
     if name.startswith("gs://"):
-        name = name[len("gs://"):].split("/", 1)[0]
+        return split_gs_uri(name)[0]
     validate_bucket_name(name)
     return name
+
+
+def split_gs_uri(uri: str) -> tuple[str, str]:
+    """``gs://bucket/some/path`` -> ``("bucket", "some/path")`` (``""`` for the bucket itself); the one parser of
+    ``gs://`` addresses. The bucket name is validated; anything not starting with ``gs://`` is a DomainError."""
+    if not uri.startswith("gs://"):
+        raise DomainError(f"{uri!r} is not a gs://bucket/path address")
+    bucket, _, path = uri[len("gs://"):].partition("/")
+    validate_bucket_name(bucket)
+    return bucket, path
 
 
 def validate_bucket_name(name: str) -> None:

@@ -1,0 +1,237 @@
+"""``tpuctl deploy``: the export uploaded to the stack's artifacts bucket, a Vertex AI Model and an Endpoint
+(the stack's, found or created) with the model deployed to it; ``--dry-run`` prints the request documents.
+
+The google-cloud clients are imported inside the functions that use them.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tpuctl.ground import domain
+from tpuctl.ground.errors import DomainError, UserError
+from tpuctl.ground.outputs import StackOutputs
+from tpuctl.services.serving.exports import MAX_EXPORT_BYTES, Export, export_files
+from tpuctl.services.serving.predict import vertex_client
+
+#: How long deploy waits for each long-running operation (deploying a model can take 15+ minutes).
+OPERATION_TIMEOUT_SECONDS = 3600.0
+
+
+@dataclass(frozen=True)
+class DeployPlan:
+    project: str
+    region: str
+    export: Export
+    artifact_uri: str          # gs:// folder with saved_model.pb
+    image_uri: str
+    model_display_name: str
+    endpoint_display_name: str
+    machine_type: str
+    min_replicas: int
+    max_replicas: int
+    labels: dict[str, str]
+    warning: str | None = None
+    #: the stack's own Endpoint (``serving_endpoint`` output): deployed to as it is, never looked up or created
+    endpoint_name: str | None = None
+
+    @property
+    def parent(self) -> str:
+        return f"projects/{self.project}/locations/{self.region}"
+
+
+def stack_location(outputs: StackOutputs | None, region: str | None) -> tuple[str, str]:
+    if outputs is None:
+        raise UserError("give --stack NAME or --outputs FILE (the project, region and artifacts bucket)")
+    if not outputs.project:
+        raise UserError("the stack outputs name no project")
+    region = region or outputs.region
+    if not region:
+        raise UserError("the stack outputs name no region; pass --region")
+    try:
+        domain.validate_region(region)
+        domain.validate_project_id(outputs.project)
+    except DomainError as exc:
+        raise UserError(str(exc)) from None
+    return outputs.project, region
+
+
+def upload_destination(export: Export, outputs: StackOutputs) -> str:
+    """Where a local export goes in the artifacts bucket: ``gs://<artifacts>/models/<run>/<model>/<version>``."""
+    if not export.is_local:
+        return export.path
+    artifacts = outputs.bucket_url("artifacts")
+    if not artifacts:
+        raise UserError("the stack outputs name no artifacts bucket to upload the export to")
+    run = export.run.name if export.run is not None else Path(export.path).parent.parent.parent.name or "export"
+    return f"{artifacts}/models/{run}/{export.model_name}/{export.version}"
+
+
+def prediction_image(image: str | None, region: str, today: datetime.date) -> tuple[str, str | None]:
+    if image:
+        if any(c.isspace() for c in image) or "/" not in image:
+            raise UserError(f"--image {image!r} is not a container image URI (REGION-docker.pkg.dev/P/REPO/IMAGE:TAG)")
+        return image, None
+    entry = domain.VERTEX_PREDICTION_IMAGES["cpu"]
+    warning = domain.check_prediction_image(entry, today)
+    return entry.uri(region), warning
+
+
+def plan_deploy(export: Export, outputs: StackOutputs | None, *, region: str | None = None,
+                machine_type: str = domain.DEFAULT_PREDICTION_MACHINE, min_replicas: int = 1,
+                max_replicas: int = 1, endpoint: str | None = None, image: str | None = None,
+                today: datetime.date | None = None) -> DeployPlan:
+    """Validate everything and assemble the deployment; nothing is uploaded or created here."""
+    project, region = stack_location(outputs, region)
+    assert outputs is not None
+    domain.check_machine_type(machine_type)
+    domain.check_replicas(min_replicas, max_replicas)
+    image_uri, warning = prediction_image(image, region, today or datetime.date.today())
+    if export.is_local:
+        export_files(Path(export.path))      # what would be uploaded, checked before anything is
+    run = export.run.name if export.run is not None else f"v{export.version}"
+    model_display = domain.check_display_name(f"tpuctl-{export.model_name}-{run}"[:128], "model display name")
+    endpoint_display = domain.check_display_name(endpoint or f"tpuctl-{export.model_name}", "--endpoint")
+    owned = outputs.serving_endpoint if endpoint is None else None   # --endpoint picks another one
+    if owned and f"/locations/{region}/" not in owned:
+        raise UserError(f"the stack's serving endpoint {owned} is not in {region}; deploy there (--region) or "
+                        "name another endpoint with --endpoint")
+    return DeployPlan(project, region, export, upload_destination(export, outputs), image_uri, model_display,
+                      endpoint_display, machine_type, min_replicas, max_replicas, dict(outputs.labels), warning,
+                      owned)
+
+
+def build_model(plan: DeployPlan):
+    from google.cloud import aiplatform_v1
+
+    return aiplatform_v1.Model(
+        display_name=plan.model_display_name,
+        artifact_uri=plan.artifact_uri,
+        container_spec=aiplatform_v1.ModelContainerSpec(image_uri=plan.image_uri),
+        labels=plan.labels,
+    )
+
+
+def build_endpoint(plan: DeployPlan):
+    from google.cloud import aiplatform_v1
+
+    return aiplatform_v1.Endpoint(display_name=plan.endpoint_display_name, labels=plan.labels)
+
+
+def build_deployed_model(plan: DeployPlan, model_name: str):
+    from google.cloud import aiplatform_v1
+
+    return aiplatform_v1.DeployedModel(
+        model=model_name,
+        display_name=plan.model_display_name,
+        dedicated_resources=aiplatform_v1.DedicatedResources(
+            machine_spec=aiplatform_v1.MachineSpec(machine_type=plan.machine_type),
+            min_replica_count=plan.min_replicas,
+            max_replica_count=plan.max_replicas,
+        ),
+    )
+
+
+#: DeployModelRequest.traffic_split key for "the model being deployed" (aiplatform_v1 docs, client 2.7.0).
+NEW_DEPLOYMENT = "0"
+
+
+def as_rest(message) -> dict[str, Any]:
+    from google.protobuf.json_format import MessageToDict
+
+    return MessageToDict(type(message).pb(message))
+
+
+def dry_run_document(plan: DeployPlan) -> dict[str, Any]:
+    """What deploy would send, as the REST API spells it."""
+    model_placeholder = f"{plan.parent}/models/<uploaded>"
+    return {
+        "upload": {"from": plan.export.path, "to": plan.artifact_uri} if plan.export.is_local else None,
+        "uploadModel": {"parent": plan.parent, "model": as_rest(build_model(plan))},
+        "endpoint": {"reuseOrCreate": as_rest(build_endpoint(plan))},
+        "deployModel": {"deployedModel": as_rest(build_deployed_model(plan, model_placeholder)),
+                        "trafficSplit": {NEW_DEPLOYMENT: 100}},
+    }
+
+
+def upload_export(export: Export, destination: str, *, project: str | None = None, storage_client=None) -> int:
+    """Copy a local export folder to ``destination`` (gs://); returns the number of files."""
+    from bootstrap import clients
+
+    root = Path(export.path)
+    files = export_files(root)
+    total = sum(p.stat().st_size for p in files)
+    if total > MAX_EXPORT_BYTES:
+        raise UserError(f"{export.path} holds {total} bytes, more than {MAX_EXPORT_BYTES}: not a trainer export")
+    bucket_name, prefix = domain.split_gs_uri(destination)
+    client = storage_client or clients.storage_client(project)
+    clients.make_fail_fast(client)
+    bucket = client.bucket(bucket_name)
+    with clients.google_errors(f"uploading {export.path} to {destination}",
+                               not_found=f"bucket gs://{bucket_name} does not exist",
+                               forbidden=f"permission denied writing to gs://{bucket_name}: you need "
+                                         "storage.objects.create on it"):
+        for path in files:
+            bucket.blob(f"{prefix}/{path.relative_to(root).as_posix()}").upload_from_filename(str(path))
+    return len(files)
+
+
+@dataclass
+class Deployment:
+    model: str
+    endpoint: str
+    deployed_model_id: str
+
+
+def wait_operation(operation, what: str):
+    from bootstrap.clients import google_errors
+
+    with google_errors(what):
+        return operation.result(timeout=OPERATION_TIMEOUT_SECONDS)
+
+
+def find_endpoint(client, parent: str, display_name: str) -> str | None:
+    from bootstrap.clients import google_errors
+
+    with google_errors(f"listing endpoints in {parent}"):
+        from google.cloud import aiplatform_v1
+
+        request = aiplatform_v1.ListEndpointsRequest(parent=parent, filter=f'display_name="{display_name}"')
+        for endpoint in client.list_endpoints(request=request):
+            if endpoint.display_name == display_name:
+                return endpoint.name
+    return None
+
+
+def deploy(plan: DeployPlan, *, echo: Callable[[str], None] = lambda _m: None, storage_client=None,
+           model_client=None, endpoint_client=None) -> Deployment:
+    """Upload (local export), upload the Model, reuse or create the Endpoint, deploy with 100% traffic."""
+    from bootstrap.clients import google_errors
+
+    if plan.export.is_local:
+        count = upload_export(plan.export, plan.artifact_uri, project=plan.project, storage_client=storage_client)
+        echo(f"uploaded {count} file(s) to {plan.artifact_uri}")
+    model_client = model_client or vertex_client("ModelServiceClient", plan.region)
+    endpoint_client = endpoint_client or vertex_client("EndpointServiceClient", plan.region)
+    with google_errors(f"uploading model {plan.model_display_name} to {plan.parent}"):
+        operation = model_client.upload_model(parent=plan.parent, model=build_model(plan))
+    model_name = wait_operation(operation, f"uploading model {plan.model_display_name}").model
+    echo(f"model: {model_name}")
+    endpoint_name = plan.endpoint_name or find_endpoint(endpoint_client, plan.parent, plan.endpoint_display_name)
+    created = endpoint_name is None
+    if created:
+        with google_errors(f"creating endpoint {plan.endpoint_display_name}"):
+            operation = endpoint_client.create_endpoint(parent=plan.parent, endpoint=build_endpoint(plan))
+        endpoint_name = wait_operation(operation, f"creating endpoint {plan.endpoint_display_name}").name
+    how = "created" if created else "the stack's" if plan.endpoint_name else "reused"
+    echo(f"endpoint: {endpoint_name} ({how})")
+    with google_errors(f"deploying {model_name} to {endpoint_name}"):
+        operation = endpoint_client.deploy_model(endpoint=endpoint_name,
+                                                 deployed_model=build_deployed_model(plan, model_name),
+                                                 traffic_split={NEW_DEPLOYMENT: 100})
+    deployed = wait_operation(operation, f"deploying {model_name} to {endpoint_name}").deployed_model
+    return Deployment(model_name, endpoint_name, deployed.id)

@@ -1,0 +1,149 @@
+"""The trained export: where it is (a folder, a run, ``gs://``), whether it is one, its files and class names.
+
+The export is the trainer's (trainer/export.py, docs/trainer.md): ``<model_dir>/export/<model>/<version>/`` with
+``saved_model.pb`` and a ``serving_default`` signature taking ``image_bytes`` (encoded JPEG/PNG, tf.string [None])
+and returning ``probabilities`` [None, C], ``class_id`` and ``class_name``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tpuctl.ground import domain
+from tpuctl.ground.errors import DomainError, UserError
+from tpuctl.ground.files import read_file
+from tpuctl.ground.outputs import StackOutputs
+
+#: A data manifest names a few thousand classes at most.
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+
+
+#: Files and bytes of one export upload (the trainer's exports are a few files, a few MB to ~100 MB).
+MAX_EXPORT_FILES = 10_000
+
+
+MAX_EXPORT_BYTES = 20 * 1024**3
+
+
+@dataclass(frozen=True)
+class Export:
+    path: str                  # the version folder (local path or gs:// URL)
+    model_name: str            # the folder above it (the trainer's --model), or --model-name
+    version: int
+    run: Any = None            # tpuctl.services.runs.Run when the export came from a run
+
+    @property
+    def is_local(self) -> bool:
+        return not self.path.startswith("gs://")
+
+
+def check_export_dir(path: str, model_name: str | None = None, run: Any = None) -> Export:
+    """Validate an export folder at the edge: a version folder named by an integer, with saved_model.pb
+    (local: checked on disk; gs://: by name only, the upload or Vertex AI reads it)."""
+    text = path.rstrip("/")
+    name = text.rsplit("/", 1)[-1]
+    parent = text.rsplit("/", 2)[-2] if text.count("/") >= 1 else ""
+    try:
+        version = domain.model_version(name)
+        if text.startswith("gs://"):
+            domain.bucket_name_from(text)      # the bucket's naming rules, before any request
+    except DomainError as exc:
+        raise UserError(f"{path}: {exc}") from None
+    if not text.startswith("gs://"):
+        folder = Path(text).expanduser()
+        if not folder.is_dir():
+            raise UserError(f"{path}: no such export folder")
+        if not (folder / "saved_model.pb").is_file():
+            raise UserError(f"{path}: no saved_model.pb in it (not a SavedModel export; "
+                            "the trainer writes <model_dir>/export/<model>/<version>/)")
+        text = str(folder.resolve())
+        parent = folder.resolve().parent.name
+    chosen = model_name or parent
+    try:
+        domain.check_model_name(chosen)
+    except DomainError as exc:
+        hint = "" if model_name else " (the export's model folder); pass --model-name"
+        raise UserError(f"{exc}{hint}") from None
+    return Export(text, chosen, version, run)
+
+
+def resolve_export(ref: str, *, runs_dir: str = "runs", model_name: str | None = None,
+                   outputs: StackOutputs | None = None, storage_client=None) -> Export:
+    """``ref``: an export version folder, a run folder (with result.json), a gs:// export URL, or a run name
+    (a unique prefix is enough) under ``runs_dir`` or, with ``outputs``, the stack's artifacts bucket."""
+    from tpuctl.services import runs
+
+    if ref.startswith("gs://"):
+        return check_export_dir(ref, model_name)
+    local = Path(ref).expanduser()
+    if local.is_dir() and ((local / "saved_model.pb").exists() or local.name.isdigit()):
+        return check_export_dir(ref, model_name)
+    if local.is_dir() and (local / runs.RESULT_FILE).is_file():
+        run = runs._read_local(local)
+        if run is None or run.problem is not None:
+            raise UserError(f"{ref}: its {runs.RESULT_FILE} is not a trainer result"
+                            + (f" ({run.problem})" if run is not None else ""))
+        return _run_export(run, model_name)
+    if local.is_dir():
+        if any(p.is_dir() and p.name.isdigit() for p in local.iterdir()):
+            raise UserError(f"{ref} is a model folder: name one of its version folders (…/{ref.rstrip('/').rsplit('/', 1)[-1]}/N)")
+        raise UserError(f"{ref}: neither an export (no saved_model.pb) nor a run folder (no {runs.RESULT_FILE})")
+    found = runs.list_runs(runs_dir)
+    try:
+        return _run_export(runs.find_run(found, ref), model_name)
+    except UserError:
+        if outputs is None:
+            raise
+    return _run_export(runs.find_run(runs.list_runs(outputs=outputs, storage_client=storage_client), ref), model_name)
+
+
+def _run_export(run, model_name: str | None) -> Export:
+    if run.problem is not None:
+        raise UserError(f"run {run.name} has a bad record: {run.problem}")
+    export_dir = run.result.get("export_dir")
+    if not isinstance(export_dir, str) or not export_dir:
+        raise UserError(f"run {run.name} names no export_dir in its result.json")
+    return check_export_dir(export_dir, model_name, run)
+
+
+def read_class_names(manifest: str) -> list[str]:
+    """``classes`` of a data folder's manifest.json (local); the order is the model's class ids."""
+    path = Path(manifest).expanduser()
+    if path.is_dir():
+        path = path / "manifest.json"
+    data = read_file(path, "data manifest", MAX_MANIFEST_BYTES,
+                     hint="give a data folder's manifest.json (or the folder), as `tpuctl data make-tfrecords` wrote it")
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
+        raise UserError(f"{manifest}: not valid JSON") from None
+    classes = doc.get("classes") if isinstance(doc, dict) else None
+    if not isinstance(classes, list) or not classes or not all(isinstance(c, str) for c in classes):
+        raise UserError(f"{manifest}: no \"classes\" list of names")
+    return classes
+
+
+def export_files(root: Path) -> list[Path]:
+    """The regular files of an export folder, walked without following symlinks: a symlink (to a file or a folder,
+    inside or out) or a FIFO/device in it is refused in one line, so an upload never carries files from outside
+    the folder (or blocks on a FIFO)."""
+    files: list[Path] = []
+    for top, dirs, names in os.walk(root):          # never descends into a symlinked folder
+        for name in sorted([*dirs, *names]):
+            path = Path(top) / name
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                raise UserError(f"{root} holds a symbolic link ({path}); an export is uploaded as it is, without "
+                                "following links: replace it with the file")
+            if name in names:
+                if not stat.S_ISREG(mode):
+                    raise UserError(f"{path} in {root} is not a regular file (a FIFO, device or socket)")
+                files.append(path)
+                if len(files) > MAX_EXPORT_FILES:
+                    raise UserError(f"{root} holds more than {MAX_EXPORT_FILES} files: not a trainer export")
+    return sorted(files)

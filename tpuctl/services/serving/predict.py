@@ -1,0 +1,314 @@
+"""``tpuctl predict``: images to a TF Serving REST endpoint or a Vertex AI Endpoint, bounded (images, bytes,
+seconds, response size) and with URLs shown without credentials.
+
+requests and the Vertex AI client are imported inside the functions that use them.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from tpuctl.ground import domain
+from tpuctl.ground.errors import UserError
+from tpuctl.ground.files import printable, read_file
+
+#: Bounds of `tpuctl predict` (tpuctl's own): images per request, bytes per image, seconds per request.
+DEFAULT_BATCH_SIZE = 16
+
+
+MAX_BATCH_SIZE = 256
+
+
+DEFAULT_MAX_IMAGE_BYTES = 4 * 1024 * 1024
+
+
+MAX_IMAGES = 10_000
+
+
+DEFAULT_TIMEOUT_SECONDS = 30.0
+
+
+MAX_TIMEOUT_SECONDS = 3600.0
+
+
+#: An answer larger than this is not a prediction for at most MAX_BATCH_SIZE images.
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+
+
+_JPEG = b"\xff\xd8\xff"
+
+
+_PNG = b"\x89PNG\r\n\x1a\n"
+
+
+_REST_PREDICT = re.compile(r"^/v1/models/([^/:]+)(/versions/[0-9]+|/labels/[^/:]+)?:predict$")
+
+
+@dataclass(frozen=True)
+class Image:
+    path: str
+    data: bytes
+
+
+@dataclass
+class Prediction:
+    path: str
+    #: (class id, name, probability; None when the server sent NaN or an infinite number)
+    top: list[tuple[int, str | None, float | None]] = field(default_factory=list)
+
+
+def read_images(paths: Sequence[str], max_bytes: int = DEFAULT_MAX_IMAGE_BYTES) -> list[Image]:
+    """Every path a JPEG or PNG file of at most ``max_bytes``; a bad one is one line naming it."""
+    if not paths:
+        raise UserError("give at least one image (JPEG or PNG)")
+    if len(paths) > MAX_IMAGES:
+        raise UserError(f"{len(paths)} images is more than {MAX_IMAGES} per call")
+    if max_bytes < 1:
+        raise UserError(f"--max-bytes must be positive (got {max_bytes})")
+    images = []
+    for path in paths:
+        data = read_file(Path(path).expanduser(), "image", max_bytes,
+                         hint=f"give JPEG or PNG files of at most {max_bytes} bytes (--max-bytes)")
+        if not (data.startswith(_JPEG) or data.startswith(_PNG)):
+            raise UserError(f"{path}: not a JPEG or PNG image")
+        images.append(Image(str(path), data))
+    return images
+
+
+def instances(images: Sequence[Image]) -> list[dict[str, Any]]:
+    """TF Serving's row format for the bytes input (api_rest.md, "Encoding binary values")."""
+    return [{domain.SERVING_INPUT: {"b64": base64.b64encode(i.data).decode("ascii")}} for i in images]
+
+
+def _batches(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
+    if not 1 <= size <= MAX_BATCH_SIZE:
+        raise UserError(f"--batch-size must be 1-{MAX_BATCH_SIZE} (got {size})")
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def shown_url(url: str) -> str:
+    """``url`` as tpuctl prints it: credentials (``user:pass@``) never echoed, control characters stripped."""
+    try:
+        parts = urlsplit(url)
+        if parts.username is not None or parts.password is not None:
+            url = urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
+    except ValueError:
+        url = url.rsplit("@", 1)[-1] if "@" in url else url
+    return printable(url, 300)
+
+
+def check_predict_url(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+        ok = (parts.scheme in ("http", "https") and bool(parts.hostname) and bool(_REST_PREDICT.match(parts.path))
+              and (parts.port is None or parts.port > 0))
+    except ValueError:          # 'http://[::1' (an unclosed IPv6 address), a port past 65535
+        ok = False
+    if not ok:
+        raise UserError(f"{shown_url(url)!r} is neither a TF Serving predict URL (http://HOST:8501/v1/models/NAME:predict) "
+                        "nor a Vertex AI endpoint (projects/P/locations/R/endpoints/ID)")
+    return url
+
+
+def _scrub(text: str, url: str) -> str:
+    """A library's error text about ``url``, without the URL's password or user name."""
+    try:
+        parts = urlsplit(url)
+        secrets = [s for s in (parts.password, parts.username) if s]
+    except ValueError:
+        secrets = []
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return printable(text, 200)
+
+
+def _post(url: str, body: dict[str, Any], timeout: float) -> Any:
+    """POST ``body``; ``timeout`` bounds the WHOLE request (connect, headers and every byte of the answer), so a
+    server that drips its answer cannot keep tpuctl waiting: the request runs in a worker thread and is abandoned
+    (its socket shut down) at the deadline."""
+    if not 0 < timeout <= MAX_TIMEOUT_SECONDS:
+        raise UserError(f"--timeout must be more than 0 and at most {MAX_TIMEOUT_SECONDS:g} seconds (got {timeout:g})")
+    outcome: dict[str, Any] = {}
+    live: dict[str, Any] = {}
+    _within(timeout, lambda: _post_worker(url, body, timeout, outcome, live), lambda: _abandon(live), shown_url(url))
+    if "error" in outcome:
+        raise outcome["error"]
+    status, text = outcome["answer"]
+    return _predictions(url, status, text)
+
+
+def _within(timeout: float, work: Callable[[], Any], abandon: Callable[[], None], where: str) -> Any:
+    """``work()`` with one total deadline: it runs in a daemon worker thread; past ``timeout`` seconds ``abandon()``
+    is called (to shut its socket) and the wait ends in one line. ``work``'s exceptions are raised here."""
+    import threading
+
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True, name="tpuctl-predict")
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        abandon()
+        raise UserError(f"no answer from {where} within {timeout:g} s (--timeout bounds the whole request)", 1)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
+def _abandon(live: dict[str, Any]) -> None:
+    """Shut the socket of a request past its deadline, so its worker thread stops reading too."""
+    import socket
+
+    live["abandoned"] = True
+    raw = getattr(live.get("response"), "raw", None)
+    # urllib3 keeps the socket on its connection, or (a response that closes the connection) only in the
+    # http.client response it reads from
+    candidates = (getattr(getattr(raw, "connection", None), "sock", None),
+                  getattr(getattr(getattr(getattr(raw, "_fp", None), "fp", None), "raw", None), "_sock", None))
+    for sock in candidates:
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+def _post_worker(url: str, body: dict[str, Any], timeout: float, outcome: dict[str, Any], live: dict[str, Any]) -> None:
+    import requests
+
+    from bootstrap.clients import unreachable_reason
+
+    try:
+        with requests.post(url, json=body, timeout=(min(5.0, timeout), timeout), stream=True) as response:
+            live["response"] = response
+            chunks, size = [], 0
+            for chunk in response.iter_content(1 << 16):
+                if live.get("abandoned"):   # past the deadline (a response that came after it): stop reading
+                    return
+                size += len(chunk)
+                if size > MAX_RESPONSE_BYTES:
+                    raise UserError(f"{shown_url(url)} answered more than {MAX_RESPONSE_BYTES} bytes: not a prediction", 1)
+                chunks.append(chunk)
+            outcome["answer"] = (response.status_code, b"".join(chunks))
+    except UserError as exc:
+        outcome["error"] = exc
+    except requests.exceptions.Timeout:
+        outcome["error"] = UserError(f"no answer from {shown_url(url)} within {timeout:g} s (--timeout)", 1)
+    except (requests.exceptions.RequestException, ValueError) as exc:
+        reason = unreachable_reason(exc) or _scrub((str(exc).splitlines() or ["request failed"])[0], url)
+        outcome["error"] = UserError(f"cannot reach {shown_url(url)}: {reason}", 1)
+    except Exception as exc:  # noqa: BLE001 - reported by the waiting thread as one line, never a traceback
+        outcome["error"] = UserError(f"the request to {shown_url(url)} failed: {_scrub(str(exc), url)}", 1)
+
+
+def _predictions(url: str, status: int, text: bytes) -> list[Any]:
+    """The ``predictions`` list of a TF Serving answer; anything else (an HTTP error, not JSON, nested past
+    Python's recursion limit, a number too long to convert) is one line."""
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        doc = None
+    if status != 200:
+        detail = doc.get("error") if isinstance(doc, dict) else None
+        detail = detail or text[:200].decode("utf-8", "replace").strip() or "no detail"
+        raise UserError(f"{shown_url(url)} answered HTTP {status}: {printable(' '.join(str(detail).split()), 300)}", 1)
+    if not isinstance(doc, dict) or not isinstance(doc.get("predictions"), list):
+        raise UserError(f"{shown_url(url)} did not answer with a JSON object holding \"predictions\"", 1)
+    return doc["predictions"]
+
+
+def _number(value: Any) -> float | None:
+    """A JSON number as a float (a 400-digit integer is infinite); None for anything else."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
+def top_classes(path: str, prediction: Any, class_names: Sequence[str] | None, k: int, where: str) -> Prediction:
+    """The ``k`` most probable classes of one prediction (an object with ``probabilities`` and maybe
+    ``class_id``/``class_name``, or a bare probability list). Names: the model's own ``class_name`` for its
+    top class, else ``class_names`` (the data manifest) when known."""
+    model_id = model_name = None
+    probs = prediction
+    if isinstance(prediction, dict):
+        probs = prediction.get("probabilities")
+        model_id = prediction.get("class_id")
+        model_name = prediction.get("class_name")
+    numbers = [_number(v) for v in probs] if isinstance(probs, list) else None
+    if not numbers or any(v is None for v in numbers):
+        raise UserError(f"{printable(where, 300)}: a prediction without a list of probabilities ({path})", 1)
+    # NaN or infinite is no probability: it ranks last and is shown as unknown (None, null in JSON)
+    values = [v if v is not None and math.isfinite(v) else None for v in numbers]
+    if class_names is not None and len(class_names) != len(values):
+        class_names = None  # another model's manifest: do not guess
+    order = sorted(range(len(values)), key=lambda i: (values[i] is None, -(values[i] or 0.0), i))[:k]
+    top = []
+    for i in order:
+        name = class_names[i] if class_names else None
+        if isinstance(model_name, str) and _number(model_id) == i:
+            name = model_name
+        top.append((i, name, values[i]))
+    return Prediction(path, top)
+
+
+def predict_rest(url: str, images: Sequence[Image], *, batch_size: int = DEFAULT_BATCH_SIZE,
+                 timeout: float = DEFAULT_TIMEOUT_SECONDS, class_names: Sequence[str] | None = None,
+                 k: int = 3) -> list[Prediction]:
+    """POST the images to a TF Serving ``:predict`` URL, ``batch_size`` per request."""
+    check_predict_url(url)
+    out: list[Prediction] = []
+    for batch in _batches(list(images), batch_size):
+        body = {"signature_name": domain.SERVING_SIGNATURE, "instances": instances(batch)}
+        predictions = _post(url, body, timeout)
+        if len(predictions) != len(batch):
+            raise UserError(f"{shown_url(url)} answered {len(predictions)} predictions for {len(batch)} images", 1)
+        out += [top_classes(i.path, p, class_names, k, shown_url(url)) for i, p in zip(batch, predictions)]
+    return out
+
+
+def vertex_client(kind: str, region: str):
+    from google.cloud import aiplatform_v1
+
+    from bootstrap.clients import gapic
+
+    return gapic(getattr(aiplatform_v1, kind), "vertex", default_endpoint=domain.VERTEX_API_HOST.format(region=region))
+
+
+def predict_vertex(endpoint: str, images: Sequence[Image], *, batch_size: int = DEFAULT_BATCH_SIZE,
+                   timeout: float = DEFAULT_TIMEOUT_SECONDS, class_names: Sequence[str] | None = None,
+                   k: int = 3, client=None) -> list[Prediction]:
+    """``PredictionServiceClient.predict`` on a Vertex AI Endpoint with the same instances as TF Serving's."""
+    from google.protobuf.json_format import MessageToDict
+
+    from bootstrap.clients import google_errors
+
+    parsed = domain.parse_endpoint_name(endpoint)
+    if parsed is None:
+        raise UserError(f"{endpoint!r} is not a Vertex AI endpoint name (projects/P/locations/R/endpoints/ID)")
+    client = client or vertex_client("PredictionServiceClient", parsed[1])
+    out: list[Prediction] = []
+    for batch in _batches(list(images), batch_size):
+        with google_errors(f"predicting on {endpoint}", not_found=f"endpoint {endpoint} does not exist"):
+            request = {"endpoint": endpoint, "instances": instances(batch), "timeout": timeout}
+            response = _within(timeout, lambda r=request: client.predict(**r), lambda: None, endpoint)
+        predictions = MessageToDict(type(response).pb(response)).get("predictions", [])
+        if len(predictions) != len(batch):
+            raise UserError(f"{endpoint} answered {len(predictions)} predictions for {len(batch)} images", 1)
+        out += [top_classes(i.path, p, class_names, k, endpoint) for i, p in zip(batch, predictions)]
+    return out
