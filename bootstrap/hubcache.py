@@ -14,7 +14,6 @@ import contextlib
 import datetime
 import errno
 import hashlib
-import io
 import os
 import posixpath
 import secrets
@@ -26,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bootstrap.uploads import upload_files
 from tpuctl.ground import domain, localtree
 from tpuctl.ground.errors import UserError
 from tpuctl.ground.files import digest_b64
@@ -272,68 +272,6 @@ def same_content(local: LocalFile, blob) -> bool:
     return False
 
 
-class _LazyReader(io.RawIOBase):
-    """A file for transfer_manager that opens on first use and closes at end of file.
-
-    Tens of thousands of model files must not be open at once (EMFILE): a reader holds a descriptor
-    only while its upload is reading it. Reads advance the progress bar; a retry's seek reopens."""
-
-    def __init__(self, path: Path, progress: Progress | None):
-        self._path = path
-        self._fh = None
-        self._pos = 0
-        self._progress = progress
-
-    def _file(self):
-        if self._fh is None:
-            self._fh = open(self._path, "rb")
-            self._fh.seek(self._pos)
-        return self._fh
-
-    def _release(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        if whence == os.SEEK_SET:
-            self._pos = offset
-        elif whence == os.SEEK_CUR:
-            self._pos += offset
-        else:
-            self._pos = os.stat(self._path).st_size + offset
-        if self._fh is not None:
-            self._fh.seek(self._pos)
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._file().read(size)
-        self._pos += len(data)
-        if not data or size is None or size < 0 or len(data) < size:
-            self._release()      # end of file: give the descriptor back now
-        if self._progress and data:
-            self._progress(len(data))
-        return data
-
-    def readinto(self, b) -> int:
-        data = self.read(len(b))
-        b[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        self._release()
-        super().close()
-
-
 @dataclass
 class UploadResult:
     handle: str
@@ -371,29 +309,6 @@ def _read_manifest(blob) -> bytes | None:
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-
-
-def _upload_batches(bucket, files: list[LocalFile], run_dir: str, workers: int, progress: Progress | None,
-                    done: Callable[[LocalFile], None]) -> None:
-    """transfer_manager.upload_many in windows of a few files per worker: at most ``window`` files are
-    in flight, and Ctrl-C stops submitting after the current window (the staged objects stay where
-    tensorflow_hub never reads; the next run reuses or removes them)."""
-    from google.cloud.storage import transfer_manager
-
-    window = max(4 * workers, 16)
-    for i in range(0, len(files), window):
-        chunk = files[i:i + window]
-        pairs = [(_LazyReader(f.path, progress), bucket.blob(run_dir + f.rel)) for f in chunk]
-        try:
-            transfer_manager.upload_many(
-                pairs, worker_type=transfer_manager.THREAD, max_workers=workers, raise_exception=True,
-                upload_kwargs={"checksum": "crc32c"},
-            )
-        finally:
-            for reader, _ in pairs:
-                reader.close()
-        for f in chunk:
-            done(f)
 
 
 def upload_model(bucket, prefix: str, m: Materialized, workers: int = 8,
@@ -452,7 +367,8 @@ def upload_model(bucket, prefix: str, m: Materialized, workers: int = 8,
         on_total(sum(f.size for f in todo))
     run_dir = f"{staging}{secrets.token_hex(6)}/"
     with google_errors(f"uploading to gs://{bucket.name}/{run_dir}"):
-        _upload_batches(bucket, todo, run_dir, workers, progress, lambda f: result.uploaded.append(f.rel))
+        upload_files(bucket, [(f.path, run_dir + f.rel) for f in todo], workers=workers, progress=progress,
+                     done=lambda i: result.uploaded.append(todo[i].rel))
         # verify what was staged: the uploaded object's crc32c against the local file's
         fresh = {_rel_in_staging(b.name, staging): b for b in client.list_blobs(bucket, prefix=run_dir)}
     bad = [f.rel for f in todo if f.rel not in fresh or not same_content(f, fresh[f.rel])]

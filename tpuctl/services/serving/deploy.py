@@ -161,6 +161,7 @@ def dry_run_document(plan: DeployPlan) -> dict[str, Any]:
 def upload_export(export: Export, destination: str, *, project: str | None = None, storage_client=None) -> int:
     """Copy a local export folder to ``destination`` (gs://); returns the number of files."""
     from bootstrap import clients
+    from bootstrap.uploads import upload_files
 
     root = Path(export.path)
     files = export_files(root)
@@ -175,8 +176,7 @@ def upload_export(export: Export, destination: str, *, project: str | None = Non
                                not_found=f"bucket gs://{bucket_name} does not exist",
                                forbidden=f"permission denied writing to gs://{bucket_name}: you need "
                                          "storage.objects.create on it"):
-        for path in files:
-            bucket.blob(f"{prefix}/{path.relative_to(root).as_posix()}").upload_from_filename(str(path))
+        upload_files(bucket, [(path, f"{prefix}/{path.relative_to(root).as_posix()}") for path in files])
     return len(files)
 
 
