@@ -220,7 +220,7 @@ def _read_run_file(folder: Path, name: str, model: type[_Record]) -> dict[str, A
     return _record(read_file(path, name, MAX_RUN_FILE_BYTES, hint="not a trainer's run record"), str(path), model)
 
 
-def _read_local(folder: Path, root: Path | None = None) -> Run | None:
+def read_local_run(folder: Path, root: Path | None = None) -> Run | None:
     """The run in ``folder``; None when it holds no result.json (not a run); a bad record is a Run with a
     ``problem``."""
     result_file = folder / RESULT_FILE
@@ -268,12 +268,12 @@ def list_runs(base: str = "runs", *, outputs: StackOutputs | None = None, storag
             raise UserError(f"{base} is not a folder of runs")
         runs = []
         for folder in (p for p in root.iterdir() if p.is_dir()):
-            run = _read_local(folder, root)
+            run = read_local_run(folder, root)
             if run is not None:
                 runs.append(run)
             elif not folder.is_symlink():   # a local tuning folder: its trials are runs, named tune-…/trial-<n>
                 for trial in sorted(t for t in folder.glob("trial-*") if t.is_dir() and not t.is_symlink()):
-                    found = _read_local(trial, root)
+                    found = read_local_run(trial, root)
                     if found is not None:
                         found.name = f"{folder.name}/{trial.name}"
                         runs.append(found)

@@ -10,6 +10,7 @@ module that defines it, and every import of this file is an export (pyproject: F
 everything else stays the module's own.
 """
 
+from tpuctl.ground.domain import storage_iam
 from tpuctl.ground.domain.accelerators import (
     DEFAULT_MAX_GPU_QUOTA,
     DEFAULT_QUOTA_SERVICE,
@@ -139,7 +140,6 @@ from tpuctl.ground.domain.storage_iam import (
     ACCESS_LOG_PURPOSE,
     ACCESS_MODES,
     ACL_EQUIVALENT_ROLES,
-    ACL_PERMISSIONS,
     BASIC_ROLE_CONVENIENCE_MEMBERS,
     BUCKET_PURPOSES,
     BUCKET_READ_ROLES,
@@ -150,7 +150,6 @@ from tpuctl.ground.domain.storage_iam import (
     IMAGE_PULLERS,
     IMPERSONATION_ROLES,
     LEGACY_BUCKET_ROLES,
-    PREDEFINED_ROLES_SOURCE,
     PROJECT_MODE_ONLY_ROLES,
     PROJECT_MODE_ROLES,
     PUBLIC_MEMBERS,
@@ -159,8 +158,6 @@ from tpuctl.ground.domain.storage_iam import (
     READ_BUCKETS,
     REQUIRED_READ_PERMISSIONS,
     REQUIRED_WRITE_PERMISSIONS,
-    ROLE_PERMISSIONS,
-    ROLE_STORAGE_PERMISSIONS,
     TRAINER_IMAGES_PURPOSE,
     WRITE_BUCKETS,
     access_summary,
@@ -192,3 +189,9 @@ from tpuctl.ground.domain.tpuvm import (
 )
 from tpuctl.ground.errors import DomainError
 
+
+def __getattr__(name: str):
+    """The role facts of the 2 MB predefined-roles snapshot (``storage_iam.SNAPSHOT_FACTS``), read on first use."""
+    if name in storage_iam.SNAPSHOT_FACTS:
+        return getattr(storage_iam, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

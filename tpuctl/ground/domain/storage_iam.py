@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import functools as _functools
 import json as _json
 import re
 from collections.abc import Iterable
 from importlib import resources as _resources
+from typing import Any
 
 from tpuctl.ground.errors import DomainError
 
@@ -69,26 +71,39 @@ REQUIRED_WRITE_PERMISSIONS: frozenset[str] = frozenset({"objects.create", "objec
 #: commit 2073fa52ac008a45477aa0b1b4580cd99135bf60 (2026-08-22), copied 2026-11-22; the file names
 #: its source. To add a role: copy gcp/roles/<ID>.json of a newer commit into the snapshot and update
 #: "source". Read with the standard library only (ground layer).
-_SNAPSHOT: dict = _json.loads(
-    _resources.files("tpuctl.ground.domain").joinpath("data/predefined_roles.json").read_text(encoding="utf-8")
-)
-PREDEFINED_ROLES_SOURCE: dict[str, str] = {**_SNAPSHOT["source"], "retrieved": _SNAPSHOT["retrieved"]}
+#: The names below (PREDEFINED_ROLES_SOURCE, ROLE_PERMISSIONS, ROLE_STORAGE_PERMISSIONS, ACL_PERMISSIONS) are read
+#: from the 2 MB snapshot on first use (module ``__getattr__``), not at import: `tpuctl --help` never parses it.
+#:
+#: ROLE_PERMISSIONS: every permission of every snapshotted predefined role (full names, e.g.
+#: ``aiplatform.customJobs.create``). ROLE_STORAGE_PERMISSIONS: its storage part, without the "storage." prefix
+#: (``objects.get``…). Facts worth knowing (all from the snapshot): roles/viewer has ``buckets.list`` but not
+#: ``buckets.get``; roles/editor and roles/owner carry no ``objects.*`` at all (basic-role members reach objects only
+#: through a bucket's convenience bindings, see DEFAULT_CONVENIENCE_BINDINGS); roles/storage.bucketViewer is
+#: ``buckets.get`` + ``buckets.list`` only; the service-agent roles roles/aiplatform.customCodeServiceAgent and
+#: roles/ml.serviceAgent carry broad storage permissions. ACL_PERMISSIONS: what each ACL entry grants (below).
+SNAPSHOT_FACTS = ("PREDEFINED_ROLES_SOURCE", "ROLE_PERMISSIONS", "ROLE_STORAGE_PERMISSIONS", "ACL_PERMISSIONS")
 
-#: Every permission of every snapshotted predefined role (full names, e.g. ``aiplatform.customJobs.create``).
-ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
-    role: frozenset(entry["includedPermissions"]) for role, entry in _SNAPSHOT["roles"].items()
-}
 
-#: The storage part of ROLE_PERMISSIONS, without the "storage." prefix (``objects.get``…). Facts worth
-#: knowing (all from the snapshot): roles/viewer has ``buckets.list`` but not ``buckets.get``;
-#: roles/editor and roles/owner carry no ``objects.*`` at all (basic-role members reach objects only
-#: through a bucket's convenience bindings, see DEFAULT_CONVENIENCE_BINDINGS);
-#: roles/storage.bucketViewer is ``buckets.get`` + ``buckets.list`` only; the service-agent roles
-#: roles/aiplatform.customCodeServiceAgent and roles/ml.serviceAgent carry broad storage permissions.
-ROLE_STORAGE_PERMISSIONS: dict[str, frozenset[str]] = {
-    role: frozenset(p[len("storage."):] for p in perms if p.startswith("storage."))
-    for role, perms in ROLE_PERMISSIONS.items()
-}
+@_functools.cache
+def _facts() -> dict[str, Any]:
+    snapshot = _json.loads(
+        _resources.files("tpuctl.ground.domain").joinpath("data/predefined_roles.json").read_text(encoding="utf-8"))
+    roles = {role: frozenset(entry["includedPermissions"]) for role, entry in snapshot["roles"].items()}
+    storage = {role: frozenset(p[len("storage."):] for p in perms if p.startswith("storage."))
+               for role, perms in roles.items()}
+    return {
+        "PREDEFINED_ROLES_SOURCE": {**snapshot["source"], "retrieved": snapshot["retrieved"]},
+        "ROLE_PERMISSIONS": roles,
+        "ROLE_STORAGE_PERMISSIONS": storage,
+        "ACL_PERMISSIONS": {key: storage[role] for key, role in ACL_EQUIVALENT_ROLES.items()},
+    }
+
+
+def __getattr__(name: str) -> Any:
+    if name in SNAPSHOT_FACTS:
+        return _facts()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: Bucket ACL (fine-grained access) entries as the legacy role Google defines as their equivalent
 #: (Cloud Storage JSON API, Policy.bindings.role: "legacyBucketReader — equivalent to an ACL entry on a
@@ -100,9 +115,6 @@ ACL_EQUIVALENT_ROLES: dict[str, str] = {
     "bucket:OWNER": "roles/storage.legacyBucketOwner",
     "defaultObject:READER": "roles/storage.legacyObjectReader",
     "defaultObject:OWNER": "roles/storage.legacyObjectOwner",
-}
-ACL_PERMISSIONS: dict[str, frozenset[str]] = {
-    key: ROLE_STORAGE_PERMISSIONS[role] for key, role in ACL_EQUIVALENT_ROLES.items()
 }
 
 #: Basic roles and the bucket-policy member type ("convenience value") that stands for their holders:
@@ -162,7 +174,7 @@ def validate_role(role: str) -> None:
         return
     if not is_predefined_role(role):
         raise DomainError(f"role {role!r} is neither 'roles/NAME' nor 'projects/P/roles/NAME'")
-    if role not in ROLE_STORAGE_PERMISSIONS:
+    if role not in _facts()["ROLE_STORAGE_PERMISSIONS"]:
         raise DomainError(f"role {role!r} is not in tpuctl's role catalogue; use a predefined storage role or a custom role")
 
 
@@ -185,8 +197,8 @@ def storage_permissions(roles: Iterable[str]) -> frozenset[str]:
     """Union of the storage permissions granted by ``roles`` or ACL keys (unknown ones give nothing)."""
     out: set[str] = set()
     for role in roles:
-        out |= ROLE_STORAGE_PERMISSIONS.get(role, frozenset())
-        out |= ACL_PERMISSIONS.get(role, frozenset())
+        out |= _facts()["ROLE_STORAGE_PERMISSIONS"].get(role, frozenset())
+        out |= _facts()["ACL_PERMISSIONS"].get(role, frozenset())
     return frozenset(out)
 
 

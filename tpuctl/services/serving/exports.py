@@ -84,7 +84,7 @@ def resolve_export(ref: str, *, runs_dir: str = "runs", model_name: str | None =
     if local.is_dir() and ((local / "saved_model.pb").exists() or local.name.isdigit()):
         return check_export_dir(ref, model_name)
     if local.is_dir() and (local / runs.RESULT_FILE).is_file():
-        run = runs._read_local(local)
+        run = runs.read_local_run(local)
         if run is None or run.problem is not None:
             raise UserError(f"{ref}: its {runs.RESULT_FILE} is not a trainer result"
                             + (f" ({run.problem})" if run is not None else ""))
