@@ -51,8 +51,7 @@ def show(
 
     if target is None:   # a Cloud TPU API name (or a slice only TPU VMs offer, such as v5e-16) prices a TPU VM
         typed = accelerator.strip().lower()
-        tpu_vm_only = domain.tpu_slice_key(typed) is not None and typed not in domain.TPU_TYPES \
-            and not any(domain.tpu_slice_key(t) == domain.tpu_slice_key(typed) for t in domain.TPU_TYPES)
+        tpu_vm_only = domain.tpu_slice_key(typed) is not None and domain.vertex_tpu(typed) is None
         target = PriceTarget.tpu_vm if typed in domain.TPU_VM_TYPES or tpu_vm_only else PriceTarget.vertex
     if region not in domain.TPU_ONLY_REGIONS:
         validate_region(region)

@@ -41,6 +41,7 @@ from tpuctl.ground.domain.accelerators import (
     tpu_runtime_env,
     tpu_slice_key,
     unverified_metric_fact,
+    vertex_tpu,
     zonal_quota_id,
 )
 from tpuctl.ground.domain.apis import (

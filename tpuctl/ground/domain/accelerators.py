@@ -406,7 +406,9 @@ def tpu_slice_key(name: str) -> tuple[str, int] | None:
     return gen, int(m.group("n"))
 
 
-def _vertex_tpu(name: str) -> TpuType | None:
+def vertex_tpu(name: str) -> TpuType | None:
+    """The Vertex AI TPU record for any spelling of a slice (``v5litepod-8`` -> ``tpu-v5e-8``), None when Vertex
+    AI offers no such slice in tpuctl's catalogue."""
     key = tpu_slice_key(name)
     return next((t for t in TPU_TYPES.values() if tpu_slice_key(t.name) == key), None) if key else None
 
@@ -416,7 +418,7 @@ def parse_accelerator(name: str) -> Accelerator:
     key = name.strip().lower()
     if key == "cpu":
         return Accelerator("cpu", "cpu", strategy="cpu")
-    tpu = _vertex_tpu(key)
+    tpu = vertex_tpu(key)
     if tpu is not None:
         return Accelerator(tpu.name, "tpu", tpu=tpu, strategy="tpu")
     m = _GPU_ACCEL.match(key)
