@@ -165,7 +165,7 @@ def check_image_repository(project: str, region: str, repository: str, principal
 def run_checks(outputs: StackOutputs | None, project: str | None = None) -> Iterator[Check]:
     project = project or (outputs.project if outputs else None)
     if project is None:
-        raise UserError("the stack outputs name no project; pass --project")
+        raise UserError("the stack outputs name no 'project'; pass --project")
     domain.validate_project_id(project)
 
     credentials = check_credentials()

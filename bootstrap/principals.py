@@ -11,12 +11,12 @@ IAM admin API (google-cloud-iam ``iam_admin_v1``).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from bootstrap import clients
 from tpuctl.ground import domain
 from tpuctl.ground.errors import UserError
+from tpuctl.ground.polling import poll
 
 
 @dataclass(frozen=True)
@@ -96,15 +96,19 @@ def generate_service_identity(project: str, service: str, *, poll_seconds: float
     resp = session.post(url, json={}, timeout=60)
     _raise_for(resp, f"creating the {service} service agent in {project}",
                "serviceusage.services.use (e.g. roles/serviceusage.serviceUsageAdmin)")
-    op = resp.json()
-    deadline = time.monotonic() + timeout
-    while not op.get("done") and op.get("name"):
-        if time.monotonic() > deadline:
-            raise UserError(f"creating the {service} service agent did not finish in {timeout:.0f} s; run again", 1)
-        time.sleep(poll_seconds)
-        resp = session.get(f"{base}/v1beta1/{op['name']}", timeout=60)
+    first = resp.json()
+    reads = iter([first])   # the POST's answer is the first read; then the operation is read until done
+
+    def read() -> dict:
+        answer = next(reads, None)
+        if answer is not None:
+            return answer
+        resp = session.get(f"{base}/v1beta1/{first['name']}", timeout=60)
         _raise_for(resp, f"waiting for the {service} service agent", "serviceusage.services.use")
-        op = resp.json()
+        return resp.json()
+
+    op = poll(read, lambda op: bool(op.get("done")) or not op.get("name"), interval=poll_seconds, timeout=timeout,
+              expired=lambda _: f"creating the {service} service agent did not finish in {timeout:.0f} s; run again")
     if "error" in op:
         raise UserError(f"creating the {service} service agent failed: {op['error'].get('message', op['error'])}", 1)
     return (op.get("response") or {}).get("email")

@@ -62,3 +62,39 @@ def test_without_pulumi_on_path_the_line_says_what_to_run(tmp_path, monkeypatch)
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(UserError, match=r"pulumi stack output --json --show-secrets --stack dev > outputs.json"):
         outputs.load_outputs(stack="dev")
+
+
+def _without(document: dict, key: str) -> dict:
+    trimmed = json.loads(json.dumps(document))
+    if "." in key:
+        outer, inner = key.split(".", 1)
+        trimmed[outer].pop(inner)
+    else:
+        trimmed.pop(key)
+    return trimmed
+
+
+@pytest.mark.parametrize(("args", "missing", "fix"), [
+    (["train", "--target", "vertex", "--dry-run"], "buckets.staging", "the trainer package is staged there"),
+    (["train", "--target", "vertex", "--dry-run"], "region", "pass --region"),
+    (["train", "--target", "tpu-vm", "-a", "v5litepod-8", "--dry-run"], "zone", "pass --zone"),
+    (["train", "--target", "tpu-vm", "-a", "v5litepod-8", "--zone", "us-central1-a", "--dry-run"],
+     "buckets.artifacts", "pass --model-dir gs://BUCKET/PATH"),
+    (["runs", "ls"], "buckets.artifacts", None),
+    (["hub-cache", "ls"], "buckets.hub-cache", "pass --bucket"),
+])
+def test_every_command_names_a_missing_output_the_same_way(tmp_path, args, missing, fix):
+    document = {**SAMPLE_OUTPUTS, "zone": "us-central1-a", "buckets": {**SAMPLE_OUTPUTS["buckets"], "hub-cache": "tpuctl-my-project-1-hub"}}
+    path = tmp_path / "outputs.json"
+    path.write_text(json.dumps(_without(document, missing)))
+    result = invoke([*args, "--outputs", str(path)])
+    assert result.exit_code != 0
+    named = "tpu_zone" if missing == "zone" else missing   # a TPU VM's zone: tpu_zone, else zone
+    expected = f"the stack outputs name no {named!r}" + (f"; {fix}" if fix else "")
+    assert expected in result.output, result.output
+
+
+def test_a_command_that_needs_outputs_says_how_to_give_them():
+    result = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-8", "--dry-run"])
+    assert result.exit_code != 0
+    assert "--target tpu-vm needs the stack's outputs: pass --stack NAME or --outputs FILE" in result.output

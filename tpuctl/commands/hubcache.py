@@ -21,9 +21,7 @@ def _target(bucket: Optional[str], prefix: Optional[str], stack: Optional[str], 
 
     so = load_outputs(stack=stack, outputs_file=outputs)
     if bucket is None and so is not None:
-        bucket = so.bucket("hub-cache")
-        if bucket is None:
-            raise UserError("the stack outputs have no buckets['hub-cache']; pass --bucket")
+        bucket = so.require("buckets.hub-cache", "pass --bucket")
     if bucket is None:
         raise UserError("give --bucket B, or --stack NAME / --outputs FILE")
     name = domain.bucket_name_from(bucket)

@@ -199,10 +199,7 @@ def board(
             raise UserError(problem)
         logdir = f"{found.path}/logs"
     elif so is not None:
-        artifacts = so.bucket_url("artifacts")
-        if not artifacts:
-            raise UserError("the stack outputs name no artifacts bucket")
-        logdir = f"{artifacts}/runs"
+        logdir = f"{so.require('buckets.artifacts')}/runs"
     else:
         if not Path(base).is_dir():
             raise UserError(f"no runs folder {base}; train first (`tpuctl train`) or pass --dir")

@@ -108,6 +108,17 @@ class StackOutputs(BaseModel):
         name = self.bucket(purpose)
         return f"gs://{name}" if name else None
 
+    def require(self, key: str, fix: str | None = None) -> str:
+        """The output ``key`` (a field such as ``project``, or ``buckets.<purpose>`` for a bucket's gs:// URL),
+        or the one error every command words the same way: ``the stack outputs name no 'KEY'; FIX``."""
+        if key.startswith("buckets."):
+            value = self.bucket_url(key.removeprefix("buckets."))
+        else:
+            value = getattr(self, key)
+        if not value:
+            raise UserError(f"the stack outputs name no {key!r}" + (f"; {fix}" if fix else ""))
+        return value
+
     @field_validator("buckets", "bucket_urls", "principals", "hub_models", "access_map", "labels", mode="before")
     @classmethod
     def _null_is_empty(cls, value: Any, info: ValidationInfo) -> Any:
@@ -163,6 +174,13 @@ class StackOutputs(BaseModel):
             if len(text) > MAX_STRING:
                 raise ValueError(f"has a value of {len(text)} characters (at most {MAX_STRING})")
         return value
+
+
+def require_outputs(outputs: StackOutputs | None, who: str) -> StackOutputs:
+    """``outputs``, or the one error for a command that cannot run without them (``who``: e.g. "--target vertex")."""
+    if outputs is None:
+        raise UserError(f"{who} needs the stack's outputs: pass --stack NAME or --outputs FILE")
+    return outputs
 
 
 def _strings(node: Any):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from dataclasses import dataclass
 from tpuctl.ground.envs import trainer_env
 from tpuctl.ground.errors import UserError
 from tpuctl.ground.files import printable
+from tpuctl.ground.polling import poll
 from tpuctl.services.supervisor import Task, describe_status, free_ports, stop_tasks, trainer_module_argv
 
 #: How long TensorBoard gets to answer its first HTTP request (it loads TensorFlow first).
@@ -49,8 +49,8 @@ def start(logdir: str, *, port: int | None = None, timeout: float = START_TIMEOU
     except OSError as exc:
         raise UserError(f"cannot start TensorBoard: {exc.strerror or exc}") from None
     url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def answering() -> bool:
         code = task.proc.poll()
         if code is not None:
             log.seek(0)
@@ -61,11 +61,14 @@ def start(logdir: str, *, port: int | None = None, timeout: float = START_TIMEOU
                             "(is tensorboard in the trainer environment? scripts/setup.sh installs it)", 1)
         try:
             with urllib.request.urlopen(url + "data/environment", timeout=2):
-                break
+                return True
         except (urllib.error.URLError, OSError):
-            pass
-        if time.monotonic() > deadline:
-            stop_tasks([task])
-            raise UserError(f"TensorBoard did not answer on {url} within {timeout:.0f} s", 1)
-        time.sleep(0.25)
+            return False
+
+    try:
+        poll(answering, bool, interval=0.25, timeout=timeout,
+             expired=lambda _: f"TensorBoard did not answer on {url} within {timeout:.0f} s")
+    except BaseException:   # dead, silent, or Ctrl-C while it loads: no TensorBoard left behind
+        stop_tasks([task])
+        raise
     return Board(url, logdir, task)

@@ -39,6 +39,7 @@ from tpuctl.ground import domain
 from tpuctl.ground.envs import REPO_ROOT
 from tpuctl.ground.errors import UserError
 from tpuctl.ground.outputs import StackOutputs
+from tpuctl.ground.polling import poll
 
 VARIANTS: tuple[str, ...] = ("cpu", "gpu", "tpu")
 DOCKERFILE = "container/Dockerfile"
@@ -210,21 +211,19 @@ def build(ref: ImageRef, staging_bucket: str, *, service_account: str | None = N
         meta = operation.metadata
     build_id = meta.build.id
     name = f"{parent}/builds/{build_id}"
-    deadline = time.monotonic() + timeout
-    last = None
-    while True:
+
+    def read():
         with clients.google_errors(f"following Cloud Build {name}"):
-            current = client.get_build(request={"name": name})
-        status = cloudbuild_v1.Build.Status(current.status).name
-        if status != last:
-            say(f"build {build_id}: {status}")
-            last = status
-        if status in TERMINAL:
-            break
-        if time.monotonic() > deadline:
-            raise UserError(f"Cloud Build {name} is still {status} after {timeout:.0f} s; follow it at "
-                            f"{current.log_url or 'the Cloud Build console'}", 1)
-        sleep(poll_seconds)
+            return client.get_build(request={"name": name})
+
+    def status_of(build) -> str:
+        return cloudbuild_v1.Build.Status(build.status).name
+
+    current = poll(read, lambda build: status_of(build) in TERMINAL, interval=poll_seconds, timeout=timeout,
+                   expired=lambda build: f"Cloud Build {name} is still {status_of(build)} after {timeout:.0f} s; "
+                                         f"follow it at {build.log_url or 'the Cloud Build console'}",
+                   key=status_of, on_change=lambda build: say(f"build {build_id}: {status_of(build)}"), sleep=sleep)
+    status = status_of(current)
     if status != "SUCCESS":
         detail = current.failure_info.detail or current.status_detail or status
         raise UserError(f"Cloud Build {build_id} ended {status}: {detail.splitlines()[0] if detail else status}"

@@ -254,10 +254,7 @@ def list_runs(base: str = "runs", *, outputs: StackOutputs | None = None, storag
     """Runs under ``base`` (a local folder), or under ``gs://<artifacts bucket>/runs`` with ``outputs``;
     newest first."""
     if outputs is not None:
-        artifacts = outputs.bucket_url("artifacts")
-        if not artifacts:
-            raise UserError("the stack outputs name no artifacts bucket")
-        base = f"{artifacts}/runs"
+        base = f"{outputs.require('buckets.artifacts')}/runs"
     if base.startswith("gs://"):
         runs = _list_gcs(base, storage_client)
     else:

@@ -44,7 +44,8 @@ from tpuctl.ground import domain
 from tpuctl.ground.envs import REPO_ROOT
 from tpuctl.ground.errors import EXIT_INTERRUPTED, UserError
 from tpuctl.ground.files import printable
-from tpuctl.ground.outputs import StackOutputs
+from tpuctl.ground.outputs import StackOutputs, require_outputs
+from tpuctl.ground.polling import poll
 from tpuctl.services.supervisor import raise_interrupt, signal_handlers
 from tpuctl.services.training import TrainOptions, check_common, model_args, timestamp
 
@@ -126,14 +127,9 @@ def plan_run(opts: TrainOptions, outputs: StackOutputs | None, *, zone: str | No
     if not opts.accelerator:
         raise UserError("TPU VMs need --accelerator, e.g. v5litepod-8 (one host) or v5litepod-16 (a multi-host slice)")
     accel = domain.parse_tpu_vm_accelerator(opts.accelerator)
-    if outputs is None:
-        raise UserError("TPU VMs need the stack's outputs: pass --stack NAME or --outputs FILE")
-    project = outputs.project
-    if not project:
-        raise UserError("the stack outputs have no 'project'")
-    zone = zone or _stack_zone(outputs)
-    if not zone:
-        raise UserError("no zone: the stack outputs have no 'tpu_zone' or 'zone'; pass --zone (e.g. us-central1-a)")
+    outputs = require_outputs(outputs, "--target tpu-vm")
+    project = outputs.require("project")
+    zone = zone or _stack_zone(outputs) or outputs.require("tpu_zone", "pass --zone (e.g. us-central1-a)")
     domain.validate_tpu_vm_zone(zone)
     name = domain.validate_tpu_vm_name(name or f"tpuctl-{timestamp()}")
 
@@ -144,10 +140,7 @@ def plan_run(opts: TrainOptions, outputs: StackOutputs | None, *, zone: str | No
     if opts.model_dir:
         model_dir = _gs(opts.model_dir, "--model-dir", "write to")
     else:
-        artifacts = outputs.bucket_url("artifacts")
-        if not artifacts:
-            raise UserError("the stack outputs have no artifacts bucket; pass --model-dir gs://BUCKET/PATH")
-        model_dir = f"{artifacts}/runs/{name}"
+        model_dir = f"{outputs.require('buckets.artifacts', 'pass --model-dir gs://BUCKET/PATH')}/runs/{name}"
 
     service_account = outputs.training_service_account or outputs.principals.get(domain.TRAINING_SA_KEYWORD)
     labels = {**outputs.labels, domain.TPU_VM_MANAGED_LABEL[0]: domain.TPU_VM_MANAGED_LABEL[1],
@@ -167,8 +160,7 @@ def plan_run(opts: TrainOptions, outputs: StackOutputs | None, *, zone: str | No
     if image is None:
         from tpuctl.services import image as images
 
-        if not outputs.region:
-            raise UserError("the stack outputs have no 'region' for the trainer image; pass --image")
+        outputs.require("region", "it locates the trainer image; pass --image")
         image = images.image_ref(outputs, "tpu", root=root).uri
     run = TpuVmRun(project=project, zone=zone, name=name, accelerator=accel, spot=spot, image_uri=image,
                    service_account=service_account, trainer_args=args, env=env, model_dir=model_dir,
@@ -444,28 +436,33 @@ def create_and_wait(client, run: TpuVmRun, *, progress: Progress, created: _Crea
                                       queued_resource_id=run.name)
     tier = "Spot" if run.spot else "on-demand"
     progress(f"requested {run.accelerator.name} ({run.accelerator.vms} host(s), {tier}) as queued resource {name}")
-    deadline = clock() + timeout
-    last = None
-    while True:
+
+    def read():
         with clients.google_errors(f"reading queued resource {name}",
                                    not_found=f"queued resource {name} disappeared while it was being provisioned "
                                              "(deleted outside tpuctl?)", exit_code=1):
-            current = client.get_queued_resource(name=name)
+            return client.get_queued_resource(name=name)
+
+    def active(current) -> bool:
         state = state_name(current)
-        phase = "queued" if state in QUEUED_STATES else state.lower()
-        if phase != last:
-            progress(f"{phase}: {state}" if phase == "queued" else phase)
-            last = phase
-        if state == "ACTIVE":
-            return current
         if state == "FAILED":
             raise _Refused(f"the Cloud TPU API refused {run.accelerator.name} in {run.zone}: {_reason(current)}", 1)
         if state in GONE_STATES:
             raise UserError(f"queued resource {run.name} went {state} before it became ACTIVE", 1)
-        if clock() >= deadline:
-            raise UserError(f"queued resource {run.name} is still {state} after {timeout:.0f} s (waited for "
-                            f"{run.accelerator.name} in {run.zone} to become ACTIVE)", 1)
-        sleep(poll_seconds)
+        return state == "ACTIVE"
+
+    def phase(current) -> str:   # the queued states are one phase: said once, as "queued: <first state>"
+        state = state_name(current)
+        return "queued" if state in QUEUED_STATES else state.lower()
+
+    def say(current) -> None:
+        progress(f"queued: {state_name(current)}" if phase(current) == "queued" else phase(current))
+
+    return poll(read, active, interval=poll_seconds, timeout=timeout, sleep=sleep, clock=clock,
+                key=phase, on_change=say,
+                expired=lambda current: f"queued resource {run.name} is still {state_name(current)} after "
+                                        f"{timeout:.0f} s (waited for {run.accelerator.name} in {run.zone} to "
+                                        "become ACTIVE)")
 
 
 def _earlier_outputs(storage, run: TpuVmRun) -> dict[str, int]:
@@ -555,10 +552,12 @@ def follow(client, storage, run: TpuVmRun, *, progress: Progress, poll_seconds: 
     the slice fails or is preempted, or ``timeout`` passes. ``earlier``: the generations of the objects that
     were there before this launch (:func:`_earlier_outputs`), ignored."""
     progress(f"training on {run.accelerator.vms} host(s); waiting for {run.result_uri}")
-    deadline = clock() + timeout
     name = run.queued_resource_name
     notes: set[str] = set()
-    while True:
+    seen = {"state": "not read yet"}
+
+    def read() -> dict[str, Any] | None:
+        """This run's result, None while training goes on; raises when the slice or a host's trainer failed."""
         result = _read_result(storage, run, earlier)
         if result is not None:
             return result
@@ -567,6 +566,7 @@ def follow(client, storage, run: TpuVmRun, *, progress: Progress, poll_seconds: 
                                              f"to resume: {run.resume_hint}", exit_code=1):
             current = client.get_queued_resource(name=name)
         state = state_name(current)
+        seen["state"] = state
         # The slice's state before the hosts' reports: a preempted host's trainer may report a kill first.
         if state in GONE_STATES:
             initiator = current.state.state_initiator.name if current.state.state_initiator else ""
@@ -589,10 +589,11 @@ def follow(client, storage, run: TpuVmRun, *, progress: Progress, poll_seconds: 
             listed = ", ".join(f"{host} exited {code}" for host, code in failures)
             raise UserError(f"the trainer failed on the TPU VM ({listed}); see the VM's serial console "
                             f"or Cloud Logging for {run.name}", 1)
-        if clock() >= deadline:
-            raise UserError(f"no {run.result_uri} after {timeout:.0f} s of training (waited for the chief's result); "
-                            f"the slice is {state}", 1)
-        sleep(poll_seconds)
+        return None
+
+    return poll(read, lambda result: result is not None, interval=poll_seconds, timeout=timeout, sleep=sleep,
+                clock=clock, expired=lambda _: f"no {run.result_uri} after {timeout:.0f} s of training (waited for "
+                                               f"the chief's result); the slice is {seen['state']}")
 
 
 def _last_backup(storage, run: TpuVmRun) -> float | None:
@@ -625,21 +626,22 @@ def _delete_and_wait(client, run: TpuVmRun, *, poll_seconds: float, timeout: flo
     if failed is not None:
         raise UserError(f"could NOT delete queued resource {run.name} in {run.zone} to recover ({failed}); delete it "
                         f"with `tpuctl tpu delete {run.name} --zone {run.zone}`", 1)
-    deadline = clock() + timeout
-    while True:
+
+    def gone() -> bool:
         try:
             client.get_queued_resource(name=run.queued_resource_name)
         except exceptions.NotFound:
-            return
+            return True
         except Exception as exc:
             translated = clients.as_user_error(exc, f"reading queued resource {run.queued_resource_name}")
             if translated is None:
                 raise
             raise translated from None
-        if clock() >= deadline:
-            raise UserError(f"queued resource {run.name} in {run.zone} is still there {timeout:.0f} s after its "
-                            "deletion; delete it with `tpuctl tpu delete` and resume with the same command", 1)
-        sleep(poll_seconds)
+        return False
+
+    poll(gone, bool, interval=poll_seconds, timeout=timeout, sleep=sleep, clock=clock,
+         expired=lambda _: f"queued resource {run.name} in {run.zone} is still there {timeout:.0f} s after its "
+                           "deletion; delete it with `tpuctl tpu delete` and resume with the same command")
 
 
 def _recovering(client, storage, run: TpuVmRun, created: _Created, *, progress: Progress, recover: int,

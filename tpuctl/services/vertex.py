@@ -27,7 +27,8 @@ from tpuctl import __version__
 from tpuctl.ground import domain
 from tpuctl.ground.envs import REPO_ROOT
 from tpuctl.ground.errors import UserError
-from tpuctl.ground.outputs import StackOutputs
+from tpuctl.ground.outputs import StackOutputs, require_outputs
+from tpuctl.ground.polling import poll
 from tpuctl.services.training import TrainOptions, check_common, model_args, timestamp
 
 TRAINER_MODULE = "trainer.task"
@@ -269,19 +270,15 @@ def follow(client, name: str, *, poll_seconds: float, echo: Callable[[str], None
     from google.api_core import retry as retries
 
     retry = retries.Retry(predicate=retries.if_transient_error, initial=1.0, maximum=30.0, timeout=300.0)
-    last = None
-    while True:
+
+    def read():
         try:
-            current = client.get_custom_job(name=name, retry=retry)
+            return client.get_custom_job(name=name, retry=retry)
         except exceptions.GoogleAPICallError as exc:
             raise UserError(f"cannot read the state of {name}: {exc.message or exc}", 1) from None
-        state = state_name(current)
-        if state != last:
-            echo(f"state: {state}")
-            last = state
-        if state in TERMINAL_STATES:
-            return current
-        sleep(poll_seconds)
+
+    return poll(read, lambda job: state_name(job) in TERMINAL_STATES, interval=poll_seconds,
+                key=state_name, on_change=lambda job: echo(f"state: {state_name(job)}"), sleep=sleep)
 
 
 # --------------------------------------------------------------------------------------------
@@ -299,14 +296,9 @@ def plan_job(opts: TrainOptions, outputs: StackOutputs | None, *, region: str | 
     90 days of it)."""
     check_common(opts)
     accel = domain.parse_accelerator(opts.accelerator or "cpu")
-    if outputs is None:
-        raise UserError("--target vertex needs the stack's outputs: pass --stack NAME or --outputs FILE")
-    project = outputs.project
-    if not project:
-        raise UserError("the stack outputs have no 'project'")
-    region = region or outputs.region
-    if not region:
-        raise UserError("no region: the stack outputs have no 'region'; pass --region")
+    outputs = require_outputs(outputs, "--target vertex")
+    project = outputs.require("project")
+    region = region or outputs.require("region", "pass --region")
     check_accelerator(accel, opts.workers, region)
     if opts.parameter_servers and accel.kind == "tpu":
         raise UserError("--parameter-servers cannot be combined with a TPU (one TPU host per Vertex job)")
@@ -317,9 +309,7 @@ def plan_job(opts: TrainOptions, outputs: StackOutputs | None, *, region: str | 
             "digits and '-' (max 128); it also names the staging and output folders"
         )
 
-    staging = outputs.bucket("staging")
-    if not staging:
-        raise UserError("the stack outputs have no staging bucket (buckets.staging) to upload the trainer to")
+    staging = domain.bucket_name_from(outputs.require("buckets.staging", "the trainer package is staged there"))
     base_output = opts.model_dir
     if base_output:
         if not base_output.startswith("gs://"):
@@ -327,10 +317,7 @@ def plan_job(opts: TrainOptions, outputs: StackOutputs | None, *, region: str | 
         domain.bucket_name_from(base_output)
         base_output = base_output.rstrip("/")
     else:
-        artifacts = outputs.bucket_url("artifacts")
-        if not artifacts:
-            raise UserError("the stack outputs have no artifacts bucket; pass --model-dir gs://BUCKET/PATH")
-        base_output = f"{artifacts}/runs/{name}"
+        base_output = f"{outputs.require('buckets.artifacts', 'pass --model-dir gs://BUCKET/PATH')}/runs/{name}"
     data_dir = opts.data_dir or outputs.bucket_url("data")
     if not data_dir:
         raise UserError("no training data: the stack has no data bucket; pass --data-dir gs://BUCKET/PATH")

@@ -51,9 +51,7 @@ def plan_batch(source: str, ref: str, outputs: StackOutputs | None, *, runs_dir:
         raise UserError(f"--batch {source!r} must be a gs://bucket/folder of images")
     domain.check_machine_type(machine_type)
     domain.check_replicas(1, max_replicas)
-    artifacts = outputs.bucket_url("artifacts")
-    if not artifacts:
-        raise UserError("the stack outputs name no artifacts bucket (the batch job's file list and output go there)")
+    artifacts = outputs.require("buckets.artifacts", "the batch job's file list and output go there")
     stamp = (now or datetime.datetime.now(datetime.UTC)).strftime("%Y%m%d-%H%M%S")
     display = f"tpuctl-batch-{stamp}"
     model = export = artifact_uri = None

@@ -14,7 +14,7 @@ from typing import Any
 
 from tpuctl.ground import domain
 from tpuctl.ground.errors import DomainError, UserError
-from tpuctl.ground.outputs import StackOutputs
+from tpuctl.ground.outputs import StackOutputs, require_outputs
 from tpuctl.services.serving.exports import MAX_EXPORT_BYTES, Export, export_files
 from tpuctl.services.serving.predict import vertex_client
 
@@ -45,13 +45,9 @@ class DeployPlan:
 
 
 def stack_location(outputs: StackOutputs | None, region: str | None) -> tuple[str, str]:
-    if outputs is None:
-        raise UserError("give --stack NAME or --outputs FILE (the project, region and artifacts bucket)")
-    if not outputs.project:
-        raise UserError("the stack outputs name no project")
-    region = region or outputs.region
-    if not region:
-        raise UserError("the stack outputs name no region; pass --region")
+    outputs = require_outputs(outputs, "a Vertex AI model, endpoint or batch job")
+    outputs.require("project")
+    region = region or outputs.require("region", "pass --region")
     try:
         domain.validate_region(region)
         domain.validate_project_id(outputs.project)
@@ -64,9 +60,7 @@ def upload_destination(export: Export, outputs: StackOutputs) -> str:
     """Where a local export goes in the artifacts bucket: ``gs://<artifacts>/models/<run>/<model>/<version>``."""
     if not export.is_local:
         return export.path
-    artifacts = outputs.bucket_url("artifacts")
-    if not artifacts:
-        raise UserError("the stack outputs name no artifacts bucket to upload the export to")
+    artifacts = outputs.require("buckets.artifacts", "the export is uploaded there")
     run = export.run.name if export.run is not None else Path(export.path).parent.parent.parent.name or "export"
     return f"{artifacts}/models/{run}/{export.model_name}/{export.version}"
 

@@ -1,0 +1,59 @@
+"""The one wait loop (tpuctl.ground.polling.poll), on a fake clock: states said once, deadlines, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from tpuctl.ground.errors import UserError
+from tpuctl.ground.polling import poll
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_it_reads_until_done_and_says_each_state_once():
+    states = iter(["QUEUED", "QUEUED", "RUNNING", "RUNNING", "RUNNING", "SUCCEEDED"])
+    said: list[str] = []
+    clock = FakeClock()
+    final = poll(lambda: next(states), lambda s: s == "SUCCEEDED", interval=5, key=str, on_change=said.append,
+                 sleep=clock.sleep, clock=clock)
+    assert final == "SUCCEEDED"
+    assert said == ["QUEUED", "RUNNING", "SUCCEEDED"]
+    assert clock.sleeps == [5] * 5        # one sleep between reads, none after the last
+
+
+def test_the_deadline_ends_the_wait_with_the_last_value_read():
+    clock = FakeClock()
+    reads = iter(range(1000))
+    with pytest.raises(UserError) as caught:
+        poll(lambda: next(reads), lambda _: False, interval=10, timeout=35, sleep=clock.sleep, clock=clock,
+             expired=lambda last: f"still at read {last}")
+    assert str(caught.value) == "still at read 4"   # reads at 0, 10, 20, 30, 40 s; 40 >= 35
+    assert caught.value.exit_code == 1
+
+
+def test_done_may_end_the_wait_with_its_own_error():
+    def done(state: str) -> bool:
+        if state == "FAILED":
+            raise UserError("the job FAILED: out of memory", 1)
+        return state == "SUCCEEDED"
+
+    clock = FakeClock()
+    states = iter(["RUNNING", "FAILED", "SUCCEEDED"])
+    with pytest.raises(UserError, match="out of memory"):
+        poll(lambda: next(states), done, interval=1, timeout=100, expired=str, sleep=clock.sleep, clock=clock)
+
+
+def test_a_deadline_without_its_message_is_a_programming_error():
+    with pytest.raises(ValueError, match="expired"):
+        poll(lambda: 1, lambda _: True, interval=1, timeout=5)

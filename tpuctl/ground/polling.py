@@ -1,0 +1,50 @@
+"""The one wait loop: read something until it is done, saying each change once, within a deadline.
+
+Every long-running Google operation tpuctl follows (a Vertex AI CustomJob, a Cloud Build, a queued TPU
+resource being created, trained on or deleted, a service agent being generated) and a local server coming up
+(TensorBoard) is waited for by :func:`poll`, so they share one shape: the same deadline arithmetic, the same
+"print a state once, when it changes", and one place to inject a fake clock in tests.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from tpuctl.ground.errors import UserError
+
+T = TypeVar("T")
+
+_UNSEEN = object()
+
+
+def poll(read: Callable[[], T], done: Callable[[T], bool], *, interval: float, timeout: float | None = None,
+         expired: Callable[[T], str] | None = None, key: Callable[[T], object] | None = None,
+         on_change: Callable[[T], None] | None = None, sleep: Callable[[float], None] = time.sleep,
+         clock: Callable[[], float] = time.monotonic) -> T:
+    """Call ``read()`` every ``interval`` seconds until ``done(value)``; return that value.
+
+    - ``done`` may raise to end the wait with an error (a job that FAILED): that error is what the caller sees.
+    - ``on_change(value)`` is called for the first value and whenever ``key(value)`` differs from the last one
+      (a state change is said once, not at every poll).
+    - ``timeout`` seconds after the first read (None: no deadline) the wait ends with
+      ``UserError(expired(value), 1)``, ``value`` being the last one read.
+    """
+    if timeout is not None and expired is None:
+        raise ValueError("a poll with a timeout needs `expired` (the message when it runs out)")
+    deadline = None if timeout is None else clock() + timeout
+    last: object = _UNSEEN
+    while True:
+        value = read()
+        if key is not None and on_change is not None:
+            current = key(value)
+            if current != last:
+                last = current
+                on_change(value)
+        if done(value):
+            return value
+        if deadline is not None and clock() >= deadline:
+            assert expired is not None
+            raise UserError(expired(value), 1)
+        sleep(interval)
