@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
-from bootstrap import clients, grants
+from bootstrap import clients, grants, quotas
 from bootstrap import principals as principals_mod
 from policy.access import AccessModel
 from tpuctl.ground import domain
@@ -294,97 +293,15 @@ def check_agent(keyword: str, email: str, agent: domain.AgentKind, project: str,
 
 
 # --------------------------------------------------------------------------------------------
-# Quota: Cloud Quotas (google-cloud-quotas) preferences, and the limit of one metric in a region
+# Quota: what the project may use (bootstrap/quotas.py reads it) and what it has asked for
 # --------------------------------------------------------------------------------------------
-
-def quotas_client():
-    from google.cloud import cloudquotas_v1
-
-    return clients.gapic(cloudquotas_v1.CloudQuotasClient, "cloudquotas")
-
-
-def quota_api_unreachable() -> str | None:
-    """None when the Cloud Quotas API can be asked (a redirect, or Application Default Credentials); else why
-    not, for the note that a pre-flight quota check was skipped."""
-    if clients.endpoint_for("cloudquotas"):
-        return None
-    import google.auth
-    from google.auth.exceptions import DefaultCredentialsError
-
-    try:
-        google.auth.default()
-    except DefaultCredentialsError:
-        return "no Google credentials (`gcloud auth application-default login`)"
-    return None
-
-
-def quota_infos(project: str, service: str, client=None) -> list:
-    """Every Cloud Quotas QuotaInfo of ``service`` in ``project`` (``CloudQuotasClient.list_quota_infos``)."""
-    client = client or quotas_client()
-    with clients.google_errors(f"listing the {service} quotas of {project}",
-                               forbidden=f"permission denied listing the {service} quotas of {project}: you need "
-                                         "cloudquotas.quotas.get (e.g. roles/cloudquotas.viewer)", exit_code=1):
-        return list(client.list_quota_infos(parent=f"projects/{project}/locations/global/services/{service}"))
-
-
-def quota_info_for_metric(project: str, metric: str, client=None):
-    """The per-region QuotaInfo of ``metric`` among its service's QuotaInfos.
-
-    Raises ``DomainError`` naming the metric when no per-region quota of the service has it."""
-    infos = quota_infos(project, metric.split("/", 1)[0], client)
-    quota_id = domain.regional_quota_id(metric, [(i.quota_id, i.metric, tuple(i.dimensions)) for i in infos])
-    return next(i for i in infos if i.quota_id == quota_id)
-
-
-def limit_in(info, location: str, dimension: str = "region") -> int | None:
-    """The value in force in ``location`` (a region, or a zone with ``dimension="zone"``): the most specific
-    dimensions info that applies; -1 is unlimited; None when unknown."""
-    general = None
-    for dim in info.dimensions_infos:
-        dims = dict(dim.dimensions)
-        if dims.get(dimension) == location or location in dim.applicable_locations and not dims:
-            return int(dim.details.value)
-        if not dims:
-            general = int(dim.details.value)
-    return general
-
-
-def preflight_limit(lookup, location: str, *, dimension: str = "region", client=None,
-                    echo=print) -> tuple[Any, int] | None:
-    """What a pre-flight quota check reads: ``(QuotaInfo, limit in location)``, or None after one ``note:`` line
-    saying why it cannot (no credentials, the quotas cannot be listed, ``lookup(client)`` returned a reason
-    string instead of a QuotaInfo, no value for ``location``) -- the job then goes on and Google enforces it."""
-    def skipped(why) -> None:
-        echo(f"note: quota check skipped: {why}")
-
-    if client is None and (why := quota_api_unreachable()):
-        return skipped(why)
-    try:
-        info = lookup(client)
-    except UserError as exc:
-        return skipped(exc)
-    if isinstance(info, str):
-        return skipped(info)
-    limit = limit_in(info, location, dimension)
-    if limit is None:
-        return skipped(f"{info.quota_id} has no value for {location}")
-    return info, limit
-
-
-def tpu_vm_quota_fix(project: str, zone: str, quota_id: str, generation: str, count: int, spot: bool) -> str:
-    """How to get ``count`` units of a Cloud TPU per-zone quota: the stack key, or the exact gcloud command."""
-    entry = f"{generation}:{zone}:{count}{':spot' if spot else ''}"
-    return (f"add the tpuctl:tpuVmQuotas entry {entry} and run `pulumi up`, or run `gcloud beta quotas preferences "
-            f"create --service={domain.TPU_VM_QUOTA_SERVICE} --quota-id={quota_id} --preferred-value={count} "
-            f"--dimensions=zone={zone} --project={project} --email=YOUR_EMAIL`; Google reviews the request")
-
 
 def check_tpu_vm_quota(project: str, zone: str, client=None) -> Iterator[Check]:
     """The Cloud TPU API's per-zone quota of every TPU generation in ``zone``, on-demand and Spot: one line.
     A zone without any is a warning (only `--target tpu-vm` needs it); quota ids the API does not list are named."""
     name = f"TPU VM quota in {zone}"
     try:
-        by_id = {i.quota_id: i for i in quota_infos(project, domain.TPU_VM_QUOTA_SERVICE, client)}
+        by_id = {i.quota_id: i for i in quotas.quota_infos(project, domain.TPU_VM_QUOTA_SERVICE, client)}
     except Exception as exc:  # noqa: BLE001 - any API failure is this check's failure
         yield Check(name, "fail", f"cannot list the Cloud TPU quotas: {_err(exc)}",
                     f"gcloud services enable cloudquotas.googleapis.com tpu.googleapis.com --project {project}")
@@ -397,7 +314,7 @@ def check_tpu_vm_quota(project: str, zone: str, client=None) -> Iterator[Check]:
             info = by_id.get(quota_id) if quota_id else None
             if quota_id and info is None:
                 missing.append(quota_id)
-            limit = limit_in(info, zone, "zone") if info is not None else None
+            limit = quotas.limit_in(info, zone, "zone") if info is not None else None
             usable = usable or limit not in (None, 0)
             values.append("?" if limit is None else "unlimited" if limit == -1 else str(limit))
         parts.append(f"{generation} {values[0]}/{values[1]} {quota.unit}")
@@ -408,7 +325,7 @@ def check_tpu_vm_quota(project: str, zone: str, client=None) -> Iterator[Check]:
         yield Check(name, "pass", detail)
         return
     example = domain.TPU_VM_QUOTAS["v5e"]
-    fix = tpu_vm_quota_fix(project, zone, example.spot or "", "v5e", 8, True) if not usable else None
+    fix = quotas.tpu_vm_quota_fix(project, zone, example.spot or "", "v5e", 8, True) if not usable else None
     yield Check(name, "warn", ("no TPU VM quota here (needed by `--target tpu-vm` only): " if not usable else "")
                 + detail, fix)
 
@@ -417,7 +334,7 @@ def check_quota_preferences(project: str) -> Iterator[Check]:
     """Accelerator quota preferences (Cloud Quotas API, google-cloud-quotas): granted, pending review, or
     granted below the request."""
     try:
-        prefs = list(quotas_client().list_quota_preferences(parent=f"projects/{project}/locations/global"))
+        prefs = list(quotas.quotas_client().list_quota_preferences(parent=f"projects/{project}/locations/global"))
     except Exception as exc:  # noqa: BLE001 - any API failure is this check's failure
         yield Check("quota preferences", "fail", f"cannot list quota preferences: {_err(exc)}",
                     f"gcloud services enable cloudquotas.googleapis.com --project {project} (and "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Collection, Mapping
 from contextlib import contextmanager
 from enum import Enum
 
@@ -147,11 +148,27 @@ def echo_result(result: dict) -> None:
     typer.echo(f"validation accuracy: {accuracy:.4f}" if known else "validation accuracy: unknown")
 
 
-def refuse_given(flags, message: str) -> None:
-    """UserError ``message`` naming (``{flag}``) the first of the ``(flag, value)`` pairs whose value is set."""
-    for flag, value in flags:
-        if value:
-            raise UserError(message.format(flag=flag))
+def refuse_other_targets(ctx: typer.Context, target: str, takes: Mapping[str, Collection[str]],
+                         notes: Mapping[str, str] | None = None) -> None:
+    """Refuse a flag given on the command line (click's parameter source, not its value) that ``target`` does not
+    take. ``takes``: each target's own flags (parameter names), declared once per command; a parameter no target
+    lists is common to all. One line: ``--zone only applies to --target tpu-vm`` (+ ``notes[name]``)."""
+    owners: dict[str, list[str]] = {}
+    for name, params in takes.items():
+        for param in params:
+            owners.setdefault(param, []).append(name)
+    for param in ctx.command.params:
+        wanted = owners.get(param.name or "")
+        if wanted is None or target in wanted:
+            continue
+        source = ctx.get_parameter_source(param.name or "")   # typer's own click: compared by name
+        if source is None or source.name in ("DEFAULT", "DEFAULT_MAP"):
+            continue
+        value = ctx.params.get(param.name or "")
+        long = [o for o in param.opts if o.startswith("--")] or param.opts
+        flag = param.secondary_opts[0] if value is False and getattr(param, "secondary_opts", None) else long[0]
+        note = (notes or {}).get(param.name or "")
+        raise UserError(f"{flag} only applies to --target {' or '.join(wanted)}" + (f" ({note})" if note else ""))
 
 
 @contextmanager

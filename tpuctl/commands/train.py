@@ -11,7 +11,16 @@ from typing import Optional
 
 import typer
 
-from tpuctl.commands.options import MAX_EPOCHS, MAX_WORKERS, OUTPUTS, STACK, Model, echo_err, finite, refuse_given
+from tpuctl.commands.options import (
+    MAX_EPOCHS,
+    MAX_WORKERS,
+    OUTPUTS,
+    STACK,
+    Model,
+    echo_err,
+    finite,
+    refuse_other_targets,
+)
 from tpuctl.ground.errors import UserError
 
 
@@ -20,6 +29,17 @@ class Target(str, Enum):
     vertex = "vertex"
     tpu_vm = "tpu-vm"
 
+
+#: The flags only some targets take, declared once per target (parameter names); given to another target, a flag
+#: is refused with one line naming the targets that take it. Flags in no set apply to every target.
+TARGET_FLAGS: dict[str, frozenset[str]] = {
+    Target.local.value: frozenset({"name", "parameter_servers", "verbose"}),
+    Target.vertex.value: frozenset({"region", "job_name", "image", "python_package", "spot", "max_run_time", "budget",
+                                    "dry_run", "wait", "poll_seconds", "parameter_servers"}),
+    Target.tpu_vm.value: frozenset({"zone", "keep", "recover", "zones", "job_name", "image", "spot", "budget",
+                                    "dry_run", "poll_seconds"}),
+}
+FLAG_NOTES = {"name": "a Vertex job or a TPU VM run is named with --job-name"}
 
 #: Bounds of the other numeric flags (as tpuctl.commands.options.MAX_WORKERS).
 MAX_BATCH_SIZE = 1 << 20
@@ -93,31 +113,18 @@ def train(
         model=model.value if model else None, hub_handle=hub_handle, hub_cache_dir=hub_cache_dir,
         epochs=epochs, batch_size=batch_size, extra=list(ctx.args), parameter_servers=parameter_servers, name=name,
     )
-    if name is not None and target is not Target.local:
-        raise UserError("--name only applies to --target local (a Vertex job is named with --job-name, a TPU VM "
-                        "run with --job-name too)")
+    refuse_other_targets(ctx, target.value, TARGET_FLAGS, FLAG_NOTES)
     stack_outputs = stack_outputs_for(stack, outputs, dry_run=dry_run)
-    if target is not Target.tpu_vm:
-        refuse_given((("--zone", zone), ("--keep", keep), ("--recover", recover), ("--zones", zones)),
-                     "{flag} only applies to --target tpu-vm")
     if target is Target.vertex:
         _train_vertex(opts, stack_outputs, region, job_name, image, dry_run, wait, poll_seconds,
                       python_package=python_package, spot=spot, max_run_time=max_run_time, budget=budget)
         return
     if target is Target.tpu_vm:
-        refuse_given((("--region", region), ("--python-package", python_package), ("--max-run-time", max_run_time),
-                      ("--parameter-servers", parameter_servers)),
-                     "{flag} does not apply to --target tpu-vm (a TPU VM slice lives in --zone)")
         from tpuctl.commands import tpu
 
         tpu.run_options(opts, stack_outputs, zone=zone, spot=spot, keep=keep, name=job_name, image=image,
                         dry_run=dry_run, poll_seconds=poll_seconds, budget=budget, recover=recover, zones=zones)
         return
-    refuse_given((("--region", region), ("--job-name", job_name), ("--image", image), ("--python-package", python_package),
-                  ("--spot", spot), ("--max-run-time", max_run_time), ("--budget", budget)),
-                 "{flag} only applies to --target vertex")
-    if dry_run:
-        raise UserError("--dry-run only applies to --target vertex or tpu-vm")
     _train_local(opts, stack_outputs, verbose=verbose)
 
 

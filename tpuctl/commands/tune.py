@@ -11,7 +11,16 @@ from typing import Optional
 
 import typer
 
-from tpuctl.commands.options import MAX_EPOCHS, MAX_WORKERS, OUTPUTS, STACK, echo_err, finite, image_ref, refuse_given
+from tpuctl.commands.options import (
+    MAX_EPOCHS,
+    MAX_WORKERS,
+    OUTPUTS,
+    STACK,
+    echo_err,
+    finite,
+    image_ref,
+    refuse_other_targets,
+)
 from tpuctl.ground.errors import UserError
 
 
@@ -21,6 +30,13 @@ class Target(str, Enum):
 
 
 MAX_TRIALS = 100
+#: The flags only one target takes (as ``tpuctl train``'s TARGET_FLAGS): refused, one line, for the other.
+TARGET_FLAGS: dict[str, frozenset[str]] = {
+    Target.local.value: frozenset({"seed", "verbose"}),
+    Target.vertex.value: frozenset({"region", "job_name", "image", "python_package", "spot", "max_run_time", "budget",
+                                    "dry_run"}),
+}
+FLAG_NOTES = {"seed": "Vertex AI picks the trials", "verbose": "a Vertex AI job's logs are in the console"}
 
 
 def register(app: typer.Typer) -> None:
@@ -69,14 +85,9 @@ def tune(
     search = tuning.load_spec(spec)
     opts = TrainOptions(accelerator=accelerator, workers=workers, data_dir=data_dir, model_dir=model_dir,
                         epochs=epochs)
+    refuse_other_targets(ctx, target.value, TARGET_FLAGS, FLAG_NOTES)
     stack_outputs = stack_outputs_for(stack, outputs, dry_run=dry_run and target is Target.vertex)
     if target is Target.local:
-        for name, value in (("--region", region), ("--job-name", job_name), ("--image", image),
-                            ("--max-run-time", max_run_time), ("--budget", budget)):
-            if value is not None:
-                raise UserError(f"{name} only applies to --target vertex")
-        refuse_given((("--spot", spot), ("--dry-run", dry_run), ("--python-package", python_package)),
-                     "{flag} only applies to --target vertex")
         count = trials or min(search.max_trials, 3)
         from tpuctl.commands.display import TrainDisplay
 
@@ -88,10 +99,6 @@ def tune(
         if rows and all(row.state == "FAILED" for row in rows):
             raise UserError(f"every trial failed ({len(rows)} of {len(rows)}; the lines above say why)", 1)
         return
-    if seed is not None:
-        raise UserError("--seed only applies to --target local (Vertex AI picks the trials)")
-    if verbose:
-        raise UserError("--verbose only applies to --target local (a Vertex AI job's logs are in the console)")
     run_time = cloudrun.parse_run_time(max_run_time) if max_run_time is not None else None
     if budget is not None:
         cloudrun.check_budget_value(budget)

@@ -172,33 +172,10 @@ def plan_run(opts: TrainOptions, outputs: StackOutputs | None, *, zone: str | No
 
 
 def check_quota(run: TpuVmRun, *, client=None, echo: Progress = print) -> int | None:
-    """Raise ``UserError`` when the zone's Cloud TPU quota (on-demand, or Spot with ``run.spot``) is below what
-    one slice of ``run.accelerator`` needs, before anything is created. Returns the limit, or None when it could
-    not be read (a note says why and the run goes on: the Cloud TPU API enforces the quota itself)."""
-    from bootstrap import doctor
+    """The pre-flight of ``bootstrap.quotas.check_tpu_vm_room`` for this slice (before anything is created)."""
+    from bootstrap import quotas
 
-    quota_id, units, unit = domain.tpu_vm_quota_need(run.accelerator, run.spot)
-    kind = "Spot" if run.spot else "on-demand"
-    generation = run.accelerator.generation
-    if quota_id is None:
-        echo(f"note: quota check skipped: tpuctl does not know the {kind} quota id of TPU {generation}")
-        return None
-
-    def lookup(c):
-        infos = doctor.quota_infos(run.project, domain.TPU_VM_QUOTA_SERVICE, c)
-        return next((i for i in infos if i.quota_id == quota_id),
-                    f"the Cloud TPU API lists no quota {quota_id} (renamed? please report it)")
-
-    got = doctor.preflight_limit(lookup, run.zone, dimension="zone", client=client, echo=echo)
-    if got is None:
-        return None
-    limit = got[1]
-    if 0 <= limit < units:   # -1: unlimited
-        raise UserError(
-            f"Cloud TPU {kind} quota {quota_id} in {run.zone} is {limit} {unit}, a {run.accelerator.name} slice "
-            f"needs {units}; " + doctor.tpu_vm_quota_fix(run.project, run.zone, quota_id, generation, units, run.spot),
-            1)
-    return limit
+    return quotas.check_tpu_vm_room(run.project, run.zone, run.accelerator, spot=run.spot, client=client, echo=echo)
 
 
 def recovery_zones(run: TpuVmRun, zones: str | None, *, client=None, echo: Progress = print) -> list[str]:

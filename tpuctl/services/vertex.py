@@ -387,55 +387,15 @@ def check_availability(training_image: domain.TrainingImage, today: datetime.dat
 
 
 # --------------------------------------------------------------------------------------------
-# Quota: does the region's Vertex AI quota for the accelerator cover the job? (checked before submitting)
+# Quota: does the region's Vertex AI quota for the accelerator cover the job? (bootstrap/quotas.py)
 # --------------------------------------------------------------------------------------------
 
-def quota_fix(job: VertexJob, metric: str, quota_id: str, need: int) -> str:
-    """How to get ``need`` units of ``quota_id``: the stack key (declarative) or the exact gcloud command."""
-    accel = job.accelerator
-    if accel.kind == "gpu" and accel.gpu is not None:
-        entry = f"tpuctl:gpuQuotas entry {accel.gpu.name}:{job.region}:{need} (quotaService: vertex)"
-    else:
-        assert accel.tpu is not None
-        entry = f"tpuctl:tpuQuotas entry {accel.tpu.version}:{job.region}:{need}"
-    service = metric.split("/", 1)[0]
-    return (f"add the {entry} and run `pulumi up`, or run `gcloud beta quotas preferences create "
-            f"--service={service} --quota-id={quota_id} --preferred-value={need} --dimensions=region={job.region} "
-            f"--project={job.project} --email=YOUR_EMAIL`; Google reviews the request")
-
-
 def check_quota(job: VertexJob, *, client=None, echo: Callable[[str], None] = print, spot: bool = False) -> int | None:
-    """Raise ``UserError`` when the region's Vertex AI quota for the job's accelerator (its Spot quota with
-    ``spot``) is below what the job needs (GPUs, or TPU cores, over all replicas). Returns the limit, or None
-    when there was nothing to check or it could not be read: then a note is printed and the job goes on
-    (Vertex AI enforces the quota itself).
-    """
-    from bootstrap import doctor
-    from tpuctl.ground.errors import DomainError
+    """The pre-flight of ``bootstrap.quotas.check_vertex_room`` for this job (before anything is built)."""
+    from bootstrap import quotas
 
-    need = domain.job_quota_need(job.accelerator, job.workers, spot=spot)
-    if need is None:
-        return None
-    metric, units = need
-    try:
-        got = doctor.preflight_limit(lambda c: doctor.quota_info_for_metric(job.project, metric, c), job.region,
-                                     client=client, echo=echo)
-    except DomainError as exc:          # no quota of the service has the metric: the catalogue is wrong
-        fact = domain.unverified_metric_fact(metric)
-        if fact is None:
-            raise UserError(str(exc), 1) from None
-        # a metric no Google page confirmed: not grounds to stop a job Vertex AI may well accept
-        echo(f"note: quota check skipped: {exc} (tpuctl's metric is unverified: {fact}; Vertex AI enforces the "
-             "quota itself)")
-        return None
-    if got is None:
-        return None
-    info, limit = got
-    if 0 <= limit < units:   # -1: unlimited
-        raise UserError(
-            f"Vertex AI quota {info.quota_id} ({metric}) in {job.region} is {limit}, the job needs {units}; "
-            + quota_fix(job, metric, info.quota_id, units), 1)
-    return limit
+    return quotas.check_vertex_room(job.project, job.region, job.accelerator, job.workers, spot=spot, client=client,
+                                    echo=echo)
 
 
 def require_image(job: VertexJob, image_exists=None) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bootstrap import doctor, principals
+from bootstrap import doctor, principals, quotas
 from tpuctl.ground import domain
 from tpuctl.ground.errors import DomainError
 
@@ -59,9 +59,9 @@ def test_quota_id_is_resolved_from_the_metric_with_the_real_client(fake, google_
     fake.quota_infos["aiplatform.googleapis.com"] = [
         quota_info("aiplatform.googleapis.com", T4, "CustomModelTrainingT4GPUsPerProjectPerRegion",
                    {"us-central1": 4}, default=0)]
-    info = doctor.quota_info_for_metric(PROJECT, T4)
+    info = quotas.quota_info_for_metric(PROJECT, T4)
     assert info.quota_id == "CustomModelTrainingT4GPUsPerProjectPerRegion"
-    assert doctor.limit_in(info, "us-central1") == 4 and doctor.limit_in(info, "europe-west4") == 0
+    assert quotas.limit_in(info, "us-central1") == 4 and quotas.limit_in(info, "europe-west4") == 0
     assert fake.quota_info_calls == [(PROJECT, "aiplatform.googleapis.com")]
 
 
@@ -69,7 +69,7 @@ def test_a_metric_no_quota_has_fails_naming_the_metric(fake, google_env):
     fake.quota_infos["aiplatform.googleapis.com"] = [
         quota_info("aiplatform.googleapis.com", "aiplatform.googleapis.com/other", "Other", {"us-central1": 1})]
     with pytest.raises(DomainError, match="custom_model_training_nvidia_t4_gpus"):
-        doctor.quota_info_for_metric(PROJECT, T4)
+        quotas.quota_info_for_metric(PROJECT, T4)
 
 
 def test_doctor_lists_quota_preferences_with_the_cloud_quotas_client(fake, google_env):

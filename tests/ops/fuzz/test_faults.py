@@ -207,9 +207,9 @@ def _serviceusage(_region):
 
 
 def _cloudquotas(_region):
-    from bootstrap import doctor
+    from bootstrap import quotas
 
-    return list(doctor.quotas_client().list_quota_preferences(parent="projects/my-project-1/locations/global"))
+    return list(quotas.quotas_client().list_quota_preferences(parent="projects/my-project-1/locations/global"))
 
 
 def _vertex(region):

@@ -199,7 +199,7 @@ def printed_commands() -> list[Command]:
 
 def rendered_commands() -> list[Command]:
     """The fix lines as the functions that print them render them, with real values (not the source scan)."""
-    from bootstrap import doctor, principals
+    from bootstrap import principals, quotas
     from tpuctl.ground import domain
     from tpuctl.ground.outputs import parse_outputs
     from tpuctl.services import vertex
@@ -210,14 +210,15 @@ def rendered_commands() -> list[Command]:
     texts = [(f"domain.SERVICE_AGENTS[{k!r}].create_command", domain.SERVICE_AGENTS[k].create_command(project, zone))
              for k in ("tpu-agent", "tpu-vm-agent")]
     texts.append(("principals.role_command", principals.role_command(project, sa, "roles/cloudtpu.serviceAgent")))
-    texts.append(("doctor.tpu_vm_quota_fix", doctor.tpu_vm_quota_fix(
+    texts.append(("quotas.tpu_vm_quota_fix", quotas.tpu_vm_quota_fix(
         project, zone, domain.TPU_VM_QUOTAS["v5e"].spot or "", "v5e", 16, True)))
     outputs = parse_outputs({"project": project, "region": region,
                              "buckets": {"data": "d-bucket", "staging": "s-bucket", "artifacts": "a-bucket"},
                              "trainer_image_repository": "team-images"})
     job = vertex.plan_job(TrainOptions(accelerator="gpu-t4x2"), outputs, job_name="j1")
     metric, need = domain.job_quota_need(job.accelerator, job.workers)
-    texts.append(("vertex.quota_fix", vertex.quota_fix(job, metric, "CustomModelTrainingT4GPUsPerProjectPerRegion", need)))
+    texts.append(("quotas.vertex_quota_fix", quotas.vertex_quota_fix(
+        project, region, job.accelerator, metric, "CustomModelTrainingT4GPUsPerProjectPerRegion", need)))
     found = []
     for where, text in texts:
         spans = _spans(text)

@@ -43,11 +43,11 @@ def contract():
 
 def test_the_scan_finds_the_commands_tpuctl_prints_and_documents():
     printed = {" ".join(c.argv[:3]) for c in PRINTED}
-    # doctor's fix lines, the Vertex pre-flight quota hint, the agents' creating calls, the TPU VM startup script
+    # doctor's fix lines, the pre-flight quota hints, the agents' creating calls, the TPU VM startup script
     assert {"artifacts repositories add-iam-policy-binding", "beta quotas preferences", "services enable tpu.googleapis.com",
             "compute tpus tpu-vm", "beta services identity", "auth configure-docker us-central1-docker.pkg.dev",
             "projects add-iam-policy-binding my-project-1"} <= printed
-    assert {c.where.split(":")[0] for c in PRINTED} >= {"bootstrap/doctor.py", "tpuctl/services/vertex.py",
+    assert {c.where.split(":")[0] for c in PRINTED} >= {"bootstrap/doctor.py", "bootstrap/quotas.py",
                                                         "tpuctl/ground/domain/principals.py", "tpuctl/services/tpuvm.py"}
     # the scan sees what the functions really print: each rendered fix line is a scanned line with its values
     shape = {(c.argv[:4], tuple(a.split("=", 1)[0] for a in c.argv if a.startswith("-"))) for c in PRINTED}

@@ -1,0 +1,177 @@
+"""Cloud Quotas: read what a project may use, and the pre-flight checks a run makes before anything is created.
+
+A Vertex AI job needs its accelerator's per-region quota (GPUs, or TPU cores, over all replicas); a TPU VM slice
+needs the Cloud TPU API's per-zone quota of its generation (on-demand or Spot). Both are read with the real
+``google-cloud-quotas`` client (``CloudQuotasClient.list_quota_infos``). A quota that cannot be read (no
+credentials, an unlisted id) is one ``note:`` line and the run goes on: Google enforces the quota itself. A quota
+that is read and too small is a ``UserError`` with the stack key and the exact gcloud command that asks for more.
+``tpuctl doctor`` shows the same quotas as checks (bootstrap/doctor.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from bootstrap import clients
+from tpuctl.ground import domain
+from tpuctl.ground.errors import DomainError, UserError
+
+Echo = Callable[[str], None]
+
+
+
+def quotas_client():
+    from google.cloud import cloudquotas_v1
+
+    return clients.gapic(cloudquotas_v1.CloudQuotasClient, "cloudquotas")
+
+
+def quota_api_unreachable() -> str | None:
+    """None when the Cloud Quotas API can be asked (a redirect, or Application Default Credentials); else why
+    not, for the note that a pre-flight quota check was skipped."""
+    if clients.endpoint_for("cloudquotas"):
+        return None
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+
+    try:
+        google.auth.default()
+    except DefaultCredentialsError:
+        return "no Google credentials (`gcloud auth application-default login`)"
+    return None
+
+
+def quota_infos(project: str, service: str, client=None) -> list:
+    """Every Cloud Quotas QuotaInfo of ``service`` in ``project`` (``CloudQuotasClient.list_quota_infos``)."""
+    client = client or quotas_client()
+    with clients.google_errors(f"listing the {service} quotas of {project}",
+                               forbidden=f"permission denied listing the {service} quotas of {project}: you need "
+                                         "cloudquotas.quotas.get (e.g. roles/cloudquotas.viewer)", exit_code=1):
+        return list(client.list_quota_infos(parent=f"projects/{project}/locations/global/services/{service}"))
+
+
+def quota_info_for_metric(project: str, metric: str, client=None):
+    """The per-region QuotaInfo of ``metric`` among its service's QuotaInfos.
+
+    Raises ``DomainError`` naming the metric when no per-region quota of the service has it."""
+    infos = quota_infos(project, metric.split("/", 1)[0], client)
+    quota_id = domain.regional_quota_id(metric, [(i.quota_id, i.metric, tuple(i.dimensions)) for i in infos])
+    return next(i for i in infos if i.quota_id == quota_id)
+
+
+def limit_in(info, location: str, dimension: str = "region") -> int | None:
+    """The value in force in ``location`` (a region, or a zone with ``dimension="zone"``): the most specific
+    dimensions info that applies; -1 is unlimited; None when unknown."""
+    general = None
+    for dim in info.dimensions_infos:
+        dims = dict(dim.dimensions)
+        if dims.get(dimension) == location or location in dim.applicable_locations and not dims:
+            return int(dim.details.value)
+        if not dims:
+            general = int(dim.details.value)
+    return general
+
+
+def preflight_limit(lookup, location: str, *, dimension: str = "region", client=None,
+                    echo=print) -> tuple[Any, int] | None:
+    """What a pre-flight quota check reads: ``(QuotaInfo, limit in location)``, or None after one ``note:`` line
+    saying why it cannot (no credentials, the quotas cannot be listed, ``lookup(client)`` returned a reason
+    string instead of a QuotaInfo, no value for ``location``) -- the job then goes on and Google enforces it."""
+    def skipped(why) -> None:
+        echo(f"note: quota check skipped: {why}")
+
+    if client is None and (why := quota_api_unreachable()):
+        return skipped(why)
+    try:
+        info = lookup(client)
+    except UserError as exc:
+        return skipped(exc)
+    if isinstance(info, str):
+        return skipped(info)
+    limit = limit_in(info, location, dimension)
+    if limit is None:
+        return skipped(f"{info.quota_id} has no value for {location}")
+    return info, limit
+
+
+def tpu_vm_quota_fix(project: str, zone: str, quota_id: str, generation: str, count: int, spot: bool) -> str:
+    """How to get ``count`` units of a Cloud TPU per-zone quota: the stack key, or the exact gcloud command."""
+    entry = f"{generation}:{zone}:{count}{':spot' if spot else ''}"
+    return (f"add the tpuctl:tpuVmQuotas entry {entry} and run `pulumi up`, or run `gcloud beta quotas preferences "
+            f"create --service={domain.TPU_VM_QUOTA_SERVICE} --quota-id={quota_id} --preferred-value={count} "
+            f"--dimensions=zone={zone} --project={project} --email=YOUR_EMAIL`; Google reviews the request")
+
+
+
+
+def vertex_quota_fix(project: str, region: str, accel: domain.Accelerator, metric: str, quota_id: str,
+                     need: int) -> str:
+    """How to get ``need`` units of a Vertex AI quota: the stack key (declarative) or the exact gcloud command."""
+    if accel.kind == "gpu" and accel.gpu is not None:
+        entry = f"tpuctl:gpuQuotas entry {accel.gpu.name}:{region}:{need} (quotaService: vertex)"
+    else:
+        assert accel.tpu is not None
+        entry = f"tpuctl:tpuQuotas entry {accel.tpu.version}:{region}:{need}"
+    service = metric.split("/", 1)[0]
+    return (f"add the {entry} and run `pulumi up`, or run `gcloud beta quotas preferences create "
+            f"--service={service} --quota-id={quota_id} --preferred-value={need} --dimensions=region={region} "
+            f"--project={project} --email=YOUR_EMAIL`; Google reviews the request")
+
+
+def check_vertex_room(project: str, region: str, accel: domain.Accelerator, replicas: int, *, spot: bool = False,
+                      client=None, echo: Echo = print) -> int | None:
+    """Raise ``UserError`` when the region's Vertex AI quota for ``accel`` (its Spot quota with ``spot``) is
+    below what ``replicas`` replicas need (GPUs, or TPU cores). Returns the limit, or None when there was nothing
+    to check or it could not be read: then a note is printed and the job goes on (Vertex AI enforces the quota).
+    """
+    need = domain.job_quota_need(accel, replicas, spot=spot)
+    if need is None:
+        return None
+    metric, units = need
+    try:
+        got = preflight_limit(lambda c: quota_info_for_metric(project, metric, c), region, client=client, echo=echo)
+    except DomainError as exc:          # no quota of the service has the metric: the catalogue is wrong
+        fact = domain.unverified_metric_fact(metric)
+        if fact is None:
+            raise UserError(str(exc), 1) from None
+        # a metric no Google page confirmed: not grounds to stop a job Vertex AI may well accept
+        echo(f"note: quota check skipped: {exc} (tpuctl's metric is unverified: {fact}; Vertex AI enforces the "
+             "quota itself)")
+        return None
+    if got is None:
+        return None
+    info, limit = got
+    if 0 <= limit < units:   # -1: unlimited
+        raise UserError(
+            f"Vertex AI quota {info.quota_id} ({metric}) in {region} is {limit}, the job needs {units}; "
+            + vertex_quota_fix(project, region, accel, metric, info.quota_id, units), 1)
+    return limit
+
+
+def check_tpu_vm_room(project: str, zone: str, accel: domain.TpuVmAccelerator, *, spot: bool = False, client=None,
+                      echo: Echo = print) -> int | None:
+    """Raise ``UserError`` when the zone's Cloud TPU quota (on-demand, or Spot with ``spot``) is below what one
+    slice of ``accel`` needs. Returns the limit, or None when it could not be read (a note says why and the run
+    goes on: the Cloud TPU API enforces the quota itself)."""
+    quota_id, units, unit = domain.tpu_vm_quota_need(accel, spot)
+    kind = "Spot" if spot else "on-demand"
+    generation = accel.generation
+    if quota_id is None:
+        echo(f"note: quota check skipped: tpuctl does not know the {kind} quota id of TPU {generation}")
+        return None
+
+    def lookup(c):
+        infos = quota_infos(project, domain.TPU_VM_QUOTA_SERVICE, c)
+        return next((i for i in infos if i.quota_id == quota_id),
+                    f"the Cloud TPU API lists no quota {quota_id} (renamed? please report it)")
+
+    got = preflight_limit(lookup, zone, dimension="zone", client=client, echo=echo)
+    if got is None:
+        return None
+    limit = got[1]
+    if 0 <= limit < units:   # -1: unlimited
+        raise UserError(
+            f"Cloud TPU {kind} quota {quota_id} in {zone} is {limit} {unit}, a {accel.name} slice needs {units}; "
+            + tpu_vm_quota_fix(project, zone, quota_id, generation, units, spot), 1)
+    return limit
