@@ -27,7 +27,7 @@ from trainer import protocol
 
 RESULT_FILE = "result.json"
 RUN_FILE = "tpuctl-run.json"
-#: A TPU VM run's recovery history (``tpu run --recover``; tpuctl/services/tpuvm.py writes it).
+#: A TPU VM run's recovery history (``tpu run --recover``; tpuctl/services/tpuvm/api.py writes it).
 RECOVERIES_FILE = "tpuctl/recoveries.json"
 LOGS = "logs"
 #: A result.json larger than this is not a trainer's (it writes a few hundred bytes).

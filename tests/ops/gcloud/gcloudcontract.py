@@ -64,7 +64,7 @@ WORD_SAMPLES: dict[str, str] = {
 }
 #: `gcloud` text that is not a command to check, with the reason.
 NOT_COMMANDS: dict[str, str] = {
-    "gcloud if you mean to": "prose: 'delete it with gcloud if you mean to' (tpuctl/services/tpuvm.py)",
+    "gcloud if you mean to": "prose: 'delete it with gcloud if you mean to' (tpuctl/services/tpuvm/manage.py)",
     "gcloud ai-platform jobs submit training --scale-tier BASIC_TPU":
         "the seeds' command, quoted as what AI Platform's shutdown replaced (docs/vertex.md)",
     "gcloud ai-platform jobs submit training --scale-tier BASIC_TPU / BASIC_GPU":

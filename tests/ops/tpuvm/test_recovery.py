@@ -180,6 +180,7 @@ def test_train_refuses_recover_off_tpu_vm(outputs_file, tpu_cloud):
 
 
 def test_ctrl_c_while_recovering_deletes_the_slice_in_the_zone_it_was_queued_in(outputs_file, tpu_cloud, gcs):
+    from tpuctl.ground.errors import UserError
     from tpuctl.ground.outputs import read_outputs_file
     from tpuctl.services import tpuvm
     from tpuctl.services.training import TrainOptions
@@ -193,7 +194,7 @@ def test_ctrl_c_while_recovering_deletes_the_slice_in_the_zone_it_was_queued_in(
         if line.startswith("queued: WAITING") and fake.zones_created == [ZONE, ZONE, ZONE_B]:
             raise KeyboardInterrupt
 
-    with pytest.raises(tpuvm.UserError) as err:
+    with pytest.raises(UserError) as err:
         tpuvm.run_tpu_vm(run, progress=progress, storage=gcs, poll_seconds=0.01, recover=3, zones=[ZONE, ZONE_B])
     assert err.value.exit_code == 130 and str(err.value) == f"interrupted; deleted queued resource {NAME}"
     assert [name for name, _ in fake.deleted] == [_qr(ZONE), _qr(ZONE), _qr(ZONE_B)]

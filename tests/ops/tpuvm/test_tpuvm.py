@@ -11,6 +11,7 @@ import pytest
 from google.cloud import tpu_v2
 
 from tpuctl.ground.envs import ops_python
+from tpuctl.ground.errors import UserError
 from tpuctl.ground.outputs import read_outputs_file
 from tpuctl.services import tpuvm
 from tpuctl.services.training import TrainOptions
@@ -234,7 +235,7 @@ def test_ctrl_c_in_process_deletes_and_exits_130(outputs_file, tpu_cloud, gcs):
         if line == "provisioning":
             raise KeyboardInterrupt
 
-    with pytest.raises(tpuvm.UserError) as err:
+    with pytest.raises(UserError) as err:
         tpuvm.run_tpu_vm(run, progress=progress, poll_seconds=0.01)
     assert err.value.exit_code == 130 and str(err.value) == f"interrupted; deleted queued resource {NAME}"
     assert [name for name, _ in fake.deleted] == [QR]

@@ -29,7 +29,7 @@ PULL_PERMISSION = "artifactregistry.repositories.downloadArtifacts"
 #:   agent (and not the primary gcp-sa-aiplatform agent) is the one that pulls is NOT stated there
 #:   [unverified: vertex-image-puller].
 #: TPU VMs (`tpuctl tpu run`): the startup script runs `docker pull` on each host with the VM's attached service
-#:   account, which tpuctl sets to the training SA (services/tpuvm.py) - the one place it needs the reader role.
+#:   account, which tpuctl sets to the training SA (services/tpuvm/plan.py) - the one place it needs the reader role.
 IMAGE_PULLERS: dict[str, str] = {
     "training-sa": "TPU VMs (docker pull on the host as the VM's service account)",
     "vertex-agent": "Vertex AI jobs (Vertex pulls with its service agent, never the job's service account; that "

@@ -1,0 +1,349 @@
+"""The Cloud TPU API and the model folder while a run lives: create and wait for the queued resource, follow the
+training (the chief's result, the hosts' exit reports, a preempted slice), delete it again.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bootstrap import clients
+from tpuctl.ground import domain
+from tpuctl.ground.errors import UserError
+from tpuctl.ground.files import printable
+from tpuctl.ground.polling import poll
+from tpuctl.services.runs import RECOVERIES_FILE
+from tpuctl.services.supervisor import signal_handlers
+from tpuctl.services.tpuvm.plan import (
+    DEFAULT_POLL_SECONDS,
+    DEFAULT_PROVISION_TIMEOUT,
+    DEFAULT_RUN_TIMEOUT,
+    GONE_STATES,
+    HOST_STATUS_DIR,
+    MAX_RESULT_BYTES,
+    QUEUED_STATES,
+    Progress,
+    TpuVmRun,
+)
+from tpuctl.services.tpuvm.script import build_queued_resource
+
+# --------------------------------------------------------------------------------------------
+# The Cloud TPU API
+# --------------------------------------------------------------------------------------------
+
+def tpu_client():
+    """TpuClient over REST: ``TPUCTL_TPU_ENDPOINT`` if set (anonymous on loopback http), else Google's."""
+    from google.cloud import tpu_v2
+
+    return clients.gapic(tpu_v2.TpuClient, "tpu")
+
+
+def state_name(resource) -> str:
+    from google.cloud import tpu_v2
+
+    return tpu_v2.QueuedResourceState.State(resource.state.state).name
+
+
+def _reason(resource) -> str:
+    error = resource.state.failed_data.error if "failed_data" in resource.state else None
+    message = (error.message if error is not None else "") or ""
+    return printable(" ".join(message.split()), 300) or "no reason given"
+
+
+def _node_labels(resource) -> dict[str, str]:
+    specs = resource.tpu.node_spec if "tpu" in resource else []
+    return dict(specs[0].node.labels) if specs else {}
+
+
+def _managed(resource) -> bool:
+    key, value = domain.TPU_VM_MANAGED_LABEL
+    return _node_labels(resource).get(key) == value
+
+
+@dataclass
+class RunResult:
+    name: str
+    model_dir: str
+    result: dict[str, Any]
+    kept: bool
+    #: One entry per preemption that was recovered from (``--recover``): zone, what happened, seconds lost.
+    recoveries: list[dict[str, Any]] = field(default_factory=list)
+
+
+class _Refused(UserError):
+    """The Cloud TPU API refused the slice (FAILED before ACTIVE: no capacity, say): another zone may have it."""
+
+
+class _Preempted(UserError):
+    """The slice went away while training (Spot preemption, FAILED): a recovery can re-queue it."""
+
+    def __init__(self, message: str, what: str) -> None:
+        super().__init__(message, 1)
+        self.what = what
+
+
+def _minutes(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+class _Created:
+    """What this process created, so every exit path deletes exactly that."""
+
+    def __init__(self) -> None:
+        self.maybe = False     # a create call was sent (it may have succeeded even if we never saw the answer)
+        self.run: TpuVmRun | None = None   # the slice that call was for (a recovery may use another zone)
+
+
+def _delete(client, name: str) -> str | None:
+    """Delete the queued resource (force: its nodes too). None on success (or already gone), else why not."""
+    from google.api_core import exceptions
+
+    try:
+        with signal_handlers(signal.SIG_IGN):   # a second Ctrl-C must not abandon the deletion of what we created
+            client.delete_queued_resource(request={"name": name, "force": True})
+    except exceptions.NotFound:
+        return None
+    except Exception as exc:  # noqa: BLE001 - reported with the command that finishes the job
+        translated = clients.as_user_error(exc, f"deleting {name}")
+        return str(translated or exc).splitlines()[0][:300]
+    return None
+
+
+def create_and_wait(client, run: TpuVmRun, *, progress: Progress, created: _Created | None = None,
+                    poll_seconds: float = DEFAULT_POLL_SECONDS, timeout: float = DEFAULT_PROVISION_TIMEOUT,
+                    sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic):
+    """Create the queued resource and wait until it is ACTIVE; returns it. Raises UserError when the API
+    refuses it (FAILED, with the API's reason), it disappears, or ``timeout`` passes."""
+    from google.api_core import exceptions
+
+    created = created or _Created()
+    name = run.queued_resource_name
+    with clients.google_errors(f"checking for an existing queued resource {name}"):
+        try:
+            client.get_queued_resource(name=name)
+        except exceptions.NotFound:
+            pass
+        else:
+            raise UserError(f"a queued resource {run.name} already exists in {run.zone}; delete it with "
+                            f"`tpuctl tpu delete {run.name} --zone {run.zone}` or pick another --name")
+    created.maybe = True
+    with clients.google_errors(f"creating queued resource {name}",
+                               forbidden=f"permission denied creating {name}: you need tpu.queuedResources.create "
+                                         "in the project and iam.serviceAccounts.actAs on the training service account"):
+        client.create_queued_resource(parent=run.parent, queued_resource=build_queued_resource(run),
+                                      queued_resource_id=run.name)
+    tier = "Spot" if run.spot else "on-demand"
+    progress(f"requested {run.accelerator.name} ({run.accelerator.vms} host(s), {tier}) as queued resource {name}")
+
+    def read():
+        with clients.google_errors(f"reading queued resource {name}",
+                                   not_found=f"queued resource {name} disappeared while it was being provisioned "
+                                             "(deleted outside tpuctl?)", exit_code=1):
+            return client.get_queued_resource(name=name)
+
+    def active(current) -> bool:
+        state = state_name(current)
+        if state == "FAILED":
+            raise _Refused(f"the Cloud TPU API refused {run.accelerator.name} in {run.zone}: {_reason(current)}", 1)
+        if state in GONE_STATES:
+            raise UserError(f"queued resource {run.name} went {state} before it became ACTIVE", 1)
+        return state == "ACTIVE"
+
+    def phase(current) -> str:   # the queued states are one phase: said once, as "queued: <first state>"
+        state = state_name(current)
+        return "queued" if state in QUEUED_STATES else state.lower()
+
+    def say(current) -> None:
+        progress(f"queued: {state_name(current)}" if phase(current) == "queued" else phase(current))
+
+    return poll(read, active, interval=poll_seconds, timeout=timeout, sleep=sleep, clock=clock,
+                key=phase, on_change=say,
+                expired=lambda current: f"queued resource {run.name} is still {state_name(current)} after "
+                                        f"{timeout:.0f} s (waited for {run.accelerator.name} in {run.zone} to "
+                                        "become ACTIVE)")
+
+
+def _earlier_outputs(storage, run: TpuVmRun) -> dict[str, int]:
+    """The generations of the result.json and host reports already in the model folder before this launch
+    (an earlier run's: the trainer keeps a finished run's result.json until the next one replaces it), so
+    :func:`follow` waits for this run's, not an old one. Keyed by object name."""
+    bucket, result_path = domain.split_gs_uri(run.result_uri)
+    _, hosts = domain.split_gs_uri(f"{run.model_dir}/{HOST_STATUS_DIR}/")
+    with clients.google_errors(f"reading {run.model_dir}",
+                               forbidden=f"permission denied reading {run.model_dir}: you need storage.objects.list "
+                                         "and storage.objects.get on the model bucket"):
+        found = {blob.name: blob.generation for blob in storage.list_blobs(bucket, prefix=hosts)}
+        result = storage.bucket(bucket).get_blob(result_path)
+    if result is not None:
+        found[result.name] = result.generation
+    return found
+
+
+def _read_result(storage, run: TpuVmRun, earlier: dict[str, int] | None = None) -> dict[str, Any] | None:
+    bucket, path = domain.split_gs_uri(run.result_uri)
+    with clients.google_errors(f"reading {run.result_uri}",
+                               forbidden=f"permission denied reading {run.result_uri}: you need storage.objects.get "
+                                         "on the model bucket"):
+        blob = storage.bucket(bucket).get_blob(path)
+        if blob is None or (earlier or {}).get(blob.name) == blob.generation:
+            return None   # none yet, or an earlier run's
+        # This generation (a newer one may replace it meanwhile), bounded: a result is a few hundred bytes.
+        data = clients.download_bounded(blob, MAX_RESULT_BYTES, run.result_uri, "not the trainer's result", 1)
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        return None  # being written: read it on the next poll
+    return value if isinstance(value, dict) else None
+
+
+#: What a host's exit file says when its VM went away under the trainer rather than the trainer failing: 143 (128 +
+#: SIGTERM: the container stopped by the VM's shutdown) or the word "preempted".
+HOST_GONE_CODES = frozenset({"143", "preempted"})
+
+
+def _host_failures(storage, run: TpuVmRun, earlier: dict[str, int] | None = None) -> list[tuple[str, str]]:
+    """The hosts whose exit file says something else than 0: ``(host, what it says)``, sorted."""
+    bucket, path = domain.split_gs_uri(f"{run.model_dir}/{HOST_STATUS_DIR}/")
+    failures = []
+    with clients.google_errors(f"reading host reports under {run.model_dir}/{HOST_STATUS_DIR}"):
+        for blob in storage.list_blobs(bucket, prefix=path):
+            if (earlier or {}).get(blob.name) == blob.generation:
+                continue   # an earlier run's report
+            code = printable(blob.download_as_bytes(start=0, end=15).decode("utf-8", "replace").strip(), 16)
+            if code != "0":
+                host = printable(blob.name.rsplit("/", 1)[-1].removesuffix(".exit"), 80)
+                failures.append((host, code or "?"))
+    return sorted(failures)
+
+
+def _node_gone(client, run: TpuVmRun, notes: set[str], progress: Progress) -> str | None:
+    """What the slice's node says when its hosts are gone (state PREEMPTED/TERMINATED, health UNHEALTHY_MAINTENANCE:
+    domain.TPU_VM_NODE_GONE_*), else None. Reading the node only adds to what the queued resource says: a node not
+    found or an error is no news (a refused read is noted once and not tried again)."""
+    from google.api_core import exceptions
+    from google.cloud import tpu_v2
+
+    if "no node reads" in notes:
+        return None
+    try:
+        node = client.get_node(name=f"{run.parent}/nodes/{run.name}")
+    except exceptions.PermissionDenied:
+        notes.add("no node reads")
+        progress(f"cannot read node {run.name}'s health (permission denied: tpu.nodes.get); a host that goes away "
+                 "is seen from its exit file only")
+        return None
+    except (exceptions.GoogleAPICallError, exceptions.RetryError):
+        return None
+    state = tpu_v2.Node.State(node.state).name
+    health = tpu_v2.Node.Health(node.health).name
+    if state in domain.TPU_VM_NODE_GONE_STATES:
+        return f"node {state}"
+    if health in domain.TPU_VM_NODE_GONE_HEALTH:
+        return f"node {health}"
+    return None
+
+
+def follow(client, storage, run: TpuVmRun, *, progress: Progress, poll_seconds: float = DEFAULT_POLL_SECONDS,
+           timeout: float = DEFAULT_RUN_TIMEOUT, sleep: Callable[[float], None] = time.sleep,
+           clock: Callable[[], float] = time.monotonic, earlier: dict[str, int] | None = None) -> dict[str, Any]:
+    """Wait for the chief's result.json in the model folder; raise UserError when a host's trainer fails,
+    the slice fails or is preempted, or ``timeout`` passes. ``earlier``: the generations of the objects that
+    were there before this launch (:func:`_earlier_outputs`), ignored."""
+    progress(f"training on {run.accelerator.vms} host(s); waiting for {run.result_uri}")
+    name = run.queued_resource_name
+    notes: set[str] = set()
+    seen = {"state": "not read yet"}
+
+    def read() -> dict[str, Any] | None:
+        """This run's result, None while training goes on; raises when the slice or a host's trainer failed."""
+        result = _read_result(storage, run, earlier)
+        if result is not None:
+            return result
+        with clients.google_errors(f"reading queued resource {name}",
+                                   not_found=f"queued resource {name} was deleted while training (outside tpuctl?); "
+                                             f"to resume: {run.resume_hint}", exit_code=1):
+            current = client.get_queued_resource(name=name)
+        state = state_name(current)
+        seen["state"] = state
+        # The slice's state before the hosts' reports: a preempted host's trainer may report a kill first.
+        if state in GONE_STATES:
+            initiator = current.state.state_initiator.name if current.state.state_initiator else ""
+            why = "preempted (Spot)" if run.spot and initiator != "USER" else f"stopped by the {initiator.lower() or 'service'}"
+            raise _Preempted(f"the TPU VM slice was {why}: queued resource {run.name} is {state}; checkpoints are kept "
+                             f"in {run.model_dir}; to resume, {run.resume_hint}", f"{why}, {state}")
+        if state == "FAILED":
+            raise _Preempted(f"queued resource {run.name} FAILED while training: {_reason(current)}; to resume, "
+                             f"{run.resume_hint}", f"FAILED: {_reason(current)}")
+        failures = _host_failures(storage, run, earlier)
+        # A host gone under the trainer while the queued resource still says ACTIVE: a preemption, not a failure.
+        gone = _node_gone(client, run, notes, progress)
+        if gone is None and failures and all(code in HOST_GONE_CODES for _, code in failures):
+            gone = ", ".join(f"{host} exited {code}" for host, code in failures)
+        if gone is not None:
+            raise _Preempted(f"a host of the TPU VM slice went away ({gone}) while queued resource {run.name} was "
+                             f"{state}; checkpoints are kept in {run.model_dir}; to resume, {run.resume_hint}",
+                             f"host gone ({gone})")
+        if failures:
+            listed = ", ".join(f"{host} exited {code}" for host, code in failures)
+            raise UserError(f"the trainer failed on the TPU VM ({listed}); see the VM's serial console "
+                            f"or Cloud Logging for {run.name}", 1)
+        return None
+
+    return poll(read, lambda result: result is not None, interval=poll_seconds, timeout=timeout, sleep=sleep,
+                clock=clock, expired=lambda _: f"no {run.result_uri} after {timeout:.0f} s of training (waited for "
+                                               f"the chief's result); the slice is {seen['state']}")
+
+
+def _last_backup(storage, run: TpuVmRun) -> float | None:
+    """When the trainer last wrote its preemption backup (epoch seconds of the newest object under
+    ``<model_dir>/checkpoints/backup/``), or None when there is none."""
+    bucket, path = domain.split_gs_uri(f"{run.model_dir}/checkpoints/backup/")
+    with clients.google_errors(f"reading the backup under {run.model_dir}/checkpoints/backup"):
+        times = [blob.updated.timestamp() for blob in storage.list_blobs(bucket, prefix=path) if blob.updated]
+    return max(times) if times else None
+
+
+
+
+def _record_recoveries(storage, run: TpuVmRun, history: list[dict[str, Any]]) -> None:
+    """Write the run's recovery history to ``<model_dir>/tpuctl/recoveries.json`` (replaced whole each time)."""
+    bucket, path = domain.split_gs_uri(f"{run.model_dir}/{RECOVERIES_FILE}")
+    with clients.google_errors(f"writing {run.model_dir}/{RECOVERIES_FILE}"):
+        storage.bucket(bucket).blob(path).upload_from_string(
+            json.dumps({"run": run.name, "recoveries": history}, indent=2) + "\n", content_type="application/json")
+
+
+def _delete_and_wait(client, run: TpuVmRun, *, poll_seconds: float, timeout: float,
+                     sleep: Callable[[float], None], clock: Callable[[], float]) -> None:
+    """Delete the queued resource and wait until it is gone (its name is free again in the zone)."""
+    from google.api_core import exceptions
+
+    failed = _delete(client, run.queued_resource_name)
+    if failed is not None:
+        raise UserError(f"could NOT delete queued resource {run.name} in {run.zone} to recover ({failed}); delete it "
+                        f"with `tpuctl tpu delete {run.name} --zone {run.zone}`", 1)
+
+    def gone() -> bool:
+        try:
+            client.get_queued_resource(name=run.queued_resource_name)
+        except exceptions.NotFound:
+            return True
+        except Exception as exc:
+            translated = clients.as_user_error(exc, f"reading queued resource {run.queued_resource_name}")
+            if translated is None:
+                raise
+            raise translated from None
+        return False
+
+    poll(gone, bool, interval=poll_seconds, timeout=timeout, sleep=sleep, clock=clock,
+         expired=lambda _: f"queued resource {run.name} in {run.zone} is still there {timeout:.0f} s after its "
+                           "deletion; delete it with `tpuctl tpu delete` and resume with the same command")

@@ -1,0 +1,111 @@
+"""What every host of the slice runs: the startup script (``docker run`` of the trainer image), built from
+shell-quoted words only, and the queued-resource request that carries it.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from bootstrap import clients
+from tpuctl.ground.errors import UserError
+from tpuctl.services.tpuvm.plan import HOST_STATUS_DIR, METADATA_URL, TpuVmRun
+
+
+@dataclass(frozen=True)
+class ShellVar:
+    """A variable the startup script sets itself (the host's index): expanded by bash, never text from a user."""
+
+    name: str
+
+
+#: This host's index in the slice, read from the metadata server by the startup script.
+WORKER = ShellVar("WORKER")
+#: A shell word: literal text, or pieces of literal text and script variables joined into one word.
+Word = str | tuple[str | ShellVar, ...]
+
+
+def shell_word(word: Word) -> str:
+    """The one way a value enters a shell script: literal text is single-quoted (``shlex.quote``), so ``$(…)``,
+    quotes, backquotes and newlines arrive as typed; a ``ShellVar`` piece becomes ``"$NAME"``. A NUL byte
+    cannot be passed to any command, so it is one line instead of a truncated argument."""
+    pieces = (word,) if isinstance(word, str) else word
+    out = []
+    for piece in pieces:
+        if isinstance(piece, ShellVar):
+            out.append(f'"${piece.name}"')
+        elif "\x00" in piece:
+            raise UserError(f"{piece[:80]!r}: a value with a NUL byte cannot be passed to the TPU VM's command")
+        elif piece or len(pieces) == 1:
+            out.append(shlex.quote(piece))
+    return "".join(out)
+
+
+def host_command(run: TpuVmRun, worker: ShellVar | str = WORKER) -> list[Word]:
+    """The ``docker run`` every TPU VM host runs, as shell words (``worker``: the host's index, the script's
+    ``$WORKER`` on the VM)."""
+    argv: list[Word] = ["docker", "run", "--rm", "--net=host", "--privileged", "--name", "tpuctl-trainer"]
+    for key, value in sorted(run.env.items()):
+        argv += ["-e", f"{key}={value}"]
+    argv += ["-e", ("TPUCTL_TPU_WORKER=", worker)]
+    return [*argv, run.image_uri, *run.trainer_args]
+
+
+def host_command_line(run: TpuVmRun) -> str:
+    return " ".join(shell_word(word) for word in host_command(run))
+
+
+def startup_script(run: TpuVmRun) -> str:
+    """The startup script of every TPU VM of the slice: log Docker in, run the trainer, report the exit status.
+    Every value from the run enters it through ``shell_word``."""
+    status = shell_word((f"{run.model_dir}/{HOST_STATUS_DIR}/worker-", WORKER, ".exit"))
+    return "\n".join([
+        "#!/bin/bash",
+        "# tpuctl: the trainer container on every host of the TPU VM slice (see `tpuctl tpu run`).",
+        "set -uo pipefail",
+        f"WORKER=\"$(curl -sf -H 'Metadata-Flavor: Google' {METADATA_URL}/agent-worker-number || echo 0)\"",
+        'case "$WORKER" in ""|*[!0-9]*) WORKER=0 ;; esac',
+        f"gcloud auth configure-docker {shell_word(run.registry_host)} --quiet",
+        host_command_line(run),
+        "STATUS=$?",
+        f'echo "$STATUS" | gcloud storage cp - {status}',
+        "",
+    ])
+
+
+def build_queued_resource(run: TpuVmRun):
+    """The real ``google.cloud.tpu_v2.QueuedResource`` for ``run``."""
+    from google.cloud import tpu_v2
+
+    node = tpu_v2.Node(
+        accelerator_type=run.accelerator.name,
+        runtime_version=run.accelerator.runtime_version,
+        labels=dict(run.labels),
+        metadata={"startup-script": startup_script(run)},
+        description=f"tpuctl run {run.name}",
+    )
+    if run.service_account:
+        node.service_account = tpu_v2.ServiceAccount(email=run.service_account, scope=[clients.CLOUD_PLATFORM_SCOPE])
+    spec = tpu_v2.QueuedResource.Tpu.NodeSpec(parent=run.parent, node_id=run.name, node=node)
+    resource = tpu_v2.QueuedResource(tpu=tpu_v2.QueuedResource.Tpu(node_spec=[spec]))
+    if run.spot:
+        resource.spot = tpu_v2.QueuedResource.Spot()
+    return resource
+
+
+def request_document(run: TpuVmRun) -> dict[str, Any]:
+    """What ``--dry-run`` prints: the request as the REST API spells it, and the per-host command."""
+    from google.cloud import tpu_v2
+
+    resource = build_queued_resource(run)
+    return {
+        "parent": run.parent,
+        "queuedResourceId": run.name,
+        "queuedResource": json.loads(tpu_v2.QueuedResource.to_json(resource)),
+        "hosts": run.accelerator.vms,
+        "hostCommand": host_command_line(run),
+        "modelDir": run.model_dir,
+        "image": run.image_uri,
+    }
