@@ -40,7 +40,7 @@ def _append(path: Path, line: str) -> None:
     # bootstrap acts on live APIs; it does not call the CLI
     ("bootstrap/state.py", "from tpuctl.commands import access", "Layers"),
     # infra and policy are independent siblings
-    ("policy/rules.py", "from infra import buckets", "Layers"),
+    ("policy/rules/buckets.py", "from infra import buckets", "Layers"),
     # the trainer ships alone
     ("trainer/task.py", "from tpuctl.ground import domain", "The trainer ships alone"),
     ("trainer/data.py", "import google.cloud.storage", "The trainer ships alone"),
