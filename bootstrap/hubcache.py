@@ -18,7 +18,6 @@ import os
 import posixpath
 import secrets
 import shutil
-import socket
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterable
@@ -45,12 +44,6 @@ Progress = Callable[[int], None]
 
 def is_url(handle: str) -> bool:
     return handle.startswith(("http://", "https://"))
-
-
-def descriptor_text(handle: str) -> str:
-    """Same content tensorflow_hub writes next to a module folder (``<key>.descriptor.txt``)."""
-    return (f"Module: {handle}\nDownload Time: {datetime.datetime.today()}\n"
-            f"Downloader Hostname: {socket.gethostname()} (PID:{os.getpid()})")
 
 
 def handle_from_descriptor(text: str) -> str | None:
@@ -348,8 +341,9 @@ def upload_model(bucket, prefix: str, m: Materialized, workers: int = 8,
         rel = _rel_in_staging(b.name, staging)
         if rel in local and rel not in in_place and rel not in reusable and same_content(local[rel], b):
             reusable[rel] = b
-    manifest = domain.hub_manifest(m.handle, {rel: (f.size, f.crc32c()) for rel, f in local.items()},
-                                   created_by, _now())
+    layout = domain.hub_layout(prefix, m.handle, {rel: (f.size, f.crc32c()) for rel, f in local.items()},
+                               created_by, _now())
+    manifest = layout.manifest[1]
     if len(in_place) == len(local) and manifest_blob is not None:
         with google_errors(f"reading {where}{domain.HUB_MANIFEST}"):
             old = _read_manifest(manifest_blob)
@@ -384,14 +378,14 @@ def upload_model(bucket, prefix: str, m: Materialized, workers: int = 8,
         if manifest_blob is not None:
             manifest_blob.delete()                        # from here the folder is detectably incomplete
         for rel, src in sorted(sources.items(), key=lambda kv: (kv[0] == SAVED_MODEL, kv[0])):
-            _commit_copy(bucket, src, folder + rel)
+            _commit_copy(bucket, src, layout.files[rel])
         placed = {b.name[len(folder):]: b for b in client.list_blobs(bucket, prefix=folder)}
         wrong = [rel for rel, f in local.items() if rel not in placed or not same_content(f, placed[rel])]
         if wrong:
             raise UserError(f"{where} does not hold what was uploaded after the copy ({len(wrong)} object(s), "
                             f"e.g. {wrong[0]}); it stays incomplete, run the same command again", 1)
-        bucket.blob(domain.hub_descriptor_name(prefix, m.handle)).upload_from_string(descriptor_text(m.handle))
-        bucket.blob(folder + domain.HUB_MANIFEST).upload_from_string(manifest, content_type="application/json")
+        bucket.blob(layout.descriptor[0]).upload_from_string(layout.descriptor[1])
+        bucket.blob(layout.manifest[0]).upload_from_string(manifest, content_type="application/json")
         result.manifest_written = True
         result.cleaned = _remove_staging(bucket, staging)
     return result
@@ -542,9 +536,8 @@ def install_local(m: Materialized, dest_root: Path, created_by: str = "tpuctl hu
                 shutil.copyfile(f.path, target)
             except OSError as exc:
                 raise localtree.os_error(exc, f"{what}: {target}") from None
-        manifest = domain.hub_manifest(m.handle, {f.rel: (f.size, f.crc32c()) for f in m.files}, created_by,
-                                       _now())
-        (model / domain.HUB_MANIFEST).write_text(manifest)
+        layout = domain.hub_layout("", m.handle, {f.rel: (f.size, f.crc32c()) for f in m.files}, created_by, _now())
+        (model / domain.HUB_MANIFEST).write_text(layout.manifest[1])
         replaced = final.exists()
         if replaced:
             old = dest_root / f".{m.key}.old-{os.getpid()}"
@@ -553,7 +546,7 @@ def install_local(m: Materialized, dest_root: Path, created_by: str = "tpuctl hu
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(model, final)
-        (dest_root / f"{m.key}.descriptor.txt").write_text(descriptor_text(m.handle))
+        (dest_root / layout.descriptor[0]).write_text(layout.descriptor[1])
         return final, replaced
     finally:
         shutil.rmtree(staging, ignore_errors=True)

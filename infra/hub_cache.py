@@ -39,10 +39,12 @@ class HubModelCacheArgs:
     models: Sequence[HubModelFiles]
 
 
-def manifest_text(model: HubModelFiles) -> str:
-    """The manifest of one model's files (a local manifest from ``hub-cache fetch`` is not one of them)."""
-    files = {rel: (path.stat().st_size, digest_b64(path, google_crc32c.Checksum())) for rel, path in model.files if rel != domain.HUB_MANIFEST}
-    return domain.hub_manifest(model.handle, files, CREATED_BY, None)
+def layout(model: HubModelFiles, prefix: str) -> domain.HubLayout:
+    """Where the model's files, descriptor and manifest go (``domain.hub_layout``, the CLI's layout too);
+    deterministic, so an unchanged model is not rewritten."""
+    files = {rel: (path.stat().st_size, digest_b64(path, google_crc32c.Checksum())) for rel, path in model.files
+             if rel != domain.HUB_MANIFEST}
+    return domain.hub_layout(prefix, model.handle, files, CREATED_BY, None)
 
 
 class HubModelCache(pulumi.ComponentResource):
@@ -55,18 +57,13 @@ class HubModelCache(pulumi.ComponentResource):
         self.objects = {}
         self.manifests = {}
         for model in args.models:
-            files = []
-            for rel, path in model.files:
-                if rel == domain.HUB_MANIFEST:      # `hub-cache fetch` writes one locally; ours is written last
-                    continue
-                object_name = domain.hub_object_name(args.prefix, model.handle, rel)
-                files.append(self._object(object_name, pulumi.FileAsset(str(path))))
-            descriptor = self._object(domain.hub_descriptor_name(args.prefix, model.handle),
-                                      pulumi.StringAsset(f"Module: {model.handle}\nWritten by: {CREATED_BY}\n"),
-                                      depends_on=files)
+            placed = layout(model, args.prefix)
+            paths = dict(model.files)
+            files = [self._object(name, pulumi.FileAsset(str(paths[rel]))) for rel, name in placed.files.items()]
+            descriptor = self._object(placed.descriptor[0], pulumi.StringAsset(placed.descriptor[1]), depends_on=files)
             self.manifests[model.handle] = self._object(
-                domain.hub_manifest_name(args.prefix, model.handle), pulumi.StringAsset(manifest_text(model)),
-                depends_on=[*files, descriptor], content_type="application/json")
+                placed.manifest[0], pulumi.StringAsset(placed.manifest[1]), depends_on=[*files, descriptor],
+                content_type="application/json")
         self.register_outputs({"objects": sorted(self.objects)})
 
     def _object(self, object_name: str, source, depends_on=(), content_type: str | None = None):

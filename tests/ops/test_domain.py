@@ -443,3 +443,23 @@ def test_every_unverified_fact_is_marked_listed_and_documented():
         assert marked == set(listed), module_name
         assert [fact for fact in listed if f"`{fact}`" not in docs] == [], f"{module_name}: document these in docs/"
     assert domain.UNVERIFIED_TPU_VM_FACTS and domain.UNVERIFIED_ACCELERATOR_FACTS
+
+
+def test_the_hub_layout_is_one_description_for_every_writer():
+    from bootstrap.hubcache import handle_from_descriptor
+
+    handle = "https://tfhub.dev/google/x/1"
+    key = domain.hub_cache_key(handle)
+    files = {"saved_model.pb": (10, "AAAAAA=="), "variables/variables.index": (3, "BBBBBB=="),
+             domain.HUB_MANIFEST: (99, "CCCCCC==")}     # a local manifest (hub-cache fetch) is not a model file
+    bucket = domain.hub_layout("model-cache", handle, files, "pulumi up", None)
+    assert bucket.files == {"saved_model.pb": f"model-cache/{key}/saved_model.pb",
+                            "variables/variables.index": f"model-cache/{key}/variables/variables.index"}
+    assert bucket.descriptor[0] == domain.hub_descriptor_name("model-cache", handle)
+    assert bucket.manifest[0] == domain.hub_manifest_name("model-cache", handle)
+    assert set(domain.parse_hub_manifest(bucket.manifest[1], handle)) == set(bucket.files)
+    assert handle_from_descriptor(bucket.descriptor[1]) == handle          # what tensorflow_hub's first line says
+    assert bucket == domain.hub_layout("model-cache", handle, files, "pulumi up", None)   # deterministic
+    local = domain.hub_layout("", handle, files, "tpuctl hub-cache fetch", "2026-11-24T00:00:00+00:00")
+    assert local.folder == f"{key}/" and local.descriptor[0] == f"{key}.descriptor.txt"
+    assert "2026-11-24" in local.descriptor[1] and "2026-11-24" in local.manifest[1]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 
 from tpuctl.ground.errors import DomainError
 
@@ -136,3 +137,38 @@ def hub_folder_problem(manifest: str | bytes | None, objects: dict[str, tuple[in
     if bad:
         return f"{len(bad)} file(s) differ from the manifest (size or crc32c; e.g. {bad[0]})"
     return None
+
+
+def hub_descriptor(handle: str, created_by: str, created: str | None) -> str:
+    """``<sha1>.descriptor.txt``: tensorflow_hub's first line (``Module: <handle>``, what it reads back), then who
+    wrote the folder and when (``created`` None: deterministic, for the Pulumi program)."""
+    return f"Module: {handle}\nWritten by: {created_by}\n" + (f"Download Time: {created}\n" if created else "")
+
+
+@dataclass(frozen=True)
+class HubLayout:
+    """Where one model goes in a hub cache (a bucket's or a local folder's), in the order it must be written:
+    every file, then the descriptor, then the manifest LAST (its presence marks the folder complete). The one
+    description of the layout; the Pulumi program (infra/hub_cache.py), ``tpuctl hub-cache add`` and
+    ``hub-cache fetch`` (bootstrap/hubcache.py) each write what it lists."""
+
+    folder: str                        # <prefix>/<sha1>/
+    files: dict[str, str]              # relative path -> object name (<prefix>/<sha1>/<path>)
+    descriptor: tuple[str, str]        # (<prefix>/<sha1>.descriptor.txt, its text)
+    manifest: tuple[str, str]          # (<prefix>/<sha1>/.tpuctl-manifest.json, its text)
+
+
+def hub_layout(prefix: str, handle: str, files: dict[str, tuple[int, str]], created_by: str,
+               created: str | None) -> HubLayout:
+    """The layout of ``handle``'s ``files`` (relative path -> (size, base64 crc32c)) under ``prefix`` (a bucket
+    prefix, or ``""`` for the root of a local cache folder). A manifest among ``files`` is not a file of the
+    model (``hub-cache fetch`` writes one locally): it is left out and written anew, last."""
+    base = f"{prefix}/" if prefix else ""
+    model = {rel: value for rel, value in files.items() if rel != HUB_MANIFEST}
+    key = hub_cache_key(handle)
+    return HubLayout(
+        folder=f"{base}{key}/",
+        files={rel: f"{base}{key}/{rel.replace(chr(92), '/').lstrip('/')}" for rel in sorted(model)},
+        descriptor=(f"{base}{key}.descriptor.txt", hub_descriptor(handle, created_by, created)),
+        manifest=(f"{base}{key}/{HUB_MANIFEST}", hub_manifest(handle, model, created_by, created)),
+    )
