@@ -118,7 +118,7 @@ def test_a_tune_whose_every_trial_failed_exits_non_zero(fake_trainer, tmp_path, 
 
 def test_the_tuning_folder_is_claimed_atomically(tmp_path, monkeypatch):
     monkeypatch.setattr(training, "timestamp", lambda: "20261124-120000")
-    taken = [tuning._fresh_tune_dir(tmp_path, "20261124-120000") for _ in range(3)]
+    taken = [tuning.local._fresh_tune_dir(tmp_path, "20261124-120000") for _ in range(3)]
     assert [Path(t).name for t in taken] == ["tune-20261124-120000", "tune-20261124-120000-2", "tune-20261124-120000-3"]
     assert all(Path(t).is_dir() for t in taken)
 

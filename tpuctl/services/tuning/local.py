@@ -1,0 +1,186 @@
+"""Local tuning: the same spec, a small random or grid search, real trainer runs one after another."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tpuctl.ground.errors import UserError
+from tpuctl.ground.files import read_file
+from tpuctl.services.tuning.spec import MAX_TRIALS, METRIC_ID, TRAINER_FLAGS, TuneSpec
+from tpuctl.services.tuning.trials import TrialRow, rank
+from tpuctl.services.tuning.vertex import _without_flags, tuned_flags
+
+
+def sample_trials(spec: TuneSpec, count: int, seed: int | None = None) -> list[dict[str, Any]]:
+    """``count`` parameter sets (spec keys -> values). random: log-uniform learning rate, uniform choices;
+    grid: the grid's points in order (learning_rate must be values), at most ``count``."""
+    if count < 1:
+        raise UserError(f"--trials must be at least 1 (got {count})")
+    p = spec.parameters
+    if spec.algorithm == "grid":
+        axes: list[tuple[str, list[Any]]] = []
+        if p.learning_rate is not None:
+            axes.append(("learning_rate", sorted(p.learning_rate.values or [])))
+        if p.batch_size is not None:
+            axes.append(("batch_size", sorted(p.batch_size.values)))
+        if p.model is not None:
+            axes.append(("model", list(p.model.values)))
+        if p.epochs is not None:
+            axes.append(("epochs", list(range(p.epochs.min, p.epochs.max + 1))))
+        points = itertools.product(*(values for _, values in axes))
+        return [dict(zip((k for k, _ in axes), point)) for point in itertools.islice(points, count)]
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        trial: dict[str, Any] = {}
+        if p.learning_rate is not None:
+            if p.learning_rate.values is not None:
+                trial["learning_rate"] = rng.choice(p.learning_rate.values)
+            else:
+                lo, hi = math.log(p.learning_rate.min), math.log(p.learning_rate.max)
+                trial["learning_rate"] = float(f"{math.exp(rng.uniform(lo, hi)):.6g}")
+        if p.batch_size is not None:
+            trial["batch_size"] = rng.choice(p.batch_size.values)
+        if p.model is not None:
+            trial["model"] = rng.choice(p.model.values)
+        if p.epochs is not None:
+            trial["epochs"] = rng.randint(p.epochs.min, p.epochs.max)
+        out.append(trial)
+    return out
+
+
+def trial_args(params: dict[str, Any]) -> list[str]:
+    """Trainer flags for one local trial, spelled as Vertex AI passes them (``--flag=value``)."""
+    return [f"--{TRAINER_FLAGS[k]}={v}" for k, v in params.items()]
+
+
+def _fresh_tune_dir(parent: Path, stamp: str) -> str:
+    """``runs/tune-<timestamp>``, suffixed if taken, claimed by creating it (as ``train`` claims its run folder)."""
+    from tpuctl.services.training import claim_fresh_dir
+
+    return claim_fresh_dir(parent, f"tune-{stamp}", "tuning folder")
+
+
+#: What a trial folder was made for (its hyperparameters and the other trainer flags): a trial resumes the
+#: backup in a folder only when this matches, else it gets a fresh folder.
+TRIAL_FILE = "tpuctl-trial.json"
+_TRIAL_LOCK = ".tpuctl-trial.lock"
+MAX_TRIAL_FOLDERS = 1000
+
+
+def claim_trial_dir(base: Path, index: int, record: dict[str, Any]):
+    """``(folder, lock, resumed)`` for trial ``index``: ``<base>/trial-<index>`` (then ``-2``, ``-3``…). A folder is
+    the trial's when this process holds its lock (``flock``: a concurrent tune never shares it) and it is new,
+    empty, or was made for exactly ``record`` (``resumed``: the trainer continues its backup). A folder made for
+    other hyperparameters is never reused. ``lock`` is an open file: close it when the trial ends."""
+    import fcntl
+
+    for n in range(1, MAX_TRIAL_FOLDERS + 1):
+        folder = base / (f"trial-{index}" if n == 1 else f"trial-{index}-{n}")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            if folder.is_symlink() or not folder.is_dir():
+                continue
+            lock = open(folder / _TRIAL_LOCK, "a")
+        except OSError as err:
+            raise UserError(f"cannot create the trial folder {folder} ({err.strerror or err})") from None
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.close()        # another tune runs this trial folder now
+            continue
+        marker = folder / TRIAL_FILE
+        used = [p for p in folder.iterdir() if p.name != _TRIAL_LOCK]
+        if not used:
+            tmp = folder / (TRIAL_FILE + ".tmp")
+            tmp.write_text(json.dumps(record, sort_keys=True) + "\n")
+            os.replace(tmp, marker)
+            return folder, lock, False
+        try:
+            made_for = json.loads(read_file(marker, "trial record", 1 << 20, hint="not tpuctl's"))
+        except (UserError, ValueError, RecursionError):
+            made_for = None
+        if made_for == json.loads(json.dumps(record, sort_keys=True)):
+            return folder, lock, True
+        lock.close()            # another run's folder (other hyperparameters): never resumed
+    raise UserError(f"no free trial folder for trial {index} under {base} (tried {MAX_TRIAL_FOLDERS})")
+
+
+def run_local_tuning(opts, spec: TuneSpec, *, trials: int | None = None, seed: int | None = None,
+                     base_dir: str | None = None, echo: Callable[[str], None] = print,
+                     out=None, err=None, display: Callable[[], Any] | None = None) -> tuple[str, list[TrialRow]]:
+    """Run ``trials`` real trainer runs one after another, each in ``<base>/trial-<n>``; returns (base, ranked rows).
+
+    ``opts`` is a ``training.TrainOptions`` (data, accelerator, epochs, extra trainer flags after ``--``);
+    ``opts.model_dir`` (or ``base_dir``) is the tuning folder, default ``runs/tune-<timestamp>``.
+    ``display()``: a fresh display per trial (``stdout_sink()``, ``stderr_sink()``, ``on_message``, ``close()``,
+    as ``TrainDisplay``) that filters the trainer's output; without one it goes to ``out``/``err`` as printed.
+    """
+    from dataclasses import replace
+
+    from tpuctl.services import training
+    from tpuctl.services.supervisor import TaskFailed
+
+    count = trials or spec.max_trials
+    if not 1 <= count <= MAX_TRIALS:
+        raise UserError(f"--trials must be 1..{MAX_TRIALS} (got {count})")
+    if opts.workers != 1:
+        raise UserError("local tuning runs one process per trial: drop --workers")
+    if spec.parameters.model is not None and opts.hub_handle:
+        raise UserError("the spec tunes 'model' but --hub-handle is set; drop one of them")
+    samples = sample_trials(spec, count, seed)
+    base = base_dir or opts.model_dir or _fresh_tune_dir(Path("runs"), training.timestamp())
+    if base.startswith("gs://"):
+        raise UserError("local tuning writes its trials to a local folder; pass a local --model-dir")
+    flags = tuned_flags(spec)
+    # every trial runs the same trainer flags but its folder and its hyperparameters
+    template = training.plan_local(replace(opts, model_dir=str(Path(base) / "trial-1"), extra=list(opts.extra)),
+                                   None, echo=echo)
+    fixed = _without_flags(template.args, flags | {"model_dir"})
+    rows: list[TrialRow] = []
+    for index, params in enumerate(samples, start=1):
+        shown = {TRAINER_FLAGS[k]: v for k, v in params.items()}
+        trial_dir, lock, resumed = claim_trial_dir(Path(base), index, {"hyperparameters": shown, "args": fixed})
+        shown_by = None
+        try:
+            args = [*fixed, "--model_dir", str(trial_dir), *trial_args(params)]
+            how = " (resuming its backup)" if resumed else ""
+            echo(f"trial {index}/{count}: {json.dumps(shown, sort_keys=True)} -> {trial_dir}{how}")
+            shown_by = display() if display is not None else None
+            sinks = (dict(out=shown_by.stdout_sink(), err=shown_by.stderr_sink(), on_message=shown_by.on_message)
+                     if shown_by is not None else dict(out=out, err=err))
+            started = time.time()
+            try:
+                outcome = training.run_local(args, workers=1, env=template.env, **sinks)
+            except TaskFailed as exc:
+                if exc.exit_code == 130:
+                    raise
+                why = exc.task.last_error_line() if exc.task is not None else None
+                # the trainer's own `error: …` line is already on the screen: say only which trial it was
+                echo(f"trial {index} failed" + ("" if why and why.startswith("error:") else f": {exc}"))
+                rows.append(TrialRow(str(index), "FAILED", shown, None, None))
+                continue
+        finally:
+            lock.close()
+            if shown_by is not None:
+                shown_by.close()
+        from tpuctl.services import runs
+
+        # like `tpuctl train`'s: `runs ls` shows the trial's accelerator, data folder and time
+        runs.write_launch_record(str(trial_dir), {"target": "local", "accelerator": opts.accelerator or "auto",
+                                                  "workers": 1, "args": args, "started": started,
+                                                  "finished": time.time()})
+        result = outcome.result or {}
+        metric = result.get(METRIC_ID)
+        value = float(metric) if isinstance(metric, (int, float)) and not isinstance(metric, bool) else None
+        rows.append(TrialRow(str(index), "SUCCEEDED", shown, value if value is not None and math.isfinite(value)
+                             else None, result.get("export_dir")))
+    return base, rank(rows)

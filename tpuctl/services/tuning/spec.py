@@ -1,0 +1,152 @@
+"""The search space of `tpuctl tune` (``--spec`` YAML), validated at the edge into ``TuneSpec``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from tpuctl.ground.errors import UserError
+from tpuctl.ground.files import read_file
+
+METRIC_ID = "val_accuracy"
+#: spec key -> trainer flag (= Vertex AI parameterId, passed as --<id>=<value>)
+TRAINER_FLAGS = {"learning_rate": "learning_rate", "batch_size": "train_batch_size", "model": "model",
+                 "epochs": "train_epochs"}
+ALGORITHMS = {"random": "RANDOM_SEARCH", "grid": "GRID_SEARCH", "bayesian": "ALGORITHM_UNSPECIFIED"}
+#: tpuctl's bounds (the trainer's own limits where it has them: 0 < learning rate < 10, trainer/config.py).
+MAX_TRIALS = 100
+MAX_BATCH = 1 << 20
+MAX_EPOCHS = 100_000
+#: A spec is a few lines; a larger file is refused by its size before it is parsed.
+MAX_SPEC_BYTES = 64 * 1024
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LearningRate(_Strict):
+    min: float | None = Field(None, gt=0, lt=10)
+    max: float | None = Field(None, gt=0, lt=10)
+    values: list[float] | None = Field(None, min_length=1, max_length=50)
+
+    @model_validator(mode="after")
+    def _shape(self):
+        if self.values is not None:
+            if self.min is not None or self.max is not None:
+                raise ValueError("give either min/max (log scale) or values, not both")
+            if any(not (0 < v < 10) for v in self.values):
+                raise ValueError("every value must be above 0 and below 10")
+            if len(set(self.values)) != len(self.values):
+                raise ValueError("values must be distinct")
+        elif self.min is None or self.max is None:
+            raise ValueError("needs min and max (searched on a log scale), or values")
+        elif not self.min < self.max:
+            raise ValueError(f"min ({self.min}) must be below max ({self.max})")
+        return self
+
+
+class BatchSize(_Strict):
+    values: list[int] = Field(min_length=1, max_length=50)
+
+    @model_validator(mode="after")
+    def _range(self):
+        if any(not (1 <= v <= MAX_BATCH) for v in self.values):
+            raise ValueError(f"every value must be 1..{MAX_BATCH}")
+        if len(set(self.values)) != len(self.values):
+            raise ValueError("values must be distinct")
+        return self
+
+
+class ModelChoice(_Strict):
+    # hub needs a handle per trial: not tunable here
+    values: list[Literal["small_cnn", "resnet50"]] = Field(min_length=1, max_length=2)
+
+
+class Epochs(_Strict):
+    min: int = Field(ge=1, le=MAX_EPOCHS)
+    max: int = Field(ge=1, le=MAX_EPOCHS)
+
+    @model_validator(mode="after")
+    def _order(self):
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) must not be above max ({self.max})")
+        return self
+
+
+class Parameters(_Strict):
+    learning_rate: LearningRate | None = None
+    batch_size: BatchSize | None = None
+    model: ModelChoice | None = None
+    epochs: Epochs | None = None
+
+    @model_validator(mode="after")
+    def _some(self):
+        if not any((self.learning_rate, self.batch_size, self.model, self.epochs)):
+            raise ValueError("name at least one of learning_rate, batch_size, model, epochs")
+        return self
+
+
+class TuneSpec(_Strict):
+    parameters: Parameters
+    max_trials: int = Field(6, ge=1, le=MAX_TRIALS)
+    parallel_trials: int = Field(2, ge=1, le=MAX_TRIALS)
+    max_failed_trials: int = Field(0, ge=0, le=MAX_TRIALS)   # 0: Vertex AI decides
+    algorithm: Literal["random", "grid", "bayesian"] = "random"
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.parallel_trials > self.max_trials:
+            raise ValueError(f"parallel_trials ({self.parallel_trials}) must not exceed max_trials ({self.max_trials})")
+        if self.max_failed_trials > self.max_trials:
+            raise ValueError(f"max_failed_trials ({self.max_failed_trials}) must not exceed max_trials "
+                             f"({self.max_trials})")
+        lr = self.parameters.learning_rate
+        if self.algorithm == "grid" and lr is not None and lr.values is None:
+            raise ValueError("grid search needs a finite grid: give learning_rate.values instead of min/max")
+        return self
+
+
+DEFAULT_SPEC = TuneSpec(parameters=Parameters(learning_rate=LearningRate(min=1e-4, max=1e-1),
+                                              batch_size=BatchSize(values=[16, 32, 64])))
+
+
+def parse_spec(data: Any, source: str) -> TuneSpec:
+    """Validate ``data`` (the YAML document) into a TuneSpec; UserError names ``source`` and the field."""
+    if not isinstance(data, dict):
+        raise UserError(f"{source}: expected a mapping with 'parameters' (and max_trials, parallel_trials, algorithm)")
+    try:
+        return TuneSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        location = ".".join(str(p) for p in err.get("loc", ())) or "(top level)"
+        raise UserError(f"{source}: {location}: {message}") from None
+
+
+def load_spec(path: Path | None) -> TuneSpec:
+    """``--spec FILE`` (YAML, at most MAX_SPEC_BYTES, read by the one bounded reader), or DEFAULT_SPEC when None."""
+    if path is None:
+        return DEFAULT_SPEC
+    path = Path(path)
+    data = read_file(path, "tuning spec", MAX_SPEC_BYTES,
+                     hint="give a small YAML file with 'parameters' (docs/cheaper-runs.md)")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: the tuning spec is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                        f"{exc.start})") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise UserError(f"{path}: not valid YAML{where}") from None
+    except RecursionError:
+        raise UserError(f"{path}: nested too deeply for a tuning spec") from None
+    except ValueError as exc:   # an integer past Python's digit limit, a date like 2020-13-45
+        raise UserError(f"{path}: a value YAML cannot convert ({str(exc).split(':')[0][:80]})") from None
+    return parse_spec(doc, str(path))
