@@ -16,8 +16,6 @@ Every failure is one ``ConfigError`` whose message starts with the key (``tpuctl
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, get_args, get_origin
 
@@ -34,6 +32,23 @@ from pydantic import (
 
 from tpuctl.ground import domain
 from tpuctl.ground.errors import ConfigError, DomainError
+from tpuctl.ground.settings_values import (
+    SOFT_DELETE_MAX_DAYS,
+    Int,
+    List,
+    Str,
+    as_string,
+    check_bucket,
+    check_contact,
+    check_hub_handles,
+    check_labels,
+    check_name_prefix,
+    check_principals,
+    check_soft_delete,
+    checked,
+    label_map,
+    unique_quotas,
+)
 
 NAMESPACE = "tpuctl"
 #: Config key of the name override for each bucket purpose.
@@ -44,163 +59,9 @@ BUCKET_KEYS: dict[str, str] = {
     "hub-cache": "hubCacheBucket",
 }
 EXISTING_BUCKET_ACCESS: tuple[str, ...] = ("iam", "acl")
-#: GCS accepts a soft-delete retention of 0 (off) or 7-90 days
-#: (cloud.google.com/storage/docs/soft-delete#retention-duration, checked 2026-11).
-SOFT_DELETE_MIN_DAYS, SOFT_DELETE_MAX_DAYS = 7, 90
 #: Our own sanity bounds (not Google's): a staging lifecycle of up to ten years, a quota cap of up to 1000.
 STAGING_MAX_DAYS = 3650
 MAX_GPU_QUOTA_CAP = 1000
-
-
-# --------------------------------------------------------------------------------------------
-# Spellings -> typed values (BeforeValidators); messages are the ones users see after the key
-# --------------------------------------------------------------------------------------------
-
-def _strict(info: ValidationInfo) -> bool:
-    return bool(info.context and info.context.get("strict"))
-
-
-def _no_secret(value: Any) -> None:
-    if isinstance(value, dict) and "secure" in value:
-        raise ValueError("is a secret; tpuctl does not read secrets offline (and this key needs none)")
-
-
-def _as_string(value: Any, info: ValidationInfo) -> str:
-    _no_secret(value)
-    if isinstance(value, bool) or not isinstance(value, (str, int)) or (_strict(info) and not isinstance(value, str)):
-        raise ValueError(f"must be a string, not {type(value).__name__}")
-    return str(value).strip()
-
-
-def _as_int(value: Any, info: ValidationInfo) -> int:
-    _no_secret(value)
-    if isinstance(value, bool):
-        raise ValueError(f"must be a whole number, not {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and math.isfinite(value) and value == int(value):
-        return int(value)
-    if isinstance(value, str) and not _strict(info):
-        try:
-            return int(value.strip())
-        except ValueError:
-            pass
-    raise ValueError(f"must be a whole number, not {value!r}")
-
-
-def _as_list(value: Any, info: ValidationInfo) -> tuple[str, ...]:
-    """Arrays come as lists (YAML) or as JSON text (what the engine hands the program)."""
-    _no_secret(value)
-    if isinstance(value, str) and not _strict(info):
-        text = value.strip()
-        if not text:
-            return ()
-        try:
-            value = json.loads(text)
-        except (json.JSONDecodeError, RecursionError):
-            raise ValueError(f"must be a list, e.g. [\"a\", \"b\"]; got {value!r}") from None
-    if not isinstance(value, (list, tuple)):
-        raise ValueError(f"must be a list, not {type(value).__name__}")
-    items = []
-    for item in value:
-        if isinstance(item, bool) or not isinstance(item, (str, int)):
-            raise ValueError(f"items must be strings, not {item!r}")
-        items.append(str(item).strip())
-    return tuple(items)
-
-
-def _checked(check, *, skip_empty: bool = True):
-    """An AfterValidator that runs a domain check and keeps the value (its message becomes the error)."""
-    def run(value):
-        if value or not skip_empty:
-            check(value)
-        return value
-    return AfterValidator(run)
-
-
-
-def _name_prefix(prefix: str) -> str:
-    if not prefix or not prefix[0].isalpha() or not all(c.islower() or c.isdigit() or c == "-" for c in prefix) \
-            or prefix.endswith("-") or len(prefix) > 20:
-        raise ValueError(f"name prefix {prefix!r} must be 1-20 lowercase letters, digits or '-', start with a letter "
-                         "and not end with '-'")
-    return prefix
-
-
-def _principals(items: tuple[str, ...]) -> tuple[str, ...]:
-    for p in items:
-        if p not in domain.PRINCIPAL_KEYWORDS:
-            raise ValueError(f"unknown principal {p!r}; use any of {', '.join(domain.PRINCIPAL_KEYWORDS)}")
-    for p in items:
-        if items.count(p) > 1:
-            raise ValueError(f"principal {p!r} is listed twice")
-    return items
-
-
-
-def _bucket(value: str) -> str:
-    return domain.bucket_name_from(value) if value else value
-
-
-def _soft_delete(days: int) -> int:
-    if days != 0 and not SOFT_DELETE_MIN_DAYS <= days <= SOFT_DELETE_MAX_DAYS:
-        raise ValueError(f"must be 0 (off) or {SOFT_DELETE_MIN_DAYS}-{SOFT_DELETE_MAX_DAYS} days (GCS limits), "
-                         f"not {days}")
-    return days
-
-
-def _unique_quotas(parse):
-    """AfterValidator: every entry parses with ``parse`` and names its (accelerator, region) once."""
-    def check(entries: tuple[str, ...]) -> tuple[str, ...]:
-        seen: dict[tuple[str, str], str] = {}
-        for entry in entries:
-            req = parse(entry)
-            ident = (req.label, req.location)
-            if ident in seen:
-                raise ValueError(f"{entry!r} repeats {req.label} in {req.location} (already {seen[ident]!r})")
-            seen[ident] = entry
-        return entries
-    return check
-
-
-def _contact(email: str) -> str:
-    if email and domain.member_for_email(email).startswith("serviceAccount:"):
-        raise ValueError(f"{email!r} is a service account; Google needs a person to contact")
-    return email
-
-
-def _hub_handles(handles: tuple[str, ...]) -> tuple[str, ...]:
-    for i, handle in enumerate(handles):
-        domain.hub_cache_key(handle)
-        if handle in handles[:i]:
-            raise ValueError(f"hub handle {handle!r} is listed twice")
-    return handles
-
-
-def _labels(items: tuple[str, ...]) -> tuple[str, ...]:
-    label_map(items)
-    return items
-
-
-def label_map(items: tuple[str, ...]) -> dict[str, str]:
-    labels: dict[str, str] = {}
-    for item in items:
-        k, sep, v = item.partition("=")
-        k, v = k.strip(), v.strip()
-        if not sep or not k:
-            raise ValueError(f"label {item!r} must be key=value, e.g. team=vision")
-        if k in labels:
-            raise ValueError(f"label key {k!r} is given twice")
-        if k == domain.PURPOSE_LABEL:
-            raise ValueError(f"label key {k!r} is set by tpuctl on each bucket; choose another key")
-        labels[k] = v
-    domain.validate_labels(labels)
-    return labels
-
-
-Str = Annotated[str, BeforeValidator(_as_string)]
-Int = Annotated[int, BeforeValidator(_as_int)]
-List = Annotated[tuple[str, ...], BeforeValidator(_as_list)]
 
 
 def _key(alias: str, default: Any, description: str, **bounds: int) -> Any:
@@ -216,51 +77,51 @@ class StackSettings(BaseModel):
     # through ``from_values``, which accepts the camelCase keys only.
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-    project: Annotated[Str, _checked(domain.validate_project_id)] = _key(
+    project: Annotated[Str, checked(domain.validate_project_id)] = _key(
         "project", "", "Google Cloud project id that owns the buckets, identities and quota preferences "
                        "(default: gcp:project; when both are set they must match).")
-    region: Annotated[Str, _checked(domain.validate_region)] = _key(
+    region: Annotated[Str, checked(domain.validate_region)] = _key(
         "region", "us-central1", "Region of the buckets and of the training jobs.")
     zone: Str = _key("zone", "us-central1-a", "Zone for TPU VMs; must lie in `region`.")
-    tpu_zone: Annotated[Str, _checked(domain.validate_tpu_vm_zone)] = _key(
+    tpu_zone: Annotated[Str, checked(domain.validate_tpu_vm_zone)] = _key(
         "tpuZone", "",
         "Zone of the TPU VM slices (`tpuctl train --target tpu-vm`, `tpuctl tpu`) when they live outside `zone`, "
         "e.g. us-west4-a for v5e or us-central2-b for v4; any region (data read across regions is billed as "
         "egress). Empty: `zone`.")
-    name_prefix: Annotated[Str, AfterValidator(_name_prefix)] = _key(
+    name_prefix: Annotated[Str, AfterValidator(check_name_prefix)] = _key(
         "namePrefix", "tpuctl", "Prefix of default bucket names (<prefix>-<project>-<purpose>).")
-    access_mode: Annotated[Literal[domain.ACCESS_MODES], BeforeValidator(_as_string)] = _key(
+    access_mode: Annotated[Literal[domain.ACCESS_MODES], BeforeValidator(as_string)] = _key(
         "accessMode", domain.DEFAULT_ACCESS_MODE,
         "bucket (least privilege per bucket) or project (the classic project-wide roles: viewer + storage.admin).")
-    principals: Annotated[List, AfterValidator(_principals)] = _key(
+    principals: Annotated[List, AfterValidator(check_principals)] = _key(
         "principals", domain.PRINCIPAL_KEYWORDS, "Principals to grant; leave a keyword out to switch it off.")
-    training_sa_id: Annotated[Str, _checked(domain.validate_account_id)] = _key(
+    training_sa_id: Annotated[Str, checked(domain.validate_account_id)] = _key(
         "trainingServiceAccountId", domain.DEFAULT_TRAINING_SA_ID,
         "Account id of the dedicated training service account (principal training-sa).")
-    data_bucket: Annotated[Str, AfterValidator(_bucket)] = _key(
+    data_bucket: Annotated[Str, AfterValidator(check_bucket)] = _key(
         "dataBucket", "", "Name of the data bucket to create (default <prefix>-<project>-data).")
-    staging_bucket: Annotated[Str, AfterValidator(_bucket)] = _key(
+    staging_bucket: Annotated[Str, AfterValidator(check_bucket)] = _key(
         "stagingBucket", "", "Name of the staging bucket (default <prefix>-<project>-staging).")
-    artifacts_bucket: Annotated[Str, AfterValidator(_bucket)] = _key(
+    artifacts_bucket: Annotated[Str, AfterValidator(check_bucket)] = _key(
         "artifactsBucket", "", "Name of the artifacts bucket (default <prefix>-<project>-artifacts).")
-    hub_cache_bucket: Annotated[Str, AfterValidator(_bucket)] = _key(
+    hub_cache_bucket: Annotated[Str, AfterValidator(check_bucket)] = _key(
         "hubCacheBucket", "", "Name of the TF-Hub cache bucket (default <prefix>-<project>-hub-cache).")
-    existing_data_bucket: Annotated[Str, AfterValidator(_bucket)] = _key(
+    existing_data_bucket: Annotated[Str, AfterValidator(check_bucket)] = _key(
         "existingDataBucket", "", "Use this existing bucket as the data bucket instead of creating one.")
-    existing_data_bucket_access: Annotated[Literal[EXISTING_BUCKET_ACCESS], BeforeValidator(_as_string)] = _key(
+    existing_data_bucket_access: Annotated[Literal[EXISTING_BUCKET_ACCESS], BeforeValidator(as_string)] = _key(
         "existingDataBucketAccess", "iam",
         "How the existing data bucket is shared: iam (bucket IAM members) or acl (READER ACLs, fine-grained "
         "buckets only).")
     staging_retention_days: Int = _key(
         "stagingRetentionDays", 7, "Objects in the staging bucket are deleted after this many days.",
         ge=1, le=STAGING_MAX_DAYS)
-    soft_delete_retention_days: Annotated[Int, AfterValidator(_soft_delete)] = _key(
+    soft_delete_retention_days: Annotated[Int, AfterValidator(check_soft_delete)] = _key(
         "softDeleteRetentionDays", 7, "Soft-delete retention of created buckets in days (0 = off, else 7-90).",
         ge=0, le=SOFT_DELETE_MAX_DAYS)
-    gpu_quotas: Annotated[List, AfterValidator(_unique_quotas(domain.parse_gpu_quota))] = _key(
+    gpu_quotas: Annotated[List, AfterValidator(unique_quotas(domain.parse_gpu_quota))] = _key(
         "gpuQuotas", (), "GPU quota preferences, each GPU_TYPE:REGION:COUNT or GPU_TYPE:REGION:COUNT:spot "
                          "(e.g. nvidia-tesla-t4:us-central1:4); quotaService says whose quota.")
-    quota_contact_email: Annotated[Str, AfterValidator(_contact)] = _key(
+    quota_contact_email: Annotated[Str, AfterValidator(check_contact)] = _key(
         "quotaContactEmail", "", "Contact e-mail for quota requests (required when gpuQuotas, tpuQuotas or "
                                  "tpuVmQuotas is not empty).")
     quota_justification: Str = _key(
@@ -270,23 +131,23 @@ class StackSettings(BaseModel):
         "maxGpuQuota", domain.DEFAULT_MAX_GPU_QUOTA,
         "Largest GPU count a single quota preference may ask for (enforced by the tpuctl policy pack).",
         ge=1, le=MAX_GPU_QUOTA_CAP)
-    hub_models: Annotated[List, AfterValidator(_hub_handles)] = _key(
+    hub_models: Annotated[List, AfterValidator(check_hub_handles)] = _key(
         "hubModels", (), "TF-Hub / Kaggle model handles to upload into the hub cache bucket.")
     hub_cache_source: Str = _key(
         "hubCacheSource", ".tpuctl-cache/hub",
         "Local folder in tensorflow_hub cache layout (<dir>/<sha1(handle)>/saved_model.pb), relative to the project.")
-    hub_cache_prefix: Annotated[Str, _checked(domain.validate_hub_prefix, skip_empty=False)] = _key(
+    hub_cache_prefix: Annotated[Str, checked(domain.validate_hub_prefix, skip_empty=False)] = _key(
         "hubCachePrefix", domain.DEFAULT_HUB_CACHE_PREFIX, "Folder in the hub cache bucket that TFHUB_CACHE_DIR points at.")
-    labels: Annotated[List, AfterValidator(_labels)] = _key(
+    labels: Annotated[List, AfterValidator(check_labels)] = _key(
         "labels", ("managed-by=tpuctl",), "Labels (key=value) put on every created bucket.")
-    quota_service: Annotated[Literal[tuple(domain.QUOTA_SERVICES)], BeforeValidator(_as_string)] = _key(
+    quota_service: Annotated[Literal[tuple(domain.QUOTA_SERVICES)], BeforeValidator(as_string)] = _key(
         "quotaService", domain.DEFAULT_QUOTA_SERVICE,
         "Whose GPU quota gpuQuotas asks for: vertex (Vertex AI custom training, aiplatform.googleapis.com) or "
         "compute (Compute Engine: your own VMs/GKE, compute.googleapis.com).")
-    tpu_quotas: Annotated[List, AfterValidator(_unique_quotas(domain.parse_tpu_quota))] = _key(
+    tpu_quotas: Annotated[List, AfterValidator(unique_quotas(domain.parse_tpu_quota))] = _key(
         "tpuQuotas", (), "Vertex AI custom-training TPU quota preferences, each TPU_VERSION:REGION:CORES "
                          "(e.g. v5e:us-central1:8).")
-    tpu_vm_quotas: Annotated[List, AfterValidator(_unique_quotas(domain.parse_tpu_vm_quota))] = _key(
+    tpu_vm_quotas: Annotated[List, AfterValidator(unique_quotas(domain.parse_tpu_vm_quota))] = _key(
         "tpuVmQuotas", (), "Cloud TPU (TPU VM) per-zone quota preferences, each GENERATION:ZONE:COUNT or "
                            "GENERATION:ZONE:COUNT:spot (e.g. v5e:us-west4-a:16:spot); COUNT in chips for v5e/v6e, "
                            "TensorCores for v5p/v4.")
@@ -294,15 +155,15 @@ class StackSettings(BaseModel):
         "accessLogRetentionDays", 0,
         "Usage and storage logs of every created bucket go to an access-log bucket and are deleted after this many "
         "days (0 = no access logs).", ge=0, le=STAGING_MAX_DAYS)
-    access_log_bucket: Annotated[Str, AfterValidator(_bucket)] = _key(
+    access_log_bucket: Annotated[Str, AfterValidator(check_bucket)] = _key(
         "accessLogBucket", "", "Name of the access-log bucket (default <prefix>-<project>-access-logs).")
     versioned_buckets: Annotated[List, AfterValidator(lambda v: _versioned_buckets(v))] = _key(
         "versionedBuckets", ("data", "artifacts"),
         "Buckets that keep old object versions (artifacts always; staging and hub-cache hold rebuildable files).")
-    trainer_image_repository: Annotated[Str, _checked(domain.validate_repository_id)] = _key(
+    trainer_image_repository: Annotated[Str, checked(domain.validate_repository_id)] = _key(
         "trainerImageRepository", "tpuctl-trainer",
         "Artifact Registry Docker repository (in `region`) for the trainer image that Vertex jobs run.")
-    serving_endpoint: Annotated[Str, _checked(lambda v: domain.check_display_name(v, "servingEndpoint"))] = _key(
+    serving_endpoint: Annotated[Str, checked(lambda v: domain.check_display_name(v, "servingEndpoint"))] = _key(
         "servingEndpoint", "",
         "Display name of a Vertex AI Endpoint the stack owns in `region`; `tpuctl deploy` deploys to it "
         "(empty: no endpoint; deploy finds or creates its own).")
