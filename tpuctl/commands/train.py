@@ -82,7 +82,7 @@ def train(
     stack: Optional[str] = STACK,
     outputs: Optional[Path] = OUTPUTS,
     region: Optional[str] = typer.Option(None, "--region", help="Vertex: region of the job (default: the stack's region)."),
-    job_name: Optional[str] = typer.Option(None, "--job-name", help="Vertex: display name, also names the staging/output folders. Default: tpuctl-train-<timestamp>."),
+    job_name: Optional[str] = typer.Option(None, "--job-name", help="Vertex: display name, also names the staging/output folders (default tpuctl-train-<timestamp>); TPU VM: the run's and its queued resource's name (default tpuctl-<timestamp>)."),
     image: Optional[str] = typer.Option(None, "--image", help="Vertex/TPU VM: run this image instead of the trainer's own (`tpuctl image build`)."),
     python_package: bool = typer.Option(False, "--python-package", help="Vertex: ship trainer/ as a package onto Google's prebuilt TensorFlow image (refused past its end of availability)."),
     spot: bool = typer.Option(False, "--spot", help="Vertex/TPU VM: Spot capacity; a preempted job restarts and resumes from its gs:// backup."),
@@ -95,7 +95,7 @@ def train(
                                      "most this many times."),
     zones: Optional[str] = typer.Option(None, "--zones", help="TPU VM with --recover: other zones of the region to "
                                                               "re-queue in, in this order after --zone (comma-separated)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Vertex: print the CustomJob request as JSON; build, upload and submit nothing."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Vertex/TPU VM: print the request (CustomJob, or queued resource and startup script) as JSON; create nothing."),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="Vertex: follow the job until it ends."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Local: show everything the trainer prints (protocol lines, Keras, TensorFlow notices)."),
     poll_seconds: float = typer.Option(30.0, "--poll-seconds", min=MIN_POLL_SECONDS, max=MAX_POLL_SECONDS,
