@@ -189,22 +189,24 @@ def _prepare(task: tuple[str, int, str, str], full_decode: bool = False) -> tupl
     return True, (head, encoded, tail, height, width)
 
 
-def _results(tasks: list[tuple[str, int, str, str]], workers: int, full_decode: bool = False):
-    """:func:`_prepare` over ``tasks`` in order, in ``workers`` processes (spawned: safe even when the caller
-    has TensorFlow loaded, as the trainer's tests do).
+@contextlib.contextmanager
+def _decoded(tasks: list[tuple[str, int, str, str]], workers: int, full_decode: bool = False):
+    """Yields an iterator of :func:`_prepare` over ``tasks``, in order, computed in ``workers`` processes (spawned:
+    safe even when the caller has TensorFlow loaded, as the trainer's tests do).
 
-    On any exception in the consumer (Ctrl-C, SIGTERM via run_cli), the generator is closed and the pool
-    terminated, so no worker is left decoding (or blocked reading a file) after this process exits.
+    The pool is terminated when the block ends, however it ends (Ctrl-C, SIGTERM via run_cli), so no worker is
+    left decoding (or blocked reading a file) after this process exits. An interrupt that arrives while the
+    consumer waits for a result leaves the iterator at once; the pool is stopped only when this block is left,
+    so a block opened inside this one (the output folder) is cleaned up first.
     """
     prepare = functools.partial(_prepare, full_decode=full_decode)
     if workers <= 1 or len(tasks) < 2:
-        for task in tasks:
-            yield prepare(task)
+        yield (prepare(task) for task in tasks)
         return
     pool = multiprocessing.get_context("spawn").Pool(min(workers, len(tasks)), initializer=_ignore_sigint)
     try:
         chunk = max(1, min(64, len(tasks) // (workers * 8)))
-        yield from pool.imap(prepare, tasks, chunksize=chunk)
+        yield pool.imap(prepare, tasks, chunksize=chunk)
         pool.close()
     finally:
         pool.terminate()
@@ -251,14 +253,15 @@ def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, valid
     skipped: list[str] = []
     sizes: set[tuple[int, int]] = set()
     done, last_report, last_time = 0, -1, 0.0
-    results = _results([(str(p), label, classes[label], p.relative_to(src).as_posix()) for p, label, _ in items],
-                       workers, full_decode)
+    tasks = [(str(p), label, classes[label], p.relative_to(src).as_posix()) for p, label, _ in items]
     # Written next to DEST and swapped in only when complete (an earlier output survives any failure). On the
-    # way out, the decoder pool is stopped first (closing terminates it), then the new folder is swapped in or,
-    # if this failed, removed.
-    with atomicdir.replacing(dest, "make_tfrecords: destination",
-                             check=lambda folder: records.check_output_dir(folder, "make_tfrecords")) as out, \
-            contextlib.closing(results):
+    # way out, the new folder is swapped in or, if this failed, removed together with its lock FIRST, and the
+    # decoder pool is stopped after: the workers only hand records to this process, and stopping spawned workers
+    # can outlast the supervisor's SIGTERM grace on a loaded machine, whose SIGKILL would otherwise leave
+    # .<name>.writing and .<name>.lock behind.
+    with _decoded(tasks, workers, full_decode) as results, \
+            atomicdir.replacing(dest, "make_tfrecords: destination",
+                                check=lambda folder: records.check_output_dir(folder, "make_tfrecords")) as out:
         writers = {split: tfrecord.ShardWriter(out, prefix, split, shard_bytes=shard_bytes)
                    for split in records.SPLITS}
         for (path, _, split), (ok, payload) in zip(items, results):

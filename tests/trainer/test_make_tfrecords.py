@@ -345,3 +345,34 @@ def test_a_previous_manifest_is_read_bounded(tmp_path, monkeypatch):
     monkeypatch.setattr(records, "_MAX_PREVIOUS_MANIFEST_BYTES", 500)
     with pytest.raises(DataError, match="is not empty and is not a previous output"):
         records.check_output_dir(dest, "tool")
+
+
+def test_an_interrupted_conversion_removes_its_staging_and_lock_before_stopping_the_decoders(image_folder, tmp_path,
+                                                                                          monkeypatch):
+    """The decoder pool is stopped only after the half-written folder and its lock are gone: stopping spawned
+    workers can outlast the supervisor's SIGTERM grace on a loaded machine, and a SIGKILL then must find nothing
+    half-created next to DEST (it once left .records.writing and .records.lock)."""
+    import contextlib
+
+    from trainer import make_tfrecords
+
+    dest = tmp_path / "records"
+    seen_at_teardown: list[list[str]] = []
+    real = make_tfrecords._decoded
+
+    @contextlib.contextmanager
+    def decoded(tasks, workers, full_decode=False):
+        with real(tasks, 1, full_decode) as produced:
+            def interrupted():
+                yield next(iter(produced))
+                raise KeyboardInterrupt      # Ctrl-C (or SIGTERM via run_cli) while waiting for the decoders
+            try:
+                yield interrupted()
+            finally:                         # where the pool is terminated
+                seen_at_teardown.append(sorted(p.name for p in tmp_path.iterdir()))
+
+    monkeypatch.setattr(make_tfrecords, "_decoded", decoded)
+    with pytest.raises(KeyboardInterrupt):
+        make_tfrecords.convert(image_folder, dest, workers=2, progress=lambda *_: None)
+    assert seen_at_teardown == [[]]          # no .records.writing, no .records.lock left for a SIGKILL to freeze
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
