@@ -29,10 +29,15 @@ def validate_hub_prefix(prefix: str) -> None:
         raise DomainError(f"hub cache prefix {prefix!r} must be a relative path like 'model-cache' (no leading/trailing '/')")
 
 
+def _under(prefix: str, name: str) -> str:
+    """``<prefix>/<name>`` in a bucket; ``name`` alone under the empty prefix (the root of a local cache folder)."""
+    return f"{prefix}/{name}" if prefix else name
+
+
 def hub_object_name(prefix: str, handle: str, relative_path: str) -> str:
     """Object name of one file of a hub model in the bucket: ``<prefix>/<sha1(handle)>/<relative path>``."""
     rel = relative_path.replace("\\", "/").lstrip("/")
-    return f"{prefix}/{hub_cache_key(handle)}/{rel}"
+    return _under(prefix, f"{hub_cache_key(handle)}/{rel}")
 
 
 def tfhub_cache_dir(bucket: str, prefix: str = DEFAULT_HUB_CACHE_PREFIX) -> str:
@@ -60,16 +65,16 @@ HUB_STAGING = ".staging"
 
 def hub_folder(prefix: str, handle: str) -> str:
     """``<prefix>/<sha1(handle)>/`` (with the trailing slash: a listing prefix)."""
-    return f"{prefix}/{hub_cache_key(handle)}/"
+    return _under(prefix, f"{hub_cache_key(handle)}/")
 
 
 def hub_manifest_name(prefix: str, handle: str) -> str:
-    return f"{prefix}/{hub_cache_key(handle)}/{HUB_MANIFEST}"
+    return _under(prefix, f"{hub_cache_key(handle)}/{HUB_MANIFEST}")
 
 
 def hub_descriptor_name(prefix: str, handle: str) -> str:
     """``<prefix>/<sha1>.descriptor.txt``: the descriptor tensorflow_hub writes next to a module folder."""
-    return f"{prefix}/{hub_cache_key(handle)}.descriptor.txt"
+    return _under(prefix, f"{hub_cache_key(handle)}.descriptor.txt")
 
 
 def hub_staging_prefix(prefix: str, key: str) -> str:
@@ -163,12 +168,10 @@ def hub_layout(prefix: str, handle: str, files: dict[str, tuple[int, str]], crea
     """The layout of ``handle``'s ``files`` (relative path -> (size, base64 crc32c)) under ``prefix`` (a bucket
     prefix, or ``""`` for the root of a local cache folder). A manifest among ``files`` is not a file of the
     model (``hub-cache fetch`` writes one locally): it is left out and written anew, last."""
-    base = f"{prefix}/" if prefix else ""
     model = {rel: value for rel, value in files.items() if rel != HUB_MANIFEST}
-    key = hub_cache_key(handle)
     return HubLayout(
-        folder=f"{base}{key}/",
-        files={rel: f"{base}{key}/{rel.replace(chr(92), '/').lstrip('/')}" for rel in sorted(model)},
-        descriptor=(f"{base}{key}.descriptor.txt", hub_descriptor(handle, created_by, created)),
-        manifest=(f"{base}{key}/{HUB_MANIFEST}", hub_manifest(handle, model, created_by, created)),
+        folder=hub_folder(prefix, handle),
+        files={rel: hub_object_name(prefix, handle, rel) for rel in sorted(model)},
+        descriptor=(hub_descriptor_name(prefix, handle), hub_descriptor(handle, created_by, created)),
+        manifest=(hub_manifest_name(prefix, handle), hub_manifest(handle, model, created_by, created)),
     )
