@@ -158,16 +158,17 @@ def refuse_other_targets(ctx: typer.Context, target: str, takes: Mapping[str, Co
         for param in params:
             owners.setdefault(param, []).append(name)
     for param in ctx.command.params:
-        wanted = owners.get(param.name or "")
+        name = param.name or ""
+        wanted = owners.get(name)
         if wanted is None or target in wanted:
             continue
-        source = ctx.get_parameter_source(param.name or "")   # typer's own click: compared by name
+        source = ctx.get_parameter_source(name)   # typer's own click: compared by name
         if source is None or source.name in ("DEFAULT", "DEFAULT_MAP"):
             continue
-        value = ctx.params.get(param.name or "")
         long = [o for o in param.opts if o.startswith("--")] or param.opts
-        flag = param.secondary_opts[0] if value is False and getattr(param, "secondary_opts", None) else long[0]
-        note = (notes or {}).get(param.name or "")
+        negative = ctx.params.get(name) is False and getattr(param, "secondary_opts", None)
+        flag = param.secondary_opts[0] if negative else long[0]
+        note = (notes or {}).get(name)
         raise UserError(f"{flag} only applies to --target {' or '.join(wanted)}" + (f" ({note})" if note else ""))
 
 
