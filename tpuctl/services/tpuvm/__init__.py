@@ -28,20 +28,10 @@ open the TPU devices under ``--privileged``, and how TensorFlow's TPUStrategy sp
 slice when every host runs the program (see docs/tpu-vm.md).
 """
 
-from tpuctl.services.tpuvm.api import (
-    RunResult,
-    create_and_wait,
-    follow,
-    state_name,
-    tpu_client,
-)
-from tpuctl.services.tpuvm.manage import RunSummary, delete, list_runs
+from tpuctl.services.tpuvm.api import tpu_client
+from tpuctl.services.tpuvm.manage import delete, list_runs
 from tpuctl.services.tpuvm.plan import (
-    DEFAULT_POLL_SECONDS,
-    DEFAULT_PROVISION_TIMEOUT,
-    DEFAULT_RUN_TIMEOUT,
     HOST_STATUS_DIR,
-    RESULT_FILE,
     TpuVmRun,
     check_quota,
     plan_run,
@@ -49,12 +39,9 @@ from tpuctl.services.tpuvm.plan import (
 )
 from tpuctl.services.tpuvm.run import run_tpu_vm
 from tpuctl.services.tpuvm.script import (
-    WORKER,
-    ShellVar,
     build_queued_resource,
     host_command,
     host_command_line,
     request_document,
-    shell_word,
     startup_script,
 )

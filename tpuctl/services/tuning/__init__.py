@@ -24,20 +24,16 @@ Locally each trial gets ``<run folder>/trial-<n>`` as ``--model_dir``.
 from tpuctl.services.tuning.local import claim_trial_dir, run_local_tuning, sample_trials, trial_args
 from tpuctl.services.tuning.spec import (
     DEFAULT_SPEC,
-    METRIC_ID,
-    TRAINER_FLAGS,
     LearningRate,
     Parameters,
     TuneSpec,
     load_spec,
     parse_spec,
 )
-from tpuctl.services.tuning.trials import TrialRow, rank
 from tpuctl.services.tuning.vertex import (
     build_tuning_job,
     estimate_tuning,
     get_tuning_job,
-    parameter_specs,
     resolve_job_name,
     submit_tuning,
     tuning_console_url,
