@@ -112,7 +112,7 @@ def vertex_quota_fix(project: str, region: str, accel: domain.Accelerator, metri
         entry = f"tpuctl:gpuQuotas entry {accel.gpu.name}:{region}:{need} (quotaService: vertex)"
     else:
         assert accel.tpu is not None
-        entry = f"tpuctl:tpuQuotas entry {accel.tpu.version}:{region}:{need}"
+        entry = f"tpuctl:tpuQuotas entry {accel.tpu.generation}:{region}:{need}"
     service = metric.split("/", 1)[0]
     return (f"add the {entry} and run `pulumi up`, or run `gcloud beta quotas preferences create "
             f"--service={service} --quota-id={quota_id} --preferred-value={need} --dimensions=region={region} "
@@ -149,7 +149,7 @@ def check_vertex_room(project: str, region: str, accel: domain.Accelerator, repl
     return limit
 
 
-def check_tpu_vm_room(project: str, zone: str, accel: domain.TpuVmAccelerator, *, spot: bool = False, client=None,
+def check_tpu_vm_room(project: str, zone: str, accel: domain.TpuSlice, *, spot: bool = False, client=None,
                       echo: Echo = print) -> int | None:
     """Raise ``UserError`` when the zone's Cloud TPU quota (on-demand, or Spot with ``spot``) is below what one
     slice of ``accel`` needs. Returns the limit, or None when it could not be read (a note says why and the run

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tpuctl.ground.domain.tpuvm import TPU_VM_GENERATIONS
+from tpuctl.ground.domain.tpu import TPU_VM_GENERATIONS
 
 REPOSITORY = "skypilot-org/skypilot-catalog"
 PATH = "catalogs/v7/gcp/vms.csv"

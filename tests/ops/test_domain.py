@@ -87,7 +87,7 @@ def test_accelerators():
         "gpu", "NVIDIA_TESLA_T4", 2, "n1-standard-16")
     assert domain.parse_accelerator("gpu").gpu.name == "nvidia-tesla-t4"
     v38 = domain.parse_accelerator("tpu-v3-8")
-    assert (v38.machine_type, v38.tpu.vertex_accelerator, v38.tpu.vertex_accelerator_count) == ("cloud-tpu", "TPU_V3", 8)
+    assert (v38.machine_type, v38.tpu.vertex.accelerator_type, v38.tpu.vertex.accelerator_count) == ("cloud-tpu", "TPU_V3", 8)
     assert domain.parse_accelerator("tpu-v5e-4").tpu.topology == "2x2"
     with pytest.raises(DomainError, match="unknown accelerator"):
         domain.parse_accelerator("tpu-v9-1")
@@ -422,8 +422,8 @@ def test_tpu_admin_is_not_offered_for_the_tpu_vm_agent():
 # --------------------------------------------------------------------------------------------
 
 #: Catalogue modules and their list of facts no Google page confirmed (prices.py keeps its own notes).
-UNVERIFIED_LISTS = {"accelerators": "UNVERIFIED_ACCELERATOR_FACTS", "storage_iam": "UNVERIFIED_IAM_FACTS",
-                    "tpuvm": "UNVERIFIED_TPU_VM_FACTS", "prediction": "UNVERIFIED_PREDICTION_FACTS"}
+UNVERIFIED_LISTS = {"quotas": "UNVERIFIED_QUOTA_FACTS", "storage_iam": "UNVERIFIED_IAM_FACTS",
+                    "tpu": "UNVERIFIED_TPU_FACTS", "prediction": "UNVERIFIED_PREDICTION_FACTS"}
 _MARKER = re.compile(r"\[unverified: ([a-z0-9-]+)\]")
 _UNMARKED = re.compile(r"(?i)\bun-?verified\b|\bnot (?:re-)?verified\b|\bnot re-checked\b|\bnot from a google\b")
 
@@ -432,7 +432,8 @@ def test_every_unverified_fact_is_marked_listed_and_documented():
     import importlib
 
     docs = "\n".join(p.read_text() for p in (REPO / "docs").glob("*.md"))
-    for module_name in ("accelerators", "names", "storage_iam", "principals", "apis", "tpuvm", "hub", "prediction"):
+    for module_name in ("accelerators", "quotas", "tpu", "names", "storage_iam", "principals", "apis", "tpuvm", "hub",
+                        "prediction"):
         module = importlib.import_module(f"tpuctl.ground.domain.{module_name}")
         listed = getattr(module, UNVERIFIED_LISTS.get(module_name, ""), {})
         marked = set()
@@ -442,7 +443,7 @@ def test_every_unverified_fact_is_marked_listed_and_documented():
                 pytest.fail(f"{module_name}.py:{number} says a fact is unverified without a [unverified: id] marker")
         assert marked == set(listed), module_name
         assert [fact for fact in listed if f"`{fact}`" not in docs] == [], f"{module_name}: document these in docs/"
-    assert domain.UNVERIFIED_TPU_VM_FACTS and domain.UNVERIFIED_ACCELERATOR_FACTS
+    assert domain.UNVERIFIED_TPU_FACTS and domain.UNVERIFIED_QUOTA_FACTS
 
 
 def test_the_hub_layout_is_one_description_for_every_writer():

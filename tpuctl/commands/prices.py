@@ -51,8 +51,10 @@ def show(
 
     if target is None:   # a Cloud TPU API name (or a slice only TPU VMs offer, such as v5e-16) prices a TPU VM
         typed = accelerator.strip().lower()
-        tpu_vm_only = domain.tpu_slice_key(typed) is not None and domain.vertex_tpu(typed) is None
-        target = PriceTarget.tpu_vm if typed in domain.TPU_VM_TYPES or tpu_vm_only else PriceTarget.vertex
+        found = domain.find_tpu_slice(typed)
+        tpu_vm_only = domain.tpu_slice_key(typed) is not None and (found is None or found.vertex is None)
+        api_name = found is not None and found.tpu_vm and typed == found.name
+        target = PriceTarget.tpu_vm if api_name or tpu_vm_only else PriceTarget.vertex
     if region not in domain.TPU_ONLY_REGIONS:
         validate_region(region)
     if target is PriceTarget.tpu_vm:

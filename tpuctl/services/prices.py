@@ -261,10 +261,11 @@ def _component(skus, want: domain.SkuWant, region: str, spot: bool, quantity: fl
     return Component(label, quantity, sku.usd, want.per, f"{sku.sku_id} {sku.description}")
 
 
-def _vertex_tpu(machine_type: str, accelerator_type: str | None) -> domain.TpuType | None:
-    for t in domain.TPU_TYPES.values():
-        if (t.vertex_accelerator and t.vertex_accelerator == accelerator_type) or (
-                not t.vertex_accelerator and t.vertex_machine_type == machine_type):
+def _vertex_tpu(machine_type: str, accelerator_type: str | None) -> domain.TpuSlice | None:
+    for t in domain.TPU_SLICES.values():
+        v = t.vertex
+        if v is not None and ((v.accelerator_type and v.accelerator_type == accelerator_type) or (
+                not v.accelerator_type and v.machine_type == machine_type)):
             return t
     return None
 
@@ -281,9 +282,9 @@ def vertex_replica_hourly(prices: Prices, machine_type: str, accelerator_type: s
     skus = prices.catalogue.skus
     tpu = _vertex_tpu(machine_type, accelerator_type)
     if tpu is not None:
-        unit = domain.tpu_unit_chips(tpu.version)
-        comps = [_component(skus, domain.vertex_tpu_want(tpu.version), region, spot, tpu.chips / unit,
-                            f"{tpu.chips} chips of TPU {tpu.version}")]
+        unit = domain.tpu_unit_chips(tpu.generation)
+        comps = [_component(skus, domain.vertex_tpu_want(tpu.generation), region, spot, tpu.chips / unit,
+                            f"{tpu.chips} chips of TPU {tpu.generation}")]
     else:
         core, ram, cpus, gib = domain.vertex_host_wants(machine_type)
         comps = [_component(skus, core, region, spot, cpus, f"{cpus} vCPU"),
@@ -294,7 +295,7 @@ def vertex_replica_hourly(prices: Prices, machine_type: str, accelerator_type: s
     return Hourly(tuple(comps), prices.catalogue.label)
 
 
-def tpu_vm_hourly(prices: Prices, accelerator: domain.TpuVmAccelerator, region: str, spot: bool) -> Hourly:
+def tpu_vm_hourly(prices: Prices, accelerator: domain.TpuSlice, region: str, spot: bool) -> Hourly:
     """USD per hour of a TPU VM slice: chips × the per-chip price (catalogue, else the shipped snapshot)."""
     version, chips = accelerator.generation, accelerator.chips
     label = f"{chips} chips of TPU {version}"

@@ -93,9 +93,10 @@ def machine_spec(accel: domain.Accelerator) -> dict[str, Any]:
         spec["accelerator_count"] = accel.gpu_count
     elif accel.kind == "tpu":
         assert accel.tpu is not None
-        if accel.tpu.vertex_accelerator:
-            spec["accelerator_type"] = accel.tpu.vertex_accelerator
-            spec["accelerator_count"] = accel.tpu.vertex_accelerator_count
+        assert accel.tpu.vertex is not None
+        if accel.tpu.vertex.accelerator_type:
+            spec["accelerator_type"] = accel.tpu.vertex.accelerator_type
+            spec["accelerator_count"] = accel.tpu.vertex.accelerator_count
         if accel.tpu.topology:
             spec["tpu_topology"] = accel.tpu.topology
     return spec
@@ -294,7 +295,7 @@ def plan_job(opts: TrainOptions, outputs: StackOutputs | None, *, region: str | 
         # On a Vertex AI TPU VM the TPU is attached to the host the trainer runs on.
         env["TPU_NAME"] = "local"
         if accel.tpu is not None:
-            env.update(domain.tpu_runtime_env(accel.tpu.version))
+            env.update(domain.tpu_runtime_env(accel.tpu.generation))
     return VertexJob(
         project=project, region=region, display_name=name, accelerator=accel, workers=opts.workers,
         parameter_servers=opts.parameter_servers,

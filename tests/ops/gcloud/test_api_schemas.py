@@ -134,5 +134,5 @@ def test_a_field_or_value_google_does_not_define_is_caught(api, version, cls, bo
 def test_the_catalogues_accelerator_enums_are_the_sdks():
     enums = schema("aiplatform", "v1")["GoogleCloudAiplatformV1MachineSpec.AcceleratorTypeValueValuesEnum"].enum
     used = {g.vertex_accelerator for g in domain.GPU_TYPES.values()}
-    used |= {t.vertex_accelerator for t in domain.TPU_TYPES.values() if t.vertex_accelerator}
+    used |= {t.vertex.accelerator_type for t in domain.TPU_SLICES.values() if t.vertex and t.vertex.accelerator_type}
     assert used <= enums

@@ -28,7 +28,7 @@ def test_known_types(name, generation, chips, hosts, vms, runtime):
 
 
 def test_v5e_topologies_follow_googles_table():
-    shapes = {a.name: a.topology for a in domain.TPU_VM_TYPES.values() if a.generation == "v5e"}
+    shapes = {a.name: a.topology for a in domain.TPU_SLICES.values() if a.generation == "v5e"}
     assert shapes == {"v5litepod-1": "1x1", "v5litepod-4": "2x2", "v5litepod-8": "2x4", "v5litepod-16": "4x4",
                       "v5litepod-32": "4x8", "v5litepod-64": "8x8", "v5litepod-128": "8x16",
                       "v5litepod-256": "16x16"}
@@ -51,22 +51,26 @@ def test_unknown_type_is_rejected_with_the_valid_names(name, hint):
 ])
 def test_every_name_users_type_finds_the_one_record(typed, api_name):
     accel = domain.parse_tpu_vm_accelerator(typed)
-    assert accel is domain.TPU_VM_TYPES[api_name]
+    assert accel is domain.TPU_SLICES[api_name]
     assert typed.lower() in (accel.name, *accel.aliases)
 
 
-def test_vertex_and_tpu_vm_spellings_of_one_slice_name_the_same_vertex_record():
-    # The Vertex AI catalogue (tpu-v5e-N) answers to the TPU API's spelling too, and the two records agree on chips.
+def test_one_record_per_slice_serves_both_targets_under_every_name():
+    # Vertex AI (--accelerator tpu-v5e-8) and the Cloud TPU API (v5litepod-8) read the same record.
     for typed in ("tpu-v5e-8", "v5e-8", "v5litepod-8"):
         accel = domain.parse_accelerator(typed)
-        assert accel.name == "tpu-v5e-8" and accel.tpu is domain.TPU_TYPES["tpu-v5e-8"]
-    for vertex in domain.TPU_TYPES.values():
-        key = domain.tpu_slice_key(vertex.name)
-        twin = next((a for a in domain.TPU_VM_TYPES.values() if domain.tpu_slice_key(a.name) == key), None)
-        if twin is not None:
-            assert (twin.generation, twin.chips, twin.topology) == (vertex.version, vertex.chips, vertex.topology)
+        assert accel.name == "tpu-v5e-8" and accel.tpu is domain.TPU_SLICES["v5litepod-8"]
+        assert domain.parse_tpu_vm_accelerator(typed) is accel.tpu
+    # no two records share a name, whichever spelling
+    names = [n for s in domain.TPU_SLICES.values() for n in (s.name, *s.aliases)]
+    assert len(names) == len(set(names))
+    assert all(domain.find_tpu_slice(n) is s for s in domain.TPU_SLICES.values() for n in (s.name, *s.aliases))
+    # v2/v3 boards run on Vertex AI only; slices over one host on TPU VMs only
+    assert domain.TPU_SLICES["v3-8"].vertex is not None and not domain.TPU_SLICES["v3-8"].tpu_vm
     with pytest.raises(domain.DomainError, match=r"--target tpu-vm"):
         domain.parse_accelerator("v5litepod-16")
+    with pytest.raises(domain.DomainError, match=r"run through Vertex AI"):
+        domain.parse_tpu_vm_accelerator("tpu-v3-8")
 
 
 def test_names_and_zones():

@@ -149,7 +149,7 @@ def test_python_package_on_tpu_v5e_is_refused_whatever_the_date(outputs_file):
 
 
 def test_an_unverified_quota_metric_google_does_not_list_is_a_note_not_a_refusal(monkeypatch, tmp_path):
-    # the Spot, P100 and TPU v2 metrics are tpuctl's reading (domain.UNVERIFIED_ACCELERATOR_FACTS): when the
+    # the Spot, P100 and TPU v2 metrics are tpuctl's reading (domain.UNVERIFIED_QUOTA_FACTS): when the
     # project's quota infos lack one, the pre-flight says so and lets Vertex AI decide; a verified one still stops
     import sys
     from pathlib import Path

@@ -30,7 +30,7 @@ OUTPUTS = {
 def _catalogue() -> list[tuple[str, int]]:
     """Every accelerator name the catalogue accepts × 1 worker, and × 3 workers where that is allowed."""
     names = ["cpu", *(f"gpu-{g.short}x{c}" for g in domain.GPU_TYPES.values() for c in sorted(g.machine_types)),
-             *domain.TPU_TYPES]
+             *domain.vertex_tpu_names()]
     out = []
     for name in names:
         out.append((name, 1))
@@ -72,7 +72,7 @@ def test_dry_run_request_parses_strictly_as_a_custom_job(outputs_file, name, wor
 
 def test_every_catalogue_accelerator_enum_exists_in_the_installed_client():
     names = {g.vertex_accelerator for g in domain.GPU_TYPES.values()}
-    names |= {t.vertex_accelerator for t in domain.TPU_TYPES.values() if t.vertex_accelerator}
+    names |= {t.vertex.accelerator_type for t in domain.TPU_SLICES.values() if t.vertex and t.vertex.accelerator_type}
     known = set(aiplatform_v1.AcceleratorType.__members__)
     assert names - known == set()
 

@@ -22,7 +22,7 @@ def test_machine_spec_table_matches_the_catalogue():
             rows[cells[0].strip("`")] = cells[1:]
     expected_names = ["cpu", *(f"gpu-{g.short}" + ("" if c == 1 else f"x{c}")
                                for g in domain.GPU_TYPES.values() for c in sorted(g.machine_types)),
-                      *domain.TPU_TYPES]
+                      *domain.vertex_tpu_names()]
     assert sorted(rows) == sorted(expected_names)
     for name in expected_names:
         accel = domain.parse_accelerator(name)
@@ -31,7 +31,7 @@ def test_machine_spec_table_matches_the_catalogue():
         try:
             image = f"`{domain.prebuilt_training_image(accel).name}`"
         except domain.DomainError:          # Google publishes no prebuilt image for it (TPU v5e)
-            image = f"– (none for {accel.tpu.version})"
+            image = f"– (none for {accel.tpu.generation})"
         assert rows[name] == [
             f"`{spec['machine_type']}`", _cell(spec.get("accelerator_type")), _cell(spec.get("accelerator_count")),
             _cell(spec.get("tpu_topology")), image, strategy,

@@ -1,4 +1,6 @@
-"""Accelerators: GPUs (quota metrics, Vertex enums), TPUs (Vertex machine specs), Vertex prebuilt images.
+"""Accelerators: the GPU catalogue, what ``--accelerator`` names, Vertex AI prebuilt training images.
+
+TPU slices are catalogued in ``tpu`` (one record per slice, every name users type); quota facts in ``quotas``.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tpuctl.ground.domain.names import nearest_multi_region, validate_region
+from tpuctl.ground.domain.tpu import TpuSlice, tpu_slice_key, vertex_tpu, vertex_tpu_names
 from tpuctl.ground.errors import DomainError
 
 
@@ -73,7 +76,6 @@ GPU_TYPES: dict[str, GpuType] = {
     )
 }
 GPU_BY_SHORT: dict[str, GpuType] = {g.short: g for g in GPU_TYPES.values()}
-DEFAULT_MAX_GPU_QUOTA = 16
 
 
 def gpu_type(name: str) -> GpuType:
@@ -86,275 +88,6 @@ def gpu_type(name: str) -> GpuType:
     raise DomainError(f"unknown GPU type {name!r}; known: {', '.join(sorted(GPU_TYPES))}")
 
 
-# --------------------------------------------------------------------------------------------
-# Accelerator quota: which Cloud Quotas METRIC limits a job. The quota ID (what a QuotaPreference
-# names) is never written here: it is resolved from the metric through Cloud Quotas QuotaInfos
-# (Pulumi: gcp.cloudquota.get_s_quota_infos; bootstrap/doctor and `tpuctl train`: CloudQuotasClient
-# .list_quota_infos), so a renamed or missing quota fails with the metric named. The one exception: the
-# Cloud TPU API's per-zone quotas have no known metric, so their ids are catalogued (tpuvm.TPU_VM_QUOTAS) and
-# checked against the same QuotaInfos before use (zonal_quota_id).
-# --------------------------------------------------------------------------------------------
-
-#: Where the job runs decides which service's quota limits it (shared/REFERENCE.md "GPU quota", 2026-11):
-#: Vertex AI custom training draws on Vertex AI's own quotas; VMs/GKE you run yourself on Compute Engine's.
-QUOTA_SERVICES: dict[str, str] = {
-    "vertex": "aiplatform.googleapis.com",
-    "compute": "compute.googleapis.com",
-}
-DEFAULT_QUOTA_SERVICE = "vertex"
-#: Facts of this module that no Google page confirmed (each marked ``[unverified: id]`` where it is used, and
-#: listed in docs/vertex.md). The quota pre-flight checks never rely on them silently: a metric the project's
-#: Cloud Quotas QuotaInfos do not list is a note naming the fact (``unverified_metric_fact``), not a refusal.
-UNVERIFIED_ACCELERATOR_FACTS: dict[str, str] = {
-    "p100-quota-metric": "Vertex AI's P100 quota metric is custom_model_training_nvidia_p100_gpus (the pattern of "
-                         "the other GPUs; Google's sample list has no P100)",
-    "spot-quota-metrics": "Vertex AI's Spot quota metrics are custom_model_training_preemptible_<gpu> (seen in "
-                          "errors and listings, on no Google page)",
-    "tpu-v2-quota-metric": "Vertex AI's TPU v2 quota metric is custom_model_training_tpu_v2 (the pattern of v3/v5e)",
-}
-#: The service whose quota the stack asks for by default (was compute.googleapis.com: the wrong one for Vertex AI).
-QUOTA_SERVICE = QUOTA_SERVICES[DEFAULT_QUOTA_SERVICE]
-#: Full metric for (quota service, spot) from GpuType.quota_metric (``nvidia_t4_gpus``).
-#: vertex on-demand: ``aiplatform.googleapis.com/custom_model_training_<gpu>`` — Google's own sample
-#:   github.com/GoogleCloudPlatform/vertex-ai-samples community-content/vertex_model_garden/model_oss/
-#:   notebook_util/common_util.py ``get_resource_id`` (T4, L4, V100, A100, A100 80GB, H100; checked 2026-11);
-#:   P100 follows the same pattern but is NOT in that list [unverified: p100-quota-metric].
-#: vertex Spot/preemptible: ``…/custom_model_training_preemptible_<gpu>`` — seen in RESOURCE_EXHAUSTED
-#:   errors and quota listings quoted in public repositories (2025-2026); no Google reference page was
-#:   reachable from here [unverified: spot-quota-metrics].
-#: compute: ``compute.googleapis.com/<gpu>`` and ``…/preemptible_<gpu>`` — Compute Engine GPU quota
-#:   metrics (cloud.google.com/compute/resource-usage#gpu_quota, the metrics behind
-#:   NVIDIA-T4-GPUS-per-project-region / PREEMPTIBLE-NVIDIA-T4-GPUS-per-project-region; checked 2026-11).
-QUOTA_METRIC_FORMATS: dict[tuple[str, bool], str] = {
-    ("vertex", False): "aiplatform.googleapis.com/custom_model_training_{metric}",
-    ("vertex", True): "aiplatform.googleapis.com/custom_model_training_preemptible_{metric}",
-    ("compute", False): "compute.googleapis.com/{metric}",
-    ("compute", True): "compute.googleapis.com/preemptible_{metric}",
-}
-#: Vertex AI custom-training TPU quota per TPU version: (metric, TensorCores per chip). The quota counts
-#: cores ("Custom model training TPU V2/V3 cores per region" in the Vertex AI quotas console, checked 2026-11).
-#: Metrics: v3 and v5e from the vertex-ai-samples list above; v2 follows the pattern [unverified: tpu-v2-quota-metric].
-#: Cores per chip: v2/v3 two TensorCores per chip, v5e one (cloud.google.com/tpu/docs/system-architecture-tpu-vm,
-#: checked 2026-11). Compute Engine has no quota for Vertex TPUs; TPU VMs you create yourself use the Cloud TPU
-#: API's per-zone quotas (tpu.googleapis.com: ``tpuvm.TPU_VM_QUOTAS``, stack key tpuVmQuotas).
-VERTEX_TPU_QUOTA: dict[str, tuple[str, int]] = {
-    "v2": ("aiplatform.googleapis.com/custom_model_training_tpu_v2", 2),
-    "v3": ("aiplatform.googleapis.com/custom_model_training_tpu_v3", 2),
-    "v5e": ("aiplatform.googleapis.com/custom_model_training_tpu_v5e", 1),
-}
-
-
-def quota_service(kind: str) -> str:
-    """``vertex`` / ``compute`` -> the API whose quota it is (aiplatform.googleapis.com / compute.googleapis.com)."""
-    if kind not in QUOTA_SERVICES:
-        raise DomainError(f"quota service {kind!r} must be one of: {', '.join(QUOTA_SERVICES)}")
-    return QUOTA_SERVICES[kind]
-
-
-def gpu_quota_metric(gpu: GpuType, kind: str = DEFAULT_QUOTA_SERVICE, spot: bool = False) -> str:
-    quota_service(kind)
-    return QUOTA_METRIC_FORMATS[(kind, spot)].format(metric=gpu.quota_metric)
-
-
-@dataclass(frozen=True)
-class QuotaRequest:
-    """One regional accelerator quota the stack asks Google for (a Cloud Quotas preference)."""
-
-    accelerator: str             # short label: t4, tpu-v5e (resource names, messages)
-    region: str
-    count: int                   # GPUs, or TPU cores
-    metric: str                  # full quota metric, e.g. aiplatform.googleapis.com/custom_model_training_nvidia_t4_gpus
-    gpu: GpuType | None = None
-    tpu_version: str | None = None
-    spot: bool = False
-    #: Per-zone quota known by its quota id, not by a metric (Cloud TPU VMs: ``domain.TPU_VM_QUOTAS``). Then
-    #: ``metric`` is "", ``region`` is the zone's region, and the preference's dimension is the zone.
-    zone: str | None = None
-    quota_id: str | None = None
-
-    @property
-    def service(self) -> str:
-        return self.metric.split("/", 1)[0] if self.metric else TPU_VM_QUOTA_SERVICE
-
-    @property
-    def label(self) -> str:
-        return f"{self.accelerator}{'-spot' if self.spot else ''}"
-
-    @property
-    def location(self) -> str:
-        """The value of the preference's one dimension: the zone of a per-zone quota, else the region."""
-        return self.zone or self.region
-
-    @property
-    def dimensions(self) -> dict[str, str]:
-        return {"zone": self.zone} if self.zone else {"region": self.region}
-
-    @property
-    def key(self) -> str:
-        """What identifies the quota before its id is looked up: the metric, or the known quota id."""
-        return self.metric or self.quota_id or ""
-
-
-#: The old name: every GPU quota request is a QuotaRequest.
-GpuQuotaRequest = QuotaRequest
-
-
-#: Largest count one quota preference may ask for: tpuctl's own bound (Google documents none; preferredValue is
-#: an int64), far above any GPU fleet or TPU slice a stack requests. The policy pack caps GPUs lower (maxGpuQuota).
-MAX_QUOTA_COUNT = 100_000
-
-
-def quota_count(spec: str, text: str, what: str) -> int:
-    try:
-        count = int(text)
-    except ValueError:
-        raise DomainError(f"{what} {spec!r}: count {text!r} is not a whole number") from None
-    if not 1 <= count <= MAX_QUOTA_COUNT:
-        raise DomainError(f"{what} {spec!r}: count must be 1 to {MAX_QUOTA_COUNT:,}")
-    return count
-
-
-def split_quota_spec(spec: str, what: str, form: str, example: str) -> tuple[str, str, str, bool]:
-    """``form`` or ``form:spot`` (three ':'-separated fields) -> (first, location, count text, spot)."""
-    parts = [p.strip() for p in str(spec).split(":")]
-    spot = len(parts) == 4 and parts[3].lower() == "spot"
-    if len(parts) not in (3, 4) or (len(parts) == 4 and not spot):
-        raise DomainError(f"{what} {spec!r} must be {form} or {form}:spot, e.g. {example}")
-    return parts[0], parts[1], parts[2], spot
-
-
-def parse_gpu_quota(spec: str, kind: str = DEFAULT_QUOTA_SERVICE) -> QuotaRequest:
-    """``GPU_TYPE:REGION:COUNT[:spot]`` (e.g. ``nvidia-tesla-t4:us-central1:4``) → validated request for the
-    quota of ``kind`` (vertex: Vertex AI custom training; compute: Compute Engine VMs/GKE)."""
-    name, region, count_text, spot = split_quota_spec(spec, "GPU quota", "GPU_TYPE:REGION:COUNT",
-                                                      "nvidia-tesla-t4:us-central1:4")
-    gpu = gpu_type(name)
-    validate_region(region)
-    if region not in gpu.regions:
-        raise DomainError(f"GPU {gpu.name} is not offered in {region}; try one of {', '.join(sorted(gpu.regions))}")
-    count = quota_count(spec, count_text, "GPU quota")
-    return QuotaRequest(gpu.short, region, count, gpu_quota_metric(gpu, kind, spot), gpu=gpu, spot=spot)
-
-
-def parse_tpu_quota(spec: str) -> QuotaRequest:
-    """``TPU_VERSION:REGION:CORES`` (e.g. ``v5e:us-central1:8`` or ``tpu-v5e:…``) → Vertex AI TPU quota request."""
-    parts = [p.strip() for p in str(spec).split(":")]
-    if len(parts) != 3:
-        raise DomainError(f"TPU quota {spec!r} must be TPU_VERSION:REGION:CORES, e.g. v5e:us-central1:8")
-    version, region, count_text = parts
-    version = version.lower().removeprefix("tpu-")
-    if version not in VERTEX_TPU_QUOTA:
-        raise DomainError(f"TPU quota {spec!r}: version {version!r} must be one of {', '.join(VERTEX_TPU_QUOTA)}")
-    validate_region(region)
-    regions = frozenset().union(*(t.regions for t in TPU_TYPES.values() if t.version == version))
-    if region not in regions:
-        raise DomainError(f"TPU {version} is not offered in {region} on Vertex AI according to tpuctl's catalogue; "
-                          f"try one of {', '.join(sorted(regions))}")
-    count = quota_count(spec, count_text, "TPU quota")
-    return QuotaRequest(f"tpu-{version}", region, count, VERTEX_TPU_QUOTA[version][0], tpu_version=version)
-
-
-def unverified_metric_fact(metric: str) -> str | None:
-    """The UNVERIFIED_ACCELERATOR_FACTS id ``metric`` rests on (a Spot metric, P100's, TPU v2's), else None."""
-    if metric.startswith(QUOTA_METRIC_FORMATS[("vertex", True)].split("{", 1)[0]):
-        return "spot-quota-metrics"
-    if metric == gpu_quota_metric(GPU_TYPES["nvidia-tesla-p100"]):
-        return "p100-quota-metric"
-    if metric == VERTEX_TPU_QUOTA["v2"][0]:
-        return "tpu-v2-quota-metric"
-    return None
-
-
-def job_quota_need(accel: Accelerator, replicas: int = 1, kind: str = DEFAULT_QUOTA_SERVICE,
-                   spot: bool = False) -> tuple[str, int] | None:
-    """(metric, units) a job of ``replicas`` copies of ``accel`` draws on; None for CPU-only jobs."""
-    if accel.kind == "gpu" and accel.gpu is not None:
-        return gpu_quota_metric(accel.gpu, kind, spot), accel.gpu_count * replicas
-    if accel.kind == "tpu" and accel.tpu is not None:
-        metric, cores_per_chip = VERTEX_TPU_QUOTA[accel.tpu.version]
-        return metric, accel.tpu.chips * cores_per_chip * replicas
-    return None
-
-
-#: The Cloud TPU API: the service whose quotas limit TPU VMs (queued resources, nodes) you create yourself.
-TPU_VM_QUOTA_SERVICE = "tpu.googleapis.com"
-
-
-def zonal_quota_id(quota_id: str, infos) -> str:
-    """``quota_id`` when the service's QuotaInfos (``(quota_id, metric, dimension keys)`` triples) hold it as a
-    per-zone quota; else a DomainError naming it (Google may have renamed it: its ids are not documented)."""
-    found = [tuple(dims) for qid, _m, dims in infos if qid == quota_id]
-    if any("zone" in dims for dims in found):
-        return quota_id
-    if found:
-        raise DomainError(f"quota {quota_id} is not a per-zone quota (dimensions: {', '.join(found[0]) or 'none'})")
-    known = sorted(qid for qid, _m, dims in infos if "zone" in dims)
-    raise DomainError(f"no Cloud Quotas quota of {TPU_VM_QUOTA_SERVICE} has the id {quota_id}: Google may have renamed "
-                      "it, or the API is not enabled; per-zone quota ids there: "
-                      f"{', '.join(known) or 'none'} (please report it)")
-
-
-def regional_quota_id(metric: str, infos) -> str:
-    """The per-region quota id of ``metric`` among Cloud Quotas QuotaInfos, given as
-    ``(quota_id, metric, dimension keys)`` triples. Raises DomainError naming the metric when none matches."""
-    matching = [(qid, tuple(dims)) for qid, m, dims in infos if m == metric]
-    regional = sorted(qid for qid, dims in matching if "region" in dims)
-    if regional:
-        return regional[0]
-    service = metric.split("/", 1)[0]
-    if matching:
-        raise DomainError(f"quota metric {metric} has no per-region quota (quota ids: "
-                          f"{', '.join(q for q, _ in matching)}); tpuctl requests regional quota only")
-    raise DomainError(f"no Cloud Quotas quota of {service} has the metric {metric}: Google may have renamed it, "
-                      f"or the API is not enabled; list them with `gcloud beta quotas info list --service={service} "
-                      "--project=PROJECT` and report it")
-
-
-@dataclass(frozen=True)
-class TpuType:
-    name: str                     # CLI name: tpu-v3-8
-    version: str                  # v2, v3, v5e
-    chips: int
-    vertex_machine_type: str
-    vertex_accelerator: str | None   # aiplatform AcceleratorType enum name
-    vertex_accelerator_count: int
-    topology: str | None
-    regions: frozenset[str]
-
-
-#: TensorFlow on TPU v5e runs through the PJRT runtime, switched on by two environment variables in the container:
-#: "TensorFlow training on TPU v5e requires the PJRT runtime. To enable the PJRT runtime, configure the following
-#: environment variables" — NEXT_PLUGGABLE_DEVICE_USE_C_API=true, TF_PLUGGABLE_DEVICE_LIBRARY_PATH=/lib/libtpu.so
-#: (cloud.google.com/vertex-ai/docs/training/training-with-tpu-vm, custom-container example, read 2026-11-24).
-#: TensorFlow 2.20's own code reads the second at import and loads that library as a pluggable device
-#: (tensorflow/__init__.py in the tensorflow-tpu 2.20.0 wheel: ``if _os.getenv("TF_PLUGGABLE_DEVICE_LIBRARY_PATH")``).
-#: Google names no such variables for v2/v3, which run TensorFlow's own TPU runtime, so the trainer image sets none
-#: and tpuctl adds them to the jobs of these TPU versions only.
-TF_PJRT_TPU_VERSIONS = frozenset({"v5e"})
-TF_PJRT_ENV = {"NEXT_PLUGGABLE_DEVICE_USE_C_API": "true", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}
-
-
-def tpu_runtime_env(tpu_version: str) -> dict[str, str]:
-    """Environment a TensorFlow container needs on this TPU version (the PJRT switch on v5e, else nothing)."""
-    return dict(TF_PJRT_ENV) if tpu_version in TF_PJRT_TPU_VERSIONS else {}
-
-
-_V23_REGIONS = frozenset({"us-central1", "europe-west4"})
-_V5E_REGIONS = frozenset({"us-central1", "us-east1", "us-east5", "us-south1", "us-west1", "us-west4",
-                          "europe-west4", "asia-southeast1"})
-
-TPU_TYPES: dict[str, TpuType] = {
-    t.name: t
-    for t in (
-        TpuType("tpu-v2-8", "v2", 4, "cloud-tpu", "TPU_V2", 8, None, _V23_REGIONS),
-        TpuType("tpu-v3-8", "v3", 4, "cloud-tpu", "TPU_V3", 8, None, _V23_REGIONS),
-        TpuType("tpu-v5e-1", "v5e", 1, "ct5lp-hightpu-1t", None, 0, "1x1", _V5E_REGIONS),
-        TpuType("tpu-v5e-4", "v5e", 4, "ct5lp-hightpu-4t", None, 0, "2x2", _V5E_REGIONS),
-        TpuType("tpu-v5e-8", "v5e", 8, "ct5lp-hightpu-8t", None, 0, "2x4", _V5E_REGIONS),
-    )
-}
-
-
 @dataclass(frozen=True)
 class Accelerator:
     """What ``--accelerator`` names: where the trainer runs and with which strategy."""
@@ -363,7 +96,7 @@ class Accelerator:
     kind: str                         # cpu | gpu | tpu
     gpu: GpuType | None = None
     gpu_count: int = 0
-    tpu: TpuType | None = None
+    tpu: TpuSlice | None = None       # a slice Vertex AI offers (its ``vertex`` is set)
     cpu_machine_type: str = "n1-standard-4"
     strategy: str = field(default="cpu")   # trainer --distribution_strategy
 
@@ -373,45 +106,20 @@ class Accelerator:
             assert self.gpu is not None
             return self.gpu.machine_types[self.gpu_count]
         if self.kind == "tpu":
-            assert self.tpu is not None
-            return self.tpu.vertex_machine_type
+            assert self.tpu is not None and self.tpu.vertex is not None
+            return self.tpu.vertex.machine_type
         return self.cpu_machine_type
 
     @property
     def regions(self) -> frozenset[str] | None:
         if self.gpu is not None:
             return self.gpu.regions
-        if self.tpu is not None:
-            return self.tpu.regions
+        if self.tpu is not None and self.tpu.vertex is not None:
+            return self.tpu.vertex.regions
         return None
 
 
 _GPU_ACCEL = re.compile(r"^gpu(?:-(?P<type>[a-z0-9-]+?))?(?:x(?P<count>\d+))?$")
-
-#: Every spelling of one TPU slice users type: Vertex-style ``tpu-v5e-8``, the short ``v5e-8`` of Google's prose
-#: and the Cloud TPU API's ``acceleratorType`` ``v5litepod-8`` (v5e's API prefix; cloud.google.com/tpu/docs/v5e).
-#: N is the API's number: chips for v5e/v6e, TensorCores for v5p/v4, the TensorCores of a v2/v3 board.
-_TPU_SLICE = re.compile(r"^(?:tpu-)?(?P<gen>v\d+[a-z]*|v5litepod)-(?P<n>\d+)$")
-
-
-def tpu_slice_key(name: str) -> tuple[str, int] | None:
-    """``tpu-v5e-8``, ``v5e-8`` and ``v5litepod-8`` -> ``("v5e", 8)``; None for a name that is no TPU slice.
-
-    The one key both catalogues file their TPU records under (``TPU_TYPES`` for Vertex AI, ``TPU_VM_TYPES`` for
-    the Cloud TPU API), so every name a user types finds the record of either."""
-    m = _TPU_SLICE.match((name or "").strip().lower())
-    if not m:
-        return None
-    gen = "v5e" if m.group("gen") == "v5litepod" else m.group("gen")
-    return gen, int(m.group("n"))
-
-
-def vertex_tpu(name: str) -> TpuType | None:
-    """The Vertex AI TPU record for any spelling of a slice (``v5litepod-8`` -> ``tpu-v5e-8``), None when Vertex
-    AI offers no such slice in tpuctl's catalogue."""
-    key = tpu_slice_key(name)
-    return next((t for t in TPU_TYPES.values() if tpu_slice_key(t.name) == key), None) if key else None
-
 
 def parse_accelerator(name: str) -> Accelerator:
     """``cpu``, ``gpu`` (one T4), ``gpu-t4``, ``gpu-t4x2``, ``gpu-l4x4``, ``tpu-v3-8``, ``tpu-v5e-4``…"""
@@ -420,7 +128,7 @@ def parse_accelerator(name: str) -> Accelerator:
         return Accelerator("cpu", "cpu", strategy="cpu")
     tpu = vertex_tpu(key)
     if tpu is not None:
-        return Accelerator(tpu.name, "tpu", tpu=tpu, strategy="tpu")
+        return Accelerator(tpu.vertex_name, "tpu", tpu=tpu, strategy="tpu")
     m = _GPU_ACCEL.match(key)
     if m:
         gpu = gpu_type(m.group("type") or "t4")
@@ -430,7 +138,7 @@ def parse_accelerator(name: str) -> Accelerator:
                 f"accelerator {name!r}: {gpu.name} comes in counts {', '.join(map(str, sorted(gpu.machine_types)))}"
             )
         return Accelerator(key, "gpu", gpu=gpu, gpu_count=count, strategy="gpu")
-    known = ["cpu", "gpu", *(f"gpu-{g.short}[xN]" for g in GPU_TYPES.values()), *TPU_TYPES]
+    known = ["cpu", "gpu", *(f"gpu-{g.short}[xN]" for g in GPU_TYPES.values()), *vertex_tpu_names()]
     hint = ""
     if tpu_slice_key(key) is not None:
         hint = " (a TPU slice Vertex AI does not offer in tpuctl's catalogue; TPU VM slices run with --target tpu-vm)"
@@ -445,7 +153,6 @@ def check_accelerator_region(accel: Accelerator, region: str) -> None:
             f"{accel.name} is not available in {region} according to tpuctl's catalogue; "
             f"use --region with one of {', '.join(sorted(regions))}"
         )
-
 
 
 # --------------------------------------------------------------------------------------------
@@ -492,8 +199,8 @@ VERTEX_TRAINING_IMAGES: dict[str, TrainingImage] = {
 def prebuilt_training_image(accel: Accelerator) -> TrainingImage:
     """The prebuilt image for ``accel``; a DomainError where Google publishes none (TPU v5e)."""
     image = VERTEX_TRAINING_IMAGES[accel.kind]
-    if accel.tpu is not None and accel.tpu.version not in image.tpu_versions:
-        raise DomainError(f"Vertex AI publishes no prebuilt TensorFlow image for TPU {accel.tpu.version} "
+    if accel.tpu is not None and accel.tpu.generation not in image.tpu_versions:
+        raise DomainError(f"Vertex AI publishes no prebuilt TensorFlow image for TPU {accel.tpu.generation} "
                           f"({accel.name}); drop --python-package to run the trainer's own image "
                           "(`tpuctl image build --variant tpu`)")
     return image

@@ -38,7 +38,7 @@ class TpuVmRun:
     project: str
     zone: str
     name: str
-    accelerator: domain.TpuVmAccelerator
+    accelerator: domain.TpuSlice
     spot: bool
     image_uri: str
     service_account: str | None

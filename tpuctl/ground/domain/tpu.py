@@ -1,0 +1,226 @@
+"""The TPU catalogue: one record per TPU slice, with every name users type for it and how each target asks for it.
+
+A slice is filed under its Cloud TPU API ``acceleratorType`` (``v5litepod-8``, ``v3-8``) and found by any of its
+names: the short ``v5e-8`` of Google's prose and the Vertex-style ``tpu-v5e-8`` (``tpu_slice_key``). ``vertex`` says
+how Vertex AI custom training asks for it (None: Vertex AI does not offer it in tpuctl's catalogue); ``tpu_vm`` says
+whether tpuctl creates it itself through the Cloud TPU API (``tpuctl tpu run``, ``train --target tpu-vm``).
+
+Sources (checked 2026-11-22 with the search tool):
+- Base TPU software versions for containerised frameworks: v6e ``v2-alpha-tpuv6e``, v5p ``v2-alpha-tpuv5``,
+  v5e ``v2-alpha-tpuv5-lite``, v4 and older ``tpu-ubuntu2204-base``; they include Ubuntu and Docker
+  (cloud.google.com/tpu/docs/runtimes).
+- v6e (cloud.google.com/tpu/docs/v6e, "Supported configurations"): ``v6e-1/4/8`` one VM; ``v6e-16/32/64/128/256``
+  are topologies 4x4/4x8/8x8/8x16/16x16 on 2/4/8/16/32 hosts and 4/8/16/32/64 VMs (4 chips per VM).
+- v5e (cloud.google.com/tpu/docs/v5e and /supported-tpu-configurations): ``v5litepod-N`` with N chips; 1, 4 and 8
+  fit one host; 16/32/64/128/256 are topologies 4x4…16x16 on 2/4/8/16/32 hosts. "Each TPU VM in a v5e slice
+  contains 1, 4 or 8 chips". [unverified: v5e-multihost-vms] The number of TPU VMs of a multi-host v5e slice; ``vms``
+  below assumes 4 chips per VM as v6e's table states for v6e (and GKE's ct5lp-hightpu-4t suggests).
+- v5p (cloud.google.com/tpu/docs/supported-tpu-configurations): ``v5p-N`` where N counts TensorCores (2 per chip),
+  4 chips per host (one VM per host): v5p-8 is 1 host, v5p-16 2, v5p-32 4 … Only power-of-two sizes up to
+  v5p-1024 are listed here; Google accepts other sizes too (not listed) [unverified: other-slice-sizes].
+- v4 (cloud.google.com/tpu/docs/v4) [unverified: v4-shapes]: ``v4-N`` where N counts TensorCores (2 per chip),
+  4 chips per host; power-of-two sizes up to v4-1024 listed.
+- v2-8 and v3-8 (one board of 4 chips, 8 TensorCores) run through Vertex AI only here.
+- TensorFlow-specific runtimes ``tpu-vm-tf-x.y.z[-pod][-pjrt]`` exist (cloud.google.com/tpu/docs/runtimes);
+  tpuctl does not use them: the trainer runs in its own container (tensorflow-tpu + libtpu) on the base runtime.
+- Vertex AI machine specs: ``cloud-tpu`` with ``TPU_V2``/``TPU_V3`` × 8, and ``ct5lp-hightpu-{1,4,8}t`` with
+  topology 1x1/2x2/2x4 for v5e, one TPU host per job (shared/REFERENCE.md, "Vertex AI GPU machine types"); the
+  AcceleratorType names are checked against the aiplatform protos (tests/ops/train/test_vertex_contract.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+
+from tpuctl.ground.errors import DomainError
+
+#: Facts of this module that no Google page confirmed (``[unverified: id]`` where used; listed in docs/tpu-vm.md).
+UNVERIFIED_TPU_FACTS: dict[str, str] = {
+    "v5e-multihost-vms": "a multi-host v5e slice has one TPU VM per 4 chips",
+    "other-slice-sizes": "v5p/v4 sizes other than powers of two are left out (Google accepts more)",
+    "v4-shapes": "v4 accelerator types and hosts were not re-read from Google's v4 page",
+}
+
+
+@dataclass(frozen=True)
+class TpuVmGeneration:
+    """A TPU generation tpuctl creates as TPU VMs through the Cloud TPU API."""
+
+    version: str              # v6e, v5p, v5e, v4
+    prefix: str               # what the accelerator type starts with: v6e-, v5p-, v5litepod-, v4-
+    runtime_version: str      # base TPU software version for a containerised framework
+    counts: str               # what N in ``<prefix>N`` counts: "chips" or "TensorCores"
+    chips_per_host: int
+    chips_per_vm: int         # chips of one TPU VM in a multi-host slice
+
+
+TPU_VM_GENERATIONS: dict[str, TpuVmGeneration] = {
+    g.version: g
+    for g in (
+        TpuVmGeneration("v6e", "v6e-", "v2-alpha-tpuv6e", "chips", 8, 4),
+        TpuVmGeneration("v5p", "v5p-", "v2-alpha-tpuv5", "TensorCores", 4, 4),
+        TpuVmGeneration("v5e", "v5litepod-", "v2-alpha-tpuv5-lite", "chips", 8, 4),
+        TpuVmGeneration("v4", "v4-", "tpu-ubuntu2204-base", "TensorCores", 4, 4),
+    )
+}
+
+
+@dataclass(frozen=True)
+class VertexTpu:
+    """How Vertex AI custom training asks for a slice (its MachineSpec), and where it offers it."""
+
+    machine_type: str
+    accelerator_type: str | None      # aiplatform AcceleratorType enum name; None: the machine type implies it
+    accelerator_count: int
+    regions: frozenset[str]
+
+
+@dataclass(frozen=True)
+class TpuSlice:
+    """One TPU slice: its Cloud TPU API name, its shape, and how Vertex AI asks for it."""
+
+    name: str                 # Cloud TPU API acceleratorType: v5litepod-16, v3-8
+    generation: str           # v5e, v3
+    chips: int
+    hosts: int                # physical hosts, as Google's tables count them (a sub-host slice counts 1)
+    vms: int                  # TPU VMs ("workers"): the startup script runs on each of them
+    topology: str | None      # 4x4 (None where not recorded here)
+    vertex: VertexTpu | None = None
+
+    @property
+    def vertex_name(self) -> str:
+        """The name tpuctl's ``--accelerator`` prints for a Vertex AI slice: ``tpu-v5e-8``."""
+        return f"tpu-{self.generation}-{self.name.rsplit('-', 1)[1]}"
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """The other names users type for this slice (``v5litepod-8``: ``v5e-8``, ``tpu-v5e-8``)."""
+        number = self.name.rsplit("-", 1)[1]
+        return tuple(n for n in (f"{self.generation}-{number}", self.vertex_name) if n != self.name)
+
+    @property
+    def tpu_vm(self) -> bool:
+        """Whether tpuctl creates this slice itself through the Cloud TPU API."""
+        return self.generation in TPU_VM_GENERATIONS
+
+    @property
+    def runtime_version(self) -> str:
+        return TPU_VM_GENERATIONS[self.generation].runtime_version
+
+    @property
+    def multi_host(self) -> bool:
+        return self.vms > 1
+
+
+def _v6e_v5e(generation: str) -> list[TpuSlice]:
+    prefix = TPU_VM_GENERATIONS[generation].prefix
+    shapes = {1: "1x1", 4: "2x2", 8: "2x4", 16: "4x4", 32: "4x8", 64: "8x8", 128: "8x16", 256: "16x16"}
+    out = []
+    for chips, topology in shapes.items():
+        hosts = max(1, chips // 8)
+        vms = 1 if chips <= 8 else chips // TPU_VM_GENERATIONS[generation].chips_per_vm
+        out.append(TpuSlice(f"{prefix}{chips}", generation, chips, hosts, vms, topology))
+    return out
+
+
+def _cores(generation: str) -> list[TpuSlice]:
+    gen = TPU_VM_GENERATIONS[generation]
+    out = []
+    cores = 8
+    while cores <= 1024:
+        chips = cores // 2
+        hosts = max(1, chips // gen.chips_per_host)
+        out.append(TpuSlice(f"{gen.prefix}{cores}", generation, chips, hosts, hosts, None))
+        cores *= 2
+    return out
+
+
+_V23_REGIONS = frozenset({"us-central1", "europe-west4"})
+_V5E_REGIONS = frozenset({"us-central1", "us-east1", "us-east5", "us-south1", "us-west1", "us-west4",
+                          "europe-west4", "asia-southeast1"})
+#: The slices Vertex AI custom training offers in tpuctl's catalogue, by Cloud TPU API name.
+_VERTEX: dict[str, VertexTpu] = {
+    "v2-8": VertexTpu("cloud-tpu", "TPU_V2", 8, _V23_REGIONS),
+    "v3-8": VertexTpu("cloud-tpu", "TPU_V3", 8, _V23_REGIONS),
+    "v5litepod-1": VertexTpu("ct5lp-hightpu-1t", None, 0, _V5E_REGIONS),
+    "v5litepod-4": VertexTpu("ct5lp-hightpu-4t", None, 0, _V5E_REGIONS),
+    "v5litepod-8": VertexTpu("ct5lp-hightpu-8t", None, 0, _V5E_REGIONS),
+}
+#: Every slice of the catalogue by Cloud TPU API name: Vertex-only boards first, then the TPU VM generations by
+#: generation and size (the order of the error messages).
+TPU_SLICES: dict[str, TpuSlice] = {
+    s.name: dataclasses.replace(s, vertex=_VERTEX.get(s.name))
+    for s in (TpuSlice("v2-8", "v2", 4, 1, 1, None), TpuSlice("v3-8", "v3", 4, 1, 1, None),
+              *_v6e_v5e("v6e"), *_cores("v5p"), *_v6e_v5e("v5e"), *_cores("v4"))
+}
+
+#: Every spelling of one TPU slice users type: Vertex-style ``tpu-v5e-8``, the short ``v5e-8`` of Google's prose
+#: and the Cloud TPU API's ``acceleratorType`` ``v5litepod-8`` (v5e's API prefix; cloud.google.com/tpu/docs/v5e).
+#: N is the API's number: chips for v5e/v6e, TensorCores for v5p/v4, the TensorCores of a v2/v3 board.
+_TPU_SLICE = re.compile(r"^(?:tpu-)?(?P<gen>v\d+[a-z]*|v5litepod)-(?P<n>\d+)$")
+
+
+def tpu_slice_key(name: str) -> tuple[str, int] | None:
+    """``tpu-v5e-8``, ``v5e-8`` and ``v5litepod-8`` -> ``("v5e", 8)``; None for a name that is no TPU slice."""
+    m = _TPU_SLICE.match((name or "").strip().lower())
+    if not m:
+        return None
+    gen = "v5e" if m.group("gen") == "v5litepod" else m.group("gen")
+    return gen, int(m.group("n"))
+
+
+_BY_KEY: dict[tuple[str, int], TpuSlice] = {tpu_slice_key(s.name): s for s in TPU_SLICES.values()}  # type: ignore[misc]
+
+
+def find_tpu_slice(name: str) -> TpuSlice | None:
+    """The slice any of its names denotes (``v5litepod-8``, ``v5e-8``, ``tpu-v5e-8``); None when none does."""
+    key = tpu_slice_key(name)
+    return _BY_KEY.get(key) if key else None
+
+
+def vertex_tpu(name: str) -> TpuSlice | None:
+    """The slice ``name`` denotes when Vertex AI offers it in tpuctl's catalogue, else None."""
+    found = find_tpu_slice(name)
+    return found if found is not None and found.vertex is not None else None
+
+
+def vertex_tpu_names() -> list[str]:
+    """The Vertex-style names of every slice Vertex AI offers (``tpu-v2-8`` … ``tpu-v5e-8``)."""
+    return [s.vertex_name for s in TPU_SLICES.values() if s.vertex is not None]
+
+
+def tpu_vm_names() -> list[str]:
+    """The Cloud TPU API names of every slice tpuctl creates as TPU VMs, by generation then size."""
+    return [s.name for s in TPU_SLICES.values() if s.tpu_vm]
+
+
+def parse_tpu_vm_accelerator(name: str) -> TpuSlice:
+    """``v5litepod-16`` (or an alias: ``v5e-16``, ``tpu-v5e-16``) -> its slice when tpuctl creates it as TPU VMs;
+    anything else is a DomainError listing the valid names."""
+    found = find_tpu_slice(name)
+    if found is not None and found.tpu_vm:
+        return found
+    key = tpu_slice_key(name)
+    hint = ""
+    if key is not None and key[0] in ("v2", "v3"):
+        hint = " (v2/v3 run through Vertex AI here: `tpuctl train --target vertex --accelerator tpu-v3-8`)"
+    raise DomainError(f"unknown TPU VM accelerator type {name!r}{hint}; valid: {', '.join(tpu_vm_names())}")
+
+
+#: TensorFlow on TPU v5e runs through the PJRT runtime, switched on by two environment variables in the container:
+#: "TensorFlow training on TPU v5e requires the PJRT runtime. To enable the PJRT runtime, configure the following
+#: environment variables" — NEXT_PLUGGABLE_DEVICE_USE_C_API=true, TF_PLUGGABLE_DEVICE_LIBRARY_PATH=/lib/libtpu.so
+#: (cloud.google.com/vertex-ai/docs/training/training-with-tpu-vm, custom-container example, read 2026-11-24).
+#: TensorFlow 2.20's own code reads the second at import and loads that library as a pluggable device
+#: (tensorflow/__init__.py in the tensorflow-tpu 2.20.0 wheel: ``if _os.getenv("TF_PLUGGABLE_DEVICE_LIBRARY_PATH")``).
+#: Google names no such variables for v2/v3, which run TensorFlow's own TPU runtime, so the trainer image sets none
+#: and tpuctl adds them to the jobs of these TPU versions only.
+TF_PJRT_TPU_VERSIONS = frozenset({"v5e"})
+TF_PJRT_ENV = {"NEXT_PLUGGABLE_DEVICE_USE_C_API": "true", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}
+
+
+def tpu_runtime_env(generation: str) -> dict[str, str]:
+    """Environment a TensorFlow container needs on this TPU generation (the PJRT switch on v5e, else nothing)."""
+    return dict(TF_PJRT_ENV) if generation in TF_PJRT_TPU_VERSIONS else {}
