@@ -45,7 +45,7 @@ def _append(path: Path, line: str) -> None:
     ("trainer/task.py", "from tpuctl.ground import domain", "The trainer ships alone"),
     ("trainer/data.py", "import google.cloud.storage", "The trainer ships alone"),
     # the ops side knows the trainer only through its line protocol
-    ("bootstrap/hubcache.py", "from trainer import data", "line protocol"),
+    ("bootstrap/hubcache/model.py", "from trainer import data", "line protocol"),
 ])
 def test_a_wrong_import_breaks_its_contract(tmp_path, target, line, contract):
     tree = _copy_tree(tmp_path)

@@ -247,10 +247,12 @@ def _no_workdir_left(tmp: Path) -> bool:
 @pytest.mark.parametrize("declared", [True, False], ids=["content-length", "endless"])
 def test_a_download_past_the_size_bound_stops_and_leaves_nothing(gcs, model_server, endless_server, tmp_path,
                                                                  monkeypatch, declared):
-    from bootstrap import hubcache
+    import tempfile
 
-    monkeypatch.setattr(hubcache, "MAX_MODEL_BYTES", 1_000_000)
-    monkeypatch.setattr(hubcache.tempfile, "tempdir", str(tmp_path))
+    from bootstrap.hubcache import model
+
+    monkeypatch.setattr(model, "MAX_MODEL_BYTES", 1_000_000)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     if declared:
         model = make_fake_model(tmp_path / "m", weights=os.urandom(1_200_000))   # incompressible
         model_server.archives["big/1"] = tar_folder(model, tmp_path / "m.tar").read_bytes()
@@ -266,10 +268,12 @@ def test_a_download_past_the_size_bound_stops_and_leaves_nothing(gcs, model_serv
 
 
 def test_an_archive_that_unpacks_past_the_bound_is_refused_before_extracting(gcs, tmp_path, monkeypatch):
-    from bootstrap import hubcache
+    import tempfile
 
-    monkeypatch.setattr(hubcache, "MAX_MODEL_BYTES", 1_000_000)
-    monkeypatch.setattr(hubcache.tempfile, "tempdir", str(tmp_path))
+    from bootstrap.hubcache import model
+
+    monkeypatch.setattr(model, "MAX_MODEL_BYTES", 1_000_000)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     bomb = _tgz(tmp_path / "bomb.tar.gz", {"saved_model.pb": b"\x08\x01", "variables/zeros": b"\0" * 3_000_000})
     assert bomb.stat().st_size < 100_000                     # small on disk, 3 MB unpacked
     r = run("hub-cache", "add", "https://example.com/bomb/1", "--from", str(bomb), "--bucket", "hub-bkt")
@@ -281,9 +285,9 @@ def test_an_archive_that_unpacks_past_the_bound_is_refused_before_extracting(gcs
 
 
 def test_an_archive_of_too_many_entries_is_refused(gcs, tmp_path, monkeypatch):
-    from bootstrap import hubcache
+    from bootstrap.hubcache import model
 
-    monkeypatch.setattr(hubcache, "MAX_MODEL_FILES", 10)
+    monkeypatch.setattr(model, "MAX_MODEL_FILES", 10)
     many = _tgz(tmp_path / "many.tar.gz", {"saved_model.pb": b"\x08\x01",
                                            **{f"assets/{i}.txt": b"" for i in range(20)}})
     r = run("hub-cache", "add", "https://example.com/many/1", "--from", str(many), "--bucket", "hub-bkt")

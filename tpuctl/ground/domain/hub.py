@@ -155,7 +155,7 @@ class HubLayout:
     """Where one model goes in a hub cache (a bucket's or a local folder's), in the order it must be written:
     every file, then the descriptor, then the manifest LAST (its presence marks the folder complete). The one
     description of the layout; the Pulumi program (infra/hub_cache.py), ``tpuctl hub-cache add`` and
-    ``hub-cache fetch`` (bootstrap/hubcache.py) each write what it lists."""
+    ``hub-cache fetch`` (bootstrap/hubcache/model.py) each write what it lists."""
 
     folder: str                        # <prefix>/<sha1>/
     files: dict[str, str]              # relative path -> object name (<prefix>/<sha1>/<path>)
