@@ -1,0 +1,106 @@
+"""Where each Google API tpuctl talks to is: Google's own endpoint, or a redirect (tests, air-gapped mirrors).
+
+Every service can be pointed elsewhere with an environment variable:
+
+    storage       STORAGE_EMULATOR_HOST          (google-cloud-storage reads it itself)
+    crm           TPUCTL_CRM_ENDPOINT            Cloud Resource Manager v3
+    iam           TPUCTL_IAM_ENDPOINT            IAM admin v1 (gRPC only in google-cloud-iam)
+    serviceusage  TPUCTL_SERVICEUSAGE_ENDPOINT   Service Usage (v1 client, v1beta1 REST)
+    cloudquotas   TPUCTL_CLOUDQUOTAS_ENDPOINT    Cloud Quotas v1 (REST)
+    vertex        TPUCTL_VERTEX_ENDPOINT         Vertex AI (aiplatform)
+    tpu           TPUCTL_TPU_ENDPOINT            Cloud TPU v2 (google-cloud-tpu, REST)
+    cloudbuild    TPUCTL_CLOUDBUILD_ENDPOINT     Cloud Build v1 (REST)
+    artifactregistry TPUCTL_ARTIFACTREGISTRY_ENDPOINT  Artifact Registry v1 (REST)
+    cloudbilling  TPUCTL_CLOUDBILLING_ENDPOINT   Cloud Billing Catalog v1 (REST; `tpuctl prices refresh`)
+
+An endpoint that is a loopback ``http://`` URL (127.0.0.1, ::1, localhost) gets anonymous credentials
+(``bootstrap.clients``); any other endpoint keeps Application Default Credentials.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from urllib.parse import urlsplit
+
+#: service -> (environment variable, default base URL for raw REST calls)
+SERVICES: dict[str, tuple[str, str]] = {
+    "storage": ("STORAGE_EMULATOR_HOST", "https://storage.googleapis.com"),
+    "crm": ("TPUCTL_CRM_ENDPOINT", "https://cloudresourcemanager.googleapis.com"),
+    "iam": ("TPUCTL_IAM_ENDPOINT", "https://iam.googleapis.com"),
+    "serviceusage": ("TPUCTL_SERVICEUSAGE_ENDPOINT", "https://serviceusage.googleapis.com"),
+    "cloudquotas": ("TPUCTL_CLOUDQUOTAS_ENDPOINT", "https://cloudquotas.googleapis.com"),
+    "vertex": ("TPUCTL_VERTEX_ENDPOINT", ""),  # regional: https://REGION-aiplatform.googleapis.com
+    "tpu": ("TPUCTL_TPU_ENDPOINT", "https://tpu.googleapis.com"),
+    "cloudbuild": ("TPUCTL_CLOUDBUILD_ENDPOINT", "https://cloudbuild.googleapis.com"),
+    "artifactregistry": ("TPUCTL_ARTIFACTREGISTRY_ENDPOINT", "https://artifactregistry.googleapis.com"),
+    "cloudbilling": ("TPUCTL_CLOUDBILLING_ENDPOINT", "https://cloudbilling.googleapis.com"),
+}
+
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+
+#: Seconds to wait for a TCP connection to an endpoint; a request gets ``REQUEST_TIMEOUT_SECONDS`` to answer.
+CONNECT_TIMEOUT_SECONDS = 5.0
+REQUEST_TIMEOUT_SECONDS = 60.0
+
+
+def _service(service: str) -> tuple[str, str]:
+    try:
+        return SERVICES[service]
+    except KeyError:
+        raise ValueError(f"unknown service {service!r}; known: {', '.join(SERVICES)}") from None
+
+
+def endpoint_for(service: str) -> str | None:
+    """The redirected endpoint for ``service`` (``http://127.0.0.1:8080``), or None for Google's."""
+    value = os.environ.get(_service(service)[0], "").strip()
+    if not value:
+        return None
+    if "://" not in value:  # STORAGE_EMULATOR_HOST is often given as host:port
+        value = "http://" + value
+    return value.rstrip("/")
+
+
+def base_url(service: str, region: str | None = None) -> str:
+    """Base URL for raw REST calls: the redirect if set, else Google's public endpoint."""
+    redirected = endpoint_for(service)
+    if redirected:
+        return redirected
+    if service == "vertex":
+        return f"https://{region or 'us-central1'}-aiplatform.googleapis.com"
+    return _service(service)[1]
+
+
+def is_loopback_http(url: str | None) -> bool:
+    if not url:
+        return False
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        return False
+    if parts.hostname == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(parts.hostname).is_loopback
+    except ValueError:
+        return False
+
+
+def uses_anonymous(service: str) -> bool:
+    return is_loopback_http(endpoint_for(service))
+
+
+def describe_endpoint(url: str | None) -> str:
+    """``storage endpoint http://127.0.0.1:9 (STORAGE_EMULATOR_HOST)`` for a redirected service,
+    ``storage.googleapis.com`` for Google's own, else the URL's host."""
+    if not url:
+        return "a Google API endpoint"
+    parts = urlsplit(url if "://" in url else "http://" + url)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    for service, (variable, _default) in SERVICES.items():
+        redirected = endpoint_for(service)
+        if redirected and urlsplit(redirected).netloc == parts.netloc:
+            return f"{service} endpoint {origin} (set by {variable})"
+    for service, (variable, default) in SERVICES.items():
+        if default and urlsplit(default).netloc == parts.netloc:
+            return f"{parts.netloc} ({service}; redirect it with {variable})"
+    return parts.netloc or url
