@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import posixpath
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +22,7 @@ import tensorflow as tf
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer.errors import DataError
+from trainer.paths import join_path
 from trainer.records import FORMAT_VERSION, MANIFEST, PREFIX_RE, SPLITS
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -49,10 +49,6 @@ class Manifest:
     classes: tuple[str, ...]
     image_size: tuple[int, int] | None
     splits: dict[str, Split]
-
-
-def _join(base: str, name: str) -> str:
-    return posixpath.join(base.rstrip("/"), name) if "://" in base else tf.io.gfile.join(base, name)
 
 
 #: Limits of a manifest (far above anything the data tools write; a manifest is read whole into memory).
@@ -163,14 +159,14 @@ def parse_manifest(raw: bytes, path: str, data_dir: str) -> Manifest:
             if sum(counts) != examples:
                 raise f.fail(f"splits.{name}.shard_examples", f"counts that sum to examples ({examples})", counts)
             shard_examples = tuple(counts)
-        splits[name] = Split(files=tuple(_join(data_dir, fn) for fn in files), examples=examples,
+        splits[name] = Split(files=tuple(join_path(data_dir, fn) for fn in files), examples=examples,
                              shard_examples=shard_examples)
     return Manifest(data_dir=data_dir, prefix=prefix, classes=tuple(classes), image_size=image_size, splits=splits)
 
 
 def read_manifest(data_dir: str) -> Manifest:
     """Read and check ``<data_dir>/manifest.json``; every listed shard must exist, and hold data if counted."""
-    path = _join(data_dir, MANIFEST)
+    path = join_path(data_dir, MANIFEST)
     try:
         if not tf.io.gfile.isdir(data_dir):
             raise DataError(f"--data_dir {data_dir} does not exist or is not a folder")
@@ -184,7 +180,7 @@ def read_manifest(data_dir: str) -> Manifest:
         with tf.io.gfile.GFile(path, "rb") as fh:
             raw = fh.read()
         manifest = parse_manifest(raw, path, data_dir)
-        present = set(tf.io.gfile.glob(_join(data_dir, f"{manifest.prefix}-*")))
+        present = set(tf.io.gfile.glob(join_path(data_dir, f"{manifest.prefix}-*")))
         for name, split in manifest.splits.items():
             for k, shard in enumerate(split.files):
                 if shard not in present:

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer.data import decode_batch
+from trainer.paths import join_path
 
 SIGNATURE_INPUT = "image_bytes"
 
@@ -74,9 +75,9 @@ def export_version(model, model_base: str, image_size, class_names, *, io_device
     if tf.io.gfile.isdir(model_base):
         for name in tf.io.gfile.listdir(model_base):
             if _STAGING.fullmatch(name):
-                tf.io.gfile.rmtree(_join(model_base, name.rstrip("/")))
+                tf.io.gfile.rmtree(join_path(model_base, name.rstrip("/")))
     version = next_version(model_base)
-    staging, final = _join(model_base, f".{version}.writing"), _join(model_base, str(version))
+    staging, final = join_path(model_base, f".{version}.writing"), join_path(model_base, str(version))
     try:
         export_saved_model(model, staging, image_size, class_names, io_device=io_device)
         tf.io.gfile.rename(staging, final)
@@ -104,7 +105,3 @@ def write_atomically(path: str, text: str) -> None:
         except tf.errors.OpError:
             pass
         raise
-
-
-def _join(base: str, name: str) -> str:
-    return f"{base.rstrip('/')}/{name}"

@@ -19,11 +19,11 @@ import argparse
 import hashlib
 import json
 import os
-import posixpath
 import sys
 from collections.abc import Sequence
 
 from trainer.errors import DataError, run_cli
+from trainer.paths import join_path
 
 MANIFEST = ".tpuctl-manifest.json"
 MANIFEST_FORMAT = "tpuctl-hub-manifest/1"
@@ -32,12 +32,6 @@ STAGING = ".staging"
 
 def cache_key(handle: str) -> str:
     return hashlib.sha1(handle.encode("utf8")).hexdigest()
-
-
-def _join(base: str, *parts: str) -> str:
-    if "://" in base:
-        return posixpath.join(base.rstrip("/"), *parts)
-    return os.path.join(base, *parts)
 
 
 def repair_command(handle: str, cache_dir: str) -> str:
@@ -50,7 +44,7 @@ def repair_command(handle: str, cache_dir: str) -> str:
 
 def _problem(folder: str, handle: str, gfile) -> str | None:
     """Why the (non-empty) folder is not a complete copy of ``handle``, or None."""
-    manifest = _join(folder, MANIFEST)
+    manifest = join_path(folder, MANIFEST)
     if not gfile.exists(manifest):
         return f"no {MANIFEST} (an upload was interrupted, or the folder was not written by tpuctl)"
     try:
@@ -66,7 +60,7 @@ def _problem(folder: str, handle: str, gfile) -> str | None:
     if "saved_model.pb" not in files:
         return f"{MANIFEST} lists no saved_model.pb"
     for rel, size in sorted(files.items()):
-        path = _join(folder, *rel.split("/"))
+        path = join_path(folder, *rel.split("/"))
         if not gfile.exists(path):
             return f"{rel} is missing"
         actual = gfile.stat(path).length
@@ -87,12 +81,12 @@ def check(handle: str, cache_dir: str | None = None, gfile=None) -> str | None:
 
         gfile = tf.io.gfile
     key = cache_key(handle)
-    folder = _join(cache_dir, key)
+    folder = join_path(cache_dir, key)
     repair = repair_command(handle, cache_dir)
     try:
         present = gfile.exists(folder) and bool(gfile.listdir(folder))
         if not present:
-            staging = _join(cache_dir, STAGING)
+            staging = join_path(cache_dir, STAGING)
             staged = [n for n in (gfile.listdir(staging) if gfile.isdir(staging) else [])
                       if n.rstrip("/").startswith(key + "-")]
             if staged:

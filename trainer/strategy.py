@@ -6,8 +6,8 @@ else the default strategy. An explicit choice the machine cannot honour raises H
 once, naming what is missing; nothing here waits for hardware that is not there.
 
 Peers are waited for, but never forever: ``TF_CONFIG`` is validated first
-(:func:`trainer.config.parse_tf_config`), then every other chief/worker's port is probed (while this
-task answers on its own, see :class:`_Rendezvous`) for up to ``--cluster_timeout_seconds`` before the
+(:func:`trainer.cluster.parse_tf_config`), then every other chief/worker's port is probed (while this
+task answers on its own, see :class:`trainer.rendezvous.Rendezvous`) for up to ``--cluster_timeout_seconds`` before the
 strategy is created, and TensorFlow's coordination service gets the same register timeout. A peer that
 never answers is exit 3 with one line naming the task and its ``host:port`` (TensorFlow's leader task
 would otherwise wait forever, ignoring SIGTERM). A ``TPU_NAME=grpc://host:port`` that refuses
@@ -30,15 +30,15 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
-import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import tensorflow as tf
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
-from trainer.config import ClusterConfig, parse_address, parse_tf_config, parse_tpu_name
+from trainer.cluster import ClusterConfig, parse_tf_config, parse_tpu_name
 from trainer.errors import HardwareError, UsageError
+from trainer.rendezvous import AddressProbe, await_tasks, wait_for_peers
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -69,99 +69,6 @@ def _task_role(cluster: ClusterConfig | None) -> tuple[str | None, int, bool]:
     return cluster.task_type, cluster.task_index, cluster.is_chief
 
 
-# ---------------------------------------------------------------------------------------------- waiting
-class AddressProbe:
-    """Probe ``(label, "host:port")`` addresses until each accepts a TCP connection or the deadline passes.
-
-    Runs before the (blocking, uninterruptible) TensorFlow call that needs the peers, so the error can
-    name what never answered. ``refused_is_final``: a refused connection (nothing listens there) or a host
-    name that does not resolve is an answer, rather than a peer that has not started yet.
-    """
-
-    def __init__(self, addresses: Sequence[tuple[str, str]], deadline: float, *, refused_is_final: bool = False,
-                 poll_seconds: float = 0.2):
-        self.pending = dict(addresses)  # label -> address
-        self.refused: dict[str, str] = {}
-        self.unresolved: dict[str, str] = {}
-        self.deadline, self.refused_is_final, self.poll_seconds = deadline, refused_is_final, poll_seconds
-
-    def missing(self) -> dict[str, str]:
-        return dict(self.pending)
-
-    def run(self) -> None:
-        while True:
-            for label, address in self.missing().items():
-                remaining = self.deadline - time.monotonic()
-                if remaining <= 0:
-                    return
-                host, port = parse_address(address) or (address, 0)
-                try:
-                    with socket.create_connection((host, port), timeout=min(1.0, remaining)):
-                        pass
-                except ConnectionRefusedError:
-                    if self.refused_is_final:
-                        self.refused[label] = self.pending.pop(label)
-                except socket.gaierror:  # the name does not resolve: with refused_is_final, as final as a refusal
-                    if self.refused_is_final:
-                        self.unresolved[label] = self.pending.pop(label)
-                except OSError:  # timeout, unreachable, unknown host: not up (yet)
-                    continue
-                else:
-                    self.pending.pop(label)
-            if not self.pending or time.monotonic() >= self.deadline:
-                return
-            time.sleep(self.poll_seconds)
-
-
-def _await_tasks(tasks: Sequence[tuple[str, int, str]], timeout: float) -> None:
-    """Return once every ``(job, index, address)`` task answers on its port; HardwareError naming the ones
-    that did not within ``timeout`` seconds."""
-    probe = AddressProbe([(f"{job} {index}", address) for job, index, address in tasks], time.monotonic() + timeout)
-    probe.run()
-    missing = ", ".join(f"{label} at {address}" for label, address in probe.missing().items())
-    if missing:
-        raise HardwareError(f"TF_CONFIG cluster did not form within {timeout:g} s: no answer from "
-                            f"{missing}; start every task of the cluster (same TF_CONFIG), "
-                            "or raise --cluster_timeout_seconds")
-
-
-class _Rendezvous:
-    """Answer TCP connections on this task's own TF_CONFIG port while the peers are probed.
-
-    TensorFlow opens that port only inside MultiWorkerMirroredStrategy(), which then blocks in C++
-    (holding the GIL, ignoring SIGTERM) until every task has registered; with a peer that never starts
-    it waits forever. So every task first listens on its own port and probes the others': when all
-    answer, each closes its listener and creates the strategy (a peer probing in that instant sees a
-    refused connection and simply retries until TensorFlow's server is up on the same port).
-    """
-
-    def __init__(self, address: str):
-        _, port = parse_address(address) or ("", 0)
-        family = socket.AF_INET6 if socket.has_dualstack_ipv6() else socket.AF_INET
-        try:
-            self._sock = socket.create_server(("", port), family=family, dualstack_ipv6=family == socket.AF_INET6)
-        except OSError as err:
-            raise HardwareError(f"TF_CONFIG: this task's port {port} ({address}) cannot be opened on this machine "
-                                f"({err.strerror or err}); is another process using it?") from None
-        self._sock.settimeout(0.2)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name="tpuctl-rendezvous", daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:  # timeout: check the stop flag again
-                continue
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sock.close()
-
-
 def _configure_coordination(cluster: ClusterConfig, timeout: float) -> None:
     """What MultiWorkerMirroredStrategy configures itself, plus TensorFlow's own register timeout."""
     from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
@@ -175,19 +82,6 @@ def _configure_coordination(cluster: ClusterConfig, timeout: float) -> None:
     context.context().configure_coordination_service(
         service_type="standalone", service_leader=f"/job:{leader}/replica:0/task:0", coordinated_jobs=jobs,
         cluster_register_timeout_in_ms=int(timeout * 1000))
-
-
-def wait_for_peers(cluster: ClusterConfig, timeout: float) -> None:
-    """Return once every other chief/worker task answers on its port (:func:`_await_tasks`), answering
-    on this task's own port meanwhile."""
-    peers = cluster.peers()
-    if not peers:
-        return
-    rendezvous = _Rendezvous(cluster.address)
-    try:
-        _await_tasks(peers, timeout)
-    finally:
-        rendezvous.close()
 
 
 def _multi_worker(cluster: ClusterConfig | None, timeout: float) -> StrategyInfo:
@@ -328,7 +222,7 @@ def _parameter_server(cluster: ClusterConfig | None, timeout: float) -> Strategy
     if cluster.task_type != "chief":
         raise UsageError(f"TF_CONFIG task type {cluster.task_type!r} takes no part in parameter-server training "
                          "(chief, worker or ps)")
-    _await_tasks(cluster.server_peers(), timeout)
+    await_tasks(cluster.server_peers(), timeout)
     _parameter_server_runtime()
     num_ps = len(cluster.jobs["ps"])
     # Large variables are split over the ps tasks (TensorFlow's tutorial uses the same partitioner).

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import shutil
 import sys
@@ -22,6 +21,8 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer import protocol
+from trainer.callbacks import MONITOR, checkpoint_path, training_callbacks
+from trainer.cluster import validate_environment
 from trainer.config import (
     DEFAULT_IMAGE_SIZE,
     IMAGE_SIDE,
@@ -29,207 +30,20 @@ from trainer.config import (
     TrainConfig,
     check_batch_memory,
     parse_args,
-    validate_environment,
 )
 from trainer.errors import DataError, HardwareError, UsageError, run_cli
+from trainer.paths import join_path
 
 RESULT_FILE = "result.json"
 #: Held (flock) by the chief of a run for as long as it trains in a local model folder.
 LOCK_FILE = ".tpuctl-train.lock"
-#: The validation metric that picks the exported epoch (--export best) and drives --early_stopping_patience.
-MONITOR = "val_accuracy"
 #: Tag of the final validation accuracy written for hyperparameter-tuning services (the legacy
 #: AI Platform default ``hyperparameterMetricTag``), next to a plain ``val_accuracy`` tag.
 TUNING_METRIC_TAG = "training/hptuning/metric"
 
-# Test-only hooks (documented in docs/trainer.md): simulate a preemption after an epoch's backup,
-# and dump each worker's final weights so tests can compare replicas across processes.
-_EXIT_AFTER_EPOCH_ENV = "TPUCTL_TRAINER_TEST_EXIT_AFTER_EPOCH"
+# Test-only hook (documented in docs/trainer.md): dump each worker's final weights so tests can compare replicas
+# across processes (the preemption hook is trainer.callbacks'.)
 _DUMP_WEIGHTS_ENV = "TPUCTL_TRAINER_TEST_DUMP_WEIGHTS"
-
-
-def _join(base: str, *names: str) -> str:
-    return "/".join([base.rstrip("/"), *names])
-
-
-def progress_every(steps_per_epoch: int) -> int:
-    """Emit a progress line every this many steps: about every 1 % of the epoch (<= ~100 lines)."""
-    return max(1, -(-steps_per_epoch // 100))
-
-
-def _current_learning_rate(optimizer) -> float:
-    """The optimizer's learning rate now (a schedule is evaluated at the current step)."""
-    import tf_keras as keras
-
-    rate = optimizer.learning_rate
-    if callable(rate):
-        rate = rate(optimizer.iterations)
-    return float(keras.backend.get_value(rate))
-
-
-def _callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, environ: Mapping[str, str], steps_per_epoch: int):
-    import tensorflow as tf
-
-    from trainer.summaries import EpochScalars, hparams_of
-
-    class EpochLog(keras.callbacks.Callback):
-        """One parseable line per epoch boundary (the CLI and the resume test read them); epoch-end also
-        carries ``examples_per_second`` = global batch x steps run / the epoch's wall time (an epoch resumed
-        from a mid-epoch backup runs only its remaining steps)."""
-
-        def __init__(self):
-            super().__init__()
-            self._supports_tf_logs = True   # reads no batch logs (parameter servers pass RemoteValues)
-            self._started = time.monotonic()
-            self._first: int | None = None
-
-        def on_epoch_begin(self, epoch, logs=None):
-            self._started = time.monotonic()
-            self._first = None
-            protocol.emit(protocol.EPOCH_START, (epoch + 1, cfg.train_epochs, {}))
-
-        def on_train_batch_begin(self, batch, logs=None):
-            if self._first is None:
-                self._first = batch
-
-        def on_epoch_end(self, epoch, logs=None):
-            seconds = max(time.monotonic() - self._started, 1e-9)
-            steps = steps_per_epoch - (self._first or 0)
-            # Into Keras' own logs, so the callbacks after this one (EpochScalars: TensorBoard) record them too.
-            if logs is not None:
-                logs["examples_per_second"] = cfg.train_batch_size * steps / seconds
-                logs["learning_rate"] = _current_learning_rate(self.model.optimizer)
-            protocol.emit(protocol.EPOCH_END, (epoch + 1, cfg.train_epochs, dict(logs or {})))
-
-    class StepProgress(keras.callbacks.Callback):
-        """``progress: <step>/<steps_per_epoch>`` about every 1 % of an epoch and at its last step (chief
-        only), for the CLI's live display. With parameter servers, steps are counted when scheduled."""
-
-        def __init__(self):
-            super().__init__()
-            # tf_keras refuses batch-level callbacks under ParameterServerStrategy unless they accept
-            # RemoteValue logs (CallbackList._check_timing / _supports_tf_logs); this one reads no logs.
-            self._supports_tf_logs = True
-            self._every = progress_every(steps_per_epoch)
-
-        def on_train_batch_end(self, batch, logs=None):
-            step = batch + 1
-            if step % self._every == 0 or step == steps_per_epoch:
-                protocol.emit(protocol.PROGRESS, (step, steps_per_epoch))
-
-    class BestEpoch(keras.callbacks.Callback):
-        """Keep ``model.tpuctl_selection`` (trainer.models.Selection) at the epoch with the best validation
-        accuracy; with ``--early_stopping_patience N`` stop once N epochs passed without a better one. Runs
-        before the backup is written, so a resumed run knows the best epoch and its value (every worker
-        sees the same all-reduced logs, so every worker decides the same)."""
-
-        def on_epoch_end(self, epoch, logs=None):
-            value = (logs or {}).get(MONITOR)
-            if value is None or not math.isfinite(float(value)):
-                return
-            selection = self.model.tpuctl_selection
-            if float(value) > float(keras.backend.get_value(selection.value)):
-                selection.value.assign(float(value))
-                selection.epoch.assign(epoch + 1)
-            best = int(keras.backend.get_value(selection.epoch))
-            patience = cfg.early_stopping_patience
-            if patience and epoch + 1 - best >= patience and epoch + 1 < cfg.train_epochs:
-                self.model.stop_training = True
-                if info.is_chief:
-                    print(f"early stopping: no better {MONITOR} for {patience} epoch(s) after epoch {best} "
-                          f"({float(keras.backend.get_value(selection.value)):.4f})", flush=True)
-
-    backup = _backup_callback(keras, cfg, dirs, info, steps_per_epoch)
-    if info.kind == "central_storage":
-        # tf_keras lists the strategies it has tested BackupAndRestore with (Mirrored, MultiWorkerMirrored,
-        # TPU, ParameterServer); CentralStorage saves through the same tf.train.Checkpoint. Backups are
-        # written in tests/trainer/test_strategies.py; a resume under CentralStorage is not tested.
-        backup._supported_strategies = (*backup._supported_strategies,
-                                        tf.distribute.experimental.CentralStorageStrategy)
-    callbacks = [
-        # Order at each epoch's end: the epoch's weights (ckpt-<epoch>: what --export best loads), the best
-        # epoch so far, then the backup that carries both the weights and the best epoch over a preemption.
-        keras.callbacks.ModelCheckpoint(filepath=checkpoint_path(dirs, "{epoch:04d}"), save_weights_only=True),
-        BestEpoch(),
-        # All workers pass the same folder: tf_keras keeps the chief's state in backup/chief and gives
-        # every other worker its own write folder (backup/workertemp_<id>), all restore from the chief's.
-        backup,
-        EpochLog(),
-    ]
-    if info.is_chief:
-        callbacks.append(StepProgress())
-        callbacks.append(EpochScalars(dirs.logs, hparams_of(cfg)))
-    exit_after = environ.get(_EXIT_AFTER_EPOCH_ENV)
-    if exit_after:
-        class ExitAfterEpoch(keras.callbacks.Callback):
-            def on_epoch_end(self, epoch, logs=None):
-                if epoch + 1 == int(exit_after):
-                    print(f"test hook: exiting after epoch {epoch + 1}", flush=True)
-                    sys.stderr.flush()
-                    os._exit(75)
-
-        callbacks.append(ExitAfterEpoch())
-    return callbacks
-
-
-def _backup_callback(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_per_epoch: int):
-    """The preemption backup (tf_keras BackupAndRestore) in ``<checkpoints>/backup``: at every epoch's end,
-    with ``--backup_every_steps N`` after every N training steps too, and in a one-worker run once
-    ``--backup_every_minutes`` (default 10) passed since the last backup.
-
-    BackupAndRestore keeps two counters in its checkpoint, the epoch and the last batch begun, and with an
-    integer ``save_freq`` ``fit`` resumes at (epoch, batch + 1): the optimizer's step counter (and so the
-    learning-rate schedule) comes back from the same checkpoint, no step is trained twice in the count.
-    Step mode is used even without ``--backup_every_steps`` (an epoch-end backup records the epoch's last
-    batch), so a backup written either way resumes right under the other setting; a backup from a trainer
-    that wrote epoch mode only (batch counter -1) resumes at the next epoch, as it did then. Under
-    parameter servers tf_keras counts no batches (steps are scheduled, not run): epoch mode there.
-    """
-    backup_dir = _join(dirs.checkpoints, "backup")
-    if info.kind == "parameter_server":
-        return keras.callbacks.BackupAndRestore(backup_dir=backup_dir)
-    every = cfg.backup_every_steps
-    # Every worker must back up at the same step (reading synchronised variables is collective), and clocks
-    # differ between processes: a time-based backup only where one process decides alone.
-    seconds = cfg.backup_every_minutes * 60 if info.num_workers == 1 else 0
-
-    class StepBackup(keras.callbacks.BackupAndRestore):
-        def __init__(self):
-            # save_freq only selects step mode here: the counting is this class's own.
-            super().__init__(backup_dir=backup_dir, save_freq=every or steps_per_epoch)
-            self._last = time.monotonic()
-
-        def _backup(self, epoch, batch=0):
-            super()._backup(epoch=epoch, batch=batch)
-            self._last = time.monotonic()
-
-        def on_train_begin(self, logs=None):
-            super().on_train_begin(logs)
-            state = self._training_state
-            if (int(keras.backend.get_value(state._ckpt_saved_batch)) < 0
-                    and int(keras.backend.get_value(state._ckpt_saved_epoch)) >= 0):
-                # An epoch-mode backup: its epoch was complete.
-                state._ckpt_saved_batch.assign(steps_per_epoch - 1)
-
-        def on_train_batch_end(self, batch, logs=None):
-            # Keras' own count runs across epochs and restarts at 0 after a resume; the step within the
-            # epoch is what a restart resumes from, so count that (a backup at the epoch's last step is
-            # left to on_epoch_end, after the epoch's checkpoint and best-epoch bookkeeping).
-            self._training_state.backup_if_preempted()
-            due = (every and (batch + 1) % every == 0) or (seconds and time.monotonic() - self._last >= seconds)
-            if due and batch + 1 < steps_per_epoch:
-                self._backup(epoch=self._current_epoch, batch=batch)
-
-        def on_epoch_end(self, epoch, logs=None):
-            self._training_state._ckpt_saved_batch.assign(steps_per_epoch - 1)
-            self._backup(epoch=epoch)
-
-    return StepBackup()
-
-
-def checkpoint_path(dirs: OutputDirs, epoch: int | str) -> str:
-    """The weights saved at the end of ``epoch`` (an int, or the ModelCheckpoint pattern)."""
-    return _join(dirs.checkpoints, f"ckpt-{epoch:04d}" if isinstance(epoch, int) else f"ckpt-{epoch}")
 
 
 def select_export(model, cfg: TrainConfig, dirs: OutputDirs, history, evaluate) -> dict:
@@ -472,7 +286,7 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
     try:
         history = model.fit(train_ds, epochs=cfg.train_epochs, steps_per_epoch=steps_per_epoch,
                             validation_data=val_ds, validation_steps=validation_steps,
-                            callbacks=_callbacks(keras, cfg, dirs, info, env, steps_per_epoch),
+                            callbacks=training_callbacks(keras, cfg, dirs, info, env, steps_per_epoch),
                             verbose=2)
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError):
         problem = None if cfg.skip_corrupt else _corruption_error(manifest, image_size)
@@ -495,7 +309,7 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         name = f"weights-{info.task_type or 'chief'}-{info.task_id}.npz"
         np.savez(os.path.join(dump, name), *model.get_weights())
 
-    model_base = _join(dirs.export_base, cfg.model)
+    model_base = join_path(dirs.export_base, cfg.model)
     io_device = "/job:localhost" if info.kind == "tpu" else None
     if info.is_chief:
         export_dir = export.export_version(model, model_base, image_size, manifest.classes, io_device=io_device)
@@ -509,7 +323,7 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
             shutil.rmtree(scratch, ignore_errors=True)
         return None
 
-    write_scalars(_join(dirs.logs, "final"), {"val_accuracy": val_accuracy, TUNING_METRIC_TAG: val_accuracy},
+    write_scalars(join_path(dirs.logs, "final"), {"val_accuracy": val_accuracy, TUNING_METRIC_TAG: val_accuracy},
                   step=chosen["epochs"])
     report_tuning_metric(val_accuracy, chosen["epochs"], env)
 
@@ -525,7 +339,7 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         "validation_examples": val_examples,
         "skipped_records": skipped,
     }
-    export.write_atomically(_join(cfg.model_dir, RESULT_FILE), json.dumps(result, indent=2) + "\n")
+    export.write_atomically(join_path(cfg.model_dir, RESULT_FILE), json.dumps(result, indent=2) + "\n")
     return result
 
 

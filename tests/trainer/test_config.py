@@ -69,7 +69,7 @@ def _tf(cluster, task=None, **extra) -> dict:
 
 
 def test_tf_config_parsing_and_roles():
-    from trainer.config import parse_tf_config
+    from trainer.cluster import parse_tf_config
     from trainer.strategy import _task_role, cluster_size
 
     assert parse_tf_config({}) is None and parse_tf_config({"TF_CONFIG": "{}"}) is None
@@ -112,7 +112,7 @@ def test_tf_config_parsing_and_roles():
 ])
 def test_bad_tf_config_is_one_line_naming_the_field(raw, field):
     """Each of these used to pass the old check (or raise a traceback) and hang or crash in TensorFlow."""
-    from trainer.config import parse_tf_config
+    from trainer.cluster import parse_tf_config
 
     with pytest.raises(UsageError) as err:
         parse_tf_config({"TF_CONFIG": raw})
@@ -129,7 +129,7 @@ def test_bad_tf_config_is_one_line_naming_the_field(raw, field):
     ("grpc://tpu-1.internal:8470", True), ("grpc://1tpu.example:8470", True),
 ])
 def test_tpu_name_is_checked(name, ok):
-    from trainer.config import parse_tpu_name
+    from trainer.cluster import parse_tpu_name
 
     if ok:
         assert parse_tpu_name({"TPU_NAME": name}) == name

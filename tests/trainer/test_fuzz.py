@@ -19,7 +19,8 @@ from contextlib import redirect_stderr, redirect_stdout
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from trainer.config import parse_args, parse_tf_config, validate_environment
+from trainer.cluster import parse_tf_config, validate_environment
+from trainer.config import parse_args
 from trainer.data import Manifest, parse_manifest
 from trainer.errors import DataError, TrainerError, UsageError, run_cli
 

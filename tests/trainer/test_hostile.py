@@ -282,7 +282,7 @@ def test_address_probe_reports_what_never_answered():
     """The probe itself, in-process: an open port answers, a closed one is still missing at the deadline."""
     import socket
 
-    from trainer.strategy import AddressProbe
+    from trainer.rendezvous import AddressProbe
 
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))

@@ -62,7 +62,7 @@ def test_progress_lines_and_examples_per_second(tools, demo_data, tmp_path):
 
 
 def test_progress_every_about_one_percent():
-    from trainer.task import progress_every
+    from trainer.callbacks import progress_every
 
     for steps in (1, 5, 99, 100, 101, 250, 1_000_000):
         every = progress_every(steps)
@@ -261,7 +261,7 @@ def test_new_flags_parse_and_are_bounded():
 
 
 def test_tf_config_with_ps_is_accepted_and_probed():
-    from trainer.config import parse_tf_config
+    from trainer.cluster import parse_tf_config
 
     cluster = {"chief": ["h:1"], "worker": ["h:2", "h:3"], "ps": ["h:4"]}
     cfg = parse_tf_config({"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "chief", "index": 0}})})
