@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bootstrap import clients
-from bootstrap.grants import Change, _conflict_retry, compute_changes
+from bootstrap.grants import Change, compute_changes, conflict_retry
 from tpuctl.ground.errors import UserError
 
 _ENTITY_PREFIX = {"user": "user", "serviceAccount": "user", "group": "group", "domain": "domain"}
@@ -129,7 +129,7 @@ def grant_existing_objects(client, bucket_name: str, entities: list[str], revoke
                 blob.acl.save(if_metageneration_match=blob.metageneration)
             return changed
 
-        return _conflict_retry()(attempt)()
+        return conflict_retry()(attempt)()
 
     changed = 0
     with ThreadPoolExecutor(max_workers=workers) as pool:

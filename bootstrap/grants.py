@@ -33,7 +33,7 @@ class Change:
         return f"  {self.action} {self.member} {self.role}"
 
 
-def _conflict_retry():
+def conflict_retry():
     from google.api_core import exceptions, retry
 
     # Full-jitter backoff: with 16 writers on one policy, fixed delays would collide again.
@@ -210,7 +210,7 @@ def apply(target, wanted: Iterable[Want], revoke: bool) -> list[Change]:
         return changes
 
     try:
-        return _conflict_retry()(attempt)()
+        return conflict_retry()(attempt)()
     except exceptions.Forbidden as exc:
         raise UserError(f"permission denied writing {target.resource}: you need {target.write_permission} "
                         f"({exc.message})", exit_code=1) from None

@@ -8,8 +8,8 @@ into pulumi_policy policies and ``policy.evaluate`` runs them for ``tpuctl plan`
 
 # Importing the rule modules registers their rules, in this order.
 from policy.rules import buckets, iam, objects
-from policy.rules.base import _REGISTERED, ADVISORY, MANDATORY, Rule, resource_rule
+from policy.rules.base import ADVISORY, MANDATORY, REGISTERED, Rule, resource_rule
 
-RESOURCE_RULES: tuple[Rule, ...] = tuple(_REGISTERED)
+RESOURCE_RULES: tuple[Rule, ...] = tuple(REGISTERED)
 
 __all__ = ["ADVISORY", "MANDATORY", "RESOURCE_RULES", "Rule", "buckets", "iam", "objects", "resource_rule"]

@@ -24,14 +24,14 @@ class Rule:
 
 
 #: The resource rules in the order they are defined: each is registered by ``@resource_rule`` on its check.
-_REGISTERED: list[Rule] = []
+REGISTERED: list[Rule] = []
 
 
 def resource_rule(name: str, description: str, level: str, **fields: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated check as the resource rule ``name`` (its level, types, config keys, checkov ids and
     rationale written beside the code that enforces them)."""
     def register(check: Callable[..., Any]) -> Callable[..., Any]:
-        _REGISTERED.append(Rule(name, description, level, check, **fields))
+        REGISTERED.append(Rule(name, description, level, check, **fields))
         return check
 
     return register

@@ -57,3 +57,15 @@ def test_done_may_end_the_wait_with_its_own_error():
 def test_a_deadline_without_its_message_is_a_programming_error():
     with pytest.raises(ValueError, match="expired"):
         poll(lambda: 1, lambda _: True, interval=1, timeout=5)
+
+
+def test_one_display_form_for_durations_and_one_exact_form_for_limits():
+    from datetime import timedelta
+
+    from tpuctl.ground.durations import format_duration, format_exact
+
+    shown = {None: "-", -3: "0s", 0.4: "0s", 42: "42s", 59.6: "1m00s", 605: "10m05s", 3599.4: "59m59s",
+             3600: "1h00m", 7620: "2h07m", 86399: "1d00h", 3 * 86400 + 4 * 3600: "3d04h"}
+    assert {k: format_duration(k) for k in shown} == shown
+    assert [format_exact(timedelta(seconds=s)) for s in (0, 600, 5400, 7 * 86400, 86400 + 61)] == [
+        "0s", "10m", "1h30m", "7d", "1d1m1s"]

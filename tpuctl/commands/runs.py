@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from tpuctl.commands.options import shown, strict_json
+from tpuctl.ground.durations import format_duration
 
 runs_app = typer.Typer(name="runs", no_args_is_help=True,
                        help="Training runs under ./runs (or the stack's artifacts bucket): list, show, compare.")
@@ -39,13 +40,6 @@ def _fmt(value, digits: int = 4, *, markup: bool = False) -> str:
     return shown(value, markup=markup)
 
 
-def _duration(seconds) -> str:
-    if seconds is None:
-        return "-"
-    minutes, secs = divmod(int(round(seconds)), 60)
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
-
-
 def sparkline(values: list[float]) -> str:
     if not values:
         return ""
@@ -71,8 +65,10 @@ def ls(base: str = _DIR, stack: Optional[str] = _STACK, outputs: Optional[Path] 
         typer.echo(strict_json([{**r.row(), "problem": r.problem} for r in found]))
         return
     if not found:
+        from tpuctl.ground.localtree import user_path
+
         where = "the stack's artifacts bucket" if (stack or outputs) else (
-            base if base.startswith("gs://") else str(Path(base).expanduser().resolve()))
+            base if base.startswith("gs://") else str(user_path(base, "run folder").resolve()))
         typer.echo(f"no runs in {shown(where)}" + ("" if (stack or outputs) or base != "runs" else
                                                     " (tpuctl train writes them here; --dir DIR reads another folder)"))
         return
@@ -80,7 +76,7 @@ def ls(base: str = _DIR, stack: Optional[str] = _STACK, outputs: Optional[Path] 
     cells = [[*(_fmt(row[key], markup=True) for key in ("run", "date", "target", "model", "data", "accelerator",
                                                         "epochs")),
               "interrupted" if row["state"] == "interrupted" else _fmt(row["val_accuracy"], markup=True),
-              _duration(row["seconds"]), _fmt(row["export_dir"], markup=True)] for row in (r.row() for r in good)]
+              format_duration(row["seconds"]), _fmt(row["export_dir"], markup=True)] for row in (r.row() for r in good)]
     console = Console()
     plain = [[Text.from_markup(c).plain for c in row] for row in cells]
     # Never break a cell (a run name must stay copyable): drop the least needed columns until the table fits.
@@ -116,18 +112,18 @@ def show(run: str = typer.Argument(..., help="Run folder name (or a unique prefi
     typer.echo(f"run {shown(found.name)}  ({shown(found.path)})")
     for key, value in found.row().items():
         if key != "run":
-            typer.echo(f"  {key:<13} {_duration(value) if key == 'seconds' else _fmt(value)}")
+            typer.echo(f"  {key:<13} {format_duration(value) if key == 'seconds' else _fmt(value)}")
     if found.launch.get("args"):
         typer.echo(f"  {'trainer args':<13} {shown(' '.join(map(str, found.launch['args'])))}")
     for i, event in enumerate(history, 1):
         resumed = event.get("resumed_zone")
         down = event.get("seconds_down")
         typer.echo(f"  {'recovery ' + str(i):<13} {shown(event['what'])} in {shown(event['zone'])} after "
-                   f"{_duration(event['seconds_trained'])} of training; lost {_duration(event['seconds_lost'])}"
+                   f"{format_duration(event['seconds_trained'])} of training; lost {format_duration(event['seconds_lost'])}"
                    + (f" (since the {shown(event['since'])})" if event.get("since") else "")
-                   + (f"; resumed in {shown(resumed)} {_duration(down)} later" if resumed else "; not resumed"))
+                   + (f"; resumed in {shown(resumed)} {format_duration(down)} later" if resumed else "; not resumed"))
     if history:
-        typer.echo(f"  {'time lost':<13} {_duration(sum(e['seconds_lost'] for e in history))} in "
+        typer.echo(f"  {'time lost':<13} {format_duration(sum(e['seconds_lost'] for e in history))} in "
                    f"{len(history)} preemption(s)")
     problem = runs.logs_problem(found)
     if problem:
@@ -168,7 +164,7 @@ def compare(a: str = typer.Argument(..., help="First run."), b: str = typer.Argu
         if key == "run":
             continue
         if key == "seconds":
-            table.add_row(key, _duration(lrow[key]), _duration(rrow[key]))
+            table.add_row(key, format_duration(lrow[key]), format_duration(rrow[key]))
         else:
             table.add_row(key, _fmt(lrow[key], markup=True), _fmt(rrow[key], markup=True))
     lc, rc = curves.get(left.path, {}), curves.get(right.path, {})

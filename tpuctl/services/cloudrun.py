@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from tpuctl.ground.durations import format_exact
 from tpuctl.ground.errors import DomainError, UserError
 
 #: Bounds of --max-run-time: tpuctl's own. Google documents no maximum: custom_job.proto, Scheduling.timeout, says
@@ -46,17 +47,6 @@ MAX_BUDGET_USD = 1_000_000.0
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
 _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _RANGE = "10m to 7d (tpuctl's bounds: Vertex AI documents a default timeout of 7 days and no maximum)"
-
-
-def _format_run_time(value: timedelta) -> str:
-    """``timedelta(hours=1, minutes=30)`` -> ``1h30m``."""
-    seconds = int(value.total_seconds())
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if seconds >= size:
-            parts.append(f"{seconds // size}{unit}")
-            seconds %= size
-    return "".join(parts) or "0s"
 
 
 def parse_run_time(text: str) -> timedelta:
@@ -81,7 +71,7 @@ def parse_run_time(text: str) -> timedelta:
 
 def check_run_time(value: timedelta) -> timedelta:
     if not MIN_RUN_TIME <= value <= MAX_RUN_TIME:
-        raise UserError(f"--max-run-time {_format_run_time(value)} is out of range: {_RANGE}")
+        raise UserError(f"--max-run-time {format_exact(value)} is out of range: {_RANGE}")
     return value
 
 
@@ -216,7 +206,7 @@ class CostEstimate:
             return out
         bound = " at most" if self.bound_only else ""
         per = f" per trial × {self.trials} trials" if self.trials > 1 else ""
-        span = self.run_time_name or _format_run_time(self.run_time)
+        span = self.run_time_name or format_exact(self.run_time)
         out.append(f"  total:{bound} ${self.hourly:.4f}/h{per}; maximum for {span}: ${self.maximum:.2f}")
         return out
 
@@ -322,7 +312,7 @@ def estimate_tpu_vm(accelerator, zone: str, *, spot: bool, run_timeout: float, p
     region = zone.rsplit("-", 1)[0]
     prices = prices if prices is not None else load_prices()
     run_time = timedelta(seconds=run_timeout)
-    span = f"--run-timeout {_format_run_time(run_time)}"
+    span = f"--run-timeout {format_exact(run_time)}"
     try:
         hourly = tpu_vm_hourly(prices, accelerator, region, spot)
     except DomainError as exc:
@@ -346,7 +336,7 @@ def check_budget(estimate: CostEstimate, budget: float | None) -> None:
         raise UserError(f"cannot check --budget ${budget:.2f}: " + "; ".join(estimate.missing))
     if maximum > budget:
         per = f" × {estimate.trials} trials" if estimate.trials > 1 else ""
-        span = estimate.run_time_name or _format_run_time(estimate.run_time)
+        span = estimate.run_time_name or format_exact(estimate.run_time)
         raise UserError(
             f"the job may cost up to ${maximum:.2f} (${estimate.hourly:.4f}/h{per} for {span}), above --budget "
             f"${budget:.2f}; {estimate.hint}")

@@ -54,14 +54,14 @@ def _reason(resource) -> str:
     return printable(" ".join(message.split()), 300) or "no reason given"
 
 
-def _node_labels(resource) -> dict[str, str]:
+def node_labels(resource) -> dict[str, str]:
     specs = resource.tpu.node_spec if "tpu" in resource else []
     return dict(specs[0].node.labels) if specs else {}
 
 
-def _managed(resource) -> bool:
+def is_managed(resource) -> bool:
     key, value = domain.TPU_VM_MANAGED_LABEL
-    return _node_labels(resource).get(key) == value
+    return node_labels(resource).get(key) == value
 
 
 @dataclass
@@ -74,11 +74,11 @@ class RunResult:
     recoveries: list[dict[str, Any]] = field(default_factory=list)
 
 
-class _Refused(UserError):
+class Refused(UserError):
     """The Cloud TPU API refused the slice (FAILED before ACTIVE: no capacity, say): another zone may have it."""
 
 
-class _Preempted(UserError):
+class Preempted(UserError):
     """The slice went away while training (Spot preemption, FAILED): a recovery can re-queue it."""
 
     def __init__(self, message: str, what: str) -> None:
@@ -86,16 +86,7 @@ class _Preempted(UserError):
         self.what = what
 
 
-def _minutes(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-class _Created:
+class Created:
     """What this process created, so every exit path deletes exactly that."""
 
     def __init__(self) -> None:
@@ -103,7 +94,7 @@ class _Created:
         self.run: TpuVmRun | None = None   # the slice that call was for (a recovery may use another zone)
 
 
-def _delete(client, name: str) -> str | None:
+def delete_resource(client, name: str) -> str | None:
     """Delete the queued resource (force: its nodes too). None on success (or already gone), else why not."""
     from google.api_core import exceptions
 
@@ -118,14 +109,14 @@ def _delete(client, name: str) -> str | None:
     return None
 
 
-def create_and_wait(client, run: TpuVmRun, *, progress: Progress, created: _Created | None = None,
+def create_and_wait(client, run: TpuVmRun, *, progress: Progress, created: Created | None = None,
                     poll_seconds: float = DEFAULT_POLL_SECONDS, timeout: float = DEFAULT_PROVISION_TIMEOUT,
                     sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic):
     """Create the queued resource and wait until it is ACTIVE; returns it. Raises UserError when the API
     refuses it (FAILED, with the API's reason), it disappears, or ``timeout`` passes."""
     from google.api_core import exceptions
 
-    created = created or _Created()
+    created = created or Created()
     name = run.queued_resource_name
     with clients.google_errors(f"checking for an existing queued resource {name}"):
         try:
@@ -153,7 +144,7 @@ def create_and_wait(client, run: TpuVmRun, *, progress: Progress, created: _Crea
     def active(current) -> bool:
         state = state_name(current)
         if state == "FAILED":
-            raise _Refused(f"the Cloud TPU API refused {run.accelerator.name} in {run.zone}: {_reason(current)}", 1)
+            raise Refused(f"the Cloud TPU API refused {run.accelerator.name} in {run.zone}: {_reason(current)}", 1)
         if state in GONE_STATES:
             raise UserError(f"queued resource {run.name} went {state} before it became ACTIVE", 1)
         return state == "ACTIVE"
@@ -172,7 +163,7 @@ def create_and_wait(client, run: TpuVmRun, *, progress: Progress, created: _Crea
                                         "become ACTIVE)")
 
 
-def _earlier_outputs(storage, run: TpuVmRun) -> dict[str, int]:
+def earlier_outputs(storage, run: TpuVmRun) -> dict[str, int]:
     """The generations of the result.json and host reports already in the model folder before this launch
     (an earlier run's: the trainer keeps a finished run's result.json until the next one replaces it), so
     :func:`follow` waits for this run's, not an old one. Keyed by object name."""
@@ -257,7 +248,7 @@ def follow(client, storage, run: TpuVmRun, *, progress: Progress, poll_seconds: 
            clock: Callable[[], float] = time.monotonic, earlier: dict[str, int] | None = None) -> dict[str, Any]:
     """Wait for the chief's result.json in the model folder; raise UserError when a host's trainer fails,
     the slice fails or is preempted, or ``timeout`` passes. ``earlier``: the generations of the objects that
-    were there before this launch (:func:`_earlier_outputs`), ignored."""
+    were there before this launch (:func:`earlier_outputs`), ignored."""
     progress(f"training on {run.accelerator.vms} host(s); waiting for {run.result_uri}")
     name = run.queued_resource_name
     notes: set[str] = set()
@@ -278,10 +269,10 @@ def follow(client, storage, run: TpuVmRun, *, progress: Progress, poll_seconds: 
         if state in GONE_STATES:
             initiator = current.state.state_initiator.name if current.state.state_initiator else ""
             why = "preempted (Spot)" if run.spot and initiator != "USER" else f"stopped by the {initiator.lower() or 'service'}"
-            raise _Preempted(f"the TPU VM slice was {why}: queued resource {run.name} is {state}; checkpoints are kept "
+            raise Preempted(f"the TPU VM slice was {why}: queued resource {run.name} is {state}; checkpoints are kept "
                              f"in {run.model_dir}; to resume, {run.resume_hint}", f"{why}, {state}")
         if state == "FAILED":
-            raise _Preempted(f"queued resource {run.name} FAILED while training: {_reason(current)}; to resume, "
+            raise Preempted(f"queued resource {run.name} FAILED while training: {_reason(current)}; to resume, "
                              f"{run.resume_hint}", f"FAILED: {_reason(current)}")
         failures = _host_failures(storage, run, earlier)
         # A host gone under the trainer while the queued resource still says ACTIVE: a preemption, not a failure.
@@ -289,7 +280,7 @@ def follow(client, storage, run: TpuVmRun, *, progress: Progress, poll_seconds: 
         if gone is None and failures and all(code in HOST_GONE_CODES for _, code in failures):
             gone = ", ".join(f"{host} exited {code}" for host, code in failures)
         if gone is not None:
-            raise _Preempted(f"a host of the TPU VM slice went away ({gone}) while queued resource {run.name} was "
+            raise Preempted(f"a host of the TPU VM slice went away ({gone}) while queued resource {run.name} was "
                              f"{state}; checkpoints are kept in {run.model_dir}; to resume, {run.resume_hint}",
                              f"host gone ({gone})")
         if failures:
@@ -303,7 +294,7 @@ def follow(client, storage, run: TpuVmRun, *, progress: Progress, poll_seconds: 
                                                f"the chief's result); the slice is {seen['state']}")
 
 
-def _last_backup(storage, run: TpuVmRun) -> float | None:
+def last_backup(storage, run: TpuVmRun) -> float | None:
     """When the trainer last wrote its preemption backup (epoch seconds of the newest object under
     ``<model_dir>/checkpoints/backup/``), or None when there is none."""
     bucket, path = domain.split_gs_uri(f"{run.model_dir}/checkpoints/backup/")
@@ -314,7 +305,7 @@ def _last_backup(storage, run: TpuVmRun) -> float | None:
 
 
 
-def _record_recoveries(storage, run: TpuVmRun, history: list[dict[str, Any]]) -> None:
+def record_recoveries(storage, run: TpuVmRun, history: list[dict[str, Any]]) -> None:
     """Write the run's recovery history to ``<model_dir>/tpuctl/recoveries.json`` (replaced whole each time)."""
     bucket, path = domain.split_gs_uri(f"{run.model_dir}/{RECOVERIES_FILE}")
     with clients.google_errors(f"writing {run.model_dir}/{RECOVERIES_FILE}"):
@@ -322,12 +313,12 @@ def _record_recoveries(storage, run: TpuVmRun, history: list[dict[str, Any]]) ->
             json.dumps({"run": run.name, "recoveries": history}, indent=2) + "\n", content_type="application/json")
 
 
-def _delete_and_wait(client, run: TpuVmRun, *, poll_seconds: float, timeout: float,
+def delete_and_wait(client, run: TpuVmRun, *, poll_seconds: float, timeout: float,
                      sleep: Callable[[float], None], clock: Callable[[], float]) -> None:
     """Delete the queued resource and wait until it is gone (its name is free again in the zone)."""
     from google.api_core import exceptions
 
-    failed = _delete(client, run.queued_resource_name)
+    failed = delete_resource(client, run.queued_resource_name)
     if failed is not None:
         raise UserError(f"could NOT delete queued resource {run.name} in {run.zone} to recover ({failed}); delete it "
                         f"with `tpuctl tpu delete {run.name} --zone {run.zone}`", 1)

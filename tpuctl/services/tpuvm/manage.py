@@ -9,8 +9,8 @@ from bootstrap import clients
 from tpuctl.ground import domain
 from tpuctl.ground.errors import UserError
 from tpuctl.ground.outputs import StackOutputs
-from tpuctl.services.tpuvm.api import _delete, _managed, _node_labels, state_name, tpu_client
-from tpuctl.services.tpuvm.plan import _stack_zone
+from tpuctl.services.tpuvm.api import delete_resource, is_managed, node_labels, state_name, tpu_client
+from tpuctl.services.tpuvm.plan import stack_zone
 
 # --------------------------------------------------------------------------------------------
 # list / delete: only what tpuctl created (labelled managed-by=tpuctl)
@@ -28,7 +28,7 @@ class RunSummary:
 
 def _zone_parent(outputs: StackOutputs | None, project: str | None, zone: str | None) -> str:
     project = project or (outputs.project if outputs else None)
-    zone = zone or _stack_zone(outputs)
+    zone = zone or stack_zone(outputs)
     if not project or not zone:
         raise UserError("TPU VMs need a project and a zone: pass --stack/--outputs (or --project and --zone)")
     domain.validate_project_id(project)
@@ -44,13 +44,13 @@ def list_runs(outputs: StackOutputs | None, *, project: str | None = None, zone:
     with clients.google_errors(f"listing queued resources in {parent}",
                                forbidden=f"permission denied listing {parent}: you need tpu.queuedResources.list"):
         for resource in client.list_queued_resources(parent=parent):
-            if not _managed(resource):
+            if not is_managed(resource):
                 continue
             specs = resource.tpu.node_spec
             created = resource.create_time.isoformat() if resource.create_time else ""
             runs.append(RunSummary(resource.name.rsplit("/", 1)[-1], state_name(resource),
                                    specs[0].node.accelerator_type if specs else "?", "spot" in resource,
-                                   _node_labels(resource).get(domain.TPU_VM_RUN_LABEL, ""), created))
+                                   node_labels(resource).get(domain.TPU_VM_RUN_LABEL, ""), created))
     return sorted(runs, key=lambda r: r.name)
 
 
@@ -65,11 +65,11 @@ def delete(name: str, outputs: StackOutputs | None, *, project: str | None = Non
                                not_found=f"no queued resource {name} in {parent.rsplit('/', 1)[-1]} "
                                          "(`tpuctl tpu list` shows tpuctl's)"):
         resource = client.get_queued_resource(name=full)
-    if not _managed(resource):
+    if not is_managed(resource):
         key, value = domain.TPU_VM_MANAGED_LABEL
         raise UserError(f"queued resource {name} was not created by tpuctl (no {key}={value} label); "
                         "tpuctl leaves it alone: delete it with gcloud if you mean to")
-    failed = _delete(client, full)
+    failed = delete_resource(client, full)
     if failed is not None:
         raise UserError(f"could not delete queued resource {name}: {failed}", 1)
     return full

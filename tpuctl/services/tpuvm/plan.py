@@ -77,7 +77,7 @@ def _gs(value: str, flag: str, what: str) -> str:
     return value.rstrip("/")
 
 
-def _stack_zone(outputs: StackOutputs | None) -> str | None:
+def stack_zone(outputs: StackOutputs | None) -> str | None:
     """The zone TPU VM slices default to: the stack's ``tpu_zone`` output, else its ``zone``."""
     return (outputs.tpu_zone or outputs.zone) if outputs else None
 
@@ -95,7 +95,7 @@ def plan_run(opts: TrainOptions, outputs: StackOutputs | None, *, zone: str | No
     accel = domain.parse_tpu_vm_accelerator(opts.accelerator)
     outputs = require_outputs(outputs, "--target tpu-vm")
     project = outputs.require("project")
-    zone = zone or _stack_zone(outputs) or outputs.require("tpu_zone", "pass --zone (e.g. us-central1-a)")
+    zone = zone or stack_zone(outputs) or outputs.require("tpu_zone", "pass --zone (e.g. us-central1-a)")
     domain.validate_tpu_vm_zone(zone)
     name = domain.validate_tpu_vm_name(name or f"tpuctl-{timestamp()}")
 

@@ -12,21 +12,21 @@ from typing import Any
 
 from bootstrap import clients
 from tpuctl.ground import domain
+from tpuctl.ground.durations import format_duration
 from tpuctl.ground.errors import EXIT_INTERRUPTED, UserError
 from tpuctl.services.supervisor import raise_interrupt, signal_handlers
 from tpuctl.services.tpuvm.api import (
+    Created,
+    Preempted,
+    Refused,
     RunResult,
-    _Created,
-    _delete,
-    _delete_and_wait,
-    _earlier_outputs,
-    _last_backup,
-    _minutes,
-    _Preempted,
-    _record_recoveries,
-    _Refused,
     create_and_wait,
+    delete_and_wait,
+    delete_resource,
+    earlier_outputs,
     follow,
+    last_backup,
+    record_recoveries,
     tpu_client,
 )
 from tpuctl.services.tpuvm.plan import (
@@ -38,7 +38,7 @@ from tpuctl.services.tpuvm.plan import (
 )
 
 
-def _recovering(client, storage, run: TpuVmRun, created: _Created, *, progress: Progress, recover: int,
+def _recovering(client, storage, run: TpuVmRun, created: Created, *, progress: Progress, recover: int,
                 zones: list[str], poll_seconds: float, provision_timeout: float, run_timeout: float,
                 sleep: Callable[[float], None], clock: Callable[[], float], wall: Callable[[], float],
                 history: list[dict[str, Any]]) -> dict[str, Any]:
@@ -53,18 +53,18 @@ def _recovering(client, storage, run: TpuVmRun, created: _Created, *, progress: 
         for i, zone in enumerate(zones):
             current = replace(run, zone=zone)
             created.run = current
-            earlier = _earlier_outputs(storage, current)
+            earlier = earlier_outputs(storage, current)
             if domain.split_gs_uri(current.result_uri)[1] in earlier and preempted_at is None and i == 0:
                 progress(f"{current.result_uri} is an earlier run's; waiting for this run's to replace it")
             try:
                 create_and_wait(client, current, progress=progress, created=created, poll_seconds=poll_seconds,
                                 timeout=provision_timeout, sleep=sleep, clock=clock)
-            except _Refused as exc:
+            except Refused as exc:
                 # With --recover a refusal (no capacity, say) moves on to the next zone, on the first launch too
                 # (no recovery is counted: nothing was trained); without it the refusal ends the run.
                 if not recover or i == len(zones) - 1:
                     raise
-                _delete_and_wait(client, current, poll_seconds=poll_seconds, timeout=provision_timeout, sleep=sleep,
+                delete_and_wait(client, current, poll_seconds=poll_seconds, timeout=provision_timeout, sleep=sleep,
                                  clock=clock)
                 created.maybe = False
                 progress(f"{exc}; trying {zones[i + 1]}")
@@ -73,33 +73,33 @@ def _recovering(client, storage, run: TpuVmRun, created: _Created, *, progress: 
         if preempted_at is not None:
             down = clock() - preempted_at
             history[-1].update(resumed_zone=zone, seconds_down=round(down, 1))
-            _record_recoveries(storage, current, history)
+            record_recoveries(storage, current, history)
             if training_deadline is not None:   # a preempted slice is not billed: the wait does not count
                 training_deadline += down
-            progress(f"recovered in {zone}: training again {_minutes(down)} after the preemption")
+            progress(f"recovered in {zone}: training again {format_duration(down)} after the preemption")
         active = clock()
         if training_deadline is None:
             training_deadline = active + run_timeout
         try:
             return follow(client, storage, current, progress=progress, poll_seconds=poll_seconds,
                           timeout=max(training_deadline - active, 0.0), sleep=sleep, clock=clock, earlier=earlier)
-        except _Preempted as exc:
+        except Preempted as exc:
             now = clock()
             if len(history) >= recover:
                 if recover:
                     raise UserError(f"{exc} (after {len(history)} recoveries, the most --recover allows)", 1) from None
                 raise
-            backup = _last_backup(storage, current)
+            backup = last_backup(storage, current)
             trained = now - active
             lost = min(trained, wall() - backup) if backup is not None else trained
             history.append({"zone": zone, "what": exc.what, "seconds_trained": round(trained, 1),
                             "seconds_lost": round(max(lost, 0.0), 1),
                             "since": "last backup" if backup is not None else "slice became ACTIVE"})
-            _record_recoveries(storage, current, history)
-            progress(f"preemption {len(history)}/{recover}: {exc.what} in {zone} after {_minutes(trained)} of "
-                     f"training; lost {_minutes(lost)} (since the {history[-1]['since']}); re-queueing in "
+            record_recoveries(storage, current, history)
+            progress(f"preemption {len(history)}/{recover}: {exc.what} in {zone} after {format_duration(trained)} of "
+                     f"training; lost {format_duration(lost)} (since the {history[-1]['since']}); re-queueing in "
                      f"{', '.join(zones)}")
-            _delete_and_wait(client, current, poll_seconds=poll_seconds, timeout=provision_timeout, sleep=sleep,
+            delete_and_wait(client, current, poll_seconds=poll_seconds, timeout=provision_timeout, sleep=sleep,
                              clock=clock)
             created.maybe = False
             preempted_at = clock()
@@ -116,7 +116,7 @@ def run_tpu_vm(run: TpuVmRun, *, keep: bool = False, progress: Progress = print,
     ``zones`` (default: the run's zone only; the run's zone first) that takes it."""
     client = client or tpu_client()
     storage = storage or clients.storage_client(run.project)
-    created = _Created()
+    created = Created()
     created.run = run
     order = [run.zone, *[z for z in (zones or []) if z != run.zone]]
     history: list[dict[str, Any]] = []
@@ -142,7 +142,7 @@ def run_tpu_vm(run: TpuVmRun, *, keep: bool = False, progress: Progress = print,
                    f"`tpuctl tpu delete {current.name} --zone {current.zone}`")
     else:
         progress(f"deleting queued resource {name}")
-        failed = _delete(client, name)
+        failed = delete_resource(client, name)
         cleanup = (f"deleted queued resource {current.name}" if failed is None else
                    f"could NOT delete queued resource {current.name} ({failed}); delete it with "
                    f"`tpuctl tpu delete {current.name} --zone {current.zone}`")
@@ -155,5 +155,5 @@ def run_tpu_vm(run: TpuVmRun, *, keep: bool = False, progress: Progress = print,
     progress(cleanup)
     if history:
         lost = sum(h["seconds_lost"] for h in history)
-        progress(f"recovered from {len(history)} preemption(s); training lost {_minutes(lost)} in all")
+        progress(f"recovered from {len(history)} preemption(s); training lost {format_duration(lost)} in all")
     return RunResult(current.name, run.model_dir, result, kept=keep, recoveries=history)

@@ -16,7 +16,7 @@ from tpuctl.ground.errors import UserError
 from tpuctl.ground.files import read_file
 from tpuctl.services.tuning.spec import MAX_TRIALS, METRIC_ID, TRAINER_FLAGS, TuneSpec
 from tpuctl.services.tuning.trials import TrialRow, rank
-from tpuctl.services.tuning.vertex import _without_flags, tuned_flags
+from tpuctl.services.tuning.vertex import tuned_flags, without_flags
 
 
 def sample_trials(spec: TuneSpec, count: int, seed: int | None = None) -> list[dict[str, Any]]:
@@ -144,7 +144,7 @@ def run_local_tuning(opts, spec: TuneSpec, *, trials: int | None = None, seed: i
     # every trial runs the same trainer flags but its folder and its hyperparameters
     template = training.plan_local(replace(opts, model_dir=str(Path(base) / "trial-1"), extra=list(opts.extra)),
                                    None, echo=echo)
-    fixed = _without_flags(template.args, flags | {"model_dir"})
+    fixed = without_flags(template.args, flags | {"model_dir"})
     rows: list[TrialRow] = []
     for index, params in enumerate(samples, start=1):
         shown = {TRAINER_FLAGS[k]: v for k, v in params.items()}

@@ -25,7 +25,7 @@ def rank(rows: list[TrialRow]) -> list[TrialRow]:
     return sorted(rows, key=key)
 
 
-def _value(v: Any) -> Any:
+def cell_value(v: Any) -> Any:
     if isinstance(v, float) and v.is_integer():
         return int(v)
     return v

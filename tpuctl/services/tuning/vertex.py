@@ -8,7 +8,7 @@ from typing import Any
 
 from tpuctl.ground.errors import UserError
 from tpuctl.services.tuning.spec import ALGORITHMS, MAX_TRIALS, METRIC_ID, TRAINER_FLAGS, TuneSpec
-from tpuctl.services.tuning.trials import TrialRow, _value, rank
+from tpuctl.services.tuning.trials import TrialRow, cell_value, rank
 
 
 def parameter_specs(spec: TuneSpec) -> list[dict[str, Any]]:
@@ -35,7 +35,7 @@ def parameter_specs(spec: TuneSpec) -> list[dict[str, Any]]:
     return out
 
 
-def _without_flags(args: list[str], flags: set[str]) -> list[str]:
+def without_flags(args: list[str], flags: set[str]) -> list[str]:
     """``args`` minus ``--flag value`` / ``--flag=value`` for the flags a trial sets itself."""
     out, skip = [], False
     for i, arg in enumerate(args):
@@ -75,7 +75,7 @@ def build_tuning_job(job, spec: TuneSpec, custom_job=None, *, max_trials: int | 
     flags = tuned_flags(spec)
     for pool in trial_spec.worker_pool_specs:
         code = code_spec(pool)
-        code.args = _without_flags(list(code.args), flags)
+        code.args = without_flags(list(code.args), flags)
     hp_job = aiplatform_v1.HyperparameterTuningJob(
         display_name=base.display_name,
         labels={**dict(base.labels), "tpuctl-command": "tune"},
@@ -166,7 +166,7 @@ def vertex_rows(hp_job) -> list[TrialRow]:
     default_model = args[args.index("--model") + 1] if "--model" in args[:-1] else "small_cnn"
     rows = []
     for t in hp_job.trials:
-        params = {p.parameter_id: _value(p.value) for p in t.parameters}
+        params = {p.parameter_id: cell_value(p.value) for p in t.parameters}
         metric = None
         for m in t.final_measurement.metrics:
             if m.metric_id == METRIC_ID and math.isfinite(m.value):   # NaN/Infinity: no metric
