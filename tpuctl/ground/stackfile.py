@@ -1,8 +1,7 @@
 """Stack config files (``Pulumi.<stack>.yaml``) read offline, values exactly as written.
 
-The edge where a stack file enters: the bytes are checked (size, UTF-8), the YAML is parsed with a
-loader that refuses aliases (``*name``: "billion laughs" documents) and nesting deeper than any stack
-file needs, and the document must be a mapping with a ``config:`` mapping of string keys. Anything else
+The edge where a stack file enters: the bytes are checked (size), the YAML is parsed by
+``yamlfile.parse_yaml`` (UTF-8, no aliases, bounded nesting), and the document must be a mapping with a ``config:`` mapping of string keys. Anything else
 is a one-line ``DomainError`` naming the file. Validation of the values is the settings model's job.
 """
 
@@ -15,67 +14,18 @@ from typing import Any
 from tpuctl.ground.envs import REPO_ROOT
 from tpuctl.ground.errors import ConfigError, DomainError
 from tpuctl.ground.files import read_head
+from tpuctl.ground.yamlfile import parse_yaml
 
 #: Stack files are a few KB; a file bigger than this is refused before it is parsed.
 MAX_STACK_FILE_BYTES = 1024 * 1024
-#: Deepest YAML nesting accepted (a stack file needs 4: document, config, a list or a secure mapping).
-MAX_NESTING = 16
-
-
-def _loader():
-    import yaml
-
-    class StackFileLoader(yaml.SafeLoader):
-        """SafeLoader without aliases and with a nesting limit (both checked while composing, before building)."""
-
-        depth = 0
-
-        def compose_node(self, parent, index):
-            if self.check_event(yaml.AliasEvent):
-                mark = self.peek_event().start_mark
-                raise yaml.MarkedYAMLError(None, None, "aliases (*name) are not allowed in a stack config file", mark)
-            self.depth += 1
-            try:
-                if self.depth > MAX_NESTING:
-                    mark = self.peek_event().start_mark
-                    raise yaml.MarkedYAMLError(None, None, f"nested more than {MAX_NESTING} levels deep", mark)
-                return super().compose_node(parent, index)
-            finally:
-                self.depth -= 1
-
-    return StackFileLoader
 
 
 def parse_stack_yaml(data: bytes, path: Path | str) -> Any:
     """Bytes of a stack config file -> the YAML document, or a one-line DomainError naming ``path``."""
-    import yaml
-
     if len(data) > MAX_STACK_FILE_BYTES:
         raise DomainError(f"stack config file {path} is larger than {MAX_STACK_FILE_BYTES} bytes; "
                           "a stack config file is a few KB")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DomainError(f"stack config file {path} is not UTF-8 text "
-                          f"(byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
-    try:
-        return yaml.load(text, Loader=_loader())
-    except yaml.YAMLError as exc:
-        raise DomainError(f"stack config file {path} is not valid YAML: {_yaml_line(exc)}") from None
-    except RecursionError:
-        raise DomainError(f"stack config file {path} is nested too deeply") from None
-    except ValueError as exc:  # e.g. an integer longer than Python's digit limit
-        first = (str(exc).splitlines() or ["bad value"])[0][:120]
-        raise DomainError(f"stack config file {path} has a value YAML cannot carry: {first}") from None
-
-
-def _yaml_line(exc: Exception) -> str:
-    problem = getattr(exc, "problem", None)
-    mark = getattr(exc, "problem_mark", None)
-    if problem:
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        return f"{problem}{where}"
-    return (str(exc).splitlines() or ["unknown error"])[0]
+    return parse_yaml(data, "stack config file", path)
 
 
 def _check_value(value: Any, key: str, path: Path) -> None:

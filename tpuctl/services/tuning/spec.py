@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from tpuctl.ground.errors import UserError
+from tpuctl.ground.errors import DomainError, UserError
 from tpuctl.ground.files import read_file
+from tpuctl.ground.yamlfile import parse_yaml
 
 METRIC_ID = "val_accuracy"
 #: spec key -> trainer flag (= Vertex AI parameterId, passed as --<id>=<value>)
@@ -135,18 +135,7 @@ def load_spec(path: Path | None) -> TuneSpec:
     data = read_file(path, "tuning spec", MAX_SPEC_BYTES,
                      hint="give a small YAML file with 'parameters' (docs/cheaper-runs.md)")
     try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: the tuning spec is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
-                        f"{exc.start})") from None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise UserError(f"{path}: not valid YAML{where}") from None
-    except RecursionError:
-        raise UserError(f"{path}: nested too deeply for a tuning spec") from None
-    except ValueError as exc:   # an integer past Python's digit limit, a date like 2020-13-45
-        raise UserError(f"{path}: a value YAML cannot convert ({str(exc).split(':')[0][:80]})") from None
+        doc = parse_yaml(data, "tuning spec", path)
+    except DomainError as exc:
+        raise UserError(str(exc)) from None
     return parse_spec(doc, str(path))

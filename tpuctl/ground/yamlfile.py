@@ -1,0 +1,72 @@
+"""The one YAML reader for files users hand tpuctl (stack config files, tuning specs): bytes in, a document or one
+line out.
+
+The bytes must be UTF-8 (a BOM is allowed); the loader is PyYAML's SafeLoader without aliases (``*name``: "billion
+laughs" documents) and with a nesting limit, both checked while composing, before anything is built. Every
+failure is a one-line ``DomainError`` that names the file and what it is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tpuctl.ground.errors import DomainError
+
+#: Deepest YAML nesting accepted: a stack file needs 4 (document, config, a list or a secure mapping), a tuning
+#: spec 4 (document, parameters, a parameter, its values).
+MAX_NESTING = 16
+
+
+def _loader(what: str):
+    import yaml
+
+    class BoundedLoader(yaml.SafeLoader):
+        """SafeLoader without aliases and with a nesting limit (both checked while composing, before building)."""
+
+        depth = 0
+
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark
+                raise yaml.MarkedYAMLError(None, None, f"aliases (*name) are not allowed in a {what}", mark)
+            self.depth += 1
+            try:
+                if self.depth > MAX_NESTING:
+                    mark = self.peek_event().start_mark
+                    raise yaml.MarkedYAMLError(None, None, f"nested more than {MAX_NESTING} levels deep", mark)
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    return BoundedLoader
+
+
+def parse_yaml(data: bytes, what: str, path: Path | str) -> Any:
+    """``data`` (the whole file, already size-bounded by the caller) -> the YAML document; a one-line DomainError
+    ``<what> <path> is not …`` otherwise."""
+    import yaml
+
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DomainError(f"{what} {path} is not UTF-8 text "
+                          f"(byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+    try:
+        return yaml.load(text, Loader=_loader(what))
+    except yaml.YAMLError as exc:
+        raise DomainError(f"{what} {path} is not valid YAML: {_yaml_line(exc)}") from None
+    except RecursionError:
+        raise DomainError(f"{what} {path} is nested too deeply") from None
+    except ValueError as exc:  # an integer longer than Python's digit limit, a date like 2020-13-45
+        first = (str(exc).splitlines() or ["bad value"])[0][:120]
+        raise DomainError(f"{what} {path} has a value YAML cannot carry: {first}") from None
+
+
+def _yaml_line(exc: Exception) -> str:
+    problem = getattr(exc, "problem", None)
+    mark = getattr(exc, "problem_mark", None)
+    if problem:
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        return f"{problem}{where}"
+    return (str(exc).splitlines() or ["unknown error"])[0]
