@@ -15,7 +15,7 @@ from typing import Any
 from tpuctl.ground import domain
 from tpuctl.ground.envs import REPO_ROOT
 from tpuctl.ground.errors import ConfigError, UserError
-from tpuctl.ground.localtree import scan_tree
+from tpuctl.ground.localtree import scan_tree, user_path
 from tpuctl.ground.settings import ARRAY_KEYS, NAMESPACE, PROVIDER_PROJECT_KEY, StackSettings
 
 
@@ -79,7 +79,7 @@ def load_config(values: Mapping[str, Any], base_dir: Path | None = None) -> Infr
     """
     s = StackSettings.from_values(values)
     base = Path(base_dir) if base_dir is not None else REPO_ROOT
-    source = Path(s.hub_cache_source).expanduser()
+    source = user_path(s.hub_cache_source, "hubCacheSource")
     if not source.is_absolute():
         source = base / source
     return InfraConfig(s, _hub_models(s.hub_models, source), source)

@@ -218,7 +218,7 @@ def materialize(handle: str, source: str | None = None, workdir_parent: Path | N
         src = handle
     archive: Path | None = None     # a local .tar.gz; None: download src (or handle)
     if src is not None and not is_url(src):
-        path = Path(src).expanduser()
+        path = localtree.user_path(src, "hub model source")
         try:
             exists, is_dir = path.exists(), path.is_dir()
         except OSError as exc:

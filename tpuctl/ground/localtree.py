@@ -51,6 +51,17 @@ def path_problem(name: str) -> str | None:
     return None
 
 
+def user_path(text: str, what: str) -> Path:
+    """``text`` as a local path with a leading ``~`` or ``~user`` expanded; a ``~name`` with no such user (or no
+    home directory) is one line naming ``what`` instead of pathlib's RuntimeError."""
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:
+        head = str(text).split("/", 1)[0]
+        raise UserError(f"{what} {text}: {head} names no user with a home directory here; give the full path "
+                        f"(or ./{text} for a folder of that name)") from None
+
+
 def first_line(exc: BaseException) -> str:
     text = str(exc)
     return text.splitlines()[0][:200] if text else exc.__class__.__name__

@@ -31,6 +31,7 @@ from pathlib import Path
 from tpuctl.ground import domain
 from tpuctl.ground.envs import cache_dir, trainer_env
 from tpuctl.ground.errors import EXIT_INTERRUPTED, UserError
+from tpuctl.ground.localtree import user_path
 from tpuctl.services.supervisor import Task, TaskFailed, run_tasks, signal_handlers, trainer_module_argv
 from trainer import protocol
 
@@ -308,7 +309,7 @@ def _delete_objects(bucket, names: list[str], generations: dict[str, int]) -> tu
 def local_folder(value: str, what: str, *, must_exist: bool) -> Path:
     """``value`` as a resolved local folder path, or a one-line UserError: a file where a folder is
     expected (also among its parents), a path the OS refuses (too long, no permission), a missing folder."""
-    path = Path(value).expanduser()
+    path = user_path(value, what)
     try:
         resolved = path.resolve()
         if resolved.exists():

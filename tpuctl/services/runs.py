@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tpuctl.ground import localtree
 from tpuctl.ground.errors import UserError
 from tpuctl.ground.files import printable, read_file
+from tpuctl.ground.localtree import user_path
 from tpuctl.ground.outputs import StackOutputs
 from tpuctl.services.supervisor import Task, TaskFailed, run_tasks, trainer_module_argv
 from trainer import protocol
@@ -258,7 +259,7 @@ def list_runs(base: str = "runs", *, outputs: StackOutputs | None = None, storag
     if base.startswith("gs://"):
         runs = _list_gcs(base, storage_client)
     else:
-        root = Path(base).expanduser()
+        root = user_path(base, "run folder")
         if not root.exists():
             return []
         if not root.is_dir():

@@ -17,6 +17,7 @@ from typing import Any
 from tpuctl.ground import domain
 from tpuctl.ground.errors import DomainError, UserError
 from tpuctl.ground.files import read_file
+from tpuctl.ground.localtree import user_path
 from tpuctl.ground.outputs import StackOutputs
 
 #: A data manifest names a few thousand classes at most.
@@ -55,7 +56,7 @@ def check_export_dir(path: str, model_name: str | None = None, run: Any = None) 
     except DomainError as exc:
         raise UserError(f"{path}: {exc}") from None
     if not text.startswith("gs://"):
-        folder = Path(text).expanduser()
+        folder = user_path(text, "export folder")
         if not folder.is_dir():
             raise UserError(f"{path}: no such export folder")
         if not (folder / "saved_model.pb").is_file():
@@ -80,7 +81,7 @@ def resolve_export(ref: str, *, runs_dir: str = "runs", model_name: str | None =
 
     if ref.startswith("gs://"):
         return check_export_dir(ref, model_name)
-    local = Path(ref).expanduser()
+    local = user_path(ref, "model")
     if local.is_dir() and ((local / "saved_model.pb").exists() or local.name.isdigit()):
         return check_export_dir(ref, model_name)
     if local.is_dir() and (local / runs.RESULT_FILE).is_file():
@@ -113,7 +114,7 @@ def _run_export(run, model_name: str | None) -> Export:
 
 def read_class_names(manifest: str) -> list[str]:
     """``classes`` of a data folder's manifest.json (local); the order is the model's class ids."""
-    path = Path(manifest).expanduser()
+    path = user_path(manifest, "class names")
     if path.is_dir():
         path = path / "manifest.json"
     data = read_file(path, "data manifest", MAX_MANIFEST_BYTES,

@@ -13,13 +13,13 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from tpuctl.ground import domain
 from tpuctl.ground.errors import UserError
 from tpuctl.ground.files import printable, read_file
+from tpuctl.ground.localtree import user_path
 
 #: Bounds of `tpuctl predict` (tpuctl's own): images per request, bytes per image, seconds per request.
 DEFAULT_BATCH_SIZE = 16
@@ -76,7 +76,7 @@ def read_images(paths: Sequence[str], max_bytes: int = DEFAULT_MAX_IMAGE_BYTES) 
         raise UserError(f"--max-bytes must be positive (got {max_bytes})")
     images = []
     for path in paths:
-        data = read_file(Path(path).expanduser(), "image", max_bytes,
+        data = read_file(user_path(path, "image"), "image", max_bytes,
                          hint=f"give JPEG or PNG files of at most {max_bytes} bytes (--max-bytes)")
         if not (data.startswith(_JPEG) or data.startswith(_PNG)):
             raise UserError(f"{path}: not a JPEG or PNG image")
