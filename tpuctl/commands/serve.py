@@ -53,7 +53,7 @@ def serve(
             typer.echo(plan.batching_text, nl=False)
         return
     code = serving.run_serve(plan, on_start=lambda: typer.echo(
-        f"REST: http://127.0.0.1:{port}{domain.predict_path(export.model_name)} (Ctrl-C stops)", err=True))
+        f"ready: REST http://127.0.0.1:{port}{domain.predict_path(export.model_name)} (Ctrl-C stops)", err=True))
     if code:
         from tpuctl.ground.errors import UserError
 

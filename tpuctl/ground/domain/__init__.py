@@ -83,6 +83,7 @@ from tpuctl.ground.domain.prediction import (
     check_model_name,
     check_prediction_image,
     check_replicas,
+    model_status_path,
     model_version,
     parse_endpoint_name,
     parse_model_name,

@@ -105,6 +105,13 @@ def predict_path(model_name: str) -> str:
     return f"/v1/models/{check_model_name(model_name)}:predict"
 
 
+def model_status_path(model_name: str) -> str:
+    """REST model-status path of a model on TF Serving: ``GET /v1/models/NAME`` answers
+    ``{"model_version_status": [{"version": "1", "state": "AVAILABLE", …}]}`` once a version is loaded (TF Serving's
+    REST API, "Model status API"; states from tensorflow_serving/apis/get_model_status.proto, read 2026-11-24)."""
+    return f"/v1/models/{check_model_name(model_name)}"
+
+
 # --------------------------------------------------------------------------------------------
 # Vertex AI prediction
 # --------------------------------------------------------------------------------------------

@@ -7,6 +7,8 @@ import os
 import shlex
 import shutil
 import subprocess
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +24,7 @@ class ServePlan:
     runtime: str | None                 # path of docker/podman, None when neither is installed
     batching_file: Path | None = None
     batching_text: str | None = None
+    status_url: str | None = None      # the model's status on the published REST port: ready when AVAILABLE
 
     @property
     def command(self) -> str:
@@ -71,12 +74,41 @@ def plan_serve(export: Export, *, port: int = domain.TF_SERVING_REST_PORT,
     argv += ["-e", f"MODEL_NAME={name}", image]
     if batching:
         argv += ["--enable_batching", f"--batching_parameters_file={domain.TF_SERVING_BATCHING_FILE}"]
-    return ServePlan(argv, runtime, batching_file, batching_text)
+    status_url = f"http://127.0.0.1:{port}{domain.model_status_path(name)}"
+    return ServePlan(argv, runtime, batching_file, batching_text, status_url)
+
+
+def model_available(status_url: str, timeout: float = 2.0) -> bool:
+    """Whether TF Serving answers ``status_url`` with a version in state AVAILABLE (anything else: not yet)."""
+    import json
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(status_url, timeout=timeout) as reply:
+            body = json.loads(reply.read(1 << 20) or b"{}")
+    except (OSError, ValueError):
+        return False
+    versions = body.get("model_version_status") if isinstance(body, dict) else None
+    return isinstance(versions, list) and any(isinstance(v, dict) and v.get("state") == "AVAILABLE"
+                                              for v in versions)
+
+
+def _say_when_ready(proc: subprocess.Popen, status_url: str | None, on_ready: Callable[[], None],
+                    poll_seconds: float = 0.5) -> None:
+    """Call ``on_ready`` once the served model is AVAILABLE; never when the container ends first (docker could
+    not start it, TF Serving failed to load the export): then only the failure is said."""
+    while proc.poll() is None:
+        if status_url is None or model_available(status_url):
+            if proc.poll() is None:
+                on_ready()
+            return
+        time.sleep(poll_seconds)
 
 
 def run_serve(plan: ServePlan, on_start: Callable[[], None] = lambda: None) -> int:
     """Write the batching file (if any), then run the container in the foreground; its exit status.
-    Without docker or podman nothing is written."""
+    ``on_start`` is called once the model answers as AVAILABLE on the REST port (not when the container
+    fails first). Without docker or podman nothing is written."""
     if plan.runtime is None:
         raise UserError("neither docker nor podman is installed (on PATH): install one, or run the command "
                         "above on a machine that has one", 1)
@@ -86,7 +118,8 @@ def run_serve(plan: ServePlan, on_start: Callable[[], None] = lambda: None) -> i
         os.replace(tmp, plan.batching_file)
     argv = [plan.runtime, *plan.argv[1:]]
     proc = subprocess.Popen(argv)
-    on_start()
+    watcher = threading.Thread(target=_say_when_ready, args=(proc, plan.status_url, on_start), daemon=True)
+    watcher.start()
     try:
         return proc.wait()
     except KeyboardInterrupt:
