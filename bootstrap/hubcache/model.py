@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from tpuctl.ground import domain, localtree
 from tpuctl.ground.errors import UserError
@@ -79,8 +80,26 @@ def download(handle: str, dest: Path, progress: Progress | None = None,
                     if progress:
                         progress(len(chunk))
     except requests.RequestException as exc:
-        raise UserError(f"downloading {handle} failed: {exc.__class__.__name__}: {exc}", 1) from None
+        raise UserError(f"downloading {handle} failed: {_download_failure(exc, url)}", 1) from None
     return dest
+
+
+def _download_failure(exc: BaseException, url: str) -> str:
+    """What went wrong, in words: ``cannot reach example.com: connection refused``, ``no answer within 60 s``; the
+    library's own text (``HTTPConnectionPool(host=…): Max retries exceeded … Caused by …``) only as a last resort."""
+    import requests
+
+    from bootstrap.google_errors import unreachable_reason
+
+    host = urlsplit(getattr(getattr(exc, "request", None), "url", None) or url).netloc
+    reason = unreachable_reason(exc)
+    if reason is not None:
+        return f"cannot reach {host}: {reason}"
+    if isinstance(exc, requests.Timeout):
+        return f"{host} sent nothing for {DOWNLOAD_TIMEOUT} s"
+    if isinstance(exc, requests.TooManyRedirects):
+        return f"too many redirects (last: {host})"
+    return f"{type(exc).__name__} from {host}: {localtree.first_line(exc)[:200]}"
 
 
 def _inside(root: str, path: str) -> bool:

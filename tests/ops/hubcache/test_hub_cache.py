@@ -177,6 +177,22 @@ def test_download_http_error_is_one_line(gcs, model_server):
     assert objects(gcs, "") == {}
 
 
+def test_a_download_that_cannot_connect_says_why_in_words(tmp_path):
+    """Before: `ConnectionError: HTTPConnectionPool(host='127.0.0.1', port=9): Max retries exceeded with url: …
+    (Caused by NewConnectionError(…))` — requests' own text."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]                    # bound, not listening: refused
+        r = run("hub-cache", "fetch", f"http://127.0.0.1:{port}/m/1", "--dest", str(tmp_path / "hub"))
+    assert r.exit_code == 1, r.output
+    [line] = r.stderr.strip().splitlines()
+    assert line == f"error: downloading http://127.0.0.1:{port}/m/1 failed: cannot reach 127.0.0.1:{port}: " \
+                   "connection refused", line
+    assert not (tmp_path / "hub").exists() or not any((tmp_path / "hub").iterdir())
+
+
 def test_upload_progress_counts_every_byte(gcs, tmp_path):
     from bootstrap import hubcache
 
