@@ -1,6 +1,6 @@
 """Reading a small file the user named (an outputs file, a stack config file, a tuning spec, a run record, a data
-manifest): one bounded reader, regular files only, every way it can fail one line; and the checksums GCS lists for
-an object, computed over a local file."""
+manifest): one bounded reader, regular files only, every way it can fail one line; the one way a small file is
+written (beside it, then swapped in); and the checksums GCS lists for an object, computed over a local file."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import base64
 import os
 import re
 import stat
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -74,6 +75,20 @@ def printable(value: object, limit: int | None = None) -> str:
     if limit is not None and len(text) > limit:
         text = text[:max(limit - 1, 0)] + "…"
     return text
+
+
+def write_atomically(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` so that a reader sees the old file or the new one, never half of one: written
+    beside it under a name no other writer uses (process and thread), then swapped in; nothing is left behind when
+    the write fails. The folder is created if needed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
 
 
 def digest_b64(path: Path, hasher) -> str:

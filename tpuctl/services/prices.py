@@ -27,6 +27,7 @@ from pathlib import Path
 from tpuctl.ground import domain
 from tpuctl.ground.envs import cache_dir
 from tpuctl.ground.errors import DomainError, UserError
+from tpuctl.ground.files import write_atomically
 
 #: A cache younger than this is used without asking Google again (list prices change rarely, and are dated).
 FRESH_FOR = timedelta(days=7)
@@ -90,15 +91,7 @@ def read_cache() -> Catalogue | None:
 
 def write_cache(catalogue: Catalogue, path: Path | None = None) -> Path:
     """Write the cache atomically: a reader sees the old file or the new one, never half of one."""
-    path = path or cache_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        tmp.write_text(json.dumps(catalogue.to_json(), indent=1), encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return write_atomically(path or cache_path(), json.dumps(catalogue.to_json(), indent=1))
 
 
 # --------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tpuctl.ground import localtree
 from tpuctl.ground.errors import UserError
-from tpuctl.ground.files import printable, read_file
+from tpuctl.ground.files import printable, read_file, write_atomically
 from tpuctl.ground.localtree import user_path
 from tpuctl.ground.outputs import StackOutputs
 from tpuctl.services.supervisor import Task, TaskFailed, run_tasks, trainer_module_argv
@@ -153,11 +153,7 @@ def write_launch_record(model_dir: str, record: dict[str, Any]) -> None:
     """What ``tpuctl train`` asked for, next to the trainer's result (local model folders only)."""
     if model_dir.startswith("gs://"):
         return
-    path = Path(model_dir) / RUN_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    write_atomically(Path(model_dir) / RUN_FILE, json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
 def _json_object(text: bytes | str, where: str) -> dict[str, Any]:

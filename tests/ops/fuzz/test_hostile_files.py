@@ -151,3 +151,27 @@ def test_a_result_accuracy_that_is_not_a_finite_number_is_unknown(capsys, accura
     echo_result({"export_dir": "gs://b/x\x1b[2J", "val_accuracy": accuracy})
     out = capsys.readouterr().out
     assert "validation accuracy: unknown" in out and "nan" not in out and "inf" not in out and "\x1b" not in out
+
+
+def test_a_small_file_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
+    """The one write-beside-swap (files.write_atomically) behind the run record, the price cache, trial markers and
+    the batching file: a failed write leaves the old file and no temporary; two writers never share a temporary."""
+    from tpuctl.ground.files import write_atomically
+
+    target = tmp_path / "runs" / "tpuctl-run.json"
+    assert write_atomically(target, "old\n") == target and target.read_text() == "old\n"
+
+    def disk_full(self, *args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(type(target), "write_text", disk_full)
+        with pytest.raises(OSError):
+            write_atomically(target, "new\n")
+    assert target.read_text() == "old\n" and sorted(os.listdir(target.parent)) == ["tpuctl-run.json"]
+    seen = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda src, dst: (seen.append(str(src)), real_replace(src, dst)))
+    write_atomically(target, "new\n")
+    assert target.read_text() == "new\n" and f".{os.getpid()}." in seen[0]
+    assert sorted(os.listdir(target.parent)) == ["tpuctl-run.json"]

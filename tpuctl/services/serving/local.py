@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 
 from tpuctl.ground import domain
 from tpuctl.ground.errors import UserError
+from tpuctl.ground.files import write_atomically
 from tpuctl.services.serving.exports import Export
 
 
@@ -113,9 +113,7 @@ def run_serve(plan: ServePlan, on_start: Callable[[], None] = lambda: None) -> i
         raise UserError("neither docker nor podman is installed (on PATH): install one, or run the command "
                         "above on a machine that has one", 1)
     if plan.batching_file is not None and plan.batching_text is not None:
-        tmp = plan.batching_file.with_name(plan.batching_file.name + ".tmp")
-        tmp.write_text(plan.batching_text)
-        os.replace(tmp, plan.batching_file)
+        write_atomically(plan.batching_file, plan.batching_text)
     argv = [plan.runtime, *plan.argv[1:]]
     proc = subprocess.Popen(argv)
     watcher = threading.Thread(target=_say_when_ready, args=(proc, plan.status_url, on_start), daemon=True)

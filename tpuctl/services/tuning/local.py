@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import os
 import random
 import time
 from collections.abc import Callable
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tpuctl.ground.errors import UserError
-from tpuctl.ground.files import read_file
+from tpuctl.ground.files import read_file, write_atomically
 from tpuctl.services.tuning.spec import MAX_TRIALS, METRIC_ID, TRAINER_FLAGS, TuneSpec
 from tpuctl.services.tuning.trials import TrialRow, rank
 from tpuctl.services.tuning.vertex import tuned_flags, without_flags
@@ -100,9 +99,7 @@ def claim_trial_dir(base: Path, index: int, record: dict[str, Any]):
         marker = folder / TRIAL_FILE
         used = [p for p in folder.iterdir() if p.name != _TRIAL_LOCK]
         if not used:
-            tmp = folder / (TRIAL_FILE + ".tmp")
-            tmp.write_text(json.dumps(record, sort_keys=True) + "\n")
-            os.replace(tmp, marker)
+            write_atomically(marker, json.dumps(record, sort_keys=True) + "\n")
             return folder, lock, False
         try:
             made_for = json.loads(read_file(marker, "trial record", 1 << 20, hint="not tpuctl's"))
