@@ -71,8 +71,9 @@ def test_the_rest_url_is_said_once_the_model_is_available(fake_export, tmp_path,
     docker.chmod(0o755)
     status = _TfServingStatus(states)
     try:
+        # a proxy in the environment must not see the 127.0.0.1 status reads
         r = invoke(["serve", fake_export.run, "--port", str(status.port), "--grpc-port", "1"],
-                   env={"PATH": str(bin_dir)})
+                   env={"PATH": str(bin_dir), "http_proxy": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"})
     finally:
         status.close()
     assert r.exit_code == 0, r.output

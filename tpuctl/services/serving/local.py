@@ -83,8 +83,9 @@ def model_available(status_url: str, timeout: float = 2.0) -> bool:
     import json
     import urllib.request
 
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))   # 127.0.0.1: never through a proxy
     try:
-        with urllib.request.urlopen(status_url, timeout=timeout) as reply:
+        with direct.open(status_url, timeout=timeout) as reply:
             body = json.loads(reply.read(1 << 20) or b"{}")
     except (OSError, ValueError):
         return False
