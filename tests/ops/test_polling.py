@@ -69,3 +69,36 @@ def test_one_display_form_for_durations_and_one_exact_form_for_limits():
     assert {k: format_duration(k) for k in shown} == shown
     assert [format_exact(timedelta(seconds=s)) for s in (0, 600, 5400, 7 * 86400, 86400 + 61)] == [
         "0s", "10m", "1h30m", "7d", "1d1m1s"]
+
+
+def test_a_local_readiness_read_never_goes_through_a_proxy(monkeypatch):
+    """TensorBoard's and TF Serving's readiness reads of 127.0.0.1 (ground/loopback.get_local): with http_proxy
+    set, urllib would send them to the proxy, and the server would never seem to answer."""
+    import http.server
+    import threading
+
+    from tpuctl.ground.loopback import get_local
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"up" if self.path == "/ready" else b"no"
+            self.send_response(200 if self.path == "/ready" else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    try:
+        assert get_local(f"{base}/ready", timeout=5) == b"up"
+        assert get_local(f"{base}/missing", timeout=5) is None          # an HTTP error is "not ready"
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert get_local(f"{base}/ready", timeout=5) is None                # nothing listens any more

@@ -5,13 +5,12 @@ from __future__ import annotations
 import socket
 import subprocess
 import tempfile
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 
 from tpuctl.ground.envs import trainer_env
 from tpuctl.ground.errors import UserError
 from tpuctl.ground.files import printable
+from tpuctl.ground.loopback import get_local
 from tpuctl.ground.polling import poll
 from tpuctl.services.supervisor import Task, describe_status, free_ports, stop_tasks, trainer_module_argv
 
@@ -59,11 +58,7 @@ def start(logdir: str, *, port: int | None = None, timeout: float = START_TIMEOU
             hint = printable(hint, 300)
             raise UserError(f"TensorBoard {describe_status(code)}{': ' + hint if hint else ''} "
                             "(is tensorboard in the trainer environment? scripts/setup.sh installs it)", 1)
-        try:
-            with urllib.request.urlopen(url + "data/environment", timeout=2):
-                return True
-        except (urllib.error.URLError, OSError):
-            return False
+        return get_local(url + "data/environment", timeout=2) is not None
 
     try:
         poll(answering, bool, interval=0.25, timeout=timeout,

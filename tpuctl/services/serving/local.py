@@ -81,13 +81,12 @@ def plan_serve(export: Export, *, port: int = domain.TF_SERVING_REST_PORT,
 def model_available(status_url: str, timeout: float = 2.0) -> bool:
     """Whether TF Serving answers ``status_url`` with a version in state AVAILABLE (anything else: not yet)."""
     import json
-    import urllib.request
 
-    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))   # 127.0.0.1: never through a proxy
+    from tpuctl.ground.loopback import get_local
+
     try:
-        with direct.open(status_url, timeout=timeout) as reply:
-            body = json.loads(reply.read(1 << 20) or b"{}")
-    except (OSError, ValueError):
+        body = json.loads(get_local(status_url, timeout=timeout) or b"{}")
+    except ValueError:
         return False
     versions = body.get("model_version_status") if isinstance(body, dict) else None
     return isinstance(versions, list) and any(isinstance(v, dict) and v.get("state") == "AVAILABLE"
