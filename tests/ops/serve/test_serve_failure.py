@@ -10,18 +10,24 @@ import pytest
 from clifixtures import invoke
 
 
+def _fake_docker(tmp_path, script: str) -> str:
+    """A folder holding only a ``docker`` that runs ``script`` (sh): the PATH of a serve run."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    docker = bin_dir / "docker"
+    docker.write_text(f"#!/bin/sh\n{script}\n")
+    docker.chmod(0o755)
+    return str(bin_dir)
+
+
 @pytest.mark.parametrize("code, fragment", [
     (125, "docker could not start the TF Serving container (exit 125; its message is above): is the docker daemon "
           "running"),
     (3, "TF Serving exited with code 3 (its log is above); the command: "),
 ])
 def test_a_failed_container_is_one_error_line_with_its_exit_status(fake_export, tmp_path, code, fragment):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    docker = bin_dir / "docker"
-    docker.write_text(f"#!/bin/sh\necho 'docker: Cannot connect to the Docker daemon.' >&2\nexit {code}\n")
-    docker.chmod(0o755)
-    r = invoke(["serve", fake_export.run], env={"PATH": str(bin_dir)})
+    path = _fake_docker(tmp_path, f"echo 'docker: Cannot connect to the Docker daemon.' >&2\nexit {code}")
+    r = invoke(["serve", fake_export.run], env={"PATH": path})
     assert r.exit_code == code
     errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and fragment in errors[0], r.stderr
@@ -64,16 +70,12 @@ class _TfServingStatus:
 @pytest.mark.parametrize("states, ready", [(["LOADING", "LOADING", "AVAILABLE"], True), (["LOADING"], False)])
 def test_the_rest_url_is_said_once_the_model_is_available(fake_export, tmp_path, states, ready):
     """Before: "REST: http://…" was printed as soon as docker was started, also when it then failed."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    docker = bin_dir / "docker"
-    docker.write_text(f"#!/bin/sh\n{shutil.which('sleep')} 2.5\nexit 0\n")
-    docker.chmod(0o755)
+    path = _fake_docker(tmp_path, f"{shutil.which('sleep')} 2.5\nexit 0")
     status = _TfServingStatus(states)
     try:
         # a proxy in the environment must not see the 127.0.0.1 status reads
         r = invoke(["serve", fake_export.run, "--port", str(status.port), "--grpc-port", "1"],
-                   env={"PATH": str(bin_dir), "http_proxy": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"})
+                   env={"PATH": path, "http_proxy": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"})
     finally:
         status.close()
     assert r.exit_code == 0, r.output
@@ -86,10 +88,5 @@ def test_the_rest_url_is_said_once_the_model_is_available(fake_export, tmp_path,
 
 
 def test_a_container_that_fails_at_once_never_says_ready(fake_export, tmp_path):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    docker = bin_dir / "docker"
-    docker.write_text("#!/bin/sh\nexit 125\n")
-    docker.chmod(0o755)
-    r = invoke(["serve", fake_export.run], env={"PATH": str(bin_dir)})
+    r = invoke(["serve", fake_export.run], env={"PATH": _fake_docker(tmp_path, "exit 125")})
     assert r.exit_code == 125 and "ready:" not in r.stderr and "REST" not in r.stderr, r.stderr

@@ -8,16 +8,12 @@ per-zone and known by their quota ID. The accelerators themselves are catalogued
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from tpuctl.ground.domain.accelerators import GPU_TYPES, GpuType, gpu_type
+from tpuctl.ground.domain.accelerators import GPU_TYPES, Accelerator, GpuType, gpu_type
 from tpuctl.ground.domain.names import validate_region
 from tpuctl.ground.domain.tpu import TPU_SLICES, TpuSlice
 from tpuctl.ground.domain.tpuvm import validate_tpu_vm_zone
 from tpuctl.ground.errors import DomainError
-
-if TYPE_CHECKING:
-    from tpuctl.ground.domain.accelerators import Accelerator
 
 #: Default cap of the policy pack on one GPU quota preference (stack key maxGpuQuota).
 DEFAULT_MAX_GPU_QUOTA = 16
