@@ -148,6 +148,27 @@ def echo_result(result: dict) -> None:
     typer.echo(f"validation accuracy: {accuracy:.4f}" if known else "validation accuracy: unknown")
 
 
+def show_outcome(outcome) -> None:
+    """How a run ended (``targets.launch``), the same for every target: with ``--dry-run`` the request as JSON;
+    a failed run is the error; a finished one its result (or where its outputs are); a submitted one nothing more
+    (the target said where to follow it)."""
+    import json
+
+    from tpuctl.services.targets import Outcome
+
+    if not isinstance(outcome, Outcome):
+        typer.echo(json.dumps(outcome, indent=2, sort_keys=True))
+        return
+    if outcome.state == "FAILED":
+        raise UserError(outcome.error or f"{outcome.target} run {outcome.name} failed", 1)
+    if outcome.state != "SUCCEEDED":
+        return
+    if outcome.result:
+        echo_result(outcome.result)
+    else:
+        typer.echo(f"training finished; outputs in {shown(outcome.outputs)}")
+
+
 def refuse_other_targets(ctx: typer.Context, target: str, takes: Mapping[str, Collection[str]],
                          notes: Mapping[str, str] | None = None) -> None:
     """Refuse a flag given on the command line (click's parameter source, not its value) that ``target`` does not

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from tpuctl.commands.options import Model, echo_err, echo_result, finite, image_ref, shown
+from tpuctl.commands.options import Model, echo_err, finite, image_ref, show_outcome, shown
 from tpuctl.ground.errors import UserError
 
 tpu_app = typer.Typer(
@@ -32,42 +32,6 @@ _ZONES = typer.Option(None, "--zones", help="With --recover: other zones of the 
 
 def register(app: typer.Typer) -> None:
     app.add_typer(tpu_app, name="tpu")
-
-
-def run_options(opts, stack_outputs, *, zone: str | None = None, spot: bool = False, keep: bool = False,
-                name: str | None = None, image: str | None = None, dry_run: bool = False,
-                poll_seconds: float = 30.0, provision_timeout: float = 7200.0, run_timeout: float = 86400.0,
-                budget: float | None = None, recover: int = 0, zones: str | None = None) -> None:
-    """The work of ``tpu run`` for already-parsed options (``opts``: a ``TrainOptions``); ``train --target
-    tpu-vm`` calls this too."""
-    from tpuctl.services import cloudrun, tpuvm
-
-    if recover and not spot:
-        raise UserError("--recover needs --spot (it re-queues a preempted Spot slice)")
-    if zones is not None and not recover:
-        raise UserError("--zones needs --recover N (the zones a preempted slice may be re-queued in)")
-    if budget is not None:
-        cloudrun.check_budget_value(budget)
-        if keep:
-            raise UserError("--budget cannot bound a slice kept with --keep (it is billed until `tpuctl tpu delete`)")
-    run = tpuvm.plan_run(opts, stack_outputs, zone=zone, spot=spot, name=name, image=image)
-    # The cost before anything is created: chips × per-chip price for at most --run-timeout.
-    estimate = cloudrun.estimate_tpu_vm(run.accelerator, run.zone, spot=spot, run_timeout=run_timeout)
-    for line in estimate.lines():
-        echo_err(line)
-    cloudrun.check_budget(estimate, budget)
-    tpuvm.check_quota(run, echo=echo_err)   # before anything is created; offline: a note
-    recovery_zones = tpuvm.recovery_zones(run, zones, echo=echo_err) if recover else []
-    if dry_run:
-        typer.echo(json.dumps(tpuvm.request_document(run), indent=2))
-        return
-    echo_err(f"model dir: {run.model_dir}")
-    if recover:
-        echo_err(f"recovery: up to {recover} preemption(s), re-queued in {', '.join(recovery_zones)}")
-    outcome = tpuvm.run_tpu_vm(run, keep=keep, progress=echo_err, poll_seconds=poll_seconds,
-                               provision_timeout=provision_timeout, run_timeout=run_timeout, recover=recover,
-                               zones=recovery_zones)
-    echo_result(outcome.result)
 
 
 @tpu_app.command("run", context_settings={"allow_extra_args": True})
@@ -113,6 +77,8 @@ def run(
 ) -> None:
     """Train on a TPU VM slice; the slice is deleted when the run ends (see --keep). Trainer flags go after `--`."""
     from tpuctl.ground.outputs import load_outputs
+    from tpuctl.services.targets import launch
+    from tpuctl.services.targets.tpuvm import plan_tpu_vm
     from tpuctl.services.training import TrainOptions
 
     extra = list(ctx.args)
@@ -122,9 +88,10 @@ def run(
     opts = TrainOptions(accelerator=accelerator, data_dir=data_dir, model_dir=model_dir,
                         model=model.value if model else None, hub_handle=hub_handle, hub_cache_dir=hub_cache_dir,
                         epochs=epochs, batch_size=batch_size, extra=extra)
-    run_options(opts, load_outputs(stack=stack, outputs_file=outputs), zone=zone, spot=spot, keep=keep, name=name,
-                image=image, dry_run=dry_run, poll_seconds=poll_seconds, provision_timeout=provision_timeout,
-                run_timeout=run_timeout, budget=budget, recover=recover, zones=zones)
+    planned = plan_tpu_vm(opts, load_outputs(stack=stack, outputs_file=outputs), zone=zone, spot=spot, keep=keep,
+                          name=name, image=image, budget=budget, recover=recover, zones=zones, progress=echo_err,
+                          poll_seconds=poll_seconds, provision_timeout=provision_timeout, run_timeout=run_timeout)
+    show_outcome(launch(planned, dry_run=dry_run))
 
 
 @tpu_app.command("list")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from enum import Enum
@@ -20,6 +19,7 @@ from tpuctl.commands.options import (
     echo_err,
     finite,
     refuse_other_targets,
+    show_outcome,
 )
 from tpuctl.ground.errors import UserError
 
@@ -30,15 +30,17 @@ class Target(str, Enum):
     tpu_vm = "tpu-vm"
 
 
-#: The flags only some targets take, declared once per target (parameter names); given to another target, a flag
-#: is refused with one line naming the targets that take it. Flags in no set apply to every target.
-TARGET_FLAGS: dict[str, frozenset[str]] = {
-    Target.local.value: frozenset({"name", "parameter_servers", "verbose"}),
-    Target.vertex.value: frozenset({"region", "job_name", "image", "python_package", "spot", "max_run_time", "budget",
-                                    "dry_run", "wait", "poll_seconds", "parameter_servers"}),
-    Target.tpu_vm.value: frozenset({"zone", "keep", "recover", "zones", "job_name", "image", "spot", "budget",
-                                    "dry_run", "poll_seconds"}),
-}
+def target_flags() -> dict[str, frozenset[str]]:
+    """The flags only some targets take, as each target declares them (``flags`` on its class); given to another
+    target, a flag is refused with one line naming the targets that take it. Flags in no set apply to every target."""
+    from tpuctl.services.targets import target_flags as flags_of
+    from tpuctl.services.targets.local import LocalTarget
+    from tpuctl.services.targets.tpuvm import TpuVmTarget
+    from tpuctl.services.targets.vertex import VertexTarget
+
+    return flags_of([LocalTarget, VertexTarget, TpuVmTarget])
+
+
 FLAG_NOTES = {"name": "a Vertex job or a TPU VM run is named with --job-name"}
 
 #: Bounds of the other numeric flags (as tpuctl.commands.options.MAX_WORKERS).
@@ -103,6 +105,7 @@ def train(
                                        help=f"Vertex: seconds between job status reads, {MIN_POLL_SECONDS}..{MAX_POLL_SECONDS}."),
 ) -> None:
     from tpuctl.commands.options import stack_outputs as stack_outputs_for
+    from tpuctl.services.targets import launch
     from tpuctl.services.training import TrainOptions
 
     if ctx.args and "--" not in sys.argv:
@@ -113,90 +116,54 @@ def train(
         model=model.value if model else None, hub_handle=hub_handle, hub_cache_dir=hub_cache_dir,
         epochs=epochs, batch_size=batch_size, extra=list(ctx.args), parameter_servers=parameter_servers, name=name,
     )
-    refuse_other_targets(ctx, target.value, TARGET_FLAGS, FLAG_NOTES)
+    refuse_other_targets(ctx, target.value, target_flags(), FLAG_NOTES)
     stack_outputs = stack_outputs_for(stack, outputs, dry_run=dry_run)
     if target is Target.vertex:
-        _train_vertex(opts, stack_outputs, region, job_name, image, dry_run, wait, poll_seconds,
-                      python_package=python_package, spot=spot, max_run_time=max_run_time, budget=budget)
+        from tpuctl.services import cloudrun, vertex
+        from tpuctl.services.targets.vertex import VertexTarget
+
+        job = vertex.plan_job(opts, stack_outputs, region=region, job_name=job_name, image=image,
+                              python_package=python_package, echo=echo_err)
+        run_time = cloudrun.parse_run_time(max_run_time) if max_run_time else None
+        planned = VertexTarget(job, spot=spot, max_run_time=run_time, budget=budget, wait=wait,
+                               poll_seconds=poll_seconds, note=echo_err, say=typer.echo)
+        show_outcome(launch(planned, dry_run=dry_run))
         return
     if target is Target.tpu_vm:
-        from tpuctl.commands import tpu
+        from tpuctl.services.targets.tpuvm import plan_tpu_vm
 
-        tpu.run_options(opts, stack_outputs, zone=zone, spot=spot, keep=keep, name=job_name, image=image,
-                        dry_run=dry_run, poll_seconds=poll_seconds, budget=budget, recover=recover, zones=zones)
+        planned = plan_tpu_vm(opts, stack_outputs, zone=zone, spot=spot, keep=keep, name=job_name, image=image,
+                              budget=budget, recover=recover, zones=zones, progress=echo_err,
+                              poll_seconds=poll_seconds)
+        show_outcome(launch(planned, dry_run=dry_run))
         return
     _train_local(opts, stack_outputs, verbose=verbose)
 
 
 def _train_local(opts, stack_outputs, verbose: bool = False) -> None:
     from tpuctl.commands.display import TrainDisplay, summary_lines
-    from tpuctl.commands.options import echo_result
-    from tpuctl.services.training import plan_local, release_run_dir, run_local, trainer_help
+    from tpuctl.services.supervisor import TaskFailed
+    from tpuctl.services.targets import launch
+    from tpuctl.services.targets.local import LocalTarget
+    from tpuctl.services.training import plan_local, trainer_help
 
     help_text = trainer_help(opts.extra)
     if help_text is not None:   # `tpuctl train -- --help`: the trainer's flags, no run
         typer.echo(help_text.rstrip("\n"))
         return
     plan = plan_local(opts, stack_outputs, echo=echo_err)
-    source = "demo dataset" if plan.demo_data else "data"
-    echo_err(f"{source}: {plan.data_dir}")
-    echo_err(f"model dir: {plan.model_dir}")
-
     display = TrainDisplay(terminal=sys.stderr.isatty(), verbose=verbose)
-
-    def _started(task) -> None:
-        display.event(f"started {task.label} (pid {task.pid})")
-
-    from tpuctl.services import runs
-    from tpuctl.services.supervisor import TaskFailed
-
     started = time.time()
     try:
-        outcome = run_local(plan.args, workers=plan.workers, env=plan.env, on_started=_started,
-                            out=display.stdout_sink(), err=display.stderr_sink(), on_message=display.on_message,
-                            parameter_servers=plan.parameter_servers)
+        outcome = launch(LocalTarget(opts, plan, display=display, note=echo_err))
     except TaskFailed as exc:
-        release_run_dir(plan)   # a run that failed before writing anything leaves no empty folder
-        if exc.exit_code == 130:
-            _record_interrupted(plan, opts, started)
         if said_why(exc):       # the trainer's own `error: …` line is on the screen: not a second one
             raise typer.Exit(exc.exit_code) from None
         raise
-    except BaseException as exc:
-        release_run_dir(plan)
-        if isinstance(exc, KeyboardInterrupt):
-            _record_interrupted(plan, opts, started)
-        raise
-    finally:
-        display.close()
-    runs.write_launch_record(plan.model_dir, {
-        "target": "local", "accelerator": opts.accelerator or "auto", "workers": plan.workers,
-        "args": plan.args, "started": started, "finished": time.time(),
-    })
-    result = outcome.result
-    for line in summary_lines(result, display.history, time.time() - started, plan.model_dir,
-                              Path(plan.model_dir).name):
+    for line in summary_lines(outcome.result, display.history, time.time() - started, outcome.outputs,
+                              outcome.name):
         echo_err(line)
-    if not result:
-        typer.echo(f"training finished; model dir: {plan.model_dir} (the trainer printed no result line)")
-        return
-    echo_result(result)
-
-
-def _record_interrupted(plan, opts, started: float) -> None:
-    """A stopped run that left work behind (checkpoints, logs) and no result is listed by `runs ls` as
-    interrupted: its launch record says so."""
-    from tpuctl.services import runs
-
-    folder = Path(plan.model_dir)
-    if plan.model_dir.startswith("gs://") or not folder.is_dir() or (folder / runs.RESULT_FILE).exists():
-        return
-    try:
-        runs.write_launch_record(plan.model_dir, {
-            "target": "local", "accelerator": opts.accelerator or "auto", "workers": plan.workers,
-            "args": plan.args, "started": started, "finished": time.time(), "state": "interrupted"})
-    except OSError:
-        pass   # the interrupt is what the user sees; the record is a courtesy
+    show_outcome(outcome)
 
 
 def said_why(exc) -> bool:
@@ -205,29 +172,3 @@ def said_why(exc) -> bool:
     task = getattr(exc, "task", None)
     line = task.last_error_line() if task is not None else None
     return bool(line) and exc.exit_code != 130 and line.split("] ", 1)[-1].startswith("error:")
-
-
-def _train_vertex(opts, stack_outputs, region, job_name, image, dry_run, wait, poll_seconds, *,
-                  python_package: bool = False, spot: bool = False, max_run_time: str | None = None,
-                  budget: float | None = None) -> None:
-    from tpuctl.services import cloudrun, vertex
-
-    job = vertex.plan_job(opts, stack_outputs, region=region, job_name=job_name, image=image,
-                          python_package=python_package, echo=echo_err)
-    run_time = cloudrun.parse_run_time(max_run_time) if max_run_time else None
-    vertex.check_quota(job, echo=echo_err, spot=spot)   # before anything is built; offline: a note
-    # Spot / timeout, and the cost estimate (refused over --budget) before anything is uploaded.
-    cloud = cloudrun.plan_cloud_run(job, spot=spot, max_run_time=run_time, budget=budget)
-    for line in cloud.estimate.lines():
-        echo_err(line)
-    if dry_run:
-        typer.echo(json.dumps(vertex.job_to_dict(cloud.custom_job), indent=2, sort_keys=True))
-        return
-    submission = vertex.run_job(job, wait=wait, poll_seconds=poll_seconds, echo=typer.echo,
-                                custom_job=cloud.custom_job)
-    if not wait:
-        return
-    if submission.state != "JOB_STATE_SUCCEEDED":
-        detail = f": {submission.error}" if submission.error else ""
-        raise UserError(f"job {submission.name} ended in {submission.state}{detail} ({submission.console_url})", 1)
-    typer.echo(f"job succeeded; outputs in {job.base_output_dir}")

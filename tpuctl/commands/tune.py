@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from enum import Enum
 from pathlib import Path
@@ -20,6 +19,7 @@ from tpuctl.commands.options import (
     finite,
     image_ref,
     refuse_other_targets,
+    show_outcome,
 )
 from tpuctl.ground.errors import UserError
 
@@ -30,12 +30,18 @@ class Target(str, Enum):
 
 
 MAX_TRIALS = 100
-#: The flags only one target takes (as ``tpuctl train``'s TARGET_FLAGS): refused, one line, for the other.
-TARGET_FLAGS: dict[str, frozenset[str]] = {
-    Target.local.value: frozenset({"seed", "verbose"}),
-    Target.vertex.value: frozenset({"region", "job_name", "image", "python_package", "spot", "max_run_time", "budget",
-                                    "dry_run"}),
-}
+
+
+def target_flags() -> dict[str, frozenset[str]]:
+    """The flags only one target takes, as each target declares them (as ``tpuctl train``'s): refused, one line,
+    for the other."""
+    from tpuctl.services.targets import target_flags as flags_of
+    from tpuctl.services.targets.local import LocalTuningTarget
+    from tpuctl.services.targets.vertex import VertexTuningTarget
+
+    return flags_of([LocalTuningTarget, VertexTuningTarget])
+
+
 FLAG_NOTES = {"seed": "Vertex AI picks the trials", "verbose": "a Vertex AI job's logs are in the console"}
 
 
@@ -80,45 +86,35 @@ def tune(
         return
     from tpuctl.commands.options import stack_outputs as stack_outputs_for
     from tpuctl.services import cloudrun, tuning, vertex
+    from tpuctl.services.targets import launch
     from tpuctl.services.training import TrainOptions, timestamp
 
     search = tuning.load_spec(spec)
     opts = TrainOptions(accelerator=accelerator, workers=workers, data_dir=data_dir, model_dir=model_dir,
                         epochs=epochs)
-    refuse_other_targets(ctx, target.value, TARGET_FLAGS, FLAG_NOTES)
+    refuse_other_targets(ctx, target.value, target_flags(), FLAG_NOTES)
     stack_outputs = stack_outputs_for(stack, outputs, dry_run=dry_run and target is Target.vertex)
     if target is Target.local:
-        count = trials or min(search.max_trials, 3)
         from tpuctl.commands.display import TrainDisplay
+        from tpuctl.services.targets.local import LocalTuningTarget
 
         def display() -> TrainDisplay:   # per trial: a live bar on a terminal, no epoch lines; -v: everything
             return TrainDisplay(terminal=sys.stderr.isatty() and not verbose, verbose=verbose, epoch_lines=False)
 
-        base, rows = tuning.run_local_tuning(opts, search, trials=count, seed=seed, echo=echo_err, display=display)
-        _render(rows, f"local tuning: {base}")
-        if rows and all(row.state == "FAILED" for row in rows):
-            raise UserError(f"every trial failed ({len(rows)} of {len(rows)}; the lines above say why)", 1)
+        outcome = launch(LocalTuningTarget(opts, search, trials or min(search.max_trials, 3), seed=seed,
+                                           display=display, note=echo_err))
+        _render(outcome.trials, f"local tuning: {outcome.outputs}")
+        if outcome.state == "FAILED":
+            raise UserError(outcome.error, 1)
         return
+    from tpuctl.services.targets.vertex import VertexTuningTarget
+
     run_time = cloudrun.parse_run_time(max_run_time) if max_run_time is not None else None
-    if budget is not None:
-        cloudrun.check_budget_value(budget)
     job = vertex.plan_job(opts, stack_outputs, region=region, job_name=job_name or f"tpuctl-tune-{timestamp()}",
                           image=image, python_package=python_package, echo=echo_err)
-    if spot:
-        cloudrun.backup_dir(job)
-    custom_job = cloudrun.with_scheduling(vertex.build_custom_job(job), spot=spot, max_run_time=run_time)
-    hp_job = tuning.build_tuning_job(job, search, custom_job, max_trials=trials)
-    estimate = tuning.estimate_tuning(hp_job, job.region)
-    for line in estimate.lines():
-        echo_err(line)
-    cloudrun.check_budget(estimate, budget)
-    if dry_run:
-        typer.echo(json.dumps(vertex.job_to_dict(hp_job), indent=2, sort_keys=True))
-        return
-    created = tuning.submit_tuning(job, hp_job, echo=typer.echo)
-    typer.echo(f"submitted {created.name}")
-    typer.echo(f"console: {tuning.tuning_console_url(created.name)}")
-    typer.echo(f"follow it with: tpuctl tune status {created.name}")
+    planned = VertexTuningTarget(job, search, trials=trials, spot=spot, max_run_time=run_time, budget=budget,
+                                 note=echo_err, say=typer.echo)
+    show_outcome(launch(planned, dry_run=dry_run))
 
 
 def _render(rows, title: str) -> None:

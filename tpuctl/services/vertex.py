@@ -1,4 +1,5 @@
-"""Vertex AI CustomJob for the bundled trainer: request builder, trainer sdist, staging upload, submit, follow.
+"""Vertex AI CustomJob for the bundled trainer: plan, request builder, trainer sdist and staging (submitting and
+following the job: ``tpuctl.services.targets.vertex``).
 
 This replaces the seeds' ``gcloud ai-platform jobs submit training --scale-tier BASIC_TPU`` (AI Platform
 Training was shut down on 2025-01-31). The job runs ``python -m trainer.task`` from a source
@@ -13,7 +14,6 @@ from __future__ import annotations
 import datetime
 import re
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +22,6 @@ from typing import Any
 from tpuctl.ground import domain
 from tpuctl.ground.errors import UserError
 from tpuctl.ground.outputs import StackOutputs, require_outputs
-from tpuctl.ground.polling import poll
 from tpuctl.services.trainer_package import TRAINER_MODULE, build_trainer_sdist, sdist_filename
 from tpuctl.services.training import TrainOptions, check_common, model_args, timestamp
 
@@ -189,33 +188,6 @@ def state_name(custom_job) -> str:
     return aiplatform_v1.JobState(custom_job.state).name
 
 
-def submit(client, job: VertexJob, custom_job):
-    from google.api_core import exceptions
-
-    try:
-        return client.create_custom_job(parent=job.parent, custom_job=custom_job)
-    except exceptions.GoogleAPICallError as exc:
-        raise UserError(f"Vertex AI rejected the job: {exc.message or exc}", 1) from None
-
-
-def follow(client, name: str, *, poll_seconds: float, echo: Callable[[str], None],
-           sleep: Callable[[float], None] = time.sleep):
-    """Poll the job until it reaches a terminal state; print each state change. Returns the job."""
-    from google.api_core import exceptions
-    from google.api_core import retry as retries
-
-    retry = retries.Retry(predicate=retries.if_transient_error, initial=1.0, maximum=30.0, timeout=300.0)
-
-    def read():
-        try:
-            return client.get_custom_job(name=name, retry=retry)
-        except exceptions.GoogleAPICallError as exc:
-            raise UserError(f"cannot read the state of {name}: {exc.message or exc}", 1) from None
-
-    return poll(read, lambda job: state_name(job) in TERMINAL_STATES, interval=poll_seconds,
-                key=state_name, on_change=lambda job: echo(f"state: {state_name(job)}"), sleep=sleep)
-
-
 # --------------------------------------------------------------------------------------------
 # `tpuctl train --target vertex`: defaults from the stack, then build / upload / submit / follow
 # --------------------------------------------------------------------------------------------
@@ -346,14 +318,6 @@ def require_image(job: VertexJob, image_exists=None) -> None:
                         "(or with --stack), then train again")
 
 
-@dataclass
-class Submission:
-    name: str
-    state: str
-    console_url: str
-    error: str | None = None
-
-
 def stage_trainer(job: VertexJob, echo: Callable[[str], None], image_exists=None) -> None:
     """Container route: the image must exist (``image_exists(uri)``, default an Artifact Registry lookup of a
     tpuctl-built image); otherwise the one command that builds it is the error. Python-package route: the
@@ -371,23 +335,3 @@ def stage_trainer(job: VertexJob, echo: Callable[[str], None], image_exists=None
         except exceptions.GoogleAPICallError as exc:
             raise UserError(f"uploading the trainer package to {job.package_uri} failed: {exc.message or exc}", 1) from None
     echo(f"uploaded trainer package: {job.package_uri}")
-
-
-def run_job(job: VertexJob, *, wait: bool = True, poll_seconds: float = 30.0,
-            echo: Callable[[str], None] = print, custom_job=None, image_exists=None) -> Submission:
-    """Create the CustomJob (``custom_job``, default: built from ``job``) and, unless wait=False, follow it;
-    the trainer is staged first (``stage_trainer``)."""
-    custom_job = custom_job or build_custom_job(job)
-    stage_trainer(job, echo, image_exists)
-    client = job_client(job.region)
-    created = submit(client, job, custom_job)
-    url = console_url(created.name)
-    echo(f"submitted {created.name}")
-    echo(f"console: {url}")
-    if not wait:
-        return Submission(created.name, state_name(created), url)
-    try:
-        final = follow(client, created.name, poll_seconds=poll_seconds, echo=echo)
-    except KeyboardInterrupt:
-        raise UserError(f"stopped following {created.name}; the job keeps running ({url})", 130) from None
-    return Submission(created.name, state_name(final), url, final.error.message or None)

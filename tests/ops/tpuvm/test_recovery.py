@@ -132,6 +132,8 @@ def test_the_time_lost_is_the_training_since_the_last_backup(outputs_file, tpu_c
 
     from tpuctl.ground.outputs import read_outputs_file
     from tpuctl.services import tpuvm
+    from tpuctl.services.targets import launch
+    from tpuctl.services.targets.tpuvm import TpuVmTarget
     from tpuctl.services.training import TrainOptions
 
     now, shift = [0.0], [0.0]
@@ -147,9 +149,9 @@ def test_the_time_lost_is_the_training_since_the_last_backup(outputs_file, tpu_c
     run = tpuvm.plan_run(TrainOptions(accelerator="v5litepod-16"), read_outputs_file(outputs_file), spot=True,
                          name=NAME, image="us-central1-docker.pkg.dev/p/r/trainer-tpu:1")
     lines: list[str] = []
-    outcome = tpuvm.run_tpu_vm(run, progress=lines.append, storage=gcs, poll_seconds=0, recover=2,
+    outcome = launch(TpuVmTarget(run, progress=lines.append, storage=gcs, poll_seconds=0, recover=2,
                                zones=[ZONE, ZONE_B], sleep=lambda s: now.__setitem__(0, now[0] + 600.0),
-                               clock=lambda: now[0], wall=lambda: time.time() + shift[0])
+                               clock=lambda: now[0], wall=lambda: time.time() + shift[0]))
     assert outcome.result == RESULT
     first, second = outcome.recoveries
     assert first["zone"] == ZONE and second["zone"] == ZONE and first["resumed_zone"] == ZONE
@@ -183,6 +185,8 @@ def test_ctrl_c_while_recovering_deletes_the_slice_in_the_zone_it_was_queued_in(
     from tpuctl.ground.errors import UserError
     from tpuctl.ground.outputs import read_outputs_file
     from tpuctl.services import tpuvm
+    from tpuctl.services.targets import launch
+    from tpuctl.services.targets.tpuvm import TpuVmTarget
     from tpuctl.services.training import TrainOptions
 
     fake = tpu_cloud(plans=[["ACTIVE", "ACTIVE", SUSPENDED], ["ACCEPTED", NO_CAPACITY], ["WAITING_FOR_RESOURCES"]],
@@ -195,7 +199,7 @@ def test_ctrl_c_while_recovering_deletes_the_slice_in_the_zone_it_was_queued_in(
             raise KeyboardInterrupt
 
     with pytest.raises(UserError) as err:
-        tpuvm.run_tpu_vm(run, progress=progress, storage=gcs, poll_seconds=0.01, recover=3, zones=[ZONE, ZONE_B])
+        launch(TpuVmTarget(run, progress=progress, storage=gcs, poll_seconds=0.01, recover=3, zones=[ZONE, ZONE_B]))
     assert err.value.exit_code == 130 and str(err.value) == f"interrupted; deleted queued resource {NAME}"
     assert [name for name, _ in fake.deleted] == [_qr(ZONE), _qr(ZONE), _qr(ZONE_B)]
     assert fake.resources == {}

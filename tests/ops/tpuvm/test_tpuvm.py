@@ -14,6 +14,8 @@ from tpuctl.ground.envs import ops_python
 from tpuctl.ground.errors import UserError
 from tpuctl.ground.outputs import read_outputs_file
 from tpuctl.services import tpuvm
+from tpuctl.services.targets import launch
+from tpuctl.services.targets.tpuvm import TpuVmTarget
 from tpuctl.services.training import TrainOptions
 
 from clifixtures import invoke, sigint_as_ctrl_c
@@ -236,7 +238,7 @@ def test_ctrl_c_in_process_deletes_and_exits_130(outputs_file, tpu_cloud, gcs):
             raise KeyboardInterrupt
 
     with pytest.raises(UserError) as err:
-        tpuvm.run_tpu_vm(run, progress=progress, poll_seconds=0.01)
+        launch(TpuVmTarget(run, progress=progress, poll_seconds=0.01))
     assert err.value.exit_code == 130 and str(err.value) == f"interrupted; deleted queued resource {NAME}"
     assert [name for name, _ in fake.deleted] == [QR]
 

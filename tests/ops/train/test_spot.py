@@ -15,6 +15,7 @@ from google.cloud import aiplatform_v1
 from tpuctl.ground.errors import UserError
 from tpuctl.ground.outputs import read_outputs_file
 from tpuctl.services import cloudrun, vertex
+from tpuctl.services.targets.vertex import VertexTarget
 from tpuctl.services.training import TrainOptions
 
 from stackfixtures import write_outputs
@@ -83,8 +84,11 @@ def test_spot_job_goes_through_the_real_client_to_the_endpoint(job, fake_vertex,
     fake = fake_vertex()
     monkeypatch.setenv("TPUCTL_VERTEX_ENDPOINT", fake.url)
     plan = cloudrun.plan_cloud_run(job, spot=True, max_run_time=timedelta(hours=1))
-    created = vertex.submit(vertex.job_client(job.region), job, plan.custom_job)
-    assert created.name.endswith("/customJobs/1000")
+    target = VertexTarget(job, wait=False, custom_job=plan.custom_job, say=lambda _: None,
+                          image_exists=lambda _: True)
+    with target.submit() as created:
+        outcome = target.follow(created)
+    assert outcome.state == "SUBMITTED" and outcome.name.endswith("/customJobs/1000")
     [(_, path, body)] = fake.posts()
     assert path == "/v1/projects/my-project-1/locations/us-central1/customJobs"
     sent = aiplatform_v1.CustomJob.from_json(json.dumps(body), ignore_unknown_fields=False)

@@ -1,4 +1,4 @@
-"""Which flag applies to which target is declared once per command (TARGET_FLAGS); a flag given to a target that
+"""Which flag applies to which target is declared once, on the target (`flags`); a flag given to a target that
 does not take it is one line naming the targets that do, before anything is read or planned."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _refusals(command: str, table: dict[str, frozenset[str]]):
 
 
 @pytest.mark.parametrize(("command", "target", "param", "takers"),
-                         [*_refusals("train", train.TARGET_FLAGS), *_refusals("tune", tune.TARGET_FLAGS)])
+                         [*_refusals("train", train.target_flags()), *_refusals("tune", tune.target_flags())])
 def test_a_flag_given_to_a_target_that_does_not_take_it_is_refused(command, target, param, takers):
     flag, value = SAMPLES[param]
     result = invoke([command, "--target", target, flag, *([value] if value is not None else [])])

@@ -37,7 +37,6 @@ from tpuctl.services.tpuvm.plan import (
     plan_run,
     recovery_zones,
 )
-from tpuctl.services.tpuvm.run import run_tpu_vm
 from tpuctl.services.tpuvm.script import (
     build_queued_resource,
     host_command,

@@ -8,7 +8,6 @@ import json
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from bootstrap import clients
@@ -62,16 +61,6 @@ def node_labels(resource) -> dict[str, str]:
 def is_managed(resource) -> bool:
     key, value = domain.TPU_VM_MANAGED_LABEL
     return node_labels(resource).get(key) == value
-
-
-@dataclass
-class RunResult:
-    name: str
-    model_dir: str
-    result: dict[str, Any]
-    kept: bool
-    #: One entry per preemption that was recovered from (``--recover``): zone, what happened, seconds lost.
-    recoveries: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Refused(UserError):

@@ -35,7 +35,6 @@ from tpuctl.services.tuning.vertex import (
     estimate_tuning,
     get_tuning_job,
     resolve_job_name,
-    submit_tuning,
     tuning_console_url,
     vertex_rows,
 )

@@ -6,7 +6,6 @@ import itertools
 import json
 import math
 import random
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -125,6 +124,8 @@ def run_local_tuning(opts, spec: TuneSpec, *, trials: int | None = None, seed: i
 
     from tpuctl.services import training
     from tpuctl.services.supervisor import TaskFailed
+    from tpuctl.services.targets import launch
+    from tpuctl.services.targets.local import LocalTarget
 
     count = trials or spec.max_trials
     if not 1 <= count <= MAX_TRIALS:
@@ -146,17 +147,15 @@ def run_local_tuning(opts, spec: TuneSpec, *, trials: int | None = None, seed: i
     for index, params in enumerate(samples, start=1):
         shown = {TRAINER_FLAGS[k]: v for k, v in params.items()}
         trial_dir, lock, resumed = claim_trial_dir(Path(base), index, {"hyperparameters": shown, "args": fixed})
-        shown_by = None
         try:
             args = [*fixed, "--model_dir", str(trial_dir), *trial_args(params)]
             how = " (resuming its backup)" if resumed else ""
             echo(f"trial {index}/{count}: {json.dumps(shown, sort_keys=True)} -> {trial_dir}{how}")
-            shown_by = display() if display is not None else None
-            sinks = (dict(out=shown_by.stdout_sink(), err=shown_by.stderr_sink(), on_message=shown_by.on_message)
-                     if shown_by is not None else dict(out=out, err=err))
-            started = time.time()
+            # a trial is a local run (its launch record included) in a folder the search claimed itself
+            plan = replace(template, args=args, model_dir=str(trial_dir), workers=1, claimed=False)
+            trial = LocalTarget(opts, plan, display=display() if display is not None else None, out=out, err=err)
             try:
-                outcome = training.run_local(args, workers=1, env=template.env, **sinks)
+                outcome = launch(trial)
             except TaskFailed as exc:
                 if exc.exit_code == 130:
                     raise
@@ -167,14 +166,6 @@ def run_local_tuning(opts, spec: TuneSpec, *, trials: int | None = None, seed: i
                 continue
         finally:
             lock.close()
-            if shown_by is not None:
-                shown_by.close()
-        from tpuctl.services import runs
-
-        # like `tpuctl train`'s: `runs ls` shows the trial's accelerator, data folder and time
-        runs.write_launch_record(str(trial_dir), {"target": "local", "accelerator": opts.accelerator or "auto",
-                                                  "workers": 1, "args": args, "started": started,
-                                                  "finished": time.time()})
         result = outcome.result or {}
         metric = result.get(METRIC_ID)
         value = float(metric) if isinstance(metric, (int, float)) and not isinstance(metric, bool) else None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 from tpuctl.ground.errors import UserError
@@ -104,22 +103,6 @@ def estimate_tuning(hp_job, region: str):
     from tpuctl.services import cloudrun
 
     return cloudrun.estimate_custom_job(hp_job.trial_job_spec, region, trials=hp_job.max_trial_count)
-
-
-def submit_tuning(job, hp_job, *, client=None, echo: Callable[[str], None] = print, upload: bool = True):
-    """As `tpuctl train` does: the trainer image must exist (container route), or the trainer sdist is built
-    and uploaded (``--python-package``); then create the tuning job. Returns it."""
-    from google.api_core import exceptions
-
-    from tpuctl.services import vertex
-
-    if upload:
-        vertex.stage_trainer(job, echo)
-    client = client or vertex.job_client(job.region)
-    try:
-        return client.create_hyperparameter_tuning_job(parent=job.parent, hyperparameter_tuning_job=hp_job)
-    except exceptions.GoogleAPICallError as exc:
-        raise UserError(f"Vertex AI rejected the tuning job: {exc.message or exc}", 1) from None
 
 
 def tuning_console_url(name: str) -> str:

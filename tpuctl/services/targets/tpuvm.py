@@ -1,0 +1,242 @@
+"""The TPU VM target: one managed run on a slice of TPU VMs (Cloud TPU queued resources).
+
+``submit`` creates nothing by itself: the slice is queued by ``follow`` (which also re-queues a preempted slice with
+``--recover``: the run's zone first, then ``--zones``, until the chief's result is there); leaving ``submit``'s
+context deletes the queued resource that was created, on success, failure, Ctrl-C and SIGTERM, unless ``keep``.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
+
+from tpuctl.ground import domain
+from tpuctl.ground.durations import format_duration
+from tpuctl.ground.errors import EXIT_INTERRUPTED, UserError
+from tpuctl.ground.outputs import StackOutputs
+from tpuctl.services.supervisor import raise_interrupt, signal_handlers
+from tpuctl.services.targets.base import SUCCEEDED, Outcome
+from tpuctl.services.tpuvm.api import (
+    Created,
+    Preempted,
+    Refused,
+    create_and_wait,
+    delete_and_wait,
+    delete_resource,
+    earlier_outputs,
+    follow,
+    last_backup,
+    record_recoveries,
+    tpu_client,
+)
+from tpuctl.services.tpuvm.plan import (
+    DEFAULT_POLL_SECONDS,
+    DEFAULT_PROVISION_TIMEOUT,
+    DEFAULT_RUN_TIMEOUT,
+    Progress,
+    TpuVmRun,
+    check_quota,
+    plan_run,
+    recovery_zones,
+)
+from tpuctl.services.tpuvm.script import request_document
+
+
+@dataclass
+class Held:
+    """A run inside ``submit``: what was created (deleted on the way out) and the recoveries so far."""
+
+    client: Any
+    storage: Any
+    created: Created
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class TpuVmTarget:
+    """``run``: the planned slice (``tpuvm.plan_run``). ``zones``: the zones a preempted slice may be re-queued
+    in, the run's zone first (default: what ``preflight`` finds from ``zones_flag``). ``client``, ``storage``,
+    ``sleep``, ``clock`` and ``wall`` are there for tests."""
+
+    name: ClassVar[str] = "tpu-vm"
+    flags: ClassVar[frozenset[str]] = frozenset({"zone", "keep", "recover", "zones", "job_name", "image", "spot",
+                                                 "budget", "dry_run", "poll_seconds"})
+
+    run: TpuVmRun
+    keep: bool = False
+    recover: int = 0
+    zones_flag: str | None = None
+    budget: float | None = None
+    progress: Progress = print
+    poll_seconds: float = DEFAULT_POLL_SECONDS
+    provision_timeout: float = DEFAULT_PROVISION_TIMEOUT
+    run_timeout: float = DEFAULT_RUN_TIMEOUT
+    zones: list[str] | None = None
+    client: Any = None
+    storage: Any = None
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
+
+    def preflight(self) -> None:
+        """The cost for at most the run timeout (refused over ``budget``), the quota, the recovery zones."""
+        from tpuctl.services import cloudrun
+
+        estimate = cloudrun.estimate_tpu_vm(self.run.accelerator, self.run.zone, spot=self.run.spot,
+                                            run_timeout=self.run_timeout)
+        for line in estimate.lines():
+            self.progress(line)
+        cloudrun.check_budget(estimate, self.budget)
+        check_quota(self.run, echo=self.progress)   # before anything is created; offline: a note
+        if self.recover and self.zones is None:
+            self.zones = recovery_zones(self.run, self.zones_flag, echo=self.progress)
+
+    def describe(self) -> dict[str, Any]:
+        return request_document(self.run)
+
+    @contextmanager
+    def submit(self) -> Iterator[Held]:
+        """Delete what was created when the run ends, fails or is interrupted (``keep``: keep it, and say how to
+        delete it). An interrupt ends as ``UserError(..., 130)`` naming what was deleted or kept."""
+        from bootstrap import clients
+
+        self.progress(f"model dir: {self.run.model_dir}")
+        order = self.order()
+        if self.recover:
+            self.progress(f"recovery: up to {self.recover} preemption(s), re-queued in {', '.join(order)}")
+        held = Held(self.client or tpu_client(), self.storage or clients.storage_client(self.run.project), Created())
+        held.created.run = self.run
+        outcome: BaseException | None = None
+        try:
+            # SIGTERM raises KeyboardInterrupt while a run is followed (the CLI does the same; a direct caller too).
+            with signal_handlers(raise_interrupt, (signal.SIGTERM,)):
+                yield held
+        except (KeyboardInterrupt, UserError) as exc:
+            outcome = exc
+        self._clean_up(held, outcome)
+
+    def _clean_up(self, held: Held, outcome: BaseException | None) -> None:
+        current = held.created.run or self.run
+        if not held.created.maybe:
+            if isinstance(outcome, KeyboardInterrupt):
+                raise UserError("interrupted before anything was created" if not held.history else
+                                f"interrupted while recovering; nothing is left in {current.zone}; resume with the "
+                                "same command", EXIT_INTERRUPTED) from None
+            if outcome is not None:
+                raise outcome
+            return
+        if self.keep:
+            cleanup = (f"kept queued resource {current.name} (--keep): it is billed until you run "
+                       f"`tpuctl tpu delete {current.name} --zone {current.zone}`")
+        else:
+            self.progress(f"deleting queued resource {current.queued_resource_name}")
+            failed = delete_resource(held.client, current.queued_resource_name)
+            cleanup = (f"deleted queued resource {current.name}" if failed is None else
+                       f"could NOT delete queued resource {current.name} ({failed}); delete it with "
+                       f"`tpuctl tpu delete {current.name} --zone {current.zone}`")
+            if failed is not None and outcome is None:
+                raise UserError(f"training finished ({self.run.model_dir}) but {cleanup}", 1)
+        if isinstance(outcome, KeyboardInterrupt):
+            raise UserError(f"interrupted; {cleanup}", EXIT_INTERRUPTED) from None
+        if isinstance(outcome, UserError):
+            raise UserError(f"{outcome}; {cleanup}", outcome.exit_code) from None
+        self.progress(cleanup)
+        if held.history:
+            lost = sum(h["seconds_lost"] for h in held.history)
+            self.progress(f"recovered from {len(held.history)} preemption(s); training lost {format_duration(lost)} "
+                          "in all")
+
+    def order(self) -> list[str]:
+        return [self.run.zone, *[z for z in (self.zones or []) if z != self.run.zone]]
+
+    def follow(self, held: Held) -> Outcome:
+        """Create, follow, and on a preemption delete and re-queue the slice in the first of the zones that takes
+        it (the same backup folder: the trainer resumes), at most ``recover`` times. Training (the slices' ACTIVE
+        time) is bounded by ``run_timeout`` in total, so the cost estimate still holds."""
+        result = self._recovering(held, self.order())
+        current = held.created.run or self.run
+        return Outcome(self.name, current.name, SUCCEEDED, self.run.model_dir, result=result,
+                       recoveries=held.history)
+
+    def _recovering(self, held: Held, zones: list[str]) -> dict[str, Any]:
+        client, storage, created, history = held.client, held.storage, held.created, held.history
+        progress, clock = self.progress, self.clock
+        waits = dict(poll_seconds=self.poll_seconds, timeout=self.provision_timeout, sleep=self.sleep, clock=clock)
+        training_deadline: float | None = None
+        preempted_at: float | None = None
+        while True:
+            for i, zone in enumerate(zones):
+                current = replace(self.run, zone=zone)
+                created.run = current
+                earlier = earlier_outputs(storage, current)
+                if domain.split_gs_uri(current.result_uri)[1] in earlier and preempted_at is None and i == 0:
+                    progress(f"{current.result_uri} is an earlier run's; waiting for this run's to replace it")
+                try:
+                    create_and_wait(client, current, progress=progress, created=created, **waits)
+                except Refused as exc:
+                    # With --recover a refusal (no capacity, say) moves on to the next zone, on the first launch
+                    # too (no recovery is counted: nothing was trained); without it the refusal ends the run.
+                    if not self.recover or i == len(zones) - 1:
+                        raise
+                    delete_and_wait(client, current, **waits)
+                    created.maybe = False
+                    progress(f"{exc}; trying {zones[i + 1]}")
+                    continue
+                break
+            if preempted_at is not None:
+                down = clock() - preempted_at
+                history[-1].update(resumed_zone=zone, seconds_down=round(down, 1))
+                record_recoveries(storage, current, history)
+                if training_deadline is not None:   # a preempted slice is not billed: the wait does not count
+                    training_deadline += down
+                progress(f"recovered in {zone}: training again {format_duration(down)} after the preemption")
+            active = clock()
+            if training_deadline is None:
+                training_deadline = active + self.run_timeout
+            try:
+                return follow(client, storage, current, progress=progress, poll_seconds=self.poll_seconds,
+                              timeout=max(training_deadline - active, 0.0), sleep=self.sleep, clock=clock,
+                              earlier=earlier)
+            except Preempted as exc:
+                now = clock()
+                if len(history) >= self.recover:
+                    if self.recover:
+                        raise UserError(f"{exc} (after {len(history)} recoveries, the most --recover allows)",
+                                        1) from None
+                    raise
+                backup = last_backup(storage, current)
+                trained = now - active
+                lost = min(trained, self.wall() - backup) if backup is not None else trained
+                history.append({"zone": zone, "what": exc.what, "seconds_trained": round(trained, 1),
+                                "seconds_lost": round(max(lost, 0.0), 1),
+                                "since": "last backup" if backup is not None else "slice became ACTIVE"})
+                record_recoveries(storage, current, history)
+                progress(f"preemption {len(history)}/{self.recover}: {exc.what} in {zone} after "
+                         f"{format_duration(trained)} of training; lost {format_duration(lost)} (since the "
+                         f"{history[-1]['since']}); re-queueing in {', '.join(zones)}")
+                delete_and_wait(client, current, **waits)
+                created.maybe = False
+                preempted_at = clock()
+
+
+def plan_tpu_vm(opts, outputs: StackOutputs | None, *, zone: str | None = None, spot: bool = False,
+                keep: bool = False, name: str | None = None, image: str | None = None, budget: float | None = None,
+                recover: int = 0, zones: str | None = None, **settings: Any) -> TpuVmTarget:
+    """``tpu run`` / ``train --target tpu-vm`` for parsed options (``opts``: a ``TrainOptions``); ``settings``:
+    the other ``TpuVmTarget`` fields (progress, poll_seconds, the timeouts)."""
+    from tpuctl.services import cloudrun
+
+    if recover and not spot:
+        raise UserError("--recover needs --spot (it re-queues a preempted Spot slice)")
+    if zones is not None and not recover:
+        raise UserError("--zones needs --recover N (the zones a preempted slice may be re-queued in)")
+    if budget is not None:
+        cloudrun.check_budget_value(budget)
+        if keep:
+            raise UserError("--budget cannot bound a slice kept with --keep (it is billed until `tpuctl tpu delete`)")
+    run = plan_run(opts, outputs, zone=zone, spot=spot, name=name, image=image)
+    return TpuVmTarget(run, keep=keep, recover=recover, zones_flag=zones, budget=budget, **settings)
