@@ -8,7 +8,6 @@ from typing import List, Optional
 import typer
 
 from tpuctl.commands.options import stderr_bar
-from tpuctl.ground import domain
 from tpuctl.ground.errors import EXIT_INTERRUPTED, UserError
 
 hub_app = typer.Typer(help="TF-Hub models in tensorflow_hub's cache layout (<TFHUB_CACHE_DIR>/<sha1(handle)>/).",
@@ -17,6 +16,7 @@ hub_app = typer.Typer(help="TF-Hub models in tensorflow_hub's cache layout (<TFH
 
 def _target(bucket: Optional[str], prefix: Optional[str], stack: Optional[str], outputs: Optional[Path]):
     """(bucket name, prefix, stack outputs) from --bucket/--prefix or the stack outputs."""
+    from tpuctl.ground import domain
     from tpuctl.ground.outputs import load_outputs
 
     so = load_outputs(stack=stack, outputs_file=outputs)
@@ -31,6 +31,8 @@ def _target(bucket: Optional[str], prefix: Optional[str], stack: Optional[str], 
 
 
 def _handles(handles: List[str], so, source: Optional[str]) -> list[str]:
+    from tpuctl.ground import domain
+
     out = list(handles) or (list(so.hub_models) if so is not None else [])
     if not out and so is not None:
         raise UserError("the stack outputs list no hub models (hub_models is empty); name a HANDLE, or add it to "
@@ -48,15 +50,15 @@ def _handles(handles: List[str], so, source: Optional[str]) -> list[str]:
 def add(
     handles: List[str] = typer.Argument(None, help="Hub handles (URLs; the exact string hub.load will get)."),
     bucket: Optional[str] = typer.Option(None, "--bucket", help="Bucket (name or gs://) holding the hub cache."),
-    prefix: Optional[str] = typer.Option(None, "--prefix", help=f"Folder in the bucket (default {domain.DEFAULT_HUB_CACHE_PREFIX})."),
+    prefix: Optional[str] = typer.Option(None, "--prefix", help="Folder in the bucket (default: the stack's tpuctl:hubCachePrefix, whose own default is model-cache)."),
     source: Optional[str] = typer.Option(None, "--from", help="Take the model from this folder, .tar.gz or URL instead of the handle."),
     stack: Optional[str] = typer.Option(None, "--stack", help="Bucket, prefix and handles from this stack's outputs."),
     outputs: Optional[Path] = typer.Option(None, "--outputs", help="Bucket, prefix and handles from this outputs JSON."),
     workers: int = typer.Option(8, "--workers", min=1, max=64, help="Parallel uploads."),
 ) -> None:
     """Fetch hub models, unpack them safely and upload them to <prefix>/<sha1(handle)>/ in the bucket."""
-
     from bootstrap import clients, hubcache
+    from tpuctl.ground import domain
 
     name, prefix, so = _target(bucket, prefix, stack, outputs)
     todo = _handles(handles or [], so, source)
@@ -90,13 +92,13 @@ def add(
 @hub_app.command("ls")
 def ls(
     bucket: Optional[str] = typer.Option(None, "--bucket", help="Bucket (name or gs://) holding the hub cache."),
-    prefix: Optional[str] = typer.Option(None, "--prefix", help=f"Folder in the bucket (default {domain.DEFAULT_HUB_CACHE_PREFIX})."),
+    prefix: Optional[str] = typer.Option(None, "--prefix", help="Folder in the bucket (default: the stack's tpuctl:hubCachePrefix, whose own default is model-cache)."),
     stack: Optional[str] = typer.Option(None, "--stack", help="Bucket and prefix from this stack's outputs."),
     outputs: Optional[Path] = typer.Option(None, "--outputs", help="Bucket and prefix from this outputs JSON."),
 ) -> None:
     """List the models in the hub cache: sha1 folder, handle, files, size, complete or not."""
-
     from bootstrap import clients, hubcache
+    from tpuctl.ground import domain
 
     name, prefix, so = _target(bucket, prefix, stack, outputs)
     with clients.google_errors(f"listing gs://{name}", not_found=f"bucket gs://{name} does not exist",
