@@ -1,4 +1,4 @@
-"""``tpuctl tpu run|list|delete``: train on TPU VMs (Cloud TPU queued resources), single- or multi-host, Spot."""
+"""``tpuctl tpu run|attach|list|delete``: train on TPU VMs (Cloud TPU queued resources), single- or multi-host, Spot."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tpuctl.ground.errors import UserError
 tpu_app = typer.Typer(
     name="tpu", no_args_is_help=True,
     help="TPU VMs through queued resources: run the trainer on a slice (one or many hosts, Spot or on-demand), "
-         "list and delete tpuctl's slices.",
+         "attach to a run from another shell, list and delete tpuctl's slices.",
 )
 
 
@@ -92,6 +92,29 @@ def run(
                           name=name, image=image, budget=budget, recover=recover, zones=zones, progress=echo_err,
                           poll_seconds=poll_seconds, provision_timeout=provision_timeout, run_timeout=run_timeout)
     show_outcome(launch(planned, dry_run=dry_run))
+
+
+@tpu_app.command("attach")
+def attach(
+    name: str = typer.Argument(..., help="Run name (`tpuctl tpu list`), as given to `tpu run --name`."),
+    stack: Optional[str] = _STACK,
+    outputs: Optional[Path] = _OUTPUTS,
+    model_dir: Optional[str] = typer.Option(None, "--model-dir", help="The run's gs:// folder, when it was not "
+                                                                      "<artifacts bucket>/runs/NAME."),
+    keep: Optional[bool] = typer.Option(None, "--keep/--delete", help="Keep or delete the slice when the run ends "
+                                                                      "(default: what the run was started with)."),
+    poll_seconds: float = typer.Option(30.0, "--poll-seconds", min=0.01, max=3600, hidden=True,
+                                       help="Seconds between status reads."),
+) -> None:
+    """Follow a run that `tpu run` started from another shell or machine (a laptop that slept, a closed terminal):
+    its result, its recoveries from preemption (as it was started: --recover, --zones) and the slice's deletion."""
+    from tpuctl.ground.outputs import load_outputs
+    from tpuctl.services.targets import launch
+    from tpuctl.services.targets.tpuvm import attach_tpu_vm
+
+    planned = attach_tpu_vm(name, load_outputs(stack=stack, outputs_file=outputs), model_dir=model_dir, keep=keep,
+                            progress=echo_err, poll_seconds=poll_seconds)
+    show_outcome(launch(planned))
 
 
 @tpu_app.command("list")

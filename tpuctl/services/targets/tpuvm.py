@@ -31,18 +31,22 @@ from tpuctl.services.tpuvm.api import (
     follow,
     last_backup,
     record_recoveries,
+    state_name,
     tpu_client,
+    wait_active,
 )
 from tpuctl.services.tpuvm.plan import (
     DEFAULT_POLL_SECONDS,
     DEFAULT_PROVISION_TIMEOUT,
     DEFAULT_RUN_TIMEOUT,
+    GONE_STATES,
     Progress,
     TpuVmRun,
     check_quota,
     plan_run,
     recovery_zones,
 )
+from tpuctl.services.tpuvm.record import read_recoveries, write_plan
 from tpuctl.services.tpuvm.script import request_document
 
 
@@ -81,11 +85,18 @@ class TpuVmTarget:
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
     wall: Callable[[], float] = time.time
+    #: follow a run another tpuctl process started (``tpuctl tpu attach``): its slice is found, not created
+    attach: bool = False
+    #: with ``attach``: what the folder held before the current slice was queued (from the run's plan record)
+    earlier: dict[str, int] | None = None
 
     def preflight(self) -> None:
-        """The cost for at most the run timeout (refused over ``budget``), the quota, the recovery zones."""
+        """The cost for at most the run timeout (refused over ``budget``), the quota, the recovery zones (all said
+        when the run was launched: nothing for ``attach``)."""
         from tpuctl.services import cloudrun
 
+        if self.attach:
+            return
         estimate = cloudrun.estimate_tpu_vm(self.run.accelerator, self.run.zone, spot=self.run.spot,
                                             run_timeout=self.run_timeout)
         for line in estimate.lines():
@@ -104,12 +115,15 @@ class TpuVmTarget:
         delete it). An interrupt ends as ``UserError(..., 130)`` naming what was deleted or kept."""
         from bootstrap import clients
 
-        self.progress(f"model dir: {self.run.model_dir}")
+        self.progress(f"{'attaching to run ' + self.run.name + '; ' if self.attach else ''}model dir: "
+                      f"{self.run.model_dir}")
         order = self.order()
         if self.recover:
             self.progress(f"recovery: up to {self.recover} preemption(s), re-queued in {', '.join(order)}")
         held = Held(self.client or tpu_client(), self.storage or clients.storage_client(self.run.project), Created())
         held.created.run = self.run
+        if self.attach:
+            held.history = read_recoveries(held.storage, self.run)
         outcome: BaseException | None = None
         try:
             # SIGTERM raises KeyboardInterrupt while a run is followed (the CLI does the same; a direct caller too).
@@ -150,6 +164,32 @@ class TpuVmTarget:
             self.progress(f"recovered from {len(held.history)} preemption(s); training lost {format_duration(lost)} "
                           "in all")
 
+    def _attached(self, held: Held, zones: list[str]) -> tuple[TpuVmRun, str]:
+        """The run's queued resource, looked for in the run's zones: the run as it is there, and its state."""
+        for zone in zones:
+            current = replace(self.run, zone=zone)
+            state = self._state(held, current)
+            if state is None:
+                continue
+            held.created.run, held.created.maybe = current, True
+            self.progress(f"found queued resource {current.name} in {zone}: {state}")
+            return current, state
+        raise UserError(f"run {self.run.name} has no queued resource in {', '.join(zones)}: it ended (its outputs "
+                        f"are in {self.run.model_dir}) or was deleted; to resume it, {self.run.resume_hint}", 1)
+
+    @staticmethod
+    def _state(held: Held, run: TpuVmRun) -> str | None:
+        """The queued resource's state; None when there is none."""
+        from google.api_core import exceptions
+
+        from bootstrap import clients
+
+        with clients.google_errors(f"reading queued resource {run.queued_resource_name}"):
+            try:
+                return state_name(held.client.get_queued_resource(name=run.queued_resource_name))
+            except exceptions.NotFound:
+                return None
+
     def order(self) -> list[str]:
         return [self.run.zone, *[z for z in (self.zones or []) if z != self.run.zone]]
 
@@ -168,11 +208,22 @@ class TpuVmTarget:
         waits = dict(poll_seconds=self.poll_seconds, timeout=self.provision_timeout, sleep=self.sleep, clock=clock)
         training_deadline: float | None = None
         preempted_at: float | None = None
+        found = self._attached(held, zones) if self.attach else None
         while True:
             for i, zone in enumerate(zones):
+                if found is not None:   # attached: the slice another process queued, as it is now
+                    (current, state), earlier = found, self.earlier or {}
+                    found = None
+                    # still queued or provisioning: wait for it; ACTIVE, FAILED or gone: following says which
+                    if state not in {"ACTIVE", "FAILED", *GONE_STATES}:
+                        wait_active(client, current, progress=progress, **waits)
+                    zone = current.zone
+                    break
                 current = replace(self.run, zone=zone)
                 created.run = current
                 earlier = earlier_outputs(storage, current)
+                write_plan(storage, current, recover=self.recover, zones=zones, keep=self.keep,
+                           run_timeout=self.run_timeout, earlier=earlier)
                 if domain.split_gs_uri(current.result_uri)[1] in earlier and preempted_at is None and i == 0:
                     progress(f"{current.result_uri} is an earlier run's; waiting for this run's to replace it")
                 try:
@@ -221,6 +272,30 @@ class TpuVmTarget:
                 delete_and_wait(client, current, **waits)
                 created.maybe = False
                 preempted_at = clock()
+
+
+def attach_tpu_vm(name: str, outputs: StackOutputs | None, *, model_dir: str | None = None, keep: bool | None = None,
+                  storage=None, **settings: Any) -> TpuVmTarget:
+    """``tpuctl tpu attach NAME``: the managed run NAME as its tpuctl process planned it (read from its model folder,
+    default ``<artifacts>/runs/NAME``), to follow, recover and clean up from here. ``keep``: None keeps the
+    run's own choice."""
+    from bootstrap import clients
+    from tpuctl.ground.outputs import require_outputs
+    from tpuctl.services.tpuvm.record import read_plan
+
+    name = domain.validate_tpu_vm_name(name)
+    outputs = require_outputs(outputs, "tpu attach")
+    if model_dir is None:
+        model_dir = f"{outputs.require('buckets.artifacts', 'pass --model-dir gs://BUCKET/PATH')}/runs/{name}"
+    elif not model_dir.startswith("gs://"):
+        raise UserError(f"--model-dir {model_dir}: a TPU VM run's folder is in Cloud Storage; use gs://BUCKET/PATH")
+    model_dir = model_dir.rstrip("/")
+    domain.bucket_name_from(model_dir)
+    storage = storage or clients.storage_client(outputs.require("project"))
+    run, record = read_plan(storage, model_dir, name)
+    return TpuVmTarget(run, keep=record.keep if keep is None else keep, recover=record.recover, zones=record.zones,
+                       run_timeout=record.run_timeout, attach=True, earlier=record.earlier, storage=storage,
+                       **settings)
 
 
 def plan_tpu_vm(opts, outputs: StackOutputs | None, *, zone: str | None = None, spot: bool = False,

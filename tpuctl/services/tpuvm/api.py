@@ -123,6 +123,15 @@ def create_and_wait(client, run: TpuVmRun, *, progress: Progress, created: Creat
                                       queued_resource_id=run.name)
     tier = "Spot" if run.spot else "on-demand"
     progress(f"requested {run.accelerator.name} ({run.accelerator.vms} host(s), {tier}) as queued resource {name}")
+    return wait_active(client, run, progress=progress, poll_seconds=poll_seconds, timeout=timeout, sleep=sleep,
+                       clock=clock)
+
+
+def wait_active(client, run: TpuVmRun, *, progress: Progress, poll_seconds: float = DEFAULT_POLL_SECONDS,
+                timeout: float = DEFAULT_PROVISION_TIMEOUT, sleep: Callable[[float], None] = time.sleep,
+                clock: Callable[[], float] = time.monotonic):
+    """Wait until the queued resource is ACTIVE (each phase said once); returns it."""
+    name = run.queued_resource_name
 
     def read():
         with clients.google_errors(f"reading queued resource {name}",

@@ -1,0 +1,98 @@
+"""`tpuctl tpu attach NAME`: follow a managed run that another tpuctl process started and no longer watches (a
+laptop that slept, a closed terminal): the slice is found in the run's zones, the result read, a preemption
+recovered as the run was started (--recover, --zones), and the slice deleted at the end. Against the fake Cloud
+TPU API and the storage emulator; the "other process" is a run left mid-training in this one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from clifixtures import invoke
+
+PROJECT, ZONE, ZONE_B = "my-tpu-project", "us-central1-a", "us-central1-b"
+ARTIFACTS = "tpuctl-my-tpu-project-artifacts"
+NAME = "tpuctl-away"
+RESULT = {"export_dir": f"gs://{ARTIFACTS}/runs/{NAME}/export/small_cnn/1", "val_accuracy": 0.875}
+SUSPENDED = {"state": "SUSPENDED", "stateInitiator": "SERVICE"}
+
+
+class Detached(BaseException):
+    """The launching process goes away without cleaning up (its cleanup runs only for Ctrl-C and errors)."""
+
+
+def _qr(zone):
+    return f"projects/{PROJECT}/locations/{zone}/queuedResources/{NAME}"
+
+
+def _start_and_leave(outputs_file, gcs, *, recover=0, zones=()):
+    """`tpu run` of NAME that is left as soon as training starts: the slice stays, the plan is in the folder."""
+    from tpuctl.ground.outputs import read_outputs_file
+    from tpuctl.services.targets import launch
+    from tpuctl.services.targets.tpuvm import plan_tpu_vm
+    from tpuctl.services.training import TrainOptions
+
+    def progress(line):
+        if line.startswith("training on"):
+            raise Detached
+
+    target = plan_tpu_vm(TrainOptions(accelerator="v5litepod-16"), read_outputs_file(outputs_file), spot=True,
+                         name=NAME, image="us-central1-docker.pkg.dev/p/r/trainer-tpu:1", recover=recover,
+                         zones=",".join(zones) if zones else None, progress=progress, poll_seconds=0.01,
+                         storage=gcs)
+    with pytest.raises(Detached):
+        launch(target)
+
+
+def _finish(gcs, on_create: int, at_get: int):
+    bucket = gcs.bucket(ARTIFACTS)
+
+    def on_get(fake, state, n):
+        if state == "SUSPENDED":
+            bucket.blob(f"runs/{NAME}/tpuctl/hosts/worker-1.exit").upload_from_string("143\n")
+        if state == "ACTIVE" and len(fake.zones_created) == on_create and n == at_get:
+            for worker in range(4):
+                bucket.blob(f"runs/{NAME}/tpuctl/hosts/worker-{worker}.exit").upload_from_string("0\n")
+            bucket.blob(f"runs/{NAME}/result.json").upload_from_string(json.dumps(RESULT))
+    return on_get
+
+
+def test_attach_follows_a_run_left_mid_training_to_its_result_and_deletes_the_slice(outputs_file, tpu_cloud, gcs):
+    fake = tpu_cloud(states=["ACTIVE"], on_get=_finish(gcs, on_create=1, at_get=3))
+    _start_and_leave(outputs_file, gcs)
+    assert fake.deleted == [] and list(fake.resources) == [_qr(ZONE)]   # what a vanished process leaves
+    r = invoke(["tpu", "attach", NAME, "--outputs", str(outputs_file), "--poll-seconds", "0.01"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines() == [f"SavedModel: {RESULT['export_dir']}", "validation accuracy: 0.8750"]
+    assert f"found queued resource {NAME} in {ZONE}: ACTIVE" in r.stderr
+    assert fake.zones_created == [ZONE] and [name for name, _ in fake.deleted] == [_qr(ZONE)]
+
+
+def test_attach_recovers_a_slice_preempted_while_nobody_watched(outputs_file, tpu_cloud, gcs):
+    fake = tpu_cloud(plans=[["ACTIVE", SUSPENDED], ["ACTIVE"]], on_get=_finish(gcs, on_create=2, at_get=1))
+    _start_and_leave(outputs_file, gcs, recover=1, zones=[ZONE_B])
+    r = invoke(["tpu", "attach", NAME, "--outputs", str(outputs_file), "--poll-seconds", "0.01"])
+    assert r.exit_code == 0, r.output
+    assert "preemption 1/1: preempted (Spot), SUSPENDED in us-central1-a" in r.stderr
+    assert fake.zones_created == [ZONE, ZONE]
+    assert [name for name, _ in fake.deleted] == [_qr(ZONE), _qr(ZONE)]
+    record = json.loads(gcs.bucket(ARTIFACTS).blob(f"runs/{NAME}/tpuctl/recoveries.json").download_as_bytes())
+    assert [h["zone"] for h in record["recoveries"]] == [ZONE]
+
+
+def test_attach_to_a_run_that_never_was_is_one_line_and_touches_nothing(outputs_file, tpu_cloud, gcs):
+    fake = tpu_cloud()
+    r = invoke(["tpu", "attach", "tpuctl-nothing", "--outputs", str(outputs_file)])
+    assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1
+    assert "no managed TPU VM run tpuctl-nothing" in r.stderr
+    assert fake.creates() == []
+
+
+def test_attach_to_a_run_whose_slice_is_gone_says_so(outputs_file, tpu_cloud, gcs):
+    fake = tpu_cloud(states=["ACTIVE"])
+    _start_and_leave(outputs_file, gcs)
+    fake.resources.clear()          # deleted outside tpuctl meanwhile
+    r = invoke(["tpu", "attach", NAME, "--outputs", str(outputs_file), "--poll-seconds", "0.01"])
+    assert r.exit_code == 1 and f"run {NAME} has no queued resource in {ZONE}" in r.stderr
+    assert fake.deleted == []
