@@ -15,6 +15,7 @@ def test_local_tuning_shows_one_line_per_trial_and_the_ranking(fake_trainer, too
     assert proc.returncode == 0, proc.stderr
     trial_lines = [line for line in proc.stderr.splitlines() if line.startswith("trial ")]
     assert [line.split(":")[0] for line in trial_lines] == ["trial 1/2", "trial 2/2"]
+    assert "started trainer" not in proc.stderr     # a trial shows its one line, not a line per process
     screen = proc.stdout + proc.stderr
     for noise in ("cuInit", "oneDNN", "Could not find cuda", "progress:", "epoch-start:", "epoch-end:",
                   "tpuctl-result:", "Epoch 1/2", "3/3 - 1s", "training: model="):

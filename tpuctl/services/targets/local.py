@@ -39,6 +39,8 @@ class LocalTarget:
     #: without a display: where the trainer's output goes (None: this process's stdout / stderr)
     out: TextIO | None = None
     err: TextIO | None = None
+    #: a line on the display when each process starts (a tuning trial shows only its own line)
+    say_started: bool = True
 
     def preflight(self) -> None:
         if self.note is not None:
@@ -65,10 +67,11 @@ class LocalTarget:
         display = self.display
         sinks: dict[str, Any] = dict(out=self.out, err=self.err)
         if display is not None:
-            sinks = dict(out=display.stdout_sink(), err=display.stderr_sink(), on_message=display.on_message,
-                         on_started=lambda task: display.event(f"started {task.label} (pid {task.pid})"))
+            sinks = dict(out=display.stdout_sink(), err=display.stderr_sink(), on_message=display.on_message)
+            if self.say_started:
+                sinks["on_started"] = lambda task: display.event(f"started {task.label} (pid {task.pid})")
         outcome = training.run_local(self.plan.args, workers=self.plan.workers, env=self.plan.env,
-                            parameter_servers=self.plan.parameter_servers, **sinks)
+                                     parameter_servers=self.plan.parameter_servers, **sinks)
         self._record(started)
         return Outcome(self.name, Path(self.plan.model_dir).name, SUCCEEDED, self.plan.model_dir,
                        result=outcome.result)

@@ -153,7 +153,8 @@ def run_local_tuning(opts, spec: TuneSpec, *, trials: int | None = None, seed: i
             echo(f"trial {index}/{count}: {json.dumps(shown, sort_keys=True)} -> {trial_dir}{how}")
             # a trial is a local run (its launch record included) in a folder the search claimed itself
             plan = replace(template, args=args, model_dir=str(trial_dir), workers=1, claimed=False)
-            trial = LocalTarget(opts, plan, display=display() if display is not None else None, out=out, err=err)
+            trial = LocalTarget(opts, plan, display=display() if display is not None else None, out=out, err=err,
+                                say_started=False)
             try:
                 outcome = launch(trial)
             except TaskFailed as exc:
