@@ -164,6 +164,32 @@ class TpuVmTarget:
             self.progress(f"recovered from {len(held.history)} preemption(s); training lost {format_duration(lost)} "
                           "in all")
 
+    def _queue(self, held: Held, zones: list[str], waits: dict[str, Any], *, first: bool) -> tuple[TpuVmRun, dict]:
+        """Queue the slice in the first of ``zones`` that takes it and wait until it is ACTIVE (the run's plan is
+        written first, for ``attach``): the run there, and what its folder held before."""
+        client, storage, created, progress = held.client, held.storage, held.created, self.progress
+        for i, zone in enumerate(zones):
+            current = replace(self.run, zone=zone)
+            created.run = current
+            earlier = earlier_outputs(storage, current)
+            write_plan(storage, current, recover=self.recover, zones=zones, keep=self.keep,
+                       run_timeout=self.run_timeout, earlier=earlier)
+            if domain.split_gs_uri(current.result_uri)[1] in earlier and first and i == 0:
+                progress(f"{current.result_uri} is an earlier run's; waiting for this run's to replace it")
+            try:
+                create_and_wait(client, current, progress=progress, created=created, **waits)
+            except Refused as exc:
+                # With --recover a refusal (no capacity, say) moves on to the next zone, on the first launch
+                # too (no recovery is counted: nothing was trained); without it the refusal ends the run.
+                if not self.recover or i == len(zones) - 1:
+                    raise
+                delete_and_wait(client, current, **waits)
+                created.maybe = False
+                progress(f"{exc}; trying {zones[i + 1]}")
+                continue
+            return current, earlier
+        raise AssertionError("the last zone's refusal is raised above")
+
     def _attached(self, held: Held, zones: list[str]) -> tuple[TpuVmRun, str]:
         """The run's queued resource, looked for in the run's zones: the run as it is there, and its state."""
         for zone in zones:
@@ -210,34 +236,15 @@ class TpuVmTarget:
         preempted_at: float | None = None
         found = self._attached(held, zones) if self.attach else None
         while True:
-            for i, zone in enumerate(zones):
-                if found is not None:   # attached: the slice another process queued, as it is now
-                    (current, state), earlier = found, self.earlier or {}
-                    found = None
-                    # still queued or provisioning: wait for it; ACTIVE, FAILED or gone: following says which
-                    if state not in {"ACTIVE", "FAILED", *GONE_STATES}:
-                        wait_active(client, current, progress=progress, **waits)
-                    zone = current.zone
-                    break
-                current = replace(self.run, zone=zone)
-                created.run = current
-                earlier = earlier_outputs(storage, current)
-                write_plan(storage, current, recover=self.recover, zones=zones, keep=self.keep,
-                           run_timeout=self.run_timeout, earlier=earlier)
-                if domain.split_gs_uri(current.result_uri)[1] in earlier and preempted_at is None and i == 0:
-                    progress(f"{current.result_uri} is an earlier run's; waiting for this run's to replace it")
-                try:
-                    create_and_wait(client, current, progress=progress, created=created, **waits)
-                except Refused as exc:
-                    # With --recover a refusal (no capacity, say) moves on to the next zone, on the first launch
-                    # too (no recovery is counted: nothing was trained); without it the refusal ends the run.
-                    if not self.recover or i == len(zones) - 1:
-                        raise
-                    delete_and_wait(client, current, **waits)
-                    created.maybe = False
-                    progress(f"{exc}; trying {zones[i + 1]}")
-                    continue
-                break
+            if found is not None:   # attached: the slice another process queued, as it is now
+                (current, state), earlier = found, self.earlier or {}
+                found = None
+                # still queued or provisioning: wait for it; ACTIVE, FAILED or gone: following says which
+                if state not in {"ACTIVE", "FAILED", *GONE_STATES}:
+                    wait_active(client, current, progress=progress, **waits)
+            else:
+                current, earlier = self._queue(held, zones, waits, first=preempted_at is None)
+            zone = current.zone
             if preempted_at is not None:
                 down = clock() - preempted_at
                 history[-1].update(resumed_zone=zone, seconds_down=round(down, 1))

@@ -22,7 +22,9 @@ Echo = Callable[[str], None]
 
 
 @dataclass
-class Created:
+class SubmittedJob:
+    """A job Vertex AI accepted: the client that created it, its resource name and its console page."""
+
     client: Any
     name: str
     console_url: str
@@ -38,7 +40,7 @@ def _create(what: str, create) -> Any:
 
 
 @contextmanager
-def _watching(created: Created) -> Iterator[Created]:
+def _watching(created: SubmittedJob) -> Iterator[SubmittedJob]:
     try:
         yield created
     except KeyboardInterrupt:
@@ -86,17 +88,17 @@ class VertexTarget:
         return self.custom_job if self.custom_job is not None else vertex.build_custom_job(self.job)
 
     @contextmanager
-    def submit(self) -> Iterator[Created]:
+    def submit(self) -> Iterator[SubmittedJob]:
         vertex.stage_trainer(self.job, self.say, self.image_exists)
         client = vertex.job_client(self.job.region)
         job = _create("job", lambda: client.create_custom_job(parent=self.job.parent, custom_job=self.request()))
-        created = Created(client, job.name, vertex.console_url(job.name))
+        created = SubmittedJob(client, job.name, vertex.console_url(job.name))
         self.say(f"submitted {created.name}")
         self.say(f"console: {created.console_url}")
         with _watching(created):
             yield created
 
-    def follow(self, created: Created) -> Outcome:
+    def follow(self, created: SubmittedJob) -> Outcome:
         """Poll the job until it reaches a terminal state (each state change said); without ``wait``, at once."""
         outputs = self.job.base_output_dir
         if not self.wait:
@@ -168,19 +170,19 @@ class VertexTuningTarget:
         return vertex.job_to_dict(self.hp_job)
 
     @contextmanager
-    def submit(self) -> Iterator[Created]:
+    def submit(self) -> Iterator[SubmittedJob]:
         from tpuctl.services import tuning
 
         vertex.stage_trainer(self.job, self.say)
         client = self.client or vertex.job_client(self.job.region)
         job = _create("tuning job", lambda: client.create_hyperparameter_tuning_job(
             parent=self.job.parent, hyperparameter_tuning_job=self.hp_job))
-        created = Created(client, job.name, tuning.tuning_console_url(job.name))
+        created = SubmittedJob(client, job.name, tuning.tuning_console_url(job.name))
         self.say(f"submitted {created.name}")
         self.say(f"console: {created.console_url}")
         self.say(f"follow it with: tpuctl tune status {created.name}")
         with _watching(created):
             yield created
 
-    def follow(self, created: Created) -> Outcome:
+    def follow(self, created: SubmittedJob) -> Outcome:
         return Outcome(self.name, created.name, SUBMITTED, self.job.base_output_dir, console_url=created.console_url)

@@ -5,6 +5,7 @@ closed terminal). Written before each slice is queued; the recovery history is `
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -48,7 +49,9 @@ class RunPlanRecord(BaseModel):
 
 def write_plan(storage, run: TpuVmRun, *, recover: int, zones: list[str], keep: bool, run_timeout: float,
                earlier: dict[str, int]) -> None:
-    fields = {key: getattr(run, key) for key in RunPlanRecord.model_fields if hasattr(run, key)}
+    # Every field of the run, by name: a field the record does not declare is refused here (extra="forbid"), so
+    # the two shapes cannot drift apart without every `tpu run` test failing.
+    fields = {f.name: getattr(run, f.name) for f in dataclasses.fields(run)}
     record = RunPlanRecord(**{**fields, "accelerator": run.accelerator.name, "recover": recover, "zones": zones,
                               "keep": keep, "run_timeout": float(run_timeout), "earlier": earlier})
     where = f"{run.model_dir}/{RUN_PLAN_FILE}"
