@@ -96,3 +96,15 @@ def test_attach_to_a_run_whose_slice_is_gone_says_so(outputs_file, tpu_cloud, gc
     r = invoke(["tpu", "attach", NAME, "--outputs", str(outputs_file), "--poll-seconds", "0.01"])
     assert r.exit_code == 1 and f"run {NAME} has no queued resource in {ZONE}" in r.stderr
     assert fake.deleted == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["Bad_Name"], "Bad_Name"),
+    ([NAME, "--model-dir", "/tmp/runs/x"], "--model-dir /tmp/runs/x: TPU VMs write to Cloud Storage"),
+    ([NAME, "--model-dir", "gs://"], "bucket name is empty"),
+])
+def test_a_bad_name_or_model_dir_is_one_line_and_reads_nothing(outputs_file, tpu_cloud, gcs, args, message):
+    fake = tpu_cloud()
+    r = invoke(["tpu", "attach", *args, "--outputs", str(outputs_file)])
+    assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1 and message in r.stderr, r.stderr
+    assert fake.creates() == [] and fake.deleted == []

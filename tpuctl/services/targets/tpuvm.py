@@ -43,6 +43,7 @@ from tpuctl.services.tpuvm.plan import (
     Progress,
     TpuVmRun,
     check_quota,
+    gs_folder,
     plan_run,
     recovery_zones,
 )
@@ -294,10 +295,8 @@ def attach_tpu_vm(name: str, outputs: StackOutputs | None, *, model_dir: str | N
     outputs = require_outputs(outputs, "tpu attach")
     if model_dir is None:
         model_dir = f"{outputs.require('buckets.artifacts', 'pass --model-dir gs://BUCKET/PATH')}/runs/{name}"
-    elif not model_dir.startswith("gs://"):
-        raise UserError(f"--model-dir {model_dir}: a TPU VM run's folder is in Cloud Storage; use gs://BUCKET/PATH")
-    model_dir = model_dir.rstrip("/")
-    domain.bucket_name_from(model_dir)
+    else:
+        model_dir = gs_folder(model_dir, "--model-dir", "write to")
     storage = storage or clients.storage_client(outputs.require("project"))
     run, record = read_plan(storage, model_dir, name)
     return TpuVmTarget(run, keep=record.keep if keep is None else keep, recover=record.recover, zones=record.zones,

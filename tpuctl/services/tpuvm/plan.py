@@ -70,7 +70,8 @@ class TpuVmRun:
 # Plan: validate everything, build nothing
 # --------------------------------------------------------------------------------------------
 
-def _gs(value: str, flag: str, what: str) -> str:
+def gs_folder(value: str, flag: str, what: str) -> str:
+    """A ``gs://BUCKET/PATH`` folder a flag names (its bucket name checked), without a trailing slash."""
     if not value.startswith("gs://"):
         raise UserError(f"{flag} {value}: TPU VMs {what} Cloud Storage; use gs://BUCKET/PATH")
     domain.bucket_name_from(value)
@@ -102,9 +103,9 @@ def plan_run(opts: TrainOptions, outputs: StackOutputs | None, *, zone: str | No
     data_dir = opts.data_dir or outputs.bucket_url("data")
     if not data_dir:
         raise UserError("no training data: the stack has no data bucket; pass --data-dir gs://BUCKET/PATH")
-    data_dir = _gs(data_dir, "--data-dir", "read from")
+    data_dir = gs_folder(data_dir, "--data-dir", "read from")
     if opts.model_dir:
-        model_dir = _gs(opts.model_dir, "--model-dir", "write to")
+        model_dir = gs_folder(opts.model_dir, "--model-dir", "write to")
     else:
         model_dir = f"{outputs.require('buckets.artifacts', 'pass --model-dir gs://BUCKET/PATH')}/runs/{name}"
 
@@ -120,7 +121,7 @@ def plan_run(opts: TrainOptions, outputs: StackOutputs | None, *, zone: str | No
            **domain.tpu_runtime_env(accel.generation)}
     hub_cache = opts.hub_cache_dir or outputs.tfhub_cache_dir
     if hub_cache:
-        env["TFHUB_CACHE_DIR"] = _gs(hub_cache, "--hub-cache-dir", "read hub models from")
+        env["TFHUB_CACHE_DIR"] = gs_folder(hub_cache, "--hub-cache-dir", "read hub models from")
     args = ["--distribution_strategy", "tpu", "--data_dir", data_dir, "--model_dir", model_dir,
             *model_args(opts), *opts.extra]
     if image is None:
