@@ -46,9 +46,17 @@ run_suite() {  # suite: run its tests with its own interpreter; returns 0 unless
   [ "$suite" != e2e ] && [ "$workers" -gt 0 ] && spread=(-n "$workers" --dist loadscope)
   echo "=== $suite tests ($py${spread[*]:+, ${spread[*]}})"
   if [ ! -d "tests/$suite" ]; then echo "no tests/$suite folder: nothing to run"; return 0; fi
-  "$py" -m pytest "tests/$suite" -p no:cacheprovider --junitxml="$reports/$suite.xml" "${spread[@]}" "${extra[@]}"
+  # Every process the suite starts inherits this token; what still carries it after the suite is a leak
+  # (tests/fixtures/procfixtures.py): named, killed, and the suite fails.
+  local token="$suite-$$-$RANDOM$RANDOM"
+  TPUCTL_TEST_SUITE=$token "$py" -m pytest "tests/$suite" -p no:cacheprovider --junitxml="$reports/$suite.xml" \
+    "${spread[@]}" "${extra[@]}"
   rc=$?
   echo "=== $suite tests: $(( SECONDS - started )) s"
+  if ! .venv/bin/python tests/fixtures/procfixtures.py --leaks "$token"; then
+    echo "=== $suite tests left the processes above running (now killed): a test or the code it runs leaks them"
+    rc=1
+  fi
   # exit 5 = no tests collected in this suite: not a failure of the suite.
   [ $rc -eq 0 ] || [ $rc -eq 5 ]
 }

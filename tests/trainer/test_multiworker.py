@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-import subprocess
 import sys
 
 import numpy as np
 import pytest
+
+from procfixtures import Watched
 
 
 def _cluster(tools, data_dir, model_dir, dump_dir, *extra, with_chief=False, env_extra=None, expect_rc=0):
@@ -19,23 +21,15 @@ def _cluster(tools, data_dir, model_dir, dump_dir, *extra, with_chief=False, env
     else:
         cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
         tasks = [("worker", 0), ("worker", 1)]
-    procs = []
-    for task_type, index in tasks:
-        tf_config = json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}})
-        env = tools.env({"TF_CONFIG": tf_config, "TPUCTL_TRAINER_TEST_DUMP_WEIGHTS": str(dump_dir),
-                         "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1", **(env_extra or {})})
-        cmd = [sys.executable, "-m", "trainer.task", *tools.fast_flags(data_dir, model_dir, *extra)]
-        procs.append(subprocess.Popen(cmd, cwd=tools.REPO, env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
-    outputs = []
-    try:
-        for p in procs:
-            out, err = p.communicate(timeout=240)
-            outputs.append((p.returncode, out, err))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+    with contextlib.ExitStack() as stack:
+        procs = []
+        for task_type, index in tasks:
+            tf_config = json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}})
+            env = tools.env({"TF_CONFIG": tf_config, "TPUCTL_TRAINER_TEST_DUMP_WEIGHTS": str(dump_dir),
+                             "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1", **(env_extra or {})})
+            cmd = [sys.executable, "-m", "trainer.task", *tools.fast_flags(data_dir, model_dir, *extra)]
+            procs.append(stack.enter_context(Watched(cmd, cwd=tools.REPO, env=env)))
+        outputs = [(p.finish(), "\n".join(p.out), "\n".join(p.err)) for p in procs]
     for rc, out, err in outputs:
         assert rc == expect_rc, f"exit {rc}\n{out[-2000:]}\n{err[-3000:]}"
     return outputs
@@ -114,39 +108,28 @@ def test_a_worker_lost_mid_training_stops_the_chief_with_one_line(tools, demo_da
     stops within seconds with one line and the cluster exit code, never waits for it forever."""
     import os
     import signal
-    import time
 
     ports = [tools.free_port(), tools.free_port()]
     cluster = {"chief": [f"127.0.0.1:{ports[0]}"], "worker": [f"127.0.0.1:{ports[1]}"]}
-    procs = {}
-    for task_type in ("chief", "worker"):
-        tf_config = json.dumps({"cluster": cluster, "task": {"type": task_type, "index": 0}})
-        env = tools.env({"TF_CONFIG": tf_config, "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"})
-        cmd = [sys.executable, "-m", "trainer.task",
-               *tools.fast_flags(demo_data, tmp_path / "model", "--train_epochs", "200", "--steps_per_epoch", "20")]
-        procs[task_type] = subprocess.Popen(cmd, cwd=tools.REPO, env=env, stdout=subprocess.PIPE,
-                                            stderr=subprocess.PIPE, text=True)
-    try:
-        worker = procs["worker"]
-        for line in worker.stdout:
-            if line.startswith("epoch-start: 2/"):
-                break
+    with contextlib.ExitStack() as stack:
+        procs = {}
+        for task_type in ("chief", "worker"):
+            tf_config = json.dumps({"cluster": cluster, "task": {"type": task_type, "index": 0}})
+            env = tools.env({"TF_CONFIG": tf_config, "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"})
+            cmd = [sys.executable, "-m", "trainer.task",
+                   *tools.fast_flags(demo_data, tmp_path / "model", "--train_epochs", "200", "--steps_per_epoch", "20")]
+            procs[task_type] = stack.enter_context(Watched(cmd, cwd=tools.REPO, env=env))
+        worker, chief = procs["worker"], procs["chief"]
+        worker.wait_line("epoch-start: 2/", "the worker's second epoch")
         os.kill(worker.pid, signal.SIGKILL if how == "killed" else signal.SIGSTOP)
-        t0 = time.monotonic()
-        _, err = procs["chief"].communicate(timeout=120)
-        assert time.monotonic() - t0 < 60
-        assert procs["chief"].returncode == 3, err[-3000:]
-        assert "Traceback" not in err
-        last = err.strip().splitlines()[-1]
+        # the chief's own bound (the collective's timeout, the heartbeat), well inside this wait
+        assert chief.finish(timeout=120) == 3, chief.tail()
+        assert not [line for line in chief.err if "Traceback" in line]
+        last = [line for line in chief.err if line.strip()][-1]
         assert last.startswith("error: a peer left the cluster during training (TensorFlow: "), last
         assert last.endswith("training resumes from the last backup")
         if how == "frozen":
             assert "heartbeat" in last
-    finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-            p.communicate()
 
 
 @pytest.mark.slow

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 
 import pytest
+
+from procfixtures import Watched
 
 STEPS = 40  # per epoch: a progress line after every step (progress_every(40) == 1)
 EVERY = 5
@@ -90,20 +91,12 @@ def test_a_run_killed_mid_epoch_resumes_within_backup_every_steps(tools, demo_da
     model_dir = tmp_path / "model"
     flags = tools.fast_flags(demo_data, model_dir, "--train_epochs", "3", "--steps_per_epoch", str(STEPS),
                              "--backup_every_steps", str(EVERY))
-    proc = subprocess.Popen([sys.executable, "-m", "trainer.task", *flags], cwd=tools.REPO,
-                            env=tools.env({"TPUCTL_TRAINER_TEST_LOG_BATCHES": str(tmp_path / "killed")}),
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    killed_lines = []
-    try:
-        for line in proc.stdout:
-            killed_lines.append(line.strip())
-            if line.startswith("progress: 17/") and "epoch-start: 2/3" in killed_lines:
-                os.kill(proc.pid, signal.SIGKILL)   # a preemption: no handler, no cleanup
-                break
-        killed_lines += [l.strip() for l in proc.stdout]
-    finally:
-        proc.kill()
-        proc.wait(timeout=60)
+    with Watched([sys.executable, "-m", "trainer.task", *flags], stderr=False, cwd=tools.REPO,
+                 env=tools.env({"TPUCTL_TRAINER_TEST_LOG_BATCHES": str(tmp_path / "killed")})) as proc:
+        proc.wait_line("progress: 17/", "step 17 of epoch 2", after="epoch-start: 2/3")
+        os.kill(proc.pid, signal.SIGKILL)   # a preemption: no handler, no cleanup
+        proc.finish()
+    killed_lines = proc.out
     assert proc.returncode == -signal.SIGKILL, killed_lines[-5:]
     in_epoch_2 = killed_lines[killed_lines.index("epoch-start: 2/3"):]
     stopped = max(int(l.split()[1].split("/")[0]) for l in in_epoch_2 if l.startswith("progress:"))
@@ -158,35 +151,31 @@ def test_a_two_process_cluster_killed_mid_epoch_resumes_within_backup_every_step
                              "TPUCTL_TRAINER_TEST_DUMP_WEIGHTS": str(dump),
                              "TPUCTL_TRAINER_TEST_LOG_BATCHES": str(tmp_path / batches),
                              "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"})
-            procs.append(subprocess.Popen([sys.executable, "-m", "trainer.task", *flags], cwd=tools.REPO, env=env,
-                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
+            procs.append(Watched([sys.executable, "-m", "trainer.task", *flags], stderr=False, cwd=tools.REPO,
+                                 env=env))
         return procs
 
     procs = start("killed")
-    chief_lines = []
     try:
-        for line in procs[0].stdout:
-            chief_lines.append(line.strip())
-            if line.startswith("progress: 17/") and "epoch-start: 2/3" in chief_lines:
-                for p in procs:
-                    os.kill(p.pid, signal.SIGKILL)
-                break
-        chief_lines += [l.strip() for l in procs[0].stdout]
+        procs[0].wait_line("progress: 17/", "the chief's step 17 of epoch 2", after="epoch-start: 2/3")
+        for p in procs:
+            os.kill(p.pid, signal.SIGKILL)
     finally:
         for p in procs:
             p.kill()
-            p.communicate(timeout=60)
+    chief_lines = procs[0].out
     stopped = max(int(l.split()[1].split("/")[0]) for l in chief_lines[chief_lines.index("epoch-start: 2/3"):]
                   if l.startswith("progress:"))
     assert stopped >= 17
 
     procs = start("resumed")
     try:
-        outs = [p.communicate(timeout=240)[0] for p in procs]
+        for p in procs:
+            p.finish(timeout=240)
     finally:
         for p in procs:
-            if p.poll() is None:
-                p.kill()
+            p.kill()
+    outs = ["\n".join(p.out) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs[0][-2000:]
     for out in outs:
         assert [l for l in out.splitlines() if l.startswith("epoch-start:")] == ["epoch-start: 2/3", "epoch-start: 3/3"]
@@ -211,19 +200,12 @@ def test_a_one_worker_run_backs_up_by_training_time(tools, demo_data, tmp_path):
     model_dir = tmp_path / "model"
     flags = tools.fast_flags(demo_data, model_dir, "--train_epochs", "2", "--steps_per_epoch", str(STEPS),
                              "--backup_every_minutes", "0.0001")
-    proc = subprocess.Popen([sys.executable, "-m", "trainer.task", *flags], cwd=tools.REPO, env=tools.env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    lines = []
-    try:
-        for line in proc.stdout:
-            lines.append(line.strip())
-            if line.startswith("progress: 17/") and "epoch-start: 2/2" in lines:
-                os.kill(proc.pid, signal.SIGKILL)
-                break
-        lines += [l.strip() for l in proc.stdout]
-    finally:
-        proc.kill()
-        proc.wait(timeout=60)
+    with Watched([sys.executable, "-m", "trainer.task", *flags], stderr=False, cwd=tools.REPO,
+                 env=tools.env()) as proc:
+        proc.wait_line("progress: 17/", "step 17 of epoch 2", after="epoch-start: 2/2")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.finish()
+    lines = proc.out
     stopped = max(int(l.split()[1].split("/")[0]) for l in lines[lines.index("epoch-start: 2/2"):]
                   if l.startswith("progress:"))
     resumed = tools.run_module(["trainer.task", *flags])
@@ -251,18 +233,10 @@ def test_a_resumed_run_ends_as_good_as_an_uninterrupted_one(tools, demo_data, tm
     def log(folder):
         return {"TPUCTL_TRAINER_TEST_LOG_BATCHES": str(tmp_path / "batches" / folder)}
 
-    proc = subprocess.Popen([sys.executable, "-m", "trainer.task", *flags("resumed")], cwd=tools.REPO,
-                            env=tools.env(log("killed")), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    seen = []
-    try:
-        for line in proc.stdout:
-            seen.append(line.strip())
-            if line.startswith("progress: 17/") and "epoch-start: 2/3" in seen:
-                os.kill(proc.pid, signal.SIGKILL)
-                break
-    finally:
-        proc.kill()
-        proc.communicate(timeout=60)
+    with Watched([sys.executable, "-m", "trainer.task", *flags("resumed")], stderr=False, cwd=tools.REPO,
+                 env=tools.env(log("killed"))) as proc:
+        proc.wait_line("progress: 17/", "step 17 of epoch 2", after="epoch-start: 2/3")
+        os.kill(proc.pid, signal.SIGKILL)
     resumed = tools.run_module(["trainer.task", *flags("resumed")], env=log("resumed")).result
     whole = tools.run_module(["trainer.task", *flags("whole")], env=log("whole")).result
     name = "batches-chief-0.txt"

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from procfixtures import Watched
 
 
 def _flags(tools, data_dir, model_dir, *extra):
@@ -131,69 +131,34 @@ def test_parameter_server_without_its_jobs_fails_with_one_line(tools, in_process
     assert "parameter_server needs TF_CONFIG" in line and missing in line
 
 
-class _Proc:
-    """A trainer process whose stdout is collected line by line while it runs."""
-
-    def __init__(self, tools, args, env):
-        self.p = subprocess.Popen([sys.executable, "-m", "trainer.task", *args], cwd=tools.REPO, env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.lines: list[str] = []
-        self.err = ""
-        threading.Thread(target=self._read_out, daemon=True).start()
-        threading.Thread(target=self._read_err, daemon=True).start()
-
-    def _read_out(self):
-        for line in self.p.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def _read_err(self):
-        self.err = self.p.stderr.read()
-
-    def wait_for(self, prefix, timeout=180):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if any(l.startswith(prefix) for l in self.lines):
-                return
-            if self.p.poll() is not None:
-                break
-            time.sleep(0.2)
-        raise AssertionError(f"no {prefix!r} line (exit {self.p.poll()}):\n" + "\n".join(self.lines[-20:])
-                             + "\n" + self.err[-3000:])
-
-
 def _ps_cluster(tools, data_dir, model_dir, *extra, kill_worker_after=None, chief_env=None):
     """chief (coordinator) + 2 workers + 1 ps on 127.0.0.1; returns (chief, servers) once the chief exits."""
     ports = [tools.free_port() for _ in range(4)]
     cluster = {"chief": [f"127.0.0.1:{ports[0]}"], "worker": [f"127.0.0.1:{p}" for p in ports[1:3]],
                "ps": [f"127.0.0.1:{ports[3]}"]}
     args = _flags(tools, data_dir, model_dir, "--distribution_strategy", "parameter_server", *extra)
-    procs = {}
-    try:
+    with contextlib.ExitStack() as stack:
+        procs = {}
         for task_type, index in (("ps", 0), ("worker", 0), ("worker", 1), ("chief", 0)):
             env = tools.env({"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}}),
                              "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1",
                              **((chief_env or {}) if task_type == "chief" else {})})
-            procs[(task_type, index)] = _Proc(tools, args, env)
+            procs[(task_type, index)] = stack.enter_context(
+                Watched([sys.executable, "-m", "trainer.task", *args], cwd=tools.REPO, env=env))
         chief = procs[("chief", 0)]
         if kill_worker_after:
-            chief.wait_for(kill_worker_after)
-            procs[("worker", 1)].p.kill()
-        chief.p.wait(timeout=300)
-        time.sleep(0.5)  # the reader threads finish the last lines
+            chief.wait_line(kill_worker_after, f"the chief's {kill_worker_after!r} line")
+            procs[("worker", 1)].kill()
+        chief.finish(timeout=300)
         servers = {k: v for k, v in procs.items() if k != ("chief", 0)}
         # Servers never end by themselves: every one still alive when the chief is done (but the killed one).
-        alive = {k for k, v in servers.items() if v.p.poll() is None}
+        alive = {k for k, v in servers.items() if v.proc.poll() is None}
         return chief, servers, alive
-    finally:
-        for proc in procs.values():
-            if proc.p.poll() is None:
-                proc.p.kill()
-                proc.p.wait()
 
 
 def _result(tools, chief):
-    assert chief.p.returncode == 0, "\n".join(chief.lines[-30:]) + "\n" + chief.err[-4000:]
-    last = chief.lines[-1]
+    assert chief.returncode == 0, chief.tail()
+    last = chief.out[-1]
     assert last.startswith(tools.RESULT_PREFIX), last
     return json.loads(last[len(tools.RESULT_PREFIX):])
 
@@ -206,11 +171,11 @@ def test_parameter_server_cluster_trains_and_exports(tools, demo_data, tmp_path)
     assert result["strategy"] == "parameter_server" and result["num_workers"] == 2
     assert alive == set(servers)
     for (task_type, index), proc in servers.items():
-        assert any(l.startswith(f"serving: {task_type} {index} at 127.0.0.1:") for l in proc.lines)
-        assert not any(l.startswith(tools.RESULT_PREFIX) for l in proc.lines)
-    ends = _epoch_ends(chief.lines)
+        assert any(l.startswith(f"serving: {task_type} {index} at 127.0.0.1:") for l in proc.out)
+        assert not any(l.startswith(tools.RESULT_PREFIX) for l in proc.out)
+    ends = _epoch_ends(chief.out)
     assert len(ends) == 2 and all(float(_metrics(l)["examples_per_second"]) > 0 for l in ends)
-    assert [l for l in chief.lines if l.startswith("progress:")][-1] == "progress: 5/5"
+    assert [l for l in chief.out if l.startswith("progress:")][-1] == "progress: 5/5"
     fn, out = _serve(demo_data, result["export_dir"], tools.validation_jpegs(demo_data, 3))
     assert list(fn.structured_input_signature[1]) == ["image_bytes"]
     assert out["probabilities"].dtype == np.float32 and out["probabilities"].shape == (3, 10)
@@ -225,7 +190,7 @@ def test_parameter_server_training_survives_a_killed_worker(tools, demo_data, tm
     result = _result(tools, chief)
     assert result["epochs"] == 3
     assert alive == {("ps", 0), ("worker", 0)}
-    assert [l.split()[1] for l in _epoch_ends(chief.lines)] == ["1/3", "2/3", "3/3"]
+    assert [l.split()[1] for l in _epoch_ends(chief.out)] == ["1/3", "2/3", "3/3"]
     assert (model_dir / "export" / "small_cnn" / "1" / "saved_model.pb").is_file()
 
 
@@ -284,7 +249,7 @@ def test_the_best_epoch_is_exported_after_a_resume(tools, demo_data, tmp_path, s
                                     *_flags(tools, demo_data, model_dir, *flags, *extra)], python_args=[], env=env)
             return run.returncode, run.stdout_lines, run.stderr
         chief, _, _ = _ps_cluster(tools, demo_data, model_dir, *flags, *extra, chief_env=env)
-        return chief.p.returncode, chief.lines, chief.err
+        return chief.returncode, chief.out, "\n".join(chief.err)
 
     rc, _, err = train(env={"TPUCTL_TRAINER_TEST_EXIT_AFTER_EPOCH": "2"})
     assert rc == 75, err[-3000:]

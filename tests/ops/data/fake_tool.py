@@ -17,7 +17,9 @@ module, args = argv[1], argv[2:]
 assert module == "trainer.make_tfrecords", module
 out = Path(args[1])
 if os.environ.get("FAKE_MODE") == "hang":
-    Path(os.environ["FAKE_PID_FILE"]).write_text(str(os.getpid()))
+    pid_file = Path(os.environ["FAKE_PID_FILE"])   # written whole: a reader never sees half of it
+    pid_file.with_suffix(".tmp").write_text(str(os.getpid()))
+    pid_file.with_suffix(".tmp").replace(pid_file)
     while True:
         time.sleep(0.2)
 out.mkdir(parents=True, exist_ok=True)

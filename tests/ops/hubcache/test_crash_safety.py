@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import textwrap
-import time
 
 import pytest
 
@@ -22,6 +21,7 @@ from tpuctl.ground.envs import ops_python, trainer_env, trainer_python
 from clifixtures import invoke, sigint_as_ctrl_c
 from hubfixtures import build_tiny_module, download_prefix, make_fake_model, slow_emulator
 from netfixtures import BLOCK_NETWORK
+from procfixtures import wait_for
 
 needs_trainer = pytest.mark.skipif(not trainer_python().exists(), reason="trainer environment not set up")
 
@@ -37,14 +37,10 @@ def start_add(handle, source, *extra):
                             preexec_fn=sigint_as_ctrl_c)
 
 
-def wait_for(client, prefix, count, proc, timeout=120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if len(names(client, prefix)) >= count:
-            return
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.02)
-    raise AssertionError(f"no {count} objects under {prefix} in {timeout}s")
+def wait_for_objects(client, prefix, count, proc):
+    """Until ``count`` objects are under ``prefix`` (an object appears whole or not at all)."""
+    wait_for(lambda: len(names(client, prefix)) >= count, f"{count} object(s) under {prefix}", proc=proc,
+             interval=0.02)
 
 
 def trainer_preflight(handle, cache_dir):
@@ -79,7 +75,7 @@ def test_killed_add_is_reported_incomplete_then_repaired_and_loads_offline(gcs, 
     # slow server-side copies: kill the process once the first file is in <sha1>/ (copy phase)
     with slow_emulator(rewrite=1.0):
         proc = start_add(handle, module)
-        wait_for(gcs, f"model-cache/{key}/", 1, proc)
+        wait_for_objects(gcs, f"model-cache/{key}/", 1, proc)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     in_folder = names(gcs, f"model-cache/{key}/")
@@ -124,7 +120,7 @@ def test_killed_while_staging_leaves_nothing_tensorflow_hub_reads(gcs, tmp_path)
     key = hashlib.sha1(handle.encode()).hexdigest()
     with slow_emulator(upload=0.3):
         proc = start_add(handle, model)
-        wait_for(gcs, "model-cache/.staging/", 2, proc)
+        wait_for_objects(gcs, "model-cache/.staging/", 2, proc)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     assert names(gcs, f"model-cache/{key}/") == []          # tensorflow_hub sees no folder at all
@@ -151,7 +147,7 @@ def test_sigint_stops_submitting_exits_130_and_the_next_run_cleans_up(gcs, tmp_p
     key = hashlib.sha1(handle.encode()).hexdigest()
     with slow_emulator(upload=0.1):
         proc = start_add(handle, model)
-        wait_for(gcs, "model-cache/.staging/", 2, proc)
+        wait_for_objects(gcs, "model-cache/.staging/", 2, proc)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import subprocess
-import time
 from pathlib import Path
 
 import grpc
@@ -27,29 +25,25 @@ from tpuctl.ground import domain
 from tpuctl.ground import tokens as T
 from tpuctl.ground.envs import ops_python
 
+from procfixtures import Watched
+
 REPO = Path(__file__).resolve().parents[3]
 PYTHON = ops_python()
 SA = "serviceAccount:tpuctl-trainer@my-tpu-project.iam.gserviceaccount.com"
 NAMES = {p: f"tpuctl-my-tpu-project-{p}" for p in domain.BUCKET_PURPOSES}
 
 
-def _start(args: list[str], cwd: Path = REPO) -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen([str(PYTHON), "-u", *args], cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    deadline = time.monotonic() + 60
-    line = b""
-    while time.monotonic() < deadline and not line.endswith(b"\n"):
-        ready, _, _ = select.select([proc.stdout], [], [], 0.5)
-        if ready:
-            chunk = os.read(proc.stdout.fileno(), 64)
-            if not chunk:
-                break
-            line += chunk
-        elif proc.poll() is not None:
-            break
+def _start(args: list[str], cwd: Path = REPO) -> tuple[Watched, int]:
+    """The pack as a process; its first line is the port it serves on."""
+    proc = Watched([str(PYTHON), "-u", *args], cwd=cwd, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        line = proc.wait_line(lambda _: True, "the pack's first line (the port it serves on)", timeout=60)
+    except BaseException:
+        proc.kill()
+        raise
     if not line.strip().isdigit():
         proc.kill()
-        raise AssertionError(f"pack did not print a port: {line!r} {proc.stderr.read().decode()[-2000:]}")
+        raise AssertionError(f"pack did not print a port: {line!r} {proc.tail()}")
     return proc, int(line)
 
 
@@ -58,17 +52,17 @@ def _serving(args: list[str], cwd: Path = REPO):
     """Start the pack with ``args``, yield an AnalyzerStub on the port it printed, stop it afterwards."""
     proc, port = _start(args, cwd)
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    try:
-        grpc.channel_ready_future(channel).result(timeout=30)
-        yield analyzer_pb2_grpc.AnalyzerStub(channel)
-    finally:
-        channel.close()
-        proc.terminate()
+    with proc:     # killed on the way out if it did not stop when asked
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            grpc.channel_ready_future(channel).result(timeout=60)
+            yield analyzer_pb2_grpc.AnalyzerStub(channel)
+        finally:
+            channel.close()
+            proc.proc.terminate()
+            try:
+                proc.finish(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import urllib.request
 
 import pytest
@@ -13,6 +12,7 @@ from tpuctl.ground.envs import trainer_env, trainer_python
 from tpuctl.services import board, runs
 
 from clifixtures import invoke
+from procfixtures import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -90,27 +90,26 @@ def test_unknown_and_ambiguous_runs_are_one_line(two_runs):
 
 def test_board_serves_the_runs_scalars(two_runs):
     handle = board.start(str(two_runs), timeout=180)
+
+    def ask(path):
+        with urllib.request.urlopen(handle.url + path, timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def curves():
+        tags = {run: set(t) for run, t in ask("data/plugin/scalars/tags").items()}
+        train = any(run.endswith("20261101-100000/logs/train") and "epoch_loss" in t for run, t in tags.items())
+        validation = any(run.endswith("logs/validation") and "epoch_accuracy" in t for run, t in tags.items())
+        return tags if train and validation else None
+
+    def graphs():
+        train = {run: info for run, info in ask("data/plugin/graphs/info").items() if run.endswith("logs/train")}
+        return train if len(train) == 2 else None
+
     try:
-        deadline = time.monotonic() + 60
-        tags = {}
-        while time.monotonic() < deadline:     # TensorBoard loads event files in the background
-            with urllib.request.urlopen(handle.url + "data/plugin/scalars/tags", timeout=10) as resp:
-                tags = json.loads(resp.read())
-            if any("epoch_loss" in t for t in tags.values()):
-                break
-            time.sleep(1)
-        runs_seen = {run: set(t) for run, t in tags.items()}
-        assert any(run.endswith("20261101-100000/logs/train") and "epoch_loss" in t for run, t in runs_seen.items()), tags
-        assert any(run.endswith("logs/validation") and "epoch_accuracy" in t for run, t in runs_seen.items()), tags
+        # TensorBoard loads event files in the background: asked until what the runs hold is all there
+        wait_for(curves, "a run's training loss and validation accuracy in TensorBoard", interval=1)
         # The Graphs tab: each run's train/ folder has the op graph and the Keras conceptual graph.
-        while True:
-            with urllib.request.urlopen(handle.url + "data/plugin/graphs/info", timeout=10) as resp:
-                graphs = json.loads(resp.read())
-            train = {run: info for run, info in graphs.items() if run.endswith("logs/train")}
-            if len(train) == 2 or time.monotonic() > deadline:
-                break
-            time.sleep(1)
-        assert len(train) == 2, graphs
+        train = wait_for(graphs, "both runs' graphs in TensorBoard", interval=1)
         for info in train.values():
             assert info["run_graph"] is True
             assert info["tags"]["keras"]["conceptual_graph"] is True

@@ -19,6 +19,7 @@ from tpuctl.ground.envs import trainer_env, trainer_python
 
 from gcsfixtures import emulated_buckets
 from httpfakes import FakeServer, JsonHandler, fake_factory
+from procfixtures import Watched
 from stackfixtures import write_outputs
 
 HERE = Path(__file__).resolve().parent
@@ -244,14 +245,7 @@ def trained(tmp_path_factory):
 def model_server(trained, tmp_path_factory):
     """tests/ops/serve/model_server.py in the trainer env: the real SavedModel behind TF Serving's REST
     ``:predict`` format; yields its predict URL."""
-    log = tmp_path_factory.mktemp("model-server") / "stderr.log"
-    with open(log, "w") as err:
-        proc = subprocess.Popen([str(trainer_python()), str(HERE / "model_server.py"), str(trained.export), "digits"],
-                                env=trainer_env(), stdout=subprocess.PIPE, stderr=err, text=True)
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("listening "), (line, log.read_text()[-3000:])
+    with Watched([str(trainer_python()), str(HERE / "model_server.py"), str(trained.export), "digits"],
+                 env=trainer_env()) as proc:
+        line = proc.wait_line("listening ", "the model server's port")
         yield f"http://127.0.0.1:{int(line.split()[1])}/v1/models/digits:predict"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)

@@ -17,6 +17,7 @@ from tpuctl.ground.outputs import read_outputs_file
 from tpuctl.services import tpuvm
 from tpuctl.services.training import TrainOptions
 
+from procfixtures import wait_for
 from tpufakes import FakeMetadata
 
 ARTIFACTS = "tpuctl-my-tpu-project-artifacts"
@@ -37,9 +38,9 @@ echo "unexpected: gcloud $*" >&2
 exit 2
 """
 DOCKER = r"""#!/bin/bash
-# The trainer container: runs until the test writes the exit code it ends with into $STUBS/stop (10 s at most).
+# The trainer container: runs until the test writes the exit code it ends with into $STUBS/stop (120 s at most).
 touch "$STUBS/started"
-for _ in $(seq 200); do
+for _ in $(seq 2400); do
   if [ -s "$STUBS/stop" ]; then exit "$(cat "$STUBS/stop")"; fi
   sleep 0.05
 done
@@ -73,15 +74,21 @@ def _script(outputs_file, metadata, *, spot=True) -> str:
     return tpuvm.startup_script(run).replace("http://metadata.google.internal", metadata.url)
 
 
-def _report(gcs, *, changed_from: str | None = None, timeout: float = 5.0) -> str | None:
-    """The host's report once it is there (and not ``changed_from``), within ``timeout`` seconds; else what it is."""
-    deadline = time.monotonic() + timeout
-    while True:
-        blob = gcs.bucket(ARTIFACTS).get_blob(REPORT)
-        text = blob.download_as_text() if blob is not None else None
-        if (text is not None and text != changed_from) or time.monotonic() > deadline:
-            return text
-        time.sleep(0.02)
+def _read_report(gcs) -> str | None:
+    blob = gcs.bucket(ARTIFACTS).get_blob(REPORT)    # an object is there whole or not at all
+    return blob.download_as_text() if blob is not None else None
+
+
+def _report(gcs, *, changed_from: str | None = None) -> str:
+    """The host's report once it is there (and not ``changed_from``)."""
+    return wait_for(lambda: (text if (text := _read_report(gcs)) != changed_from else None),
+                    f"the host's report {'after ' + repr(changed_from) if changed_from else ''}", interval=0.02)
+
+
+def _stop_trainer(stubs, status: str) -> None:
+    """The exit status the stand-in trainer container ends with (written whole)."""
+    (stubs / "stop.tmp").write_text(status)
+    (stubs / "stop.tmp").replace(stubs / "stop")
 
 
 def test_a_preempted_host_reports_it_while_its_trainer_still_runs(outputs_file, gcs, host, metadata):
@@ -89,13 +96,13 @@ def test_a_preempted_host_reports_it_while_its_trainer_still_runs(outputs_file, 
     script = subprocess.Popen(["bash", "-c", _script(outputs_file, metadata)], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     try:
-        assert metadata.wait_for_waiters(1), "the watcher never asked for the preemption flag"
+        assert metadata.wait_for_waiters(1, timeout=120), "the watcher never asked for the preemption flag"
         assert (stubs / "started").exists() and gcs.bucket(ARTIFACTS).get_blob(REPORT) is None
         metadata.preempt()
         assert _report(gcs) == "preempted\n"
         assert script.poll() is None                     # reported before the trainer's container was stopped
-        (stubs / "stop").write_text("143")               # then the VM's shutdown stops the container
-        out, err = script.communicate(timeout=10)
+        _stop_trainer(stubs, "143")                      # then the VM's shutdown stops the container
+        out, err = script.communicate(timeout=60)
     finally:
         if script.poll() is None:
             script.kill()
@@ -109,15 +116,16 @@ def test_the_watcher_waits_again_on_an_answer_that_is_not_true_and_ends_with_the
     try:
         script = subprocess.Popen(["bash", "-c", _script(outputs_file, metadata)], env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)
-        assert metadata.wait_for_waiters(3)
+        assert metadata.wait_for_waiters(3, timeout=120)
         assert gcs.bucket(ARTIFACTS).get_blob(REPORT) is None        # FALSE is no report
-        (stubs / "stop").write_text("0")
-        out, err = script.communicate(timeout=10)
+        _stop_trainer(stubs, "0")
+        out, err = script.communicate(timeout=60)
         assert script.returncode == 0, err
         assert _report(gcs) == "0\n"
         waits = metadata.waits
         metadata.preempt()     # after the run: the watcher was stopped with the trainer, nothing is written
-        assert _report(gcs, changed_from="0\n", timeout=0.5) == "0\n" and metadata.waits <= waits + 1
+        time.sleep(0.5)        # nothing to wait for: a report written now would be a fault
+        assert _read_report(gcs) == "0\n" and metadata.waits <= waits + 1
     finally:
         metadata.stop()
 

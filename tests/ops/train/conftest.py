@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from tpuctl.ground.envs import ops_python, trainer_python
 from clifixtures import run_process
 from gcsfixtures import emulated_buckets
 from httpfakes import fake_factory
+from procfixtures import alive, wait_for
 from vertexfakes import FakeCustomJobs
 
 REPO = Path(__file__).resolve().parents[3]
@@ -53,32 +53,10 @@ def fake_vertex():
         yield make
 
 
-def wait_for(predicate, timeout=30.0, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return False
-
-
-def pid_alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie (psutil-free: os.kill(pid, 0) + /proc state)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 @pytest.fixture
 def tools():
     """Helpers for the tests (conftest modules are not importable under --import-mode=importlib)."""
     from types import SimpleNamespace
 
-    return SimpleNamespace(run_cli=run_cli, wait_for=wait_for, pid_alive=pid_alive, repo=REPO,
+    return SimpleNamespace(run_cli=run_cli, wait_for=wait_for, pid_alive=alive, repo=REPO,
                            ops_python=ops_python(), trainer_python=trainer_python())

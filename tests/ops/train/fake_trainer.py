@@ -23,6 +23,12 @@ log_dir.mkdir(parents=True, exist_ok=True)
 mode = os.environ.get("FAKE_MODE", "ok")
 
 
+def write_whole(path: Path, text: str) -> None:
+    """Written under another name, then renamed: a test reading it never sees half of it."""
+    path.with_name(path.name + ".tmp").write_text(text)
+    path.with_name(path.name + ".tmp").replace(path)
+
+
 def flag(name, default=None):
     return args[args.index(name) + 1] if name in args else default
 
@@ -64,7 +70,7 @@ record = {
     "args": args, "tf_config": tf_config, "pid": os.getpid(), "pgid": os.getpgid(0),
     "env": {k: os.environ.get(k) for k in ("TFHUB_CACHE_DIR", "TF_USE_LEGACY_KERAS", "PYTHONPATH")},
 }
-(log_dir / f"{label}.json").write_text(json.dumps(record))
+write_whole(log_dir / f"{label}.json", json.dumps(record))
 print(f"{label}: epoch 1/1", flush=True)
 
 if mode == "fail":
@@ -74,7 +80,7 @@ if mode == "fail":
 if mode in ("hang", "ignore-term", "worker-fails"):
     if mode == "ignore-term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    (log_dir / f"{label}.ready").write_text("")
+    write_whole(log_dir / f"{label}.ready", "")
     if mode == "worker-fails" and label == "worker-0":
         time.sleep(0.5)
         print("error: Collective ops is aborted by: peer went away (fake)", file=sys.stderr, flush=True)
@@ -115,5 +121,5 @@ if task["type"] == "chief":
     result = {"export_dir": str(export), "val_accuracy": 0.875, "epochs": 1, "model": "small_cnn",
               "strategy": flag("--distribution_strategy"), "num_workers": len(sum(tf_config.get("cluster", {}).values(), [])) or 1,
               "train_examples": 10, "validation_examples": 10}
-    (model_dir / "result.json").write_text(json.dumps(result))
+    write_whole(model_dir / "result.json", json.dumps(result))
     print("tpuctl-result: " + json.dumps(result), flush=True)

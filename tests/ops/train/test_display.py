@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 import pty
 import re
-import select
 import subprocess
-import time
 
 from tpuctl.ground.envs import ops_python
+
+from procfixtures import read_terminal
 
 PROTOCOL = re.compile(r"^(epoch-start|epoch-end|progress|tpuctl-result): ", re.M)
 NOISE = ("Could not find cuda drivers", "failed call to cuInit", "oneDNN custom operations")
@@ -66,22 +66,10 @@ def test_a_terminal_gets_one_live_display_and_the_summary(fake_trainer, tmp_path
     proc = subprocess.Popen([str(ops_python()), "-m", "tpuctl.cli", "train", "--data-dir", str(data)],
                             stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, env=env, cwd=tmp_path)
     os.close(slave)
-    screen = b""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([master], [], [], 0.5)
-        if ready:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:     # the child closed the terminal
-                break
-            if not chunk:
-                break
-            screen += chunk
-        elif proc.poll() is not None:
-            break
-    proc.wait(timeout=30)
-    os.close(master)
+    try:
+        screen = read_terminal(master, proc, "the run to end on its terminal")
+    finally:
+        os.close(master)
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.decode("utf-8", "replace"))
     assert proc.returncode == 0, text[-3000:]
     assert not PROTOCOL.search(text), text

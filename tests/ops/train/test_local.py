@@ -178,8 +178,8 @@ def _start_cluster(tools, env, cwd, workers=2):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     log = Path(env["FAKE_LOG_DIR"])
     labels = ["chief-0"] + [f"worker-{i}" for i in range(workers - 1)]
-    assert tools.wait_for(lambda: all((log / f"{label}.ready").exists() for label in labels), timeout=60), \
-        proc.communicate(timeout=10)
+    tools.wait_for(lambda: all((log / f"{label}.ready").exists() for label in labels),
+                   f"every worker's ready file ({', '.join(labels)})", proc=proc)
     pids = {label: json.loads((log / f"{label}.json").read_text())["pid"] for label in labels}
     return proc, pids
 
@@ -190,7 +190,7 @@ def test_killed_worker_stops_the_others_fast_and_names_the_worker(fake_trainer, 
     os.kill(pids["worker-0"], signal.SIGKILL)
     t0 = time.monotonic()
     out, err = proc.communicate(timeout=30)
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 15   # within a poll and the peers' exit, not when the 30 s wait gives up
     assert proc.returncode == 1
     last = err.strip().splitlines()[-1]
     assert last.startswith(f"error: worker 0 (pid {pids['worker-0']}) was killed by SIGKILL")
