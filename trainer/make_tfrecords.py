@@ -30,6 +30,7 @@ import random
 import signal
 import stat
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -213,11 +214,27 @@ def _decoded(tasks: list[tuple[str, int, str, str]], workers: int, full_decode: 
         return
     pool = ProcessPoolExecutor(min(workers, len(tasks)), mp_context=multiprocessing.get_context("spawn"),
                                initializer=_ignore_sigint)
+    previous_hook = threading.excepthook
+    threading.excepthook = functools.partial(_quiet_cancelled_race, previous_hook)
     try:
         chunk = max(1, min(64, len(tasks) // (workers * 8)))
         yield pool.map(prepare, tasks, chunksize=chunk)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(wait=True, cancel_futures=True)     # joins the executor's manager thread
+        threading.excepthook = previous_hook
+
+
+def _quiet_cancelled_race(previous, args) -> None:
+    """``threading.excepthook`` while the pool lives: a SIGTERM to the process group kills the workers while
+    ``shutdown(cancel_futures=True)`` cancels the queued chunks, and the executor's manager thread then fails to set
+    "broken pool" on a future already cancelled (InvalidStateError, a traceback on stderr after the one error line;
+    seen on a loaded machine). CPython fixed the race in 3.12 (python/cpython gh-107219, PR 108974: the manager
+    ignores it); on 3.11 it is ignored here, and every other thread exception goes to the previous hook."""
+    from concurrent.futures import InvalidStateError
+
+    if args.exc_type is InvalidStateError and type(args.thread).__name__ == "_ExecutorManagerThread":
+        return
+    previous(args)
 
 
 def _read_unchanged(path: Path, checked: tuple[int, int, int]) -> tuple[bool, object]:
