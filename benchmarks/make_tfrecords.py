@@ -68,7 +68,7 @@ def main() -> int:
     parser.add_argument("--full-decode", action="store_true", help="convert with --full-decode")
     args = parser.parse_args()
 
-    from tpuctl.ground.envs import trainer_env, trainer_python
+    from ground.envs import trainer_env, trainer_python
     from tpuctl.services import data as datatools
 
     copy_times, cat_times, convert_times, steady_times = [], [], [], []

@@ -23,7 +23,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tpuctl.ground import domain  # noqa: E402
+from ground import domain  # noqa: E402
 
 
 def example_config(tmp: Path) -> Path:

@@ -17,8 +17,10 @@ import sys
 import time
 from pathlib import Path
 
+from ground.envs import OPS_PACKAGES
+
 REPO = Path(__file__).resolve().parent.parent
-OURS = ("tpuctl", "infra", "policy", "bootstrap", "trainer")
+OURS = (*OPS_PACKAGES, "trainer")
 
 
 def seconds(argv: list[str]) -> float:

@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bootstrap import acl as acl_mod
-from bootstrap import clients, grants
+from bootstrap import grants
 from bootstrap import principals as principals_mod
-from tpuctl.ground import domain
-from tpuctl.ground.errors import UserError
-from tpuctl.ground.outputs import StackOutputs
+from cloud import clients
+from ground import domain
+from ground.errors import UserError
+from ground.outputs import StackOutputs
 
 
 @dataclass

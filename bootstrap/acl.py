@@ -13,9 +13,9 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
-from bootstrap import clients
 from bootstrap.grants import Change, compute_changes, conflict_retry
-from tpuctl.ground.errors import UserError
+from cloud import clients
+from ground.errors import UserError
 
 _ENTITY_PREFIX = {"user": "user", "serviceAccount": "user", "group": "group", "domain": "domain"}
 

@@ -1,6 +1,6 @@
 """``tpuctl doctor``: one line per check, pass/fail, and the command that fixes a failure.
 
-Effective bucket permissions come from the policy pack's access model (``policy.access.AccessModel``), fed with
+Effective bucket permissions come from the policy pack's access model (``ground.access.AccessModel``), fed with
 the IAM policies actually set (bucket policy plus project policy, unconditional bindings only) instead of
 the planned resources: the same role -> permission table, the same required permissions per bucket purpose.
 """
@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from bootstrap import clients, grants, quotas
+from bootstrap import grants, quotas
 from bootstrap import principals as principals_mod
-from policy.access import AccessModel
-from tpuctl.ground import domain
-from tpuctl.ground.errors import UserError
-from tpuctl.ground.outputs import StackOutputs
+from cloud import clients
+from cloud.google import api_exceptions, artifactregistry_v1, auth, auth_exceptions, service_usage_v1
+from ground import domain
+from ground.access import AccessModel
+from ground.errors import UserError
+from ground.outputs import StackOutputs
 
 
 @dataclass(frozen=True)
@@ -62,12 +64,9 @@ def _unreachable(exc: BaseException) -> clients.EndpointUnreachable | None:
 
 
 def check_credentials() -> Check:
-    import google.auth
-    from google.auth.exceptions import DefaultCredentialsError
-
     try:
-        creds, project = google.auth.default()
-    except DefaultCredentialsError:
+        creds, project = auth.default()
+    except auth_exceptions.DefaultCredentialsError:
         if clients.uses_anonymous("storage"):
             return Check("credentials", "pass", "none needed: STORAGE_EMULATOR_HOST points at a local server")
         return Check("credentials", "fail", "no Application Default Credentials found",
@@ -77,8 +76,6 @@ def check_credentials() -> Check:
 
 
 def check_apis(project: str) -> Check:
-    from google.cloud import service_usage_v1
-
     client = clients.gapic(service_usage_v1.ServiceUsageClient, "serviceusage")
     names = [f"projects/{project}/services/{s}" for s in domain.REQUIRED_APIS]
     try:
@@ -128,8 +125,6 @@ def check_hub_cache(client, bucket: str, prefix: str, handles: list[str]) -> Ite
 def check_image_repository(project: str, region: str, repository: str, principals: dict[str, str],
                            client=None) -> Iterator[Check]:
     """The trainer image repository exists (Artifact Registry) and the principals that run jobs can pull."""
-    from google.api_core import exceptions
-    from google.cloud import artifactregistry_v1
 
     name = f"projects/{project}/locations/{region}/repositories/{repository}"
     label = f"image repository {repository}"
@@ -137,7 +132,7 @@ def check_image_repository(project: str, region: str, repository: str, principal
     try:
         client.get_repository(name=name)
         policy = client.get_iam_policy(request={"resource": name})
-    except exceptions.NotFound:
+    except api_exceptions.NotFound:
         yield Check(label, "fail", f"{name} does not exist", "pulumi up (the stack creates it)")
         return
     except Exception as exc:  # noqa: BLE001 - any API failure is this check's failure
@@ -194,13 +189,11 @@ def run_checks(outputs: StackOutputs | None, project: str | None = None) -> Iter
     bucket_policies: dict[str, list | None] = {}
     buckets = dict(outputs.buckets) if outputs else {}
     if buckets:
-        from google.api_core import exceptions
-
         client = clients.storage_client(project)
         for purpose, name in buckets.items():
             try:
                 bucket_policies[name] = _bindings(client.bucket(name).get_iam_policy(requested_policy_version=3))
-            except exceptions.NotFound:
+            except api_exceptions.NotFound:
                 bucket_policies[name] = None
                 yield Check(f"bucket {purpose}", "fail", f"gs://{name} does not exist", "pulumi up")
             except Exception as exc:  # noqa: BLE001

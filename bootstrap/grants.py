@@ -15,8 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from bootstrap import clients
-from tpuctl.ground.errors import UserError
+from cloud import clients
+from cloud.google import api_exceptions, api_iam, api_retry, iam_policy_pb2, json_format, resourcemanager_v3
+from ground.errors import UserError
 
 #: (member, role) pairs one run wants present (grant) or absent (revoke) on one resource.
 Want = tuple[str, str]
@@ -34,12 +35,10 @@ class Change:
 
 
 def conflict_retry():
-    from google.api_core import exceptions, retry
-
     # Full-jitter backoff: with 16 writers on one policy, fixed delays would collide again.
-    return retry.Retry(
-        predicate=retry.if_exception_type(exceptions.Conflict, exceptions.PreconditionFailed,
-                                          exceptions.Aborted),
+    return api_retry.Retry(
+        predicate=api_retry.if_exception_type(api_exceptions.Conflict, api_exceptions.PreconditionFailed,
+                                          api_exceptions.Aborted),
         initial=0.05, maximum=2.0, multiplier=2.0, timeout=300.0,
     )
 
@@ -132,9 +131,6 @@ class ProjectPolicy:
         return None
 
     def read(self):
-        from google.api_core import iam
-        from google.protobuf.json_format import MessageToDict
-
         with clients.google_errors(
             f"reading the IAM policy of project {self.project}",
             not_found=f"project {self.project} does not exist or you cannot see it",
@@ -144,7 +140,7 @@ class ProjectPolicy:
             pb = self.client.get_iam_policy(
                 request={"resource": self.resource, "options": {"requested_policy_version": 3}}
             )
-        return iam.Policy.from_api_repr(MessageToDict(pb))
+        return api_iam.Policy.from_api_repr(json_format.MessageToDict(pb))
 
     write_permission = "resourcemanager.projects.setIamPolicy"
 
@@ -152,18 +148,13 @@ class ProjectPolicy:
         return compute_changes(self.resource, bindings(policy), wanted, revoke)
 
     def write(self, policy, changes: list[Change]) -> None:
-        from google.iam.v1 import policy_pb2
-        from google.protobuf.json_format import ParseDict
-
-        pb = ParseDict(edited(policy, changes).to_api_repr(), policy_pb2.Policy())
+        pb = json_format.ParseDict(edited(policy, changes).to_api_repr(), iam_policy_pb2.Policy())
         self.client.set_iam_policy(request={"resource": self.resource, "policy": pb})
 
 
 def project_policy(project: str, client=None) -> ProjectPolicy:
     """The project's IAM policy target, through ``client`` or a Resource Manager client built by ``clients.gapic``."""
     if client is None:
-        from google.cloud import resourcemanager_v3
-
         client = clients.gapic(resourcemanager_v3.ProjectsClient, "crm")
     return ProjectPolicy(client, project)
 
@@ -198,7 +189,6 @@ def apply(target, wanted: Iterable[Want], revoke: bool) -> list[Change]:
     """Read-modify-write with the etag (or metageneration) read; on conflict re-read and re-apply this
     run's change. Returns the changes actually written (empty when everything was already as wanted).
     """
-    from google.api_core import exceptions
 
     wanted = list(wanted)
 
@@ -211,12 +201,12 @@ def apply(target, wanted: Iterable[Want], revoke: bool) -> list[Change]:
 
     try:
         return conflict_retry()(attempt)()
-    except exceptions.Forbidden as exc:
+    except api_exceptions.Forbidden as exc:
         raise UserError(f"permission denied writing {target.resource}: you need {target.write_permission} "
                         f"({exc.message})", exit_code=1) from None
-    except exceptions.BadRequest as exc:
+    except api_exceptions.BadRequest as exc:
         raise UserError(f"{target.resource} rejected the change: {exc.message}", exit_code=1) from None
-    except exceptions.RetryError:
+    except api_exceptions.RetryError:
         raise UserError(
             f"{target.resource}: it kept changing under us for 5 minutes; run again", exit_code=1
         ) from None

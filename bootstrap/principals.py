@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bootstrap import clients
-from tpuctl.ground import domain
-from tpuctl.ground.errors import UserError
-from tpuctl.ground.polling import poll
+from cloud import clients
+from cloud.google import api_exceptions, iam_admin_v1, resourcemanager_v3, tpu_v2
+from ground import domain
+from ground.errors import UserError
+from ground.polling import poll
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,6 @@ def project_number(project: str, known: str | None = None) -> str:
     """The project number (stack outputs, else resource manager ``get_project``)."""
     if known:
         return str(known)
-    from google.cloud import resourcemanager_v3
 
     client = clients.gapic(resourcemanager_v3.ProjectsClient, "crm")
     with clients.google_errors(
@@ -116,7 +116,6 @@ def generate_service_identity(project: str, service: str, *, poll_seconds: float
 
 def generate_tpu_identity(project: str, zone: str = "us-central1-a", client=None) -> str:
     """Create (or return) the TPU VM agent ``service-N@gcp-sa-tpu…`` through the Cloud TPU v2 API; its e-mail."""
-    from google.cloud import tpu_v2
 
     domain.validate_zone(zone)
     client = client or clients.gapic(tpu_v2.TpuClient, "tpu")
@@ -151,26 +150,20 @@ def _raise_for(resp, doing: str, permission: str) -> None:
 
 
 def iam_client():
-    from google.cloud import iam_admin_v1
-
     return clients.gapic(iam_admin_v1.IAMClient, "iam", transport="grpc")
 
 
 def service_account_exists(project: str, email: str, client=None) -> bool:
-    from google.api_core import exceptions
-
     client = client or iam_client()
     try:
         client.get_service_account(name=f"projects/{project}/serviceAccounts/{email}")
         return True
-    except exceptions.NotFound:
+    except api_exceptions.NotFound:
         return False
 
 
 def ensure_training_sa(project: str, email: str, client=None) -> bool:
     """Look up the training SA; create it when missing. Returns True when it was created."""
-    from google.api_core import exceptions
-    from google.cloud import iam_admin_v1
 
     client = client or iam_client()
     if service_account_exists(project, email, client):
@@ -190,7 +183,7 @@ def ensure_training_sa(project: str, email: str, client=None) -> bool:
                         display_name="tpuctl training", description="Runs tpuctl training jobs (created by tpuctl)"),
                 )
             )
-        except exceptions.AlreadyExists:
+        except api_exceptions.AlreadyExists:
             return False  # a concurrent run created it first
     return True
 

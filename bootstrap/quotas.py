@@ -13,17 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bootstrap import clients
-from tpuctl.ground import domain
-from tpuctl.ground.errors import DomainError, UserError
+from cloud import clients
+from cloud.google import auth, auth_exceptions, cloudquotas_v1
+from ground import domain
+from ground.errors import DomainError, UserError
 
 Echo = Callable[[str], None]
 
 
 
 def quotas_client():
-    from google.cloud import cloudquotas_v1
-
     return clients.gapic(cloudquotas_v1.CloudQuotasClient, "cloudquotas")
 
 
@@ -32,12 +31,10 @@ def quota_api_unreachable() -> str | None:
     not, for the note that a pre-flight quota check was skipped."""
     if clients.endpoint_for("cloudquotas"):
         return None
-    import google.auth
-    from google.auth.exceptions import DefaultCredentialsError
 
     try:
-        google.auth.default()
-    except DefaultCredentialsError:
+        auth.default()
+    except auth_exceptions.DefaultCredentialsError:
         return "no Google credentials (`gcloud auth application-default login`)"
     return None
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from bootstrap import clients, grants, principals
-from tpuctl.ground import domain
-from tpuctl.ground.errors import UserError
+from bootstrap import grants, principals
+from cloud import clients
+from cloud.google import api_exceptions, service_usage_v1
+from ground import domain
+from ground.errors import UserError
 
 STATE_LABELS = {"managed-by": "tpuctl", "purpose": "pulumi-state"}
 
@@ -73,16 +75,12 @@ class AgentStep:
 
 
 def _usage_client():
-    from google.cloud import service_usage_v1
-
     return clients.gapic(service_usage_v1.ServiceUsageClient, "serviceusage")
 
 
 def plan_bootstrap(project: str, bucket: str | None = None, location: str = "US",
                    storage_client=None, usage_client=None, *, agents: bool = False,
                    zone: str = "us-central1-a", crm_client=None) -> BootstrapPlan:
-    from google.api_core import exceptions
-    from google.cloud import service_usage_v1
 
     domain.validate_project_id(project)
     name = domain.bucket_name_from(bucket) if bucket else default_state_bucket(project)
@@ -108,9 +106,9 @@ def plan_bootstrap(project: str, bucket: str | None = None, location: str = "US"
     try:
         fixes = missing_safe_defaults(client.get_bucket(name))
         exists = True
-    except exceptions.NotFound:
+    except api_exceptions.NotFound:
         exists = False
-    except exceptions.Forbidden:
+    except api_exceptions.Forbidden:
         raise UserError(f"gs://{name} exists but you cannot read it (bucket names are global: it may belong to "
                         "someone else); pick another name with --bucket") from None
     steps: list[AgentStep] = []
@@ -160,8 +158,6 @@ def execute(plan: BootstrapPlan, log: Callable[[str], None] = print,
 
 
 def _execute_apis_and_bucket(plan: BootstrapPlan, log, storage_client, usage_client) -> None:
-    from google.api_core import exceptions
-
     if plan.apis_missing:
         usage = usage_client or _usage_client()
         op = usage.batch_enable_services(request={"parent": f"projects/{plan.project}",
@@ -180,11 +176,11 @@ def _execute_apis_and_bucket(plan: BootstrapPlan, log, storage_client, usage_cli
         bucket.labels = dict(STATE_LABELS)
         try:
             client.create_bucket(bucket, project=plan.project, location=plan.location)
-        except exceptions.Conflict:
+        except api_exceptions.Conflict:
             # created meanwhile (a parallel run) or owned by someone else: tell them apart
             try:
                 client.get_bucket(plan.bucket)
-            except exceptions.Forbidden:
+            except api_exceptions.Forbidden:
                 raise UserError(f"gs://{plan.bucket} is taken by someone else; pick another name with --bucket", 1) from None
             log(f"state bucket gs://{plan.bucket} already exists")
             return

@@ -1,16 +1,16 @@
-"""Build Google API clients that honour endpoint redirects (``bootstrap.endpoints``) and fail fast.
+"""Build Google API clients that honour endpoint redirects (``cloud.endpoints``) and fail fast.
 
 An endpoint that cannot be reached (connection refused, DNS failure, no answer within
 ``CONNECT_TIMEOUT_SECONDS``) fails at once with one line naming it and the variable that set it;
 throttling (429) and server errors (5xx) keep their retries. ``storage_client()`` builds a storage
 client with that behaviour (the library would otherwise retry a refused connection for 120 s).
 
-    from bootstrap.clients import gapic
+    from cloud.clients import gapic
     gapic(ProjectsClient, "crm")                  # REST transport, redirect honoured, fails fast
     gapic(IAMClient, "iam", transport="grpc")     # insecure channel on loopback, fails fast
 
 Callers reach the whole of talking to Google through this module: it also exports the endpoint helpers
-(``bootstrap.endpoints``) and the error translation (``bootstrap.google_errors``).
+(``cloud.endpoints``) and the error translation (``cloud.errors``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from bootstrap.endpoints import (
+from cloud.endpoints import (
     CLOUD_PLATFORM_SCOPE,
     CONNECT_TIMEOUT_SECONDS,
     REQUEST_TIMEOUT_SECONDS,
@@ -28,14 +28,15 @@ from bootstrap.endpoints import (
     is_loopback_http,
     uses_anonymous,
 )
-from bootstrap.google_errors import (
+from cloud.errors import (
     EndpointUnreachable,
     as_user_error,
     google_errors,
     unreachable_error,
     unreachable_reason,
 )
-from tpuctl.ground.errors import UserError
+from cloud.google import auth, auth_credentials, auth_requests, iam_grpc_transport, storage
+from ground.errors import UserError
 
 __all__ = [
     "CLOUD_PLATFORM_SCOPE", "CONNECT_TIMEOUT_SECONDS", "REQUEST_TIMEOUT_SECONDS", "EndpointUnreachable", "as_user_error", "authorized_session",
@@ -48,9 +49,7 @@ __all__ = [
 def credentials_for(service: str):
     """AnonymousCredentials for a loopback endpoint, else None (the client then uses ADC)."""
     if uses_anonymous(service):
-        from google.auth.credentials import AnonymousCredentials
-
-        return AnonymousCredentials()
+        return auth_credentials.AnonymousCredentials()
     return None
 
 
@@ -102,11 +101,10 @@ def gapic(client_cls: Any, service: str, *, transport: str = "rest", default_end
 def _insecure_grpc_transport(service: str, host: str):
     """Transport for a loopback test server: GAPIC's own kwargs are dropped for a plaintext channel."""
     import grpc
-    from google.auth.credentials import AnonymousCredentials
 
     transport_cls = _GRPC_TRANSPORTS[service]()
     channel = grpc.intercept_channel(grpc.insecure_channel(host), _fail_fast_interceptor(f"http://{host}"))
-    return transport_cls(host=host, credentials=AnonymousCredentials(), channel=channel)
+    return transport_cls(host=host, credentials=auth_credentials.AnonymousCredentials(), channel=channel)
 
 
 def _secure_grpc_transport(service: str, host: str, gapic_kwargs: dict):
@@ -143,9 +141,7 @@ def _fail_fast_interceptor(url: str):
 
 
 def _iam_grpc_transport():
-    from google.cloud.iam_admin_v1.services.iam.transports.grpc import IAMGrpcTransport
-
-    return IAMGrpcTransport
+    return iam_grpc_transport.IAMGrpcTransport
 
 
 _GRPC_TRANSPORTS = {"iam": _iam_grpc_transport}
@@ -154,13 +150,11 @@ _GRPC_TRANSPORTS = {"iam": _iam_grpc_transport}
 def authorized_session(service: str):
     """A requests session for raw REST calls (APIs without a client library method, e.g.
     serviceusage v1beta1 ``generateServiceIdentity``): anonymous on loopback, ADC otherwise."""
-    import google.auth
-    from google.auth.transport.requests import AuthorizedSession
 
     creds = credentials_for(service)
     if creds is None:
-        creds, _ = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
-    return fail_fast(AuthorizedSession(creds))
+        creds, _ = auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
+    return fail_fast(auth_requests.AuthorizedSession(creds))
 
 
 def _timeouts(timeout: Any) -> Any:
@@ -230,7 +224,6 @@ def storage_client(project: str | None = None):
     """A google-cloud-storage client that fails fast on an unreachable endpoint (see ``fail_fast``).
 
     Honours ``STORAGE_EMULATOR_HOST`` as the library does (anonymous on a loopback emulator)."""
-    from google.cloud import storage
 
     # project=None, not the library's default: no project is inferred (reads, lists and uploads name their
     # bucket), so credentials without a project (`gcloud auth application-default login`) work and nothing

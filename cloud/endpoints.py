@@ -14,7 +14,7 @@ Every service can be pointed elsewhere with an environment variable:
     cloudbilling  TPUCTL_CLOUDBILLING_ENDPOINT   Cloud Billing Catalog v1 (REST; `tpuctl prices refresh`)
 
 An endpoint that is a loopback ``http://`` URL (127.0.0.1, ::1, localhost) gets anonymous credentials
-(``bootstrap.clients``); any other endpoint keeps Application Default Credentials.
+(``cloud.clients``); any other endpoint keeps Application Default Credentials.
 """
 
 from __future__ import annotations

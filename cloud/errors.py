@@ -12,8 +12,9 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from bootstrap.endpoints import CONNECT_TIMEOUT_SECONDS, describe_endpoint
-from tpuctl.ground.errors import UserError
+from cloud.endpoints import CONNECT_TIMEOUT_SECONDS, describe_endpoint
+from cloud.google import api_exceptions
+from ground.errors import UserError
 
 
 class EndpointUnreachable(UserError):
@@ -126,13 +127,11 @@ def google_errors(doing: str | None = None, *, not_found: str | None = None, for
     try:
         yield
     except Exception as exc:
-        from google.api_core import exceptions
-
-        if not_found and isinstance(exc, exceptions.NotFound):
+        if not_found and isinstance(exc, api_exceptions.NotFound):
             raise UserError(not_found, exit_code) from None
-        if forbidden and isinstance(exc, (exceptions.Forbidden, exceptions.PermissionDenied)):
+        if forbidden and isinstance(exc, (api_exceptions.Forbidden, api_exceptions.PermissionDenied)):
             raise UserError(forbidden, exit_code) from None
-        if bad_request and isinstance(exc, exceptions.BadRequest):
+        if bad_request and isinstance(exc, api_exceptions.BadRequest):
             raise UserError(bad_request, exit_code) from None
         translated = as_user_error(exc, doing)
         if translated is None or translated is exc:

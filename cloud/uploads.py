@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from cloud.google import api_exceptions, transfer_manager
+
 Progress = Callable[[int], None]
 
 
@@ -133,7 +135,6 @@ class Upload:
     def run(self, done: Callable[[int], None] | None = None) -> None:
         """Upload in the calling thread. The first failure (in file order) is raised when its window ended;
         ``done(i)`` is called for each file of a window that ended without one. Returns early once stopped."""
-        from google.cloud.storage import transfer_manager
 
         for window in self._windows():
             if self.stop.is_set():
@@ -185,7 +186,6 @@ class Upload:
     def remove(self) -> tuple[int, list[str]]:
         """Delete what this upload created, each object only in the generation it created (another writer's object
         of that name stays), and what is in flight by name. Returns (objects removed, names that could not be)."""
-        from google.api_core import exceptions
 
         created = self.created()
         removed, kept = 0, []
@@ -193,7 +193,7 @@ class Upload:
             try:
                 self.bucket.blob(name).delete(timeout=10, if_generation_match=created.get(name))
                 removed += 1
-            except (exceptions.NotFound, exceptions.PreconditionFailed):  # never created, gone, or someone else's
+            except (api_exceptions.NotFound, api_exceptions.PreconditionFailed):  # never created, gone, or someone else's
                 pass
             except Exception:  # noqa: BLE001 - best effort; the caller names what is left
                 kept.append(name)

@@ -2,7 +2,7 @@
 
 Input is the list of resources a stack registers (type, name, urn, props); output is, per principal
 and bucket, the roles and ACL entries that apply and the storage permissions they add up to
-(``tpuctl.ground.domain.ROLE_STORAGE_PERMISSIONS`` / ``ACL_PERMISSIONS``, from the checked-in snapshot of
+(``ground.domain.ROLE_STORAGE_PERMISSIONS`` / ``ACL_PERMISSIONS``, from the checked-in snapshot of
 Google's role definitions). Project-level roles count on every bucket. The stack rule
 ``training-principals-storage-access``, ``tpuctl plan``'s access map and ``tpuctl doctor`` all use this
 module, so what the plan shows is what the policy checked.
@@ -25,10 +25,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from policy import resources as r
-from tpuctl.ground import domain
-from tpuctl.ground import tokens as T
-from tpuctl.ground.settings import StackSettings
+from ground import domain
+from ground import resources as r
+from ground import tokens as T
+from ground.settings import StackSettings
 
 
 @dataclass

@@ -1,13 +1,45 @@
-"""Durations as tpuctl prints them: one display form for elapsed and lost time, one exact form for a limit.
+"""Durations as tpuctl reads and prints them: one way to read a limit the user gives, one display form for elapsed
+and lost time, one exact form for a limit.
 
-``format_duration`` (what a run took, time lost to a preemption): ``42s``, ``10m05s``, ``2h07m``, ``3d04h``,
-rounded to the unit shown. ``format_exact`` (a limit the user gave, ``--max-run-time``): every unit kept,
+``parse_duration`` (``--max-run-time 1h30m``, ``--max-wait 90m``): ``90m``, ``2h``, ``1h30m``, ``3d``, ``3600s`` or
+bare seconds, within bounds. ``format_duration`` (what a run took, time lost to a preemption): ``42s``, ``10m05s``,
+``2h07m``, ``3d04h``, rounded to the unit shown. ``format_exact`` (a limit the user gave): every unit kept,
 ``1h30m``, ``7d``, so the value reads back as it was typed.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from datetime import timedelta
+
+from ground.errors import UserError
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
+_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def parse_duration(text: str, flag: str, low: timedelta, high: timedelta, why: str = "") -> timedelta:
+    """``text`` as a duration from ``low`` to ``high``; one UserError naming ``flag`` otherwise (``why``: where the
+    bounds come from)."""
+    raw = str(text).strip().lower()
+    shown = str(text)[:40]
+    if re.fullmatch(r"\d+", raw):
+        seconds = float(raw)
+    else:
+        pos, seconds = 0, 0.0
+        for m in _DURATION.finditer(raw):
+            if m.start() != pos:
+                break
+            seconds += float(m.group(1)) * _UNITS[m.group(2)]
+            pos = m.end()
+        if not raw or pos != len(raw):
+            raise UserError(f"{flag} {shown!r}: expected a duration like 90m, 2h, 1h30m or 3d")
+    span = f"{format_exact(low)} to {format_exact(high)}" + (f" ({why})" if why else "")
+    # checked before a timedelta is built: 99999999999999999999d is past what timedelta holds (OverflowError)
+    if not math.isfinite(seconds) or not low.total_seconds() <= seconds <= high.total_seconds():
+        raise UserError(f"{flag} {shown!r} is out of range: {span}")
+    return timedelta(seconds=seconds)
 
 
 def format_duration(seconds: float | None) -> str:

@@ -7,7 +7,10 @@ import sys
 from pathlib import Path
 
 #: Repository root (tpuctl is installed editable into .venv, so this is the checkout).
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
+#: The packages of the ops environment, from the top layer down (pyproject.toml's import contracts); ``trainer`` ships
+#: apart, in its own environment.
+OPS_PACKAGES = ("tpuctl", "bootstrap", "infra", "policy", "cloud", "ground")
 
 
 def ops_python() -> Path:

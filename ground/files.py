@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from tpuctl.ground.errors import UserError
+from ground.errors import UserError
 
 
 def read_head(path: Path, what: str, limit: int, *, folder_hint: str, missing_hint: str,

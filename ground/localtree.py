@@ -15,7 +15,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpuctl.ground.errors import UserError
+from ground.errors import UserError
 
 NAME_MAX = 255                                   # bytes per path segment (Linux, macOS)
 PATH_MAX = os.pathconf("/", "PC_PATH_MAX") if hasattr(os, "pathconf") else 4096

@@ -19,10 +19,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
 
-from tpuctl.ground import domain
-from tpuctl.ground.envs import REPO_ROOT
-from tpuctl.ground.errors import UserError
-from tpuctl.ground.files import read_head
+from ground import domain
+from ground.envs import REPO_ROOT
+from ground.errors import UserError
+from ground.files import read_head
 
 #: Keys of the stack outputs (`pulumi stack output --json`), documented in docs/stack-outputs.md.
 OUTPUT_KEYS: tuple[str, ...] = (

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from tpuctl.ground.errors import UserError
+from ground.errors import UserError
 
 T = TypeVar("T")
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tpuctl.ground import domain
-from tpuctl.ground import tokens as T
+from ground import domain
+from ground import tokens as T
 
 #: Predefined ACLs (bucket or object) that open data to everyone.
 PUBLIC_PREDEFINED_ACLS = frozenset({"publicRead", "publicReadWrite", "authenticatedRead"})
@@ -72,30 +72,23 @@ class _Unknown:
 
 UNKNOWN: Any = _Unknown()
 
-try:  # pulumi_policy's proxies raise this on unknown values; plain dicts never do.
-    from pulumi_policy.proxy import UnknownValueError as _UnknownValueError
-except ImportError:  # pragma: no cover - policy/ always runs in the ops env
-    class _UnknownValueError(Exception):  # type: ignore[no-redef]
-        pass
-
-
 def get(props: Any, *path: Any, default: Any = None) -> Any:
-    """``props[path[0]][path[1]]…`` or ``default`` when missing; ``UNKNOWN`` when unknown at preview."""
+    """``props[path[0]][path[1]]…`` or ``default`` when missing; ``UNKNOWN`` when unknown at preview (the policy pack
+    hands its rules plain values with ``UNKNOWN`` in place of what the engine does not know: ``policy.pack.plain``)."""
     value = props
     for key in path:
-        try:
-            if isinstance(value, Mapping):
-                if key not in value:
-                    return default
-                value = value[key]
-            elif isinstance(value, Sequence) and not isinstance(value, str) and isinstance(key, int):
-                if not -len(value) <= key < len(value):
-                    return default
-                value = value[key]
-            else:
-                return default
-        except _UnknownValueError:
+        if value is UNKNOWN:
             return UNKNOWN
+        if isinstance(value, Mapping):
+            if key not in value:
+                return default
+            value = value[key]
+        elif isinstance(value, Sequence) and not isinstance(value, str) and isinstance(key, int):
+            if not -len(value) <= key < len(value):
+                return default
+            value = value[key]
+        else:
+            return default
     return default if value is None else value
 
 

@@ -30,9 +30,9 @@ from pydantic import (
     model_validator,
 )
 
-from tpuctl.ground import domain
-from tpuctl.ground.errors import ConfigError, DomainError
-from tpuctl.ground.settings_values import (
+from ground import domain
+from ground.errors import ConfigError, DomainError
+from ground.settings_values import (
     SOFT_DELETE_MAX_DAYS,
     Int,
     List,

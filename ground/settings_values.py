@@ -1,6 +1,6 @@
 """How a stack's ``tpuctl:`` values are read: the spellings accepted (text integers, JSON-text arrays, empty text as
 "not set") turned into typed values, and the per-key rules, as pydantic validators of ``StackSettings``
-(tpuctl/ground/settings.py). Their messages are the ones users see after the key."""
+(ground/settings.py). Their messages are the ones users see after the key."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, ValidationInfo
 
-from tpuctl.ground import domain
+from ground import domain
 
 #: GCS accepts a soft-delete retention of 0 (off) or 7-90 days
 #: (cloud.google.com/storage/docs/soft-delete#retention-duration, checked 2026-11).

@@ -11,10 +11,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from tpuctl.ground.envs import REPO_ROOT
-from tpuctl.ground.errors import ConfigError, DomainError
-from tpuctl.ground.files import read_head
-from tpuctl.ground.yamlfile import parse_yaml
+from ground.envs import REPO_ROOT
+from ground.errors import ConfigError, DomainError
+from ground.files import read_head
+from ground.yamlfile import parse_yaml
 
 #: Stack files are a few KB; a file bigger than this is refused before it is parsed.
 MAX_STACK_FILE_BYTES = 1024 * 1024

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tpuctl.ground.errors import DomainError
+from ground.errors import DomainError
 
 #: Deepest YAML nesting accepted: a stack file needs 4 (document, config, a list or a secure mapping), a tuning
 #: spec 4 (document, parameters, a parameter, its values).

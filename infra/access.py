@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_gcp as gcp
 
-from tpuctl.ground import domain
+from ground import domain
 
 #: Access-map entries of the ACL route (keys of domain.ACL_PERMISSIONS).
 ACL_BUCKET_READER = "bucket:READER"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_gcp as gcp
 
-from tpuctl.ground import domain
+from ground import domain
 
 SECONDS_PER_DAY = 86_400
 #: GCS writes usage and storage logs as this group, which needs objects.create on the log bucket

@@ -1,4 +1,4 @@
-"""The program's view of a stack: the one settings model (``tpuctl.ground.settings.StackSettings``) plus the
+"""The program's view of a stack: the one settings model (``ground.settings.StackSettings``) plus the
 hub models' local files, as a frozen ``InfraConfig``.
 
 Every rule is checked before the first resource is registered, and a broken rule raises ``ConfigError``
@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tpuctl.ground import domain
-from tpuctl.ground.envs import REPO_ROOT
-from tpuctl.ground.errors import ConfigError, UserError
-from tpuctl.ground.localtree import scan_tree, user_path
-from tpuctl.ground.settings import ARRAY_KEYS, NAMESPACE, PROVIDER_PROJECT_KEY, StackSettings
+from ground import domain
+from ground.envs import REPO_ROOT
+from ground.errors import ConfigError, UserError
+from ground.localtree import scan_tree, user_path
+from ground.settings import ARRAY_KEYS, NAMESPACE, PROVIDER_PROJECT_KEY, StackSettings
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def from_pulumi_config(root: Path = REPO_ROOT) -> InfraConfig:
     """
     import pulumi
 
-    from tpuctl.ground.stackfile import stack_file_keys
+    from ground.stackfile import stack_file_keys
 
     cfg = pulumi.Config(NAMESPACE)
     known = StackSettings.keys()

@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import google_crc32c
 import pulumi
 import pulumi_gcp as gcp
 
-from tpuctl.ground import domain
-from tpuctl.ground.files import digest_b64
+from cloud.google import crc32c
+from ground import domain
+from ground.files import digest_b64
 
 CREATED_BY = "pulumi up (tpuctl infra HubModelCache)"
 
@@ -42,7 +42,7 @@ class HubModelCacheArgs:
 def layout(model: HubModelFiles, prefix: str) -> domain.HubLayout:
     """Where the model's files, descriptor and manifest go (``domain.hub_layout``, the CLI's layout too);
     deterministic, so an unchanged model is not rewritten."""
-    files = {rel: (path.stat().st_size, digest_b64(path, google_crc32c.Checksum())) for rel, path in model.files
+    files = {rel: (path.stat().st_size, digest_b64(path, crc32c.Checksum())) for rel, path in model.files
              if rel != domain.HUB_MANIFEST}
     return domain.hub_layout(prefix, model.handle, files, CREATED_BY, None)
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from tpuctl.ground import domain
+from cloud.google import tpu_v2
+from ground import domain
 
 
 @dataclass(frozen=True)
@@ -144,8 +145,6 @@ class _TpuIdentityProvider(pulumi.dynamic.ResourceProvider):
     serialize_as_secret_always = False   # the pickle holds no secret
 
     def create(self, props):
-        from google.cloud import tpu_v2
-
         client = tpu_v2.TpuClient()
         parent = f"projects/{props['project']}/locations/{props['location']}"
         response = client.generate_service_identity(request=tpu_v2.GenerateServiceIdentityRequest(parent=parent))

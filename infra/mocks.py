@@ -20,10 +20,10 @@ import pulumi
 from pulumi.runtime import mocks as _mocks
 from pulumi.runtime import settings as _settings
 
+from ground import domain
+from ground import tokens as T
+from ground.outputs import OUTPUT_KEYS
 from infra.config import NAMESPACE, InfraConfig, load_config
-from tpuctl.ground import domain
-from tpuctl.ground import tokens as T
-from tpuctl.ground.outputs import OUTPUT_KEYS
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 DYNAMIC_PROVIDER_KEY = "__provider"

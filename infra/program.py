@@ -7,6 +7,9 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from ground import domain
+from ground.outputs import OUTPUT_KEYS
+from ground.settings import PROVIDER_PROJECT_KEY, StackSettings
 from infra.access import AccessGrants, AccessGrantsArgs
 from infra.buckets import BucketOptions, TrainingBuckets, TrainingBucketsArgs
 from infra.config import ConfigError, InfraConfig
@@ -15,9 +18,6 @@ from infra.identities import ServiceIdentities, ServiceIdentitiesArgs
 from infra.quota import GpuQuota, GpuQuotaArgs, resolve_quota_ids
 from infra.registry import TrainerImageRepository, TrainerImageRepositoryArgs
 from infra.serving import serving_endpoint
-from tpuctl.ground import domain
-from tpuctl.ground.outputs import OUTPUT_KEYS
-from tpuctl.ground.settings import PROVIDER_PROJECT_KEY, StackSettings
 
 
 def _project_number(project: str) -> str:

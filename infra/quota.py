@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from ground import domain
+from ground.errors import DomainError
 from infra.config import ConfigError
-from tpuctl.ground import domain
-from tpuctl.ground.errors import DomainError
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_gcp as gcp
 
-from tpuctl.ground import domain
+from ground import domain
 
 READER_ROLE = "roles/artifactregistry.reader"
 #: Untagged versions are deleted after this long (Artifact Registry takes a duration in seconds).

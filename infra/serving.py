@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import pulumi
 import pulumi_gcp as gcp
 
-from tpuctl.ground import domain
+from ground import domain
 
 
 def serving_endpoint(*, project: str, region: str, display_name: str, labels: Mapping[str, str],

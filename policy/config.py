@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ground.settings import NAMESPACE, StackSettings
 from policy.evaluate import ALL_RULES
 from policy.settings import SCHEMA, SettingsError, settings_from, to_config
-from tpuctl.ground.settings import NAMESPACE, StackSettings
 
 
 def settings_from_stack_values(values: Mapping[str, Any]) -> StackSettings:
@@ -42,8 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1 or args[0] in ("-h", "--help"):
         print("usage: python -m policy.config Pulumi.<stack>.yaml > policy-config.json", file=sys.stderr)
         return 2
-    from tpuctl.ground.domain import DomainError
-    from tpuctl.ground.stackfile import read_stack_config
+    from ground.errors import DomainError
+    from ground.stackfile import read_stack_config
 
     try:
         settings = settings_from_stack_values(read_stack_config(config_file=Path(args[0])))

@@ -6,10 +6,10 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from policy.access import StackResource, check_training_access
+from ground.access import StackResource, check_training_access
+from ground.settings import StackSettings
 from policy.rules import MANDATORY, RESOURCE_RULES, Rule
 from policy.stack_rules import STACK_RULES
-from tpuctl.ground.settings import StackSettings
 
 
 @dataclass(frozen=True)

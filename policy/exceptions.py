@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
-from policy import resources as r
-from tpuctl.ground.errors import DomainError
-from tpuctl.ground.settings import StackSettings
+from ground import resources as r
+from ground.errors import DomainError
+from ground.settings import StackSettings
 
 EXCEPTIONS_FILE = Path(__file__).with_name("exceptions.yaml")
 MATCH_KEYS = ("purpose", "role", "member", "accessMode")

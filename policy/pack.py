@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pulumi_policy import (
@@ -13,12 +14,14 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
+from pulumi_policy.proxy import UnknownValueError
 
-from policy.access import StackResource
+from ground.access import StackResource
+from ground.resources import UNKNOWN
+from ground.settings import StackSettings
 from policy.rules import MANDATORY, RESOURCE_RULES, Rule
 from policy.settings import SettingsError, schema_for, settings_from
 from policy.stack_rules import STACK_RULES
-from tpuctl.ground.settings import StackSettings
 
 PACK_NAME = "tpuctl"
 PACK_DESCRIPTION = ("tpuctl: private, uniform-access training buckets, additive least-privilege IAM, GPU quota "
@@ -26,6 +29,23 @@ PACK_DESCRIPTION = ("tpuctl: private, uniform-access training buckets, additive 
                     "and write its outputs.")
 
 _LEVELS = {MANDATORY: EnforcementLevel.MANDATORY, "advisory": EnforcementLevel.ADVISORY}
+
+
+def plain(value: Any) -> Any:
+    """A resource's properties as the engine hands them to a policy (pulumi_policy's proxies, whose unknown values
+    raise on access) as plain dicts and lists, each value unknown at preview as ``ground.resources.UNKNOWN``: the
+    rules and the access model read plain data only."""
+    def entry(read):
+        try:
+            return plain(read())
+        except UnknownValueError:
+            return UNKNOWN
+
+    if isinstance(value, Mapping):
+        return {key: entry(lambda key=key: value[key]) for key in value}
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return [entry(lambda i=i: value[i]) for i in range(len(value))]
+    return value
 
 
 def _settings(config: Any, report: ReportViolation) -> StackSettings | None:
@@ -47,7 +67,7 @@ def _resource_policy(spec: Rule) -> ResourceValidationPolicy:
         settings = _settings(args.get_config(), report_violation)
         if settings is None:
             return
-        for message in spec.check(args.resource_type, args.props, settings):
+        for message in spec.check(args.resource_type, plain(args.props), settings):
             report_violation(message, None)
 
     return ResourceValidationPolicy(
@@ -62,7 +82,7 @@ def stack_resources(args: StackValidationArgs) -> list[StackResource]:
     out = []
     for res in args.resources:
         sources = {key: [dep.urn for dep in deps] for key, deps in (res.property_dependencies or {}).items()}
-        out.append(StackResource(res.resource_type, res.name, res.urn, res.props,
+        out.append(StackResource(res.resource_type, res.name, res.urn, plain(res.props),
                                  res.parent.urn if res.parent is not None else None, sources))
     return out
 

@@ -3,7 +3,7 @@ from a policy config object (the subset of keys below, each policy declaring the
 
 The same names, types, defaults and rules as the stack config of the Pulumi program (``accessMode``,
 ``existingDataBucket``, ``existingDataBucketAccess``, ``maxGpuQuota``, ``hubCachePrefix``): one model
-(``tpuctl.ground.settings.StackSettings``) validates both and produces the schema each policy declares, so a
+(``ground.settings.StackSettings``) validates both and produces the schema each policy declares, so a
 policy config file can be written from a stack file (``python -m policy.config Pulumi.dev.yaml``) and
 ``tpuctl plan`` hands the stack's values to the rules unchanged.
 """
@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tpuctl.ground import domain
-from tpuctl.ground.errors import ConfigError
-from tpuctl.ground.settings import StackSettings
+from ground import domain
+from ground.errors import ConfigError
+from ground.settings import StackSettings
 
 #: The stack keys the rules read. Their JSON schema (type, default, description, enum/range) comes from
 #: the one settings model the program and ``tpuctl plan`` use; each policy declares the subset it reads.

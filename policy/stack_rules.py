@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from policy import resources as r
-from policy.access import StackResource, check_training_access
+from ground import domain
+from ground import resources as r
+from ground import tokens as T
+from ground.access import StackResource, check_training_access
+from ground.settings import StackSettings
 from policy.rules import MANDATORY, Rule
-from tpuctl.ground import domain
-from tpuctl.ground import tokens as T
-from tpuctl.ground.settings import StackSettings
 
 
 def check_hub_models_complete(resources: Iterable[StackResource], settings: StackSettings) -> list[tuple[str, str | None]]:
@@ -46,7 +46,7 @@ STACK_RULES: tuple[Rule, ...] = (
          MANDATORY, check_training_access, kind="stack",
          config_keys=("existingDataBucket", "existingDataBucketAccess"),
          rationale="The most common TPU job failure is a 403 on storage.objects.list/get minutes into a run. "
-                   "Effective permissions are computed from tpuctl.ground.domain's role table over bucket IAM, ACL "
+                   "Effective permissions are computed from ground.domain's role table over bucket IAM, ACL "
                    "entries and project-level roles; legacyBucketReader/Writer alone lack storage.objects.get."),
     Rule("hub-cache-complete", "Each uploaded hub model folder has saved_model.pb at its root.", MANDATORY,
          check_hub_models_complete, kind="stack", config_keys=("hubCachePrefix",),

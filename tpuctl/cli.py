@@ -9,6 +9,7 @@ right after its line (``os._exit``): threads blocked in the network would otherw
 from __future__ import annotations
 
 import errno
+import importlib
 import os
 import signal
 import sys
@@ -16,18 +17,98 @@ import warnings
 from typing import NoReturn, Sequence
 
 import typer
+from typer._click import Command, Context
+from typer._click import exceptions as click_exc
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
+from cloud.errors import as_user_error
+from ground.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, DomainError, UserError
+from ground.files import printable
 from tpuctl import __version__
-from tpuctl.commands import access, data, hubcache, image, plan, prices, runs, serve, tpu, train, tune
-from tpuctl.ground.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, DomainError, UserError
+from tpuctl.services.supervisor import raise_interrupt, signal_handlers
 
 # google-api-core warns about the interpreter's end of life on every import; the CLI's stderr is for the
 # user's errors. Set once here, before any command imports a Google client.
 warnings.filterwarnings("ignore", message=r"You are using a Python version .* which Google will stop supporting",
                         category=FutureWarning)
 
+#: Every command, in the order `tpuctl --help` lists them: the module that defines it (``register(app)`` adds it),
+#: imported only when the command runs or shows its own help, and its line in `tpuctl --help`. This table is the one
+#: place the CLI loads lazily, so `tpuctl --help` imports no command, service or client
+#: (tests/ops/test_cli_imports.py; benchmarks/startup.py); every other import is at the top of its module.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "plan": ("tpuctl.commands.plan", "Preview a stack offline: the resources it would create, who can read/write which "
+                                     "bucket, policy verdicts."),
+    "grant-access": ("tpuctl.commands.access", "Grant (or revoke) training principals access to buckets, additively "
+                                               "and safely."),
+    "doctor": ("tpuctl.commands.access", "Check credentials, APIs, agents, bucket permissions, hub cache and quota "
+                                         "preferences."),
+    "bootstrap": ("tpuctl.commands.access", "Create the Pulumi state bucket and enable the APIs Pulumi needs before "
+                                            "the first `pulumi up`."),
+    "train": ("tpuctl.commands.train", "Train with the bundled trainer."),
+    "tune": ("tpuctl.commands.tune", "Search hyperparameters (learning rate, batch size, model, epochs) for the "
+                                     "bundled trainer: trials on this machine (local, one after another) or a Vertex "
+                                     "AI hyperparameter tuning job."),
+    "tpu": ("tpuctl.commands.tpu", "TPU VM runs (`tpuctl train --target tpu-vm` starts one): attach to a run from "
+                                   "another shell, list and delete tpuctl's slices."),
+    "runs": ("tpuctl.commands.runs", "Training runs under ./runs (or the stack's artifacts bucket): list, show, "
+                                     "compare."),
+    "board": ("tpuctl.commands.runs", "Start TensorBoard (trainer environment) on a run's logs, or on every run, and "
+                                      "print its URL."),
+    "serve": ("tpuctl.commands.serve", "Serve an export with TF Serving in docker (or podman), in the foreground; "
+                                       "Ctrl-C stops it."),
+    "predict": ("tpuctl.commands.serve", "Top classes of images from a TF Serving URL or a Vertex AI Endpoint (or, "
+                                         "with --batch, a batch job)."),
+    "deploy": ("tpuctl.commands.serve", "Upload an export as a Vertex AI Model and deploy it to an Endpoint (100% of "
+                                        "its traffic)."),
+    "hub-cache": ("tpuctl.commands.hubcache", "TF-Hub models in tensorflow_hub's cache layout "
+                                              "(<TFHUB_CACHE_DIR>/<sha1(handle)>/)."),
+    "data": ("tpuctl.commands.data", "Prepare training data with the trainer's tools (TFRecord shards + manifest), "
+                                     "locally or in gs://."),
+    "image": ("tpuctl.commands.image", "The trainer's container image: one Dockerfile, variants cpu/gpu/tpu, tagged "
+                                       "by a hash of its sources."),
+    "prices": ("tpuctl.commands.prices", "List prices from Google's Cloud Billing Catalog: cache them (refresh) and "
+                                         "show what an accelerator costs per hour (show)."),
+}
+
+
+def load_command(name: str) -> Command:
+    """The command ``name`` as its module defines it (imported now), with the help's value words set."""
+    module = importlib.import_module(COMMANDS[name][0])
+    holder = typer.Typer()
+    module.register(holder)
+    command = typer.main.get_group(holder).commands[name]
+    _metavars(command)
+    return command
+
+
+class _Commands(TyperGroup):
+    """tpuctl's commands from ``COMMANDS``: `tpuctl --help` lists them from the table; running one (or asking for its
+    help) imports its module."""
+
+    listing = False
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        return [*COMMANDS, *(name for name in super().list_commands(ctx) if name not in COMMANDS)]
+
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
+        if cmd_name not in COMMANDS:     # one registered on the app itself (a test's, say)
+            return super().get_command(ctx, cmd_name)
+        if self.listing:        # `tpuctl --help`: the table's line, no import
+            return TyperCommand(cmd_name, short_help=COMMANDS[cmd_name][1], help=COMMANDS[cmd_name][1])
+        return load_command(cmd_name)
+
+    def format_help(self, ctx: Context, formatter) -> None:
+        self.listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self.listing = False
+
+
 app = typer.Typer(
     name="tpuctl",
+    cls=_Commands,
     help="Set up Google Cloud for TensorFlow training on TPUs and GPUs, and run the bundled trainer.",
     no_args_is_help=True,
     add_completion=False,
@@ -48,10 +129,6 @@ def _root(
     """tpuctl: Pulumi program, policy pack, setup commands and trainer for Cloud TPU/GPU training."""
 
 
-for _group in (plan, access, hubcache, train, data, image, runs, tpu, tune, serve, prices):
-    _group.register(app)
-
-
 #: What to type for a value, by parameter name, where its upper-cased name does not say it (RUN, ZONE, REGION and
 #: PROJECT do); typer would show `<str>`, `<int range>`, `<list[str]>`.
 _METAVARS = {
@@ -69,9 +146,6 @@ _METAVARS = {
 def _metavars(command) -> None:
     """Help that says what to type: flags show no type, choices their values, every other value a word
     (RUN, ZONE, HOURS…) instead of typer's `<str>`; ranges and defaults are shown by typer after it."""
-    from typer._click import Context
-    from typer.core import TyperArgument, TyperGroup, TyperOption
-
     for sub in getattr(command, "commands", {}).values() if isinstance(command, TyperGroup) else ():
         _metavars(sub)
     help_option = command.get_help_option(Context(command))    # created once, cached by the command
@@ -96,8 +170,6 @@ def _readable(word: str) -> str:
 
 
 def _error(message: str, code: int) -> int:
-    from tpuctl.ground.files import printable
-
     # an error line often quotes a file name or a file's or server's text: escape sequences never reach the terminal
     text = " ".join(_readable(w) for w in printable(message).split()) or "unknown error"
     if len(text) > _LINE_LIMIT:
@@ -131,17 +203,13 @@ def _end_now(code: int) -> NoReturn:
 def run(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default: sys.argv[1:]) and return the exit status; never raises. An error that
     abandoned threads (``UserError.abandoned_threads``) ends the process instead, after its line."""
-    from typer._click import exceptions as click_exc
-
-    from tpuctl.services.supervisor import raise_interrupt, signal_handlers
-
     args = list(sys.argv[1:] if argv is None else argv)
     # SIGTERM behaves like Ctrl-C (cleanup in ``finally`` blocks, "interrupted", exit 130) instead of killing
     # the process mid-write. Commands that supervise work install their own handlers on top.
     with signal_handlers(raise_interrupt, (signal.SIGTERM,)):
         try:
             command = typer.main.get_command(app)
-            _metavars(command)
+            _metavars(command)      # the root's own options (each command's are set when it is loaded)
             rv = command(args=args, prog_name="tpuctl", standalone_mode=False)
         except UserError as exc:
             code = _error(str(exc), exc.exit_code)
@@ -168,8 +236,6 @@ def run(argv: Sequence[str] | None = None) -> int:
                 raise
             return _error(_path_error(exc), EXIT_BAD_INPUT)
         except Exception as exc:
-            from bootstrap.clients import as_user_error
-
             translated = as_user_error(exc)
             if translated is None:
                 raise

@@ -10,23 +10,22 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import os
-import re
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from trainer.errors import ArgumentParser, UsageError
+from trainer.flags import (
+    EXPORT_CHOICES,
+    LR_SCHEDULES,
+    MAX_SEED,
+    MIXED_PRECISION,
+    MODELS,
+    STRATEGIES,
+    TASK_BOUNDS,
+    Bound,
+)
 from trainer.paths import join_path
 
-STRATEGIES = ("auto", "tpu", "gpu", "multi_worker", "one_device", "cpu", "central_storage", "parameter_server")
-#: --mixed_precision: auto = bfloat16 on TPUs, off elsewhere.
-MIXED_PRECISION = ("auto", "bfloat16", "float16", "off")
-MODELS = ("small_cnn", "resnet50", "hub")
-#: --lr_schedule: warm-up, then cosine decay to 0 / x0.1 steps at 50 % and 75 % of training / flat.
-LR_SCHEDULES = ("cosine", "step", "constant")
-#: --export: the epoch with the best validation accuracy, or the last epoch.
-EXPORT_CHOICES = ("best", "last")
 #: --learning_rate is the peak rate at this global batch size; other batches scale it by
 #: sqrt(batch / REFERENCE_BATCH) (the square-root rule for Adam), see trainer.models.peak_learning_rate.
 REFERENCE_BATCH = 32
@@ -35,90 +34,6 @@ REFERENCE_BATCH = 32
 DEFAULT_IMAGE_SIZE = 224
 
 
-# ---------------------------------------------------------------------------------------------- bounds
-@dataclasses.dataclass(frozen=True)
-class Bound:
-    """The documented range of one numeric flag; the single place its limits are written down.
-
-    ``parse`` is the argparse ``type`` (text -> value), ``check`` validates a value given in code
-    (``TrainConfig``, ``convert(...)``): both refuse non-finite, out-of-range and non-integer values.
-    """
-
-    low: float
-    high: float
-    integer: bool = True
-    low_open: bool = False  # low itself is not allowed (0 < x)
-    high_open: bool = False  # high itself is not allowed (x < 1)
-    note: str = ""  # what a special value means, e.g. "0 = all"
-
-    def describe(self) -> str:
-        kind = "an integer" if self.integer else "a number"
-        lo, hi = _num(self.low), _num(self.high)
-        if self.low_open or self.high_open:
-            rng = f"{lo} {'<' if self.low_open else '<='} x {'<' if self.high_open else '<='} {hi}"
-        else:
-            rng = f"from {lo} to {hi}"
-        return f"{kind} {rng}" + (f"; {self.note}" if self.note else "")
-
-    def _in_range(self, value: float) -> bool:
-        above = value > self.low if self.low_open else value >= self.low
-        below = value < self.high if self.high_open else value <= self.high
-        return above and below
-
-    def parse(self, text: str) -> int | float:
-        text = str(text)
-        shown = text if len(text) <= 40 else text[:37] + "..."
-        if self.integer and _WHOLE_WITH_POINT.match(text):
-            # a whole number written with a decimal point: how Vertex AI passes a tuning trial's DISCRETE
-            # values ("128.0"), and possibly INTEGER ones (not verified) -- the same whole number
-            text = text.split(".", 1)[0]
-        try:
-            value: int | float = int(text) if self.integer else float(text)
-        except ValueError:  # also digits beyond Python's int-conversion limit
-            raise argparse.ArgumentTypeError(f"expected {self.describe()}, got {shown!r}") from None
-        if not self.integer and not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"expected a finite number ({self.describe()}), got {shown!r}")
-        if not self._in_range(value):
-            raise argparse.ArgumentTypeError(f"expected {self.describe()}, got {shown!r}")
-        return value
-
-    def check(self, flag: str, value: Any) -> None:
-        ok = ((isinstance(value, int) if self.integer else isinstance(value, (int, float)))
-              and not isinstance(value, bool) and (self.integer or math.isfinite(value)))
-        if not ok or not self._in_range(value):
-            raise UsageError(f"{flag} must be {self.describe()}, got {value!r}")
-
-
-_WHOLE_WITH_POINT = re.compile(r"^\s*[+-]?\d{1,30}\.0*\s*$")
-
-
-def _num(x: float) -> str:
-    if float(x).is_integer() and abs(x) >= 10_000:
-        return f"{int(x):_}"
-    return f"{x:g}" if isinstance(x, float) else str(x)
-
-
-#: Largest seed: numpy / keras.utils.set_random_seed take 0 .. 2**32 - 1.
-MAX_SEED = 2**32 - 1
-
-#: Every numeric flag of ``python -m trainer.task`` (documented in docs/trainer.md, shown in --help).
-TASK_BOUNDS: dict[str, Bound] = {
-    "train_epochs": Bound(1, 100_000),
-    "train_batch_size": Bound(1, 65_536),
-    "validation_batch_size": Bound(1, 65_536),
-    "num_gpus": Bound(0, 64, note="0 = every visible GPU"),
-    "learning_rate": Bound(0, 10, integer=False, low_open=True, high_open=True),
-    "steps_per_epoch": Bound(0, 1_000_000, note="0 = train examples // batch size"),
-    # A buffer of 2**63-1 records made TensorFlow's shuffle segfault (exit 139); memory = buffer x record size.
-    "shuffle_buffer": Bound(1, 1_000_000),
-    "seed": Bound(0, MAX_SEED),
-    "cluster_timeout_seconds": Bound(1, 3600),
-    "virtual_gpus": Bound(0, 16, note="0 = do not split the GPU"),
-    "warmup_epochs": Bound(0, 1000, integer=False),
-    "early_stopping_patience": Bound(0, 100_000, note="0 = off"),
-    "backup_every_steps": Bound(0, 1_000_000, note="0 = at each epoch's end only"),
-    "backup_every_minutes": Bound(0, 10_080, integer=False, note="0 = off; runs of one worker"),
-}
 #: --gpu_memory in MB (the other accepted value is ``growth``).
 GPU_MEMORY_MB = Bound(64, 1_048_576)
 #: Memory of each virtual GPU (--virtual_gpus) when --gpu_memory gives no size.
@@ -217,7 +132,7 @@ def _image_size(text: str) -> tuple[int, int]:
         dims = []
     if len(dims) == 1:
         dims = dims * 2
-    if len(dims) != 2 or not all(IMAGE_SIDE._in_range(d) for d in dims):
+    if len(dims) != 2 or not all(IMAGE_SIDE.contains(d) for d in dims):
         raise argparse.ArgumentTypeError(
             f"expected a side like 224 or HxW like 224x160, each side {IMAGE_SIDE.describe()}, got {shown!r}")
     return dims[0], dims[1]

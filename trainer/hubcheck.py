@@ -9,7 +9,7 @@ or gs://) and checks that every listed file is there with its size. CRC32C is ch
 objects are written and by ``tpuctl doctor``; here only sizes (reading every byte would cost a download).
 
 Standard library and TensorFlow only: the trainer ships alone. The manifest format is
-``tpuctl.ground.domain.hub`` (``HUB_MANIFEST``, ``HUB_MANIFEST_FORMAT``, ``HUB_STAGING``); tests check
+``ground.domain.hub`` (``HUB_MANIFEST``, ``HUB_MANIFEST_FORMAT``, ``HUB_STAGING``); tests check
 the two agree. ``python -m trainer.hubcheck HANDLE [--cache_dir DIR]`` runs the same check.
 """
 

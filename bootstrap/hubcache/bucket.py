@@ -11,10 +11,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from bootstrap.hubcache.model import SAVED_MODEL, LocalFile, Materialized, Progress, handle_from_descriptor, utc_now
-from bootstrap.uploads import upload_files
-from tpuctl.ground import domain
-from tpuctl.ground.errors import UserError
-from tpuctl.ground.files import digest_b64
+from cloud.google import api_exceptions
+from cloud.uploads import upload_files
+from ground import domain
+from ground.errors import UserError
+from ground.files import digest_b64
 
 # --------------------------------------------------------------------------------------------
 # Bucket side: upload with skip-unchanged, listing
@@ -58,11 +59,9 @@ def _commit_copy(bucket, src, dest_name: str) -> None:
 
 
 def _read_manifest(blob) -> bytes | None:
-    from google.api_core import exceptions
-
     try:
         return blob.download_as_bytes()
-    except exceptions.NotFound:
+    except api_exceptions.NotFound:
         return None
 
 
@@ -82,7 +81,7 @@ def upload_model(bucket, prefix: str, m: Materialized, workers: int = 8,
     An interruption anywhere leaves either the previous complete folder (steps 1-2) or a folder without
     a valid manifest (3-4), which ``ls``, ``tpuctl doctor`` and the trainer report as incomplete.
     """
-    from bootstrap.clients import google_errors
+    from cloud.clients import google_errors
 
     domain.validate_hub_prefix(prefix)
     client = bucket.client
@@ -155,7 +154,7 @@ def upload_model(bucket, prefix: str, m: Materialized, workers: int = 8,
 
 def _remove_staging(bucket, staging_prefix: str) -> int:
     """Delete every staging object of one model (this run's and strays of interrupted runs)."""
-    from bootstrap.clients import google_errors
+    from cloud.clients import google_errors
 
     with google_errors(f"removing gs://{bucket.name}/{staging_prefix}*"):
         blobs = list(bucket.client.list_blobs(bucket, prefix=staging_prefix))

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from tpuctl.ground import domain, localtree
-from tpuctl.ground.errors import UserError
-from tpuctl.ground.files import digest_b64
-from tpuctl.ground.localtree import scan_tree
+from cloud.google import crc32c
+from ground import domain, localtree
+from ground.errors import UserError
+from ground.files import digest_b64
+from ground.localtree import scan_tree
 
 DEFAULT_LOCAL_CACHE = Path(".tpuctl-cache/hub")
 DOWNLOAD_TIMEOUT = 60
@@ -89,7 +90,7 @@ def _download_failure(exc: BaseException, url: str) -> str:
     library's own text (``HTTPConnectionPool(host=…): Max retries exceeded … Caused by …``) only as a last resort."""
     import requests
 
-    from bootstrap.google_errors import unreachable_reason
+    from cloud.errors import unreachable_reason
 
     host = urlsplit(getattr(getattr(exc, "request", None), "url", None) or url).netloc
     reason = unreachable_reason(exc)
@@ -200,9 +201,7 @@ class LocalFile:
 
     def crc32c(self) -> str:
         if self._crc is None:
-            import google_crc32c
-
-            self._crc = digest_b64(self.path, google_crc32c.Checksum())
+            self._crc = digest_b64(self.path, crc32c.Checksum())
         return self._crc
 
 

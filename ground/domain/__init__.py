@@ -2,8 +2,8 @@
 
 Pure Python on purpose: no pulumi, no google-cloud client, no TensorFlow, nothing of tpuctl above
 the ground layer. Every function returns a value or raises ``DomainError`` with a one-line message
-that says what to fix. Import ``from tpuctl.ground import domain`` and ask ``domain.<fact>``; code
-that needs one concern only may import its module (``tpuctl.ground.domain.hub``).
+that says what to fix. Import ``from ground import domain`` and ask ``domain.<fact>``; code
+that needs one concern only may import its module (``ground.domain.hub``).
 
 The exports are written out (no star import): a fact used outside its module is listed here once, under the
 module that defines it (``EXPORTS``); everything else stays the module's own. A module is imported when one of
@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from tpuctl.ground.errors import DomainError
+from ground.errors import DomainError
 
 #: Each module's facts used outside it (the package's exports).
 EXPORTS: dict[str, tuple[str, ...]] = {

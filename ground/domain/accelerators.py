@@ -10,9 +10,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from tpuctl.ground.domain.names import nearest_multi_region, validate_region
-from tpuctl.ground.domain.tpu import TpuSlice, tpu_slice_key, vertex_tpu, vertex_tpu_names
-from tpuctl.ground.errors import DomainError
+from ground.domain.names import nearest_multi_region, validate_region
+from ground.domain.tpu import TpuSlice, tpu_slice_key, vertex_tpu, vertex_tpu_names
+from ground.errors import DomainError
 
 
 @dataclass(frozen=True)

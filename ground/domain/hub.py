@@ -7,7 +7,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from tpuctl.ground.errors import DomainError
+from ground.errors import DomainError
 
 DEFAULT_HUB_CACHE_PREFIX = "model-cache"
 _HUB_DIR = re.compile(r"^[0-9a-f]{40}$")

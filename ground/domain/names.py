@@ -11,7 +11,7 @@ import ipaddress
 import re
 from collections.abc import Mapping
 
-from tpuctl.ground.errors import DomainError
+from ground.errors import DomainError
 
 _BUCKET_CHARS = re.compile(r"^[a-z0-9][a-z0-9._-]*[a-z0-9]$")
 _PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
@@ -184,3 +184,22 @@ def availability_warning(label: str, end: datetime.date | None, today: datetime.
     if days <= AVAILABILITY_WARNING_DAYS:
         return f"warning: {label} reaches its end of availability on {end.isoformat()} ({days} days); {soon}"
     return None
+
+
+#: A container image reference, as Docker's own grammar has it (github.com/distribution/reference, regexp.go:
+#: ``[host[:port]/]component(/component)*[:tag][@algorithm:hex]``, lowercase path components, a tag of at most
+#: 128 word characters, dots and dashes). Anything else would reach a request or a command line as typed.
+_IMAGE_HOST = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]{1,5})?/)"
+_IMAGE_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_REF = re.compile(rf"{_IMAGE_HOST}?{_IMAGE_COMPONENT}(?:/{_IMAGE_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
+                        r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
+
+
+def validate_image_ref(value: str, what: str = "image") -> str:
+    """A container image reference (``_IMAGE_REF``), refused in one line otherwise (the same for every target)."""
+    if len(value) > 512 or not _IMAGE_REF.fullmatch(value):
+        shown = value if len(value) <= 80 else value[:77] + "..."
+        raise DomainError(f"{what} {shown!r} is not a container image reference (REGISTRY/PATH/IMAGE:TAG or "
+                          "…@sha256:DIGEST, lowercase path)")
+    return value
+

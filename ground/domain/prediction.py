@@ -29,8 +29,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from tpuctl.ground.domain.names import availability_warning, nearest_multi_region
-from tpuctl.ground.errors import DomainError
+from ground.domain.names import availability_warning, nearest_multi_region
+from ground.errors import DomainError
 
 # --------------------------------------------------------------------------------------------
 # TF Serving (local docker / podman)

@@ -46,7 +46,7 @@ import re
 from dataclasses import dataclass, field
 from importlib import resources as _resources
 
-from tpuctl.ground.errors import DomainError
+from ground.errors import DomainError
 
 __all__ = [
     "CATALOG_SERVICES", "USAGE_ON_DEMAND", "USAGE_PREEMPTIBLE", "UNIT_HOUR", "UNIT_GIB_HOUR", "REFRESH_COMMAND",
@@ -306,6 +306,6 @@ class Snapshot:
 
 
 def load_snapshot() -> Snapshot:
-    raw = json.loads(_resources.files("tpuctl.ground.domain").joinpath(SNAPSHOT_FILE).read_text(encoding="utf-8"))
+    raw = json.loads(_resources.files("ground.domain").joinpath(SNAPSHOT_FILE).read_text(encoding="utf-8"))
     source = f"{raw['repository']} {raw['path']} at commit {raw['commit'][:12]}"
     return Snapshot(source, raw["read_on"], raw["note"], raw["per_chip"])

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tpuctl.ground.domain.names import validate_account_id
-from tpuctl.ground.domain.storage_iam import PUBLIC_MEMBERS
-from tpuctl.ground.errors import DomainError
+from ground.domain.names import validate_account_id
+from ground.domain.storage_iam import PUBLIC_MEMBERS
+from ground.errors import DomainError
 
 #: How a service agent comes to exist (shared/REFERENCE.md "Google Cloud facts", verified 2026-11):
 #: serviceusage: Service Usage ``generateServiceIdentity`` creates the service's PRIMARY agent (Pulumi

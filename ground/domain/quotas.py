@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tpuctl.ground.domain.accelerators import GPU_TYPES, Accelerator, GpuType, gpu_type
-from tpuctl.ground.domain.names import validate_region
-from tpuctl.ground.domain.tpu import TPU_SLICES, TpuSlice
-from tpuctl.ground.domain.tpuvm import validate_tpu_vm_zone
-from tpuctl.ground.errors import DomainError
+from ground.domain.accelerators import GPU_TYPES, Accelerator, GpuType, gpu_type
+from ground.domain.names import validate_region
+from ground.domain.tpu import TPU_SLICES, TpuSlice
+from ground.domain.tpuvm import validate_tpu_vm_zone
+from ground.errors import DomainError
 
 #: Default cap of the policy pack on one GPU quota preference (stack key maxGpuQuota).
 DEFAULT_MAX_GPU_QUOTA = 16

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from importlib import resources as _resources
 from typing import Any
 
-from tpuctl.ground.errors import DomainError
+from ground.errors import DomainError
 
 #: The four training buckets, keyed by the purpose the user knows them by.
 BUCKET_PURPOSES: tuple[str, ...] = ("data", "staging", "artifacts", "hub-cache")
@@ -87,7 +87,7 @@ SNAPSHOT_FACTS = ("PREDEFINED_ROLES_SOURCE", "ROLE_PERMISSIONS", "ROLE_STORAGE_P
 @_functools.cache
 def _facts() -> dict[str, Any]:
     snapshot = _json.loads(
-        _resources.files("tpuctl.ground.domain").joinpath("data/predefined_roles.json").read_text(encoding="utf-8"))
+        _resources.files("ground.domain").joinpath("data/predefined_roles.json").read_text(encoding="utf-8"))
     roles = {role: frozenset(entry["includedPermissions"]) for role, entry in snapshot["roles"].items()}
     storage = {role: frozenset(p[len("storage."):] for p in perms if p.startswith("storage."))
                for role, perms in roles.items()}

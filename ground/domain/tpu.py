@@ -34,7 +34,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
-from tpuctl.ground.errors import DomainError
+from ground.errors import DomainError
 
 #: Facts of this module that no Google page confirmed (``[unverified: id]`` where used; listed in docs/tpu-vm.md).
 UNVERIFIED_TPU_FACTS: dict[str, str] = {

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from tpuctl.ground.domain.names import validate_zone
-from tpuctl.ground.errors import DomainError
+from ground.domain.names import validate_zone
+from ground.errors import DomainError
 
 #: Labels tpuctl puts on every TPU VM it creates (``list``/``delete`` only touch resources that carry the first).
 TPU_VM_MANAGED_LABEL = ("managed-by", "tpuctl")

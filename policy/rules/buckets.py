@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from policy import resources as r
+from ground import domain
+from ground import resources as r
+from ground import tokens as T
+from ground.settings import StackSettings
 from policy.exceptions import accepted
 from policy.rules.base import ADVISORY, MANDATORY, resource_rule
-from tpuctl.ground import domain
-from tpuctl.ground import tokens as T
-from tpuctl.ground.settings import StackSettings
 
 
 @resource_rule("bucket-public-access-prevention",

@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from policy import resources as r
+from ground import domain
+from ground import resources as r
+from ground import tokens as T
+from ground.settings import StackSettings
 from policy.exceptions import accepted
 from policy.rules.base import ADVISORY, MANDATORY, resource_rule
-from tpuctl.ground import domain
-from tpuctl.ground import tokens as T
-from tpuctl.ground.settings import StackSettings
 
 _IAM_AND_ACL = T.IAM_TYPES | T.ACL_TYPES | frozenset({T.BUCKET_OBJECT})
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from policy import resources as r
+from ground import domain
+from ground import resources as r
+from ground import tokens as T
+from ground.settings import StackSettings
 from policy.rules.base import MANDATORY, resource_rule
-from tpuctl.ground import domain
-from tpuctl.ground import tokens as T
-from tpuctl.ground.settings import StackSettings
 
 _HEXISH40 = re.compile(r"^[0-9a-fA-F]{40}$")
 _DESCRIPTOR = re.compile(r"^[0-9a-f]{40}\.descriptor\.txt$")
@@ -36,7 +36,7 @@ def check_hub_cache_layout(rtype: str, props: Any, settings: StackSettings) -> l
                     "nothing may sit directly under the prefix"]
         if not domain.is_hub_cache_key(rest[0]):
             return [f"object {name}: folder {rest[0]!r} is not the 40-hex sha1 of a handle, so tensorflow_hub "
-                    f"will not find it; upload to {prefix}/<sha1(handle)>/… (tpuctl.ground.domain.hub_object_name)"]
+                    f"will not find it; upload to {prefix}/<sha1(handle)>/… (ground.domain.hub_object_name)"]
         return []
     if any(_HEXISH40.match(p) for p in parts[:-1]):
         return [f"object {name} looks like a hub cache file but is not under hubCachePrefix {prefix!r}; "

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.ground import domain
-from tpuctl.ground.envs import REPO_ROOT, ops_python, trainer_env, trainer_python
-from tpuctl.ground.outputs import parse_outputs
+from ground import domain
+from ground.envs import REPO_ROOT, ops_python, trainer_env, trainer_python
+from ground.outputs import parse_outputs
 
 from gcsfixtures import storage_emulator
 from hubfixtures import ModelServer, build_tiny_module, download_prefix, tar_folder

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.ground.envs import REPO_ROOT, ops_python
+from ground.envs import REPO_ROOT, ops_python
 
 from netfixtures import OFFLINE
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.ground.envs import REPO_ROOT, ops_python
+from ground.envs import OPS_PACKAGES, REPO_ROOT, ops_python
 
-PACKAGES = ("tpuctl", "infra", "policy", "bootstrap", "trainer")
+PACKAGES = (*OPS_PACKAGES, "trainer")
 
 
 def _copy_tree(dest: Path) -> Path:
@@ -34,15 +34,21 @@ def _append(path: Path, line: str) -> None:
 
 @pytest.mark.parametrize("target, line, contract", [
     # the ground layer may not reach up into the CLI toolkit ...
-    ("tpuctl/ground/errors.py", "import typer", "Only the CLI renders"),
+    ("ground/errors.py", "import typer", "Only the CLI renders"),
     # ... nor into the layers above it
-    ("tpuctl/ground/outputs.py", "from infra import config", "Layers"),
+    ("ground/outputs.py", "from infra import config", "Folders are layers"),
+    # ... nor into the Google client adapter above it
+    ("ground/files.py", "from cloud import clients", "Folders are layers"),
     # bootstrap acts on live APIs; it does not call the CLI
-    ("bootstrap/state.py", "from tpuctl.commands import access", "Layers"),
+    ("bootstrap/state.py", "from tpuctl.commands import access", "Folders are layers"),
     # infra and policy are independent siblings
-    ("policy/rules/buckets.py", "from infra import buckets", "Layers"),
+    ("policy/rules/buckets.py", "from infra import buckets", "Folders are layers"),
+    # no circle between the modules of a package, not even through a function-local import
+    ("tpuctl/services/runs/spec.py", "def _later():\n    from tpuctl.services.runs import local", "No circles"),
+    # a Google library is imported in the adapter only
+    ("bootstrap/quotas.py", "from google.cloud import storage", "in the adapter"),
     # the trainer ships alone
-    ("trainer/task.py", "from tpuctl.ground import domain", "The trainer ships alone"),
+    ("trainer/task.py", "from ground import domain", "The trainer ships alone"),
     ("trainer/data.py", "import google.cloud.storage", "The trainer ships alone"),
     # the ops side knows the trainer only through its line protocol
     ("bootstrap/hubcache/model.py", "from trainer import data", "line protocol"),
@@ -59,8 +65,8 @@ def test_a_wrong_import_breaks_its_contract(tmp_path, target, line, contract):
 def test_ruff_catches_an_unused_import_and_a_noqa_that_suppresses_nothing(tmp_path):
     ruff = [str(ops_python()), "-m", "ruff", "check", "--no-cache", "--output-format", "concise"]
     tree = _copy_tree(tmp_path)
-    _append(tree / "tpuctl/ground/envs.py", "import json")
-    _append(tree / "tpuctl/ground/errors.py", "ANSWER = 42  # noqa: E501")
+    _append(tree / "ground/envs.py", "import json")
+    _append(tree / "ground/errors.py", "ANSWER = 42  # noqa: E501")
     dirty = subprocess.run([*ruff, "."], cwd=tree, capture_output=True, text=True, timeout=300)
     assert dirty.returncode != 0, dirty.stdout[-2000:]
     assert "envs.py" in dirty.stdout and "F401" in dirty.stdout, dirty.stdout[-2000:]

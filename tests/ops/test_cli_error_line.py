@@ -50,7 +50,7 @@ def test_a_tilde_naming_no_user_is_one_line_wherever_a_local_path_is_read(tmp_pa
 HANGING_COMMAND = """
 import sys, threading
 from tpuctl import cli
-from tpuctl.ground.errors import UserError
+from ground.errors import UserError
 
 @cli.app.command("hang")
 def hang():
@@ -67,7 +67,7 @@ def test_an_error_that_abandoned_threads_ends_the_process_without_joining_them()
     CLI prints the one line, flushes what was written and ends at once instead of joining it at exit."""
     import subprocess
 
-    from tpuctl.ground.envs import ops_python
+    from ground.envs import ops_python
 
     proc = subprocess.run([str(ops_python()), "-c", HANGING_COMMAND, "hang"], capture_output=True, text=True,
                           timeout=30)   # with a plain UserError it never ends

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.ground import domain
-from tpuctl.ground.domain import DomainError
+from ground import domain
+from ground.envs import OPS_PACKAGES
+from ground.errors import DomainError
 
 
 @pytest.mark.parametrize("name", ["abc", "my-bucket_1", "a.b.c", "x" * 63, "tpuctl-proj-123-data"])
@@ -126,7 +127,7 @@ def test_hub_cache_key_is_sha1_of_exact_handle():
 # --------------------------------------------------------------------------------------------
 
 REPO = Path(__file__).resolve().parents[2]
-SCANNED = ("tpuctl", "infra", "policy", "bootstrap", "docs", "tests", "scripts", "trainer")
+SCANNED = (*OPS_PACKAGES, "docs", "tests", "scripts", "trainer")
 #: "roles/..." text that is not a predefined role: placeholders in messages and prose.
 NOT_ROLES = {"roles/NAME", "roles/members", "roles/x"}   # roles/x: a wrong-typed value in the fuzz inputs
 #: A predefined role; "projects/P/roles/R" (a custom role) is excluded by the look-behind.
@@ -150,7 +151,7 @@ def test_role_snapshot_covers_every_role_in_the_code():
     found = _role_strings_in_tree()
     assert "roles/storage.objectViewer" in found and "roles/viewer" in found  # the scan really reads the tree
     missing = {role: where for role, where in found.items() if role not in domain.ROLE_PERMISSIONS}
-    assert missing == {}, "add these roles to tpuctl/ground/domain/data/predefined_roles.json"
+    assert missing == {}, "add these roles to ground/domain/data/predefined_roles.json"
 
 
 def test_role_snapshot_names_its_source_and_keeps_full_permission_lists():
@@ -386,7 +387,7 @@ _PERMISSION_HINT = re.compile(r"\b([a-z]+(?:\.[A-Za-z]+){2,})[^\"\n`]{0,40}?\(e\
 
 def test_every_role_named_for_a_permission_grants_it():
     found = []
-    for top in ("tpuctl", "bootstrap", "infra", "policy", "docs"):
+    for top in (*OPS_PACKAGES, "docs"):
         for path in (REPO / top).rglob("*"):
             if path.suffix in {".py", ".md"}:
                 found += [(str(path.relative_to(REPO)), *m.groups())
@@ -401,7 +402,7 @@ def test_tpu_admin_is_not_offered_for_the_tpu_vm_agent():
     from google.api_core import exceptions
 
     from bootstrap import principals
-    from tpuctl.ground.errors import UserError
+    from ground.errors import UserError
 
     perms = domain.ROLE_PERMISSIONS["roles/tpu.admin"]
     assert not {p for p in perms if "queuedResources" in p or "generateServiceIdentity" in p}
@@ -435,7 +436,7 @@ def test_every_unverified_fact_is_marked_listed_and_documented():
     docs = "\n".join(p.read_text() for p in (REPO / "docs").glob("*.md"))
     for module_name in ("accelerators", "quotas", "tpu", "names", "storage_iam", "principals", "apis", "tpuvm", "hub",
                         "prediction"):
-        module = importlib.import_module(f"tpuctl.ground.domain.{module_name}")
+        module = importlib.import_module(f"ground.domain.{module_name}")
         listed = getattr(module, UNVERIFIED_LISTS.get(module_name, ""), {})
         marked = set()
         for number, line in enumerate(Path(module.__file__).read_text().splitlines(), 1):

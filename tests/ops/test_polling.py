@@ -1,11 +1,11 @@
-"""The one wait loop (tpuctl.ground.polling.poll), on a fake clock: states said once, deadlines, errors."""
+"""The one wait loop (ground.polling.poll), on a fake clock: states said once, deadlines, errors."""
 
 from __future__ import annotations
 
 import pytest
 
-from tpuctl.ground.errors import UserError
-from tpuctl.ground.polling import poll
+from ground.errors import UserError
+from ground.polling import poll
 
 
 class FakeClock:
@@ -62,7 +62,7 @@ def test_a_deadline_without_its_message_is_a_programming_error():
 def test_one_display_form_for_durations_and_one_exact_form_for_limits():
     from datetime import timedelta
 
-    from tpuctl.ground.durations import format_duration, format_exact
+    from ground.durations import format_duration, format_exact
 
     shown = {None: "-", -3: "0s", 0.4: "0s", 42: "42s", 59.6: "1m00s", 605: "10m05s", 3599.4: "59m59s",
              3600: "1h00m", 7620: "2h07m", 86399: "1d00h", 3 * 86400 + 4 * 3600: "3d04h"}
@@ -77,7 +77,7 @@ def test_a_local_readiness_read_never_goes_through_a_proxy(monkeypatch):
     import http.server
     import threading
 
-    from tpuctl.ground.loopback import get_local
+    from ground.loopback import get_local
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.ground import outputs
-from tpuctl.ground.errors import UserError
+from ground import outputs
+from ground.errors import UserError
 
 from clifixtures import invoke
 from stackfixtures import SAMPLE_OUTPUTS
@@ -75,7 +75,8 @@ def _without(document: dict, key: str) -> dict:
 
 
 @pytest.mark.parametrize(("args", "missing", "fix"), [
-    (["train", "--target", "vertex", "--dry-run"], "buckets.staging", "the trainer package is staged there"),
+    (["train", "--target", "vertex", "--python-package", "--dry-run"], "buckets.staging",
+     "the trainer package is staged there"),
     (["train", "--target", "vertex", "--dry-run"], "region", "pass --region"),
     (["train", "--target", "tpu-vm", "-a", "v5litepod-8", "--dry-run"], "zone", "pass --zone"),
     (["train", "--target", "tpu-vm", "-a", "v5litepod-8", "--zone", "us-central1-a", "--dry-run"],

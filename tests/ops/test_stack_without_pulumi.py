@@ -36,7 +36,7 @@ def test_a_vertex_dry_run_uses_the_planned_outputs_and_says_so(no_pulumi):
 
 
 def test_a_tune_dry_run_uses_the_planned_outputs_too(no_pulumi):
-    r = invoke(["tune", "--stack", "example", "--dry-run"])
+    r = invoke(["tune", "--target", "vertex", "--stack", "example", "--dry-run"])
     assert r.exit_code == 0, r.output
     assert r.stderr.splitlines()[0] == NOTE
 

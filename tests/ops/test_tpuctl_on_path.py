@@ -7,8 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from ground.envs import REPO_ROOT
 from tpuctl.commands.options import program
-from tpuctl.ground.envs import REPO_ROOT
 
 LINK = REPO_ROOT / "scripts" / "link-cli.sh"
 TPUCTL = REPO_ROOT / ".venv" / "bin" / "tpuctl"

@@ -170,7 +170,7 @@ def test_hubcheck_manifest_constants_match_the_ops_side():
 
     from trainer import hubcheck
 
-    source = (Path(__file__).resolve().parents[2] / "tpuctl" / "ground" / "domain" / "hub.py").read_text()
+    source = (Path(__file__).resolve().parents[2] / "ground" / "domain" / "hub.py").read_text()
     for name, value in (("HUB_MANIFEST", hubcheck.MANIFEST), ("HUB_MANIFEST_FORMAT", hubcheck.MANIFEST_FORMAT),
                         ("HUB_STAGING", hubcheck.STAGING)):
         assert re.search(rf'^{name} = "{re.escape(value)}"$', source, re.M), name

@@ -211,7 +211,8 @@ def test_a_one_worker_run_backs_up_by_training_time(tools, demo_data, tmp_path):
     resumed = tools.run_module(["trainer.task", *flags])
     assert resumed.result["epochs"] == 2
     first = int(next(l for l in resumed.stdout_lines if l.startswith("progress:")).split()[1].split("/")[0])
-    assert stopped - EVERY < first - 1 <= stopped, (stopped, first)
+    # a step's backup is written before its progress line: the kill may fall between the two (one step ahead)
+    assert stopped - EVERY < first - 1 <= stopped + 1, (stopped, first)
 
 
 @pytest.mark.slow

@@ -8,8 +8,11 @@ from typing import List, Optional
 
 import typer
 
+from bootstrap import access, state
+from bootstrap import doctor as doctor_mod
+from ground.errors import UserError
+from ground.outputs import load_outputs
 from tpuctl.commands.options import stderr_bar
-from tpuctl.ground.errors import UserError
 
 _STACK_HELP = "Take project, buckets and principals from this Pulumi stack's outputs."
 _OUTPUTS_HELP = "Take project, buckets and principals from this JSON file (`pulumi stack output --json`)."
@@ -48,9 +51,6 @@ def grant_access(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation (required when stdin is not a terminal)."),
 ) -> None:
     """Grant (or revoke) training principals access to buckets, additively and safely."""
-    from bootstrap import access
-    from tpuctl.ground.outputs import load_outputs
-
     stack_outputs = load_outputs(stack=stack, outputs_file=outputs)
     req = access.GrantRequest(
         project=project, read_buckets=list(read_bucket), write_buckets=list(write_bucket),
@@ -80,9 +80,6 @@ def doctor(
     outputs: Optional[Path] = typer.Option(None, "--outputs", help="Check what these stack outputs describe."),
 ) -> None:
     """Check credentials, APIs, agents, bucket permissions, hub cache and quota preferences."""
-    from bootstrap import doctor as doctor_mod
-    from tpuctl.ground.outputs import load_outputs
-
     stack_outputs = load_outputs(stack=stack, outputs_file=outputs)
     if stack_outputs is None and project is None:
         raise UserError("give --stack NAME or --outputs FILE (or at least --project)")
@@ -109,8 +106,6 @@ def bootstrap(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation (required when stdin is not a terminal)."),
 ) -> None:
     """Create the Pulumi state bucket and enable the APIs Pulumi needs before the first `pulumi up`."""
-    from bootstrap import state
-
     plan = state.plan_bootstrap(project, bucket=bucket, location=location, agents=agents, zone=zone)
     for line in plan.lines():
         typer.echo(line)

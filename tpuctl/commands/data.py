@@ -6,8 +6,12 @@ import json
 import math
 
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from tpuctl.commands.options import echo_err, finite
+from tpuctl.services import data as datatools
 
 #: Bounds of the numeric flags (docs/troubleshooting.md), checked by the parser before the tool starts.
 MIN_SHARD_MB = 0.001
@@ -33,8 +37,6 @@ def register(app: typer.Typer) -> None:
 def _run_with_progress(label: str, fn):
     """Call ``fn(on_progress)``; a rich progress bar (stderr) appears with the tool's first progress line,
     so input errors found before any work print just their one line."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     state: dict = {}
 
@@ -58,8 +60,6 @@ def _render(summary: dict, as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(summary, indent=2, sort_keys=True))
         return
-    from rich.console import Console
-    from rich.table import Table
 
     table = Table(title="TFRecord shards", show_header=False)
     table.add_column("what")
@@ -101,8 +101,6 @@ def make_tfrecords(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Convert images (class sub-folders) to TFRecord shards the trainer reads; corrupt images are skipped and counted."""
-    from tpuctl.services import data as datatools
-
     summary = _run_with_progress(
         "converting images",
         lambda cb: datatools.make_tfrecords(src, dest, shard_mb=shard_mb,
@@ -119,8 +117,6 @@ def sample(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Write the embedded demo dataset (scikit-learn digits, no download) as TFRecord shards + manifest."""
-    from tpuctl.services import data as datatools
-
     summary = _run_with_progress("writing demo dataset",
                                  lambda cb: datatools.sample(dest, on_progress=cb, on_notice=echo_err))
     _render(summary, as_json)

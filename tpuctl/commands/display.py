@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from ground.envs import trainer_python
+from tpuctl.commands.options import program, tpuctl_program
 from tpuctl.services.supervisor import write_quietly
 from trainer import protocol
 
@@ -42,7 +44,6 @@ class EpochStats:
 @dataclass
 class TrainDisplay:
     """Sinks and protocol hook for one run. ``terminal``: live display; else plain lines on ``stream``."""
-
     terminal: bool
     verbose: bool = False
     stream: TextIO = field(default_factory=lambda: sys.stderr)
@@ -185,8 +186,6 @@ def summary_lines(result: dict[str, Any] | None, history: list[EpochStats], seco
         lines.append(f"  exported           epoch {exported}, val_accuracy {accuracy:.4f}"
                      + (f" (--export {which}{stopped})" if which in ("best", "last") else ""))
     lines.append(f"  time               {seconds:.1f}s")
-    from tpuctl.commands.options import program, tpuctl_program
-    from tpuctl.ground.envs import trainer_python
 
     # hints as they can be typed here: `tpuctl` only when PATH finds it (scripts/setup.sh links it), else its path
     tpuctl = tpuctl_program()

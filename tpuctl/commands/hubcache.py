@@ -7,8 +7,13 @@ from typing import List, Optional
 
 import typer
 
+from bootstrap import hubcache
+from cloud import clients
+from ground import domain
+from ground.envs import REPO_ROOT
+from ground.errors import EXIT_INTERRUPTED, UserError
+from ground.outputs import load_outputs
 from tpuctl.commands.options import stderr_bar
-from tpuctl.ground.errors import EXIT_INTERRUPTED, UserError
 
 hub_app = typer.Typer(help="TF-Hub models in tensorflow_hub's cache layout (<TFHUB_CACHE_DIR>/<sha1(handle)>/).",
                       no_args_is_help=True)
@@ -16,9 +21,6 @@ hub_app = typer.Typer(help="TF-Hub models in tensorflow_hub's cache layout (<TFH
 
 def _target(bucket: Optional[str], prefix: Optional[str], stack: Optional[str], outputs: Optional[Path]):
     """(bucket name, prefix, stack outputs) from --bucket/--prefix or the stack outputs."""
-    from tpuctl.ground import domain
-    from tpuctl.ground.outputs import load_outputs
-
     so = load_outputs(stack=stack, outputs_file=outputs)
     if bucket is None and so is not None:
         bucket = so.require("buckets.hub-cache", "pass --bucket")
@@ -31,8 +33,6 @@ def _target(bucket: Optional[str], prefix: Optional[str], stack: Optional[str], 
 
 
 def _handles(handles: List[str], so, source: Optional[str]) -> list[str]:
-    from tpuctl.ground import domain
-
     out = list(handles) or (list(so.hub_models) if so is not None else [])
     if not out and so is not None:
         raise UserError("the stack outputs list no hub models (hub_models is empty); name a HANDLE, or add it to "
@@ -57,9 +57,6 @@ def add(
     workers: int = typer.Option(8, "--workers", min=1, max=64, help="Parallel uploads."),
 ) -> None:
     """Fetch hub models, unpack them safely and upload them to <prefix>/<sha1(handle)>/ in the bucket."""
-    from bootstrap import clients, hubcache
-    from tpuctl.ground import domain
-
     name, prefix, so = _target(bucket, prefix, stack, outputs)
     todo = _handles(handles or [], so, source)
     client = clients.storage_client()
@@ -97,9 +94,6 @@ def ls(
     outputs: Optional[Path] = typer.Option(None, "--outputs", help="Bucket and prefix from this outputs JSON."),
 ) -> None:
     """List the models in the hub cache: sha1 folder, handle, files, size, complete or not."""
-    from bootstrap import clients, hubcache
-    from tpuctl.ground import domain
-
     name, prefix, so = _target(bucket, prefix, stack, outputs)
     with clients.google_errors(f"listing gs://{name}", not_found=f"bucket gs://{name} does not exist",
                                forbidden=f"permission denied listing gs://{name}: you need storage.objects.list"):
@@ -133,10 +127,6 @@ def fetch(
     outputs: Optional[Path] = typer.Option(None, "--outputs", help="Handles from this outputs JSON (hub_models)."),
 ) -> None:
     """Fetch hub models into a local folder in the same <sha1(handle)>/ layout."""
-    from bootstrap import hubcache
-    from tpuctl.ground.envs import REPO_ROOT
-    from tpuctl.ground.outputs import load_outputs
-
     so = load_outputs(stack=stack, outputs_file=outputs)
     todo = _handles(handles or [], so, source)
     dest = dest if dest is not None else REPO_ROOT / hubcache.DEFAULT_LOCAL_CACHE

@@ -8,6 +8,10 @@ from typing import Optional
 
 import typer
 
+from ground.errors import UserError
+from ground.outputs import load_outputs
+from tpuctl.services import image
+
 image_app = typer.Typer(
     name="image", no_args_is_help=True,
     help="The trainer's container image: one Dockerfile, variants cpu/gpu/tpu, tagged by a hash of its sources.",
@@ -24,9 +28,6 @@ def register(app: typer.Typer) -> None:
 
 
 def _ref(variant, stack, outputs, repository, project=None, region=None):
-    from tpuctl.ground.outputs import load_outputs
-    from tpuctl.services import image
-
     image.check_variant(variant)
     so = load_outputs(stack, outputs)
     return so, image.image_ref(so, variant, project=project, region=region, repository=repository)
@@ -41,8 +42,6 @@ def tag(
     local: bool = typer.Option(False, "--local", help="Print the name a local build gets (tpuctl/trainer-VARIANT:TAG)."),
 ) -> None:
     """Print the image URI (or, with no stack, the content tag) of the current trainer sources."""
-    from tpuctl.services import image
-
     if local:
         typer.echo(image.local_name(variant))
         return
@@ -66,9 +65,6 @@ def build(
     poll_seconds: float = typer.Option(5.0, "--poll-seconds", min=0.5, max=300, help="How often to check the build (0.5-300 s)."),
 ) -> None:
     """Build and push the trainer image with Cloud Build, or build it locally with --local (skipped when the tag already exists)."""
-    from tpuctl.ground.errors import UserError
-    from tpuctl.services import image
-
     if local and stack is None and outputs is None and project is None:
         # No stack: a local image only (run it with docker run, see docs/image.md).
         if dry_run:
@@ -90,12 +86,8 @@ def build(
         raise UserError("Cloud Build needs the stack's staging bucket for the build context: pass --stack/--outputs")
     obj = f"tpuctl-image-context/{ref.package}-{ref.tag}.tar.gz"
     if dry_run:
-        from google.cloud.devtools import cloudbuild_v1
-
-        request = image.build_request(ref, staging, obj, so.training_service_account if so else None)
-        typer.echo(json.dumps({"image": ref.uri, "context": [rel for rel, _ in image.context_files(variant)],
-                               "build": json.loads(cloudbuild_v1.Build.to_json(request, always_print_fields_with_no_presence=False))},
-                               indent=2))
+        typer.echo(json.dumps(image.build_document(ref, staging, obj, so.training_service_account if so else None),
+                              indent=2))
         return
     result = image.build(ref, staging, service_account=so.training_service_account if so else None,
                          on_status=lambda line: typer.echo(line, err=True), poll_seconds=poll_seconds)

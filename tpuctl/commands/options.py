@@ -3,30 +3,28 @@ the model choice, the stderr echo and progress bar, and the result lines."""
 
 from __future__ import annotations
 
+import json
 import math
-import re
+import os
+import shlex
+import shutil
+import sys
 from collections.abc import Collection, Mapping
 from contextlib import contextmanager
-from enum import Enum
+from pathlib import Path
 
 import typer
+from rich import progress as rp
+from rich.console import Console
 
-from tpuctl.ground.errors import UserError
-
-#: Bounds of the numeric flags (docs/train.md, docs/troubleshooting.md): checked by the parser, before any
-#: process starts or any job is built. 64 processes is far more than one machine runs usefully; a Vertex job
-#: of more replicas is a worker pool spec of its own, not a flag.
-MAX_WORKERS = 64
-MAX_EPOCHS = 100_000
+from ground.domain.names import validate_image_ref
+from ground.errors import DomainError, UserError
+from ground.files import printable
+from ground.outputs import load_outputs, parse_outputs, pulumi_cli
+from tpuctl.services.runs.target import Outcome
 
 STACK = typer.Option(None, "--stack", help="Read defaults from this Pulumi stack's outputs.")
 OUTPUTS = typer.Option(None, "--outputs", help="Read defaults from a `pulumi stack output --json` file.")
-
-
-class Model(str, Enum):
-    small_cnn = "small_cnn"
-    resnet50 = "resnet50"
-    hub = "hub"
 
 
 def finite(ctx: typer.Context, param: typer.CallbackParam, value):
@@ -40,7 +38,6 @@ def shown(value, *, markup: bool = False, limit: int | None = None) -> str:
     """The one way text from a file or a server (run records, trainer results, prediction replies) reaches the
     terminal: control characters and escape sequences stripped (``ground.files.printable``); ``markup``: for a
     rich renderer, its markup escaped too (``[bold]`` stays text)."""
-    from tpuctl.ground.files import printable
 
     text = printable(value, limit)
     if markup:
@@ -53,7 +50,6 @@ def shown(value, *, markup: bool = False, limit: int | None = None) -> str:
 def strict_json(doc) -> str:
     """JSON that every parser accepts: a NaN or infinite number (which ``json.dumps`` writes as the invalid
     ``NaN``/``Infinity``) becomes null; the dump itself refuses any that slipped through (``allow_nan=False``)."""
-    import json
 
     def finite(value):
         if isinstance(value, float) and not math.isfinite(value):
@@ -67,20 +63,14 @@ def strict_json(doc) -> str:
     return json.dumps(finite(doc), indent=2, allow_nan=False)
 
 
-#: A container image reference, as Docker's own grammar has it (github.com/distribution/reference, regexp.go:
-#: ``[host[:port]/]component(/component)*[:tag][@algorithm:hex]``, lowercase path components, a tag of at most
-#: 128 word characters, dots and dashes). Anything else would reach a request or a command line as typed.
-_IMAGE_HOST = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]{1,5})?/)"
-_IMAGE_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_IMAGE_REF = re.compile(rf"{_IMAGE_HOST}?{_IMAGE_COMPONENT}(?:/{_IMAGE_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
-                        r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
-
-
 def image_ref(ctx: typer.Context, param: typer.CallbackParam, value):
-    """``--image``: a container image reference (``_IMAGE_REF``), refused at the edge in one line otherwise."""
-    if value is not None and (len(value) > 512 or not _IMAGE_REF.fullmatch(value)):
-        raise typer.BadParameter(f"{shown(value, limit=80)!r} is not a container image reference "
-                                 "(REGISTRY/PATH/IMAGE:TAG or …@sha256:DIGEST, lowercase path)", ctx=ctx, param=param)
+    """``--image`` of a command that is no run (``serve``): a container image reference, the same rule as a run's
+    (``ground.domain.names.validate_image_ref``), refused at the edge in one line otherwise."""
+    if value is not None:
+        try:
+            validate_image_ref(value, "--image")
+        except DomainError as exc:
+            raise typer.BadParameter(str(exc), ctx=ctx, param=param) from None
     return value
 
 
@@ -88,7 +78,6 @@ def stack_outputs(stack, outputs, *, dry_run: bool = False):
     """``--stack``/``--outputs`` as ``load_outputs`` reads them; a dry run with ``--stack NAME`` and no Pulumi
     CLI uses the outputs ``tpuctl plan --stack NAME`` computes offline from Pulumi.NAME.yaml (what the stack
     would export: a dry run sends nothing, so it needs no deployed stack), saying so in one line."""
-    from tpuctl.ground.outputs import load_outputs, parse_outputs, pulumi_cli
 
     if not (dry_run and stack and outputs is None and pulumi_cli() is None):
         return load_outputs(stack=stack, outputs_file=outputs)
@@ -103,10 +92,6 @@ def stack_outputs(stack, outputs, *, dry_run: bool = False):
 def program(name: str, folder) -> str:
     """How to type ``name`` (a program in the venv ``folder``) in a hint: the bare name when PATH finds that very
     program (setup's ~/.local/bin link), else its path - relative below the current folder - shell-quoted."""
-    import os
-    import shlex
-    import shutil
-    from pathlib import Path
 
     installed = Path(folder) / name
     found = shutil.which(name)
@@ -124,9 +109,6 @@ def program(name: str, folder) -> str:
 
 def tpuctl_program() -> str:
     """``tpuctl`` if PATH finds this environment's, else e.g. ``.venv/bin/tpuctl``."""
-    import sys
-    from pathlib import Path
-
     return program("tpuctl", Path(sys.executable).parent)
 
 
@@ -152,9 +134,7 @@ def show_outcome(outcome) -> None:
     """How a run ended (``targets.launch``), the same for every target: with ``--dry-run`` the request as JSON;
     a failed run is the error; a finished one its result (or where its outputs are); a submitted one nothing more
     (the target said where to follow it)."""
-    import json
 
-    from tpuctl.services.targets import Outcome
 
     if not isinstance(outcome, Outcome):
         typer.echo(json.dumps(outcome, indent=2, sort_keys=True))
@@ -198,8 +178,6 @@ def stderr_bar(label: str, *, data: bool):
     """A progress bar on stderr and only on a terminal: stdout stays the results (and the lines scripts read),
     and an error stays one line in CI logs. Yields ``(advance(n), set_total(total))``; ``data``: it counts
     bytes (size and speed), else items (done/total)."""
-    from rich import progress as rp
-    from rich.console import Console
 
     console = Console(stderr=True)
     counts = (rp.DownloadColumn(), rp.TransferSpeedColumn()) if data else (rp.MofNCompleteColumn(),)

@@ -7,6 +7,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ground import domain
+from ground.errors import UserError
 
 EXIT_VIOLATIONS = 1
 FORMATS = ("table", "json", "tfplan")
@@ -36,7 +42,6 @@ def plan_command(
 
     Exit 0 when no mandatory policy is violated, 1 when one is, 2 when the config is invalid.
     """
-    from tpuctl.ground.errors import UserError
     from tpuctl.services.plan import checkov_baseline, plan, to_tfplan
 
     if fmt not in FORMATS:
@@ -68,12 +73,6 @@ def _cell(value: Any) -> str:
 
 
 def render(result: Any) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    from tpuctl.ground import domain
-
     console = Console(highlight=False)
     if not console.is_terminal and console.width < 120:  # piped or captured: room for the tables
         console = Console(highlight=False, width=120)

@@ -7,7 +7,10 @@ from typing import Optional
 
 import typer
 
+from ground import domain
+from ground.domain.names import validate_region
 from tpuctl.commands.options import echo_err
+from tpuctl.services import prices
 
 prices_app = typer.Typer(
     name="prices", no_args_is_help=True,
@@ -28,8 +31,6 @@ def register(app: typer.Typer) -> None:
 @prices_app.command("refresh")
 def refresh() -> None:
     """Read the SKUs of Vertex AI, Compute Engine and Cloud TPU and write the dated cache estimates use."""
-    from tpuctl.services import prices
-
     catalogue, path = prices.refresh()
     typer.echo(f"cached {len(catalogue.skus)} SKUs from {catalogue.label} in {path}")
 
@@ -45,10 +46,6 @@ def show(
                                "tpu-vm for a Cloud TPU accelerator type, else vertex."),
 ) -> None:
     """Print the hourly price of one replica (Vertex AI) or one slice (TPU VM), part by part, with its source."""
-    from tpuctl.ground import domain
-    from tpuctl.ground.domain.names import validate_region
-    from tpuctl.services import prices
-
     if target is None:   # a Cloud TPU API name (or a slice only TPU VMs offer, such as v5e-16) prices a TPU VM
         typed = accelerator.strip().lower()
         found = domain.find_tpu_slice(typed)
@@ -61,7 +58,7 @@ def show(
         slice_ = domain.parse_tpu_vm_accelerator(accelerator)
         title = f"{slice_.name} (TPU VM slice)"
     else:
-        from tpuctl.services.vertex import machine_spec
+        from tpuctl.services.runs.vertex import machine_spec
 
         spec = machine_spec(domain.parse_accelerator(accelerator))
         title = f"{accelerator.strip().lower()} on {spec['machine_type']} (one Vertex AI training replica)"

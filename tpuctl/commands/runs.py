@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
-from tpuctl.commands.options import shown, strict_json
-from tpuctl.ground.durations import format_duration
+from ground.durations import format_duration
+from ground.errors import UserError
+from ground.outputs import load_outputs
+from tpuctl.commands.options import natural_width, shown, strict_json
+from tpuctl.services.runs import board as board_svc
+from tpuctl.services.runs import records as runs
 
 runs_app = typer.Typer(name="runs", no_args_is_help=True,
                        help="Training runs under ./runs (or the stack's artifacts bucket): list, show, compare.")
@@ -25,9 +33,6 @@ def register(app: typer.Typer) -> None:
 
 
 def _runs(base: str, stack, outputs):
-    from tpuctl.ground.outputs import load_outputs
-    from tpuctl.services import runs
-
     return runs.list_runs(base, outputs=load_outputs(stack, outputs))
 
 
@@ -52,11 +57,7 @@ def sparkline(values: list[float]) -> str:
 def ls(base: str = _DIR, stack: Optional[str] = _STACK, outputs: Optional[Path] = _OUTPUTS,
        as_json: bool = typer.Option(False, "--json", help="One JSON list of runs.")) -> None:
     """A table of runs, newest first: date, target, model, accelerator, epochs, val accuracy, time, export."""
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
 
-    from tpuctl.commands.options import natural_width
 
     found = _runs(base, stack, outputs)
     good = [r for r in found if r.problem is None]
@@ -65,7 +66,7 @@ def ls(base: str = _DIR, stack: Optional[str] = _STACK, outputs: Optional[Path] 
         typer.echo(strict_json([{**r.row(), "problem": r.problem} for r in found]))
         return
     if not found:
-        from tpuctl.ground.localtree import user_path
+        from ground.localtree import user_path
 
         where = "the stack's artifacts bucket" if (stack or outputs) else (
             base if base.startswith("gs://") else str(user_path(base, "run folder").resolve()))
@@ -105,8 +106,6 @@ def ls(base: str = _DIR, stack: Optional[str] = _STACK, outputs: Optional[Path] 
 def show(run: str = typer.Argument(..., help="Run folder name (or a unique prefix, or its path)."),
          base: str = _DIR, stack: Optional[str] = _STACK, outputs: Optional[Path] = _OUTPUTS) -> None:
     """One run: what was asked, what came out, and a terminal chart of its per-epoch curves."""
-    from tpuctl.services import runs
-
     found = _usable(runs.find_run(_runs(base, stack, outputs), run))
     history = runs.recoveries(found)      # a bad history file is one error line, before anything is printed
     typer.echo(f"run {shown(found.name)}  ({shown(found.path)})")
@@ -137,8 +136,6 @@ def show(run: str = typer.Argument(..., help="Run folder name (or a unique prefi
 
 def _usable(run):
     """A run whose records can be shown; a bad record is one error line saying what is wrong with it."""
-    from tpuctl.ground.errors import UserError
-
     if run.problem is not None:
         raise UserError(f"run {run.name} has a bad record: {run.problem}", 1)
     return run
@@ -148,10 +145,7 @@ def _usable(run):
 def compare(a: str = typer.Argument(..., help="First run."), b: str = typer.Argument(..., help="Second run."),
             base: str = _DIR, stack: Optional[str] = _STACK, outputs: Optional[Path] = _OUTPUTS) -> None:
     """Two runs side by side: settings, results and the final value of every curve."""
-    from rich.console import Console
-    from rich.table import Table
 
-    from tpuctl.services import runs
 
     known = _runs(base, stack, outputs)
     left, right = _usable(runs.find_run(known, a)), _usable(runs.find_run(known, b))
@@ -181,12 +175,7 @@ def board(
     port: Optional[int] = typer.Option(None, "--port", min=1024, max=65535, help="Port on 127.0.0.1 (default: a free one)."),
 ) -> None:
     """Start TensorBoard (trainer environment) on a run's logs, or on every run, and print its URL."""
-    import time
 
-    from tpuctl.ground.errors import UserError
-    from tpuctl.ground.outputs import load_outputs
-    from tpuctl.services import board as board_svc
-    from tpuctl.services import runs
 
     so = load_outputs(stack, outputs)
     if run is not None:

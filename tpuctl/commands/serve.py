@@ -9,8 +9,12 @@ from typing import List, Optional
 
 import typer
 
-from tpuctl.commands.options import image_ref
-from tpuctl.ground.domain.prediction import DEFAULT_PREDICTION_MACHINE, TF_SERVING_IMAGE
+from ground import domain
+from ground.domain.prediction import DEFAULT_PREDICTION_MACHINE, TF_SERVING_IMAGE
+from ground.errors import UserError
+from ground.outputs import load_outputs
+from tpuctl.commands.options import image_ref, shown, strict_json
+from tpuctl.services import serving
 
 _DIR = typer.Option("runs", "--dir", help="Folder of local runs (RUN may be a run name or a unique prefix).")
 _STACK = typer.Option(None, "--stack", help="Stack whose outputs give the project, region and artifacts bucket.")
@@ -39,9 +43,6 @@ def serve(
     dry_run: bool = typer.Option(False, "--dry-run", help="Only print the command (and the batching file)."),
 ) -> None:
     """Serve an export with TF Serving in docker (or podman), in the foreground; Ctrl-C stops it."""
-    from tpuctl.ground import domain
-    from tpuctl.services import serving
-
     export = serving.resolve_export(ref, runs_dir=base, model_name=model_name)
     runtime = None if dry_run else serving.container_runtime()
     plan = serving.plan_serve(export, port=port, grpc_port=grpc_port, batching=batching,
@@ -55,7 +56,7 @@ def serve(
     code = serving.run_serve(plan, on_start=lambda: typer.echo(
         f"ready: REST http://127.0.0.1:{port}{domain.predict_path(export.model_name)} (Ctrl-C stops)", err=True))
     if code:
-        from tpuctl.ground.errors import UserError
+        from ground.errors import UserError
 
         raise UserError(serve_failure(plan, code), code)
 
@@ -76,7 +77,6 @@ def serve_failure(plan, code: int) -> str:
 def _render(predictions, as_json: bool) -> None:
     """Predictions as lines or strict JSON; class names from the server or a manifest are terminal-safe text, and a
     probability the server sent as NaN/Infinity is unknown ("?", null in JSON), never printed as a number."""
-    from tpuctl.commands.options import shown, strict_json
 
     if as_json:
         typer.echo(strict_json([{"image": p.path, "top": [{"class_id": i, "class_name": n, "probability": v}
@@ -110,10 +110,6 @@ def predict(
     dry_run: bool = typer.Option(False, "--dry-run", help="With --batch: print the job, create nothing."),
 ) -> None:
     """Top classes of images from a TF Serving URL or a Vertex AI Endpoint (or, with --batch, a batch job)."""
-    from tpuctl.ground.errors import UserError
-    from tpuctl.ground.outputs import load_outputs
-    from tpuctl.services import serving
-
     if batch is not None:
         if images:
             raise UserError("--batch reads its images from Cloud Storage: give no IMAGE arguments with it")
@@ -157,9 +153,6 @@ def deploy(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the requests, upload and create nothing."),
 ) -> None:
     """Upload an export as a Vertex AI Model and deploy it to an Endpoint (100% of its traffic)."""
-    from tpuctl.ground.outputs import load_outputs
-    from tpuctl.services import serving
-
     stack_outputs = load_outputs(stack, outputs)
     export = serving.resolve_export(ref, runs_dir=base, model_name=model_name, outputs=stack_outputs)
     plan = serving.plan_deploy(export, stack_outputs, region=region, machine_type=machine_type,

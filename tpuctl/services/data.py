@@ -27,10 +27,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tpuctl.ground import domain
-from tpuctl.ground.envs import cache_dir, trainer_env
-from tpuctl.ground.errors import EXIT_INTERRUPTED, UserError
-from tpuctl.ground.localtree import user_path
+from cloud.google import api_exceptions
+from ground import domain
+from ground.envs import cache_dir, trainer_env
+from ground.errors import EXIT_INTERRUPTED, UserError
+from ground.localtree import user_path
 from tpuctl.services.supervisor import Task, TaskFailed, run_tasks, signal_handlers, trainer_module_argv
 from trainer import protocol
 
@@ -88,7 +89,7 @@ def check_gcs_destination(uri: str, client=None) -> tuple[str, str]:
         bucket, prefix = split_gcs(uri)
     except domain.DomainError as exc:
         raise UserError(f"destination {uri}: {exc}") from None
-    from bootstrap.clients import google_errors, storage_client
+    from cloud.clients import google_errors, storage_client
 
     client = client or storage_client()
     with google_errors(f"checking bucket gs://{bucket}"):   # a Google failure becomes a one-line UserError
@@ -104,7 +105,7 @@ def check_gcs_empty(uri: str, client) -> None:
     local folder, so writing over an earlier dataset would break it (shards replaced under its manifest), and a
     failed upload's cleanup would delete objects that were not this run's. Checked before the conversion and
     again right before the upload."""
-    from bootstrap.clients import google_errors
+    from cloud.clients import google_errors
 
     bucket, prefix = split_gcs(uri)
     with google_errors(f"listing gs://{bucket}/{prefix}"):
@@ -149,7 +150,7 @@ def upload_dir(local: Path, uri: str, client=None, workers: int = 8,
                on_notice: Callable[[str], None] | None = None) -> list[str]:
     """Upload every file under ``local`` to ``gs://bucket/prefix/<relative path>``; return object names.
 
-    Through ``bootstrap.uploads.upload_files`` in a thread of its own, while this (main) thread watches signals.
+    Through ``cloud.uploads.upload_files`` in a thread of its own, while this (main) thread watches signals.
     A failure or Ctrl-C/SIGTERM stops handing out files; the objects this call uploaded are deleted again
     (the destination is left as it was) and the error says so. The manifest is uploaded last, alone.
     Uploads in flight are waited for (``UPLOAD_STOP_GRACE_SECONDS``, then with a notice through
@@ -157,8 +158,8 @@ def upload_dir(local: Path, uri: str, client=None, workers: int = 8,
     since one that finished after the cleanup would leave its object behind; any still running then are named in
     the error, which also tells the CLI not to wait for their threads (``abandoned_threads``).
     """
-    from bootstrap.clients import REQUEST_TIMEOUT_SECONDS, storage_client
-    from bootstrap.uploads import upload_files
+    from cloud.clients import REQUEST_TIMEOUT_SECONDS, storage_client
+    from cloud.uploads import upload_files
 
     bucket_name, prefix = split_gcs(uri)
     client = client or storage_client()
@@ -206,13 +207,12 @@ def upload_dir(local: Path, uri: str, client=None, workers: int = 8,
         raise upload.error or AssertionError(f"upload to {uri} ended early")
     index = min(upload.errors)
     error = upload.errors[index]
-    from google.api_core import exceptions
 
-    from bootstrap.clients import as_user_error
+    from cloud.clients import as_user_error
 
     translated = as_user_error(error)
     detail = str(translated) if translated is not None else (str(error).splitlines() or [type(error).__name__])[0]
-    if isinstance(error, exceptions.PreconditionFailed):
+    if isinstance(error, api_exceptions.PreconditionFailed):
         detail = ("an object of that name appeared meanwhile (another run writing to the same destination?) "
                   "and was left as it is")
     raise UserError(f"uploading {files[index]} to {uri} failed ({len(upload.errors)} of {len(files)} files): "
@@ -319,7 +319,7 @@ def _run_to(dest: str, module: str, build_args: Callable[[Path], list[str]],
             on_progress: ProgressCallback | None, client,
             on_notice: Callable[[str], None] | None = None) -> dict:
     if is_gcs(dest):
-        from bootstrap.clients import storage_client
+        from cloud.clients import storage_client
 
         client = client or storage_client()   # one client for the check and the upload
         check_gcs_destination(dest, client)

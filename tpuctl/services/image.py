@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import re
 import shutil
@@ -34,12 +35,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bootstrap import clients
-from tpuctl.ground import domain
-from tpuctl.ground.envs import REPO_ROOT
-from tpuctl.ground.errors import UserError
-from tpuctl.ground.outputs import StackOutputs
-from tpuctl.ground.polling import poll
+from cloud import clients
+from cloud.google import api_exceptions, artifactregistry_v1, cloudbuild_v1, duration_pb2
+from ground import domain
+from ground.envs import REPO_ROOT
+from ground.errors import UserError
+from ground.outputs import StackOutputs
+from ground.polling import poll
 
 VARIANTS: tuple[str, ...] = ("cpu", "gpu", "tpu")
 DOCKERFILE = "container/Dockerfile"
@@ -144,8 +146,6 @@ def write_context(variant: str, dest: Path, root: Path = REPO_ROOT) -> Path:
 
 def build_request(ref: ImageRef, bucket: str, obj: str, service_account: str | None = None):
     """The ``cloudbuild_v1.Build`` that builds and pushes ``ref`` from ``gs://bucket/obj``."""
-    from google.cloud.devtools import cloudbuild_v1
-    from google.protobuf import duration_pb2
 
     options = cloudbuild_v1.BuildOptions(logging=cloudbuild_v1.BuildOptions.LoggingMode.CLOUD_LOGGING_ONLY)
     build = cloudbuild_v1.Build(
@@ -164,17 +164,22 @@ def build_request(ref: ImageRef, bucket: str, obj: str, service_account: str | N
     return build
 
 
-def tag_exists(ref: ImageRef, client=None) -> bool:
-    from google.api_core import exceptions
-    from google.cloud import artifactregistry_v1
+def build_document(ref: ImageRef, bucket: str, obj: str, service_account: str | None = None) -> dict:
+    """What ``image build --dry-run`` prints: the image, its build context's files and the Cloud Build request as the
+    REST API spells it."""
+    request = build_request(ref, bucket, obj, service_account)
+    return {"image": ref.uri, "context": [rel for rel, _ in context_files(ref.variant)],
+            "build": json.loads(cloudbuild_v1.Build.to_json(request, always_print_fields_with_no_presence=False))}
 
+
+def tag_exists(ref: ImageRef, client=None) -> bool:
     client = client or clients.gapic(artifactregistry_v1.ArtifactRegistryClient, "artifactregistry")
     with clients.google_errors(f"looking up image {ref.uri}",
                                forbidden=f"permission denied reading {ref.tag_name}: you need "
                                          "artifactregistry.tags.get (roles/artifactregistry.reader)"):
         try:
             client.get_tag(name=ref.tag_name)
-        except exceptions.NotFound:
+        except api_exceptions.NotFound:
             return False
     return True
 
@@ -193,7 +198,6 @@ def build(ref: ImageRef, staging_bucket: str, *, service_account: str | None = N
           timeout: float = BUILD_TIMEOUT_SECONDS + 600, build_client=None, registry_client=None,
           storage_client=None, root: Path = REPO_ROOT, sleep: Callable[[float], None] = time.sleep) -> BuildResult:
     """Build and push ``ref`` with Cloud Build unless its tag exists; follow the build to its end."""
-    from google.cloud.devtools import cloudbuild_v1
 
     if tag_exists(ref, registry_client):
         return BuildResult(ref, built=False)

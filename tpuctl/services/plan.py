@@ -2,7 +2,7 @@
 
 Runs the real Pulumi program (``infra/``) under the SDK's mocks with a stack's config
 (``infra.mocks.run_program``), derives the access map from the IAM/ACL resources it registers
-(``policy.access``) and runs the policy pack's rules on them (``policy.evaluate``). Heavy imports
+(``ground.access``) and runs the policy pack's rules on them (``policy.evaluate``). Heavy imports
 (pulumi, pulumi_gcp) happen inside ``plan`` so importing this module stays cheap.
 """
 
@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tpuctl.ground import domain
-from tpuctl.ground import tokens as T
-from tpuctl.ground.envs import REPO_ROOT
-from tpuctl.ground.errors import UserError
+from ground import domain
+from ground import tokens as T
+from ground.envs import REPO_ROOT
+from ground.errors import UserError
 
 DEFAULT_STACK = "example"
 
@@ -70,7 +70,7 @@ class PlanResult:
     policy_checked: bool
     seconds: float = 0.0
     components: list[str] = field(default_factory=list)
-    registered: list[Any] = field(default_factory=list)    # policy.access.StackResource of every custom resource
+    registered: list[Any] = field(default_factory=list)    # ground.access.StackResource of every custom resource
     settings: Any = None                                  # the stack's StackSettings
 
     @property
@@ -150,10 +150,10 @@ def plan(stack: str | None = None, config_file: Path | None = None, *, check_pol
     started = time.perf_counter()
     name, path, source = stack_source(stack, config_file)
 
+    from ground.access import access_rows, build_model
+    from ground.stackfile import read_stack_config
     from infra.mocks import run_program
-    from policy.access import access_rows, build_model
     from policy.evaluate import evaluate, from_mocked
-    from tpuctl.ground.stackfile import read_stack_config
 
     values = read_stack_config(stack=None if path else name, config_file=path, root=root)
     run = run_program(values, stack=name)
@@ -225,7 +225,7 @@ def tf_values(props: dict[str, Any]) -> dict[str, Any]:
 
 def _addresses(result: PlanResult) -> list[tuple[Any, str, str, str]]:
     """(resource, terraform type, name, address) for every registered resource with a google provider type."""
-    from policy.resources import TERRAFORM_TYPES
+    from ground.resources import TERRAFORM_TYPES
 
     out, seen = [], set()
     for res in sorted(result.registered, key=lambda x: (x.type, x.name)):

@@ -24,10 +24,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tpuctl.ground import domain
-from tpuctl.ground.envs import cache_dir
-from tpuctl.ground.errors import DomainError, UserError
-from tpuctl.ground.files import write_atomically
+from cloud.google import billing_v1
+from ground import domain
+from ground.envs import cache_dir
+from ground.errors import DomainError, UserError
+from ground.files import write_atomically
 
 #: A cache younger than this is used without asking Google again (list prices change rarely, and are dated).
 FRESH_FOR = timedelta(days=7)
@@ -99,9 +100,7 @@ def write_cache(catalogue: Catalogue, path: Path | None = None) -> Path:
 # --------------------------------------------------------------------------------------------
 
 def catalog_client():
-    from google.cloud import billing_v1
-
-    from bootstrap.clients import gapic
+    from cloud.clients import gapic
 
     return gapic(billing_v1.CloudCatalogClient, "cloudbilling")
 
@@ -126,7 +125,7 @@ def sku_record(sku, service: str) -> domain.SkuRecord | None:
 
 def fetch_catalogue(client=None, *, now: datetime | None = None) -> Catalogue:
     """Read the services tpuctl launches on and keep the SKUs it can use; raises UserError (one line)."""
-    from bootstrap.clients import base_url, google_errors
+    from cloud.clients import base_url, google_errors
 
     client = client or catalog_client()
     with google_errors("reading the Cloud Billing catalogue (services.list)", exit_code=1):
@@ -156,7 +155,7 @@ def refresh(client=None, path: Path | None = None) -> tuple[Catalogue, Path]:
 
 def credentials_at_hand() -> bool:
     """True when a refresh can be tried without probing anything slow (no metadata-server lookup)."""
-    from bootstrap.clients import endpoint_for
+    from cloud.clients import endpoint_for
 
     if endpoint_for("cloudbilling"):
         return True
@@ -186,7 +185,7 @@ def bounded_refresh(wait: float | None = None) -> tuple[Catalogue | None, str]:
     if "catalogue" in box:
         return box["catalogue"], ""
     if "error" in box:
-        from bootstrap.clients import as_user_error
+        from cloud.clients import as_user_error
 
         error = as_user_error(box["error"]) or box["error"]
         first = (str(error).splitlines() or [type(error).__name__])[0]

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from tpuctl.ground.envs import trainer_python
-from tpuctl.ground.errors import EXIT_INTERRUPTED, UserError
+from ground.envs import trainer_python
+from ground.errors import EXIT_INTERRUPTED, UserError
 from trainer import protocol
 
 #: How long a stopped process gets between SIGTERM and SIGKILL.

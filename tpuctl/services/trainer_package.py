@@ -10,9 +10,9 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+from ground.envs import REPO_ROOT
+from ground.errors import UserError
 from tpuctl import __version__
-from tpuctl.ground.envs import REPO_ROOT
-from tpuctl.ground.errors import UserError
 
 TRAINER_MODULE = "trainer.task"
 SDIST_NAME = "tpuctl_trainer"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from bootstrap import doctor, principals, quotas
-from tpuctl.ground import domain
-from tpuctl.ground.errors import DomainError
+from ground import domain
+from ground.errors import DomainError
 
 from fakegoogle import quota_info
 
@@ -126,7 +126,7 @@ def test_a_tpu_vm_quota_id_the_api_does_not_list_is_named(fake, google_env):
 
 
 def test_doctor_runs_the_tpu_vm_quota_check_for_the_stacks_tpu_zone(fake, google_env):
-    from tpuctl.ground.outputs import parse_outputs
+    from ground.outputs import parse_outputs
 
     fake.add_project(PROJECT, NUMBER)
     fake.quota_infos[TPU] = tpu_zone_infos({"TPUV5sLitepodPerProjectPerZoneForTPUAPI": {"us-west4-a": 8}})

@@ -1,11 +1,11 @@
-"""bootstrap.clients: endpoint redirects and credentials choice."""
+"""cloud.clients: endpoint redirects and credentials choice."""
 
 from __future__ import annotations
 
 import pytest
 from google.auth.credentials import AnonymousCredentials
 
-from bootstrap import clients
+from cloud import clients
 
 
 def test_no_redirect_keeps_google_and_adc(monkeypatch):

@@ -8,7 +8,7 @@ import json
 
 import google_crc32c
 
-from tpuctl.ground import domain
+from ground import domain
 
 from clifixtures import invoke
 

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tpuctl.ground.envs import ops_python
+from ground.envs import ops_python
 
 from clifixtures import invoke
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.ground import envs
+from ground import envs
 
 from clifixtures import run_process
 from gcsfixtures import anonymous_client, storage_emulator

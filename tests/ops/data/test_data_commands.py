@@ -46,8 +46,8 @@ def jpegs(tmp_path_factory):
     import os
     import subprocess
 
-    from tpuctl.ground.envs import REPO_ROOT as repo
-    from tpuctl.ground.envs import trainer_python
+    from ground.envs import REPO_ROOT as repo
+    from ground.envs import trainer_python
 
     python = trainer_python()
     if not python.exists():
@@ -201,7 +201,7 @@ def test_ctrl_c_during_a_local_rerun_keeps_the_earlier_dataset(cli, jpegs, tmp_p
     had already deleted the earlier shards and manifest, and removed what it wrote: DEST ended empty."""
     import subprocess
 
-    from tpuctl.ground.envs import ops_python
+    from ground.envs import ops_python
 
     from clifixtures import sigint_as_ctrl_c
 

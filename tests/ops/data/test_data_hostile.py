@@ -7,7 +7,7 @@ import pytest
 from google.api_core import exceptions
 from google.cloud.storage import Blob
 
-from tpuctl.ground.errors import UserError
+from ground.errors import UserError
 from tpuctl.services import data as datatools
 
 

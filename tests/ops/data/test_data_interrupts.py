@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.ground.envs import ops_python
+from ground.envs import ops_python
 
 from procfixtures import read_complete, wait_for
 

@@ -94,7 +94,7 @@ def _train_args(tmp: Path):
         "--workers": NUMBERS, "-w": NUMBERS, "--epochs": NUMBERS, "--batch-size": NUMBERS, "--poll-seconds": NUMBERS,
         "--accelerator": TEXT, "--data-dir": _paths(tmp), "--model-dir": _paths(tmp), "--model": TEXT,
         "--hub-handle": TEXT, "--hub-cache-dir": TEXT, "--outputs": _paths(tmp), "--region": TEXT,
-        "--job-name": TEXT, "--image": TEXT, "--no-wait": None, "--stack": TEXT,
+        "--name": TEXT, "--image": TEXT, "--no-wait": None, "--stack": TEXT,
     }
     local = _flags({k: v for k, v in spec.items() if k not in ("--no-wait",)})
     # Vertex only ever as a dry run: nothing is uploaded or submitted, even to the closed port.

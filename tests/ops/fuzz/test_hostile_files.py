@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tpuctl.ground.errors import UserError
-from tpuctl.ground.files import read_file
-from tpuctl.services import serving, tuning
+from ground.errors import UserError
+from ground.files import read_file
+from tpuctl.services import serving
+from tpuctl.services.runs.tuning import spec as tuning
 
 from clifixtures import invoke
 
@@ -74,7 +75,7 @@ def test_a_huge_spec_is_refused_by_its_size_before_parsing(tmp_path):
     spec = tmp_path / "huge.yaml"
     with open(spec, "wb") as fh:
         fh.truncate(300 * 1024 * 1024)          # 300 MB, sparse: never read
-    assert "larger than" in _one_line(invoke(["tune", "--spec", str(spec)]))
+    assert "larger than" in _one_line(invoke(["tune", "--target", "vertex", "--spec", str(spec)]))
 
 
 @pytest.mark.parametrize("content, fragment", [
@@ -88,7 +89,7 @@ def test_a_huge_spec_is_refused_by_its_size_before_parsing(tmp_path):
 def test_hostile_specs_are_one_line(tmp_path, content, fragment):
     spec = tmp_path / "spec.yaml"
     spec.write_bytes(content)
-    assert fragment in _one_line(invoke(["tune", "--spec", str(spec)]))
+    assert fragment in _one_line(invoke(["tune", "--target", "vertex", "--spec", str(spec)]))
 
 
 _YAML_BITS = st.sampled_from([b"parameters:", b" learning_rate:", b" {min: ", b"max: ", b"values: [", b"]", b"}",
@@ -156,7 +157,7 @@ def test_a_result_accuracy_that_is_not_a_finite_number_is_unknown(capsys, accura
 def test_a_small_file_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
     """The one write-beside-swap (files.write_atomically) behind the run record, the price cache, trial markers and
     the batching file: a failed write leaves the old file and no temporary; two writers never share a temporary."""
-    from tpuctl.ground.files import write_atomically
+    from ground.files import write_atomically
 
     target = tmp_path / "runs" / "tpuctl-run.json"
     assert write_atomically(target, "old\n") == target and target.read_text() == "old\n"

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tpuctl.ground.errors import UserError
+from ground.errors import UserError
 from tpuctl.services import serving
 
 from httpfakes import FakeServer, JsonHandler

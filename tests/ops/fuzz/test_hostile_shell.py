@@ -6,7 +6,6 @@ they were given."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 from pathlib import Path
@@ -15,11 +14,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tpuctl.ground.errors import UserError
-from tpuctl.ground.outputs import read_outputs_file
-from tpuctl.services import tpuvm
-from tpuctl.services.training import TrainOptions
+from ground.errors import UserError
+from ground.outputs import read_outputs_file
+from tpuctl.services.runs.spec import RunSpec
+from tpuctl.services.runs.tpuvm.script import HOST_STATUS_DIR, host_command, registry_host, startup_script
 
+from runfixtures import planned
 from stackfixtures import write_outputs
 
 BUCKET = "hostile-bucket"
@@ -72,10 +72,10 @@ def _calls(log: Path) -> list[list[str]]:
     return calls
 
 
-def _run_script(run: tpuvm.TpuVmRun, bin_dir: Path, work: Path) -> list[list[str]]:
+def _run_script(run: RunSpec, bin_dir: Path, work: Path) -> list[list[str]]:
     work.mkdir(exist_ok=True)
     script = work / "startup.sh"
-    script.write_text(tpuvm.startup_script(run), encoding="utf-8")
+    script.write_text(startup_script(run), encoding="utf-8")
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "STUB_LOG": str(work / "calls"), "STUB_DIR": str(work),
            "HOME": str(work), "LANG": "C.UTF-8"}
     subprocess.run(["bash", str(script)], env=env, cwd=work, check=True, timeout=30,
@@ -91,26 +91,25 @@ def test_every_value_reaches_the_host_commands_intact_and_nothing_injected_runs(
     @given(model=values, data=values, hub=values, handle=values, flag=values, image=values)
     def check(model, data, hub, handle, flag, image):
         try:
-            run = tpuvm.plan_run(TrainOptions(accelerator="v5litepod-16", model="hub", hub_handle=handle,
-                                              model_dir=f"gs://{BUCKET}/{model}", data_dir=f"gs://{BUCKET}/{data}",
-                                              hub_cache_dir=f"gs://{BUCKET}/{hub}", extra=["--note", flag]),
-                                 outputs, name="hostile-run", image="img:1")
+            run = planned("tpu-vm", outputs, accelerator="v5litepod-16", model="hub", hub_handle=handle,
+                          model_dir=f"gs://{BUCKET}/{model}", data_dir=f"gs://{BUCKET}/{data}",
+                          hub_cache_dir=f"gs://{BUCKET}/{hub}", trainer_args=("--note", flag), image="img:1")
         except UserError:
             return   # refused at the edge, one line: nothing reaches a host (an empty hub handle, say)
         ran.append(1)
-        run = dataclasses.replace(run, image_uri=f"r.example/{image}")
+        run = run.model_copy(update={"image": f"r.example/{image}"})   # what the edge's check of --image would refuse
         calls = _run_script(run, bin_dir, tmp_path_factory.mktemp("run"))
         assert not marker.exists(), "an injected command ran"
         by_tool = {}
         for call in calls:
             by_tool.setdefault(call[0], []).append(call[1:])
         words = [w if isinstance(w, str) else "".join(p if isinstance(p, str) else "3" for p in w)
-                 for w in tpuvm.host_command(run)]
+                 for w in host_command(run)]
         assert by_tool["docker"] == [words[1:]]
         assert ["--model_dir", run.model_dir] == words[words.index("--model_dir"):][:2]
         assert words[-2:] == ["--note", flag] and f"TFHUB_CACHE_DIR={run.env['TFHUB_CACHE_DIR']}" in words
-        assert by_tool["gcloud"] == [["auth", "configure-docker", run.registry_host, "--quiet"],
-                                     ["storage", "cp", "-", f"{run.model_dir}/{tpuvm.HOST_STATUS_DIR}/worker-3.exit"]]
+        assert by_tool["gcloud"] == [["auth", "configure-docker", registry_host(run), "--quiet"],
+                                     ["storage", "cp", "-", f"{run.model_dir}/{HOST_STATUS_DIR}/worker-3.exit"]]
 
     check()
     assert len(ran) >= 10, "the generator must reach the script, not only the edge's refusals"
@@ -119,14 +118,14 @@ def test_every_value_reaches_the_host_commands_intact_and_nothing_injected_runs(
 def test_a_nul_byte_is_refused_before_anything_is_created(host):
     _, outputs, _ = host
     with pytest.raises(UserError, match="NUL byte"):
-        tpuvm.plan_run(TrainOptions(accelerator="v5litepod-16", extra=["--note", "a\x00b"]), outputs,
-                       name="hostile-run", image="img:1")
+        planned("tpu-vm", outputs, accelerator="v5litepod-16", trainer_args=("--note", "a\x00b"), name="hostile-run",
+                image="img:1")
 
 
 def test_a_worker_number_that_is_not_a_number_is_zero(host, tmp_path):
     """The metadata server's answer is not trusted either: anything but digits is worker 0."""
     bin_dir, outputs, marker = host
-    run = tpuvm.plan_run(TrainOptions(accelerator="v5litepod-16"), outputs, name="hostile-run", image="img:1")
+    run = planned("tpu-vm", outputs, accelerator="v5litepod-16", name="hostile-run", image="img:1")
     evil = tmp_path / "evil-bin"
     evil.mkdir()
     for name in ("docker", "gcloud"):

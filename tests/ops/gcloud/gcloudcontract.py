@@ -26,8 +26,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ground.envs import OPS_PACKAGES
+
 REPO = Path(__file__).resolve().parents[3]
-PYTHON_TREES = ("tpuctl", "bootstrap", "infra", "policy")
+PYTHON_TREES = OPS_PACKAGES
 GCLOUD_BINARY = "/usr/bin/gcloud"
 
 #: Values for the f-string fields that appear inside printed commands, by the field's source text.
@@ -49,7 +51,7 @@ EXPRESSION_SAMPLES: dict[str, str] = {
     "count": "16",
     "' '.join(missing)": "tpu.googleapis.com cloudquotas.googleapis.com",
     "shown": "gs://tpuctl-my-project-1-data/a.tfrecord gs://tpuctl-my-project-1-data/b.tfrecord",
-    "shell_word(run.registry_host)": "us-central1-docker.pkg.dev",
+    "shell_word(registry_host(run))": "us-central1-docker.pkg.dev",
     "host_report(run)": "gs://tpuctl-my-project-1-artifacts/runs/r1/tpuctl/hosts/worker-0.exit",
     "dims": "zone=us-central1-a",
     "where": "gs://tpuctl-my-project-1-data/datasets/flowers",
@@ -64,7 +66,7 @@ WORD_SAMPLES: dict[str, str] = {
 }
 #: `gcloud` text that is not a command to check, with the reason.
 NOT_COMMANDS: dict[str, str] = {
-    "gcloud if you mean to": "prose: 'delete it with gcloud if you mean to' (tpuctl/services/tpuvm/manage.py)",
+    "gcloud if you mean to": "prose: 'delete it with gcloud if you mean to' (tpuctl/services/runs/tpuvm/manage.py)",
     "gcloud ai-platform jobs submit training --scale-tier BASIC_TPU":
         "the seeds' command, quoted as what AI Platform's shutdown replaced (docs/vertex.md)",
     "gcloud ai-platform jobs submit training --scale-tier BASIC_TPU / BASIC_GPU":
@@ -139,7 +141,7 @@ def _sample(expression: str) -> str | None:
     if expression in EXPRESSION_SAMPLES:
         return EXPRESSION_SAMPLES[expression]
     if re.fullmatch(r"domain\.[A-Z_]+", expression):
-        from tpuctl.ground import domain
+        from ground import domain
 
         value = getattr(domain, expression.split(".", 1)[1], None)
         return value if isinstance(value, str) else None
@@ -200,10 +202,10 @@ def printed_commands() -> list[Command]:
 def rendered_commands() -> list[Command]:
     """The fix lines as the functions that print them render them, with real values (not the source scan)."""
     from bootstrap import principals, quotas
-    from tpuctl.ground import domain
-    from tpuctl.ground.outputs import parse_outputs
-    from tpuctl.services import vertex
-    from tpuctl.services.training import TrainOptions
+    from ground import domain
+    from ground.outputs import parse_outputs
+
+    from runfixtures import planned
 
     project, zone, region = "my-project-1", "us-central1-a", "us-central1"
     sa = f"tpuctl-trainer@{project}.iam.gserviceaccount.com"
@@ -215,10 +217,10 @@ def rendered_commands() -> list[Command]:
     outputs = parse_outputs({"project": project, "region": region,
                              "buckets": {"data": "d-bucket", "staging": "s-bucket", "artifacts": "a-bucket"},
                              "trainer_image_repository": "team-images"})
-    job = vertex.plan_job(TrainOptions(accelerator="gpu-t4x2"), outputs, job_name="j1")
-    metric, need = domain.job_quota_need(job.accelerator, job.workers)
+    job = planned("vertex", outputs, accelerator="gpu-t4x2", name="j1")
+    metric, need = domain.job_quota_need(job.accel, job.workers)
     texts.append(("quotas.vertex_quota_fix", quotas.vertex_quota_fix(
-        project, region, job.accelerator, metric, "CustomModelTrainingT4GPUsPerProjectPerRegion", need)))
+        project, region, job.accel, metric, "CustomModelTrainingT4GPUsPerProjectPerRegion", need)))
     found = []
     for where, text in texts:
         spans = _spans(text)

@@ -13,10 +13,15 @@ import apischema
 import gcloudcontract as gc
 import pytest
 
-from tpuctl.ground import domain
-from tpuctl.ground import tokens as T
-from tpuctl.ground.outputs import parse_outputs
-from tpuctl.services.training import TrainOptions
+from ground import domain
+from ground import tokens as T
+from ground.outputs import parse_outputs
+from tpuctl.services.runs import vertex
+from tpuctl.services.runs.tpuvm.script import build_queued_resource
+from tpuctl.services.runs.tuning.spec import DEFAULT_SPEC, parse_spec
+from tpuctl.services.runs.tuning.vertex import build_tuning_job
+
+from runfixtures import planned
 
 PROJECT, REGION, ZONE = "my-project-1", "us-central1", "us-central1-a"
 SA = f"tpuctl-trainer@{PROJECT}.iam.gserviceaccount.com"
@@ -42,11 +47,9 @@ def _json(message) -> dict:
 
 @pytest.mark.parametrize("accelerator, spot", [("v5litepod-16", True), ("v6e-8", False), ("v5p-8", False)])
 def test_queued_resource_fields_are_in_the_tpu_v2_schema(accelerator, spot):
-    from tpuctl.services import tpuvm
-
-    run = tpuvm.plan_run(TrainOptions(accelerator=accelerator), parse_outputs(OUTPUTS), zone=ZONE, spot=spot,
-                         name="r1", image=f"{REGION}-docker.pkg.dev/{PROJECT}/team-images/trainer-tpu:sha256-x")
-    body = _json(tpuvm.build_queued_resource(run))
+    run = planned("tpu-vm", parse_outputs(OUTPUTS), accelerator=accelerator, zone=ZONE, spot=spot, name="r1",
+                  image=f"{REGION}-docker.pkg.dev/{PROJECT}/team-images/trainer-tpu:sha256-x")
+    body = _json(build_queued_resource(run))
     assert body["tpu"]["nodeSpec"][0]["node"]["acceleratorType"] == accelerator
     assert apischema.problems(schema("tpu", "v2"), "QueuedResource", body) == []
 
@@ -54,24 +57,20 @@ def test_queued_resource_fields_are_in_the_tpu_v2_schema(accelerator, spot):
 @pytest.mark.parametrize("accelerator, workers, ps, python_package", [
     ("gpu-t4x2", 3, 0, False), ("tpu-v5e-4", 1, 0, False), ("cpu", 2, 1, True)])
 def test_custom_job_fields_are_in_the_aiplatform_v1_schema(accelerator, workers, ps, python_package):
-    from tpuctl.services import vertex
-
-    opts = TrainOptions(accelerator=accelerator, workers=workers, parameter_servers=ps)
-    job = vertex.plan_job(opts, parse_outputs(OUTPUTS), job_name="j1", python_package=python_package,
-                          image="us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest" if python_package else None)
+    job = planned("vertex", parse_outputs(OUTPUTS), accelerator=accelerator, workers=workers, parameter_servers=ps,
+                  name="j1", python_package=python_package,
+                  image="us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest" if python_package else None)
     body = _json(vertex.build_custom_job(job))
     assert apischema.problems(schema("aiplatform", "v1"), "GoogleCloudAiplatformV1CustomJob", body) == []
 
 
 def test_tuning_job_fields_are_in_the_aiplatform_v1_schema():
-    from tpuctl.services import tuning, vertex
-
-    job = vertex.plan_job(TrainOptions(accelerator="gpu-t4"), parse_outputs(OUTPUTS), job_name="t1")
-    for spec in (tuning.DEFAULT_SPEC, tuning.parse_spec(
+    job = planned("vertex", parse_outputs(OUTPUTS), accelerator="gpu-t4", name="t1", command="tune")
+    for spec in (DEFAULT_SPEC, parse_spec(
             {"parameters": {"learning_rate": {"values": [0.01, 0.001]}, "model": {"values": ["small_cnn"]},
                             "epochs": {"min": 1, "max": 3}}, "algorithm": "grid", "max_trials": 2,
              "parallel_trials": 1}, "spec")):
-        body = _json(tuning.build_tuning_job(job, spec))
+        body = _json(build_tuning_job(job, spec))
         assert apischema.problems(schema("aiplatform", "v1"), "GoogleCloudAiplatformV1HyperparameterTuningJob",
                                   body) == []
 

@@ -48,7 +48,7 @@ def test_the_scan_finds_the_commands_tpuctl_prints_and_documents():
             "compute tpus tpu-vm", "beta services identity", "auth configure-docker us-central1-docker.pkg.dev",
             "projects add-iam-policy-binding my-project-1"} <= printed
     assert {c.where.split(":")[0] for c in PRINTED} >= {"bootstrap/doctor.py", "bootstrap/quotas.py",
-                                                        "tpuctl/ground/domain/principals.py", "tpuctl/services/tpuvm/script.py"}
+                                                        "ground/domain/principals.py", "tpuctl/services/runs/tpuvm/script.py"}
     # the scan sees what the functions really print: each rendered fix line is a scanned line with its values
     shape = {(c.argv[:4], tuple(a.split("=", 1)[0] for a in c.argv if a.startswith("-"))) for c in PRINTED}
     for c in RENDERED:

@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-from tpuctl.ground.envs import ops_python, trainer_env, trainer_python
+from ground.envs import ops_python, trainer_env, trainer_python
 
 from clifixtures import invoke, sigint_as_ctrl_c
 from hubfixtures import build_tiny_module, download_prefix, make_fake_model, slow_emulator

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.ground.envs import ops_python
+from ground.envs import ops_python
 
 from clifixtures import invoke
 from hubfixtures import make_fake_model, tar_folder

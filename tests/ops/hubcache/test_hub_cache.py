@@ -315,7 +315,7 @@ def test_an_archive_of_too_many_entries_is_refused(gcs, tmp_path, monkeypatch):
 @pytest.mark.parametrize("command", ["add", "ls"])
 def test_the_prefix_help_names_the_catalogue_default(command):
     """The help text spells the default out (the catalogue is not imported for --help): it must stay the fact."""
-    from tpuctl.ground import domain
+    from ground import domain
 
     r = invoke(["hub-cache", command, "--help"], env={"COLUMNS": "400"})
     assert r.exit_code == 0 and f"default is {domain.DEFAULT_HUB_CACHE_PREFIX})" in " ".join(r.stdout.split())

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from tpuctl.ground.envs import trainer_env, trainer_python
+from ground.envs import trainer_env, trainer_python
 
 from clifixtures import invoke
 from hubfixtures import build_tiny_module, download_prefix, tar_folder

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.ground.envs import REPO_ROOT
-from tpuctl.ground.errors import UserError
+from ground.envs import REPO_ROOT
+from ground.errors import UserError
 from tpuctl.services import image
 
 from clifixtures import invoke

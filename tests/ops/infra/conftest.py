@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from ground import domain
 from infra import mocks as infra_mocks
-from tpuctl.ground import domain
 
 PROJECT = "my-tpu-project"
 HANDLE_A = "https://tfhub.dev/google/imagenet/mobilenet_v2_100_224/feature_vector/5"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from ground import domain
+from ground import tokens as T
 from infra.config import ConfigError
 from infra.mocks import run_program
-from tpuctl.ground import domain
-from tpuctl.ground import tokens as T
 
 PROJECT = "my-tpu-project"
 NUMBER = "123456789012"

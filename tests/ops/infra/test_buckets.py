@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from ground import domain
+from ground import tokens as T
 from infra.buckets import ACCESS_LOG_WRITER, ACCESS_LOG_WRITER_ROLE
 from infra.config import ConfigError
 from infra.mocks import run_program
-from tpuctl.ground import domain
-from tpuctl.ground import tokens as T
 
 PROJECT = "my-tpu-project"
 

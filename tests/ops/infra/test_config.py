@@ -7,10 +7,10 @@ import json
 
 import pytest
 
+from ground import domain
+from ground.settings import StackSettings
 from infra.config import ConfigError, load_config
 from infra.mocks import run_program
-from tpuctl.ground import domain
-from tpuctl.ground.settings import StackSettings
 
 PROJECT = "my-tpu-project"
 T4 = "nvidia-tesla-t4:us-central1:4"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import google_crc32c
 
+from ground import tokens as T
 from infra.mocks import run_program
-from tpuctl.ground import tokens as T
 
 
 def test_hub_objects_use_the_sha1_layout_tensorflow_hub_reads(hub_folder, handles):

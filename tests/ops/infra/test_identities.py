@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from ground import domain
+from ground import tokens as T
 from infra.mocks import project_number_for, run_program
-from tpuctl.ground import domain
-from tpuctl.ground import tokens as T
 
 PROJECT = "my-tpu-project"
 NUMBER = "123456789012"

@@ -10,12 +10,12 @@ import sys
 import pulumi
 import pytest
 
+from ground import domain
+from ground import tokens as T
+from ground.outputs import OUTPUT_KEYS, parse_outputs
+from ground.stackfile import read_stack_config
 from infra.config import REPO_ROOT, from_pulumi_config, load_config
 from infra.mocks import GcpMocks, _RecordingMonitor, run_program
-from tpuctl.ground import domain
-from tpuctl.ground import tokens as T
-from tpuctl.ground.outputs import OUTPUT_KEYS, parse_outputs
-from tpuctl.ground.stackfile import read_stack_config
 
 PROJECT = "my-tpu-project"
 
@@ -140,7 +140,7 @@ def test_engine_config_with_a_typo_names_the_unknown_key(tmp_path):
 def test_no_resources_at_import_time():
     # Importing every module without an engine or mocks must not try to register anything.
     code = ("import infra, infra.config, infra.buckets, infra.identities, infra.access, infra.quota, "
-            "infra.hub_cache, infra.program, infra.mocks, tpuctl.ground.tokens; print('ok')")
+            "infra.hub_cache, infra.program, infra.mocks, ground.tokens; print('ok')")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
 

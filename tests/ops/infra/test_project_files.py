@@ -8,12 +8,12 @@ import re
 import pytest
 import yaml
 
+from ground import domain
+from ground.errors import DomainError
+from ground.outputs import OUTPUT_KEYS
+from ground.settings import ARRAY_KEYS, INTEGER_KEYS, StackSettings
+from ground.stackfile import read_stack_config
 from infra.config import REPO_ROOT, ConfigError, load_config
-from tpuctl.ground import domain
-from tpuctl.ground.domain import DomainError
-from tpuctl.ground.outputs import OUTPUT_KEYS
-from tpuctl.ground.settings import ARRAY_KEYS, INTEGER_KEYS, StackSettings
-from tpuctl.ground.stackfile import read_stack_config
 
 SIMPLE_TYPES = {"string", "integer", "boolean", "array"}          # $defs/simpleConfigType
 DECLARATION_KEYS = {"type", "items", "description", "secret", "default"}   # configTypeDeclaration

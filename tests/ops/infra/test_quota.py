@@ -7,10 +7,10 @@ import json
 
 import pytest
 
+from ground import domain
+from ground import tokens as T
 from infra.config import ConfigError
 from infra.mocks import quota_info, run_program
-from tpuctl.ground import domain
-from tpuctl.ground import tokens as T
 
 PROJECT = "my-tpu-project"
 AIP = "aiplatform.googleapis.com"

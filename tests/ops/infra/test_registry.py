@@ -4,10 +4,10 @@ id and URL as stack outputs."""
 
 from __future__ import annotations
 
+from ground import domain
+from ground import tokens as T
 from infra.mocks import run_program
 from infra.registry import READER_ROLE, UNTAGGED_MAX_AGE
-from tpuctl.ground import domain
-from tpuctl.ground import tokens as T
 
 PROJECT = "my-tpu-project"
 

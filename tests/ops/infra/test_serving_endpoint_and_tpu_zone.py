@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from ground import domain
+from ground import tokens as T
+from ground.outputs import parse_outputs
 from infra.config import ConfigError
 from infra.mocks import run_program
-from tpuctl.ground import domain
-from tpuctl.ground import tokens as T
-from tpuctl.ground.outputs import parse_outputs
 
 PROJECT = "my-tpu-project"
 

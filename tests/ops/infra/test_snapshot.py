@@ -16,8 +16,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ground.stackfile import read_stack_config
 from infra.mocks import MockRun, plain, run_program
-from tpuctl.ground.stackfile import read_stack_config
 
 SNAPSHOT = Path(__file__).with_name("example_stack.snapshot.json")
 

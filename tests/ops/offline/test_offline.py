@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fixtures"))
 from clifixtures import invoke
 from netfixtures import offline
 
-#: The endpoint variables bootstrap/clients.py honours: none may point at a local server here.
+#: The endpoint variables cloud/clients.py honours: none may point at a local server here.
 _REDIRECTS = ("STORAGE_EMULATOR_HOST", "TPUCTL_CRM_ENDPOINT", "TPUCTL_IAM_ENDPOINT", "TPUCTL_SERVICEUSAGE_ENDPOINT",
               "TPUCTL_CLOUDQUOTAS_ENDPOINT", "TPUCTL_VERTEX_ENDPOINT", "TPUCTL_TPU_ENDPOINT",
               "TPUCTL_CLOUDBUILD_ENDPOINT", "TPUCTL_ARTIFACTREGISTRY_ENDPOINT", "TPUCTL_CLOUDBILLING_ENDPOINT",

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from ground import domain
+from ground.outputs import OUTPUT_KEYS, load_outputs, parse_outputs
 from infra.buckets import ACCESS_LOG_WRITER
-from tpuctl.ground import domain
-from tpuctl.ground.outputs import OUTPUT_KEYS, load_outputs, parse_outputs
 from tpuctl.services.plan import plan
 
 from clifixtures import invoke

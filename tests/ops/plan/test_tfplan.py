@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from policy.resources import TERRAFORM_TYPES
-from tpuctl.ground import tokens as T
+from ground import tokens as T
+from ground.resources import TERRAFORM_TYPES
 from tpuctl.services.plan import checkov_baseline, plan, tf_values, to_tfplan
 
 from clifixtures import invoke

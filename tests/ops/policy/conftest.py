@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.ground import domain
+from ground import domain
 
 HUB_HANDLE = "https://tfhub.dev/google/imagenet/mobilenet_v2_100_224/feature_vector/5"
 PROJECT = "my-tpu-project"
@@ -25,7 +25,7 @@ def make_hub_cache(root: Path, handle: str = HUB_HANDLE) -> Path:
 def stack_values(tmp_path):
     """Config of the example stack (read from Pulumi.example.yaml) with its commented-out hub model
     switched on and served from a temp cache."""
-    from tpuctl.ground.stackfile import read_stack_config
+    from ground.stackfile import read_stack_config
 
     values = read_stack_config("example")
     values["tpuctl:hubCacheSource"] = str(make_hub_cache(tmp_path / "hub"))

@@ -19,11 +19,11 @@ from google.protobuf import empty_pb2, json_format, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 from pulumi_policy.proxy import UNKNOWN_BOOLEAN_VALUE, UNKNOWN_STRING_VALUE
 
+from ground import domain
+from ground import tokens as T
+from ground.envs import ops_python
 from policy.rules import RESOURCE_RULES
 from policy.stack_rules import STACK_RULES
-from tpuctl.ground import domain
-from tpuctl.ground import tokens as T
-from tpuctl.ground.envs import ops_python
 
 from procfixtures import Watched
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from ground import domain
+from ground import resources as r
+from ground import tokens as T
+from ground.envs import REPO_ROOT
+from ground.settings import StackSettings
 from policy import exceptions
-from policy import resources as r
 from policy.evaluate import ALL_RULES, check_resource
-from tpuctl.ground import domain
-from tpuctl.ground import tokens as T
-from tpuctl.ground.envs import REPO_ROOT
-from tpuctl.ground.settings import StackSettings
 
 TPU_VM_AGENT = "serviceAccount:service-123456789012@gcp-sa-tpu.iam.gserviceaccount.com"
 SA = "serviceAccount:tpuctl-trainer@proj-123456.iam.gserviceaccount.com"

@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
+from ground import domain
+from ground import tokens as T
 from infra.mocks import run_program
 from policy.evaluate import evaluate, from_mocked
-from tpuctl.ground import domain
-from tpuctl.ground import tokens as T
 
 
 def verdicts(run, settings=None):

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from policy import resources as r
+from ground import domain
+from ground import resources as r
+from ground import tokens as T
+from ground.settings import StackSettings
 from policy.evaluate import ALL_RULES, check_resource, rule
 from policy.rules import ADVISORY, MANDATORY
 from policy.settings import SettingsError, settings_from, to_config
-from tpuctl.ground import domain
-from tpuctl.ground import tokens as T
-from tpuctl.ground.settings import StackSettings
 
 SA = "serviceAccount:tpuctl-trainer@proj-123456.iam.gserviceaccount.com"
 HUB_KEY = domain.hub_cache_key("https://tfhub.dev/google/imagenet/mobilenet_v2_100_224/feature_vector/5")

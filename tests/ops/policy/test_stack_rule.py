@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from policy import resources as r
-from policy.access import AccessModel, StackResource, build_model, check_training_access
+from ground import domain
+from ground import resources as r
+from ground import tokens as T
+from ground.access import AccessModel, StackResource, build_model, check_training_access
+from ground.settings import StackSettings
 from policy.stack_rules import check_hub_models_complete
-from tpuctl.ground import domain
-from tpuctl.ground import tokens as T
-from tpuctl.ground.settings import StackSettings
 
 SA = "serviceAccount:trainer@proj-123456.iam.gserviceaccount.com"
 AGENT = "serviceAccount:service-123@gcp-sa-tpu.iam.gserviceaccount.com"

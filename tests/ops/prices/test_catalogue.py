@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from tpuctl.ground import domain
-from tpuctl.ground.errors import DomainError
+from ground import domain
+from ground.errors import DomainError
 from tpuctl.services import prices
 
 from billingfakes import COMPUTE, SERVICES, TPU, VERTEX, default_skus, fake_prices, sku

@@ -10,7 +10,8 @@ from datetime import timedelta
 
 import pytest
 
-from tpuctl.services import cloudrun, prices
+from tpuctl.services import prices
+from tpuctl.services.runs import cost as cloudrun
 
 from billingfakes import fake_prices
 from clifixtures import invoke
@@ -24,13 +25,13 @@ def _errors(result) -> list[str]:
 
 
 def test_offline_tpu_vm_dry_run_prices_the_slice_from_the_snapshot_and_budget_bounds_the_spend(outputs_file):
-    base = ["tpu", "run", "-a", "v5litepod-8", "--zone", "us-central1-a", "--outputs", outputs_file, "--dry-run"]
+    base = ["train", "--target", "tpu-vm", "-a", "v5litepod-8", "--zone", "us-central1-a", "--outputs", outputs_file, "--dry-run"]
     shown = invoke(base)
     assert shown.exit_code == 0, shown.stderr
     assert f"cost estimate (TPU VM, on-demand, us-central1; {SNAPSHOT}; list prices" in shown.stderr
     # Hand-computed: 8 chips × $1.20 per chip-hour (tpu-v5litepod-1 us-central1 Price 1.2; -8: 9.6), 24 h.
     assert "  slice v5litepod-8: $9.6000/h = 8 × $1.2/chip-hour" in shown.stderr
-    assert "  total: $9.6000/h; maximum for --run-timeout 1d: $230.40" in shown.stderr
+    assert "  total: $9.6000/h; maximum for --max-run-time 1d: $230.40" in shown.stderr
     assert shown.stdout.startswith("{")                              # the request still printed
     # A TPU VM run's spend is counted while it goes (tpuvm.spend): a maximum above --budget is said, not refused:
     # $230 at $9.60/h is 23h57m30s of slice time (23h58m).
@@ -39,14 +40,14 @@ def test_offline_tpu_vm_dry_run_prices_the_slice_from_the_snapshot_and_budget_bo
     assert ("note: the run is stopped when its spend reaches --budget $230.00 (after 23h58m of slice time at "
             "$9.6000/h)") in bounded.stderr
     # Spot, a shorter run, the same through `train --target tpu-vm`: 8 × $0.21298 × 10 h = $17.04.
-    spot = invoke([*base, "--spot", "--run-timeout", "36000", "--budget", "17.05"])
+    spot = invoke([*base, "--spot", "--max-run-time", "36000s", "--budget", "17.05"])
     assert spot.exit_code == 0, spot.stderr
-    assert "total: $1.7038/h; maximum for --run-timeout 10h: $17.04" in spot.stderr
+    assert "total: $1.7038/h; maximum for --max-run-time 10h: $17.04" in spot.stderr
     assert "note: the run is stopped" not in spot.stderr             # within the budget: nothing to say
     train = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-8", "--zone", "us-central1-a", "--outputs",
                     outputs_file, "--dry-run", "--budget", "200"])
     assert train.exit_code == 0 and "when its spend reaches --budget $200.00 (after 20h50m" in train.stderr
-    # train's --max-run-time bounds a TPU VM run as tpu run's --run-timeout does: 8 × $1.20 × 2 h = $19.20.
+    # --max-run-time bounds a TPU VM run's training time in all: 8 × $1.20 × 2 h = $19.20.
     bounded = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-8", "--zone", "us-central1-a", "--outputs",
                       outputs_file, "--dry-run", "--max-run-time", "2h"])
     assert bounded.exit_code == 0, bounded.stderr
@@ -58,7 +59,7 @@ def test_offline_tpu_vm_dry_run_prices_the_slice_from_the_snapshot_and_budget_bo
 
 
 def test_offline_snapshot_gap_is_unknown_with_the_refresh_command(outputs_file):
-    base = ["tpu", "run", "-a", "v6e-8", "--zone", "southamerica-east1-c", "--outputs", outputs_file, "--dry-run"]
+    base = ["train", "--target", "tpu-vm", "-a", "v6e-8", "--zone", "southamerica-east1-c", "--outputs", outputs_file, "--dry-run"]
     shown = invoke(base)
     assert shown.exit_code == 0, shown.stderr
     assert ("total: unknown: no on-demand TPU v6e price for southamerica-east1 in the shipped snapshot (regions: "
@@ -97,8 +98,8 @@ HAND = {
 
 @pytest.mark.parametrize("accelerator, region, spot", list(HAND))
 def test_vertex_estimates_match_hand_computed_figures(accelerator, region, spot):
-    from tpuctl.ground import domain
-    from tpuctl.services.vertex import machine_spec
+    from ground import domain
+    from tpuctl.services.runs.vertex import machine_spec
 
     pool = {"machine_spec": machine_spec(domain.parse_accelerator(accelerator)), "replica_count": 2}
     est = cloudrun.estimate_pools([pool], region, spot=spot, max_run_time=timedelta(hours=3), prices=fake_prices())
@@ -128,7 +129,7 @@ def test_an_unreachable_catalogue_never_holds_a_dry_run_up(monkeypatch, outputs_
     from netfixtures import free_port, silent_endpoint
 
     monkeypatch.setattr(prices, "REFRESH_WAIT_SECONDS", 1.0)
-    base = ["tpu", "run", "-a", "v5litepod-8", "--zone", "us-central1-a", "--outputs", outputs_file, "--dry-run"]
+    base = ["train", "--target", "tpu-vm", "-a", "v5litepod-8", "--zone", "us-central1-a", "--outputs", outputs_file, "--dry-run"]
     # Refused at once: a note, the snapshot's figure.
     monkeypatch.setenv("TPUCTL_CLOUDBILLING_ENDPOINT", f"http://127.0.0.1:{free_port()}")
     refused = invoke(base)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tpuctl.ground import domain
+from ground import domain
 
 
 def _sku(description: str, region: str = "us-central1", usage: str = "OnDemand", unit: str = "h"):

@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from tpuctl.ground import domain
-from tpuctl.ground.envs import REPO_ROOT
+from ground import domain
+from ground.envs import REPO_ROOT
 
 HEADER = "InstanceType,vCPUs,MemoryGiB,AcceleratorName,AcceleratorCount,GpuInfo,Region,AvailabilityZone,Price,SpotPrice"
 
@@ -56,7 +56,7 @@ def test_conversion_per_chip_placeholders_and_disagreements(convert):
 
 
 def test_shipped_snapshot_is_dated_sourced_and_only_prices(convert):
-    raw = json.loads((REPO_ROOT / "tpuctl" / "ground" / "domain" / domain.SNAPSHOT_FILE).read_text())
+    raw = json.loads((REPO_ROOT / "ground" / "domain" / domain.SNAPSHOT_FILE).read_text())
     assert raw["repository"] == "skypilot-org/skypilot-catalog" and raw["path"] == "catalogs/v7/gcp/vms.csv"
     assert re.fullmatch(r"[0-9a-f]{40}", raw["commit"]) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", raw["read_on"])
     assert "Not Vertex AI training prices" in raw["note"]

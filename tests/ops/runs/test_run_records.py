@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from tpuctl.services import runs
+from tpuctl.services.runs import records as runs
 
 from clifixtures import invoke
 

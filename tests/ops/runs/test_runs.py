@@ -8,8 +8,8 @@ import urllib.request
 
 import pytest
 
-from tpuctl.ground.envs import trainer_env, trainer_python
-from tpuctl.services import board, runs
+from ground.envs import trainer_env, trainer_python
+from tpuctl.services.runs import board, records as runs
 
 from clifixtures import invoke
 from procfixtures import wait_for
@@ -34,9 +34,9 @@ def two_runs(tmp_path_factory):
                                "--distribution_strategy", "cpu"], env=trainer_env(), capture_output=True,
                               text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-2000:]
-        runs.write_launch_record(str(model_dir), {"target": "local", "accelerator": "cpu", "workers": 1,
-                                                  "args": ["--train_epochs", epochs],
-                                                  "started": started, "finished": started + 75})
+        runs.write_launch_record(str(model_dir), runs.LaunchRecord(target="local", accelerator="cpu", workers=1,
+                                                                   args=["--train_epochs", epochs], started=started,
+                                                                   finished=started + 75))
     (base / "not-a-run").mkdir()
     (base / "broken").mkdir()
     (base / "broken" / "result.json").write_text("{not json")

@@ -76,7 +76,7 @@ def test_an_empty_default_folder_says_where_it_looked(tmp_path, monkeypatch):
 def test_an_interrupted_run_is_listed_as_interrupted(tmp_path, monkeypatch):
     """Ctrl-C during `tpuctl train` after the trainer wrote a checkpoint: the run is listed as interrupted (it was
     hidden: no result.json); a run stopped before writing anything leaves no folder and no row."""
-    from tpuctl.services import training
+    from tpuctl.services.runs import local as training
 
     def interrupted_after_a_checkpoint(args, **_kw):
         model_dir = Path(args[args.index("--model_dir") + 1])

@@ -16,8 +16,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import checkov_gate
 
+from ground import tokens as T
 from policy.evaluate import evaluate
-from tpuctl.ground import tokens as T
 from tpuctl.services.plan import checkov_baseline, plan, to_tfplan
 
 pytestmark = pytest.mark.skipif(not checkov_gate.CHECKOV.exists(),

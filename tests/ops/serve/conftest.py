@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tpuctl.ground.envs import trainer_env, trainer_python
+from ground.envs import trainer_env, trainer_python
 
 from gcsfixtures import emulated_buckets
 from httpfakes import FakeServer, JsonHandler, fake_factory

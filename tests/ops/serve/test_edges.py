@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tpuctl.ground.errors import UserError
+from ground.errors import UserError
 from tpuctl.services import serving
 
 from clifixtures import invoke
@@ -51,9 +51,9 @@ def _one_line(result, code=2):
     (["deploy", "{export}", "--image", "x/y;rm -rf ~", "--dry-run"], "not a container image reference"),
     (["predict", "--batch", "gs://b-ok/x", "{export}", "--region", "EU!", "--dry-run"], "region 'EU!'"),
     (["serve", "{export}", "--image", "x;y", "--dry-run"], "not a container image reference"),
-    (["tpu", "run", "-a", "v5litepod-8", "--zone", "us-central1-a", "--image", "bad image", "--dry-run"],
+    (["train", "--target", "tpu-vm", "-a", "v5litepod-8", "--zone", "us-central1-a", "--image", "bad image", "--dry-run"],
      "not a container image reference"),
-    (["tune", "--image", "$(id)", "--dry-run"], "not a container image reference"),
+    (["tune", "--target", "vertex", "--image", "$(id)", "--dry-run"], "not a container image reference"),
 ])
 def test_bad_values_give_the_real_error_before_any_credentials(export, outputs, no_credentials, args, fragment):
     args = [a.replace("{export}", str(export)) for a in args]

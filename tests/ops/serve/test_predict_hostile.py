@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tpuctl.ground.errors import UserError
+from ground.errors import UserError
 from tpuctl.services import serving
 
 from clifixtures import invoke

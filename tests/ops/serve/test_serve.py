@@ -13,8 +13,8 @@ import threading
 import pytest
 from google.cloud import aiplatform_v1
 
-from tpuctl.ground import domain
-from tpuctl.ground.errors import DomainError
+from ground import domain
+from ground.errors import DomainError
 
 from clifixtures import invoke
 
@@ -284,7 +284,7 @@ def test_prediction_image_end_of_availability():
 
 
 def test_deploy_refuses_a_past_image_and_bad_bounds(fake_export, outputs_file):
-    from tpuctl.ground.outputs import read_outputs_file
+    from ground.outputs import read_outputs_file
     from tpuctl.services import serving
 
     export = serving.resolve_export(str(fake_export.export))

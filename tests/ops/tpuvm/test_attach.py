@@ -28,16 +28,16 @@ def _qr(zone):
 
 def _start_and_leave(outputs_file, gcs, *, recover=0, zones=()):
     """`tpu run` of NAME that is left as soon as training starts: the slice stays, the plan is in the folder."""
-    from tpuctl.ground.outputs import read_outputs_file
-    from tpuctl.services.targets import launch
-    from tpuctl.services.targets.tpuvm import plan_tpu_vm
-    from tpuctl.services.training import TrainOptions
+    from ground.outputs import read_outputs_file
+    from tpuctl.services.runs.target import launch
+
+    from runfixtures import tpu_vm_target
 
     def progress(line):
         if line.startswith("training on"):
             raise Detached
 
-    target = plan_tpu_vm(TrainOptions(accelerator="v5litepod-16"), read_outputs_file(outputs_file), spot=True,
+    target = tpu_vm_target(read_outputs_file(outputs_file), accelerator="v5litepod-16", spot=True,
                          name=NAME, image="us-central1-docker.pkg.dev/p/r/trainer-tpu:1", recover=recover,
                          zones=",".join(zones) if zones else None, progress=progress, poll_seconds=0.01,
                          storage=gcs)

@@ -10,13 +10,13 @@ import time
 
 import pytest
 
-from tpuctl.ground.errors import UserError
-from tpuctl.ground.outputs import read_outputs_file
-from tpuctl.services.targets import launch
-from tpuctl.services.targets.tpuvm import TpuVmTarget, plan_tpu_vm
-from tpuctl.services.training import TrainOptions
+from ground.errors import UserError
+from ground.outputs import read_outputs_file
+from tpuctl.services.runs.target import launch
+from tpuctl.services.runs.tpuvm.target import TpuVmTarget
 
 from billingfakes import fake_prices
+from runfixtures import tpu_vm_target
 
 PROJECT, ZONE = "my-tpu-project", "us-central1-a"
 ARTIFACTS = "tpuctl-my-tpu-project-artifacts"
@@ -40,7 +40,7 @@ class Clock:
 
 
 def _target(outputs_file, gcs, lines, clock, *, budget, recover=0, progress=None):
-    return plan_tpu_vm(TrainOptions(accelerator="v5litepod-16"), read_outputs_file(outputs_file), spot=True,
+    return tpu_vm_target(read_outputs_file(outputs_file), accelerator="v5litepod-16", spot=True,
                        name=NAME, image="us-central1-docker.pkg.dev/p/r/trainer-tpu:1", budget=budget,
                        recover=recover, progress=progress or lines.append, storage=gcs, poll_seconds=0,
                        prices=fake_prices(), sleep=clock.sleep, clock=clock)
@@ -55,16 +55,16 @@ def test_the_spend_reaching_the_budget_stops_the_run_and_deletes_the_slice(outpu
     lines: list[str] = []
     with pytest.raises(UserError) as err:
         launch(_target(outputs_file, gcs, lines, Clock(), budget=3))
-    # The maximum for --run-timeout (1 day, $115.20) is above the budget: said, not refused.
+    # The maximum for --max-run-time (1 day, $115.20) is above the budget: said, not refused.
     assert "note: the run is stopped when its spend reaches --budget $3.00 (after 37m30s of slice time at " \
            "$4.8000/h)" in lines
     # Polls at 0, 10, 20, 30 minutes ($2.40 by then), the next at 40 ($3.20) stops the run.
     assert err.value.exit_code == 1
     assert str(err.value) == (f"spend $3.20 reached --budget $3.00 (40m00s of slice time at $4.8000/h): the run was "
                               f"stopped; its backup is in {MODEL}/checkpoints/backup; to resume, run the same command "
-                              f"again with --name {NAME} (it reuses {MODEL}); deleted queued resource {NAME}")
+                              f"again with --name {NAME}; deleted queued resource {NAME}")
     assert [name for name, _ in fake.deleted] == [QR] and fake.resources == {}
-    assert _json(gcs, "tpuctl/tpu-vm-run.json")["budget"] == 3.0
+    assert _json(gcs, "tpuctl/tpu-vm-run.json")["spec"]["budget"] == 3.0
 
 
 def test_the_spend_counts_every_slice_across_recoveries(outputs_file, tpu_cloud, gcs):
@@ -81,7 +81,7 @@ def test_the_spend_counts_every_slice_across_recoveries(outputs_file, tpu_cloud,
     [recovery] = _json(gcs, "tpuctl/recoveries.json")["recoveries"]
     assert recovery["spent_usd"] == 1.6 and recovery["seconds_trained"] == 1200
     plan = _json(gcs, "tpuctl/tpu-vm-run.json")
-    assert plan["hourly_usd"] == 4.8 and plan["budget"] == 5.0 and plan["active_since"] is not None
+    assert plan["hourly_usd"] == 4.8 and plan["spec"]["budget"] == 5.0 and plan["active_since"] is not None
 
 
 def test_a_run_within_its_budget_finishes_and_says_what_it_spent(outputs_file, tpu_cloud, gcs):
@@ -97,7 +97,7 @@ def test_a_run_within_its_budget_finishes_and_says_what_it_spent(outputs_file, t
 
 
 def test_without_a_price_the_spend_is_not_tracked_and_that_is_said_once(outputs_file, tpu_cloud, gcs):
-    from tpuctl.ground import domain
+    from ground import domain
     from tpuctl.services.prices import Prices
 
     def on_get(fake, state, n):
@@ -110,7 +110,7 @@ def test_without_a_price_the_spend_is_not_tracked_and_that_is_said_once(outputs_
     unpriced = Prices(None, domain.Snapshot("nothing", "2026-11-25", "", {}))
     lines: list[str] = []
     clock = Clock()
-    run = plan_tpu_vm(TrainOptions(accelerator="v5litepod-16"), read_outputs_file(outputs_file), spot=True,
+    run = tpu_vm_target(read_outputs_file(outputs_file), accelerator="v5litepod-16", spot=True,
                       name=NAME, image="img:1", recover=1, progress=lines.append, storage=gcs, poll_seconds=0,
                       prices=unpriced, sleep=clock.sleep, clock=clock)
     assert launch(run).result == {"val_accuracy": 0.5}
@@ -120,13 +120,13 @@ def test_without_a_price_the_spend_is_not_tracked_and_that_is_said_once(outputs_
     assert "spent" not in preemption and not any(line.startswith("spent $") for line in lines)
     assert "spent_usd" not in _json(gcs, "tpuctl/recoveries.json")["recoveries"][0]
     with pytest.raises(UserError, match=r"^cannot check --budget \$5\.00: no Spot TPU v5e price"):
-        TpuVmTarget(run.run, budget=5, prices=unpriced, progress=lines.append).preflight()
+        TpuVmTarget(run.run.model_copy(update={"budget": 5.0}), prices=unpriced, progress=lines.append).preflight()
 
 
 def test_attach_goes_on_counting_what_the_slice_spent_before(outputs_file, tpu_cloud, gcs):
     """The launching process leaves once training starts; `tpu attach` comes back 25 minutes (wall clock) later:
     the slice has spent $2.00 by then, and the poll 20 minutes on ($3.60) is the first past the $3 budget."""
-    from tpuctl.services.targets.tpuvm import attach_tpu_vm
+    from tpuctl.services.runs.tpuvm.target import attach_tpu_vm
 
     class Detached(BaseException):
         pass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tpuctl.ground import domain
+from ground import domain
 
 
 @pytest.mark.parametrize("name, generation, chips, hosts, vms, runtime", [
@@ -85,8 +85,8 @@ def test_names_and_zones():
 
 
 def test_tpu_only_region_zones_are_accepted_where_tpu_vms_go():
-    from tpuctl.ground.errors import DomainError
-    from tpuctl.ground.settings import StackSettings
+    from ground.errors import DomainError
+    from ground.settings import StackSettings
 
     # us-central2-b: the TPU v4 zone, in a region without Compute Engine VMs (not in names.REGIONS)
     assert domain.validate_tpu_vm_zone("us-central2-b") == "us-central2-b"

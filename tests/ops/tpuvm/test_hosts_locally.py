@@ -11,17 +11,20 @@ import shlex
 
 import pytest
 
-from tpuctl.ground import domain
-from tpuctl.ground.envs import trainer_python
-from tpuctl.ground.outputs import read_outputs_file
-from tpuctl.services import tpuvm
-from tpuctl.services.training import TrainOptions, run_local
+from ground import domain
+from ground.envs import trainer_python
+from ground.outputs import read_outputs_file
+from tpuctl.services.runs.local import run_local
+from tpuctl.services.runs.spec import RunSpec
+from tpuctl.services.runs.tpuvm.script import host_command_line
+
+from runfixtures import planned
 
 
-def _docker_parts(run: tpuvm.TpuVmRun) -> tuple[dict[str, str], list[str]]:
+def _docker_parts(run: RunSpec) -> tuple[dict[str, str], list[str]]:
     """(-e environment, trainer arguments) of the per-host ``docker run`` line, parsed back like bash would."""
-    argv = shlex.split(tpuvm.host_command_line(run).replace("$WORKER", "0"))
-    image_at = argv.index(run.image_uri)
+    argv = shlex.split(host_command_line(run).replace("$WORKER", "0"))
+    image_at = argv.index(run.image)
     env, options = {}, argv[:image_at]
     for flag, value in zip(options, options[1:]):
         if flag == "-e":
@@ -37,11 +40,10 @@ def test_the_per_host_arguments_train_on_two_local_hosts(outputs_file, tmp_path,
     monkeypatch.setenv("TPUCTL_CACHE_DIR", str(tmp_path / "cache"))
     from tpuctl.services.data import ensure_demo_data
 
-    run = tpuvm.plan_run(TrainOptions(accelerator="v5litepod-16", epochs=1, batch_size=64,
-                                      extra=["--steps_per_epoch", "4"]),
-                         read_outputs_file(outputs_file), name="tpuctl-local-hosts", image="img:1")
+    run = planned("tpu-vm", read_outputs_file(outputs_file), accelerator="v5litepod-16", epochs=1, batch_size=64,
+                  trainer_args=("--steps_per_epoch", "4"), name="tpuctl-local-hosts", image="img:1")
     env, args = _docker_parts(run)
-    assert args == run.trainer_args and env["TPU_NAME"] == "tpuctl-local-hosts"
+    assert args == run.argv and env["TPU_NAME"] == "tpuctl-local-hosts"
 
     data, model = str(ensure_demo_data()), tmp_path / "model"
     swapped = {"tpu": "multi_worker", run.data_dir: data, run.model_dir: str(model)}

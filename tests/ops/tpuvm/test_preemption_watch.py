@@ -13,11 +13,11 @@ import time
 
 import pytest
 
-from tpuctl.ground.outputs import read_outputs_file
-from tpuctl.services import tpuvm
-from tpuctl.services.training import TrainOptions
+from ground.outputs import read_outputs_file
+from tpuctl.services.runs.tpuvm.script import startup_script
 
 from procfixtures import wait_for
+from runfixtures import planned
 from tpufakes import FakeMetadata
 
 ARTIFACTS = "tpuctl-my-tpu-project-artifacts"
@@ -68,10 +68,10 @@ def metadata():
 
 
 def _script(outputs_file, metadata, *, spot=True) -> str:
-    run = tpuvm.plan_run(TrainOptions(accelerator="v5litepod-16"), read_outputs_file(outputs_file), spot=spot,
+    run = planned("tpu-vm", read_outputs_file(outputs_file), accelerator="v5litepod-16", spot=spot,
                          name=NAME, image="us-central1-docker.pkg.dev/p/r/trainer-tpu:1")
     # The one address that differs on a TPU VM: its metadata server.
-    return tpuvm.startup_script(run).replace("http://metadata.google.internal", metadata.url)
+    return startup_script(run).replace("http://metadata.google.internal", metadata.url)
 
 
 def _read_report(gcs) -> str | None:

@@ -1,4 +1,4 @@
-"""`tpuctl tpu run` / `train --target tpu-vm` check the zone's Cloud TPU quota before creating anything: the real
+"""`tpuctl train --target tpu-vm` checks the zone's Cloud TPU quota before creating anything: the real
 google-cloud-quotas client against the local fake Google server (tests/ops/bootstrap/fakegoogle.py), the real
 google-cloud-tpu client against the queued-resource fake."""
 
@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.ground import domain
-from tpuctl.ground.errors import UserError
-from tpuctl.services import tpuvm
-from tpuctl.services.training import TrainOptions
+from ground import domain
+from ground.errors import UserError
+from tpuctl.services.runs.spec import RunSpec
+from tpuctl.services.runs.tpuvm.target import check_quota, recovery_zones
 
 from clifixtures import invoke
+from runfixtures import planned
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bootstrap"))
 from fakegoogle import quota_info, quotas_endpoint
@@ -37,22 +38,22 @@ def quotas(monkeypatch, tmp_path):
         yield server
 
 
-def plan(outputs_file, accelerator: str, spot: bool = False, zone: str | None = None) -> tpuvm.TpuVmRun:
-    from tpuctl.ground.outputs import load_outputs
+def plan(outputs_file, accelerator: str, spot: bool = False, zone: str | None = None, **flags) -> RunSpec:
+    from ground.outputs import load_outputs
 
-    return tpuvm.plan_run(TrainOptions(accelerator=accelerator), load_outputs(outputs_file=outputs_file),
-                          zone=zone, spot=spot, name="q-run", image="us-docker.pkg.dev/p/r/trainer-tpu:abc")
+    return planned("tpu-vm", load_outputs(outputs_file=outputs_file), accelerator=accelerator, zone=zone, spot=spot,
+                   name="q-run", image="us-docker.pkg.dev/p/r/trainer-tpu:abc", **flags)
 
 
 def test_a_slice_within_the_zones_quota_passes(quotas, outputs_file):
-    assert tpuvm.check_quota(plan(outputs_file, "v5litepod-8")) == 8
-    assert tpuvm.check_quota(plan(outputs_file, "v5litepod-64", spot=True)) == 64   # Spot: its own quota
-    assert tpuvm.check_quota(plan(outputs_file, "v5p-8")) == 8           # v5p counts TensorCores: 4 chips x 2
+    assert check_quota(plan(outputs_file, "v5litepod-8")) == 8
+    assert check_quota(plan(outputs_file, "v5litepod-64", spot=True)) == 64   # Spot: its own quota
+    assert check_quota(plan(outputs_file, "v5p-8")) == 8           # v5p counts TensorCores: 4 chips x 2
 
 
 def test_a_slice_over_quota_is_refused_with_the_stack_key_and_gcloud_command(quotas, outputs_file):
     with pytest.raises(UserError) as err:
-        tpuvm.check_quota(plan(outputs_file, "v5litepod-16"))
+        check_quota(plan(outputs_file, "v5litepod-16"))
     text = str(err.value)
     assert err.value.exit_code == 1 and "\n" not in text
     assert text.startswith(f"Cloud TPU on-demand quota {V5E} in {ZONE} is 8 chips, a v5litepod-16 slice needs 16; ")
@@ -60,18 +61,18 @@ def test_a_slice_over_quota_is_refused_with_the_stack_key_and_gcloud_command(quo
     assert (f"gcloud beta quotas preferences create --service={TPU} --quota-id={V5E} --preferred-value=16 "
             f"--dimensions=zone={ZONE} --project={PROJECT}") in text
     with pytest.raises(UserError, match=r"is 8 TensorCores, a v5p-16 slice needs 16"):
-        tpuvm.check_quota(plan(outputs_file, "v5p-16"))
+        check_quota(plan(outputs_file, "v5p-16"))
 
 
 def test_another_zone_has_its_own_limit(quotas, outputs_file):
     with pytest.raises(UserError, match=r"in us-west4-a is 0 chips"):
-        tpuvm.check_quota(plan(outputs_file, "v5litepod-1", zone="us-west4-a"))
+        check_quota(plan(outputs_file, "v5litepod-1", zone="us-west4-a"))
 
 
 def test_what_cannot_be_checked_is_a_note_and_the_run_goes_on(quotas, outputs_file):
     notes: list[str] = []
-    assert tpuvm.check_quota(plan(outputs_file, "v6e-8"), echo=notes.append) is None      # id not listed
-    assert tpuvm.check_quota(plan(outputs_file, "v4-8"), echo=notes.append) is None       # id not known
+    assert check_quota(plan(outputs_file, "v6e-8"), echo=notes.append) is None      # id not listed
+    assert check_quota(plan(outputs_file, "v4-8"), echo=notes.append) is None       # id not known
     assert notes == [
         "note: quota check skipped: the Cloud TPU API lists no quota TPUV6EPerProjectPerZoneForTPUAPI "
         "(renamed? please report it)",
@@ -83,18 +84,18 @@ def test_no_credentials_is_a_note(outputs_file, monkeypatch, tmp_path):
     monkeypatch.delenv("TPUCTL_CLOUDQUOTAS_ENDPOINT", raising=False)
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "none.json"))
     notes: list[str] = []
-    assert tpuvm.check_quota(plan(outputs_file, "v5litepod-8"), echo=notes.append) is None
+    assert check_quota(plan(outputs_file, "v5litepod-8"), echo=notes.append) is None
     assert notes == ["note: quota check skipped: no Google credentials (`gcloud auth application-default login`)"]
 
 
 def test_the_cli_refuses_before_creating_anything(quotas, outputs_file, tpu_cloud):
     fake = tpu_cloud()
-    r = invoke(["tpu", "run", "-a", "v5litepod-16", "--name", "q-run", "--outputs", str(outputs_file),
+    r = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-16", "--name", "q-run", "--outputs", str(outputs_file),
                 "--image", "us-docker.pkg.dev/p/r/trainer-tpu:abc"])
     assert r.exit_code == 1, r.output
     assert f"error: Cloud TPU on-demand quota {V5E} in {ZONE} is 8 chips" in r.stderr
     assert fake.requests == []          # nothing was created, not even looked up
-    ok = invoke(["tpu", "run", "-a", "v5litepod-16", "--spot", "--name", "q-run", "--outputs", str(outputs_file),
+    ok = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-16", "--spot", "--name", "q-run", "--outputs", str(outputs_file),
                  "--image", "us-docker.pkg.dev/p/r/trainer-tpu:abc", "--dry-run"])
     assert ok.exit_code == 0, ok.output   # Spot quota (64) covers it: the request is printed
 
@@ -113,8 +114,8 @@ def test_recovery_zones_leave_out_a_zone_without_spot_quota(quotas, outputs_file
     """--zones: us-central1-b has no v5e Spot quota (default 0): left out with a note; the run's zone stays
     first, a repeat is dropped."""
     notes = []
-    zones = tpuvm.recovery_zones(plan(outputs_file, "v5litepod-16", spot=True), "us-central1-b,us-central1-a",
-                                 echo=notes.append)
+    zones = recovery_zones(plan(outputs_file, "v5litepod-16", spot=True, recover=1,
+                                zones="us-central1-b,us-central1-a"), echo=notes.append)
     assert zones == [ZONE]
     [note] = notes
     assert note.startswith(f"note: us-central1-b left out of the recovery zones: Cloud TPU Spot quota {V5E_SPOT} "

@@ -11,6 +11,7 @@ import re
 import pytest
 
 from clifixtures import invoke
+from runfixtures import planned
 from tpufakes import CreateRefusal, not_offered, quota_exceeded
 
 PROJECT, ZONE, ZONE_B = "my-tpu-project", "us-central1-a", "us-central1-b"
@@ -27,7 +28,7 @@ def _qr(zone):
 
 
 def _args(outputs_file, *extra):
-    return ["tpu", "run", "-a", "v5litepod-16", "--spot", "--name", NAME, "--outputs", str(outputs_file),
+    return ["train", "--target", "tpu-vm", "-a", "v5litepod-16", "--spot", "--name", NAME, "--outputs", str(outputs_file),
             "--image", "us-central1-docker.pkg.dev/my-tpu-project/tpuctl-trainer/trainer-tpu:sha256-test",
             "--poll-seconds", "0.01", *extra]
 
@@ -137,11 +138,9 @@ def test_the_time_lost_is_the_training_since_the_last_backup(outputs_file, tpu_c
     in the run's history and on the preemption lines."""
     import time
 
-    from tpuctl.ground.outputs import read_outputs_file
-    from tpuctl.services import tpuvm
-    from tpuctl.services.targets import launch
-    from tpuctl.services.targets.tpuvm import TpuVmTarget
-    from tpuctl.services.training import TrainOptions
+    from ground.outputs import read_outputs_file
+    from tpuctl.services.runs.target import launch
+    from tpuctl.services.runs.tpuvm.target import TpuVmTarget
 
     now, shift = [0.0], [0.0]
     hosts = _hosts(gcs, finish_on_create=3)
@@ -153,12 +152,12 @@ def test_the_time_lost_is_the_training_since_the_last_backup(outputs_file, tpu_c
 
     tpu_cloud(plans=[["ACTIVE", "ACTIVE", "ACTIVE", SUSPENDED], ["ACTIVE", "ACTIVE", "ACTIVE", SUSPENDED],
                      ["ACTIVE", "ACTIVE", "ACTIVE"]], on_get=on_get)
-    run = tpuvm.plan_run(TrainOptions(accelerator="v5litepod-16"), read_outputs_file(outputs_file), spot=True,
-                         name=NAME, image="us-central1-docker.pkg.dev/p/r/trainer-tpu:1")
+    run = planned("tpu-vm", read_outputs_file(outputs_file), accelerator="v5litepod-16", spot=True, recover=2,
+                  name=NAME, image="us-central1-docker.pkg.dev/p/r/trainer-tpu:1")
     lines: list[str] = []
-    outcome = launch(TpuVmTarget(run, progress=lines.append, storage=gcs, poll_seconds=0, recover=2,
-                               zones=[ZONE, ZONE_B], sleep=lambda s: now.__setitem__(0, now[0] + 600.0),
-                               clock=lambda: now[0], wall=lambda: time.time() + shift[0]))
+    outcome = launch(TpuVmTarget(run, progress=lines.append, storage=gcs, poll_seconds=0,
+                                 zone_order=[ZONE, ZONE_B], sleep=lambda s: now.__setitem__(0, now[0] + 600.0),
+                                 clock=lambda: now[0], wall=lambda: time.time() + shift[0]))
     assert outcome.result == RESULT
     first, second = outcome.recoveries
     assert first["zone"] == ZONE and second["zone"] == ZONE and first["resumed_zone"] == ZONE
@@ -177,7 +176,7 @@ def test_train_target_tpu_vm_recovers_too(outputs_file, tpu_cloud, gcs):
     fake = tpu_cloud(plans=[["ACTIVE", "ACTIVE", SUSPENDED], ["ACTIVE", "ACTIVE", "ACTIVE"]],
                      on_get=_hosts(gcs, finish_on_create=2))
     r = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-16", "--spot", "--recover", "1",
-                "--job-name", NAME, "--outputs", str(outputs_file), "--poll-seconds", "0.01",
+                "--name", NAME, "--outputs", str(outputs_file), "--poll-seconds", "0.01",
                 "--image", "us-central1-docker.pkg.dev/my-tpu-project/tpuctl-trainer/trainer-tpu:sha256-test"])
     assert r.exit_code == 0, r.output
     assert "preemption 1/1: preempted (Spot), SUSPENDED in us-central1-a" in r.stderr
@@ -192,24 +191,22 @@ def test_train_refuses_recover_off_tpu_vm(outputs_file, tpu_cloud):
 
 
 def test_ctrl_c_while_recovering_deletes_the_slice_in_the_zone_it_was_queued_in(outputs_file, tpu_cloud, gcs):
-    from tpuctl.ground.errors import UserError
-    from tpuctl.ground.outputs import read_outputs_file
-    from tpuctl.services import tpuvm
-    from tpuctl.services.targets import launch
-    from tpuctl.services.targets.tpuvm import TpuVmTarget
-    from tpuctl.services.training import TrainOptions
+    from ground.errors import UserError
+    from ground.outputs import read_outputs_file
+    from tpuctl.services.runs.target import launch
+    from tpuctl.services.runs.tpuvm.target import TpuVmTarget
 
     fake = tpu_cloud(plans=[["ACTIVE", "ACTIVE", SUSPENDED], ["ACCEPTED", NO_CAPACITY], ["WAITING_FOR_RESOURCES"]],
                      on_get=_hosts(gcs, finish_on_create=None))
-    run = tpuvm.plan_run(TrainOptions(accelerator="v5litepod-16"), read_outputs_file(outputs_file), spot=True,
-                         name=NAME, image="us-central1-docker.pkg.dev/p/r/trainer-tpu:1")
+    run = planned("tpu-vm", read_outputs_file(outputs_file), accelerator="v5litepod-16", spot=True, recover=3,
+                  name=NAME, image="us-central1-docker.pkg.dev/p/r/trainer-tpu:1")
 
     def progress(line):
         if line.startswith("queued: WAITING") and fake.zones_created == [ZONE, ZONE, ZONE_B]:
             raise KeyboardInterrupt
 
     with pytest.raises(UserError) as err:
-        launch(TpuVmTarget(run, progress=progress, storage=gcs, poll_seconds=0.01, recover=3, zones=[ZONE, ZONE_B]))
+        launch(TpuVmTarget(run, progress=progress, storage=gcs, poll_seconds=0.01, zone_order=[ZONE, ZONE_B]))
     assert err.value.exit_code == 130 and str(err.value) == f"interrupted; deleted queued resource {NAME}"
     assert [name for name, _ in fake.deleted] == [_qr(ZONE), _qr(ZONE), _qr(ZONE_B)]
     assert fake.resources == {}
@@ -311,7 +308,7 @@ def _posted_zones(fake):
 def test_the_fake_refuses_a_create_as_google_does_through_the_real_client(tpu_cloud):
     from google.api_core import exceptions
 
-    from tpuctl.services.tpuvm.api import tpu_client
+    from tpuctl.services.runs.tpuvm.api import tpu_client
 
     tpu_cloud(refuse={ZONE: quota_exceeded(ZONE), ZONE_B: not_offered("v5litepod-16", ZONE_B)})
     client = tpu_client()

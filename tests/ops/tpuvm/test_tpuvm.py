@@ -10,16 +10,16 @@ import subprocess
 import pytest
 from google.cloud import tpu_v2
 
-from tpuctl.ground.envs import ops_python
-from tpuctl.ground.errors import UserError
-from tpuctl.ground.outputs import read_outputs_file
-from tpuctl.services import tpuvm
-from tpuctl.services.targets import launch
-from tpuctl.services.targets.tpuvm import TpuVmTarget
-from tpuctl.services.training import TrainOptions
+from ground.envs import ops_python
+from ground.errors import UserError
+from ground.outputs import read_outputs_file
+from tpuctl.services.runs.target import launch
+from tpuctl.services.runs.tpuvm.script import build_queued_resource, startup_script
+from tpuctl.services.runs.tpuvm.target import TpuVmTarget
 
 from clifixtures import invoke, sigint_as_ctrl_c
 from procfixtures import interrupt_when
+from runfixtures import planned, tpu_vm_target
 
 # The stack of the `outputs_file` fixture (conftest.py).
 PROJECT, ZONE = "my-tpu-project", "us-central1-a"
@@ -33,7 +33,7 @@ FAST = ["--poll-seconds", "0.01"]
 
 
 def _run_args(outputs_file, *extra):
-    return ["tpu", "run", "--accelerator", "v5litepod-16", "--name", NAME, "--outputs", str(outputs_file),
+    return ["train", "--target", "tpu-vm", "--accelerator", "v5litepod-16", "--name", NAME, "--outputs", str(outputs_file),
             "--image", "us-central1-docker.pkg.dev/my-tpu-project/tpuctl-trainer/trainer-tpu:sha256-test",
             *FAST, *extra]
 
@@ -67,7 +67,7 @@ def _error_line(result) -> str:
 
 def test_dry_run_prints_a_request_google_types_accept(outputs_file, monkeypatch):
     monkeypatch.delenv("TPUCTL_TPU_ENDPOINT", raising=False)
-    r = invoke(["tpu", "run", "-a", "v5litepod-16", "--spot", "--name", NAME, "--outputs", str(outputs_file),
+    r = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-16", "--spot", "--name", NAME, "--outputs", str(outputs_file),
                 "--dry-run", "--epochs", "3", "--", "--learning_rate", "0.01"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
@@ -80,7 +80,8 @@ def test_dry_run_prints_a_request_google_types_accept(outputs_file, monkeypatch)
     assert node.accelerator_type == "v5litepod-16" and node.runtime_version == "v2-alpha-tpuv5-lite"
     assert node.service_account.email == SA
     assert list(node.service_account.scope) == ["https://www.googleapis.com/auth/cloud-platform"]
-    assert dict(node.labels) == {"managed-by": "tpuctl", "tpuctl-run": NAME, "stack": "dev"}
+    assert dict(node.labels) == {"managed-by": "tpuctl", "tpuctl-run": NAME, "stack": "dev", "tpuctl-command": "train",
+                                 "accelerator": "tpu-v5e-16", "model": "small_cnn"}
     script = node.metadata["startup-script"]
     assert doc["hosts"] == 4 and doc["hostCommand"] in script
     command = doc["hostCommand"]
@@ -100,10 +101,10 @@ def test_the_stack_tpu_zone_is_the_default_zone(outputs_file, tmp_path, monkeypa
     doc = json.loads(outputs_file.read_text())
     moved = tmp_path / "moved.json"
     moved.write_text(json.dumps({**doc, "tpu_zone": "us-west4-a"}))     # tpuctl:tpuZone, outside the region
-    r = invoke(["tpu", "run", "-a", "v5litepod-16", "--name", NAME, "--outputs", str(moved), "--dry-run"])
+    r = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-16", "--name", NAME, "--outputs", str(moved), "--dry-run"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["parent"] == f"projects/{PROJECT}/locations/us-west4-a"
-    r = invoke(["tpu", "run", "-a", "v5litepod-16", "--name", NAME, "--outputs", str(moved), "--zone", ZONE,
+    r = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-16", "--name", NAME, "--outputs", str(moved), "--zone", ZONE,
                 "--dry-run"])
     assert json.loads(r.stdout)["parent"] == f"projects/{PROJECT}/locations/{ZONE}"      # --zone still wins
     bad = tmp_path / "bad.json"
@@ -113,22 +114,22 @@ def test_the_stack_tpu_zone_is_the_default_zone(outputs_file, tmp_path, monkeypa
 
 
 def test_single_host_on_demand_uses_the_local_tpu(outputs_file):
-    run = tpuvm.plan_run(TrainOptions(accelerator="v6e-8"), read_outputs_file(outputs_file), name=NAME,
+    run = planned("tpu-vm", read_outputs_file(outputs_file), accelerator="v6e-8", name=NAME,
                          image="img:1")
-    resource = tpuvm.build_queued_resource(run)
+    resource = build_queued_resource(run)
     assert "spot" not in resource and "guaranteed" not in resource
-    assert run.env["TPU_NAME"] == "local" and run.accelerator.vms == 1
+    assert run.env["TPU_NAME"] == "local" and run.slice.vms == 1
     assert resource.tpu.node_spec[0].node.runtime_version == "v2-alpha-tpuv6e"
 
 
 @pytest.mark.parametrize("accelerator, pjrt", [("v5litepod-8", True), ("v6e-8", False), ("v4-8", False)])
 def test_tensorflow_on_v5e_hosts_gets_googles_pjrt_switch(outputs_file, accelerator, pjrt):
-    run = tpuvm.plan_run(TrainOptions(accelerator=accelerator), read_outputs_file(outputs_file), name=NAME,
+    run = planned("tpu-vm", read_outputs_file(outputs_file), accelerator=accelerator, name=NAME,
                          image="img:1")
     wanted = {"NEXT_PLUGGABLE_DEVICE_USE_C_API": "true", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}
     assert (wanted.items() <= run.env.items()) is pjrt and (pjrt or not wanted.keys() & run.env.keys())
     if pjrt:   # and the startup script passes them to the container
-        script = tpuvm.startup_script(run)
+        script = startup_script(run)
         assert all(f"{k}={v}" in script for k, v in wanted.items()), script
 
 
@@ -136,12 +137,12 @@ def test_tensorflow_on_v5e_hosts_gets_googles_pjrt_switch(outputs_file, accelera
     (["-a", "tpu-v3-8"], "run through Vertex AI"),
     (["-a", "v5litepod-16", "--zone", "us-central1"], "zone 'us-central1'"),
     (["-a", "v5litepod-16", "--data-dir", "/tmp/data"], "gs://BUCKET/PATH"),
-    (["-a", "v5litepod-16", "--name", "Bad_Name"], "run name"),
+    (["-a", "v5litepod-16", "--name", "Bad_Name"], "--name 'Bad_Name'"),
     (["-a", "v5litepod-16", "stray"], "trainer flags go after `--`"),
 ])
 def test_bad_input_is_one_line_and_creates_nothing(outputs_file, tpu_cloud, args, message):
     fake = tpu_cloud()
-    r = invoke(["tpu", "run", *args, "--outputs", str(outputs_file), "--image", "img:1"])
+    r = invoke(["train", "--target", "tpu-vm", *args, "--outputs", str(outputs_file), "--image", "img:1"])
     assert r.exit_code == 2 and message in _error_line(r)
     assert fake.requests == []
 
@@ -211,11 +212,17 @@ def test_a_failed_host_ends_the_run(outputs_file, tpu_cloud, gcs):
 
 
 def test_provisioning_timeout_names_what_it_waited_for(outputs_file, tpu_cloud, gcs):
+    """--max-wait 2m, each status read half a minute apart (an injected clock)."""
     fake = tpu_cloud(states=["WAITING_FOR_RESOURCES"])
-    r = invoke(_run_args(outputs_file, "--provision-timeout", "1"))
-    assert r.exit_code == 1
-    line = _error_line(r)
-    assert "still WAITING_FOR_RESOURCES after 1 s" in line and "v5litepod-16 in us-central1-a to become ACTIVE" in line
+    now = [0.0]
+    target = tpu_vm_target(read_outputs_file(outputs_file), accelerator="v5litepod-16", name=NAME, image="img:1",
+                           max_wait="2m", storage=gcs, poll_seconds=0, progress=lambda _: None,
+                           sleep=lambda _: now.__setitem__(0, now[0] + 30), clock=lambda: now[0])
+    with pytest.raises(UserError) as err:
+        launch(target)
+    assert err.value.exit_code == 1
+    assert "still WAITING_FOR_RESOURCES after 120 s" in str(err.value)
+    assert "v5litepod-16 in us-central1-a to become ACTIVE" in str(err.value)
     assert [name for name, _ in fake.deleted] == [QR]
 
 
@@ -230,7 +237,7 @@ def test_an_existing_name_is_refused_and_left_alone(outputs_file, tpu_cloud, gcs
 
 def test_ctrl_c_in_process_deletes_and_exits_130(outputs_file, tpu_cloud, gcs):
     fake = tpu_cloud(states=["ACCEPTED", "PROVISIONING"])
-    run = tpuvm.plan_run(TrainOptions(accelerator="v5litepod-16"), read_outputs_file(outputs_file), name=NAME,
+    run = planned("tpu-vm", read_outputs_file(outputs_file), accelerator="v5litepod-16", name=NAME,
                          image="img:1")
 
     def progress(line):
@@ -294,14 +301,18 @@ def test_list_and_delete_touch_only_tpuctl_resources(outputs_file, tpu_cloud):
     assert fake.deleted == [(f"{parent}/queuedResources/ours", {"force": ["true"]})]
 
 
-def test_an_earlier_runs_result_and_host_reports_do_not_end_the_wait(outputs_file, tpu_cloud, gcs):
-    """The trainer keeps a finished run's result.json (and the hosts' exit files stay): a relaunch into the same
-    folder waits for its own result, not the earlier one, and an earlier failed host is not this run's."""
+def test_a_finished_run_is_refused_and_an_interrupted_ones_host_reports_do_not_end_the_wait(outputs_file, tpu_cloud,
+                                                                                            gcs):
+    """The same --name again continues an interrupted run; a finished one (its result.json) is refused before
+    anything is created, since training there again would start over. The hosts' exit files of the interrupted
+    launch stay: an earlier failed host is not this launch's."""
     _write(gcs, f"runs/{NAME}/result.json", json.dumps({**RESULT, "val_accuracy": 0.5}))
-    _write(gcs, f"runs/{NAME}/tpuctl/hosts/worker-1.exit", "137\n")
     fake = tpu_cloud(states=["PROVISIONING", "ACTIVE"], on_get=_hosts_finish(gcs, after=3))
+    r = invoke(_run_args(outputs_file))
+    assert r.exit_code == 2 and "holds a finished run" in _error_line(r) and fake.creates() == []
+    gcs.bucket(ARTIFACTS).blob(f"runs/{NAME}/result.json").delete()
+    _write(gcs, f"runs/{NAME}/tpuctl/hosts/worker-1.exit", "137\n")
     r = invoke(_run_args(outputs_file))
     assert r.exit_code == 0, r.output
     assert r.stdout.splitlines() == [f"SavedModel: {RESULT['export_dir']}", "validation accuracy: 0.8750"]
-    assert "result.json is an earlier run's" in r.stderr
     assert fake.gets[QR] >= 4   # provisioning, then ACTIVE until the new result.json appeared on the third

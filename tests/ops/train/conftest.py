@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.ground.envs import ops_python, trainer_python
+from ground.envs import ops_python, trainer_python
 
 from clifixtures import run_process
 from gcsfixtures import emulated_buckets

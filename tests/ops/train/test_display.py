@@ -9,7 +9,7 @@ import pty
 import re
 import subprocess
 
-from tpuctl.ground.envs import ops_python
+from ground.envs import ops_python
 
 from procfixtures import read_terminal
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from runfixtures import planned
+
 
 def _log(env, name):
     return json.loads((Path(env["FAKE_LOG_DIR"]) / name).read_text())
@@ -114,16 +116,16 @@ def test_trainer_exit_code_and_error_line_are_passed_on(fake_trainer, tools, tmp
 @pytest.mark.parametrize("args, fragment", [
     (["--accelerator", "tpu-v9-8"], "unknown accelerator 'tpu-v9-8'"),
     (["--accelerator", "tpu-v3-8", "--workers", "2"], "--workers 2 cannot be combined with tpu-v3-8"),
-    (["--workers", "0"], "Invalid value for '--workers'"),
-    (["--workers", "30000"], "Invalid value for '--workers'"),
-    (["--epochs", "-3"], "Invalid value for '--epochs'"),
-    (["--batch-size", "99999999999"], "Invalid value for '--batch-size'"),
-    (["--target", "vertex", "--dry-run", "--poll-seconds", "nan"], "Invalid value for '--poll-seconds'"),
+    (["--workers", "0"], "--workers"),
+    (["--workers", "30000"], "--workers"),
+    (["--epochs", "-3"], "--epochs"),
+    (["--batch-size", "65537"], "--batch-size"),          # the trainer's own bound (trainer.flags.TASK_BOUNDS)
+    (["--target", "vertex", "--dry-run", "--poll-seconds", "nan"], "--poll-seconds"),
     (["--model-dir", "{file}/sub"], "is a file, not a folder"),
     (["--data-dir", "/" + "d" * 5000], "longer than the OS allows"),
     (["--data-dir", "/does/not/exist"], "data folder /does/not/exist does not exist"),
     (["--model", "hub"], "--model hub needs --hub-handle"),
-    (["--dry-run"], "--dry-run only applies to --target vertex"),
+    (["--zone", "us-central1-a"], "--zone only applies to --target tpu-vm"),
     (["stray"], "unexpected argument 'stray'; trainer flags go after `--`"),
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_runs(fake_trainer, tools, tmp_path, args, fragment):
@@ -231,24 +233,38 @@ def test_worker_ignoring_sigterm_is_killed_after_the_grace_period(fake_trainer, 
 
 
 def test_default_run_folder_is_never_reused(monkeypatch, tmp_path):
-    from tpuctl.services import training as launch
+    from tpuctl.services.runs import spec
 
-    monkeypatch.setattr(launch, "timestamp", lambda: "20261122-030000")
+    monkeypatch.setattr(spec, "timestamp", lambda: "20261122-030000")
+    monkeypatch.chdir(tmp_path)
     base = tmp_path / "runs"
-    # each call claims (creates) its folder, so calls in the same second never share one
-    assert launch._fresh_run_dir(base) == str(base / "20261122-030000")
-    assert launch._fresh_run_dir(base) == str(base / "20261122-030000-2")
-    assert launch._fresh_run_dir(base) == str(base / "20261122-030000-3")
+
+    def fresh():
+        return planned(claim=True).model_dir
+
+    # each plan claims (creates) its folder, so runs started in the same second never share one
+    assert fresh() == str(base / "20261122-030000")
+    assert fresh() == str(base / "20261122-030000-2")
+    assert fresh() == str(base / "20261122-030000-3")
     assert all((base / n).is_dir() for n in ("20261122-030000", "20261122-030000-2", "20261122-030000-3"))
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(8) as pool:
-        claimed = list(pool.map(lambda _: launch._fresh_run_dir(base), range(16)))
-    assert len(set(claimed)) == 16 and not set(claimed) & {str(base / "20261122-030000")}
+        claimed = list(pool.map(lambda _: planned(claim=True), range(16)))
+    assert len({c.model_dir for c in claimed}) == 16 and str(base / "20261122-030000") not in {c.model_dir for c in claimed}
     # a run that fails before writing anything gives its claimed folder back
-    plan = launch.LocalPlan([], {}, 1, "d", claimed[0], False, claimed=True)
-    launch.release_run_dir(plan)
-    assert not Path(claimed[0]).exists()
-    (Path(claimed[1]) / "tpuctl-run.json").write_text("{}")
-    launch.release_run_dir(launch.LocalPlan([], {}, 1, "d", claimed[1], False, claimed=True))
-    assert Path(claimed[1]).is_dir()   # not empty: kept
+    spec.release(claimed[0])
+    assert not Path(claimed[0].model_dir).exists()
+    (Path(claimed[1].model_dir) / "tpuctl-run.json").write_text("{}")
+    spec.release(claimed[1])
+    assert Path(claimed[1].model_dir).is_dir()   # not empty: kept
+
+
+def test_a_local_dry_run_shows_the_processes_and_creates_nothing(fake_trainer, tools, tmp_path):
+    proc = tools.run_cli(["train", "--dry-run", "--workers", "2", "--epochs", "1"], env=fake_trainer, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    assert [p["label"] for p in plan["processes"]] == ["chief", "worker 0"]
+    assert plan["processes"][0]["command"][3:5] == ["--distribution_strategy", "multi_worker"]
+    assert not (tmp_path / "runs").exists() and not Path(fake_trainer["FAKE_LOG_DIR"]).exists()
+

@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.ground import domain
-from tpuctl.ground.errors import UserError
-from tpuctl.services import vertex
-from tpuctl.services.training import TrainOptions
+from ground import domain
+from ground.errors import UserError
+from tpuctl.services.runs import vertex
+from tpuctl.services.runs.spec import RunSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bootstrap"))
 from clifixtures import invoke
 from fakegoogle import quota_info, quotas_endpoint
+from runfixtures import planned
 
 PROJECT = "my-proj-1"
 AIP = "aiplatform.googleapis.com"
@@ -35,11 +36,10 @@ def quotas(monkeypatch, tmp_path):
         yield server
 
 
-def job(accelerator: str, workers: int = 1) -> vertex.VertexJob:
-    from tpuctl.ground.outputs import parse_outputs
+def job(accelerator: str, workers: int = 1) -> RunSpec:
+    from ground.outputs import parse_outputs
 
-    outputs = parse_outputs(OUTPUTS)
-    return vertex.plan_job(TrainOptions(accelerator=accelerator, workers=workers), outputs, job_name="q")
+    return planned("vertex", parse_outputs(OUTPUTS), accelerator=accelerator, workers=workers, name="q")
 
 
 def test_job_within_quota_passes(quotas):

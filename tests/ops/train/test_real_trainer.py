@@ -87,7 +87,7 @@ def test_killing_a_real_worker_fails_fast_without_orphans(env, tools, tmp_path):
 
 @pytest.mark.slow
 def test_hub_model_loads_from_the_hub_cache_dir_given(env, tools, tmp_path):
-    from tpuctl.ground.domain import hub_cache_key
+    from ground.domain import hub_cache_key
 
     handle = "https://tfhub.dev/tpuctl/tiny-feature-vector/1"
     cache_dir = tmp_path / "hub-cache"

@@ -12,80 +12,86 @@ from datetime import timedelta
 import pytest
 from google.cloud import aiplatform_v1
 
-from tpuctl.ground.errors import UserError
-from tpuctl.ground.outputs import read_outputs_file
-from tpuctl.services import cloudrun, vertex
-from tpuctl.services.targets.vertex import VertexTarget
-from tpuctl.services.training import TrainOptions
+from ground.errors import UserError
+from ground.outputs import read_outputs_file
+from tpuctl.services.runs import vertex
+from tpuctl.services.runs.flags import RunFlags
+from tpuctl.services.runs.vertex import VertexTarget
 
+from runfixtures import planned
 from stackfixtures import write_outputs
 
 
 @pytest.fixture
-def job(tmp_path):
-    path = write_outputs(tmp_path / "outputs.json")
-    return vertex.plan_job(TrainOptions(workers=2, epochs=3), read_outputs_file(path), job_name="spot-1")
+def outputs(tmp_path):
+    return read_outputs_file(write_outputs(tmp_path / "outputs.json"))
 
 
-def test_spot_scheduling_on_the_planned_request_parses_strictly(job):
+@pytest.fixture
+def job(outputs):
+    return planned("vertex", outputs, workers=2, epochs=3, name="spot-1")
+
+
+def test_spot_scheduling_on_the_planned_request_parses_strictly(outputs, job):
     base = vertex.build_custom_job(job)
-    spot = cloudrun.with_scheduling(base, spot=True, max_run_time=timedelta(hours=3))
+    spot = vertex.build_custom_job(planned("vertex", outputs, workers=2, epochs=3, name="spot-1", spot=True,
+                                           max_run_time="3h"))
     text = aiplatform_v1.CustomJob.to_json(spot)
     parsed = aiplatform_v1.CustomJob.from_json(text, ignore_unknown_fields=False)
     scheduling = parsed.job_spec.scheduling
     assert scheduling.strategy == aiplatform_v1.Scheduling.Strategy.SPOT
     assert scheduling.restart_job_on_worker_restart is True
     assert scheduling.timeout == timedelta(hours=3)
-    # Everything else is the request `tpuctl train` sends.
+    # Everything else is the request an on-demand run sends.
     parsed.job_spec.scheduling = None
     assert parsed == base
-    assert vertex.build_custom_job(job).job_spec.scheduling == aiplatform_v1.Scheduling()   # input untouched
+    assert base.job_spec.scheduling == aiplatform_v1.Scheduling()
     # On-demand with a time limit only.
-    limited = cloudrun.with_scheduling(base, max_run_time=timedelta(minutes=10)).job_spec.scheduling
+    limited = vertex.build_custom_job(job.model_copy(update={"max_run_time": timedelta(minutes=10)})).job_spec.scheduling
     assert limited.strategy == aiplatform_v1.Scheduling.Strategy.STRATEGY_UNSPECIFIED and limited.timeout.seconds == 600
     assert not limited.restart_job_on_worker_restart
-    assert cloudrun.with_scheduling(base) == base
 
 
-def test_backup_folder_is_in_the_run_folder(job):
-    assert cloudrun.backup_dir(job) == "gs://tpuctl-my-project-1-artifacts/runs/spot-1/checkpoints/backup"
-    args = list(job.trainer_args)
-    args[args.index("--model_dir") + 1] = "gs://elsewhere/x"
-    moved = type(job)(**{**job.__dict__, "trainer_args": args})
-    with pytest.raises(UserError, match="both must be the same folder"):
-        cloudrun.backup_dir(moved)
+def test_the_backup_is_in_the_run_folder_the_job_restarts_in(outputs, job):
+    """The trainer backs up in <model_dir>/checkpoints/backup; the job's base output directory is that model folder,
+    so a restarted Spot job (AIP_CHECKPOINT_DIR=<base>/checkpoints/) resumes. A trainer --model_dir after `--`
+    would move the backup away from it: refused, with the flag to use."""
+    assert vertex.build_custom_job(job).job_spec.base_output_directory.output_uri_prefix == job.model_dir
+    assert job.trainer.model_dir == job.model_dir == "gs://tpuctl-my-project-1-artifacts/runs/spot-1"
+    with pytest.raises(UserError, match="--model_dir after `--`: tpuctl sets it; use --model-dir"):
+        planned("vertex", outputs, spot=True, trainer_args=("--model_dir", "gs://elsewhere/x"))
 
 
 @pytest.mark.parametrize("text, seconds", [("10m", 600), ("2h", 7200), ("1h30m", 5400), ("7d", 604800),
                                            ("3600", 3600), ("1.5h", 5400)])
 def test_max_run_time_parses(text, seconds):
-    assert cloudrun.parse_run_time(text).total_seconds() == seconds
+    assert RunFlags.of(max_run_time=text).max_run_time.total_seconds() == seconds
 
 
 @pytest.mark.parametrize("text", ["9m", "8d", "2 hours", "h", "", "1x", "-1h"])
 def test_max_run_time_out_of_range_or_malformed_is_one_line(text):
     with pytest.raises(UserError, match=r"^--max-run-time") as info:
-        cloudrun.parse_run_time(text)
+        RunFlags.of(max_run_time=text)
     assert "\n" not in str(info.value)
 
 
-def test_plan_cloud_run_estimates_and_checks_the_budget(job):
+def test_the_preflight_estimates_and_checks_the_budget(outputs):
     from billingfakes import fake_prices
 
     # 2 replicas of n1-standard-4 at the stand-in catalogue's Spot prices (4 × $0.012 + 15 × $0.0015), 2 h.
-    plan = cloudrun.plan_cloud_run(job, spot=True, max_run_time=timedelta(hours=2), budget=5, prices=fake_prices())
-    assert plan.backup_dir.endswith("/runs/spot-1/checkpoints/backup")
-    assert plan.estimate.spot and plan.estimate.maximum == pytest.approx(2 * 0.0705 * 2)
+    spot = planned("vertex", outputs, workers=2, name="spot-1", spot=True, max_run_time="2h", budget=5)
+    target = VertexTarget(spot, prices=fake_prices(), note=lambda _: None)
+    target.preflight()
+    assert target.estimate.spot and target.estimate.maximum == pytest.approx(2 * 0.0705 * 2)
     with pytest.raises(UserError, match=r"may cost up to \$0\.28 .*above --budget \$0\.20"):
-        cloudrun.plan_cloud_run(job, spot=True, max_run_time=timedelta(hours=2), budget=0.2, prices=fake_prices())
+        VertexTarget(spot.model_copy(update={"budget": 0.2}), prices=fake_prices(), note=lambda _: None).preflight()
 
 
-def test_spot_job_goes_through_the_real_client_to_the_endpoint(job, fake_vertex, monkeypatch):
+def test_spot_job_goes_through_the_real_client_to_the_endpoint(outputs, fake_vertex, monkeypatch, gcs):
     fake = fake_vertex()
     monkeypatch.setenv("TPUCTL_VERTEX_ENDPOINT", fake.url)
-    plan = cloudrun.plan_cloud_run(job, spot=True, max_run_time=timedelta(hours=1))
-    target = VertexTarget(job, wait=False, custom_job=plan.custom_job, say=lambda _: None,
-                          image_exists=lambda _: True)
+    spec = planned("vertex", outputs, workers=2, epochs=3, name="spot-1", spot=True, max_run_time="1h")
+    target = VertexTarget(spec, wait=False, say=lambda _: None, image_exists=lambda _: True)
     with target.submit() as created:
         outcome = target.follow(created)
     assert outcome.state == "SUBMITTED" and outcome.name.endswith("/customJobs/1000")
@@ -96,7 +102,7 @@ def test_spot_job_goes_through_the_real_client_to_the_endpoint(job, fake_vertex,
     assert body["jobSpec"]["scheduling"] == {"timeout": "3600s", "restartJobOnWorkerRestart": True,
                                              "strategy": int(aiplatform_v1.Scheduling.Strategy.SPOT)}
     assert sent.job_spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.SPOT
-    assert sent.job_spec.base_output_directory.output_uri_prefix + "/checkpoints/backup" == plan.backup_dir
+    assert sent.job_spec.base_output_directory.output_uri_prefix == spec.model_dir
 
 
 def _epoch_starts(text: str, label: str = "chief") -> list[str]:
@@ -106,26 +112,27 @@ def _epoch_starts(text: str, label: str = "chief") -> list[str]:
 
 @pytest.mark.slow
 def test_two_process_run_stopped_after_an_epoch_resumes_at_the_interrupted_epoch(tmp_path, tools, monkeypatch):
+    from tpuctl.services.data import ensure_demo_data
+    from tpuctl.services.runs.local import run_local
     from tpuctl.services.supervisor import TaskFailed
-    from tpuctl.services.training import plan_local, run_local
 
     if not tools.trainer_python.exists():
         pytest.skip("trainer environment .venv-trainer is missing (scripts/setup.sh)")
     monkeypatch.setenv("TPUCTL_CACHE_DIR", str(tmp_path / "cache"))
     model_dir = tmp_path / "run"
     # The flags `tpuctl train --workers 2 --epochs 3 --model-dir RUN -- --steps_per_epoch 5 --seed 1` resolve to.
-    plan = plan_local(TrainOptions(workers=2, epochs=3, model_dir=str(model_dir),
-                                   extra=["--steps_per_epoch", "5", "--seed", "1"]))
+    plan = planned(workers=2, epochs=3, model_dir=str(model_dir), trainer_args=("--steps_per_epoch", "5", "--seed", "1"))
+    ensure_demo_data()     # what the local target's submit does first
     first = io.StringIO()
     with pytest.raises(TaskFailed):   # the test hook hard-exits every process right after epoch 2's backup
-        run_local(plan.args, workers=2, env={**plan.env, "TPUCTL_TRAINER_TEST_EXIT_AFTER_EPOCH": "2"},
+        run_local(plan.argv, workers=2, env={**plan.env, "TPUCTL_TRAINER_TEST_EXIT_AFTER_EPOCH": "2"},
                   out=first, err=io.StringIO())
     assert _epoch_starts(first.getvalue()) == ["epoch-start: 1/3", "epoch-start: 2/3"], first.getvalue()[-3000:]
     assert (model_dir / "checkpoints" / "backup" / "chief").is_dir()
     assert not (model_dir / "result.json").exists()
 
     second = io.StringIO()
-    outcome = run_local(plan.args, workers=2, env=plan.env, out=second, err=io.StringIO())
+    outcome = run_local(plan.argv, workers=2, env=plan.env, out=second, err=io.StringIO())
     assert outcome.returncode == 0
     assert _epoch_starts(second.getvalue()) == ["epoch-start: 3/3"], second.getvalue()[-3000:]
     assert _epoch_starts(second.getvalue(), "worker 0") == ["epoch-start: 3/3"]

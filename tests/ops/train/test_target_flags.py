@@ -12,11 +12,12 @@ from clifixtures import invoke
 #: A value for each target-specific flag (a bare flag when the value is None).
 SAMPLES = {
     "name": ("--name", "n1"), "parameter_servers": ("--parameter-servers", "1"), "verbose": ("--verbose", None),
-    "region": ("--region", "us-central1"), "job_name": ("--job-name", "j1"), "image": ("--image", "img"),
+    "region": ("--region", "us-central1"), "job_name": ("--name", "j1"), "image": ("--image", "img"),
     "python_package": ("--python-package", None), "spot": ("--spot", None), "max_run_time": ("--max-run-time", "1h"),
     "budget": ("--budget", "5"), "dry_run": ("--dry-run", None), "wait": ("--no-wait", None),
     "poll_seconds": ("--poll-seconds", "1"), "zone": ("--zone", "us-central1-a"), "keep": ("--keep", None),
     "recover": ("--recover", "0"), "zones": ("--zones", "us-central1-b"), "seed": ("--seed", "1"),
+    "max_wait": ("--max-wait", "1h"),
 }
 
 
@@ -44,7 +45,7 @@ def test_a_flag_given_with_its_default_value_still_counts_as_given():
 
 
 def test_a_flag_a_target_takes_is_not_refused_by_the_table():
-    # --job-name on tpu-vm goes past the table to the run's own checks (here: no stack outputs)
-    result = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-8", "--job-name", "j1", "--dry-run"])
+    # --name on tpu-vm goes past the table to the run's own checks (here: no stack outputs)
+    result = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-8", "--name", "j1", "--dry-run"])
     assert result.exit_code != 0 and "only applies" not in result.stderr
     assert "needs the stack's outputs" in result.stderr

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 import pytest
 
 from tpuctl.commands import train, tune
-from tpuctl.services.targets import Outcome, launch
+from tpuctl.services.runs.target import Outcome, launch
 
 
 @pytest.mark.parametrize("command", [train, tune])

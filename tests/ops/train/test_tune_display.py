@@ -35,7 +35,7 @@ def test_local_tuning_verbose_shows_the_raw_output(fake_trainer, tools, tmp_path
 def test_verbose_is_refused_for_a_vertex_tuning_job():
     from clifixtures import invoke
 
-    r = invoke(["tune", "-v", "--dry-run"])
+    r = invoke(["tune", "--target", "vertex", "-v", "--dry-run"])
     assert r.exit_code == 2 and r.stderr == ("error: --verbose only applies to --target local (a Vertex AI job's logs "
                                              "are in the console)\n")
 

@@ -10,7 +10,7 @@ import tarfile
 import pytest
 from google.cloud.aiplatform_v1 import AcceleratorType, CustomJob
 
-from tpuctl.ground import domain
+from ground import domain
 
 PROJECT = "my-project-1"
 STAGING = "tpuctl-my-project-1-staging"
@@ -79,7 +79,7 @@ def _expected(job, accelerator, pools, image, args):
             "baseOutputDirectory": {"outputUriPrefix": f"gs://tpuctl-my-project-1-artifacts/runs/{job}"},
         },
         "labels": {"app": "tpuctl", "env": "test", "tpuctl-command": "train", "accelerator": accelerator,
-                   "model": "small_cnn"},
+                   "model": "small_cnn", "managed-by": "tpuctl", "tpuctl-run": job},
     }
     for machine, replicas, env in pools:
         body["jobSpec"]["workerPoolSpecs"].append({
@@ -91,7 +91,7 @@ def _expected(job, accelerator, pools, image, args):
 
 
 def test_tpu_v3_8_job_body_upload_and_follow(vertex):
-    proc = vertex.run("--accelerator", "tpu-v3-8", "--job-name", "flowers-tpu", "--epochs", "10")
+    proc = vertex.run("--accelerator", "tpu-v3-8", "--name", "flowers-tpu", "--epochs", "10")
     assert proc.returncode == 0, proc.stderr
     posts = vertex.fake.posts()
     assert len(posts) == 1 and posts[0][1] == CREATE_PATH
@@ -121,7 +121,7 @@ def test_tpu_v3_8_job_body_upload_and_follow(vertex):
 
 
 def test_two_t4_gpu_job_body(vertex):
-    proc = vertex.run("--accelerator", "gpu-t4x2", "--job-name", "t4-pair")
+    proc = vertex.run("--accelerator", "gpu-t4x2", "--name", "t4-pair")
     assert proc.returncode == 0, proc.stderr
     assert vertex.fake.posts()[0][2] == _expected(
         "t4-pair", "gpu-t4x2",
@@ -134,7 +134,7 @@ def test_two_t4_gpu_job_body(vertex):
 
 
 def test_multi_worker_gpu_job_body_and_dry_run_equals_submitted(vertex):
-    args = ("--accelerator", "gpu-l4", "--workers", "3", "--job-name", "l4-cluster", "--", "--learning_rate", "0.01")
+    args = ("--accelerator", "gpu-l4", "--workers", "3", "--name", "l4-cluster", "--", "--learning_rate", "0.01")
     dry = vertex.run("--dry-run", *args)
     assert dry.returncode == 0, dry.stderr
     assert vertex.fake.requests == [] and vertex.staged() == []  # dry run: nothing uploaded or sent
@@ -155,7 +155,7 @@ def test_multi_worker_gpu_job_body_and_dry_run_equals_submitted(vertex):
 
 
 def test_tpu_v5e_uses_machine_type_and_topology_in_region(vertex):
-    dry = vertex.run("--dry-run", "--accelerator", "tpu-v5e-4", "--region", "europe-west4", "--job-name", "v5e")
+    dry = vertex.run("--dry-run", "--accelerator", "tpu-v5e-4", "--region", "europe-west4", "--name", "v5e")
     assert dry.returncode == 0, dry.stderr
     pool = json.loads(dry.stdout)["jobSpec"]["workerPoolSpecs"]
     assert len(pool) == 1
@@ -172,7 +172,7 @@ def test_tpu_v5e_uses_machine_type_and_topology_in_region(vertex):
     (["--data-dir", "/local/data"], "a Vertex AI job reads from Cloud Storage"),
     (["--model-dir", "runs/x"], "a Vertex AI job writes to Cloud Storage"),
     (["--hub-cache-dir", "/home/me/hub"], "a Vertex AI job reads hub models from Cloud Storage"),
-    (["--job-name", "Bad_Name"], "job name 'Bad_Name'"),
+    (["--name", "Bad_Name"], "--name 'Bad_Name'"),
 ])
 def test_bad_input_fails_before_any_upload_or_request(vertex, args, fragment):
     proc = vertex.run(*args)
@@ -189,7 +189,7 @@ def test_vertex_needs_stack_outputs(tools, tmp_path):
 
 
 def test_failed_job_is_reported_with_its_error(vertex):
-    proc = vertex.run("--accelerator", "gpu", "--job-name", "doomed",
+    proc = vertex.run("--accelerator", "gpu", "--name", "doomed",
                       states=("JOB_STATE_RUNNING", "JOB_STATE_FAILED"), error="The replica workerpool0-0 exited with a non-zero status of 3.")
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
@@ -198,17 +198,18 @@ def test_failed_job_is_reported_with_its_error(vertex):
 
 
 def test_no_wait_submits_and_returns(vertex):
-    proc = vertex.run("--job-name", "fire-and-forget", "--no-wait")
+    proc = vertex.run("--name", "fire-and-forget", "--no-wait")
     assert proc.returncode == 0, proc.stderr
     assert [r[0] for r in vertex.fake.requests] == ["POST"]
     body = vertex.fake.posts()[0][2]
     assert body["jobSpec"]["workerPoolSpecs"][0]["machineSpec"] == {"machineType": "n1-standard-4"}
-    assert body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["args"][:2] == ["--distribution_strategy", "auto"]
+    # cpu, the default on Vertex AI: the same strategy a local `-a cpu` run gets
+    assert body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["args"][:2] == ["--distribution_strategy", "cpu"]
     assert "console: https://console.cloud.google.com/" in proc.stdout
 
 
 def test_transient_errors_while_following_are_retried(vertex):
-    proc = vertex.run("--job-name", "flaky", unavailable_gets=2)
+    proc = vertex.run("--name", "flaky", unavailable_gets=2)
     assert proc.returncode == 0, proc.stderr
     gets = [r for r in vertex.fake.requests if r[0] == "GET"]
     assert len(gets) == 2 + 3  # two 503s retried, then PENDING, RUNNING, SUCCEEDED

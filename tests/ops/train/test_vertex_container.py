@@ -10,13 +10,15 @@ import json
 import pytest
 from google.cloud import aiplatform_v1
 
-from tpuctl.ground import domain
-from tpuctl.ground.errors import UserError
-from tpuctl.services import image, vertex
+from ground import domain
+from ground.errors import UserError
+from tpuctl.services import image
+from tpuctl.services.runs import spec, vertex
 
 from buildfakes import FakeBuildCloud
 from clifixtures import invoke
 from httpfakes import fake_factory
+from runfixtures import planned
 from stackfixtures import write_outputs
 
 PROJECT, REGION = "my-project-1", "us-central1"
@@ -40,8 +42,9 @@ def outputs_file(tmp_path):
 
 
 @pytest.fixture
-def clouds(fake_vertex, monkeypatch, tmp_path):
-    """(the Vertex AI stand-in, the Artifact Registry fake), both pointed at by their endpoint variables."""
+def clouds(fake_vertex, monkeypatch, tmp_path, gcs):
+    """(the Vertex AI stand-in, the Artifact Registry fake), both pointed at by their endpoint variables (and the storage
+    emulator, where a run folder is looked at before a job is created)."""
     fake = fake_vertex()
     monkeypatch.setenv("TPUCTL_VERTEX_ENDPOINT", fake.url)
     with fake_factory(FakeBuildCloud, monkeypatch, ["TPUCTL_ARTIFACTREGISTRY_ENDPOINT"],
@@ -50,7 +53,7 @@ def clouds(fake_vertex, monkeypatch, tmp_path):
 
 
 def _dry_run(outputs_file, *args):
-    r = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--job-name", "j1", "--dry-run", *args])
+    r = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--name", "j1", "--dry-run", *args])
     assert r.exit_code == 0, r.stderr
     return r.stdout, aiplatform_v1.CustomJob.from_json(r.stdout, ignore_unknown_fields=False)
 
@@ -71,7 +74,7 @@ def test_default_job_runs_the_trainer_image_with_the_same_args_and_env(outputs_f
 
 def test_a_missing_image_is_one_line_naming_the_build_command_and_nothing_is_submitted(outputs_file, clouds):
     fake, registry = clouds
-    r = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--job-name", "j2", "--poll-seconds", "0.01"])
+    r = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--name", "j2", "--poll-seconds", "0.01"])
     assert r.exit_code == 2, r.output
     assert r.stderr.splitlines()[-1].startswith("error: the trainer image ")
     assert (f"run `tpuctl image build --variant cpu --project {PROJECT} --region {REGION} "
@@ -80,7 +83,7 @@ def test_a_missing_image_is_one_line_naming_the_build_command_and_nothing_is_sub
     # once the image exists, the same command submits the container job
     ref = image.image_ref(None, "cpu", project=PROJECT, region=REGION, repository="team-images")
     registry.tags.add(ref.uri)
-    r = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--job-name", "j2", "--poll-seconds", "0.01"])
+    r = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--name", "j2", "--poll-seconds", "0.01"])
     assert r.exit_code == 0, r.output
     [(_, _, body)] = fake.posts()
     sent = aiplatform_v1.CustomJob.from_json(json.dumps(body), ignore_unknown_fields=False)
@@ -91,20 +94,20 @@ def test_a_missing_image_is_one_line_naming_the_build_command_and_nothing_is_sub
 def test_prebuilt_image_past_its_end_of_availability_is_refused_and_warned_before():
     img = domain.TrainingImage("tf-cpu.2-17.py310", "2.17", end_of_availability=datetime.date(2026, 6, 1))
     with pytest.raises(UserError, match=r"reached its end of availability on 2026-06-01 .* drop --python-package"):
-        vertex.check_availability(img, datetime.date(2026, 6, 1))
+        spec.check_availability(img, datetime.date(2026, 6, 1))
     said: list[str] = []
-    vertex.check_availability(img, datetime.date(2026, 3, 10), said.append)     # 83 days before
+    spec.check_availability(img, datetime.date(2026, 3, 10), said.append)     # 83 days before
     assert len(said) == 1 and "reaches its end of availability on 2026-06-01" in said[0]
-    vertex.check_availability(img, datetime.date(2025, 12, 1), said.append)     # far ahead: silent
+    spec.check_availability(img, datetime.date(2025, 12, 1), said.append)     # far ahead: silent
     unknown = domain.TrainingImage("tf-cpu.2-17.py310", "2.17")
-    vertex.check_availability(unknown, datetime.date(2030, 1, 1), said.append)  # no date in the catalogue
+    spec.check_availability(unknown, datetime.date(2030, 1, 1), said.append)  # no date in the catalogue
     assert len(said) == 1
 
 
 def test_a_parameter_server_job_is_sent_with_a_ps_pool(outputs_file, clouds):
     fake, registry = clouds
     registry.tags.add(image.image_ref(None, "cpu", project=PROJECT, region=REGION, repository="team-images").uri)
-    r = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--job-name", "ps1", "--workers", "3",
+    r = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--name", "ps1", "--workers", "3",
                 "--parameter-servers", "2", "--poll-seconds", "0.01"])
     assert r.exit_code == 0, r.output
     [(_, _, body)] = fake.posts()
@@ -115,7 +118,7 @@ def test_a_parameter_server_job_is_sent_with_a_ps_pool(outputs_file, clouds):
 
 
 def _refused(outputs_file, *args):
-    r = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--job-name", "j3", "--dry-run", *args])
+    r = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--name", "j3", "--dry-run", *args])
     assert r.exit_code == 2 and r.stdout == "", r.output
     [line] = r.stderr.splitlines()
     return line
@@ -135,17 +138,14 @@ def test_python_package_on_tpu_v5e_is_refused_whatever_the_date(outputs_file):
     # "Prebuilt containers for TPU v5e are not available": tf-tpu.2-15 was never a v5e image
     line = _refused(outputs_file, "--python-package", "--accelerator", "tpu-v5e-4")
     assert line.startswith("error: Vertex AI publishes no prebuilt TensorFlow image for TPU v5e (tpu-v5e-4)")
-    from tpuctl.ground.outputs import parse_outputs
-    from tpuctl.services.training import TrainOptions
+    from ground.outputs import parse_outputs
 
     outputs = parse_outputs(OUTPUTS)
     # before the images' end of availability v5e is refused all the same; v3 gets the TPU image
     with pytest.raises(UserError, match="no prebuilt TensorFlow image for TPU v5e"):
-        vertex.plan_job(TrainOptions(accelerator="tpu-v5e-4"), outputs, python_package=True,
-                        today=datetime.date(2025, 1, 1))
-    job = vertex.plan_job(TrainOptions(accelerator="tpu-v3-8"), outputs, python_package=True,
-                          today=datetime.date(2025, 1, 1))
-    assert job.image_uri == "us-docker.pkg.dev/vertex-ai/training/tf-tpu.2-15.cp310:latest"
+        planned("vertex", outputs, accelerator="tpu-v5e-4", python_package=True, today=datetime.date(2025, 1, 1))
+    job = planned("vertex", outputs, accelerator="tpu-v3-8", python_package=True, today=datetime.date(2025, 1, 1))
+    assert job.image == "us-docker.pkg.dev/vertex-ai/training/tf-tpu.2-15.cp310:latest"
 
 
 def test_an_unverified_quota_metric_google_does_not_list_is_a_note_not_a_refusal(monkeypatch, tmp_path):
@@ -154,8 +154,7 @@ def test_an_unverified_quota_metric_google_does_not_list_is_a_note_not_a_refusal
     import sys
     from pathlib import Path
 
-    from tpuctl.ground.outputs import parse_outputs
-    from tpuctl.services.training import TrainOptions
+    from ground.outputs import parse_outputs
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bootstrap"))
     from fakegoogle import quotas_endpoint
@@ -168,12 +167,13 @@ def test_an_unverified_quota_metric_google_does_not_list_is_a_note_not_a_refusal
     outputs = parse_outputs(OUTPUTS)
     with quotas_endpoint(monkeypatch, tmp_path, {"aiplatform.googleapis.com": []}):
         notes: list[str] = []
-        p100 = vertex.plan_job(TrainOptions(accelerator="gpu-p100"), outputs, job_name="q")
+        p100 = planned("vertex", outputs, accelerator="gpu-p100", name="q")
         assert vertex.check_quota(p100, echo=notes.append) is None
         assert len(notes) == 1 and "custom_model_training_nvidia_p100_gpus" in notes[0]
         assert "unverified: p100-quota-metric" in notes[0]
-        t4 = vertex.plan_job(TrainOptions(accelerator="gpu-t4"), outputs, job_name="q")
-        assert vertex.check_quota(t4, spot=True, echo=notes.append) is None and "spot-quota-metrics" in notes[1]
+        t4 = planned("vertex", outputs, accelerator="gpu-t4", name="q")
+        t4_spot = t4.model_copy(update={"spot": True})
+        assert vertex.check_quota(t4_spot, echo=notes.append) is None and "spot-quota-metrics" in notes[1]
         with pytest.raises(UserError, match="custom_model_training_nvidia_t4_gpus"):
             vertex.check_quota(t4, echo=notes.append)
 

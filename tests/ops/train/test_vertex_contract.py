@@ -12,8 +12,8 @@ import json
 import pytest
 from google.cloud import aiplatform_v1
 
-from tpuctl.ground import domain
-from tpuctl.services import vertex
+from ground import domain
+from tpuctl.services.runs import vertex
 
 from clifixtures import invoke
 
@@ -54,7 +54,7 @@ def outputs_file(tmp_path_factory):
 @pytest.mark.parametrize("name, workers", _catalogue(), ids=lambda v: str(v))
 def test_dry_run_request_parses_strictly_as_a_custom_job(outputs_file, name, workers):
     result = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--dry-run", "--accelerator", name,
-                     "--workers", workers, "--region", _region(name), "--job-name", "contract"])
+                     "--workers", workers, "--region", _region(name), "--name", "contract"])
     assert result.exit_code == 0, result.stderr
     job = aiplatform_v1.CustomJob.from_json(result.stdout, ignore_unknown_fields=False)
     pools = job.job_spec.worker_pool_specs

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tpuctl.ground import domain
-from tpuctl.services import vertex
+from ground import domain
+from tpuctl.services.runs import spec as spec_module
+from tpuctl.services.runs import vertex
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "vertex.md"
 
@@ -27,7 +28,7 @@ def test_machine_spec_table_matches_the_catalogue():
     for name in expected_names:
         accel = domain.parse_accelerator(name)
         spec = vertex.machine_spec(accel)
-        strategy = f"`{vertex.strategy_for(accel, 1)}`" + (f" `--num_gpus {accel.gpu_count}`" if accel.kind == "gpu" else "")
+        strategy = f"`{spec_module.strategy('vertex', accel, 1, 0)}`" + (f" `--num_gpus {accel.gpu_count}`" if accel.kind == "gpu" else "")
         try:
             image = f"`{domain.prebuilt_training_image(accel).name}`"
         except domain.DomainError:          # Google publishes no prebuilt image for it (TPU v5e)

@@ -43,7 +43,7 @@ def tune_registered():
 
 @pytest.fixture
 def trainer_env(tmp_path_factory, monkeypatch):
-    from tpuctl.ground.envs import trainer_python
+    from ground.envs import trainer_python
 
     if not trainer_python().exists():
         pytest.skip("trainer environment .venv-trainer is missing (scripts/setup.sh)")

@@ -8,8 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from tpuctl.ground.errors import UserError
-from tpuctl.services import cloudrun
+from ground.errors import UserError
+from tpuctl.services.runs import cost as cloudrun
+from tpuctl.services.runs.flags import RunFlags
 
 from billingfakes import FakeCatalog, fake_prices
 from clifixtures import invoke
@@ -71,7 +72,7 @@ def test_spot_uses_the_spot_skus_and_a_missing_one_is_bounded_by_on_demand_and_s
 
 
 def test_a_missing_price_is_named_with_the_refresh_command_never_guessed():
-    from tpuctl.ground import domain
+    from ground import domain
     from tpuctl.services.prices import Prices
 
     offline = Prices(None, domain.load_snapshot())
@@ -98,17 +99,17 @@ def test_budget_refuses_a_maximum_above_it_and_an_unknown_maximum():
     unknown = cloudrun.estimate_pools(pools, "asia-east1", prices=prices)
     with pytest.raises(UserError, match=r"cannot check --budget \$100\.00: no on-demand SKU for N1 vCPU in asia-east1"):
         cloudrun.check_budget(unknown, 100.0)
-    for bad in (0.0, -1.0, float("nan"), float("inf")):
+    for bad in (0.0, -1.0, float("nan"), float("inf"), 1e7):      # the flag's own bounds, checked with the flags
         with pytest.raises(UserError, match="--budget"):
-            cloudrun.check_budget(est, bad)
+            RunFlags.of(budget=bad)
 
 
 def test_tune_dry_run_prints_the_estimate_and_budget_refuses_in_one_line(outputs_file, catalog):
     catalog()   # a dry run with no cache refreshes from the (stand-in) catalogue first
-    ok = invoke(["tune", "--outputs", outputs_file, "--dry-run", "--max-run-time", "1h", "--trials", "4"])
+    ok = invoke(["tune", "--target", "vertex", "--outputs", outputs_file, "--dry-run", "--max-run-time", "1h", "--trials", "4"])
     assert ok.exit_code == 0, ok.stderr
     assert "total: $0.2350/h per trial × 4 trials; maximum for 1h: $0.94" in ok.stderr
-    refused = invoke(["tune", "--outputs", outputs_file, "--dry-run", "--max-run-time", "1h", "--trials", "4",
+    refused = invoke(["tune", "--target", "vertex", "--outputs", outputs_file, "--dry-run", "--max-run-time", "1h", "--trials", "4",
                       "--budget", "0.5"])
     assert refused.exit_code == 2
     errors = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
@@ -118,10 +119,10 @@ def test_tune_dry_run_prints_the_estimate_and_budget_refuses_in_one_line(outputs
 
 
 def test_offline_tune_is_a_note_without_budget_and_an_error_with_it(outputs_file):
-    ok = invoke(["tune", "--outputs", outputs_file, "--dry-run"])
+    ok = invoke(["tune", "--target", "vertex", "--outputs", outputs_file, "--dry-run"])
     assert ok.exit_code == 0, ok.stderr
     assert "total: unknown: no Vertex AI training price for n1-standard-4 in us-central1" in ok.stderr
-    refused = invoke(["tune", "--outputs", outputs_file, "--dry-run", "--budget", "10"])
+    refused = invoke(["tune", "--target", "vertex", "--outputs", outputs_file, "--dry-run", "--budget", "10"])
     assert refused.exit_code == 2
     assert "error: cannot check --budget $10.00: no Vertex AI training price" in refused.stderr
     assert "run `tpuctl prices refresh`" in refused.stderr

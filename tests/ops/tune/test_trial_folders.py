@@ -11,14 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.ground.errors import UserError
-from tpuctl.services import training, tuning
+from ground.errors import UserError
+from tpuctl.services.runs import local as training
+from tpuctl.services.runs.tuning import local as tuning
+from tpuctl.services.runs.tuning.spec import LearningRate, Parameters, TuneSpec
+from tpuctl.services.runs.tuning.vertex import resolve_job_name
 from tpuctl.services.supervisor import RunOutcome, TaskFailed
-from tpuctl.services.training import TrainOptions
 
 from clifixtures import invoke
+from runfixtures import planned
 
-SPEC = tuning.TuneSpec(parameters=tuning.Parameters(learning_rate=tuning.LearningRate(min=1e-4, max=1e-1)),
+SPEC = TuneSpec(parameters=Parameters(learning_rate=LearningRate(min=1e-4, max=1e-1)),
                        max_trials=2, parallel_trials=1)
 
 
@@ -47,7 +50,7 @@ def fake_trainer(monkeypatch, tmp_path):
 
 
 def _tune(data, model_dir, seed):
-    return tuning.run_local_tuning(TrainOptions(data_dir=str(data), model_dir=str(model_dir)), SPEC, trials=2,
+    return tuning.run_local_tuning(planned(data_dir=str(data), model_dir=str(model_dir), command="tune"), SPEC, trials=2,
                                    seed=seed, echo=lambda _m: None)
 
 
@@ -92,7 +95,7 @@ def test_a_trial_folder_in_use_is_never_shared(tmp_path):
 _CLAIM = """
 import sys, time
 from pathlib import Path
-from tpuctl.services.tuning import claim_trial_dir
+from tpuctl.services.runs.tuning.local import claim_trial_dir
 folder, lock, _ = claim_trial_dir(Path(sys.argv[1]), 1, {"hyperparameters": {"learning_rate": 0.01}, "args": []})
 print(folder, flush=True)
 time.sleep(1.5)
@@ -117,8 +120,12 @@ def test_a_tune_whose_every_trial_failed_exits_non_zero(fake_trainer, tmp_path, 
 
 
 def test_the_tuning_folder_is_claimed_atomically(tmp_path, monkeypatch):
-    monkeypatch.setattr(training, "timestamp", lambda: "20261124-120000")
-    taken = [tuning.local._fresh_tune_dir(tmp_path, "20261124-120000") for _ in range(3)]
+    """Searches started in the same second get runs/tune-<timestamp>, -2, -3: each claimed by making it."""
+    from tpuctl.services.runs import spec
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(spec, "timestamp", lambda: "20261124-120000")
+    taken = [planned(command="tune", claim=True).model_dir for _ in range(3)]
     assert [Path(t).name for t in taken] == ["tune-20261124-120000", "tune-20261124-120000-2", "tune-20261124-120000-3"]
     assert all(Path(t).is_dir() for t in taken)
 
@@ -142,6 +149,6 @@ def test_tune_status_checks_the_job_name_before_any_credentials(job, fragment, m
 
 def test_a_job_name_with_a_project_number_is_accepted():
     name = "projects/123456789012/locations/us-central1/hyperparameterTuningJobs/42"
-    assert tuning.resolve_job_name(name, project=None, region=None) == name
-    assert tuning.resolve_job_name("42", project="p-123456", region="us-central1") == \
+    assert resolve_job_name(name, project=None, region=None) == name
+    assert resolve_job_name("42", project="p-123456", region="us-central1") == \
         "projects/p-123456/locations/us-central1/hyperparameterTuningJobs/42"

@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 from google.cloud import aiplatform_v1
 
-from tpuctl.services import tuning, vertex
-from tpuctl.services.training import TrainOptions
+from tpuctl.services.runs import vertex
+from tpuctl.services.runs.tuning import local as tuning_local
+from tpuctl.services.runs.tuning import spec as tuning_spec
 
 from clifixtures import invoke
+from runfixtures import planned
 
 HP = aiplatform_v1.HyperparameterTuningJob
 #: --python-package needs a named executor image: every prebuilt one is past its end of availability (issue 26).
@@ -29,7 +31,7 @@ def _strict(text: str):
 @pytest.mark.parametrize("yaml_text, field, message", [
     ("parameters: {learning_rate: {min: 0, max: 0.1}}", "parameters.learning_rate.min", "greater than 0"),
     ("parameters: {learning_rate: {min: 0.1, max: 0.01}}", "parameters.learning_rate", "must be below max"),
-    ("parameters: {batch_size: {values: [32, 0]}}", "parameters.batch_size", "every value must be 1..1048576"),
+    ("parameters: {batch_size: {values: [32, 0]}}", "parameters.batch_size", "every value must be 1..65536"),
     ("parameters: {model: {values: [hub]}}", "parameters.model.values.0", "small_cnn"),
     ("parameters: {epochs: {min: 3, max: 2}}", "parameters.epochs", "must not be above max"),
     ("parameters: {learning_rate: {min: 0.001, max: 0.1}}\nmax_trials: 1000", "max_trials", "less than or equal to 100"),
@@ -42,7 +44,7 @@ def test_spec_errors_are_one_line_naming_file_and_field(tmp_path, yaml_text, fie
     path = tmp_path / "tune.yaml"
     path.write_text(yaml_text)
     with pytest.raises(Exception) as info:
-        tuning.load_spec(path)
+        tuning_spec.load_spec(path)
     text = str(info.value)
     assert text.startswith(f"{path}: {field}: ") and message in text and "\n" not in text
 
@@ -50,14 +52,14 @@ def test_spec_errors_are_one_line_naming_file_and_field(tmp_path, yaml_text, fie
 def test_bad_spec_through_the_cli(tmp_path, outputs_file):
     path = tmp_path / "tune.yaml"
     path.write_text("parameters: {epochs: {min: 0, max: 3}}")
-    result = invoke(["tune", "--outputs", outputs_file, "--dry-run", "--spec", path])
+    result = invoke(["tune", "--target", "vertex", "--outputs", outputs_file, "--dry-run", "--spec", path])
     assert result.exit_code == 2
     assert [ln for ln in result.stderr.splitlines() if ln.startswith("error:")] == [
         f"error: {path}: parameters.epochs.min: Input should be greater than or equal to 1"]
 
 
 def test_default_dry_run_is_a_strict_tuning_job_around_the_train_worker_pools(outputs_file):
-    result = invoke(["tune", "--outputs", outputs_file, "--dry-run", "--job-name", "t1", "--workers", "2",
+    result = invoke(["tune", "--target", "vertex", "--outputs", outputs_file, "--dry-run", "--name", "t1", "--workers", "2",
                      "--epochs", "3"])
     assert result.exit_code == 0, result.stderr
     job = _strict(result.stdout)
@@ -70,10 +72,10 @@ def test_default_dry_run_is_a_strict_tuning_job_around_the_train_worker_pools(ou
         "learning_rate", "UNIT_LOG_SCALE", 1e-4, 0.1)
     assert batch.parameter_id == "train_batch_size" and list(batch.categorical_value_spec.values) == ["16", "32", "64"]
     # The trial job spec is train's CustomJob job_spec for the same flags.
-    opts = TrainOptions(workers=2, epochs=3)
-    from tpuctl.ground.outputs import read_outputs_file
+    from ground.outputs import read_outputs_file
 
-    train = vertex.build_custom_job(vertex.plan_job(opts, read_outputs_file(outputs_file), job_name="t1"))
+    train = vertex.build_custom_job(planned("vertex", read_outputs_file(outputs_file), workers=2, epochs=3, name="t1",
+                                            command="tune"))
     assert job.trial_job_spec == train.job_spec
     assert job.labels["tpuctl-command"] == "tune"
 
@@ -82,7 +84,7 @@ def test_tuned_flags_are_left_to_the_study(tmp_path, outputs_file):
     spec = tmp_path / "tune.yaml"
     spec.write_text("parameters:\n  epochs: {min: 1, max: 4}\n  model: {values: [small_cnn, resnet50]}\n"
                     "  learning_rate: {values: [0.01, 0.001]}\nalgorithm: grid\nmax_trials: 4\nparallel_trials: 1\n")
-    result = invoke(["tune", "--outputs", outputs_file, "--dry-run", "--spec", spec, "--epochs", "9"])
+    result = invoke(["tune", "--target", "vertex", "--outputs", outputs_file, "--dry-run", "--spec", spec, "--epochs", "9"])
     assert result.exit_code == 0, result.stderr
     job = _strict(result.stdout)
     args = list(job.trial_job_spec.worker_pool_specs[0].python_package_spec.args)
@@ -96,7 +98,7 @@ def test_tuned_flags_are_left_to_the_study(tmp_path, outputs_file):
 
 def test_submit_sends_the_strict_request_with_the_real_client(outputs_file, fake_tuning, gcs):
     fake = fake_tuning()
-    result = invoke(["tune", "--outputs", outputs_file, "--python-package", "--image", EXECUTOR, "--job-name", "t2", "--spot", "--max-run-time", "90m",
+    result = invoke(["tune", "--target", "vertex", "--outputs", outputs_file, "--python-package", "--image", EXECUTOR, "--name", "t2", "--spot", "--max-run-time", "90m",
                      "--trials", "3"])
     assert result.exit_code == 0, result.stderr
     [(_, path, body)] = fake.posts()
@@ -122,7 +124,7 @@ def _trial(tid, lr, batch, acc=None, state="SUCCEEDED"):
 def test_status_ranks_trials_from_the_endpoint_and_names_the_best_export(outputs_file, fake_tuning, gcs):
     fake = fake_tuning(trials=[_trial("1", 0.01, "32", 0.71), _trial("2", 0.003, "16", 0.93),
                                _trial("3", 0.05, "64", None, state="ACTIVE"), _trial("4", 0.0002, "64", 0.42)])
-    submitted = invoke(["tune", "--outputs", outputs_file, "--python-package", "--image", EXECUTOR, "--job-name", "t3"])
+    submitted = invoke(["tune", "--target", "vertex", "--outputs", outputs_file, "--python-package", "--image", EXECUTOR, "--name", "t3"])
     assert submitted.exit_code == 0, submitted.stderr
     name = next(iter(fake.jobs))
     result = invoke(["tune", "status", name])
@@ -139,24 +141,24 @@ def test_status_ranks_trials_from_the_endpoint_and_names_the_best_export(outputs
 
 
 def test_local_grid_sampling_and_random_sampling_stay_in_the_spec():
-    spec = tuning.parse_spec({"parameters": {"batch_size": {"values": [8, 16]}, "epochs": {"min": 1, "max": 2}},
+    spec = tuning_spec.parse_spec({"parameters": {"batch_size": {"values": [8, 16]}, "epochs": {"min": 1, "max": 2}},
                               "algorithm": "grid"}, "t.yaml")
-    assert tuning.sample_trials(spec, 10) == [{"batch_size": 8, "epochs": 1}, {"batch_size": 8, "epochs": 2},
+    assert tuning_local.sample_trials(spec, 10) == [{"batch_size": 8, "epochs": 1}, {"batch_size": 8, "epochs": 2},
                                               {"batch_size": 16, "epochs": 1}, {"batch_size": 16, "epochs": 2}]
-    for t in tuning.sample_trials(tuning.DEFAULT_SPEC, 50, seed=3):
+    for t in tuning_local.sample_trials(tuning_spec.DEFAULT_SPEC, 50, seed=3):
         assert 1e-4 <= t["learning_rate"] <= 0.1 and t["batch_size"] in (16, 32, 64)
-    assert tuning.trial_args({"learning_rate": 0.01, "batch_size": 32}) == ["--learning_rate=0.01",
+    assert tuning_local.trial_args({"learning_rate": 0.01, "batch_size": 32}) == ["--learning_rate=0.01",
                                                                            "--train_batch_size=32"]
 
 
 @pytest.mark.slow
 def test_local_tuning_runs_three_real_trials_and_ranks_them_by_the_trainer_metric(trainer_env, tmp_path):
-    spec = tuning.parse_spec({"parameters": {"learning_rate": {"values": [0.3, 0.003, 0.00001]}},
+    spec = tuning_spec.parse_spec({"parameters": {"learning_rate": {"values": [0.3, 0.003, 0.00001]}},
                               "algorithm": "grid", "max_trials": 3, "parallel_trials": 1}, "t.yaml")
-    opts = TrainOptions(epochs=1, model_dir=str(tmp_path / "tune"),
-                        extra=["--steps_per_epoch", "10", "--seed", "1", "--validation_batch_size", "64"])
+    opts = planned(epochs=1, model_dir=str(tmp_path / "tune"), command="tune",
+                   trainer_args=("--steps_per_epoch", "10", "--seed", "1", "--validation_batch_size", "64"))
     log = io.StringIO()
-    base, rows = tuning.run_local_tuning(opts, spec, trials=3, echo=lambda m: None, out=log, err=io.StringIO())
+    base, rows = tuning_local.run_local_tuning(opts, spec, trials=3, echo=lambda m: None, out=log, err=io.StringIO())
     assert base == str(tmp_path / "tune") and len(rows) == 3
     assert all(r.state == "SUCCEEDED" for r in rows), log.getvalue()[-3000:]
     for row in rows:

@@ -1,7 +1,9 @@
-"""Where a run goes: one shape for every target (local, Vertex AI, TPU VM; a tuning search locally or on Vertex AI).
+"""A training run, one shape for every target (this machine, Vertex AI, TPU VMs; a tuning search locally or on
+Vertex AI).
 
-Every target is planned by its own code (``training.plan_local``, ``vertex.plan_job``, ``tpuvm.plan_run``…) and then
-driven the same way by ``launch``:
+``flags.RunFlags`` is what the user asked for (every run flag declared once); ``spec.plan`` makes of it and the
+stack's outputs the one ``spec.RunSpec`` every target turns into its request. ``target.launch`` then drives every
+target the same way:
 
 1. ``preflight()``: what can be known before anything is created (the quota pre-flight, the cost estimate, a
    refusal over ``--budget``), said as notes;
@@ -12,9 +14,8 @@ driven the same way by ``launch``:
    AI job says it keeps running and how to cancel it;
 4. ``follow(handle)``: until the run ends (or, for a run submitted without waiting, at once): one ``Outcome``.
 
-The flags only a target takes are declared on it (``flags``): the CLI refuses them for any other target.
+The targets: ``local.LocalTarget``, ``vertex.VertexTarget``, ``tpuvm.target.TpuVmTarget``,
+``tuning.local.LocalTuningTarget``, ``tuning.vertex.VertexTuningTarget``. The flags only a target takes are declared
+on it (``flags``): the CLI refuses them for any other target. ``records`` reads runs back (``tpuctl runs``), ``cost``
+prices them, ``board`` shows their curves.
 """
-
-from tpuctl.services.targets.base import Outcome, RunTarget, launch, target_flags
-
-__all__ = ["Outcome", "RunTarget", "launch", "target_flags"]

@@ -7,11 +7,11 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
-from tpuctl.ground.envs import trainer_env
-from tpuctl.ground.errors import UserError
-from tpuctl.ground.files import printable
-from tpuctl.ground.loopback import get_local
-from tpuctl.ground.polling import poll
+from ground.envs import trainer_env
+from ground.errors import UserError
+from ground.files import printable
+from ground.loopback import get_local
+from ground.polling import poll
 from tpuctl.services.supervisor import Task, describe_status, free_ports, stop_tasks, trainer_module_argv
 
 #: How long TensorBoard gets to answer its first HTTP request (it loads TensorFlow first).

@@ -1,141 +1,30 @@
-"""Cheaper Vertex AI runs: Spot scheduling with resume, a bounded run time, and the cost before launch.
+"""What a cloud run may cost, before it is launched, and the --budget it must fit.
 
-Everything here starts from what ``tpuctl.services.vertex`` already built (``plan_job`` → ``VertexJob``,
-``build_custom_job`` → ``aiplatform_v1.CustomJob``) and returns plain values; nothing is sent.
+- ``estimate_pools`` / ``estimate_custom_job``: USD per hour of every worker pool of a Vertex AI job (machine +
+  accelerators × replicas) from the Cloud Billing catalogue (``tpuctl.services.prices``), and the maximum for the
+  run time (the job's timeout, else Vertex AI's default of 7 days); ``estimate_tpu_vm``: the same for a TPU VM
+  slice (chips × per-chip price, catalogue or shipped snapshot).
+- ``check_budget(estimate, budget)``: refuse a run whose maximum exceeds ``--budget``.
 
-- ``with_scheduling(custom_job, spot=…, max_run_time=…)``: the same request with
-  ``jobSpec.scheduling`` (``Scheduling.Strategy.SPOT``, ``restartJobOnWorkerRestart``, ``timeout``;
-  google/cloud/aiplatform/v1/custom_job.proto, message ``Scheduling``, as installed in
-  google-cloud-aiplatform 2.7: STRATEGY_UNSPECIFIED, ON_DEMAND, LOW_COST, STANDARD, SPOT, FLEX_START).
-- ``backup_dir(job)``: where the trainer's BackupAndRestore state lives on Vertex AI. Vertex sets
-  ``AIP_CHECKPOINT_DIR=<baseOutputDirectory>/checkpoints/`` and the trainer keeps its backup in
-  ``<checkpoints>/backup`` (trainer/config.py ``OutputDirs``, trainer/task.py ``_callbacks``), so a job
-  restarted by Vertex AI, or submitted again with the same ``--model-dir``, resumes at the interrupted epoch.
-- ``estimate_pools`` / ``estimate_custom_job``: USD per hour of every worker pool (machine + accelerators ×
-  replicas) from the Cloud Billing catalogue (``tpuctl.services.prices``), and the maximum for the run time;
-  ``estimate_tpu_vm``: the same for a TPU VM slice (chips × per-chip price, catalogue or shipped snapshot).
-- ``check_budget(estimate, budget)``: refuse a job whose maximum exceeds ``--budget``.
-
-google-cloud-aiplatform is imported inside the functions that need it.
+Nothing is sent; google-cloud-aiplatform is reached through the adapter (``cloud.google``).
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from tpuctl.ground.durations import format_exact
-from tpuctl.ground.errors import DomainError, UserError
+from ground.durations import format_exact
+from ground.errors import DomainError, UserError
+from tpuctl.services.prices import load_prices, tpu_vm_hourly, vertex_replica_hourly
+from tpuctl.services.runs.flags import MAX_RUN_TIME
+from cloud.google import aiplatform_v1, json_format
 
-#: Bounds of --max-run-time: tpuctl's own. Google documents no maximum: custom_job.proto, Scheduling.timeout, says
-#: only "Optional. The maximum job running time. The default is 7 days." (googleapis google/cloud/aiplatform/v1/
-#: custom_job.proto as installed in google-cloud-aiplatform 2.7, and the same text in Vertex AI's REST and client
-#: references, checked 2026-11-24). tpuctl keeps that documented default as its ceiling, so the cost maximum it
-#: prints is always for a run time Google has stated; a longer run is several jobs (the trainer resumes from its
-#: backup). Under 10 minutes a job rarely gets past provisioning and the image pull.
-MIN_RUN_TIME = timedelta(minutes=10)
-MAX_RUN_TIME = timedelta(days=7)
 #: What Vertex AI applies when no timeout is set: the bound a cost maximum is computed for.
 DEFAULT_RUN_TIME = MAX_RUN_TIME
-#: --budget bounds (USD): positive, and not absurd (a typo of extra zeros is refused, not accepted).
-MAX_BUDGET_USD = 1_000_000.0
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
-_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-_RANGE = "10m to 7d (tpuctl's bounds: Vertex AI documents a default timeout of 7 days and no maximum)"
-
-
-def parse_run_time(text: str) -> timedelta:
-    """``--max-run-time``: ``90m``, ``2h``, ``1h30m``, ``3d``, ``3600s`` (or bare seconds), 10 minutes … 7 days."""
-    raw = str(text).strip().lower()
-    if re.fullmatch(r"\d+", raw):
-        seconds = float(raw)
-    else:
-        pos, seconds = 0, 0.0
-        for m in _DURATION.finditer(raw):
-            if m.start() != pos:
-                break
-            seconds += float(m.group(1)) * _UNITS[m.group(2)]
-            pos = m.end()
-        if not raw or pos != len(raw):
-            raise UserError(f"--max-run-time {text!r}: expected a duration like 90m, 2h, 1h30m or 3d")
-    # Checked before a timedelta is built: 99999999999999999999d is past what timedelta holds (OverflowError).
-    if not math.isfinite(seconds) or seconds > MAX_RUN_TIME.total_seconds():
-        raise UserError(f"--max-run-time {text!r} is out of range: {_RANGE}")
-    return check_run_time(timedelta(seconds=seconds))
-
-
-def check_run_time(value: timedelta) -> timedelta:
-    if not MIN_RUN_TIME <= value <= MAX_RUN_TIME:
-        raise UserError(f"--max-run-time {format_exact(value)} is out of range: {_RANGE}")
-    return value
-
-
-def check_budget_value(budget: float) -> float:
-    if not (isinstance(budget, (int, float)) and math.isfinite(budget) and 0 < budget <= MAX_BUDGET_USD):
-        raise UserError(f"--budget {budget}: expected a number of US dollars above 0 and at most {MAX_BUDGET_USD:,.0f}")
-    return float(budget)
-
-
-# --------------------------------------------------------------------------------------------
-# Spot scheduling and resume
-# --------------------------------------------------------------------------------------------
-
-def backup_dir(job) -> str:
-    """The trainer's BackupAndRestore folder for ``job`` (a ``vertex.VertexJob``) on Vertex AI.
-
-    Raises UserError when the trainer would write its backup anywhere else than the run's gs:// folder,
-    i.e. when ``--model_dir`` is not the job's base output directory (then a restart would start over).
-    """
-    base = job.base_output_dir.rstrip("/")
-    if not base.startswith("gs://"):
-        raise UserError(f"the run folder {base} is not a gs:// folder: a restarted Vertex AI job could not resume")
-    args = list(job.trainer_args)
-    model_dirs = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--model_dir"]
-    model_dirs += [a.split("=", 1)[1] for a in args if a.startswith("--model_dir=")]
-    if model_dirs and model_dirs[-1].rstrip("/") != base:
-        raise UserError(f"the trainer writes to --model_dir {model_dirs[-1]} but the job's output folder is {base}; "
-                        "with --spot both must be the same folder so a restarted job resumes")
-    # Vertex AI: AIP_CHECKPOINT_DIR = <base>/checkpoints/ (wins over <model_dir>/checkpoints, the same folder);
-    # the trainer: BackupAndRestore(backup_dir=<checkpoints>/backup).
-    return f"{base}/checkpoints/backup"
-
-
-def strict(message):
-    """``message`` parsed back from its REST JSON with unknown fields refused: what Vertex AI would be sent."""
-    cls = type(message)
-    return cls.from_json(cls.to_json(message), ignore_unknown_fields=False)
-
-
-def with_scheduling(custom_job, *, spot: bool = False, max_run_time: timedelta | None = None):
-    """A copy of ``custom_job`` (``aiplatform_v1.CustomJob``) with ``jobSpec.scheduling`` set.
-
-    ``spot``: ``strategy = SPOT`` and ``restartJobOnWorkerRestart = true`` (a preempted or restarted worker
-    restarts the whole job, which resumes from the backup, see ``backup_dir``). ``max_run_time``: ``timeout``
-    (10 min … 7 days). With neither, the request is returned unchanged (parsed strictly).
-    """
-    from google.cloud import aiplatform_v1
-
-    job = strict(custom_job)
-    if not spot and max_run_time is None:
-        return job
-    scheduling = aiplatform_v1.Scheduling()
-    if max_run_time is not None:
-        scheduling.timeout = check_run_time(max_run_time)
-    if spot:
-        scheduling.strategy = aiplatform_v1.Scheduling.Strategy.SPOT
-        scheduling.restart_job_on_worker_restart = True
-    job.job_spec.scheduling = scheduling
-    return strict(job)
-
-
-# --------------------------------------------------------------------------------------------
-# Cost before launch
-# --------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class PoolCost:
@@ -223,9 +112,7 @@ def _pool_dicts(pools: Iterable[Any]) -> list[dict]:
     out = []
     for pool in pools:
         if not isinstance(pool, Mapping):
-            from google.protobuf.json_format import MessageToDict
-
-            pool = MessageToDict(type(pool).pb(pool), preserving_proto_field_name=True)
+            pool = json_format.MessageToDict(type(pool).pb(pool), preserving_proto_field_name=True)
         machine = _field(pool, "machine_spec", "machineSpec", default={}) or {}
         out.append({
             "machine_type": _field(machine, "machine_type", "machineType", default=""),
@@ -243,8 +130,6 @@ def _breakdown(hourly) -> str:
 def _replica(prices, region: str, machine: str, accel: str | None, count: int, spot: bool):
     """(Hourly, note) of one replica. Spot with no Spot SKU: the on-demand price as an upper bound (Spot capacity
     is sold below on-demand), said in the note; raises DomainError when neither is found."""
-    from tpuctl.services.prices import vertex_replica_hourly
-
     if not spot:
         return vertex_replica_hourly(prices, machine, accel, count, region, False), ""
     try:
@@ -261,9 +146,7 @@ def estimate_pools(pools: Iterable[Any], region: str, *, spot: bool = False,
                    max_run_time: timedelta | None = None, trials: int = 1, prices=None) -> CostEstimate:
     """Price every worker pool (machine + accelerators, × replicas) from the Cloud Billing catalogue; never
     guesses. ``prices``: a ``tpuctl.services.prices.Prices`` (default: ``load_prices()``)."""
-    from tpuctl.services.prices import load_prices
-
-    run_time = check_run_time(max_run_time) if max_run_time is not None else DEFAULT_RUN_TIME
+    run_time = max_run_time if max_run_time is not None else DEFAULT_RUN_TIME
     if trials < 1:
         raise UserError(f"trials must be at least 1 (got {trials})")
     prices = prices if prices is not None else load_prices()
@@ -293,7 +176,6 @@ def estimate_pools(pools: Iterable[Any], region: str, *, spot: bool = False,
 
 def estimate_custom_job(custom_job, region: str, *, trials: int = 1, prices=None) -> CostEstimate:
     """Estimate from the request itself: its pools, Spot or not, and its timeout (else Vertex AI's 7 days)."""
-    from google.cloud import aiplatform_v1
 
     spec = custom_job.job_spec if hasattr(custom_job, "job_spec") else custom_job
     scheduling = spec.scheduling
@@ -308,8 +190,6 @@ def estimate_tpu_vm(accelerator, zone: str, *, spot: bool, run_timeout: float, p
                     run_time_flag: str = "--run-timeout") -> CostEstimate:
     """A TPU VM slice: chips × per-chip price in the zone's region, for at most ``run_timeout`` seconds (the
     slice is deleted when the run ends or times out, unless --keep); ``run_time_flag`` names the flag that set it."""
-    from tpuctl.services.prices import load_prices, tpu_vm_hourly
-
     region = zone.rsplit("-", 1)[0]
     prices = prices if prices is not None else load_prices()
     run_time = timedelta(seconds=run_timeout)
@@ -331,7 +211,6 @@ def check_budget(estimate: CostEstimate, budget: float | None) -> None:
     """Raise UserError (one line) when ``--budget`` is below the job's maximum, or the maximum is unknown."""
     if budget is None:
         return
-    budget = check_budget_value(budget)
     maximum = estimate.maximum
     if maximum is None:
         raise UserError(f"cannot check --budget ${budget:.2f}: " + "; ".join(estimate.missing))
@@ -341,29 +220,3 @@ def check_budget(estimate: CostEstimate, budget: float | None) -> None:
         raise UserError(
             f"the job may cost up to ${maximum:.2f} (${estimate.hourly:.4f}/h{per} for {span}), above --budget "
             f"${budget:.2f}; {estimate.hint}")
-
-
-@dataclass(frozen=True)
-class CloudPlan:
-    """What `tpuctl train --target vertex` submits with --spot/--max-run-time/--budget, and its estimate."""
-
-    custom_job: Any
-    estimate: CostEstimate
-    backup_dir: str | None
-
-
-def plan_cloud_run(job, *, spot: bool = False, max_run_time: timedelta | None = None,
-                   budget: float | None = None, prices=None) -> CloudPlan:
-    """One call for the train command: scheduling applied, cost estimated, budget checked (raises UserError).
-
-    ``job`` is ``vertex.plan_job(...)``'s ``VertexJob``; the request comes from ``vertex.build_custom_job``.
-    """
-    from tpuctl.services import vertex
-
-    if budget is not None:
-        check_budget_value(budget)
-    resume = backup_dir(job) if spot else None
-    custom_job = with_scheduling(vertex.build_custom_job(job), spot=spot, max_run_time=max_run_time)
-    estimate = estimate_custom_job(custom_job, job.region, prices=prices)
-    check_budget(estimate, budget)
-    return CloudPlan(custom_job, estimate, resume)

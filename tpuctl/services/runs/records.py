@@ -18,17 +18,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tpuctl.ground import localtree
-from tpuctl.ground.errors import UserError
-from tpuctl.ground.files import printable, read_file, write_atomically
-from tpuctl.ground.localtree import user_path
-from tpuctl.ground.outputs import StackOutputs
+from ground import localtree
+from ground.errors import UserError
+from ground.files import printable, read_file, write_atomically
+from ground.localtree import user_path
+from ground.outputs import StackOutputs
 from tpuctl.services.supervisor import Task, TaskFailed, run_tasks, trainer_module_argv
 from trainer import protocol
+from trainer.flags import flag_value
 
 RESULT_FILE = "result.json"
 RUN_FILE = "tpuctl-run.json"
-#: A TPU VM run's recovery history (``tpu run --recover``; tpuctl/services/tpuvm/api.py writes it).
+#: A TPU VM run's recovery history (``tpu run --recover``; tpuctl/services/runs/tpuvm/api.py writes it).
 RECOVERIES_FILE = "tpuctl/recoveries.json"
 LOGS = "logs"
 #: A result.json larger than this is not a trainer's (it writes a few hundred bytes).
@@ -58,11 +59,13 @@ class ResultRecord(_Record):
 
 
 class LaunchRecord(_Record):
-    """What ``tpuctl train`` asked for (tpuctl-run.json)."""
+    """What ``tpuctl train`` asked for (tpuctl-run.json): written and read through this model."""
 
     target: str | None = None
+    name: str | None = Field(None, max_length=128)
     accelerator: str | None = None
     workers: int | None = Field(None, ge=1, le=100_000)
+    parameter_servers: int | None = Field(None, ge=0, le=100_000)
     args: list[str] | None = None
     started: float | None = Field(None, ge=0, lt=_LATEST)
     finished: float | None = Field(None, ge=0, lt=_LATEST)
@@ -127,8 +130,7 @@ class Run:
     @property
     def data(self) -> str | None:
         """The data folder's last part (``demo-data``, ``flowers``), from the launch record's --data_dir."""
-        args = self.launch.get("args") or []
-        folder = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--data_dir"), None)
+        folder = flag_value(self.launch.get("args") or [], "data_dir")
         if not isinstance(folder, str) or not folder.strip("/"):
             return None
         return folder.rstrip("/").rsplit("/", 1)[-1]
@@ -151,11 +153,12 @@ class Run:
         }
 
 
-def write_launch_record(model_dir: str, record: dict[str, Any]) -> None:
+def write_launch_record(model_dir: str, record: LaunchRecord) -> None:
     """What ``tpuctl train`` asked for, next to the trainer's result (local model folders only)."""
     if model_dir.startswith("gs://"):
         return
-    write_atomically(Path(model_dir) / RUN_FILE, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    text = json.dumps(record.model_dump(exclude_none=True), indent=2, sort_keys=True) + "\n"
+    write_atomically(Path(model_dir) / RUN_FILE, text)
 
 
 def _json_object(text: bytes | str, where: str) -> dict[str, Any]:
@@ -184,8 +187,8 @@ def recoveries(run: Run, *, storage_client=None) -> list[dict[str, Any]]:
     is one UserError line naming it and the field."""
     where = f"{run.path}/{RECOVERIES_FILE}"
     if run.path.startswith("gs://"):
-        from bootstrap import clients
-        from tpuctl.ground import domain
+        from cloud import clients
+        from ground import domain
 
         bucket = domain.bucket_name_from(run.path)
         path = f"{run.path[len('gs://') + len(bucket):].strip('/')}/{RECOVERIES_FILE}"
@@ -277,8 +280,8 @@ def list_runs(base: str = "runs", *, outputs: StackOutputs | None = None, storag
 
 
 def _list_gcs(base: str, storage_client) -> list[Run]:
-    from bootstrap import clients
-    from tpuctl.ground import domain
+    from cloud import clients
+    from ground import domain
 
     bucket_name = domain.bucket_name_from(base)
     prefix = base[len("gs://") + len(bucket_name):].strip("/") + "/"
@@ -363,7 +366,7 @@ def tree_problem(tree: Path, owner: Path, limit: int = MAX_LOG_ENTRIES) -> str |
 def scalars(runs: list[Run]) -> dict[str, dict[str, list[list[float]]]]:
     """``{run path: {"<run>/<tag>": [[step, value], ...]}}`` read by ``python -m trainer.runlog``; a run whose
     logs ``logs_problem`` refuses, or with a bad record, is left out (its curves are not read)."""
-    from tpuctl.ground.envs import trainer_env
+    from ground.envs import trainer_env
 
     readable = [r.path for r in runs if r.problem is None and logs_problem(r) is None]
     if not readable:

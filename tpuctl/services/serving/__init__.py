@@ -7,7 +7,7 @@
 - ``batch``: ``tpuctl predict --batch`` (a Vertex AI batch prediction job).
 
 Facts about TF Serving and Vertex AI prediction (ports, layout, images, formats) come from
-``tpuctl.ground.domain`` (prediction.py). The names the CLI uses are exported here.
+``ground.domain`` (prediction.py). The names the CLI uses are exported here.
 """
 
 from tpuctl.services.serving.batch import BatchPlan, build_batch_job, list_batch_images, plan_batch, submit_batch

@@ -9,9 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpuctl.ground import domain
-from tpuctl.ground.errors import UserError
-from tpuctl.ground.outputs import StackOutputs
+from cloud.google import aiplatform_v1
+from ground import domain
+from ground.errors import UserError
+from ground.outputs import StackOutputs
 from tpuctl.services.serving.deploy import prediction_image, stack_location, upload_destination, upload_export
 from tpuctl.services.serving.exports import Export, export_files, resolve_export
 from tpuctl.services.serving.predict import vertex_client
@@ -71,8 +72,6 @@ def plan_batch(source: str, ref: str, outputs: StackOutputs | None, *, runs_dir:
 
 
 def build_batch_job(plan: BatchPlan):
-    from google.cloud import aiplatform_v1
-
     job = aiplatform_v1.BatchPredictionJob(
         display_name=plan.display_name,
         input_config=aiplatform_v1.BatchPredictionJob.InputConfig(
@@ -96,7 +95,7 @@ def build_batch_job(plan: BatchPlan):
 
 
 def list_batch_images(source: str, *, project: str | None = None, storage_client=None) -> list[str]:
-    from bootstrap import clients
+    from cloud import clients
 
     bucket_name, prefix = domain.split_gs_uri(source)
     prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
@@ -118,7 +117,7 @@ def list_batch_images(source: str, *, project: str | None = None, storage_client
 def submit_batch(plan: BatchPlan, *, echo: Callable[[str], None] = lambda _m: None, storage_client=None,
                  job_client=None):
     """List the images, write the file list, upload a local export, create the job; returns the job."""
-    from bootstrap import clients
+    from cloud import clients
 
     images = list_batch_images(plan.source, project=plan.project, storage_client=storage_client)
     client = storage_client or clients.storage_client(plan.project)

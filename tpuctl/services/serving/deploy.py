@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tpuctl.ground import domain
-from tpuctl.ground.errors import DomainError, UserError
-from tpuctl.ground.outputs import StackOutputs, require_outputs
+from cloud.google import aiplatform_v1, json_format
+from ground import domain
+from ground.errors import DomainError, UserError
+from ground.outputs import StackOutputs, require_outputs
 from tpuctl.services.serving.exports import MAX_EXPORT_BYTES, Export, export_files
 from tpuctl.services.serving.predict import vertex_client
 
@@ -100,8 +101,6 @@ def plan_deploy(export: Export, outputs: StackOutputs | None, *, region: str | N
 
 
 def build_model(plan: DeployPlan):
-    from google.cloud import aiplatform_v1
-
     return aiplatform_v1.Model(
         display_name=plan.model_display_name,
         artifact_uri=plan.artifact_uri,
@@ -111,14 +110,10 @@ def build_model(plan: DeployPlan):
 
 
 def build_endpoint(plan: DeployPlan):
-    from google.cloud import aiplatform_v1
-
     return aiplatform_v1.Endpoint(display_name=plan.endpoint_display_name, labels=plan.labels)
 
 
 def build_deployed_model(plan: DeployPlan, model_name: str):
-    from google.cloud import aiplatform_v1
-
     return aiplatform_v1.DeployedModel(
         model=model_name,
         display_name=plan.model_display_name,
@@ -135,9 +130,7 @@ NEW_DEPLOYMENT = "0"
 
 
 def as_rest(message) -> dict[str, Any]:
-    from google.protobuf.json_format import MessageToDict
-
-    return MessageToDict(type(message).pb(message))
+    return json_format.MessageToDict(type(message).pb(message))
 
 
 def dry_run_document(plan: DeployPlan) -> dict[str, Any]:
@@ -154,8 +147,8 @@ def dry_run_document(plan: DeployPlan) -> dict[str, Any]:
 
 def upload_export(export: Export, destination: str, *, project: str | None = None, storage_client=None) -> int:
     """Copy a local export folder to ``destination`` (gs://); returns the number of files."""
-    from bootstrap import clients
-    from bootstrap.uploads import upload_files
+    from cloud import clients
+    from cloud.uploads import upload_files
 
     root = Path(export.path)
     files = export_files(root)
@@ -182,18 +175,16 @@ class Deployment:
 
 
 def wait_operation(operation, what: str):
-    from bootstrap.clients import google_errors
+    from cloud.clients import google_errors
 
     with google_errors(what):
         return operation.result(timeout=OPERATION_TIMEOUT_SECONDS)
 
 
 def find_endpoint(client, parent: str, display_name: str) -> str | None:
-    from bootstrap.clients import google_errors
+    from cloud.clients import google_errors
 
     with google_errors(f"listing endpoints in {parent}"):
-        from google.cloud import aiplatform_v1
-
         request = aiplatform_v1.ListEndpointsRequest(parent=parent, filter=f'display_name="{display_name}"')
         for endpoint in client.list_endpoints(request=request):
             if endpoint.display_name == display_name:
@@ -204,7 +195,7 @@ def find_endpoint(client, parent: str, display_name: str) -> str | None:
 def deploy(plan: DeployPlan, *, echo: Callable[[str], None] = lambda _m: None, storage_client=None,
            model_client=None, endpoint_client=None) -> Deployment:
     """Upload (local export), upload the Model, reuse or create the Endpoint, deploy with 100% traffic."""
-    from bootstrap.clients import google_errors
+    from cloud.clients import google_errors
 
     if plan.export.is_local:
         count = upload_export(plan.export, plan.artifact_uri, project=plan.project, storage_client=storage_client)

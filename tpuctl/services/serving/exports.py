@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tpuctl.ground import domain
-from tpuctl.ground.errors import DomainError, UserError
-from tpuctl.ground.files import read_file
-from tpuctl.ground.localtree import user_path
-from tpuctl.ground.outputs import StackOutputs
+from ground import domain
+from ground.errors import DomainError, UserError
+from ground.files import read_file
+from ground.localtree import user_path
+from ground.outputs import StackOutputs
 
 #: A data manifest names a few thousand classes at most.
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
@@ -36,7 +36,7 @@ class Export:
     path: str                  # the version folder (local path or gs:// URL)
     model_name: str            # the folder above it (the trainer's --model), or --model-name
     version: int
-    run: Any = None            # tpuctl.services.runs.Run when the export came from a run
+    run: Any = None            # tpuctl.services.runs.records.Run when the export came from a run
 
     @property
     def is_local(self) -> bool:
@@ -77,7 +77,7 @@ def resolve_export(ref: str, *, runs_dir: str = "runs", model_name: str | None =
                    outputs: StackOutputs | None = None, storage_client=None) -> Export:
     """``ref``: an export version folder, a run folder (with result.json), a gs:// export URL, or a run name
     (a unique prefix is enough) under ``runs_dir`` or, with ``outputs``, the stack's artifacts bucket."""
-    from tpuctl.services import runs
+    from tpuctl.services.runs import records as runs
 
     if ref.startswith("gs://"):
         return check_export_dir(ref, model_name)

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpuctl.ground import domain
-from tpuctl.ground.errors import UserError
-from tpuctl.ground.files import write_atomically
+from ground import domain
+from ground.errors import UserError
+from ground.files import write_atomically
 from tpuctl.services.serving.exports import Export
 
 
@@ -82,7 +82,7 @@ def model_available(status_url: str, timeout: float = 2.0) -> bool:
     """Whether TF Serving answers ``status_url`` with a version in state AVAILABLE (anything else: not yet)."""
     import json
 
-    from tpuctl.ground.loopback import get_local
+    from ground.loopback import get_local
 
     try:
         body = json.loads(get_local(status_url, timeout=timeout) or b"{}")

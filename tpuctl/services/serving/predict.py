@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from tpuctl.ground import domain
-from tpuctl.ground.errors import UserError
-from tpuctl.ground.files import printable, read_file
-from tpuctl.ground.localtree import user_path
+from cloud.google import aiplatform_v1, json_format
+from ground import domain
+from ground.errors import UserError
+from ground.files import printable, read_file
+from ground.localtree import user_path
 
 #: Bounds of `tpuctl predict` (tpuctl's own): images per request, bytes per image, seconds per request.
 DEFAULT_BATCH_SIZE = 16
@@ -189,7 +190,7 @@ def _abandon(live: dict[str, Any]) -> None:
 def _post_worker(url: str, body: dict[str, Any], timeout: float, outcome: dict[str, Any], live: dict[str, Any]) -> None:
     import requests
 
-    from bootstrap.clients import unreachable_reason
+    from cloud.clients import unreachable_reason
 
     try:
         with requests.post(url, json=body, timeout=(min(5.0, timeout), timeout), stream=True) as response:
@@ -283,9 +284,7 @@ def predict_rest(url: str, images: Sequence[Image], *, batch_size: int = DEFAULT
 
 
 def vertex_client(kind: str, region: str):
-    from google.cloud import aiplatform_v1
-
-    from bootstrap.clients import gapic
+    from cloud.clients import gapic
 
     return gapic(getattr(aiplatform_v1, kind), "vertex", default_endpoint=domain.VERTEX_API_HOST.format(region=region))
 
@@ -294,9 +293,8 @@ def predict_vertex(endpoint: str, images: Sequence[Image], *, batch_size: int = 
                    timeout: float = DEFAULT_TIMEOUT_SECONDS, class_names: Sequence[str] | None = None,
                    k: int = 3, client=None) -> list[Prediction]:
     """``PredictionServiceClient.predict`` on a Vertex AI Endpoint with the same instances as TF Serving's."""
-    from google.protobuf.json_format import MessageToDict
 
-    from bootstrap.clients import google_errors
+    from cloud.clients import google_errors
 
     parsed = domain.parse_endpoint_name(endpoint)
     if parsed is None:
@@ -307,7 +305,7 @@ def predict_vertex(endpoint: str, images: Sequence[Image], *, batch_size: int = 
         with google_errors(f"predicting on {endpoint}", not_found=f"endpoint {endpoint} does not exist"):
             request = {"endpoint": endpoint, "instances": instances(batch), "timeout": timeout}
             response = _within(timeout, lambda r=request: client.predict(**r), lambda: None, endpoint)
-        predictions = MessageToDict(type(response).pb(response)).get("predictions", [])
+        predictions = json_format.MessageToDict(type(response).pb(response)).get("predictions", [])
         if len(predictions) != len(batch):
             raise UserError(f"{endpoint} answered {len(predictions)} predictions for {len(batch)} images", 1)
         out += [top_classes(i.path, p, class_names, k, endpoint) for i, p in zip(batch, predictions)]

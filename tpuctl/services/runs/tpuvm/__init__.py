@@ -1,4 +1,5 @@
-"""`tpuctl tpu run|list|delete`: train on TPU VMs created through Cloud TPU queued resources.
+"""`tpuctl train --target tpu-vm`, `tpuctl tpu attach|list|delete`: train on TPU VMs created through Cloud TPU queued
+resources.
 
 One run = one queued resource (Spot or on-demand) holding one TPU VM slice, single-host or multi-host.
 Every TPU VM of the slice runs the same startup script: ``docker run`` of the trainer's tpu image with the
@@ -28,20 +29,3 @@ open the TPU devices under ``--privileged``, how TensorFlow's TPUStrategy spans 
 slice when every host runs the program, and that a TPU VM's metadata server sets the preemption flag a Spot host's
 watcher waits on (``domain.TPU_VM_PREEMPTED_METADATA_KEY``; see docs/tpu-vm.md).
 """
-
-from tpuctl.services.tpuvm.api import tpu_client
-from tpuctl.services.tpuvm.manage import delete, list_runs
-from tpuctl.services.tpuvm.plan import (
-    HOST_STATUS_DIR,
-    TpuVmRun,
-    check_quota,
-    plan_run,
-    recovery_zones,
-)
-from tpuctl.services.tpuvm.script import (
-    build_queued_resource,
-    host_command,
-    host_command_line,
-    request_document,
-    startup_script,
-)

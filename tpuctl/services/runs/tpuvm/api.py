@@ -10,25 +10,35 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bootstrap import clients
-from tpuctl.ground import domain
-from tpuctl.ground.errors import UserError
-from tpuctl.ground.files import printable
-from tpuctl.ground.polling import poll
-from tpuctl.services.runs import RECOVERIES_FILE
+from cloud import clients
+from cloud.google import api_exceptions, tpu_v2
+from ground import domain
+from ground.errors import UserError
+from ground.files import printable
+from ground.polling import poll
+from tpuctl.services.runs.records import RECOVERIES_FILE, RESULT_FILE
+from tpuctl.services.runs.spec import DEFAULT_MAX_WAIT, DEFAULT_TPU_VM_RUN_TIME, RunSpec
+from tpuctl.services.runs.tpuvm.script import HOST_STATUS_DIR, build_queued_resource
 from tpuctl.services.supervisor import signal_handlers
-from tpuctl.services.tpuvm.plan import (
-    DEFAULT_POLL_SECONDS,
-    DEFAULT_PROVISION_TIMEOUT,
-    DEFAULT_RUN_TIMEOUT,
-    GONE_STATES,
-    HOST_STATUS_DIR,
-    MAX_RESULT_BYTES,
-    QUEUED_STATES,
-    Progress,
-    TpuVmRun,
-)
-from tpuctl.services.tpuvm.script import build_queued_resource
+
+#: The chief's result.json is a few hundred bytes; more is not the trainer's.
+MAX_RESULT_BYTES = 1 << 20
+DEFAULT_PROVISION_TIMEOUT = DEFAULT_MAX_WAIT.total_seconds()
+DEFAULT_RUN_TIMEOUT = DEFAULT_TPU_VM_RUN_TIME.total_seconds()
+DEFAULT_POLL_SECONDS = 30.0
+
+QUEUED_STATES = frozenset({"STATE_UNSPECIFIED", "CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES"})
+GONE_STATES = frozenset({"SUSPENDING", "SUSPENDED", "DELETING"})
+
+Progress = Callable[[str], None]
+
+
+def queued_resource_name(run: RunSpec) -> str:
+    return f"{run.parent}/queuedResources/{run.name}"
+
+
+def result_uri(run: RunSpec) -> str:
+    return f"{run.model_dir}/{RESULT_FILE}"
 
 # --------------------------------------------------------------------------------------------
 # The Cloud TPU API
@@ -36,14 +46,10 @@ from tpuctl.services.tpuvm.script import build_queued_resource
 
 def tpu_client():
     """TpuClient over REST: ``TPUCTL_TPU_ENDPOINT`` if set (anonymous on loopback http), else Google's."""
-    from google.cloud import tpu_v2
-
     return clients.gapic(tpu_v2.TpuClient, "tpu")
 
 
 def state_name(resource) -> str:
-    from google.cloud import tpu_v2
-
     return tpu_v2.QueuedResourceState.State(resource.state.state).name
 
 
@@ -81,17 +87,15 @@ class Created:
 
     def __init__(self) -> None:
         self.maybe = False     # a create call was sent (it may have succeeded even if we never saw the answer)
-        self.run: TpuVmRun | None = None   # the slice that call was for (a recovery may use another zone)
+        self.run: RunSpec | None = None   # the slice that call was for (a recovery may use another zone)
 
 
 def delete_resource(client, name: str) -> str | None:
     """Delete the queued resource (force: its nodes too). None on success (or already gone), else why not."""
-    from google.api_core import exceptions
-
     try:
         with signal_handlers(signal.SIG_IGN):   # a second Ctrl-C must not abandon the deletion of what we created
             client.delete_queued_resource(request={"name": name, "force": True})
-    except exceptions.NotFound:
+    except api_exceptions.NotFound:
         return None
     except Exception as exc:  # noqa: BLE001 - reported with the command that finishes the job
         translated = clients.as_user_error(exc, f"deleting {name}")
@@ -108,19 +112,17 @@ def _api_message(exc) -> str:
     return " ".join(str(message if isinstance(message, str) else exc.message or exc).split())
 
 
-def create_and_wait(client, run: TpuVmRun, *, progress: Progress, created: Created | None = None,
+def create_and_wait(client, run: RunSpec, *, progress: Progress, created: Created | None = None,
                     poll_seconds: float = DEFAULT_POLL_SECONDS, timeout: float = DEFAULT_PROVISION_TIMEOUT,
                     sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic):
     """Create the queued resource and wait until it is ACTIVE; returns it. Raises UserError when the API
     refuses it (FAILED, with the API's reason), it disappears, or ``timeout`` passes."""
-    from google.api_core import exceptions
-
     created = created or Created()
-    name = run.queued_resource_name
+    name = queued_resource_name(run)
     with clients.google_errors(f"checking for an existing queued resource {name}"):
         try:
             client.get_queued_resource(name=name)
-        except exceptions.NotFound:
+        except api_exceptions.NotFound:
             pass
         else:
             raise UserError(f"a queued resource {run.name} already exists in {run.zone}; delete it with "
@@ -132,26 +134,26 @@ def create_and_wait(client, run: TpuVmRun, *, progress: Progress, created: Creat
         try:
             client.create_queued_resource(parent=run.parent, queued_resource=build_queued_resource(run),
                                           queued_resource_id=run.name)
-        except exceptions.ClientError as exc:
+        except api_exceptions.ClientError as exc:
             # A 4xx answer: the request was not taken, nothing exists. One that names the zone (quota, capacity,
             # no such accelerator there: domain.is_tpu_vm_zone_refusal) is a refusal another zone may not give.
             created.maybe = False
             message = _api_message(exc)
             if not domain.is_tpu_vm_zone_refusal(exc.code, message):
                 raise
-            raise Refused(f"the Cloud TPU API refused to create {run.accelerator.name} in {run.zone} (HTTP {exc.code}): "
+            raise Refused(f"the Cloud TPU API refused to create {run.slice.name} in {run.zone} (HTTP {exc.code}): "
                           f"{printable(message, 300)}", 1) from None
     tier = "Spot" if run.spot else "on-demand"
-    progress(f"requested {run.accelerator.name} ({run.accelerator.vms} host(s), {tier}) as queued resource {name}")
+    progress(f"requested {run.slice.name} ({run.slice.vms} host(s), {tier}) as queued resource {name}")
     return wait_active(client, run, progress=progress, poll_seconds=poll_seconds, timeout=timeout, sleep=sleep,
                        clock=clock)
 
 
-def wait_active(client, run: TpuVmRun, *, progress: Progress, poll_seconds: float = DEFAULT_POLL_SECONDS,
+def wait_active(client, run: RunSpec, *, progress: Progress, poll_seconds: float = DEFAULT_POLL_SECONDS,
                 timeout: float = DEFAULT_PROVISION_TIMEOUT, sleep: Callable[[float], None] = time.sleep,
                 clock: Callable[[], float] = time.monotonic):
     """Wait until the queued resource is ACTIVE (each phase said once); returns it."""
-    name = run.queued_resource_name
+    name = queued_resource_name(run)
 
     def read():
         with clients.google_errors(f"reading queued resource {name}",
@@ -162,7 +164,7 @@ def wait_active(client, run: TpuVmRun, *, progress: Progress, poll_seconds: floa
     def active(current) -> bool:
         state = state_name(current)
         if state == "FAILED":
-            raise Refused(f"the Cloud TPU API refused {run.accelerator.name} in {run.zone}: {_reason(current)}", 1)
+            raise Refused(f"the Cloud TPU API refused {run.slice.name} in {run.zone}: {_reason(current)}", 1)
         if state in GONE_STATES:
             raise UserError(f"queued resource {run.name} went {state} before it became ACTIVE", 1)
         return state == "ACTIVE"
@@ -177,15 +179,15 @@ def wait_active(client, run: TpuVmRun, *, progress: Progress, poll_seconds: floa
     return poll(read, active, interval=poll_seconds, timeout=timeout, sleep=sleep, clock=clock,
                 key=phase, on_change=say,
                 expired=lambda current: f"queued resource {run.name} is still {state_name(current)} after "
-                                        f"{timeout:.0f} s (waited for {run.accelerator.name} in {run.zone} to "
+                                        f"{timeout:.0f} s (waited for {run.slice.name} in {run.zone} to "
                                         "become ACTIVE)")
 
 
-def earlier_outputs(storage, run: TpuVmRun) -> dict[str, int]:
+def earlier_outputs(storage, run: RunSpec) -> dict[str, int]:
     """The generations of the result.json and host reports already in the model folder before this launch
     (an earlier run's: the trainer keeps a finished run's result.json until the next one replaces it), so
     :func:`follow` waits for this run's, not an old one. Keyed by object name."""
-    bucket, result_path = domain.split_gs_uri(run.result_uri)
+    bucket, result_path = domain.split_gs_uri(result_uri(run))
     _, hosts = domain.split_gs_uri(f"{run.model_dir}/{HOST_STATUS_DIR}/")
     with clients.google_errors(f"reading {run.model_dir}",
                                forbidden=f"permission denied reading {run.model_dir}: you need storage.objects.list "
@@ -197,16 +199,16 @@ def earlier_outputs(storage, run: TpuVmRun) -> dict[str, int]:
     return found
 
 
-def _read_result(storage, run: TpuVmRun, earlier: dict[str, int] | None = None) -> dict[str, Any] | None:
-    bucket, path = domain.split_gs_uri(run.result_uri)
-    with clients.google_errors(f"reading {run.result_uri}",
-                               forbidden=f"permission denied reading {run.result_uri}: you need storage.objects.get "
+def _read_result(storage, run: RunSpec, earlier: dict[str, int] | None = None) -> dict[str, Any] | None:
+    bucket, path = domain.split_gs_uri(result_uri(run))
+    with clients.google_errors(f"reading {result_uri(run)}",
+                               forbidden=f"permission denied reading {result_uri(run)}: you need storage.objects.get "
                                          "on the model bucket"):
         blob = storage.bucket(bucket).get_blob(path)
         if blob is None or (earlier or {}).get(blob.name) == blob.generation:
             return None   # none yet, or an earlier run's
         # This generation (a newer one may replace it meanwhile), bounded: a result is a few hundred bytes.
-        data = clients.download_bounded(blob, MAX_RESULT_BYTES, run.result_uri, "not the trainer's result", 1)
+        data = clients.download_bounded(blob, MAX_RESULT_BYTES, result_uri(run), "not the trainer's result", 1)
     try:
         value = json.loads(data)
     except (ValueError, RecursionError):
@@ -220,7 +222,7 @@ def _read_result(storage, run: TpuVmRun, earlier: dict[str, int] | None = None) 
 HOST_GONE_CODES = frozenset({"143", "preempted"})
 
 
-def _host_failures(storage, run: TpuVmRun, earlier: dict[str, int] | None = None) -> list[tuple[str, str]]:
+def _host_failures(storage, run: RunSpec, earlier: dict[str, int] | None = None) -> list[tuple[str, str]]:
     """The hosts whose exit file says something else than 0: ``(host, what it says)``, sorted."""
     bucket, path = domain.split_gs_uri(f"{run.model_dir}/{HOST_STATUS_DIR}/")
     failures = []
@@ -235,23 +237,20 @@ def _host_failures(storage, run: TpuVmRun, earlier: dict[str, int] | None = None
     return sorted(failures)
 
 
-def _node_gone(client, run: TpuVmRun, notes: set[str], progress: Progress) -> str | None:
+def _node_gone(client, run: RunSpec, notes: set[str], progress: Progress) -> str | None:
     """What the slice's node says when its hosts are gone (state PREEMPTED/TERMINATED, health UNHEALTHY_MAINTENANCE:
     domain.TPU_VM_NODE_GONE_*), else None. Reading the node only adds to what the queued resource says: a node not
     found or an error is no news (a refused read is noted once and not tried again)."""
-    from google.api_core import exceptions
-    from google.cloud import tpu_v2
-
     if "no node reads" in notes:
         return None
     try:
         node = client.get_node(name=f"{run.parent}/nodes/{run.name}")
-    except exceptions.PermissionDenied:
+    except api_exceptions.PermissionDenied:
         notes.add("no node reads")
         progress(f"cannot read node {run.name}'s health (permission denied: tpu.nodes.get); a host that goes away "
                  "is seen from its exit file only")
         return None
-    except (exceptions.GoogleAPICallError, exceptions.RetryError):
+    except (api_exceptions.GoogleAPICallError, api_exceptions.RetryError):
         return None
     state = tpu_v2.Node.State(node.state).name
     health = tpu_v2.Node.Health(node.health).name
@@ -262,7 +261,7 @@ def _node_gone(client, run: TpuVmRun, notes: set[str], progress: Progress) -> st
     return None
 
 
-def follow(client, storage, run: TpuVmRun, *, progress: Progress, poll_seconds: float = DEFAULT_POLL_SECONDS,
+def follow(client, storage, run: RunSpec, *, progress: Progress, poll_seconds: float = DEFAULT_POLL_SECONDS,
            timeout: float = DEFAULT_RUN_TIMEOUT, sleep: Callable[[float], None] = time.sleep,
            clock: Callable[[], float] = time.monotonic, earlier: dict[str, int] | None = None,
            check: Callable[[], None] | None = None) -> dict[str, Any]:
@@ -270,8 +269,8 @@ def follow(client, storage, run: TpuVmRun, *, progress: Progress, poll_seconds: 
     the slice fails or is preempted, or ``timeout`` passes. ``earlier``: the generations of the objects that
     were there before this launch (:func:`earlier_outputs`), ignored. ``check``: called at every poll without a
     result (the budget: it raises to stop the run)."""
-    progress(f"training on {run.accelerator.vms} host(s); waiting for {run.result_uri}")
-    name = run.queued_resource_name
+    progress(f"training on {run.slice.vms} host(s); waiting for {result_uri(run)}")
+    name = queued_resource_name(run)
     notes: set[str] = set()
     seen = {"state": "not read yet"}
 
@@ -313,11 +312,11 @@ def follow(client, storage, run: TpuVmRun, *, progress: Progress, poll_seconds: 
         return None
 
     return poll(read, lambda result: result is not None, interval=poll_seconds, timeout=timeout, sleep=sleep,
-                clock=clock, expired=lambda _: f"no {run.result_uri} after {timeout:.0f} s of training (waited for "
+                clock=clock, expired=lambda _: f"no {result_uri(run)} after {timeout:.0f} s of training (waited for "
                                                f"the chief's result); the slice is {seen['state']}")
 
 
-def last_backup(storage, run: TpuVmRun) -> float | None:
+def last_backup(storage, run: RunSpec) -> float | None:
     """When the trainer last wrote its preemption backup (epoch seconds of the newest object under
     ``<model_dir>/checkpoints/backup/``), or None when there is none."""
     bucket, path = domain.split_gs_uri(f"{run.model_dir}/checkpoints/backup/")
@@ -328,7 +327,7 @@ def last_backup(storage, run: TpuVmRun) -> float | None:
 
 
 
-def record_recoveries(storage, run: TpuVmRun, history: list[dict[str, Any]]) -> None:
+def record_recoveries(storage, run: RunSpec, history: list[dict[str, Any]]) -> None:
     """Write the run's recovery history to ``<model_dir>/tpuctl/recoveries.json`` (replaced whole each time)."""
     bucket, path = domain.split_gs_uri(f"{run.model_dir}/{RECOVERIES_FILE}")
     with clients.google_errors(f"writing {run.model_dir}/{RECOVERIES_FILE}"):
@@ -336,23 +335,21 @@ def record_recoveries(storage, run: TpuVmRun, history: list[dict[str, Any]]) -> 
             json.dumps({"run": run.name, "recoveries": history}, indent=2) + "\n", content_type="application/json")
 
 
-def delete_and_wait(client, run: TpuVmRun, *, poll_seconds: float, timeout: float,
+def delete_and_wait(client, run: RunSpec, *, poll_seconds: float, timeout: float,
                      sleep: Callable[[float], None], clock: Callable[[], float]) -> None:
     """Delete the queued resource and wait until it is gone (its name is free again in the zone)."""
-    from google.api_core import exceptions
-
-    failed = delete_resource(client, run.queued_resource_name)
+    failed = delete_resource(client, queued_resource_name(run))
     if failed is not None:
         raise UserError(f"could NOT delete queued resource {run.name} in {run.zone} to recover ({failed}); delete it "
                         f"with `tpuctl tpu delete {run.name} --zone {run.zone}`", 1)
 
     def gone() -> bool:
         try:
-            client.get_queued_resource(name=run.queued_resource_name)
-        except exceptions.NotFound:
+            client.get_queued_resource(name=queued_resource_name(run))
+        except api_exceptions.NotFound:
             return True
         except Exception as exc:
-            translated = clients.as_user_error(exc, f"reading queued resource {run.queued_resource_name}")
+            translated = clients.as_user_error(exc, f"reading queued resource {queued_resource_name(run)}")
             if translated is None:
                 raise
             raise translated from None

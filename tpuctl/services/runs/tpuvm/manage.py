@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bootstrap import clients
-from tpuctl.ground import domain
-from tpuctl.ground.errors import UserError
-from tpuctl.ground.outputs import StackOutputs
-from tpuctl.services.tpuvm.api import delete_resource, is_managed, node_labels, state_name, tpu_client
-from tpuctl.services.tpuvm.plan import stack_zone
+from cloud import clients
+from ground import domain
+from ground.errors import UserError
+from ground.outputs import StackOutputs
+from tpuctl.services.runs.tpuvm.api import delete_resource, is_managed, node_labels, state_name, tpu_client
+from tpuctl.services.runs.spec import stack_zone
 
 # --------------------------------------------------------------------------------------------
 # list / delete: only what tpuctl created (labelled managed-by=tpuctl)

@@ -5,17 +5,15 @@ closed terminal). Written before each slice is queued; the recovery history is `
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bootstrap import clients
-from tpuctl.ground import domain
-from tpuctl.ground.errors import UserError
-from tpuctl.services import runs
-from tpuctl.services.tpuvm.plan import TpuVmRun
+from cloud import clients
+from ground import domain
+from ground.errors import UserError
+from tpuctl.services.runs import records
+from tpuctl.services.runs.spec import RunSpec
 
 RUN_PLAN_FILE = "tpuctl/tpu-vm-run.json"
 #: A plan is a few kilobytes (the trainer's arguments); anything bigger is not tpuctl's.
@@ -23,44 +21,24 @@ MAX_PLAN_BYTES = 1 << 20
 
 
 class RunPlanRecord(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    """The run as planned (its ``RunSpec``, written and read through the same model) and where its following is."""
 
-    project: str
-    zone: str
-    name: str
-    accelerator: str
-    spot: bool
-    image_uri: str
-    service_account: str | None
-    trainer_args: list[str]
-    env: dict[str, str]
-    model_dir: str
-    data_dir: str
-    labels: dict[str, str]
-    resume_hint: str
-    #: the managed run's settings: at most this many recoveries, in these zones (the run's first), keep the slice
-    recover: int
-    zones: list[str]
-    keep: bool
-    run_timeout: float
+    model_config = ConfigDict(extra="forbid")
+
+    spec: RunSpec
+    #: the zones a preemption may re-queue the slice in (the run's first), after the quota pre-flight
+    zones: list[str] = Field(max_length=100)
     #: the result and host reports that were in the model folder before the current slice was queued
     earlier: dict[str, int]
-    #: --budget (USD), the slice's hourly price the spend is counted with (None: not known), and when (epoch
-    #: seconds) the current slice became ACTIVE (None while it is queued): a run attached to goes on counting
-    budget: float | None = None
-    hourly_usd: float | None = None
-    active_since: float | None = None
+    #: the slice's hourly price the spend is counted with (None: not known), and when (epoch seconds) the current
+    #: slice became ACTIVE (None while it is queued): a run attached to goes on counting
+    hourly_usd: float | None = Field(None, ge=0, allow_inf_nan=False)
+    active_since: float | None = Field(None, ge=0, allow_inf_nan=False)
 
 
-def write_plan(storage, run: TpuVmRun, *, recover: int, zones: list[str], keep: bool, run_timeout: float,
-               earlier: dict[str, int], budget: float | None = None, hourly_usd: float | None = None,
+def write_plan(storage, run: RunSpec, *, zones: list[str], earlier: dict[str, int], hourly_usd: float | None = None,
                active_since: float | None = None) -> None:
-    # Every field of the run, by name: a field the record does not declare is refused here (extra="forbid"), so
-    # the two shapes cannot drift apart without every `tpu run` test failing.
-    fields = {f.name: getattr(run, f.name) for f in dataclasses.fields(run)}
-    record = RunPlanRecord(**{**fields, "accelerator": run.accelerator.name, "recover": recover, "zones": zones,
-                              "keep": keep, "run_timeout": float(run_timeout), "earlier": earlier,
-                              "budget": budget, "hourly_usd": hourly_usd, "active_since": active_since})
+    record = RunPlanRecord(spec=run, zones=zones, earlier=earlier, hourly_usd=hourly_usd, active_since=active_since)
     where = f"{run.model_dir}/{RUN_PLAN_FILE}"
     bucket, path = domain.split_gs_uri(where)
     with clients.google_errors(f"writing {where}"):
@@ -68,7 +46,7 @@ def write_plan(storage, run: TpuVmRun, *, recover: int, zones: list[str], keep: 
                                                              content_type="application/json")
 
 
-def read_plan(storage, model_dir: str, name: str) -> tuple[TpuVmRun, RunPlanRecord]:
+def read_plan(storage, model_dir: str, name: str) -> RunPlanRecord:
     """The run named ``name`` whose model folder is ``model_dir``, as its tpuctl process planned it; one line when
     there is none or it is not tpuctl's."""
     where = f"{model_dir}/{RUN_PLAN_FILE}"
@@ -81,22 +59,21 @@ def read_plan(storage, model_dir: str, name: str) -> tuple[TpuVmRun, RunPlanReco
                             "by a tpuctl without `tpu attach`, or pass its --model-dir")
         data = clients.download_bounded(blob, MAX_PLAN_BYTES, where, "not tpuctl's run plan")
     try:
-        record = RunPlanRecord.model_validate(json.loads(data))
-    except (ValueError, RecursionError, ValidationError) as exc:
-        first = exc.errors()[0] if isinstance(exc, ValidationError) else None
-        why = f"{'.'.join(map(str, first['loc']))}: {first['msg']}" if first else "not valid JSON"
+        record = RunPlanRecord.model_validate_json(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        why = f"{'.'.join(map(str, first['loc'])) or 'JSON'}: {first['msg']}"
         raise UserError(f"{where} is not tpuctl's run plan ({why})") from None
-    if record.name != name or record.model_dir != model_dir:
-        raise UserError(f"{where} is the plan of run {record.name} ({record.model_dir}), not of {name}")
+    spec = record.spec
+    if spec.target != "tpu-vm" or spec.name != name or spec.model_dir != model_dir:
+        raise UserError(f"{where} is the plan of run {spec.name} ({spec.model_dir}), not of {name}")
+    domain.validate_tpu_vm_name(spec.name)
+    domain.parse_tpu_vm_accelerator(spec.accelerator or "")   # a slice tpuctl creates, or one line
     for zone in record.zones:
         domain.validate_tpu_vm_zone(zone)
-    values: dict[str, Any] = record.model_dump(exclude={"recover", "zones", "keep", "run_timeout", "earlier", "budget",
-                                                        "hourly_usd", "active_since"})
-    run = TpuVmRun(**{**values, "accelerator": domain.parse_tpu_vm_accelerator(record.accelerator),
-                      "name": domain.validate_tpu_vm_name(record.name)})
-    return run, record
+    return record
 
 
-def read_recoveries(storage, run: TpuVmRun) -> list[dict[str, Any]]:
+def read_recoveries(storage, run: RunSpec) -> list[dict[str, Any]]:
     """The run's recovery history so far (``recoveries.json``), validated; [] when it has none."""
-    return runs.recoveries(runs.Run(run.name, run.model_dir, {}), storage_client=storage)
+    return records.recoveries(records.Run(run.name, run.model_dir, {}), storage_client=storage)

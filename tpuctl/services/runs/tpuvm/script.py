@@ -9,10 +9,22 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from bootstrap import clients
-from tpuctl.ground import domain
-from tpuctl.ground.errors import UserError
-from tpuctl.services.tpuvm.plan import HOST_STATUS_DIR, METADATA_ROOT, METADATA_URL, TpuVmRun
+from cloud import clients
+from cloud.google import tpu_v2
+from ground import domain
+from ground.errors import UserError
+from tpuctl.services.runs.spec import RunSpec
+
+#: Where every host reports how its trainer container ended: ``<model_dir>/HOST_STATUS_DIR/worker-<n>.exit``.
+HOST_STATUS_DIR = "tpuctl/hosts"
+#: The GCE metadata server every host of the slice asks (its worker number, its preemption flag).
+METADATA_ROOT = "http://metadata.google.internal/computeMetadata/v1"
+METADATA_URL = f"{METADATA_ROOT}/instance/attributes"
+
+
+def registry_host(run: RunSpec) -> str:
+    """The registry of the run's image (the startup script logs Docker in to it)."""
+    return (run.image or "").split("/", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -44,21 +56,21 @@ def shell_word(word: Word) -> str:
     return "".join(out)
 
 
-def host_command(run: TpuVmRun, worker: ShellVar | str = WORKER) -> list[Word]:
+def host_command(run: RunSpec, worker: ShellVar | str = WORKER) -> list[Word]:
     """The ``docker run`` every TPU VM host runs, as shell words (``worker``: the host's index, the script's
     ``$WORKER`` on the VM)."""
     argv: list[Word] = ["docker", "run", "--rm", "--net=host", "--privileged", "--name", "tpuctl-trainer"]
     for key, value in sorted(run.env.items()):
         argv += ["-e", f"{key}={value}"]
     argv += ["-e", ("TPUCTL_TPU_WORKER=", worker)]
-    return [*argv, run.image_uri, *run.trainer_args]
+    return [*argv, run.image, *run.argv]
 
 
-def host_command_line(run: TpuVmRun) -> str:
+def host_command_line(run: RunSpec) -> str:
     return " ".join(shell_word(word) for word in host_command(run))
 
 
-def host_report(run: TpuVmRun) -> str:
+def host_report(run: RunSpec) -> str:
     """Where this host reports how its trainer ended (a shell word): ``<model_dir>/tpuctl/hosts/worker-$WORKER.exit``."""
     return shell_word((f"{run.model_dir}/{HOST_STATUS_DIR}/worker-", WORKER, ".exit"))
 
@@ -67,7 +79,7 @@ def host_report(run: TpuVmRun) -> str:
 PREEMPTION_WATCHER = "watch_preemption"
 
 
-def preemption_watcher(run: TpuVmRun) -> list[str]:
+def preemption_watcher(run: RunSpec) -> list[str]:
     """Bash lines defining ``watch_preemption``: a hanging GET of the metadata server's preemption flag
     (``domain.TPU_VM_PREEMPTED_METADATA_KEY``, ``wait_for_change=true``; asked again whenever it returns without
     TRUE, 5 s later when the server could not be read) that writes ``preempted`` as this host's report once the flag
@@ -88,17 +100,17 @@ def preemption_watcher(run: TpuVmRun) -> list[str]:
     ]
 
 
-def startup_script(run: TpuVmRun) -> str:
+def startup_script(run: RunSpec) -> str:
     """The startup script of every TPU VM of the slice: log Docker in, (Spot) watch for the host's preemption, run the
     trainer, report the exit status. Every value from the run enters it through ``shell_word``."""
     watch = [*preemption_watcher(run), f"{PREEMPTION_WATCHER} &", "WATCHER=$!"] if run.spot else []
     return "\n".join([
         "#!/bin/bash",
-        "# tpuctl: the trainer container on every host of the TPU VM slice (see `tpuctl tpu run`).",
+        "# tpuctl: the trainer container on every host of the TPU VM slice (see `tpuctl train --target tpu-vm`).",
         "set -uo pipefail",
         f"WORKER=\"$(curl -sf --noproxy '*' -H 'Metadata-Flavor: Google' {METADATA_URL}/agent-worker-number || echo 0)\"",
         'case "$WORKER" in ""|*[!0-9]*) WORKER=0 ;; esac',
-        f"gcloud auth configure-docker {shell_word(run.registry_host)} --quiet",
+        f"gcloud auth configure-docker {shell_word(registry_host(run))} --quiet",
         *watch,
         host_command_line(run),
         "STATUS=$?",
@@ -108,13 +120,11 @@ def startup_script(run: TpuVmRun) -> str:
     ])
 
 
-def build_queued_resource(run: TpuVmRun):
+def build_queued_resource(run: RunSpec):
     """The real ``google.cloud.tpu_v2.QueuedResource`` for ``run``."""
-    from google.cloud import tpu_v2
-
     node = tpu_v2.Node(
-        accelerator_type=run.accelerator.name,
-        runtime_version=run.accelerator.runtime_version,
+        accelerator_type=run.slice.name,
+        runtime_version=run.slice.runtime_version,
         labels=dict(run.labels),
         metadata={"startup-script": startup_script(run)},
         description=f"tpuctl run {run.name}",
@@ -128,17 +138,15 @@ def build_queued_resource(run: TpuVmRun):
     return resource
 
 
-def request_document(run: TpuVmRun) -> dict[str, Any]:
+def request_document(run: RunSpec) -> dict[str, Any]:
     """What ``--dry-run`` prints: the request as the REST API spells it, and the per-host command."""
-    from google.cloud import tpu_v2
-
     resource = build_queued_resource(run)
     return {
         "parent": run.parent,
         "queuedResourceId": run.name,
         "queuedResource": json.loads(tpu_v2.QueuedResource.to_json(resource)),
-        "hosts": run.accelerator.vms,
+        "hosts": run.slice.vms,
         "hostCommand": host_command_line(run),
         "modelDir": run.model_dir,
-        "image": run.image_uri,
+        "image": run.image,
     }

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tpuctl.ground.durations import format_duration
-from tpuctl.ground.errors import UserError
+from ground.durations import format_duration
+from ground.errors import UserError
 
 
 class BudgetSpent(UserError):

@@ -11,18 +11,25 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from tpuctl.ground import domain
-from tpuctl.ground.durations import format_duration
-from tpuctl.ground.errors import EXIT_INTERRUPTED, UserError
-from tpuctl.ground.outputs import StackOutputs
-from tpuctl.services.supervisor import raise_interrupt, signal_handlers
-from tpuctl.services.targets.base import SUCCEEDED, Outcome
-from tpuctl.services.tpuvm.api import (
+from bootstrap import quotas
+from cloud import clients
+from cloud.google import api_exceptions
+from ground import domain
+from ground.durations import format_duration
+from ground.errors import EXIT_INTERRUPTED, UserError
+from ground.outputs import StackOutputs, require_outputs
+from tpuctl.services.runs import cost
+from tpuctl.services.runs.spec import RunSpec, gs_folder, refuse_finished
+from tpuctl.services.runs.target import SUCCEEDED, Outcome
+from tpuctl.services.runs.tpuvm.api import (
+    DEFAULT_POLL_SECONDS,
+    GONE_STATES,
     Created,
     Preempted,
+    Progress,
     Refused,
     create_and_wait,
     delete_and_wait,
@@ -30,26 +37,17 @@ from tpuctl.services.tpuvm.api import (
     earlier_outputs,
     follow,
     last_backup,
+    queued_resource_name,
     record_recoveries,
+    result_uri,
     state_name,
     tpu_client,
     wait_active,
 )
-from tpuctl.services.tpuvm.plan import (
-    DEFAULT_POLL_SECONDS,
-    DEFAULT_PROVISION_TIMEOUT,
-    DEFAULT_RUN_TIMEOUT,
-    GONE_STATES,
-    Progress,
-    TpuVmRun,
-    check_quota,
-    gs_folder,
-    plan_run,
-    recovery_zones,
-)
-from tpuctl.services.tpuvm.record import read_recoveries, write_plan
-from tpuctl.services.tpuvm.script import request_document
-from tpuctl.services.tpuvm.spend import Spend
+from tpuctl.services.runs.tpuvm.record import read_plan, read_recoveries, write_plan
+from tpuctl.services.runs.tpuvm.script import request_document
+from tpuctl.services.runs.tpuvm.spend import Spend
+from tpuctl.services.supervisor import raise_interrupt, signal_handlers
 
 
 @dataclass
@@ -63,29 +61,44 @@ class Held:
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
+def check_quota(run: RunSpec, *, client=None, echo: Progress = print) -> int | None:
+    """The pre-flight of ``bootstrap.quotas.check_tpu_vm_room`` for this slice (before anything is created)."""
+    assert run.project is not None and run.zone is not None
+    return quotas.check_tpu_vm_room(run.project, run.zone, run.slice, spot=run.spot, client=client, echo=echo)
+
+
+def recovery_zones(run: RunSpec, *, client=None, echo: Progress = print) -> list[str]:
+    """The zones a preempted slice may be re-queued in: the run's zone, then each of its ``zones`` whose quota
+    pre-flight shows room for the slice (an unreadable quota is a note and the zone stays: the API enforces it)."""
+    order = [run.zone or ""]
+    for zone in run.zones:
+        try:
+            check_quota(run.model_copy(update={"zone": zone}), client=client,
+                        echo=lambda line, zone=zone: echo(f"{line} ({zone})"))
+        except UserError as exc:
+            echo(f"note: {zone} left out of the recovery zones: {str(exc).split(';')[0]}")
+            continue
+        order.append(zone)
+    return order
+
+
 @dataclass
 class TpuVmTarget:
-    """``run``: the planned slice (``tpuvm.plan_run``). ``zones``: the zones a preempted slice may be re-queued
-    in, the run's zone first (default: what ``preflight`` finds from ``zones_flag``). ``budget``: stop the run when
-    its spend reaches it (``tpuvm.spend``). ``client``, ``storage``, ``prices`` (of the estimate), ``sleep``,
-    ``clock`` and ``wall`` are there for tests."""
+    """``run``: the planned slice (``spec.plan``, --target tpu-vm), its bounds included (--recover, --keep, --budget,
+    --max-run-time, --max-wait). ``zones``: the zones a preempted slice may be re-queued in, the run's zone first
+    (default: what ``preflight`` finds of the run's ``zones``). The spend is stopped at the run's budget
+    (``tpuvm.spend``). ``client``, ``storage``, ``prices`` (of the estimate), ``sleep``, ``clock`` and ``wall`` are
+    there for tests."""
 
     name: ClassVar[str] = "tpu-vm"
-    flags: ClassVar[frozenset[str]] = frozenset({"zone", "keep", "recover", "zones", "job_name", "image", "spot",
-                                                 "budget", "dry_run", "poll_seconds", "max_run_time"})
+    flags: ClassVar[frozenset[str]] = frozenset({"zone", "keep", "recover", "zones", "image", "spot", "budget",
+                                                 "poll_seconds", "max_run_time", "max_wait"})
 
-    run: TpuVmRun
-    keep: bool = False
-    recover: int = 0
-    zones_flag: str | None = None
-    budget: float | None = None
+    run: RunSpec
     progress: Progress = print
     poll_seconds: float = DEFAULT_POLL_SECONDS
-    provision_timeout: float = DEFAULT_PROVISION_TIMEOUT
-    run_timeout: float = DEFAULT_RUN_TIMEOUT
-    #: the flag that set ``run_timeout``, as the cost estimate names it (``train --target tpu-vm``: --max-run-time)
-    run_time_flag: str = "--run-timeout"
-    zones: list[str] | None = None
+    #: the zones a preempted slice may be re-queued in, the run's zone first (None: ``preflight`` finds them)
+    zone_order: list[str] | None = None
     client: Any = None
     storage: Any = None
     sleep: Callable[[float], None] = time.sleep
@@ -101,29 +114,49 @@ class TpuVmTarget:
     active_since: float | None = None
     prices: Any = None
 
-    def preflight(self) -> None:
-        """The cost for at most the run timeout and the slice's price the spend is counted with (``budget`` without
-        a price is refused; a maximum above it is said: the spend stops the run), the quota, the recovery zones (all
-        said when the run was launched: nothing for ``attach``)."""
-        from tpuctl.services import cloudrun
+    @property
+    def keep(self) -> bool:
+        return self.run.keep
 
+    @property
+    def recover(self) -> int:
+        return self.run.recover
+
+    @property
+    def budget(self) -> float | None:
+        return self.run.budget
+
+    @property
+    def run_timeout(self) -> float:
+        """The slices' training time in all (--max-run-time, default 24h)."""
+        return self.run.run_time.total_seconds()
+
+    @property
+    def provision_timeout(self) -> float:
+        return self.run.wait_limit.total_seconds()
+
+    def preflight(self) -> None:
+        """The cost for at most the run time and the slice's price the spend is counted with (--budget without a
+        price is refused; a maximum above it is said: the spend stops the run), the quota, the recovery zones (all
+        said when the run was launched: nothing for ``attach``)."""
         if self.attach:
             return
-        estimate = cloudrun.estimate_tpu_vm(self.run.accelerator, self.run.zone, spot=self.run.spot,
-                                            run_timeout=self.run_timeout, prices=self.prices,
-                                            run_time_flag=self.run_time_flag)
+        assert self.run.zone is not None
+        estimate = cost.estimate_tpu_vm(self.run.slice, self.run.zone, spot=self.run.spot,
+                                        run_timeout=self.run_timeout, prices=self.prices,
+                                        run_time_flag="--max-run-time")
         for line in estimate.lines():
             self.progress(line)
         self.hourly = estimate.hourly
         if self.hourly is None:
-            cloudrun.check_budget(estimate, self.budget)     # --budget: one line, there is no price to count with
+            cost.check_budget(estimate, self.budget)     # --budget: one line, there is no price to count with
             self.progress("note: the run's spend cannot be tracked: no price for the slice (see the estimate)")
         elif self.budget is not None and (estimate.maximum or 0.0) > self.budget:
             self.progress(f"note: the run is stopped when its spend reaches --budget ${self.budget:.2f} (after "
                           f"{format_duration(self.budget / self.hourly * 3600)} of slice time at ${self.hourly:.4f}/h)")
         check_quota(self.run, echo=self.progress)   # before anything is created; offline: a note
-        if self.recover and self.zones is None:
-            self.zones = recovery_zones(self.run, self.zones_flag, echo=self.progress)
+        if self.recover and self.zone_order is None:
+            self.zone_order = recovery_zones(self.run, echo=self.progress)
 
     def describe(self) -> dict[str, Any]:
         return request_document(self.run)
@@ -132,8 +165,6 @@ class TpuVmTarget:
     def submit(self) -> Iterator[Held]:
         """Delete what was created when the run ends, fails or is interrupted (``keep``: keep it, and say how to
         delete it). An interrupt ends as ``UserError(..., 130)`` naming what was deleted or kept."""
-        from bootstrap import clients
-
         self.progress(f"{'attaching to run ' + self.run.name + '; ' if self.attach else ''}model dir: "
                       f"{self.run.model_dir}")
         order = self.order()
@@ -142,6 +173,8 @@ class TpuVmTarget:
         held = Held(self.client or tpu_client(), self.storage or clients.storage_client(self.run.project), Created(),
                     Spend(self.hourly, self.budget))
         held.created.run = self.run
+        if not self.attach:
+            refuse_finished(self.run.model_dir, held.storage)
         if self.attach:
             held.history = read_recoveries(held.storage, self.run)
             held.spend.seconds = sum(h["seconds_trained"] for h in held.history)
@@ -168,8 +201,8 @@ class TpuVmTarget:
             cleanup = (f"kept queued resource {current.name} (--keep): it is billed until you run "
                        f"`tpuctl tpu delete {current.name} --zone {current.zone}`")
         else:
-            self.progress(f"deleting queued resource {current.queued_resource_name}")
-            failed = delete_resource(held.client, current.queued_resource_name)
+            self.progress(f"deleting queued resource {queued_resource_name(current)}")
+            failed = delete_resource(held.client, queued_resource_name(current))
             cleanup = (f"deleted queued resource {current.name}" if failed is None else
                        f"could NOT delete queued resource {current.name} ({failed}); delete it with "
                        f"`tpuctl tpu delete {current.name} --zone {current.zone}`")
@@ -188,17 +221,17 @@ class TpuVmTarget:
         if spent is not None:
             self.progress(spent)
 
-    def _queue(self, held: Held, zones: list[str], waits: dict[str, Any], *, first: bool) -> tuple[TpuVmRun, dict]:
+    def _queue(self, held: Held, zones: list[str], waits: dict[str, Any], *, first: bool) -> tuple[RunSpec, dict]:
         """Queue the slice in the first of ``zones`` that takes it and wait until it is ACTIVE (the run's plan is
         written first, for ``attach``): the run there, and what its folder held before."""
         client, storage, created, progress = held.client, held.storage, held.created, self.progress
         for i, zone in enumerate(zones):
-            current = replace(self.run, zone=zone)
+            current = self.run.model_copy(update={'zone': zone})
             created.run = current
             earlier = earlier_outputs(storage, current)
             self._write_plan(storage, current, zones, earlier)
-            if domain.split_gs_uri(current.result_uri)[1] in earlier and first and i == 0:
-                progress(f"{current.result_uri} is an earlier run's; waiting for this run's to replace it")
+            if domain.split_gs_uri(result_uri(current))[1] in earlier and first and i == 0:
+                progress(f"{result_uri(current)} is an earlier run's; waiting for this run's to replace it")
             try:
                 create_and_wait(client, current, progress=progress, created=created, **waits)
             except Refused as exc:
@@ -218,15 +251,14 @@ class TpuVmTarget:
             return current, earlier
         raise AssertionError("the last zone's refusal is raised above")
 
-    def _write_plan(self, storage, current: TpuVmRun, zones: list[str], earlier: dict[str, int],
+    def _write_plan(self, storage, current: RunSpec, zones: list[str], earlier: dict[str, int],
                     active_since: float | None = None) -> None:
-        write_plan(storage, current, recover=self.recover, zones=zones, keep=self.keep, run_timeout=self.run_timeout,
-                   earlier=earlier, budget=self.budget, hourly_usd=self.hourly, active_since=active_since)
+        write_plan(storage, current, zones=zones, earlier=earlier, hourly_usd=self.hourly, active_since=active_since)
 
-    def _attached(self, held: Held, zones: list[str]) -> tuple[TpuVmRun, str]:
+    def _attached(self, held: Held, zones: list[str]) -> tuple[RunSpec, str]:
         """The run's queued resource, looked for in the run's zones: the run as it is there, and its state."""
         for zone in zones:
-            current = replace(self.run, zone=zone)
+            current = self.run.model_copy(update={'zone': zone})
             state = self._state(held, current)
             if state is None:
                 continue
@@ -237,20 +269,16 @@ class TpuVmTarget:
                         f"are in {self.run.model_dir}) or was deleted; to resume it, {self.run.resume_hint}", 1)
 
     @staticmethod
-    def _state(held: Held, run: TpuVmRun) -> str | None:
+    def _state(held: Held, run: RunSpec) -> str | None:
         """The queued resource's state; None when there is none."""
-        from google.api_core import exceptions
-
-        from bootstrap import clients
-
-        with clients.google_errors(f"reading queued resource {run.queued_resource_name}"):
+        with clients.google_errors(f"reading queued resource {queued_resource_name(run)}"):
             try:
-                return state_name(held.client.get_queued_resource(name=run.queued_resource_name))
-            except exceptions.NotFound:
+                return state_name(held.client.get_queued_resource(name=queued_resource_name(run)))
+            except api_exceptions.NotFound:
                 return None
 
     def order(self) -> list[str]:
-        return [self.run.zone, *[z for z in (self.zones or []) if z != self.run.zone]]
+        return [self.run.zone or "", *[z for z in (self.zone_order or []) if z != self.run.zone]]
 
     def follow(self, held: Held) -> Outcome:
         """Create, follow, and on a preemption delete and re-queue the slice in the first of the zones that takes
@@ -289,7 +317,7 @@ class TpuVmTarget:
             active = clock() - before
             backup = f"{current.model_dir}/checkpoints/backup"
 
-            def within_budget(run: TpuVmRun = current, active: float = active, backup: str = backup) -> None:
+            def within_budget(run: RunSpec = current, active: float = active, backup: str = backup) -> None:
                 spend.check(clock() - active, backup=backup, resume_hint=run.resume_hint)
 
             try:
@@ -331,37 +359,14 @@ def attach_tpu_vm(name: str, outputs: StackOutputs | None, *, model_dir: str | N
     """``tpuctl tpu attach NAME``: the managed run NAME as its tpuctl process planned it (read from its model folder,
     default ``<artifacts>/runs/NAME``), to follow, recover and clean up from here. ``keep``: None keeps the
     run's own choice."""
-    from bootstrap import clients
-    from tpuctl.ground.outputs import require_outputs
-    from tpuctl.services.tpuvm.record import read_plan
-
     name = domain.validate_tpu_vm_name(name)
     outputs = require_outputs(outputs, "tpu attach")
     if model_dir is None:
         model_dir = f"{outputs.require('buckets.artifacts', 'pass --model-dir gs://BUCKET/PATH')}/runs/{name}"
     else:
-        model_dir = gs_folder(model_dir, "--model-dir", "write to")
+        model_dir = gs_folder(model_dir, "--model-dir", "write to", "tpu-vm")
     storage = storage or clients.storage_client(outputs.require("project"))
-    run, record = read_plan(storage, model_dir, name)
-    return TpuVmTarget(run, keep=record.keep if keep is None else keep, recover=record.recover, zones=record.zones,
-                       run_timeout=record.run_timeout, attach=True, earlier=record.earlier, storage=storage,
-                       budget=record.budget, hourly=record.hourly_usd, active_since=record.active_since, **settings)
-
-
-def plan_tpu_vm(opts, outputs: StackOutputs | None, *, zone: str | None = None, spot: bool = False,
-                keep: bool = False, name: str | None = None, image: str | None = None, budget: float | None = None,
-                recover: int = 0, zones: str | None = None, **settings: Any) -> TpuVmTarget:
-    """``tpu run`` / ``train --target tpu-vm`` for parsed options (``opts``: a ``TrainOptions``); ``settings``:
-    the other ``TpuVmTarget`` fields (progress, poll_seconds, the timeouts)."""
-    from tpuctl.services import cloudrun
-
-    if recover and not spot:
-        raise UserError("--recover needs --spot (it re-queues a preempted Spot slice)")
-    if zones is not None and not recover:
-        raise UserError("--zones needs --recover N (the zones a preempted slice may be re-queued in)")
-    if budget is not None:
-        cloudrun.check_budget_value(budget)
-        if keep:
-            raise UserError("--budget cannot bound a slice kept with --keep (it is billed until `tpuctl tpu delete`)")
-    run = plan_run(opts, outputs, zone=zone, spot=spot, name=name, image=image)
-    return TpuVmTarget(run, keep=keep, recover=recover, zones_flag=zones, budget=budget, **settings)
+    record = read_plan(storage, model_dir, name)
+    run = record.spec if keep is None else record.spec.model_copy(update={"keep": keep})
+    return TpuVmTarget(run, zone_order=record.zones, attach=True, earlier=record.earlier, storage=storage,
+                       hourly=record.hourly_usd, active_since=record.active_since, **settings)

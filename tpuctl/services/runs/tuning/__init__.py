@@ -20,21 +20,3 @@ The metric is ``val_accuracy``, maximised: the trainer appends it to CLOUD_ML_HP
 behind a trial (custom_job.proto, CustomJobSpec.base_output_directory), and the trainer exports there.
 Locally each trial gets ``<run folder>/trial-<n>`` as ``--model_dir``.
 """
-
-from tpuctl.services.tuning.local import claim_trial_dir, run_local_tuning, sample_trials, trial_args
-from tpuctl.services.tuning.spec import (
-    DEFAULT_SPEC,
-    LearningRate,
-    Parameters,
-    TuneSpec,
-    load_spec,
-    parse_spec,
-)
-from tpuctl.services.tuning.vertex import (
-    build_tuning_job,
-    estimate_tuning,
-    get_tuning_job,
-    resolve_job_name,
-    tuning_console_url,
-    vertex_rows,
-)

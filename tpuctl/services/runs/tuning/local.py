@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from tpuctl.ground.errors import UserError
-from tpuctl.ground.files import read_file, write_atomically
-from tpuctl.services.tuning.spec import MAX_TRIALS, METRIC_ID, TRAINER_FLAGS, TuneSpec
-from tpuctl.services.tuning.trials import TrialRow, rank
-from tpuctl.services.tuning.vertex import tuned_flags, without_flags
+from ground.errors import UserError
+from ground.files import read_file, write_atomically
+from tpuctl.services.data import ensure_demo_data
+from tpuctl.services.runs.local import LocalTarget
+from tpuctl.services.runs.spec import RunSpec, release
+from tpuctl.services.runs.target import FAILED, SUCCEEDED, Outcome, launch
+from tpuctl.services.runs.tuning.spec import MAX_TRIALS, METRIC_ID, TRAINER_FLAGS, TuneSpec, tuned_flags
+from tpuctl.services.runs.tuning.trials import TrialRow, rank
+from tpuctl.services.supervisor import TaskFailed
+from trainer.flags import without_flags
 
 
 def sample_trials(spec: TuneSpec, count: int, seed: int | None = None) -> list[dict[str, Any]]:
@@ -60,13 +68,6 @@ def trial_args(params: dict[str, Any]) -> list[str]:
     return [f"--{TRAINER_FLAGS[k]}={v}" for k, v in params.items()]
 
 
-def _fresh_tune_dir(parent: Path, stamp: str) -> str:
-    """``runs/tune-<timestamp>``, suffixed if taken, claimed by creating it (as ``train`` claims its run folder)."""
-    from tpuctl.services.training import claim_fresh_dir
-
-    return claim_fresh_dir(parent, f"tune-{stamp}", "tuning folder")
-
-
 #: What a trial folder was made for (its hyperparameters and the other trainer flags): a trial resumes the
 #: backup in a folder only when this matches, else it gets a fresh folder.
 TRIAL_FILE = "tpuctl-trial.json"
@@ -110,50 +111,42 @@ def claim_trial_dir(base: Path, index: int, record: dict[str, Any]):
     raise UserError(f"no free trial folder for trial {index} under {base} (tried {MAX_TRIAL_FOLDERS})")
 
 
-def run_local_tuning(opts, spec: TuneSpec, *, trials: int | None = None, seed: int | None = None,
-                     base_dir: str | None = None, echo: Callable[[str], None] = print,
-                     out=None, err=None, display: Callable[[], Any] | None = None) -> tuple[str, list[TrialRow]]:
-    """Run ``trials`` real trainer runs one after another, each in ``<base>/trial-<n>``; returns (base, ranked rows).
-
-    ``opts`` is a ``training.TrainOptions`` (data, accelerator, epochs, extra trainer flags after ``--``);
-    ``opts.model_dir`` (or ``base_dir``) is the tuning folder, default ``runs/tune-<timestamp>``.
-    ``display()``: a fresh display per trial (``stdout_sink()``, ``stderr_sink()``, ``on_message``, ``close()``,
-    as ``TrainDisplay``) that filters the trainer's output; without one it goes to ``out``/``err`` as printed.
-    """
-    from dataclasses import replace
-
-    from tpuctl.services import training
-    from tpuctl.services.supervisor import TaskFailed
-    from tpuctl.services.targets import launch
-    from tpuctl.services.targets.local import LocalTarget
-
-    count = trials or spec.max_trials
+def run_local_tuning(spec: RunSpec, search: TuneSpec, *, trials: int | None = None, seed: int | None = None,
+                     echo: Callable[[str], None] = print, out=None, err=None,
+                     display: Callable[[], Any] | None = None) -> tuple[str, list[TrialRow]]:
+    """Run ``trials`` real trainer runs one after another, each in ``<the search's folder>/trial-<n>``; returns (that
+    folder, the ranked rows). ``spec`` is the search's run (``spec.plan(..., command="tune")``: its folder, data,
+    accelerator, the trainer flags after ``--``); every trial runs its arguments but its folder and its
+    hyperparameters. ``display()``: a fresh display per trial (as ``LocalTarget``'s) that filters the trainer's
+    output; without one it goes to ``out``/``err`` as printed."""
+    count = trials or search.max_trials
     if not 1 <= count <= MAX_TRIALS:
         raise UserError(f"--trials must be 1..{MAX_TRIALS} (got {count})")
-    if opts.workers != 1:
-        raise UserError("local tuning runs one process per trial: drop --workers")
-    if spec.parameters.model is not None and opts.hub_handle:
+    if spec.workers != 1 or spec.parameter_servers:
+        raise UserError("local tuning runs one process per trial: drop --workers / --parameter-servers")
+    if search.parameters.model is not None and spec.trainer.hub_handle:
         raise UserError("the spec tunes 'model' but --hub-handle is set; drop one of them")
-    samples = sample_trials(spec, count, seed)
-    base = base_dir or opts.model_dir or _fresh_tune_dir(Path("runs"), training.timestamp())
+    samples = sample_trials(search, count, seed)
+    if spec.demo_data:
+        ensure_demo_data(echo)
+    base = spec.model_dir
     if base.startswith("gs://"):
         raise UserError("local tuning writes its trials to a local folder; pass a local --model-dir")
-    flags = tuned_flags(spec)
-    # every trial runs the same trainer flags but its folder and its hyperparameters
-    template = training.plan_local(replace(opts, model_dir=str(Path(base) / "trial-1"), extra=list(opts.extra)),
-                                   None, echo=echo)
-    fixed = without_flags(template.args, flags | {"model_dir"})
+    tuned = tuned_flags(search)
+    template = spec.trainer.without(*tuned)
+    # what every trial shares: the trainer flags but its folder and its hyperparameters
+    fixed = without_flags(template.argv(), "model_dir")
     rows: list[TrialRow] = []
     for index, params in enumerate(samples, start=1):
         shown = {TRAINER_FLAGS[k]: v for k, v in params.items()}
         trial_dir, lock, resumed = claim_trial_dir(Path(base), index, {"hyperparameters": shown, "args": fixed})
         try:
-            args = [*fixed, "--model_dir", str(trial_dir), *trial_args(params)]
             how = " (resuming its backup)" if resumed else ""
             echo(f"trial {index}/{count}: {json.dumps(shown, sort_keys=True)} -> {trial_dir}{how}")
             # a trial is a local run (its launch record included) in a folder the search claimed itself
-            plan = replace(template, args=args, model_dir=str(trial_dir), workers=1, claimed=False)
-            trial = LocalTarget(opts, plan, display=display() if display is not None else None, out=out, err=err,
+            trainer = dataclasses.replace(template, model_dir=str(trial_dir)).with_extra(*trial_args(params))
+            trial = LocalTarget(spec.model_copy(update={"trainer": trainer, "claimed": False, "demo_data": False}),
+                                display=display() if display is not None else None, out=out, err=err,
                                 say_started=False)
             try:
                 outcome = launch(trial)
@@ -173,3 +166,47 @@ def run_local_tuning(opts, spec: TuneSpec, *, trials: int | None = None, seed: i
         rows.append(TrialRow(str(index), "SUCCEEDED", shown, value if value is not None and math.isfinite(value)
                              else None, result.get("export_dir")))
     return base, rank(rows)
+
+
+@dataclass
+class LocalTuningTarget:
+    """Trials of a search run one after another on this machine, each a local run in ``<the search's
+    folder>/trial-<n>`` (``run_local_tuning``); ``display()`` makes a fresh display per trial."""
+
+    name: ClassVar[str] = "local"
+    flags: ClassVar[frozenset[str]] = frozenset({"seed", "verbose"})
+
+    spec: RunSpec
+    search: TuneSpec
+    trials: int
+    seed: int | None = None
+    display: Callable[[], Any] | None = None
+    note: Callable[[str], None] = print
+
+    def preflight(self) -> None:
+        if self.spec.demo_data:
+            self.note(f"demo dataset: {self.spec.data_dir}")
+
+    def describe(self) -> dict[str, Any]:
+        """The trials the search would run (sampled with --seed, as the run samples them)."""
+        samples = sample_trials(self.search, self.trials, self.seed)
+        return {"target": self.name, "name": self.spec.name, "folder": self.spec.model_dir,
+                "data_dir": self.spec.data_dir,
+                "trials": [{"trial": i, "model_dir": f"{self.spec.model_dir}/trial-{i}", "flags": trial_args(params)}
+                           for i, params in enumerate(samples, start=1)]}
+
+    @contextmanager
+    def submit(self) -> Iterator[None]:
+        try:
+            yield None   # each trial claims (and on failure releases) its own folder
+        except BaseException:
+            release(self.spec)
+            raise
+
+    def follow(self, _handle: None) -> Outcome:
+        base, rows = run_local_tuning(self.spec, self.search, trials=self.trials, seed=self.seed, echo=self.note,
+                                      display=self.display)
+        failed = bool(rows) and all(row.state == "FAILED" for row in rows)
+        return Outcome(self.name, Path(base).name, FAILED if failed else SUCCEEDED, base, trials=rows,
+                       error=f"every trial failed ({len(rows)} of {len(rows)}; the lines above say why)"
+                       if failed else None)

@@ -7,19 +7,20 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from tpuctl.ground.errors import DomainError, UserError
-from tpuctl.ground.files import read_file
-from tpuctl.ground.yamlfile import parse_yaml
+from ground.errors import DomainError, UserError
+from ground.files import read_file
+from ground.yamlfile import parse_yaml
+from trainer.flags import TASK_BOUNDS
 
 METRIC_ID = "val_accuracy"
 #: spec key -> trainer flag (= Vertex AI parameterId, passed as --<id>=<value>)
 TRAINER_FLAGS = {"learning_rate": "learning_rate", "batch_size": "train_batch_size", "model": "model",
                  "epochs": "train_epochs"}
 ALGORITHMS = {"random": "RANDOM_SEARCH", "grid": "GRID_SEARCH", "bayesian": "ALGORITHM_UNSPECIFIED"}
-#: tpuctl's bounds (the trainer's own limits where it has them: 0 < learning rate < 10, trainer/config.py).
+#: tpuctl's bound of a search's trials; a tuned value's bounds are the trainer's own (trainer.flags.TASK_BOUNDS).
 MAX_TRIALS = 100
-MAX_BATCH = 1 << 20
-MAX_EPOCHS = 100_000
+MAX_BATCH = int(TASK_BOUNDS["train_batch_size"].high)
+MAX_EPOCHS = int(TASK_BOUNDS["train_epochs"].high)
 #: A spec is a few lines; a larger file is refused by its size before it is parsed.
 MAX_SPEC_BYTES = 64 * 1024
 
@@ -125,6 +126,11 @@ def parse_spec(data: Any, source: str) -> TuneSpec:
         message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
         location = ".".join(str(p) for p in err.get("loc", ())) or "(top level)"
         raise UserError(f"{source}: {location}: {message}") from None
+
+
+def tuned_flags(spec: TuneSpec) -> set[str]:
+    """The trainer flags a trial sets (each tuned parameter's)."""
+    return {TRAINER_FLAGS[k] for k, v in spec.parameters.model_dump().items() if v is not None}
 
 
 def load_spec(path: Path | None) -> TuneSpec:

@@ -1,13 +1,23 @@
-"""Vertex AI: the HyperparameterTuningJob request for a ``TuneSpec``, its cost, submitting and reading it back."""
+"""Vertex AI: the HyperparameterTuningJob request for a search (``TuneSpec``) over a planned run, its cost, its target
+(submitted, not followed: ``tpuctl tune status JOB`` reads its trials) and reading it back."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from tpuctl.ground.errors import UserError
-from tpuctl.services.tuning.spec import ALGORITHMS, MAX_TRIALS, METRIC_ID, TRAINER_FLAGS, TuneSpec
-from tpuctl.services.tuning.trials import TrialRow, cell_value, rank
+from cloud.google import aiplatform_v1, api_exceptions
+from ground import domain
+from ground.errors import DomainError, UserError
+from tpuctl.services.runs import cost, vertex
+from tpuctl.services.runs.spec import RunSpec
+from tpuctl.services.runs.target import SUBMITTED, Outcome
+from tpuctl.services.runs.tuning.spec import ALGORITHMS, MAX_TRIALS, METRIC_ID, TRAINER_FLAGS, TuneSpec, tuned_flags
+from tpuctl.services.runs.tuning.trials import TrialRow, cell_value, rank
+from trainer.flags import flag_value, without_flags
 
 
 def parameter_specs(spec: TuneSpec) -> list[dict[str, Any]]:
@@ -34,62 +44,36 @@ def parameter_specs(spec: TuneSpec) -> list[dict[str, Any]]:
     return out
 
 
-def without_flags(args: list[str], flags: set[str]) -> list[str]:
-    """``args`` minus ``--flag value`` / ``--flag=value`` for the flags a trial sets itself."""
-    out, skip = [], False
-    for i, arg in enumerate(args):
-        if skip:
-            skip = False
-            continue
-        name = arg[2:].split("=", 1)[0] if arg.startswith("--") else None
-        if name in flags:
-            skip = "=" not in arg and i + 1 < len(args)
-            continue
-        out.append(arg)
-    return out
-
-
-def tuned_flags(spec: TuneSpec) -> set[str]:
-    return {TRAINER_FLAGS[k] for k, v in spec.parameters.model_dump().items() if v is not None}
-
-
-def build_tuning_job(job, spec: TuneSpec, custom_job=None, *, max_trials: int | None = None):
-    """The ``aiplatform_v1.HyperparameterTuningJob`` for ``job`` (``vertex.plan_job``'s VertexJob).
-
-    ``trial_job_spec`` is the CustomJob's ``job_spec`` (``custom_job``, e.g. with Spot scheduling from
-    ``cloudrun.with_scheduling``; default ``vertex.build_custom_job(job)``), minus the trainer flags the study
-    sets per trial. ``max_trials`` overrides the spec's (``--trials``).
-    """
-    from google.cloud import aiplatform_v1
-
-    from tpuctl.services import cloudrun, vertex
-
-    if spec.parameters.model is not None and "--hub_handle" in job.trainer_args:
+def build_tuning_job(spec: RunSpec, search: TuneSpec, *, max_trials: int | None = None):
+    """The ``aiplatform_v1.HyperparameterTuningJob`` for a planned run: ``trial_job_spec`` is its CustomJob's
+    ``job_spec`` (with Spot and the run time on every trial) minus the trainer flags the study sets per trial.
+    ``max_trials`` overrides the search's (``--trials``)."""
+    if search.parameters.model is not None and spec.trainer.hub_handle:
         raise UserError("the spec tunes 'model' but the run uses a hub model (--hub-handle); drop one of them")
-    trials = max_trials or spec.max_trials
+    trials = max_trials or search.max_trials
     if not 1 <= trials <= MAX_TRIALS:
         raise UserError(f"--trials must be 1..{MAX_TRIALS} (got {trials})")
-    base = cloudrun.strict(custom_job if custom_job is not None else vertex.build_custom_job(job))
+    base = vertex.build_custom_job(spec)
     trial_spec = base.job_spec
-    flags = tuned_flags(spec)
+    tuned = tuned_flags(search)
     for pool in trial_spec.worker_pool_specs:
         code = code_spec(pool)
-        code.args = without_flags(list(code.args), flags)
+        code.args = without_flags(list(code.args), *tuned)
     hp_job = aiplatform_v1.HyperparameterTuningJob(
         display_name=base.display_name,
         labels={**dict(base.labels), "tpuctl-command": "tune"},
         study_spec=aiplatform_v1.StudySpec(
             metrics=[aiplatform_v1.StudySpec.MetricSpec(
                 metric_id=METRIC_ID, goal=aiplatform_v1.StudySpec.MetricSpec.GoalType.MAXIMIZE)],
-            parameters=[aiplatform_v1.StudySpec.ParameterSpec(p) for p in parameter_specs(spec)],
-            algorithm=aiplatform_v1.StudySpec.Algorithm[ALGORITHMS[spec.algorithm]],
+            parameters=[aiplatform_v1.StudySpec.ParameterSpec(p) for p in parameter_specs(search)],
+            algorithm=aiplatform_v1.StudySpec.Algorithm[ALGORITHMS[search.algorithm]],
         ),
         max_trial_count=trials,
-        parallel_trial_count=min(spec.parallel_trials, trials),
-        max_failed_trial_count=spec.max_failed_trials,
+        parallel_trial_count=min(search.parallel_trials, trials),
+        max_failed_trial_count=search.max_failed_trials,
         trial_job_spec=trial_spec,
     )
-    return cloudrun.strict(hp_job)
+    return vertex.strict(hp_job)
 
 
 def code_spec(pool):
@@ -98,11 +82,9 @@ def code_spec(pool):
     return pool.container_spec if type(pool).pb(pool).HasField("container_spec") else pool.python_package_spec
 
 
-def estimate_tuning(hp_job, region: str):
+def estimate_tuning(hp_job, region: str, prices=None):
     """Cost of the study: one trial's pools × max trials, each bounded by the trial's timeout."""
-    from tpuctl.services import cloudrun
-
-    return cloudrun.estimate_custom_job(hp_job.trial_job_spec, region, trials=hp_job.max_trial_count)
+    return cost.estimate_custom_job(hp_job.trial_job_spec, region, trials=hp_job.max_trial_count, prices=prices)
 
 
 def tuning_console_url(name: str) -> str:
@@ -115,9 +97,6 @@ def tuning_console_url(name: str) -> str:
 def resolve_job_name(job: str, *, project: str | None, region: str | None) -> str:
     """A full ``projects/P/locations/R/hyperparameterTuningJobs/ID``, or an ID with the stack's project/region.
     The project, region and ID are checked here, before any request (or credentials) is needed."""
-    from tpuctl.ground import domain
-    from tpuctl.ground.errors import DomainError
-
     if job.startswith("projects/"):
         parts = job.split("/")
         if len(parts) != 6 or parts[2] != "locations" or parts[4] != "hyperparameterTuningJobs" or not parts[5]:
@@ -141,12 +120,10 @@ def resolve_job_name(job: str, *, project: str | None, region: str | None) -> st
 
 def vertex_rows(hp_job) -> list[TrialRow]:
     """Trials of a ``HyperparameterTuningJob`` (as read back from Vertex AI), ranked."""
-    from google.cloud import aiplatform_v1
-
     spec = hp_job.trial_job_spec
     base = spec.base_output_directory.output_uri_prefix.rstrip("/")
     args = list(code_spec(spec.worker_pool_specs[0]).args) if spec.worker_pool_specs else []
-    default_model = args[args.index("--model") + 1] if "--model" in args[:-1] else "small_cnn"
+    default_model = flag_value(args, "model") or "small_cnn"
     rows = []
     for t in hp_job.trials:
         params = {p.parameter_id: cell_value(p.value) for p in t.parameters}
@@ -164,13 +141,57 @@ def vertex_rows(hp_job) -> list[TrialRow]:
 
 
 def get_tuning_job(name: str, *, client=None):
-    from google.api_core import exceptions
-
-    from tpuctl.services import vertex
-
     region = name.split("/")[3]
     client = client or vertex.job_client(region)
     try:
         return client.get_hyperparameter_tuning_job(name=name)
-    except exceptions.GoogleAPICallError as exc:
+    except api_exceptions.GoogleAPICallError as exc:
         raise UserError(f"cannot read tuning job {name}: {exc.message or exc}", 1) from None
+
+
+@dataclass
+class VertexTuningTarget:
+    """A planned HyperparameterTuningJob over the run's CustomJob and a search. It is submitted, not followed:
+    ``tpuctl tune status JOB`` reads its trials."""
+
+    name: ClassVar[str] = "vertex"
+    flags: ClassVar[frozenset[str]] = frozenset({"region", "image", "python_package", "spot", "max_run_time",
+                                                 "budget"})
+
+    spec: RunSpec
+    search: TuneSpec
+    trials: int | None = None
+    note: Callable[[str], None] = print
+    say: Callable[[str], None] = print
+    client: Any = None
+    prices: Any = None
+    hp_job: Any = None
+
+    def preflight(self) -> None:
+        """The request (Spot / timeout on every trial) and the cost of the study, refused over --budget."""
+        self.hp_job = build_tuning_job(self.spec, self.search, max_trials=self.trials)
+        assert self.spec.region is not None
+        estimate = estimate_tuning(self.hp_job, self.spec.region, prices=self.prices)
+        for line in estimate.lines():
+            self.note(line)
+        cost.check_budget(estimate, self.spec.budget)
+
+    def describe(self) -> dict[str, Any]:
+        return vertex.job_to_dict(self.hp_job)
+
+    @contextmanager
+    def submit(self) -> Iterator[vertex.SubmittedJob]:
+        vertex.stage_trainer(self.spec, self.say)
+        client = self.client or vertex.job_client(self.spec.region or "")
+        job = vertex.create("tuning job", lambda: client.create_hyperparameter_tuning_job(
+            parent=self.spec.parent, hyperparameter_tuning_job=self.hp_job))
+        created = vertex.SubmittedJob(client, job.name, tuning_console_url(job.name))
+        self.say(f"submitted {created.name}")
+        self.say(f"console: {created.console_url}")
+        self.say(f"follow it with: tpuctl tune status {created.name}")
+        with vertex.watching(created):
+            yield created
+
+    def follow(self, created: vertex.SubmittedJob) -> Outcome:
+        return Outcome(self.name, created.name, SUBMITTED, self.spec.model_dir, console_url=created.console_url)
+

@@ -1,0 +1,79 @@
+"""One training run, one shape (issue 40): the same flags planned for every target give the same run: its folders,
+strategy, environment, labels and identity are derived once (``runs.spec.plan``), whatever target then turns the
+spec into its request; and a flag's check is the same on every target."""
+
+from __future__ import annotations
+
+import pytest
+
+from ground.outputs import parse_outputs
+
+from clifixtures import invoke
+from runfixtures import planned
+from stackfixtures import write_outputs
+
+OUTPUTS = {"project": "my-project-1", "region": "us-central1", "zone": "us-central1-a",
+           "buckets": {"data": "tpuctl-my-project-1-data", "staging": "tpuctl-my-project-1-staging",
+                       "artifacts": "tpuctl-my-project-1-artifacts", "hub-cache": "tpuctl-my-project-1-hub-cache"},
+           "training_service_account": "tpuctl-trainer@my-project-1.iam.gserviceaccount.com",
+           "tfhub_cache_dir": "gs://tpuctl-my-project-1-hub-cache/model-cache", "labels": {"stack": "dev"}}
+SHARED = dict(name="exp-1", epochs=3, batch_size=64, trainer_args=("--learning_rate", "0.01"),
+              image="us-central1-docker.pkg.dev/my-project-1/r/trainer:1")
+
+
+def _shared(spec) -> dict:
+    """What every target must agree on."""
+    return {"data_dir": spec.data_dir, "model_dir": spec.model_dir, "trainer": spec.trainer.argv(),
+            "env": spec.env, "labels": spec.labels}
+
+
+@pytest.mark.parametrize("accelerator", ["cpu", "gpu-t4x2"])
+def test_local_and_vertex_plan_the_same_run(accelerator):
+    outputs = parse_outputs(OUTPUTS)
+    local = planned("local", outputs, accelerator=accelerator, **{**SHARED, "image": None})
+    vertex = planned("vertex", outputs, accelerator=accelerator, **SHARED)
+    assert _shared(local) == _shared(vertex)
+    assert local.model_dir == "gs://tpuctl-my-project-1-artifacts/runs/exp-1"       # <artifacts>/runs/NAME
+    assert local.trainer.distribution_strategy == ("cpu" if accelerator == "cpu" else "gpu")
+    assert local.env["TFHUB_CACHE_DIR"] == "gs://tpuctl-my-project-1-hub-cache/model-cache"
+    assert vertex.service_account == "tpuctl-trainer@my-project-1.iam.gserviceaccount.com"
+
+
+def test_vertex_and_tpu_vm_plan_the_same_tpu_run():
+    """One host of TPU v5e, asked for by either name: the same strategy, PJRT switch, labels, identity, folders."""
+    outputs = parse_outputs(OUTPUTS)
+    vertex = planned("vertex", outputs, accelerator="tpu-v5e-8", **SHARED)
+    tpu_vm = planned("tpu-vm", outputs, accelerator="v5litepod-8", **SHARED)
+    assert _shared(vertex) == _shared(tpu_vm)
+    assert vertex.service_account == tpu_vm.service_account is not None
+    assert vertex.trainer.distribution_strategy == "tpu" and vertex.env["TPU_NAME"] == "local"
+    assert vertex.labels["accelerator"] == tpu_vm.labels["accelerator"] == "tpu-v5e-8"
+
+
+@pytest.mark.parametrize("target", ["local", "vertex", "tpu-vm"])
+@pytest.mark.parametrize("flag, value", [("--batch-size", "65537"), ("--workers", "0"), ("--name", "bad name"),
+                                         ("--epochs", "0")])
+def test_the_same_bad_value_is_refused_the_same_way_on_every_target(target, flag, value, tmp_path):
+    outputs = write_outputs(tmp_path / "outputs.json", OUTPUTS)
+    r = invoke(["train", "--target", target, "-a", "tpu-v5e-8" if target == "tpu-vm" else "cpu", "--outputs", outputs,
+                "--dry-run", flag, value])
+    assert r.exit_code == 2 and r.stdout == "" and r.stderr.count("\n") == 1, r.output
+    assert r.stderr.startswith("error: ") and flag in r.stderr
+
+
+@pytest.mark.parametrize("command", [["train", "--target", "vertex"], ["train", "--target", "tpu-vm", "-a", "v5e-8"],
+                                     ["tune", "--target", "vertex"]])
+def test_a_bad_image_reference_is_refused_the_same_way_on_every_cloud_target(command, tmp_path):
+    outputs = write_outputs(tmp_path / "outputs.json", OUTPUTS)
+    r = invoke([*command, "--outputs", outputs, "--image", "Bad Image;rm -rf", "--dry-run"])
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr == ("error: --image 'Bad Image;rm -rf' is not a container image reference "
+                        "(REGISTRY/PATH/IMAGE:TAG or …@sha256:DIGEST, lowercase path)\n")
+
+
+def test_one_name_and_one_unit_per_bound():
+    """--max-run-time and --max-wait are durations on every target; the old seconds flags are gone."""
+    for gone in ("--run-timeout", "--provision-timeout", "--job-name"):
+        r = invoke(["train", gone, "1"])
+        assert r.exit_code == 2 and "No such option" in r.stderr, (gone, r.stderr)
+    assert invoke(["tpu", "run"]).exit_code == 2       # `tpu run` is `train --target tpu-vm`

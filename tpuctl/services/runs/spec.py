@@ -1,0 +1,489 @@
+"""One training run, one shape: ``RunSpec``, and ``plan``, the one planner that makes it from the run flags and the
+stack's outputs.
+
+Everything a run is, whatever its target, is derived here once: its name, data and model folders, accelerator and
+distribution strategy, workers and parameter servers, the trainer's command line (``trainer.flags.TrainerArgs``),
+its environment (``TF_USE_LEGACY_KERAS``, ``TFHUB_CACHE_DIR``, the TPU runtime), labels, identity, image, Spot and
+recovery, budget and time bounds. Each target then turns the spec into its own request: the local processes
+(``runs.local``), a Vertex AI CustomJob (``runs.vertex``), a queued resource of TPU VMs (``runs.tpuvm``), or a
+search of trials (``runs.tuning``). Nothing is created here, but a local run's fresh folder (claimed by making it,
+so two runs started in the same second never share one; ``claim=False`` for a dry run).
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cloud import clients
+from ground import domain
+from ground.envs import REPO_ROOT
+from ground.errors import DomainError, UserError
+from ground.files import printable
+from ground.outputs import StackOutputs, require_outputs
+from tpuctl.services import image as images
+from tpuctl.services.data import demo_data_dir, local_folder
+from tpuctl.services.runs.flags import (
+    MAX_BUDGET_USD,
+    MAX_PARAMETER_SERVERS,
+    MAX_RECOVERIES,
+    MAX_RUN_TIME,
+    MAX_WAIT,
+    MAX_WORKERS,
+    MIN_RUN_TIME,
+    MIN_WAIT,
+    RunFlags,
+)
+from tpuctl.services.runs.records import RESULT_FILE, LaunchRecord
+from tpuctl.services.trainer_package import sdist_filename
+from trainer.flags import TrainerArgs, flag_value
+
+Echo = Callable[[str], None]
+
+#: How long a TPU VM slice may wait to become ACTIVE in one zone, and train in all, unless the flags say otherwise;
+#: a Vertex AI job runs at most Google's documented default timeout (7 days) unless --max-run-time says less.
+DEFAULT_MAX_WAIT = timedelta(hours=2)
+DEFAULT_TPU_VM_RUN_TIME = timedelta(hours=24)
+DEFAULT_VERTEX_RUN_TIME = timedelta(days=7)
+
+_LOCAL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+_CLOUD_NAME = re.compile(r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?")
+
+
+class RunSpec(BaseModel):
+    """A training run, planned (frozen; written as the run's plan record and read back by ``tpu attach``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    target: Literal["local", "vertex", "tpu-vm"]
+    #: the run's name: its folder ``runs/NAME``, the Vertex AI job's display name, the TPU VM queued resource
+    name: str = Field(max_length=128)
+    #: the catalogue's name of the accelerator (``gpu-t4x2``, ``tpu-v5e-8``; a TPU VM slice's Cloud TPU API type,
+    #: ``v5litepod-16``); None: locally, whatever the machine has
+    accelerator: str | None = None
+    workers: int = Field(1, ge=1, le=MAX_WORKERS)
+    parameter_servers: int = Field(0, ge=0, le=MAX_PARAMETER_SERVERS)
+    #: the trainer's command line (``trainer.flags.TrainerArgs``: ``--data_dir``, ``--model_dir`` …)
+    trainer: TrainerArgs
+    #: the trainer's environment on every worker (besides TF_CONFIG, which each target sets per worker)
+    env: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+    project: str | None = None
+    region: str | None = None
+    zone: str | None = None
+    service_account: str | None = None
+    #: the container image the workers run (Vertex AI, TPU VM): the trainer's own, the user's (--image), or Google's
+    #: prebuilt TensorFlow image the trainer package runs on (``python_package``)
+    image: str | None = None
+    python_package: bool = False
+    #: where the trainer package is staged (``python_package``)
+    package_uri: str | None = None
+    spot: bool = False
+    recover: int = Field(0, ge=0, le=MAX_RECOVERIES)
+    #: TPU VM: the zones a preempted slice may be re-queued in after ``zone`` (quota pre-flight still to come)
+    zones: tuple[str, ...] = Field((), max_length=100)
+    #: the bounds of the flags that set them (a run plan read back from a bucket is held to them too)
+    budget: float | None = Field(None, gt=0, le=MAX_BUDGET_USD, allow_inf_nan=False)
+    max_run_time: timedelta | None = Field(None, ge=MIN_RUN_TIME, le=MAX_RUN_TIME)
+    max_wait: timedelta | None = Field(None, ge=MIN_WAIT, le=MAX_WAIT)
+    keep: bool = False
+    #: locally: the demo dataset (made before the first run) is the data
+    demo_data: bool = False
+    #: locally: this plan made the (empty) run folder; it is removed again if the run leaves it empty
+    claimed: bool = False
+
+    @property
+    def data_dir(self) -> str:
+        return self.trainer.data_dir
+
+    @property
+    def model_dir(self) -> str:
+        return self.trainer.model_dir
+
+    @property
+    def argv(self) -> list[str]:
+        """``python -m trainer.task`` arguments, as every worker runs them."""
+        return self.trainer.argv()
+
+    @property
+    def accel(self) -> domain.Accelerator | None:
+        """Local and Vertex AI: the accelerator (None locally: auto-detect)."""
+        return domain.parse_accelerator(self.accelerator) if self.accelerator and self.target != "tpu-vm" else None
+
+    @property
+    def slice(self) -> domain.TpuSlice:
+        """TPU VM: the slice."""
+        return domain.parse_tpu_vm_accelerator(self.accelerator or "")
+
+    @property
+    def location(self) -> str | None:
+        """Where the run's cloud resources live: the TPU VM zone, the Vertex AI region."""
+        return self.zone if self.target == "tpu-vm" else self.region
+
+    @property
+    def parent(self) -> str:
+        return f"projects/{self.project}/locations/{self.location}"
+
+    @property
+    def run_time(self) -> timedelta:
+        """The bound of the run's time (and of its cost estimate)."""
+        if self.max_run_time is not None:
+            return self.max_run_time
+        return DEFAULT_TPU_VM_RUN_TIME if self.target == "tpu-vm" else DEFAULT_VERTEX_RUN_TIME
+
+    @property
+    def wait_limit(self) -> timedelta:
+        return self.max_wait or DEFAULT_MAX_WAIT
+
+    def launch_record(self, **times: Any) -> LaunchRecord:
+        """What ``runs ls`` reads of the run (``started``/``finished`` seconds since 1970, ``state``)."""
+        return LaunchRecord(target=self.target, name=self.name, accelerator=self.accelerator or "auto",
+                            workers=self.workers, parameter_servers=self.parameter_servers or None, args=self.argv,
+                            **{k: v for k, v in times.items() if v is not None})
+
+    @property
+    def resume_hint(self) -> str:
+        """How to continue this run after an interruption: the same command with its name."""
+        return f"run the same command again with --name {self.name}"
+
+
+def timestamp() -> str:
+    return time.strftime("%Y%m%d-%H%M%S")
+
+
+def default_name(target: str, command: str = "train") -> str:
+    """A run's name when --name is not given: ``<timestamp>`` locally, ``tpuctl-<timestamp>`` in the cloud (Google's
+    names start with a letter); a search's: ``tune-<timestamp>``, ``tpuctl-tune-<timestamp>``."""
+    stem = f"tune-{timestamp()}" if command == "tune" else timestamp()
+    return stem if target == "local" else f"tpuctl-{stem}"
+
+
+def check_name(name: str, target: str) -> str:
+    """One name rule per target: a folder name locally (letters, digits, . _ -, at most 63); in the cloud Google's
+    rule for a queued resource / job name (lowercase letters, digits and '-', a letter first, at most 63)."""
+    if target == "local":
+        if not _LOCAL_NAME.fullmatch(name):
+            raise UserError(f"--name {printable(name, 80)!r}: use 1-63 letters, digits, '.', '_' or '-', starting "
+                            "with a letter or digit (it becomes the folder runs/NAME)")
+    elif not _CLOUD_NAME.fullmatch(name):
+        raise UserError(f"--name {printable(name, 80)!r}: on {target} use 1-63 lowercase letters, digits and '-', "
+                        "starting with a letter and not ending with '-' (it names the run's folder and its cloud "
+                        "resources)")
+    return name
+
+
+def strategy(target: str, accel: domain.Accelerator | None, workers: int, parameter_servers: int) -> str:
+    """The trainer's --distribution_strategy, the same rule for every target."""
+    if target == "tpu-vm":
+        return "tpu"
+    if parameter_servers:
+        return "parameter_server"
+    if workers > 1:
+        return "multi_worker"
+    return accel.strategy if accel is not None else "auto"
+
+
+# --------------------------------------------------------------------------------------------------- the planner
+
+def plan(flags: RunFlags, outputs: StackOutputs | None, *, command: str = "train", claim: bool = True,
+         echo: Echo | None = None, today: datetime.date | None = None, root: Path = REPO_ROOT) -> RunSpec:
+    """The run the flags ask for, every input checked before anything exists (see the module docstring).
+    ``command``: train or tune (a search's name and labels); ``claim``: make a local run's fresh folder (not for a
+    dry run)."""
+    target = flags.target
+    cloud = target != "local"
+    name = check_name(flags.name or default_name(target, command), target)
+    accelerator, accel, tpu = _accelerator(flags)
+    _check_combination(flags, accel, tpu)       # what the flags alone rule out, before the stack is asked
+    if cloud:
+        outputs = require_outputs(outputs, f"--target {target}")
+    project = outputs.require("project") if cloud and outputs is not None else None
+    region = zone = None
+    if target == "vertex":
+        assert outputs is not None and accel is not None
+        region = flags.region or outputs.require("region", "pass --region")
+        domain.check_accelerator_region(accel, region)
+    elif target == "tpu-vm":
+        assert outputs is not None
+        zone = flags.zone or stack_zone(outputs) or outputs.require("tpu_zone", "pass --zone (e.g. us-central1-a)")
+        domain.validate_tpu_vm_zone(zone)
+
+    data_dir, demo = _data_dir(flags, outputs)
+    hub_cache = flags.hub_cache_dir or (outputs.tfhub_cache_dir if outputs else None)
+    if hub_cache and cloud:
+        hub_cache = gs_folder(hub_cache, "--hub-cache-dir", "read hub models from", target)
+    model = "hub" if flags.hub_handle and flags.model is None else flags.model
+    if flags.hub_handle and model != "hub":
+        raise UserError(f"--hub-handle only applies to --model hub (got --model {model})")
+    if model == "hub" and not flags.hub_handle:
+        raise UserError("--model hub needs --hub-handle (a TF-Hub/Kaggle handle or a local SavedModel path)")
+    model_dir, claimed = _model_dir(flags, outputs, name, claim=claim)   # last: the one thing a plan may create
+    trainer = TrainerArgs(
+        data_dir=data_dir, model_dir=model_dir,
+        distribution_strategy=strategy(target, accel, flags.workers, flags.parameter_servers),
+        num_gpus=accel.gpu_count if accel is not None and accel.kind == "gpu" else None,
+        model=model, hub_handle=flags.hub_handle, train_epochs=flags.epochs, train_batch_size=flags.batch_size,
+        extra=tuple(flags.trainer_args))
+
+    env = {"TF_USE_LEGACY_KERAS": "1"}
+    if hub_cache:
+        env["TFHUB_CACHE_DIR"] = hub_cache
+    if accel is not None and accel.tpu is not None:       # Vertex AI: the TPU is attached to the host it runs on
+        env["TPU_NAME"] = "local"
+        env.update(domain.tpu_runtime_env(accel.tpu.generation))
+    if tpu is not None:        # one host: the TPU is attached to this VM; several: the slice's node name
+        env["TPU_NAME"] = name if tpu.multi_host else "local"
+        env.update(domain.tpu_runtime_env(tpu.generation))
+
+    # the same labels on every target (a local run's are in its launch record); the accelerator in tpuctl's words
+    labels = {**(outputs.labels if outputs else {}), "tpuctl-command": command,
+              "accelerator": _label(tpu.vertex_name if tpu is not None else accelerator or "auto"),
+              "model": model or "small_cnn", domain.TPU_VM_MANAGED_LABEL[0]: domain.TPU_VM_MANAGED_LABEL[1],
+              domain.TPU_VM_RUN_LABEL: _label(name)}
+    domain.validate_labels(labels)
+    service_account = image = package_uri = None
+    if cloud:
+        assert outputs is not None
+        service_account = outputs.training_service_account or outputs.principals.get(domain.TRAINING_SA_KEYWORD)
+        image, package_uri = _image(flags, outputs, accel, target, region, name, today, echo, root)
+    return RunSpec(
+        target=target, name=name, accelerator=accelerator, workers=flags.workers,
+        parameter_servers=flags.parameter_servers, trainer=trainer, env=env, labels=labels, project=project,
+        region=region, zone=zone, service_account=service_account, image=image, python_package=flags.python_package,
+        package_uri=package_uri, spot=flags.spot, recover=flags.recover, zones=_zones(flags, zone),
+        budget=flags.budget, max_run_time=flags.max_run_time, max_wait=flags.max_wait, keep=flags.keep,
+        demo_data=demo, claimed=claimed)
+
+
+def _accelerator(flags: RunFlags) -> tuple[str | None, domain.Accelerator | None, domain.TpuSlice | None]:
+    """(catalogue name, Accelerator for local/Vertex AI, TpuSlice for TPU VM)."""
+    try:
+        if flags.target == "tpu-vm":
+            if not flags.accelerator:
+                raise UserError("--target tpu-vm needs --accelerator, e.g. tpu-v5e-8 (one host) or tpu-v5e-16 (a "
+                                "multi-host slice)")
+            tpu = domain.parse_tpu_vm_accelerator(flags.accelerator)
+            return tpu.name, None, tpu
+        if flags.accelerator is None and flags.target == "local":
+            return None, None, None
+        accel = domain.parse_accelerator(flags.accelerator or "cpu")
+        return accel.name, accel, None
+    except DomainError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _check_combination(flags: RunFlags, accel: domain.Accelerator | None, tpu: domain.TpuSlice | None) -> None:
+    """What no target can do, refused the same way on every target."""
+    on_tpu = tpu is not None or (accel is not None and accel.kind == "tpu")
+    name = tpu.name if tpu is not None else (accel.name if accel is not None else "")
+    if on_tpu and flags.workers > 1:
+        more = ("the slice's hosts are the workers: pick a larger slice, e.g. tpu-v5e-16" if tpu is not None else
+                "TPUStrategy runs one process per TPU host: pick a larger TPU, e.g. tpu-v5e-8")
+        raise UserError(f"--workers {flags.workers} cannot be combined with {name}: {more}")
+    if on_tpu and flags.parameter_servers:
+        raise UserError(f"--parameter-servers cannot be combined with {name}: TPUStrategy runs one process per host")
+    if flags.recover and not flags.spot:
+        raise UserError("--recover needs --spot (it re-queues a preempted Spot slice)")
+    if flags.zones and not flags.recover:
+        raise UserError("--zones needs --recover N (the zones a preempted slice may be re-queued in)")
+    for flag, option in (("data_dir", "--data-dir"), ("model_dir", "--model-dir")):
+        if flag_value(flags.trainer_args, flag) is not None:
+            raise UserError(f"--{flag} after `--`: tpuctl sets it; use {option}")
+    for flag, option, given in (("train_epochs", "--epochs", flags.epochs), ("train_batch_size", "--batch-size",
+                                flags.batch_size), ("model", "--model", flags.model),
+                                ("hub_handle", "--hub-handle", flags.hub_handle)):
+        if given is not None and flag_value(flags.trainer_args, flag) is not None:
+            raise UserError(f"give {option} or --{flag} after `--`, not both")
+    if flags.budget is not None and flags.keep:
+        raise UserError("--budget cannot bound a slice kept with --keep (it is billed until `tpuctl tpu delete`)")
+
+
+def stack_zone(outputs: StackOutputs | None) -> str | None:
+    """The zone TPU VM slices default to: the stack's ``tpu_zone`` output, else its ``zone``."""
+    return (outputs.tpu_zone or outputs.zone) if outputs else None
+
+
+def _zones(flags: RunFlags, zone: str | None) -> tuple[str, ...]:
+    """--zones as given, checked as names of zones in ``zone``'s region (its quota is checked at pre-flight)."""
+    if not flags.zones:
+        return ()
+    region = (zone or "").rsplit("-", 1)[0]
+    out: list[str] = []
+    for other in flags.zones:
+        if other == zone or other in out:
+            continue
+        domain.validate_tpu_vm_zone(other)
+        if other.rsplit("-", 1)[0] != region:
+            raise UserError(f"--zones {other} is not in {region} (the region of --zone {zone}); a slice's data and "
+                            "backup stay in one region")
+        out.append(other)
+    return tuple(out)
+
+
+def gs_folder(value: str, flag: str, what: str, target: str) -> str:
+    """A ``gs://BUCKET/PATH`` folder a flag names for a cloud target (its bucket name checked), without a trailing
+    slash."""
+    verb, _, rest = what.partition(" ")
+    where = f"a Vertex AI job {verb}s" if target == "vertex" else f"TPU VMs {verb}"
+    if not value.startswith("gs://"):
+        raise UserError(f"{flag} {printable(value, 200)}: {where} {rest} Cloud Storage; use gs://BUCKET/PATH")
+    domain.bucket_name_from(value)
+    return value.rstrip("/")
+
+
+def _data_dir(flags: RunFlags, outputs: StackOutputs | None) -> tuple[str, bool]:
+    """(data folder, whether it is the demo dataset)."""
+    data_dir = flags.data_dir or (outputs.bucket_url("data") if outputs else None)
+    if flags.target != "local":
+        if not data_dir:
+            raise UserError("no training data: the stack has no data bucket; pass --data-dir gs://BUCKET/PATH")
+        hint = "" if data_dir.startswith("gs://") else (
+            "; upload it with `tpuctl data make-tfrecords SRC gs://BUCKET/PATH` and pass that")
+        try:
+            return gs_folder(data_dir, "--data-dir", "read from", flags.target), False
+        except UserError as exc:
+            raise UserError(f"{exc}{hint}") from None
+    if data_dir is None:
+        return str(demo_data_dir()), True
+    if data_dir.startswith("gs://"):
+        domain.bucket_name_from(data_dir)
+        return data_dir.rstrip("/"), False
+    folder = local_folder(data_dir, "data folder", must_exist=False)
+    if not folder.is_dir():
+        raise UserError(f"data folder {printable(data_dir, 200)} does not exist (make one with `tpuctl data "
+                        "make-tfrecords`)")
+    return str(folder), False
+
+
+def _model_dir(flags: RunFlags, outputs: StackOutputs | None, name: str, *, claim: bool) -> tuple[str, bool]:
+    """(the run's folder, whether this plan made it). Default ``<artifacts>/runs/NAME`` (cloud targets, and local runs
+    of a stack), else ``./runs/NAME``. A folder that holds a finished run is refused: training again there would
+    start over at epoch 1 over its checkpoints; one that holds an interrupted run is continued (its backup)."""
+    target = flags.target
+    if flags.model_dir and flags.name:
+        raise UserError("give --name or --model-dir, not both (--name NAME is the folder runs/NAME)")
+    artifacts = outputs.bucket_url("artifacts") if outputs else None
+    if flags.model_dir:
+        if target != "local":
+            return gs_folder(flags.model_dir, "--model-dir", "write to", target), False
+        if flags.model_dir.startswith("gs://"):
+            domain.bucket_name_from(flags.model_dir)
+            return flags.model_dir.rstrip("/"), False
+        folder = local_folder(flags.model_dir, "model folder", must_exist=False)
+        refuse_finished(str(folder))
+        return str(folder), False
+    if target != "local" or artifacts:
+        if not artifacts:
+            assert outputs is not None
+            outputs.require("buckets.artifacts", "pass --model-dir gs://BUCKET/PATH")
+        return f"{artifacts}/runs/{name}", False
+    base = Path("runs").resolve()
+    if flags.name is None:       # a fresh timestamped folder, suffixed if taken
+        if not claim:
+            return str(base / name), False
+        return claim_fresh_dir(base, name, "model folder"), True
+    folder = base / name
+    refuse_finished(str(folder))
+    if folder.exists() or not claim:
+        return str(folder), False          # an interrupted run: continued from its backup
+    try:
+        folder.mkdir(parents=True)
+    except FileExistsError:                # made in the meantime by another run of the same name: continued
+        return str(folder), False
+    except OSError as err:
+        raise UserError(f"cannot create the model folder {folder} ({err.strerror or err})") from None
+    return str(folder), True
+
+
+def refuse_finished(model_dir: str, storage=None) -> None:
+    """A run folder (local, or gs:// read through ``storage``) with the trainer's result.json holds a finished run:
+    refused, one line (training there again would start over at epoch 1 over its checkpoints)."""
+    if model_dir.startswith("gs://"):
+        bucket, path = domain.split_gs_uri(f"{model_dir}/{RESULT_FILE}")
+        with clients.google_errors(f"reading {model_dir}", forbidden=f"permission denied reading {model_dir}: you "
+                                                                      "need storage.objects.get on the bucket"):
+            done = storage.bucket(bucket).get_blob(path) is not None
+    else:
+        done = (Path(model_dir) / RESULT_FILE).exists()
+    if done:
+        raise UserError(f"{model_dir} holds a finished run ({RESULT_FILE}): training there again would start over at "
+                        "epoch 1 over its checkpoints; pick another --name (or --model-dir)")
+
+
+def claim_fresh_dir(parent: Path, stem: str, what: str) -> str:
+    """``parent/<stem>``, suffixed ``-2``, ``-3``… if taken: a reused folder would resume its backup.
+
+    The folder is claimed by creating it (``mkdir`` fails if it exists), so runs (or tunes) started in the same
+    second never share one (checking for it first let three concurrent runs pick the same folder)."""
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"cannot create {parent} for the {what} ({err.strerror or err}); pass --model-dir") from None
+    n = 1
+    while True:
+        candidate = parent / (stem if n == 1 else f"{stem}-{n}")
+        try:
+            candidate.mkdir()
+            return str(candidate)
+        except FileExistsError:
+            n += 1
+        except OSError as err:
+            raise UserError(f"cannot create the {what} {candidate} ({err.strerror or err}); pass --model-dir") from None
+
+
+def release(spec: RunSpec) -> None:
+    """Remove the run folder the plan made if the run left it empty (nothing half-created)."""
+    if spec.claimed:
+        try:
+            Path(spec.model_dir).rmdir()
+        except OSError:
+            pass  # not empty (the trainer wrote into it) or already gone
+
+
+def _label(value: str) -> str:
+    """A label value from a catalogue name (labels take lowercase letters, digits, '_' and '-')."""
+    return re.sub(r"[^a-z0-9_-]", "-", value.lower())[:63]
+
+
+def _image(flags: RunFlags, outputs: StackOutputs, accel: domain.Accelerator | None, target: str,
+           region: str | None, name: str, today: datetime.date | None, echo: Echo | None,
+           root: Path) -> tuple[str, str | None]:
+    """(the image the workers run, where the trainer package is staged with --python-package)."""
+    if target == "vertex" and flags.python_package:
+        assert accel is not None
+        staging = domain.bucket_name_from(outputs.require("buckets.staging", "the trainer package is staged there"))
+        package_uri = f"gs://{staging}/tpuctl/packages/{name}/{sdist_filename()}"
+        if flags.image is not None:
+            return flags.image, package_uri
+        try:
+            training_image = domain.prebuilt_training_image(accel)
+        except DomainError as exc:
+            raise UserError(str(exc)) from None
+        check_availability(training_image, today or datetime.date.today(), echo)
+        return training_image.uri(region), package_uri
+    if flags.image is not None:
+        return flags.image, None
+    variant = "tpu" if target == "tpu-vm" else (accel.kind if accel is not None else "cpu")
+    outputs.require("region", "it locates the trainer image; pass --image")
+    return images.image_ref(outputs, variant, region=region, root=root).uri, None
+
+
+def check_availability(training_image: domain.TrainingImage, today: datetime.date, echo: Echo | None = None) -> None:
+    """Refuse a prebuilt image past its end of availability; warn within 90 days of it."""
+    try:
+        warning = domain.availability_warning(
+            f"Vertex AI's prebuilt image {training_image.name}", training_image.end_of_availability, today,
+            past="(jobs using it are rejected); drop --python-package to run the trainer's own image "
+                 "(`tpuctl image build`), or name an executor image with --image",
+            soon="move to the trainer's own image (drop --python-package)")
+    except DomainError as exc:
+        raise UserError(str(exc)) from None
+    if warning and echo is not None:
+        echo(warning)

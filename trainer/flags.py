@@ -1,0 +1,219 @@
+"""The trainer's command line as a contract: its choices, the bounds of its numbers, and ``TrainerArgs``, the one
+builder of ``python -m trainer.task`` arguments and the one reader of them.
+
+Standard library only: the ops side imports this module (and ``trainer.protocol``) and nothing else of the trainer
+(pyproject.toml's import contracts), so the CLI's bounds are the trainer's own and every target (local processes,
+Vertex AI, TPU VM hosts) and ``tpuctl runs`` build and read the same arguments. ``trainer.config`` builds its
+parser from these names and bounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from trainer.errors import UsageError
+
+STRATEGIES = ("auto", "tpu", "gpu", "multi_worker", "one_device", "cpu", "central_storage", "parameter_server")
+#: --mixed_precision: auto = bfloat16 on TPUs, off elsewhere.
+MIXED_PRECISION = ("auto", "bfloat16", "float16", "off")
+MODELS = ("small_cnn", "resnet50", "hub")
+#: --lr_schedule: warm-up, then cosine decay to 0 / x0.1 steps at 50 % and 75 % of training / flat.
+LR_SCHEDULES = ("cosine", "step", "constant")
+#: --export: the epoch with the best validation accuracy, or the last epoch.
+EXPORT_CHOICES = ("best", "last")
+
+
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    """The documented range of one numeric flag; the single place its limits are written down.
+
+    ``parse`` is the argparse ``type`` (text -> value), ``check`` validates a value given in code: both refuse
+    non-finite, out-of-range and non-integer values.
+    """
+
+    low: float
+    high: float
+    integer: bool = True
+    low_open: bool = False  # low itself is not allowed (0 < x)
+    high_open: bool = False  # high itself is not allowed (x < 1)
+    note: str = ""  # what a special value means, e.g. "0 = all"
+
+    def describe(self) -> str:
+        kind = "an integer" if self.integer else "a number"
+        lo, hi = _num(self.low), _num(self.high)
+        if self.low_open or self.high_open:
+            rng = f"{lo} {'<' if self.low_open else '<='} x {'<' if self.high_open else '<='} {hi}"
+        else:
+            rng = f"from {lo} to {hi}"
+        return f"{kind} {rng}" + (f"; {self.note}" if self.note else "")
+
+    def contains(self, value: float) -> bool:
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return above and below
+
+    def parse(self, text: str) -> int | float:
+        text = str(text)
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        if self.integer and _WHOLE_WITH_POINT.match(text):
+            # a whole number written with a decimal point: how Vertex AI passes a tuning trial's DISCRETE
+            # values ("128.0"), and possibly INTEGER ones (not verified) -- the same whole number
+            text = text.split(".", 1)[0]
+        try:
+            value: int | float = int(text) if self.integer else float(text)
+        except ValueError:  # also digits beyond Python's int-conversion limit
+            raise argparse.ArgumentTypeError(f"expected {self.describe()}, got {shown!r}") from None
+        if not self.integer and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected a finite number ({self.describe()}), got {shown!r}")
+        if not self.contains(value):
+            raise argparse.ArgumentTypeError(f"expected {self.describe()}, got {shown!r}")
+        return value
+
+    def check(self, flag: str, value: Any) -> None:
+        ok = ((isinstance(value, int) if self.integer else isinstance(value, (int, float)))
+              and not isinstance(value, bool) and (self.integer or math.isfinite(value)))
+        if not ok or not self.contains(value):
+            raise UsageError(f"{flag} must be {self.describe()}, got {value!r}")
+
+
+_WHOLE_WITH_POINT = re.compile(r"^\s*[+-]?\d{1,30}\.0*\s*$")
+
+
+def _num(x: float) -> str:
+    if float(x).is_integer() and abs(x) >= 10_000:
+        return f"{int(x):_}"
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+#: Largest seed: numpy / keras.utils.set_random_seed take 0 .. 2**32 - 1.
+MAX_SEED = 2**32 - 1
+
+#: Every numeric flag of ``python -m trainer.task`` (documented in docs/trainer.md, shown in --help).
+TASK_BOUNDS: dict[str, Bound] = {
+    "train_epochs": Bound(1, 100_000),
+    "train_batch_size": Bound(1, 65_536),
+    "validation_batch_size": Bound(1, 65_536),
+    "num_gpus": Bound(0, 64, note="0 = every visible GPU"),
+    "learning_rate": Bound(0, 10, integer=False, low_open=True, high_open=True),
+    "steps_per_epoch": Bound(0, 1_000_000, note="0 = train examples // batch size"),
+    # A buffer of 2**63-1 records made TensorFlow's shuffle segfault (exit 139); memory = buffer x record size.
+    "shuffle_buffer": Bound(1, 1_000_000),
+    "seed": Bound(0, MAX_SEED),
+    "cluster_timeout_seconds": Bound(1, 3600),
+    "virtual_gpus": Bound(0, 16, note="0 = do not split the GPU"),
+    "warmup_epochs": Bound(0, 1000, integer=False),
+    "early_stopping_patience": Bound(0, 100_000, note="0 = off"),
+    "backup_every_steps": Bound(0, 1_000_000, note="0 = at each epoch's end only"),
+    "backup_every_minutes": Bound(0, 10_080, integer=False, note="0 = off; runs of one worker"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainerArgs:
+    """``python -m trainer.task`` arguments, typed: the flags tpuctl sets (None: not given, the trainer's default)
+    and ``extra``, the trainer flags the user added after ``--``, kept as typed. ``argv()`` builds the command line
+    every target runs; ``parse(argv)`` reads one back (a run record's, a job's), both ``--flag value`` and
+    ``--flag=value``, the flags it does not type left in ``extra``."""
+
+    data_dir: str
+    model_dir: str
+    distribution_strategy: str | None = None
+    num_gpus: int | None = None
+    model: str | None = None
+    hub_handle: str | None = None
+    train_epochs: int | None = None
+    train_batch_size: int | None = None
+    extra: tuple[str, ...] = ()
+
+    def argv(self) -> list[str]:
+        out: list[str] = []
+        for name in _TYPED:
+            value = getattr(self, name)
+            if value is not None:
+                out += [f"--{name}", str(value)]
+        return [*out, *self.extra]
+
+    @classmethod
+    def parse(cls, argv: Sequence[str]) -> TrainerArgs:
+        """The typed flags of ``argv`` (the last one given wins, as argparse has it), the rest as ``extra``;
+        UsageError when --data_dir or --model_dir is missing or a typed number is not one."""
+        texts, extra = _scan(argv, _FIELDS)
+        for required in ("data_dir", "model_dir"):
+            if required not in texts:
+                raise UsageError(f"the trainer's arguments have no --{required}")
+        return cls(**{name: _FIELDS[name](text) for name, text in texts.items()}, extra=tuple(extra))
+
+    def with_extra(self, *args: str) -> TrainerArgs:
+        return dataclasses.replace(self, extra=(*self.extra, *args))
+
+    def without(self, *flags: str) -> TrainerArgs:
+        """These flags unset (typed) or removed (from ``extra``, in either spelling): a tuning trial sets them."""
+        _, extra = _scan(self.extra, set(flags))
+        typed = {name: None for name in flags if name in _FIELDS and name not in ("data_dir", "model_dir")}
+        return dataclasses.replace(self, **typed, extra=tuple(extra))
+
+    def given(self, flag: str) -> bool:
+        """Whether ``--flag`` is set, typed or among ``extra`` (``--flag v`` or ``--flag=v``)."""
+        if flag in _FIELDS and getattr(self, flag) is not None:
+            return True
+        return flag_value(self.extra, flag) is not None
+
+
+def without_flags(argv: Sequence[str], *flags: str) -> list[str]:
+    """``argv`` minus ``--flag value`` / ``--flag=value`` for each of ``flags``."""
+    return _scan(argv, set(flags), strict=False)[1]
+
+
+def flag_value(argv: Sequence[str], flag: str) -> str | None:
+    """The value ``--flag`` has in ``argv`` (the last one given), in either spelling; None when it is not there (or
+    has no value: the trainer would refuse that line, a reader of records only does not find the value)."""
+    texts, _ = _scan(argv, {flag}, strict=False)
+    return texts.get(flag)
+
+
+def _scan(argv: Sequence[str], names, strict: bool = True) -> tuple[dict[str, str], list[str]]:
+    """(the value text of each flag of ``names`` in ``argv``, the other arguments in order). ``strict``: a flag
+    without its value is a UsageError (else it is dropped)."""
+    texts: dict[str, str] = {}
+    rest: list[str] = []
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name, eq, inline = arg[2:].partition("=") if arg.startswith("--") else ("", "", "")
+        if name in names:
+            if eq:
+                texts[name] = inline
+            elif i + 1 < len(args):
+                texts[name] = args[i + 1]
+                i += 1
+            elif strict:
+                raise UsageError(f"--{name} needs a value")
+        else:
+            rest.append(arg)
+        i += 1
+    return texts, rest
+
+
+def _whole(name: str):
+    bound = TASK_BOUNDS[name]
+
+    def parse(text: str) -> int:
+        try:
+            return int(bound.parse(text))
+        except argparse.ArgumentTypeError as exc:
+            raise UsageError(f"--{name}: {exc}") from None
+    return parse
+
+
+#: The flags ``TrainerArgs`` types, in the order ``argv()`` writes them, each with its reader.
+_FIELDS: dict[str, Any] = {
+    "distribution_strategy": str, "num_gpus": _whole("num_gpus"), "data_dir": str, "model_dir": str, "model": str,
+    "hub_handle": str, "train_epochs": _whole("train_epochs"), "train_batch_size": _whole("train_batch_size"),
+}
+_TYPED = tuple(_FIELDS)
