@@ -47,7 +47,6 @@ def _satisfied(bindings: list[dict], entity: str, role: str) -> bool:
 @dataclass
 class BucketAcl:
     """Bucket ACL (``kind="acl"``) or default object ACL (``kind="defaultObjectAcl"``)."""
-
     client: Any
     name: str
     kind: str = "acl"

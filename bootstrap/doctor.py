@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from bootstrap import grants, quotas
 from bootstrap import principals as principals_mod
+from bootstrap.hubcache import hub_status
 from cloud import clients
 from cloud.google import api_exceptions, artifactregistry_v1, auth, auth_exceptions, service_usage_v1
 from ground import domain
@@ -108,7 +109,6 @@ def check_hub_cache(client, bucket: str, prefix: str, handles: list[str]) -> Ite
     """One check per hub handle: ``<prefix>/<sha1>/`` is complete — its manifest (written last by
     ``hub-cache add`` and by the Pulumi program) is valid and every file it lists is there with its size
     and crc32c. tensorflow_hub loads any non-empty folder, so an interrupted upload must fail here."""
-    from bootstrap.hubcache import hub_status
 
     try:
         found = hub_status(client, bucket, prefix, handles)
@@ -125,7 +125,6 @@ def check_hub_cache(client, bucket: str, prefix: str, handles: list[str]) -> Ite
 def check_image_repository(project: str, region: str, repository: str, principals: dict[str, str],
                            client=None) -> Iterator[Check]:
     """The trainer image repository exists (Artifact Registry) and the principals that run jobs can pull."""
-
     name = f"projects/{project}/locations/{region}/repositories/{repository}"
     label = f"image repository {repository}"
     client = client or clients.gapic(artifactregistry_v1.ArtifactRegistryClient, "artifactregistry")

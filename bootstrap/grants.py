@@ -88,7 +88,6 @@ def apply_to_bindings(bindings: list[dict], changes: Iterable[Change]) -> list[d
 @dataclass
 class BucketPolicy:
     """Bucket IAM through google-cloud-storage, policy version 3 (conditions preserved)."""
-
     client: Any
     name: str
 
@@ -119,7 +118,6 @@ class BucketPolicy:
 @dataclass
 class ProjectPolicy:
     """Project IAM through google-cloud-resource-manager (ProjectsClient, REST)."""
-
     client: Any
     project: str
 

@@ -116,7 +116,6 @@ def generate_service_identity(project: str, service: str, *, poll_seconds: float
 
 def generate_tpu_identity(project: str, zone: str = "us-central1-a", client=None) -> str:
     """Create (or return) the TPU VM agent ``service-N@gcp-sa-tpu…`` through the Cloud TPU v2 API; its e-mail."""
-
     domain.validate_zone(zone)
     client = client or clients.gapic(tpu_v2.TpuClient, "tpu")
     with clients.google_errors(
@@ -164,7 +163,6 @@ def service_account_exists(project: str, email: str, client=None) -> bool:
 
 def ensure_training_sa(project: str, email: str, client=None) -> bool:
     """Look up the training SA; create it when missing. Returns True when it was created."""
-
     client = client or iam_client()
     if service_account_exists(project, email, client):
         return False

@@ -35,7 +35,16 @@ from cloud.errors import (
     unreachable_error,
     unreachable_reason,
 )
-from cloud.google import auth, auth_credentials, auth_requests, iam_grpc_transport, storage
+from cloud.google import (
+    auth,
+    auth_credentials,
+    auth_requests,
+    grpc,
+    iam_grpc_transport,
+    requests,
+    requests_adapters,
+    storage,
+)
 from ground.errors import UserError
 
 __all__ = [
@@ -100,8 +109,6 @@ def gapic(client_cls: Any, service: str, *, transport: str = "rest", default_end
 
 def _insecure_grpc_transport(service: str, host: str):
     """Transport for a loopback test server: GAPIC's own kwargs are dropped for a plaintext channel."""
-    import grpc
-
     transport_cls = _GRPC_TRANSPORTS[service]()
     channel = grpc.intercept_channel(grpc.insecure_channel(host), _fail_fast_interceptor(f"http://{host}"))
     return transport_cls(host=host, credentials=auth_credentials.AnonymousCredentials(), channel=channel)
@@ -110,8 +117,6 @@ def _insecure_grpc_transport(service: str, host: str):
 def _secure_grpc_transport(service: str, host: str, gapic_kwargs: dict):
     """The client's own TLS channel (credentials, scopes, options as GAPIC makes them) with the fail-fast
     interceptor in front, so a real endpoint that cannot be reached fails at once as a loopback one does."""
-    import grpc
-
     transport_cls = _GRPC_TRANSPORTS[service]()
 
     def channel(target, **channel_kwargs):
@@ -125,8 +130,6 @@ def _fail_fast_interceptor(url: str):
     """A gRPC interceptor raising ``EndpointUnreachable`` when a call could not connect at all: gRPC reports
     that as UNAVAILABLE, which GAPIC's default retry would retry for a minute. A server's own UNAVAILABLE
     (overload) carries other details and is still retried."""
-    import grpc
-
     class FailFast(grpc.UnaryUnaryClientInterceptor):
         def intercept_unary_unary(self, continuation, client_call_details, request):
             outcome = continuation(client_call_details, request)
@@ -173,10 +176,7 @@ def fail_fast_adapter():
     """A requests adapter that bounds the connect time and turns "cannot connect at all" into
     ``EndpointUnreachable`` naming the endpoint, which no retry predicate retries. Other failures pass
     through unchanged, so throttling and server errors are still retried by the client library."""
-    import requests
-    from requests.adapters import HTTPAdapter
-
-    class FailFastAdapter(HTTPAdapter):
+    class FailFastAdapter(requests_adapters.HTTPAdapter):
         def send(self, request, stream=False, timeout=None, verify=True, cert=None, proxies=None):
             try:
                 return super().send(request, stream=stream, timeout=_timeouts(timeout), verify=verify,
@@ -209,8 +209,6 @@ def fail_fast(session):
 def make_fail_fast(client: Any) -> Any:
     """Give an existing google-cloud client (storage and other ``google.cloud.client.Client``s) the fail-fast
     adapter; anything without a requests session (a test double) is returned unchanged."""
-    import requests
-
     try:
         session = getattr(client, "_http", None)
     except Exception:  # noqa: BLE001 - e.g. no credentials yet: the real call will say so

@@ -9,6 +9,8 @@ line that says what to fix.
 from __future__ import annotations
 
 import contextlib
+import re
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +21,6 @@ from ground.errors import UserError
 
 class EndpointUnreachable(UserError):
     """An endpoint could not be connected to at all. A UserError, so no Google retry predicate retries it."""
-
     def __init__(self, message: str):
         super().__init__(message, exit_code=1)
 
@@ -35,7 +36,6 @@ _CONNECT_TIMEOUT = ("connecttimeout", "connection to", "timed out. (connect time
 def unreachable_reason(exc: BaseException | None) -> str | None:
     """``"connection refused"``, ``"DNS lookup failed"`` or ``"no answer"`` when ``exc`` (or what caused it)
     is a failure to connect at all; None for anything else (a 5xx, a reset mid-transfer, a read timeout)."""
-    import socket
 
     seen: set[int] = set()
     stack: list[Any] = [exc]
@@ -103,8 +103,6 @@ def as_user_error(exc: BaseException, doing: str | None = None) -> Exception | N
 
 def _url_in(text: str) -> str | None:
     """The endpoint a transport error names: ``host='h', port=p`` (urllib3) or ``ipv4:h:p`` (gRPC)."""
-    import re
-
     match = re.search(r"host='([^']+)', port=(\d+)", text)
     if match:
         return f"http://{match.group(1)}:{match.group(2)}"

@@ -1,5 +1,6 @@
-"""Every Google library the ops side uses, each imported on its first use: the one room where ``google.*`` is
-imported (pyproject.toml's contract "Every Google client import is in the adapter" keeps it so).
+"""Every Google library the ops side uses (and the network libraries under them: grpc, requests), each imported on
+its first use: the one room where ``google.*`` is imported (pyproject.toml's contract "Every Google library import
+is in the adapter" keeps it so).
 
     from cloud.google import aiplatform_v1, api_exceptions
     job = aiplatform_v1.CustomJob(display_name="x")      # google.cloud.aiplatform_v1 is imported here, once
@@ -190,6 +191,27 @@ def _transfer_manager() -> ModuleType:
     return transfer_manager
 
 
+def _grpc() -> ModuleType:
+    """grpc (the transport of gRPC clients; not Google's library, but as heavy to load)"""
+    import grpc
+
+    return grpc
+
+
+def _requests() -> ModuleType:
+    """requests (the HTTP library Google's REST clients and tpuctl's fetchers share)"""
+    import requests
+
+    return requests
+
+
+def _requests_adapters() -> ModuleType:
+    """requests.adapters"""
+    from requests import adapters
+
+    return adapters
+
+
 def _tpu_v2() -> ModuleType:
     """google.cloud.tpu_v2"""
     from google.cloud import tpu_v2
@@ -220,3 +242,6 @@ service_usage_v1: Any = _OnFirstUse(_service_usage_v1)
 storage: Any = _OnFirstUse(_storage)
 transfer_manager: Any = _OnFirstUse(_transfer_manager)
 tpu_v2: Any = _OnFirstUse(_tpu_v2)
+grpc: Any = _OnFirstUse(_grpc)
+requests: Any = _OnFirstUse(_requests)
+requests_adapters: Any = _OnFirstUse(_requests_adapters)

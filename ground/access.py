@@ -34,7 +34,6 @@ from ground.settings import StackSettings
 @dataclass
 class StackResource:
     """A resource as the stack rule sees it. ``sources`` maps a property to the URNs it was computed from."""
-
     type: str
     name: str
     urn: str

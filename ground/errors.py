@@ -19,7 +19,6 @@ class DomainError(ValueError):
 
 class ConfigError(DomainError):
     """A stack config value breaks a rule. ``str()`` names the key: ``tpuctl:<key>: <rule>``."""
-
     def __init__(self, key: str, message: str):
         self.key = key if ":" in key else f"tpuctl:{key}"
         super().__init__(f"{self.key}: {message}")

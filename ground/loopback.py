@@ -6,11 +6,12 @@ A proxy named in the environment (``http_proxy``) is never used for these reads:
 
 from __future__ import annotations
 
+import urllib.request
+
 
 def get_local(url: str, *, timeout: float, limit: int = 1 << 20) -> bytes | None:
     """The body (at most ``limit`` bytes) of ``GET url`` on this machine; None when nothing answers yet, the
     connection fails or the server answers an HTTP error."""
-    import urllib.request
 
     direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:

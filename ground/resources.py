@@ -62,7 +62,6 @@ TERRAFORM_TYPES: dict[str, str] = {
 
 class _Unknown:
     """A value the engine does not know yet (preview); never equal to a real value."""
-
     def __repr__(self) -> str:
         return "<unknown>"
 
@@ -118,7 +117,6 @@ def strip_bucket(ref: Any) -> Any:
 @dataclass(frozen=True)
 class Grant:
     """One (role, member) a resource grants. ``role`` is an IAM role or an ACL key (``bucket:READER``)."""
-
     role: Any
     member: Any
     conditional: bool = False

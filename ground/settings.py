@@ -72,7 +72,6 @@ def _key(alias: str, default: Any, description: str, **bounds: int) -> Any:
 
 class StackSettings(BaseModel):
     """A stack's ``tpuctl:`` config, validated. Field order is the order rules are checked and reported."""
-
     # By field name too, so code and tests can write ``StackSettings(access_mode="project")``; stack input goes
     # through ``from_values``, which accepts the camelCase keys only.
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from ground.errors import DomainError
 
 #: Deepest YAML nesting accepted: a stack file needs 4 (document, config, a list or a secure mapping), a tuning
@@ -19,11 +21,8 @@ MAX_NESTING = 16
 
 
 def _loader(what: str):
-    import yaml
-
     class BoundedLoader(yaml.SafeLoader):
         """SafeLoader without aliases and with a nesting limit (both checked while composing, before building)."""
-
         depth = 0
 
         def compose_node(self, parent, index):
@@ -45,7 +44,6 @@ def _loader(what: str):
 def parse_yaml(data: bytes, what: str, path: Path | str) -> Any:
     """``data`` (the whole file, already size-bounded by the caller) -> the YAML document; a one-line DomainError
     ``<what> <path> is not …`` otherwise."""
-    import yaml
 
     try:
         text = data.decode("utf-8-sig")

@@ -35,7 +35,6 @@ class AccessGrantsArgs:
 
 class AccessGrants(pulumi.ComponentResource):
     """``access_map`` is ``{member: {bucket name: [roles or ACL entries]}}``, plain data."""
-
     access_map: dict[str, dict[str, list[str]]]
     grants: list[pulumi.CustomResource]
 

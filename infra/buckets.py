@@ -27,7 +27,6 @@ DEFAULT_VERSIONED: tuple[str, ...] = ("data", "artifacts")
 @dataclass(frozen=True)
 class BucketOptions:
     """The stack keys versionedBuckets, accessLogBucket and accessLogRetentionDays, resolved."""
-
     versioned: tuple[str, ...] = DEFAULT_VERSIONED   # purposes that keep object versions
     access_log_bucket: str = ""                      # "" = no access logs
     access_log_retention_days: int = 0
@@ -48,7 +47,6 @@ class TrainingBucketsArgs:
 
 class TrainingBuckets(pulumi.ComponentResource):
     """Creates one bucket per purpose in ``args.names``; ``names``/``urls`` also cover existing ones."""
-
     buckets: dict[str, gcp.storage.Bucket]
     names: dict[str, pulumi.Output[str]]
     urls: dict[str, pulumi.Output[str]]

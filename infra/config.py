@@ -12,17 +12,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pulumi
+
 from ground import domain
 from ground.envs import REPO_ROOT
 from ground.errors import ConfigError, UserError
 from ground.localtree import scan_tree, user_path
 from ground.settings import ARRAY_KEYS, NAMESPACE, PROVIDER_PROJECT_KEY, StackSettings
+from ground.stackfile import stack_file_keys
 
 
 @dataclass(frozen=True)
 class HubModel:
     """One hub handle and the local files that go to ``<prefix>/<sha1(handle)>/<relative path>``."""
-
     handle: str
     cache_key: str                          # sha1 hex of the handle
     folder: Path                            # <hubCacheSource>/<cache_key>
@@ -98,9 +100,7 @@ def from_pulumi_config(root: Path = REPO_ROOT) -> InfraConfig:
     one is named instead of silently ignored. Relative paths are anchored at the project root (the folder
     of Pulumi.yaml), not at the engine's working directory, which is ``main`` (infra/).
     """
-    import pulumi
 
-    from ground.stackfile import stack_file_keys
 
     cfg = pulumi.Config(NAMESPACE)
     known = StackSettings.keys()

@@ -35,7 +35,6 @@ def api_resource_name(api: str) -> str:
 
 class ServiceIdentities(pulumi.ComponentResource):
     """``emails``/``members`` map principal keywords to plain strings; ``ready`` lists what grants wait for."""
-
     apis: dict[str, gcp.projects.Service]
     identities: dict[str, pulumi.CustomResource]     # service (or "tpu-v2") -> the resource creating the agent
     training_sa: gcp.serviceaccount.Account | None

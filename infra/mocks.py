@@ -24,6 +24,7 @@ from ground import domain
 from ground import tokens as T
 from ground.outputs import OUTPUT_KEYS
 from infra.config import NAMESPACE, InfraConfig, load_config
+from infra.program import build  # pulumi_gcp is heavy: only when a program actually runs
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 DYNAMIC_PROVIDER_KEY = "__provider"
@@ -140,7 +141,6 @@ def plain(value: Any) -> Any:
 
 class GcpMocks(pulumi.runtime.Mocks):
     """Fills computed outputs the way Google Cloud would, and records every resource and call."""
-
     def __init__(self, project: str, project_number: str | None = None,
                  existing_buckets: Mapping[str, Mapping[str, Any]] | None = None,
                  quota_infos: Mapping[str, list[dict[str, Any]]] | None = None):
@@ -316,7 +316,6 @@ def run_program(values: Mapping[str, Any], *, stack: str = "dev",
     default every accelerator metric of the catalogue has a per-region quota.
     Raises ``ConfigError`` before anything is registered. Safe to call repeatedly in one process.
     """
-    from infra.program import build  # pulumi_gcp is heavy: only when a program actually runs
 
     cfg = load_config(values, base_dir=base_dir)
     mocks = GcpMocks(cfg.settings.project, project_number=project_number, existing_buckets=existing_buckets,

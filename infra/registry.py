@@ -38,7 +38,6 @@ class TrainerImageRepositoryArgs:
 
 class TrainerImageRepository(pulumi.ComponentResource):
     """``url`` is ``<region>-docker.pkg.dev/<project>/<repository>``; ``readers`` the IAM members granted."""
-
     url: pulumi.Output[str]
     readers: list[str]
 

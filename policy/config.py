@@ -16,7 +16,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ground.errors import DomainError
 from ground.settings import NAMESPACE, StackSettings
+from ground.stackfile import read_stack_config
 from policy.evaluate import ALL_RULES
 from policy.settings import SCHEMA, SettingsError, settings_from, to_config
 
@@ -42,8 +44,6 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1 or args[0] in ("-h", "--help"):
         print("usage: python -m policy.config Pulumi.<stack>.yaml > policy-config.json", file=sys.stderr)
         return 2
-    from ground.errors import DomainError
-    from ground.stackfile import read_stack_config
 
     try:
         settings = settings_from_stack_values(read_stack_config(config_file=Path(args[0])))

@@ -30,7 +30,6 @@ _CHECK_ID = re.compile(r"^CKV2?_GCP_\d+$")
 @dataclass(frozen=True)
 class Accepted:
     """One accepted finding: checkov ``check`` on resources of Terraform type ``resource`` that ``match``."""
-
     check: str
     resource: str
     reason: str

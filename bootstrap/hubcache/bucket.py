@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from bootstrap.hubcache.model import SAVED_MODEL, LocalFile, Materialized, Progress, handle_from_descriptor, utc_now
+from cloud.clients import google_errors
 from cloud.google import api_exceptions
 from cloud.uploads import upload_files
 from ground import domain
@@ -81,7 +83,6 @@ def upload_model(bucket, prefix: str, m: Materialized, workers: int = 8,
     An interruption anywhere leaves either the previous complete folder (steps 1-2) or a folder without
     a valid manifest (3-4), which ``ls``, ``tpuctl doctor`` and the trainer report as incomplete.
     """
-    from cloud.clients import google_errors
 
     domain.validate_hub_prefix(prefix)
     client = bucket.client
@@ -154,8 +155,6 @@ def upload_model(bucket, prefix: str, m: Materialized, workers: int = 8,
 
 def _remove_staging(bucket, staging_prefix: str) -> int:
     """Delete every staging object of one model (this run's and strays of interrupted runs)."""
-    from cloud.clients import google_errors
-
     with google_errors(f"removing gs://{bucket.name}/{staging_prefix}*"):
         blobs = list(bucket.client.list_blobs(bucket, prefix=staging_prefix))
         for b in blobs:
@@ -181,8 +180,6 @@ class CacheEntry:
 def _folder_state(bucket, prefix: str, key: str, objects: list,
                   handle: str | None = None) -> tuple[bool, str | None, str | None]:
     """(complete, problem, handle from the manifest) of one ``<sha1>/`` folder from its listed objects."""
-    import json
-
     listed = {}
     manifest_blob = None
     for b in objects:

@@ -12,17 +12,20 @@ from __future__ import annotations
 
 import datetime
 import errno
+import lzma
 import os
 import posixpath
 import shutil
 import tarfile
 import tempfile
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from cloud.google import crc32c
+from cloud.errors import unreachable_reason
+from cloud.google import crc32c, requests
 from ground import domain, localtree
 from ground.errors import UserError
 from ground.files import digest_b64
@@ -56,8 +59,6 @@ def handle_from_descriptor(text: str) -> str | None:
 def download(handle: str, dest: Path, progress: Progress | None = None,
              on_total: Callable[[int | None], None] | None = None) -> Path:
     """GET ``HANDLE?tf-hub-format=compressed`` (redirects followed) into ``dest``."""
-    import requests
-
     url = handle + ("&" if "?" in handle else "?") + "tf-hub-format=compressed"
     try:
         with requests.get(url, stream=True, allow_redirects=True, timeout=DOWNLOAD_TIMEOUT) as resp:
@@ -88,9 +89,6 @@ def download(handle: str, dest: Path, progress: Progress | None = None,
 def _download_failure(exc: BaseException, url: str) -> str:
     """What went wrong, in words: ``cannot reach example.com: connection refused``, ``no answer within 60 s``; the
     library's own text (``HTTPConnectionPool(host=…): Max retries exceeded … Caused by …``) only as a last resort."""
-    import requests
-
-    from cloud.errors import unreachable_reason
 
     host = urlsplit(getattr(getattr(exc, "request", None), "url", None) or url).netloc
     reason = unreachable_reason(exc)
@@ -140,8 +138,6 @@ def safe_extract(archive: Path, dest: Path, source: str | None = None) -> None:
 
     Empty, truncated and non-tar files are one line: tarfile, gzip, zlib, lzma and bz2 each signal a
     damaged stream their own way (ReadError, EOFError, zlib.error, LZMAError, OSError)."""
-    import lzma
-    import zlib
 
     source = source or str(archive)
     try:

@@ -91,7 +91,6 @@ def gpu_type(name: str) -> GpuType:
 @dataclass(frozen=True)
 class Accelerator:
     """What ``--accelerator`` names: where the trainer runs and with which strategy."""
-
     name: str
     kind: str                         # cpu | gpu | tpu
     gpu: GpuType | None = None
@@ -162,7 +161,6 @@ def check_accelerator_region(accel: Accelerator, region: str) -> None:
 @dataclass(frozen=True)
 class TrainingImage:
     """A Vertex AI prebuilt training container (python_package_spec.executor_image_uri)."""
-
     name: str          # image name under <multi-region>-docker.pkg.dev/vertex-ai/training/
     tensorflow: str    # TensorFlow minor version inside: the trainer package pins tf-keras to it
     #: Vertex AI's published end-of-availability date (jobs using the image are rejected from then on);

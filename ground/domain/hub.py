@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass
 
@@ -87,7 +88,6 @@ def hub_manifest(handle: str, files: dict[str, tuple[int, str]], created_by: str
 
     ``created`` is None when the writer must be deterministic (the Pulumi program: a date would change
     the object on every ``pulumi up``)."""
-    import json
 
     body = {
         "format": HUB_MANIFEST_FORMAT,
@@ -104,7 +104,6 @@ def hub_manifest(handle: str, files: dict[str, tuple[int, str]], created_by: str
 def parse_hub_manifest(text: str | bytes, handle: str | None = None) -> dict[str, tuple[int, str]]:
     """Files of a manifest (relative path -> (size, crc32c)); raises DomainError if it is not valid
     (or, with ``handle``, is the manifest of another handle)."""
-    import json
 
     try:
         body = json.loads(text)

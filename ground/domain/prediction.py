@@ -119,7 +119,6 @@ def model_status_path(model_name: str) -> str:
 @dataclass(frozen=True)
 class PredictionImage:
     """A Vertex AI prebuilt prediction container (Model.containerSpec.imageUri)."""
-
     name: str                       # under <area>-docker.pkg.dev/vertex-ai/prediction/
     tensorflow: str
     end_of_availability: datetime.date | None

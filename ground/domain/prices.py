@@ -86,7 +86,6 @@ def _has(seq: tuple[str, ...], phrase: tuple[str, ...]) -> bool:
 @dataclass(frozen=True)
 class SkuRecord:
     """What the cache keeps of one catalogue SKU (its first-tier USD unit price)."""
-
     sku_id: str
     description: str
     service: str                    # key of CATALOG_SERVICES
@@ -109,7 +108,6 @@ class SkuRecord:
 @dataclass(frozen=True)
 class SkuWant:
     """One priced component: the SKU whose service, usage and description words say it is this thing."""
-
     label: str                               # what the estimate line calls it: "N1 vCPU", "NVIDIA_TESLA_T4"
     services: tuple[str, ...]
     groups: tuple[tuple[str, ...], ...]      # every group must match: one of its phrases appears in the words

@@ -93,7 +93,6 @@ def gpu_quota_metric(gpu: GpuType, kind: str = DEFAULT_QUOTA_SERVICE, spot: bool
 @dataclass(frozen=True)
 class QuotaRequest:
     """One regional accelerator quota the stack asks Google for (a Cloud Quotas preference)."""
-
     accelerator: str             # short label: t4, tpu-v5e (resource names, messages)
     region: str
     count: int                   # GPUs, or TPU cores
@@ -248,7 +247,6 @@ def regional_quota_id(metric: str, infos) -> str:
 @dataclass(frozen=True)
 class TpuVmQuota:
     """The per-zone Cloud Quotas quota ids of one TPU generation, and what one unit of them counts."""
-
     on_demand: str | None     # None: not known to tpuctl
     spot: str | None
     unit: str                 # "chips" or "TensorCores"

@@ -47,7 +47,6 @@ UNVERIFIED_TPU_FACTS: dict[str, str] = {
 @dataclass(frozen=True)
 class TpuVmGeneration:
     """A TPU generation tpuctl creates as TPU VMs through the Cloud TPU API."""
-
     version: str              # v6e, v5p, v5e, v4
     prefix: str               # what the accelerator type starts with: v6e-, v5p-, v5litepod-, v4-
     runtime_version: str      # base TPU software version for a containerised framework
@@ -70,7 +69,6 @@ TPU_VM_GENERATIONS: dict[str, TpuVmGeneration] = {
 @dataclass(frozen=True)
 class VertexTpu:
     """How Vertex AI custom training asks for a slice (its MachineSpec), and where it offers it."""
-
     machine_type: str
     accelerator_type: str | None      # aiplatform AcceleratorType enum name; None: the machine type implies it
     accelerator_count: int
@@ -80,7 +78,6 @@ class VertexTpu:
 @dataclass(frozen=True)
 class TpuSlice:
     """One TPU slice: its Cloud TPU API name, its shape, and how Vertex AI asks for it."""
-
     name: str                 # Cloud TPU API acceleratorType: v5litepod-16, v3-8
     generation: str           # v5e, v3
     chips: int

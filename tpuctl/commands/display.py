@@ -15,6 +15,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
 from ground.envs import trainer_python
 from tpuctl.commands.options import program, tpuctl_program
 from tpuctl.services.supervisor import write_quietly
@@ -101,8 +104,6 @@ class TrainDisplay:
         if not self.terminal:
             return
         if self._progress is None:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
             self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                       TextColumn("{task.fields[metrics]}"), TimeRemainingColumn(),

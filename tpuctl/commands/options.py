@@ -16,11 +16,13 @@ from pathlib import Path
 import typer
 from rich import progress as rp
 from rich.console import Console
+from rich.markup import escape
 
 from ground.domain.names import validate_image_ref
 from ground.errors import DomainError, UserError
 from ground.files import printable
 from ground.outputs import load_outputs, parse_outputs, pulumi_cli
+from tpuctl.services.plan import plan
 from tpuctl.services.runs.target import Outcome
 
 STACK = typer.Option(None, "--stack", help="Read defaults from this Pulumi stack's outputs.")
@@ -41,7 +43,6 @@ def shown(value, *, markup: bool = False, limit: int | None = None) -> str:
 
     text = printable(value, limit)
     if markup:
-        from rich.markup import escape
 
         text = escape(text)
     return text
@@ -81,7 +82,6 @@ def stack_outputs(stack, outputs, *, dry_run: bool = False):
 
     if not (dry_run and stack and outputs is None and pulumi_cli() is None):
         return load_outputs(stack=stack, outputs_file=outputs)
-    from tpuctl.services.plan import plan
 
     planned = plan(stack, check_policy=False)
     echo_err(f"no Pulumi CLI: using the outputs `tpuctl plan --stack {stack}` computes from Pulumi.{stack}.yaml "

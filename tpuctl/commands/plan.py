@@ -13,6 +13,8 @@ from rich.text import Text
 
 from ground import domain
 from ground.errors import UserError
+from tpuctl.commands.options import natural_width
+from tpuctl.services.plan import checkov_baseline, plan, to_tfplan
 
 EXIT_VIOLATIONS = 1
 FORMATS = ("table", "json", "tfplan")
@@ -42,7 +44,6 @@ def plan_command(
 
     Exit 0 when no mandatory policy is violated, 1 when one is, 2 when the config is invalid.
     """
-    from tpuctl.services.plan import checkov_baseline, plan, to_tfplan
 
     if fmt not in FORMATS:
         raise UserError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
@@ -125,7 +126,6 @@ def render(result: Any) -> None:
         heads = [*columns, *extra]
         rows = [[labels[p], *([cells[p].get(buckets[c], "-") for c in columns] + [cells[p].get(b, "-") for b in extra])]
                 for p in cells]
-        from tpuctl.commands.options import natural_width
 
         if natural_width(["principal", *heads], rows) <= console.width:
             console.print(access)

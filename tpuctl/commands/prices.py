@@ -11,6 +11,7 @@ from ground import domain
 from ground.domain.names import validate_region
 from tpuctl.commands.options import echo_err
 from tpuctl.services import prices
+from tpuctl.services.runs.vertex import machine_spec
 
 prices_app = typer.Typer(
     name="prices", no_args_is_help=True,
@@ -58,7 +59,6 @@ def show(
         slice_ = domain.parse_tpu_vm_accelerator(accelerator)
         title = f"{slice_.name} (TPU VM slice)"
     else:
-        from tpuctl.services.runs.vertex import machine_spec
 
         spec = machine_spec(domain.parse_accelerator(accelerator))
         title = f"{accelerator.strip().lower()} on {spec['machine_type']} (one Vertex AI training replica)"

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from ground.durations import format_duration
 from ground.errors import UserError
+from ground.localtree import user_path
 from ground.outputs import load_outputs
 from tpuctl.commands.options import natural_width, shown, strict_json
 from tpuctl.services.runs import board as board_svc
@@ -66,7 +67,6 @@ def ls(base: str = _DIR, stack: Optional[str] = _STACK, outputs: Optional[Path] 
         typer.echo(strict_json([{**r.row(), "problem": r.problem} for r in found]))
         return
     if not found:
-        from ground.localtree import user_path
 
         where = "the stack's artifacts bucket" if (stack or outputs) else (
             base if base.startswith("gs://") else str(user_path(base, "run folder").resolve()))

@@ -56,7 +56,6 @@ def serve(
     code = serving.run_serve(plan, on_start=lambda: typer.echo(
         f"ready: REST http://127.0.0.1:{port}{domain.predict_path(export.model_name)} (Ctrl-C stops)", err=True))
     if code:
-        from ground.errors import UserError
 
         raise UserError(serve_failure(plan, code), code)
 

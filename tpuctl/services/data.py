@@ -27,7 +27,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from cloud.clients import REQUEST_TIMEOUT_SECONDS, as_user_error, google_errors, storage_client
 from cloud.google import api_exceptions
+from cloud.uploads import upload_files
 from ground import domain
 from ground.envs import cache_dir, trainer_env
 from ground.errors import EXIT_INTERRUPTED, UserError
@@ -89,7 +91,6 @@ def check_gcs_destination(uri: str, client=None) -> tuple[str, str]:
         bucket, prefix = split_gcs(uri)
     except domain.DomainError as exc:
         raise UserError(f"destination {uri}: {exc}") from None
-    from cloud.clients import google_errors, storage_client
 
     client = client or storage_client()
     with google_errors(f"checking bucket gs://{bucket}"):   # a Google failure becomes a one-line UserError
@@ -105,7 +106,6 @@ def check_gcs_empty(uri: str, client) -> None:
     local folder, so writing over an earlier dataset would break it (shards replaced under its manifest), and a
     failed upload's cleanup would delete objects that were not this run's. Checked before the conversion and
     again right before the upload."""
-    from cloud.clients import google_errors
 
     bucket, prefix = split_gcs(uri)
     with google_errors(f"listing gs://{bucket}/{prefix}"):
@@ -158,8 +158,6 @@ def upload_dir(local: Path, uri: str, client=None, workers: int = 8,
     since one that finished after the cleanup would leave its object behind; any still running then are named in
     the error, which also tells the CLI not to wait for their threads (``abandoned_threads``).
     """
-    from cloud.clients import REQUEST_TIMEOUT_SECONDS, storage_client
-    from cloud.uploads import upload_files
 
     bucket_name, prefix = split_gcs(uri)
     client = client or storage_client()
@@ -208,7 +206,6 @@ def upload_dir(local: Path, uri: str, client=None, workers: int = 8,
     index = min(upload.errors)
     error = upload.errors[index]
 
-    from cloud.clients import as_user_error
 
     translated = as_user_error(error)
     detail = str(translated) if translated is not None else (str(error).splitlines() or [type(error).__name__])[0]
@@ -319,8 +316,6 @@ def _run_to(dest: str, module: str, build_args: Callable[[Path], list[str]],
             on_progress: ProgressCallback | None, client,
             on_notice: Callable[[str], None] | None = None) -> dict:
     if is_gcs(dest):
-        from cloud.clients import storage_client
-
         client = client or storage_client()   # one client for the check and the upload
         check_gcs_destination(dest, client)
         with tempfile.TemporaryDirectory(prefix="tpuctl-data-") as tmp:

@@ -146,7 +146,6 @@ def write_context(variant: str, dest: Path, root: Path = REPO_ROOT) -> Path:
 
 def build_request(ref: ImageRef, bucket: str, obj: str, service_account: str | None = None):
     """The ``cloudbuild_v1.Build`` that builds and pushes ``ref`` from ``gs://bucket/obj``."""
-
     options = cloudbuild_v1.BuildOptions(logging=cloudbuild_v1.BuildOptions.LoggingMode.CLOUD_LOGGING_ONLY)
     build = cloudbuild_v1.Build(
         source=cloudbuild_v1.Source(storage_source=cloudbuild_v1.StorageSource(bucket=bucket, object_=obj)),
@@ -198,7 +197,6 @@ def build(ref: ImageRef, staging_bucket: str, *, service_account: str | None = N
           timeout: float = BUILD_TIMEOUT_SECONDS + 600, build_client=None, registry_client=None,
           storage_client=None, root: Path = REPO_ROOT, sleep: Callable[[float], None] = time.sleep) -> BuildResult:
     """Build and push ``ref`` with Cloud Build unless its tag exists; follow the build to its end."""
-
     if tag_exists(ref, registry_client):
         return BuildResult(ref, built=False)
     say = on_status or (lambda _: None)

@@ -16,8 +16,11 @@ from typing import Any
 
 from ground import domain
 from ground import tokens as T
+from ground.access import access_rows, build_model
 from ground.envs import REPO_ROOT
 from ground.errors import UserError
+from ground.resources import TERRAFORM_TYPES
+from ground.stackfile import read_stack_config
 
 DEFAULT_STACK = "example"
 
@@ -150,8 +153,6 @@ def plan(stack: str | None = None, config_file: Path | None = None, *, check_pol
     started = time.perf_counter()
     name, path, source = stack_source(stack, config_file)
 
-    from ground.access import access_rows, build_model
-    from ground.stackfile import read_stack_config
     from infra.mocks import run_program
     from policy.evaluate import evaluate, from_mocked
 
@@ -225,8 +226,6 @@ def tf_values(props: dict[str, Any]) -> dict[str, Any]:
 
 def _addresses(result: PlanResult) -> list[tuple[Any, str, str, str]]:
     """(resource, terraform type, name, address) for every registered resource with a google provider type."""
-    from ground.resources import TERRAFORM_TYPES
-
     out, seen = [], set()
     for res in sorted(result.registered, key=lambda x: (x.type, x.name)):
         tf_type = TERRAFORM_TYPES.get(res.type)

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from cloud.clients import as_user_error, base_url, endpoint_for, gapic, google_errors
 from cloud.google import billing_v1
 from ground import domain
 from ground.envs import cache_dir
@@ -46,7 +47,6 @@ def cache_path() -> Path:
 @dataclass(frozen=True)
 class Catalogue:
     """The SKUs tpuctl keeps of the Cloud Billing Catalog, and when and where they were read."""
-
     skus: tuple[domain.SkuRecord, ...]
     fetched: datetime                   # UTC
     endpoint: str                       # cloudbilling.googleapis.com, or the redirect
@@ -100,8 +100,6 @@ def write_cache(catalogue: Catalogue, path: Path | None = None) -> Path:
 # --------------------------------------------------------------------------------------------
 
 def catalog_client():
-    from cloud.clients import gapic
-
     return gapic(billing_v1.CloudCatalogClient, "cloudbilling")
 
 
@@ -125,8 +123,6 @@ def sku_record(sku, service: str) -> domain.SkuRecord | None:
 
 def fetch_catalogue(client=None, *, now: datetime | None = None) -> Catalogue:
     """Read the services tpuctl launches on and keep the SKUs it can use; raises UserError (one line)."""
-    from cloud.clients import base_url, google_errors
-
     client = client or catalog_client()
     with google_errors("reading the Cloud Billing catalogue (services.list)", exit_code=1):
         by_name = {s.display_name: s.service_id for s in client.list_services(request={"page_size": PAGE_SIZE})}
@@ -155,8 +151,6 @@ def refresh(client=None, path: Path | None = None) -> tuple[Catalogue, Path]:
 
 def credentials_at_hand() -> bool:
     """True when a refresh can be tried without probing anything slow (no metadata-server lookup)."""
-    from cloud.clients import endpoint_for
-
     if endpoint_for("cloudbilling"):
         return True
     adc = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
@@ -185,7 +179,6 @@ def bounded_refresh(wait: float | None = None) -> tuple[Catalogue | None, str]:
     if "catalogue" in box:
         return box["catalogue"], ""
     if "error" in box:
-        from cloud.clients import as_user_error
 
         error = as_user_error(box["error"]) or box["error"]
         first = (str(error).splitlines() or [type(error).__name__])[0]
@@ -196,7 +189,6 @@ def bounded_refresh(wait: float | None = None) -> tuple[Catalogue | None, str]:
 @dataclass
 class Prices:
     """What estimates read: the catalogue (or None), the shipped snapshot, and notes on how they were chosen."""
-
     catalogue: Catalogue | None
     snapshot: domain.Snapshot
     notes: list[str] = field(default_factory=list)
@@ -238,7 +230,6 @@ class Component:
 @dataclass(frozen=True)
 class Hourly:
     """USD per hour of one replica or one slice, component by component, from one named source."""
-
     components: tuple[Component, ...]
     source: str
     note: str = ""

@@ -38,7 +38,6 @@ OnMessage = Callable[[protocol.Message], bool]
 
 class TaskFailed(UserError):
     """A supervised process (or one worker of a cluster) ended unsuccessfully; message says which and why."""
-
     def __init__(self, message: str, exit_code: int, task: Task | None = None):
         super().__init__(message, exit_code)
         self.task = task
@@ -106,7 +105,6 @@ def describe_status(returncode: int) -> str:
 @dataclass
 class Task:
     """One process and what it printed."""
-
     label: str                      # "trainer", "chief", "worker 0" (as in TF_CONFIG), or a tool's module
     argv: list[str]
     env: dict[str, str]

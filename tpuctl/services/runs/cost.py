@@ -176,7 +176,6 @@ def estimate_pools(pools: Iterable[Any], region: str, *, spot: bool = False,
 
 def estimate_custom_job(custom_job, region: str, *, trials: int = 1, prices=None) -> CostEstimate:
     """Estimate from the request itself: its pools, Spot or not, and its timeout (else Vertex AI's 7 days)."""
-
     spec = custom_job.job_spec if hasattr(custom_job, "job_spec") else custom_job
     scheduling = spec.scheduling
     spot = scheduling.strategy == aiplatform_v1.Scheduling.Strategy.SPOT

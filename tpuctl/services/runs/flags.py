@@ -76,7 +76,6 @@ def _flag(default: Any, help: str, **bounds: Any) -> Any:
 
 class RunFlags(BaseModel):
     """What the user asked for: one field per run flag (``--max-run-time`` is ``max_run_time``)."""
-
     model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
 
     target: Literal["local", "vertex", "tpu-vm"] = _flag(

@@ -26,6 +26,11 @@ from ground.outputs import StackOutputs
 from tpuctl.services.supervisor import Task, TaskFailed, run_tasks, trainer_module_argv
 from trainer import protocol
 from trainer.flags import flag_value
+from cloud import clients
+from ground import domain
+from ground.envs import trainer_env
+from cloud import clients
+from ground import domain
 
 RESULT_FILE = "result.json"
 RUN_FILE = "tpuctl-run.json"
@@ -49,7 +54,6 @@ class _Record(BaseModel):
 
 class ResultRecord(_Record):
     """The trainer's result.json (trainer/task.py)."""
-
     export_dir: str | None = None
     val_accuracy: float | None = Field(None, ge=0, le=1)
     epochs: int | None = Field(None, ge=0, le=10**7)
@@ -60,7 +64,6 @@ class ResultRecord(_Record):
 
 class LaunchRecord(_Record):
     """What ``tpuctl train`` asked for (tpuctl-run.json): written and read through this model."""
-
     target: str | None = None
     name: str | None = Field(None, max_length=128)
     accelerator: str | None = None
@@ -89,7 +92,6 @@ class Recovery(_Record):
 
 class RecoveriesRecord(_Record):
     """``<model_dir>/tpuctl/recoveries.json``."""
-
     run: str | None = None
     recoveries: list[Recovery] = Field(max_length=100_000)
 
@@ -187,9 +189,6 @@ def recoveries(run: Run, *, storage_client=None) -> list[dict[str, Any]]:
     is one UserError line naming it and the field."""
     where = f"{run.path}/{RECOVERIES_FILE}"
     if run.path.startswith("gs://"):
-        from cloud import clients
-        from ground import domain
-
         bucket = domain.bucket_name_from(run.path)
         path = f"{run.path[len('gs://') + len(bucket):].strip('/')}/{RECOVERIES_FILE}"
         storage_client = storage_client or clients.storage_client()
@@ -280,8 +279,6 @@ def list_runs(base: str = "runs", *, outputs: StackOutputs | None = None, storag
 
 
 def _list_gcs(base: str, storage_client) -> list[Run]:
-    from cloud import clients
-    from ground import domain
 
     bucket_name = domain.bucket_name_from(base)
     prefix = base[len("gs://") + len(bucket_name):].strip("/") + "/"
@@ -366,7 +363,6 @@ def tree_problem(tree: Path, owner: Path, limit: int = MAX_LOG_ENTRIES) -> str |
 def scalars(runs: list[Run]) -> dict[str, dict[str, list[list[float]]]]:
     """``{run path: {"<run>/<tag>": [[step, value], ...]}}`` read by ``python -m trainer.runlog``; a run whose
     logs ``logs_problem`` refuses, or with a bad record, is left out (its curves are not read)."""
-    from ground.envs import trainer_env
 
     readable = [r.path for r in runs if r.problem is None and logs_problem(r) is None]
     if not readable:

@@ -59,7 +59,6 @@ _CLOUD_NAME = re.compile(r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?")
 
 class RunSpec(BaseModel):
     """A training run, planned (frozen; written as the run's plan record and read back by ``tpu attach``)."""
-
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     target: Literal["local", "vertex", "tpu-vm"]

@@ -16,7 +16,6 @@ SUBMITTED = "SUBMITTED"
 @dataclass
 class Outcome:
     """How a run ended, the same for every target; the CLI renders it (and turns FAILED into an exit code)."""
-
     target: str
     name: str
     state: str
@@ -36,7 +35,6 @@ class Outcome:
 
 class RunTarget(Protocol):
     """A planned run on one target. Nothing is created before ``submit``."""
-
     #: the target's name, as ``--target`` spells it
     name: ClassVar[str]
     #: the CLI parameters only this target takes (a parameter no target of a command lists is common to all)

@@ -185,7 +185,6 @@ def stage_trainer(spec: RunSpec, echo: Echo, image_exists: Callable[[str], bool]
 @dataclass
 class SubmittedJob:
     """A job Vertex AI accepted: the client that created it, its resource name and its console page."""
-
     client: Any
     name: str
     console_url: str

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from cloud import clients
 from cloud.google import aiplatform_v1
 from ground import domain
 from ground.errors import UserError
@@ -95,7 +96,6 @@ def build_batch_job(plan: BatchPlan):
 
 
 def list_batch_images(source: str, *, project: str | None = None, storage_client=None) -> list[str]:
-    from cloud import clients
 
     bucket_name, prefix = domain.split_gs_uri(source)
     prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
@@ -117,8 +117,6 @@ def list_batch_images(source: str, *, project: str | None = None, storage_client
 def submit_batch(plan: BatchPlan, *, echo: Callable[[str], None] = lambda _m: None, storage_client=None,
                  job_client=None):
     """List the images, write the file list, upload a local export, create the job; returns the job."""
-    from cloud import clients
-
     images = list_batch_images(plan.source, project=plan.project, storage_client=storage_client)
     client = storage_client or clients.storage_client(plan.project)
     if plan.export is not None and plan.export.is_local and plan.artifact_uri:

@@ -12,7 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cloud import clients
+from cloud.clients import google_errors
 from cloud.google import aiplatform_v1, json_format
+from cloud.uploads import upload_files
 from ground import domain
 from ground.errors import DomainError, UserError
 from ground.outputs import StackOutputs, require_outputs
@@ -147,9 +150,6 @@ def dry_run_document(plan: DeployPlan) -> dict[str, Any]:
 
 def upload_export(export: Export, destination: str, *, project: str | None = None, storage_client=None) -> int:
     """Copy a local export folder to ``destination`` (gs://); returns the number of files."""
-    from cloud import clients
-    from cloud.uploads import upload_files
-
     root = Path(export.path)
     files = export_files(root)
     total = sum(p.stat().st_size for p in files)
@@ -175,14 +175,11 @@ class Deployment:
 
 
 def wait_operation(operation, what: str):
-    from cloud.clients import google_errors
-
     with google_errors(what):
         return operation.result(timeout=OPERATION_TIMEOUT_SECONDS)
 
 
 def find_endpoint(client, parent: str, display_name: str) -> str | None:
-    from cloud.clients import google_errors
 
     with google_errors(f"listing endpoints in {parent}"):
         request = aiplatform_v1.ListEndpointsRequest(parent=parent, filter=f'display_name="{display_name}"')
@@ -195,8 +192,6 @@ def find_endpoint(client, parent: str, display_name: str) -> str | None:
 def deploy(plan: DeployPlan, *, echo: Callable[[str], None] = lambda _m: None, storage_client=None,
            model_client=None, endpoint_client=None) -> Deployment:
     """Upload (local export), upload the Model, reuse or create the Endpoint, deploy with 100% traffic."""
-    from cloud.clients import google_errors
-
     if plan.export.is_local:
         count = upload_export(plan.export, plan.artifact_uri, project=plan.project, storage_client=storage_client)
         echo(f"uploaded {count} file(s) to {plan.artifact_uri}")

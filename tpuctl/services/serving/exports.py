@@ -19,6 +19,7 @@ from ground.errors import DomainError, UserError
 from ground.files import read_file
 from ground.localtree import user_path
 from ground.outputs import StackOutputs
+from tpuctl.services.runs import records as runs
 
 #: A data manifest names a few thousand classes at most.
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
@@ -77,7 +78,6 @@ def resolve_export(ref: str, *, runs_dir: str = "runs", model_name: str | None =
                    outputs: StackOutputs | None = None, storage_client=None) -> Export:
     """``ref``: an export version folder, a run folder (with result.json), a gs:// export URL, or a run name
     (a unique prefix is enough) under ``runs_dir`` or, with ``outputs``, the stack's artifacts bucket."""
-    from tpuctl.services.runs import records as runs
 
     if ref.startswith("gs://"):
         return check_export_dir(ref, model_name)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 from ground import domain
 from ground.errors import UserError
 from ground.files import write_atomically
+from ground.loopback import get_local
 from tpuctl.services.serving.exports import Export
 
 
@@ -80,9 +82,7 @@ def plan_serve(export: Export, *, port: int = domain.TF_SERVING_REST_PORT,
 
 def model_available(status_url: str, timeout: float = 2.0) -> bool:
     """Whether TF Serving answers ``status_url`` with a version in state AVAILABLE (anything else: not yet)."""
-    import json
 
-    from ground.loopback import get_local
 
     try:
         body = json.loads(get_local(status_url, timeout=timeout) or b"{}")

@@ -11,12 +11,15 @@ import contextlib
 import json
 import math
 import re
+import socket
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from cloud.google import aiplatform_v1, json_format
+from cloud.clients import gapic, google_errors, unreachable_reason
+from cloud.google import aiplatform_v1, json_format, requests
 from ground import domain
 from ground.errors import UserError
 from ground.files import printable, read_file
@@ -150,7 +153,6 @@ def _post(url: str, body: dict[str, Any], timeout: float) -> Any:
 def _within(timeout: float, work: Callable[[], Any], abandon: Callable[[], None], where: str) -> Any:
     """``work()`` with one total deadline: it runs in a daemon worker thread; past ``timeout`` seconds ``abandon()``
     is called (to shut its socket) and the wait ends in one line. ``work``'s exceptions are raised here."""
-    import threading
 
     outcome: dict[str, Any] = {}
 
@@ -173,8 +175,6 @@ def _within(timeout: float, work: Callable[[], Any], abandon: Callable[[], None]
 
 def _abandon(live: dict[str, Any]) -> None:
     """Shut the socket of a request past its deadline, so its worker thread stops reading too."""
-    import socket
-
     live["abandoned"] = True
     raw = getattr(live.get("response"), "raw", None)
     # urllib3 keeps the socket on its connection, or (a response that closes the connection) only in the
@@ -188,9 +188,6 @@ def _abandon(live: dict[str, Any]) -> None:
 
 
 def _post_worker(url: str, body: dict[str, Any], timeout: float, outcome: dict[str, Any], live: dict[str, Any]) -> None:
-    import requests
-
-    from cloud.clients import unreachable_reason
 
     try:
         with requests.post(url, json=body, timeout=(min(5.0, timeout), timeout), stream=True) as response:
@@ -284,8 +281,6 @@ def predict_rest(url: str, images: Sequence[Image], *, batch_size: int = DEFAULT
 
 
 def vertex_client(kind: str, region: str):
-    from cloud.clients import gapic
-
     return gapic(getattr(aiplatform_v1, kind), "vertex", default_endpoint=domain.VERTEX_API_HOST.format(region=region))
 
 
@@ -294,7 +289,6 @@ def predict_vertex(endpoint: str, images: Sequence[Image], *, batch_size: int = 
                    k: int = 3, client=None) -> list[Prediction]:
     """``PredictionServiceClient.predict`` on a Vertex AI Endpoint with the same instances as TF Serving's."""
 
-    from cloud.clients import google_errors
 
     parsed = domain.parse_endpoint_name(endpoint)
     if parsed is None:

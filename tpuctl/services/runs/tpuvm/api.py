@@ -76,7 +76,6 @@ class Refused(UserError):
 
 class Preempted(UserError):
     """The slice went away while training (Spot preemption, FAILED): a recovery can re-queue it."""
-
     def __init__(self, message: str, what: str) -> None:
         super().__init__(message, 1)
         self.what = what
@@ -84,7 +83,6 @@ class Preempted(UserError):
 
 class Created:
     """What this process created, so every exit path deletes exactly that."""
-
     def __init__(self) -> None:
         self.maybe = False     # a create call was sent (it may have succeeded even if we never saw the answer)
         self.run: RunSpec | None = None   # the slice that call was for (a recovery may use another zone)

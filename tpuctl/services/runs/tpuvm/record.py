@@ -22,7 +22,6 @@ MAX_PLAN_BYTES = 1 << 20
 
 class RunPlanRecord(BaseModel):
     """The run as planned (its ``RunSpec``, written and read through the same model) and where its following is."""
-
     model_config = ConfigDict(extra="forbid")
 
     spec: RunSpec

@@ -30,7 +30,6 @@ def registry_host(run: RunSpec) -> str:
 @dataclass(frozen=True)
 class ShellVar:
     """A variable the startup script sets itself (the host's index): expanded by bash, never text from a user."""
-
     name: str
 
 

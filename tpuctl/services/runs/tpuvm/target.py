@@ -53,7 +53,6 @@ from tpuctl.services.supervisor import raise_interrupt, signal_handlers
 @dataclass
 class Held:
     """A run inside ``submit``: what was created (deleted on the way out) and the recoveries so far."""
-
     client: Any
     storage: Any
     created: Created

@@ -23,6 +23,7 @@ from tpuctl.services.runs.tuning.spec import MAX_TRIALS, METRIC_ID, TRAINER_FLAG
 from tpuctl.services.runs.tuning.trials import TrialRow, rank
 from tpuctl.services.supervisor import TaskFailed
 from trainer.flags import without_flags
+import fcntl
 
 
 def sample_trials(spec: TuneSpec, count: int, seed: int | None = None) -> list[dict[str, Any]]:
@@ -80,7 +81,6 @@ def claim_trial_dir(base: Path, index: int, record: dict[str, Any]):
     the trial's when this process holds its lock (``flock``: a concurrent tune never shares it) and it is new,
     empty, or was made for exactly ``record`` (``resumed``: the trainer continues its backup). A folder made for
     other hyperparameters is never reused. ``lock`` is an open file: close it when the trial ends."""
-    import fcntl
 
     for n in range(1, MAX_TRIAL_FOLDERS + 1):
         folder = base / (f"trial-{index}" if n == 1 else f"trial-{index}-{n}")
