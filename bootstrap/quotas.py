@@ -82,6 +82,8 @@ def preflight_limit(lookup, location: str, *, dimension: str = "region", client=
         return skipped(why)
     try:
         info = lookup(client)
+    except DomainError:         # the catalogue names a metric the service lacks: the caller decides
+        raise
     except UserError as exc:
         return skipped(exc)
     if isinstance(info, str):

@@ -1,8 +1,10 @@
 """Errors a user can fix, with no terminal toolkit attached: the CLI turns them into a line and an exit code.
 
-``DomainError`` is a value that breaks a Google Cloud naming or catalogue rule; ``UserError`` is anything
-else the user can fix, with the process exit status it should end with. ``str()`` of either is the one
-line shown after ``error:``. Only ``tpuctl.cli`` prints them (``cli.main`` is the one boundary).
+One base: ``UserError`` is anything the user can fix, with the process exit status it should end with.
+``DomainError`` is one of them: a value that breaks a Google Cloud naming or catalogue rule (exit 2; also a
+``ValueError``, so a pydantic validator may raise it and pydantic names the field), ``ConfigError`` a stack key's.
+``str()`` is the one line shown after ``error:``. Only ``tpuctl.cli`` prints them (``cli.run`` is the one
+boundary); Google's client exceptions become one through ``cloud.errors`` (``google_errors``, ``as_user_error``).
 """
 
 from __future__ import annotations
@@ -11,17 +13,6 @@ from __future__ import annotations
 EXIT_BAD_INPUT = 2
 #: Exit code of a run that was interrupted (Ctrl-C / SIGTERM), as shells report SIGINT.
 EXIT_INTERRUPTED = 130
-
-
-class DomainError(ValueError):
-    """A value breaks a Google Cloud naming or catalogue rule. ``str()`` is the user message."""
-
-
-class ConfigError(DomainError):
-    """A stack config value breaks a rule. ``str()`` names the key: ``tpuctl:<key>: <rule>``."""
-    def __init__(self, key: str, message: str):
-        self.key = key if ":" in key else f"tpuctl:{key}"
-        super().__init__(f"{self.key}: {message}")
 
 
 class UserError(Exception):
@@ -35,3 +26,17 @@ class UserError(Exception):
         self.exit_code = exit_code
         self.abandoned_threads = abandoned_threads
 
+
+class DomainError(UserError, ValueError):
+    """A value breaks a Google Cloud naming or catalogue rule (bad input: exit 2). ``str()`` is the user message."""
+
+    def __init__(self, message: str):
+        super().__init__(message, EXIT_BAD_INPUT)
+
+
+class ConfigError(DomainError):
+    """A stack config value breaks a rule. ``str()`` names the key: ``tpuctl:<key>: <rule>``."""
+
+    def __init__(self, key: str, message: str):
+        self.key = key if ":" in key else f"tpuctl:{key}"
+        super().__init__(f"{self.key}: {message}")

@@ -22,7 +22,7 @@ from typer._click import exceptions as click_exc
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from cloud.errors import as_user_error
-from ground.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, DomainError, UserError
+from ground.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, UserError
 from ground.files import printable
 from tpuctl import __version__
 from tpuctl.services.supervisor import raise_interrupt, signal_handlers
@@ -216,8 +216,6 @@ def run(argv: Sequence[str] | None = None) -> int:
             if exc.abandoned_threads:
                 _end_now(code)
             return code
-        except DomainError as exc:
-            return _error(str(exc), EXIT_BAD_INPUT)
         except click_exc.NoArgsIsHelpError as exc:  # `tpuctl` or `tpuctl data` alone: the (rich) help
             typer.echo(exc.format_message())
             return exc.exit_code

@@ -52,12 +52,7 @@ def _duration(flag: str, low: timedelta, high: timedelta, why: str = ""):
 
 
 def _image(value: Any) -> Any:
-    if value is None:
-        return value
-    try:
-        return validate_image_ref(str(value), "--image")
-    except DomainError as exc:
-        raise ValueError(str(exc)) from None
+    return value if value is None else validate_image_ref(str(value), "--image")
 
 
 def _zones(value: Any) -> Any:

@@ -263,19 +263,16 @@ def plan(flags: RunFlags, outputs: StackOutputs | None, *, command: str = "train
 
 def _accelerator(flags: RunFlags) -> tuple[str | None, domain.Accelerator | None, domain.TpuSlice | None]:
     """(catalogue name, Accelerator for local/Vertex AI, TpuSlice for TPU VM)."""
-    try:
-        if flags.target == "tpu-vm":
-            if not flags.accelerator:
-                raise UserError("--target tpu-vm needs --accelerator, e.g. tpu-v5e-8 (one host) or tpu-v5e-16 (a "
-                                "multi-host slice)")
-            tpu = domain.parse_tpu_vm_accelerator(flags.accelerator)
-            return tpu.name, None, tpu
-        if flags.accelerator is None and flags.target == "local":
-            return None, None, None
-        accel = domain.parse_accelerator(flags.accelerator or "cpu")
-        return accel.name, accel, None
-    except DomainError as exc:
-        raise UserError(str(exc)) from None
+    if flags.target == "tpu-vm":
+        if not flags.accelerator:
+            raise UserError("--target tpu-vm needs --accelerator, e.g. tpu-v5e-8 (one host) or tpu-v5e-16 (a "
+                            "multi-host slice)")
+        tpu = domain.parse_tpu_vm_accelerator(flags.accelerator)
+        return tpu.name, None, tpu
+    if flags.accelerator is None and flags.target == "local":
+        return None, None, None
+    accel = domain.parse_accelerator(flags.accelerator or "cpu")
+    return accel.name, accel, None
 
 
 def _check_combination(flags: RunFlags, accel: domain.Accelerator | None, tpu: domain.TpuSlice | None) -> None:
@@ -461,10 +458,7 @@ def _image(flags: RunFlags, outputs: StackOutputs, accel: domain.Accelerator | N
         package_uri = f"gs://{staging}/tpuctl/packages/{name}/{sdist_filename()}"
         if flags.image is not None:
             return flags.image, package_uri
-        try:
-            training_image = domain.prebuilt_training_image(accel)
-        except DomainError as exc:
-            raise UserError(str(exc)) from None
+        training_image = domain.prebuilt_training_image(accel)
         check_availability(training_image, today or datetime.date.today(), echo)
         return training_image.uri(region), package_uri
     if flags.image is not None:
@@ -476,13 +470,10 @@ def _image(flags: RunFlags, outputs: StackOutputs, accel: domain.Accelerator | N
 
 def check_availability(training_image: domain.TrainingImage, today: datetime.date, echo: Echo | None = None) -> None:
     """Refuse a prebuilt image past its end of availability; warn within 90 days of it."""
-    try:
-        warning = domain.availability_warning(
-            f"Vertex AI's prebuilt image {training_image.name}", training_image.end_of_availability, today,
-            past="(jobs using it are rejected); drop --python-package to run the trainer's own image "
-                 "(`tpuctl image build`), or name an executor image with --image",
-            soon="move to the trainer's own image (drop --python-package)")
-    except DomainError as exc:
-        raise UserError(str(exc)) from None
+    warning = domain.availability_warning(
+        f"Vertex AI's prebuilt image {training_image.name}", training_image.end_of_availability, today,
+        past="(jobs using it are rejected); drop --python-package to run the trainer's own image "
+             "(`tpuctl image build`), or name an executor image with --image",
+        soon="move to the trainer's own image (drop --python-package)")
     if warning and echo is not None:
         echo(warning)

@@ -17,7 +17,7 @@ from cloud.clients import google_errors
 from cloud.google import aiplatform_v1, json_format
 from cloud.uploads import upload_files
 from ground import domain
-from ground.errors import DomainError, UserError
+from ground.errors import UserError
 from ground.outputs import StackOutputs, require_outputs
 from tpuctl.services.serving.exports import MAX_EXPORT_BYTES, Export, export_files
 from tpuctl.services.serving.predict import vertex_client
@@ -52,11 +52,8 @@ def stack_location(outputs: StackOutputs | None, region: str | None) -> tuple[st
     outputs = require_outputs(outputs, "a Vertex AI model, endpoint or batch job")
     outputs.require("project")
     region = region or outputs.require("region", "pass --region")
-    try:
-        domain.validate_region(region)
-        domain.validate_project_id(outputs.project)
-    except DomainError as exc:
-        raise UserError(str(exc)) from None
+    domain.validate_region(region)
+    domain.validate_project_id(outputs.project)
     return outputs.project, region
 
 

@@ -140,8 +140,4 @@ def load_spec(path: Path | None) -> TuneSpec:
     path = Path(path)
     data = read_file(path, "tuning spec", MAX_SPEC_BYTES,
                      hint="give a small YAML file with 'parameters' (docs/cheaper-runs.md)")
-    try:
-        doc = parse_yaml(data, "tuning spec", path)
-    except DomainError as exc:
-        raise UserError(str(exc)) from None
-    return parse_spec(doc, str(path))
+    return parse_spec(parse_yaml(data, "tuning spec", path), str(path))
