@@ -84,7 +84,7 @@ def tune(
     refuse_other_targets(ctx, target.value, target_flags(), FLAG_NOTES)
     flags = run_flags(ctx, verbose=verbose and target.value == "local")
     search = load_spec(spec)
-    stack_outputs = stack_outputs_for(stack, outputs, dry_run=dry_run and flags.target == "vertex")
+    stack_outputs = stack_outputs_for(stack, outputs, dry_run=dry_run)
     run = runspec.plan(flags, stack_outputs, command="tune", claim=not flags.dry_run, echo=echo_err)
     if flags.target == "vertex":
         show_outcome(launch(VertexTuningTarget(run, search, trials=trials, note=echo_err, say=typer.echo),
