@@ -187,7 +187,7 @@ def execute(plan: GrantPlan, log: Callable[[str], None] = print,
             object_progress: Callable[[str], Any] | None = None, ensure_accounts: bool = True) -> list[grants.Change]:
     """Write the plan. Returns the changes written (re-computed per resource at write time)."""
     if ensure_accounts and not plan.request.revoke:
-        zone = plan.request.outputs.zone if plan.request.outputs and plan.request.outputs.zone else "us-central1-a"
+        zone = plan.request.outputs.zone if plan.request.outputs and plan.request.outputs.zone else domain.DEFAULT_ZONE
         principals_mod.ensure_exists(plan.principals, plan.project, log=log, zone=zone)
     written: list[grants.Change] = []
     for step in plan.steps:

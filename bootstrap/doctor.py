@@ -219,7 +219,7 @@ def run_checks(outputs: StackOutputs | None, project: str | None = None) -> Iter
             continue
         seen = any(member in b["members"] for b in (project_bindings or []))
         seen = seen or any(member in b["members"] for bs in bucket_policies.values() for b in (bs or []))
-        zone = (outputs.zone if outputs and outputs.zone else None) or "us-central1-a"
+        zone = (outputs.zone if outputs and outputs.zone else None) or domain.DEFAULT_ZONE
         yield from check_agent(keyword, email, agent, project, zone, seen, project_bindings)
 
     # effective permissions of every principal on every bucket: the policy pack's access model, fed with

@@ -114,7 +114,7 @@ def generate_service_identity(project: str, service: str, *, poll_seconds: float
     return (op.get("response") or {}).get("email")
 
 
-def generate_tpu_identity(project: str, zone: str = "us-central1-a", client=None) -> str:
+def generate_tpu_identity(project: str, zone: str = domain.DEFAULT_ZONE, client=None) -> str:
     """Create (or return) the TPU VM agent ``service-N@gcp-sa-tpu…`` through the Cloud TPU v2 API; its e-mail."""
     domain.validate_zone(zone)
     client = client or clients.gapic(tpu_v2.TpuClient, "tpu")
@@ -204,7 +204,7 @@ def role_command(project: str, email: str, role: str) -> str:
             f"--role={role} --condition=None")
 
 
-def ensure_exists(principals: list[Principal], project: str | None, log=print, zone: str = "us-central1-a") -> None:
+def ensure_exists(principals: list[Principal], project: str | None, log=print, zone: str = domain.DEFAULT_ZONE) -> None:
     """Create missing agents / the training SA (called after confirmation, before IAM writes).
 
     An agent created on request does not get its service-agent role automatically: the caller's plan

@@ -38,7 +38,7 @@ class BootstrapPlan:
     bucket_fixes: list[str] = field(default_factory=list)   # safe defaults an existing bucket lacks
     apis: tuple[str, ...] = domain.BOOTSTRAP_APIS
     agents: list[AgentStep] = field(default_factory=list)
-    zone: str = "us-central1-a"
+    zone: str = domain.DEFAULT_ZONE
 
     @property
     def pending(self) -> bool:
@@ -80,7 +80,7 @@ def _usage_client():
 
 def plan_bootstrap(project: str, bucket: str | None = None, location: str = "US",
                    storage_client=None, usage_client=None, *, agents: bool = False,
-                   zone: str = "us-central1-a", crm_client=None) -> BootstrapPlan:
+                   zone: str = domain.DEFAULT_ZONE, crm_client=None) -> BootstrapPlan:
 
     domain.validate_project_id(project)
     name = domain.bucket_name_from(bucket) if bucket else default_state_bucket(project)

@@ -80,8 +80,8 @@ class StackSettings(BaseModel):
         "project", "", "Google Cloud project id that owns the buckets, identities and quota preferences "
                        "(default: gcp:project; when both are set they must match).")
     region: Annotated[Str, checked(domain.validate_region)] = _key(
-        "region", "us-central1", "Region of the buckets and of the training jobs.")
-    zone: Str = _key("zone", "us-central1-a", "Zone for TPU VMs; must lie in `region`.")
+        "region", domain.DEFAULT_REGION, "Region of the buckets and of the training jobs.")
+    zone: Str = _key("zone", domain.DEFAULT_ZONE, "Zone for TPU VMs; must lie in `region`.")
     tpu_zone: Annotated[Str, checked(domain.validate_tpu_vm_zone)] = _key(
         "tpuZone", "",
         "Zone of the TPU VM slices (`tpuctl train --target tpu-vm`, `tpuctl tpu`) when they live outside `zone`, "

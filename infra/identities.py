@@ -25,7 +25,7 @@ class ServiceIdentitiesArgs:
     project_number: str
     apis: Sequence[str]                  # e.g. domain.REQUIRED_APIS
     agents: Sequence[str]                # service-agent keywords (domain.SERVICE_AGENTS)
-    zone: str = "us-central1-a"          # location of the TPU v2 generateServiceIdentity call
+    zone: str = domain.DEFAULT_ZONE          # location of the TPU v2 generateServiceIdentity call
     training_sa_id: str | None = None    # None: no dedicated training service account
 
 

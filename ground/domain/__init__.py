@@ -27,7 +27,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "hub_descriptor", "hub_descriptor_name", "hub_folder", "hub_folder_problem", "hub_layout", "hub_manifest",
         "hub_manifest_name", "hub_object_name", "hub_staging_prefix", "is_hub_cache_key", "parse_hub_manifest",
         "tfhub_cache_dir", "validate_hub_prefix"),
-    "names": ("availability_warning", "bucket_name_from", "default_bucket_name", "split_gs_uri",
+    "names": ("DEFAULT_REGION", "DEFAULT_ZONE", "availability_warning", "bucket_name_from", "default_bucket_name", "split_gs_uri",
         "validate_account_id", "validate_bucket_name", "validate_labels", "validate_project_id", "validate_region",
         "validate_repository_id", "validate_zone"),
     "prediction": ("BATCH_INSTANCES_FORMAT", "BATCH_PREDICTIONS_FORMAT", "BATCHING_FILE_NAME",

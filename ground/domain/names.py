@@ -22,6 +22,10 @@ _REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
 #: https://docs.cloud.google.com/compute/docs/regions-zones/ai-zones and the TPU7x/v6e rows of
 #: https://docs.cloud.google.com/tpu/docs/regions-zones (both read 2026-11-24).
 _ZONE = re.compile(r"^([a-z]+-[a-z]+[0-9]+)-(?:[a-z]|ai[0-9]+[a-z])$")
+#: tpuctl's defaults (a choice, not a Google fact): the stack's ``region`` and ``zone`` when the config names none, and
+#: the zone of the calls that need one before a stack exists (the Cloud TPU API's generateServiceIdentity).
+DEFAULT_REGION = "us-central1"
+DEFAULT_ZONE = "us-central1-a"
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 

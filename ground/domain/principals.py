@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ground.domain.names import validate_account_id
+from ground.domain.names import DEFAULT_ZONE, validate_account_id
 from ground.domain.storage_iam import PUBLIC_MEMBERS
 from ground.errors import DomainError
 
@@ -40,7 +40,7 @@ class AgentKind:
     def created_on_request(self) -> bool:
         return self.creator in ("serviceusage", "tpu-v2")
 
-    def create_command(self, project: str, zone: str = "us-central1-a") -> str:
+    def create_command(self, project: str, zone: str = DEFAULT_ZONE) -> str:
         """The gcloud command that creates this agent (doctor's fix line)."""
         if self.creator == "tpu-v2":
             return f"gcloud compute tpus tpu-vm service-identity create --zone={zone} --project={project}"

@@ -10,6 +10,7 @@ import typer
 
 from bootstrap import access, state
 from bootstrap import doctor as doctor_mod
+from ground import domain
 from ground.errors import UserError
 from ground.outputs import load_outputs
 from tpuctl.commands.options import stderr_bar
@@ -101,7 +102,7 @@ def bootstrap(
         help="Also create the Cloud TPU service agents that exist only on request (tpu-agent through Service "
              "Usage, tpu-vm-agent through the Cloud TPU v2 API) and grant each its service-agent role; for "
              "grant-access without the Pulumi program, which does this itself."),
-    zone: str = typer.Option("us-central1-a", "--zone", help="With --agents: zone for the Cloud TPU v2 API call."),
+    zone: str = typer.Option(domain.DEFAULT_ZONE, "--zone", help="With --agents: zone for the Cloud TPU v2 API call."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be created or enabled; change nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation (required when stdin is not a terminal)."),
 ) -> None:

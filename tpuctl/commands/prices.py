@@ -40,7 +40,7 @@ def refresh() -> None:
 def show(
     accelerator: str = typer.Option(..., "--accelerator", "-a",
                                     help="Vertex AI: cpu, gpu-t4, gpu-t4x2, tpu-v5e-4 …; TPU VM: v5litepod-8, v6e-8 …"),
-    region: str = typer.Option("us-central1", "--region", help="Region the price is for."),
+    region: str = typer.Option(domain.DEFAULT_REGION, "--region", help="Region the price is for."),
     spot: bool = typer.Option(False, "--spot", help="The Spot price instead of on-demand."),
     target: Optional[PriceTarget] = typer.Option(
         None, "--target", help="vertex (a Vertex AI training replica) or tpu-vm (a Cloud TPU VM slice). Default: "
