@@ -15,6 +15,7 @@ from ground.durations import format_duration
 from ground.errors import UserError
 from ground.localtree import user_path
 from ground.outputs import load_outputs
+from ground.storagepath import is_gs
 from tpuctl.commands.options import natural_width, shown, strict_json
 from tpuctl.services.runs import board as board_svc
 from tpuctl.services.runs import records as runs
@@ -69,7 +70,7 @@ def ls(base: str = _DIR, stack: Optional[str] = _STACK, outputs: Optional[Path] 
     if not found:
 
         where = "the stack's artifacts bucket" if (stack or outputs) else (
-            base if base.startswith("gs://") else str(user_path(base, "run folder").resolve()))
+            base if is_gs(base) else str(user_path(base, "run folder").resolve()))
         typer.echo(f"no runs in {shown(where)}" + ("" if (stack or outputs) or base != "runs" else
                                                     " (tpuctl train writes them here; --dir DIR reads another folder)"))
         return

@@ -34,21 +34,11 @@ from ground import domain
 from ground.envs import cache_dir, trainer_env
 from ground.errors import EXIT_INTERRUPTED, UserError
 from ground.localtree import user_path
+from ground.storagepath import GsPath, is_gs
 from tpuctl.services.supervisor import Task, TaskFailed, run_tasks, signal_handlers, trainer_module_argv
 from trainer import protocol
 
 ProgressCallback = Callable[[int, int], None]
-
-
-def is_gcs(path: str) -> bool:
-    return str(path).startswith("gs://")
-
-
-def split_gcs(uri: str) -> tuple[str, str]:
-    """``gs://bucket/some/prefix`` → (bucket, ``some/prefix``), bucket name validated."""
-    bucket = domain.bucket_name_from(uri)
-    prefix = uri[len("gs://") + len(bucket):].strip("/")
-    return bucket, prefix
 
 
 def run_tool(module: str, args: list[str], on_progress: ProgressCallback | None = None) -> dict:
@@ -88,7 +78,8 @@ def run_tool(module: str, args: list[str], on_progress: ProgressCallback | None 
 def check_gcs_destination(uri: str, client=None) -> tuple[str, str]:
     """Validate ``gs://bucket/prefix`` and that the bucket exists, before anything is written."""
     try:
-        bucket, prefix = split_gcs(uri)
+        place = GsPath.parse(uri)
+        bucket, prefix = place.bucket, place.path
     except domain.DomainError as exc:
         raise UserError(f"destination {uri}: {exc}") from None
 
@@ -107,7 +98,9 @@ def check_gcs_empty(uri: str, client) -> None:
     failed upload's cleanup would delete objects that were not this run's. Checked before the conversion and
     again right before the upload."""
 
-    bucket, prefix = split_gcs(uri)
+    place = GsPath.parse(uri)
+
+    bucket, prefix = place.bucket, place.path
     with google_errors(f"listing gs://{bucket}/{prefix}"):
         present = next(iter(client.list_blobs(bucket, prefix=f"{prefix}/" if prefix else None, max_results=1)), None)
     if present is not None:
@@ -159,7 +152,9 @@ def upload_dir(local: Path, uri: str, client=None, workers: int = 8,
     the error, which also tells the CLI not to wait for their threads (``abandoned_threads``).
     """
 
-    bucket_name, prefix = split_gcs(uri)
+    place = GsPath.parse(uri)
+
+    bucket_name, prefix = place.bucket, place.path
     client = client or storage_client()
     files = sorted(files_to_upload(local), key=lambda rel: rel in LAST_FILES)   # stable: the manifest last
     if not files:
@@ -280,7 +275,7 @@ def make_tfrecords(src: str, dest: str, *, shard_mb: float = 100, validation_fra
                    full_decode: bool = False, on_progress: ProgressCallback | None = None, client=None,
                    on_notice: Callable[[str], None] | None = None) -> dict:
     """Convert a folder of class sub-folders of images into TFRecord shards at ``dest`` (local or gs://)."""
-    if is_gcs(src):
+    if is_gs(src):
         raise UserError("SRC must be a local folder of class sub-folders (copy it down with `gcloud storage cp -r` first)")
     if not (math.isfinite(shard_mb) and shard_mb > 0):
         raise UserError(f"--shard-mb must be a positive number (got {shard_mb})")
@@ -293,7 +288,7 @@ def make_tfrecords(src: str, dest: str, *, shard_mb: float = 100, validation_fra
         raise UserError(f"cannot read source folder {src}: {exc.strerror or exc}") from None
     if not has_classes:
         raise UserError(f"source folder {src} has no class sub-folders (expected SRC/<class name>/<image files>)")
-    if not is_gcs(dest):
+    if not is_gs(dest):
         _local_destination(dest)
     tool_args = ["--shard-mb", _num(shard_mb), "--validation-fraction", _num(validation_fraction)]
     if full_decode:
@@ -315,7 +310,7 @@ def _num(value: float) -> str:
 def _run_to(dest: str, module: str, build_args: Callable[[Path], list[str]],
             on_progress: ProgressCallback | None, client,
             on_notice: Callable[[str], None] | None = None) -> dict:
-    if is_gcs(dest):
+    if is_gs(dest):
         client = client or storage_client()   # one client for the check and the upload
         check_gcs_destination(dest, client)
         with tempfile.TemporaryDirectory(prefix="tpuctl-data-") as tmp:

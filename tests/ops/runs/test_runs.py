@@ -9,7 +9,8 @@ import urllib.request
 import pytest
 
 from ground.envs import trainer_env, trainer_python
-from tpuctl.services.runs import board, records as runs
+from tpuctl.services.runs import board
+from tpuctl.services.runs import records as runs
 
 from clifixtures import invoke
 from procfixtures import wait_for

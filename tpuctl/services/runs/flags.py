@@ -16,7 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from ground.domain.names import validate_image_ref
 from ground.durations import parse_duration
-from ground.errors import DomainError, UserError
+from ground.errors import UserError
 from trainer.flags import MODELS, TASK_BOUNDS
 
 #: Where a run goes (``--target``): this machine, a Vertex AI CustomJob, a slice of TPU VMs.

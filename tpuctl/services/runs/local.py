@@ -20,6 +20,7 @@ from typing import Any, ClassVar, TextIO
 
 from ground.envs import trainer_env
 from ground.errors import UserError
+from ground.storagepath import is_gs
 from tpuctl.services.data import ensure_demo_data
 from tpuctl.services.runs import records
 from tpuctl.services.runs.spec import RunSpec, release
@@ -194,7 +195,7 @@ class LocalTarget:
             records.write_launch_record(self.spec.model_dir, record)
             return
         folder = Path(self.spec.model_dir)
-        if self.spec.model_dir.startswith("gs://") or not folder.is_dir() or (folder / records.RESULT_FILE).exists():
+        if is_gs(self.spec.model_dir) or not folder.is_dir() or (folder / records.RESULT_FILE).exists():
             return
         try:
             records.write_launch_record(self.spec.model_dir, record)

@@ -18,19 +18,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cloud import clients
 from ground import localtree
+from ground.envs import trainer_env
 from ground.errors import UserError
 from ground.files import printable, read_file, write_atomically
 from ground.localtree import user_path
 from ground.outputs import StackOutputs
+from ground.storagepath import GsPath, is_gs
 from tpuctl.services.supervisor import Task, TaskFailed, run_tasks, trainer_module_argv
 from trainer import protocol
 from trainer.flags import flag_value
-from cloud import clients
-from ground import domain
-from ground.envs import trainer_env
-from cloud import clients
-from ground import domain
 
 RESULT_FILE = "result.json"
 RUN_FILE = "tpuctl-run.json"
@@ -157,7 +155,7 @@ class Run:
 
 def write_launch_record(model_dir: str, record: LaunchRecord) -> None:
     """What ``tpuctl train`` asked for, next to the trainer's result (local model folders only)."""
-    if model_dir.startswith("gs://"):
+    if is_gs(model_dir):
         return
     text = json.dumps(record.model_dump(exclude_none=True), indent=2, sort_keys=True) + "\n"
     write_atomically(Path(model_dir) / RUN_FILE, text)
@@ -188,13 +186,12 @@ def recoveries(run: Run, *, storage_client=None) -> list[dict[str, Any]]:
     """A TPU VM run's recovery history (``<run>/tpuctl/recoveries.json``), validated; [] when it has none. A bad file
     is one UserError line naming it and the field."""
     where = f"{run.path}/{RECOVERIES_FILE}"
-    if run.path.startswith("gs://"):
-        bucket = domain.bucket_name_from(run.path)
-        path = f"{run.path[len('gs://') + len(bucket):].strip('/')}/{RECOVERIES_FILE}"
+    if is_gs(run.path):
+        file = GsPath.parse(run.path).join(RECOVERIES_FILE)
         storage_client = storage_client or clients.storage_client()
         with clients.google_errors(f"reading {where}",
                                    forbidden=f"permission denied reading {where}: you need storage.objects.get"):
-            blob = storage_client.bucket(bucket).get_blob(path)
+            blob = storage_client.bucket(file.bucket).get_blob(file.path)
             if blob is None:
                 return []
             data = clients.download_bounded(blob, MAX_RUN_FILE_BYTES, where, "not tpuctl's recovery history")
@@ -256,7 +253,7 @@ def list_runs(base: str = "runs", *, outputs: StackOutputs | None = None, storag
     newest first."""
     if outputs is not None:
         base = f"{outputs.require('buckets.artifacts')}/runs"
-    if base.startswith("gs://"):
+    if is_gs(base):
         runs = _list_gcs(base, storage_client)
     else:
         root = user_path(base, "run folder")
@@ -279,9 +276,8 @@ def list_runs(base: str = "runs", *, outputs: StackOutputs | None = None, storag
 
 
 def _list_gcs(base: str, storage_client) -> list[Run]:
-
-    bucket_name = domain.bucket_name_from(base)
-    prefix = base[len("gs://") + len(bucket_name):].strip("/") + "/"
+    folder = GsPath.parse(base)
+    bucket_name, prefix = folder.bucket, folder.prefix or ""
     storage_client = storage_client or clients.storage_client()
     runs: dict[str, Run] = {}
     with clients.google_errors(f"listing runs in {base}",
@@ -326,7 +322,7 @@ def find_run(runs: list[Run], key: str) -> Run:
 def logs_problem(run: Run) -> str | None:
     """Why a local run's event files are not read (None: they are): a symlink out of the run folder or to a
     folder (the reader would walk it), or an entry that is not a regular file (a FIFO would block it)."""
-    if run.path.startswith("gs://"):
+    if is_gs(run.path):
         return None
     folder = Path(run.path)
     logs = folder / LOGS

@@ -25,9 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from cloud import clients
 from ground import domain
 from ground.envs import REPO_ROOT
-from ground.errors import DomainError, UserError
+from ground.errors import UserError
 from ground.files import printable
 from ground.outputs import StackOutputs, require_outputs
+from ground.storagepath import GsPath, cloud_folder, is_gs, normalized
 from tpuctl.services import image as images
 from tpuctl.services.data import demo_data_dir, local_folder
 from tpuctl.services.runs.flags import (
@@ -327,11 +328,8 @@ def gs_folder(value: str, flag: str, what: str, target: str) -> str:
     """A ``gs://BUCKET/PATH`` folder a flag names for a cloud target (its bucket name checked), without a trailing
     slash."""
     verb, _, rest = what.partition(" ")
-    where = f"a Vertex AI job {verb}s" if target == "vertex" else f"TPU VMs {verb}"
-    if not value.startswith("gs://"):
-        raise UserError(f"{flag} {printable(value, 200)}: {where} {rest} Cloud Storage; use gs://BUCKET/PATH")
-    domain.bucket_name_from(value)
-    return value.rstrip("/")
+    who = f"a Vertex AI job {verb}s" if target == "vertex" else f"TPU VMs {verb}"
+    return cloud_folder(value, flag, f"{who} {rest}")
 
 
 def _data_dir(flags: RunFlags, outputs: StackOutputs | None) -> tuple[str, bool]:
@@ -340,7 +338,7 @@ def _data_dir(flags: RunFlags, outputs: StackOutputs | None) -> tuple[str, bool]
     if flags.target != "local":
         if not data_dir:
             raise UserError("no training data: the stack has no data bucket; pass --data-dir gs://BUCKET/PATH")
-        hint = "" if data_dir.startswith("gs://") else (
+        hint = "" if is_gs(data_dir) else (
             "; upload it with `tpuctl data make-tfrecords SRC gs://BUCKET/PATH` and pass that")
         try:
             return gs_folder(data_dir, "--data-dir", "read from", flags.target), False
@@ -348,9 +346,8 @@ def _data_dir(flags: RunFlags, outputs: StackOutputs | None) -> tuple[str, bool]
             raise UserError(f"{exc}{hint}") from None
     if data_dir is None:
         return str(demo_data_dir()), True
-    if data_dir.startswith("gs://"):
-        domain.bucket_name_from(data_dir)
-        return data_dir.rstrip("/"), False
+    if is_gs(data_dir):
+        return normalized(data_dir), False
     folder = local_folder(data_dir, "data folder", must_exist=False)
     if not folder.is_dir():
         raise UserError(f"data folder {printable(data_dir, 200)} does not exist (make one with `tpuctl data "
@@ -369,9 +366,8 @@ def _model_dir(flags: RunFlags, outputs: StackOutputs | None, name: str, *, clai
     if flags.model_dir:
         if target != "local":
             return gs_folder(flags.model_dir, "--model-dir", "write to", target), False
-        if flags.model_dir.startswith("gs://"):
-            domain.bucket_name_from(flags.model_dir)
-            return flags.model_dir.rstrip("/"), False
+        if is_gs(flags.model_dir):
+            return normalized(flags.model_dir), False
         folder = local_folder(flags.model_dir, "model folder", must_exist=False)
         refuse_finished(str(folder))
         return str(folder), False
@@ -401,11 +397,11 @@ def _model_dir(flags: RunFlags, outputs: StackOutputs | None, name: str, *, clai
 def refuse_finished(model_dir: str, storage=None) -> None:
     """A run folder (local, or gs:// read through ``storage``) with the trainer's result.json holds a finished run:
     refused, one line (training there again would start over at epoch 1 over its checkpoints)."""
-    if model_dir.startswith("gs://"):
-        bucket, path = domain.split_gs_uri(f"{model_dir}/{RESULT_FILE}")
+    if is_gs(model_dir):
+        result = GsPath.parse(model_dir).join(RESULT_FILE)
         with clients.google_errors(f"reading {model_dir}", forbidden=f"permission denied reading {model_dir}: you "
                                                                       "need storage.objects.get on the bucket"):
-            done = storage.bucket(bucket).get_blob(path) is not None
+            done = storage.bucket(result.bucket).get_blob(result.path) is not None
     else:
         done = (Path(model_dir) / RESULT_FILE).exists()
     if done:

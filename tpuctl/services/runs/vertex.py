@@ -32,6 +32,7 @@ from cloud.google import aiplatform_v1, api_exceptions, api_retry, json_format
 from ground import domain
 from ground.errors import EXIT_INTERRUPTED, UserError
 from ground.polling import poll
+from ground.storagepath import GsPath
 from tpuctl.services import image as images
 from tpuctl.services.runs import cost
 from tpuctl.services.runs.spec import RunSpec, refuse_finished
@@ -168,11 +169,11 @@ def stage_trainer(spec: RunSpec, echo: Echo, image_exists: Callable[[str], bool]
         return
     assert spec.package_uri is not None
     tensorflow = domain.VERTEX_TRAINING_IMAGES[spec.accel.kind if spec.accel else "cpu"].tensorflow
-    bucket, name = domain.split_gs_uri(spec.package_uri)
+    package = GsPath.parse(spec.package_uri)
     with tempfile.TemporaryDirectory(prefix="tpuctl-package-") as tmp:
         sdist = build_trainer_sdist(Path(tmp), tensorflow)
         try:
-            blob = clients.storage_client(spec.project).bucket(bucket).blob(name)
+            blob = clients.storage_client(spec.project).bucket(package.bucket).blob(package.path)
             blob.upload_from_filename(str(sdist), content_type="application/gzip")
         except api_exceptions.GoogleAPICallError as exc:
             raise UserError(f"uploading the trainer package to {spec.package_uri} failed: {exc.message or exc}",

@@ -14,6 +14,7 @@ from cloud.google import aiplatform_v1
 from ground import domain
 from ground.errors import UserError
 from ground.outputs import StackOutputs
+from ground.storagepath import GsPath
 from tpuctl.services.serving.deploy import prediction_image, stack_location, upload_destination, upload_export
 from tpuctl.services.serving.exports import Export, export_files, resolve_export
 from tpuctl.services.serving.predict import vertex_client
@@ -97,8 +98,8 @@ def build_batch_job(plan: BatchPlan):
 
 def list_batch_images(source: str, *, project: str | None = None, storage_client=None) -> list[str]:
 
-    bucket_name, prefix = domain.split_gs_uri(source)
-    prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+    folder = GsPath.parse(source)
+    bucket_name, prefix = folder.bucket, folder.prefix or ""
     client = storage_client or clients.storage_client(project)
     clients.make_fail_fast(client)
     found = []
@@ -122,9 +123,9 @@ def submit_batch(plan: BatchPlan, *, echo: Callable[[str], None] = lambda _m: No
     if plan.export is not None and plan.export.is_local and plan.artifact_uri:
         count = upload_export(plan.export, plan.artifact_uri, project=plan.project, storage_client=client)
         echo(f"uploaded {count} file(s) to {plan.artifact_uri}")
-    bucket_name, name = domain.split_gs_uri(plan.file_list)
+    file_list = GsPath.parse(plan.file_list)
     with clients.google_errors(f"writing {plan.file_list}"):
-        client.bucket(bucket_name).blob(name).upload_from_string("\n".join(images) + "\n", content_type="text/plain")
+        client.bucket(file_list.bucket).blob(file_list.path).upload_from_string("\n".join(images) + "\n", content_type="text/plain")
     echo(f"{len(images)} image(s) listed in {plan.file_list}")
     job_client = job_client or vertex_client("JobServiceClient", plan.region)
     with clients.google_errors(f"creating batch prediction job {plan.display_name} in {plan.parent}"):

@@ -19,6 +19,7 @@ from cloud.uploads import upload_files
 from ground import domain
 from ground.errors import UserError
 from ground.outputs import StackOutputs, require_outputs
+from ground.storagepath import GsPath
 from tpuctl.services.serving.exports import MAX_EXPORT_BYTES, Export, export_files
 from tpuctl.services.serving.predict import vertex_client
 
@@ -152,7 +153,8 @@ def upload_export(export: Export, destination: str, *, project: str | None = Non
     total = sum(p.stat().st_size for p in files)
     if total > MAX_EXPORT_BYTES:
         raise UserError(f"{export.path} holds {total} bytes, more than {MAX_EXPORT_BYTES}: not a trainer export")
-    bucket_name, prefix = domain.split_gs_uri(destination)
+    folder = GsPath.parse(destination)
+    bucket_name = folder.bucket
     client = storage_client or clients.storage_client(project)
     clients.make_fail_fast(client)
     bucket = client.bucket(bucket_name)
@@ -160,7 +162,7 @@ def upload_export(export: Export, destination: str, *, project: str | None = Non
                                not_found=f"bucket gs://{bucket_name} does not exist",
                                forbidden=f"permission denied writing to gs://{bucket_name}: you need "
                                          "storage.objects.create on it"):
-        upload_files(bucket, [(path, f"{prefix}/{path.relative_to(root).as_posix()}") for path in files])
+        upload_files(bucket, [(path, folder.join(path.relative_to(root).as_posix()).path) for path in files])
     return len(files)
 
 

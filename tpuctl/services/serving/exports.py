@@ -19,6 +19,7 @@ from ground.errors import DomainError, UserError
 from ground.files import read_file
 from ground.localtree import user_path
 from ground.outputs import StackOutputs
+from ground.storagepath import GsPath, is_gs
 from tpuctl.services.runs import records as runs
 
 #: A data manifest names a few thousand classes at most.
@@ -41,7 +42,7 @@ class Export:
 
     @property
     def is_local(self) -> bool:
-        return not self.path.startswith("gs://")
+        return not is_gs(self.path)
 
 
 def check_export_dir(path: str, model_name: str | None = None, run: Any = None) -> Export:
@@ -52,11 +53,11 @@ def check_export_dir(path: str, model_name: str | None = None, run: Any = None) 
     parent = text.rsplit("/", 2)[-2] if text.count("/") >= 1 else ""
     try:
         version = domain.model_version(name)
-        if text.startswith("gs://"):
-            domain.bucket_name_from(text)      # the bucket's naming rules, before any request
+        if is_gs(text):
+            GsPath.parse(text)                 # the bucket's naming rules, before any request
     except DomainError as exc:
         raise UserError(f"{path}: {exc}") from None
-    if not text.startswith("gs://"):
+    if not is_gs(text):
         folder = user_path(text, "export folder")
         if not folder.is_dir():
             raise UserError(f"{path}: no such export folder")
@@ -79,7 +80,7 @@ def resolve_export(ref: str, *, runs_dir: str = "runs", model_name: str | None =
     """``ref``: an export version folder, a run folder (with result.json), a gs:// export URL, or a run name
     (a unique prefix is enough) under ``runs_dir`` or, with ``outputs``, the stack's artifacts bucket."""
 
-    if ref.startswith("gs://"):
+    if is_gs(ref):
         return check_export_dir(ref, model_name)
     local = user_path(ref, "model")
     if local.is_dir() and ((local / "saved_model.pb").exists() or local.name.isdigit()):

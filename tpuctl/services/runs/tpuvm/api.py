@@ -16,7 +16,8 @@ from ground import domain
 from ground.errors import UserError
 from ground.files import printable
 from ground.polling import poll
-from tpuctl.services.runs.records import RECOVERIES_FILE, RESULT_FILE
+from ground.storagepath import GsPath
+from tpuctl.services.runs.records import RECOVERIES_FILE, RESULT_FILE, RecoveriesRecord
 from tpuctl.services.runs.spec import DEFAULT_MAX_WAIT, DEFAULT_TPU_VM_RUN_TIME, RunSpec
 from tpuctl.services.runs.tpuvm.script import HOST_STATUS_DIR, build_queued_resource
 from tpuctl.services.supervisor import signal_handlers
@@ -185,24 +186,24 @@ def earlier_outputs(storage, run: RunSpec) -> dict[str, int]:
     """The generations of the result.json and host reports already in the model folder before this launch
     (an earlier run's: the trainer keeps a finished run's result.json until the next one replaces it), so
     :func:`follow` waits for this run's, not an old one. Keyed by object name."""
-    bucket, result_path = domain.split_gs_uri(result_uri(run))
-    _, hosts = domain.split_gs_uri(f"{run.model_dir}/{HOST_STATUS_DIR}/")
+    result = GsPath.parse(result_uri(run))
+    hosts = GsPath.parse(run.model_dir).join(HOST_STATUS_DIR)
     with clients.google_errors(f"reading {run.model_dir}",
                                forbidden=f"permission denied reading {run.model_dir}: you need storage.objects.list "
                                          "and storage.objects.get on the model bucket"):
-        found = {blob.name: blob.generation for blob in storage.list_blobs(bucket, prefix=hosts)}
-        result = storage.bucket(bucket).get_blob(result_path)
-    if result is not None:
-        found[result.name] = result.generation
+        found = {blob.name: blob.generation for blob in storage.list_blobs(hosts.bucket, prefix=hosts.prefix)}
+        blob = storage.bucket(result.bucket).get_blob(result.path)
+    if blob is not None:
+        found[blob.name] = blob.generation
     return found
 
 
 def _read_result(storage, run: RunSpec, earlier: dict[str, int] | None = None) -> dict[str, Any] | None:
-    bucket, path = domain.split_gs_uri(result_uri(run))
-    with clients.google_errors(f"reading {result_uri(run)}",
+    result = GsPath.parse(result_uri(run))
+    with clients.google_errors(f"reading {result}",
                                forbidden=f"permission denied reading {result_uri(run)}: you need storage.objects.get "
                                          "on the model bucket"):
-        blob = storage.bucket(bucket).get_blob(path)
+        blob = storage.bucket(result.bucket).get_blob(result.path)
         if blob is None or (earlier or {}).get(blob.name) == blob.generation:
             return None   # none yet, or an earlier run's
         # This generation (a newer one may replace it meanwhile), bounded: a result is a few hundred bytes.
@@ -222,10 +223,10 @@ HOST_GONE_CODES = frozenset({"143", "preempted"})
 
 def _host_failures(storage, run: RunSpec, earlier: dict[str, int] | None = None) -> list[tuple[str, str]]:
     """The hosts whose exit file says something else than 0: ``(host, what it says)``, sorted."""
-    bucket, path = domain.split_gs_uri(f"{run.model_dir}/{HOST_STATUS_DIR}/")
+    hosts = GsPath.parse(run.model_dir).join(HOST_STATUS_DIR)
     failures = []
-    with clients.google_errors(f"reading host reports under {run.model_dir}/{HOST_STATUS_DIR}"):
-        for blob in storage.list_blobs(bucket, prefix=path):
+    with clients.google_errors(f"reading host reports under {hosts}"):
+        for blob in storage.list_blobs(hosts.bucket, prefix=hosts.prefix):
             if (earlier or {}).get(blob.name) == blob.generation:
                 continue   # an earlier run's report
             code = printable(blob.download_as_bytes(start=0, end=15).decode("utf-8", "replace").strip(), 16)
@@ -317,9 +318,10 @@ def follow(client, storage, run: RunSpec, *, progress: Progress, poll_seconds: f
 def last_backup(storage, run: RunSpec) -> float | None:
     """When the trainer last wrote its preemption backup (epoch seconds of the newest object under
     ``<model_dir>/checkpoints/backup/``), or None when there is none."""
-    bucket, path = domain.split_gs_uri(f"{run.model_dir}/checkpoints/backup/")
-    with clients.google_errors(f"reading the backup under {run.model_dir}/checkpoints/backup"):
-        times = [blob.updated.timestamp() for blob in storage.list_blobs(bucket, prefix=path) if blob.updated]
+    backup = GsPath.parse(run.model_dir).join("checkpoints", "backup")
+    with clients.google_errors(f"reading the backup under {backup}"):
+        times = [blob.updated.timestamp() for blob in storage.list_blobs(backup.bucket, prefix=backup.prefix)
+                 if blob.updated]
     return max(times) if times else None
 
 
@@ -327,10 +329,11 @@ def last_backup(storage, run: RunSpec) -> float | None:
 
 def record_recoveries(storage, run: RunSpec, history: list[dict[str, Any]]) -> None:
     """Write the run's recovery history to ``<model_dir>/tpuctl/recoveries.json`` (replaced whole each time)."""
-    bucket, path = domain.split_gs_uri(f"{run.model_dir}/{RECOVERIES_FILE}")
-    with clients.google_errors(f"writing {run.model_dir}/{RECOVERIES_FILE}"):
-        storage.bucket(bucket).blob(path).upload_from_string(
-            json.dumps({"run": run.name, "recoveries": history}, indent=2) + "\n", content_type="application/json")
+    file = GsPath.parse(run.model_dir).join(RECOVERIES_FILE)
+    record = RecoveriesRecord.model_validate({"run": run.name, "recoveries": history})   # as `runs` reads it
+    with clients.google_errors(f"writing {file}"):
+        storage.bucket(file.bucket).blob(file.path).upload_from_string(
+            record.model_dump_json(indent=2, exclude_unset=True) + "\n", content_type="application/json")
 
 
 def delete_and_wait(client, run: RunSpec, *, poll_seconds: float, timeout: float,

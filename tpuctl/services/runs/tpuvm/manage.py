@@ -9,8 +9,8 @@ from cloud import clients
 from ground import domain
 from ground.errors import UserError
 from ground.outputs import StackOutputs
-from tpuctl.services.runs.tpuvm.api import delete_resource, is_managed, node_labels, state_name, tpu_client
 from tpuctl.services.runs.spec import stack_zone
+from tpuctl.services.runs.tpuvm.api import delete_resource, is_managed, node_labels, state_name, tpu_client
 
 # --------------------------------------------------------------------------------------------
 # list / delete: only what tpuctl created (labelled managed-by=tpuctl)

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from cloud import clients
 from ground import domain
 from ground.errors import UserError
+from ground.storagepath import GsPath
 from tpuctl.services.runs import records
 from tpuctl.services.runs.spec import RunSpec
 
@@ -38,21 +39,19 @@ class RunPlanRecord(BaseModel):
 def write_plan(storage, run: RunSpec, *, zones: list[str], earlier: dict[str, int], hourly_usd: float | None = None,
                active_since: float | None = None) -> None:
     record = RunPlanRecord(spec=run, zones=zones, earlier=earlier, hourly_usd=hourly_usd, active_since=active_since)
-    where = f"{run.model_dir}/{RUN_PLAN_FILE}"
-    bucket, path = domain.split_gs_uri(where)
+    where = GsPath.parse(run.model_dir).join(RUN_PLAN_FILE)
     with clients.google_errors(f"writing {where}"):
-        storage.bucket(bucket).blob(path).upload_from_string(record.model_dump_json(indent=2) + "\n",
+        storage.bucket(where.bucket).blob(where.path).upload_from_string(record.model_dump_json(indent=2) + "\n",
                                                              content_type="application/json")
 
 
 def read_plan(storage, model_dir: str, name: str) -> RunPlanRecord:
     """The run named ``name`` whose model folder is ``model_dir``, as its tpuctl process planned it; one line when
     there is none or it is not tpuctl's."""
-    where = f"{model_dir}/{RUN_PLAN_FILE}"
-    bucket, path = domain.split_gs_uri(where)
+    where = GsPath.parse(model_dir).join(RUN_PLAN_FILE)
     with clients.google_errors(f"reading {where}",
                                forbidden=f"permission denied reading {where}: you need storage.objects.get"):
-        blob = storage.bucket(bucket).get_blob(path)
+        blob = storage.bucket(where.bucket).get_blob(where.path)
         if blob is None:
             raise UserError(f"no managed TPU VM run {name} in {model_dir} (no {RUN_PLAN_FILE}): it was started "
                             "by a tpuctl without `tpu attach`, or pass its --model-dir")

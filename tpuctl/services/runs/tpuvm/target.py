@@ -21,6 +21,7 @@ from ground import domain
 from ground.durations import format_duration
 from ground.errors import EXIT_INTERRUPTED, UserError
 from ground.outputs import StackOutputs, require_outputs
+from ground.storagepath import GsPath
 from tpuctl.services.runs import cost
 from tpuctl.services.runs.spec import RunSpec, gs_folder, refuse_finished
 from tpuctl.services.runs.target import SUCCEEDED, Outcome
@@ -229,7 +230,7 @@ class TpuVmTarget:
             created.run = current
             earlier = earlier_outputs(storage, current)
             self._write_plan(storage, current, zones, earlier)
-            if domain.split_gs_uri(result_uri(current))[1] in earlier and first and i == 0:
+            if GsPath.parse(result_uri(current)).path in earlier and first and i == 0:
                 progress(f"{result_uri(current)} is an earlier run's; waiting for this run's to replace it")
             try:
                 create_and_wait(client, current, progress=progress, created=created, **waits)

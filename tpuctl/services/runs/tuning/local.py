@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import itertools
 import json
 import math
@@ -15,6 +16,7 @@ from typing import Any, ClassVar
 
 from ground.errors import UserError
 from ground.files import read_file, write_atomically
+from ground.storagepath import is_gs
 from tpuctl.services.data import ensure_demo_data
 from tpuctl.services.runs.local import LocalTarget
 from tpuctl.services.runs.spec import RunSpec, release
@@ -23,7 +25,6 @@ from tpuctl.services.runs.tuning.spec import MAX_TRIALS, METRIC_ID, TRAINER_FLAG
 from tpuctl.services.runs.tuning.trials import TrialRow, rank
 from tpuctl.services.supervisor import TaskFailed
 from trainer.flags import without_flags
-import fcntl
 
 
 def sample_trials(spec: TuneSpec, count: int, seed: int | None = None) -> list[dict[str, Any]]:
@@ -130,7 +131,7 @@ def run_local_tuning(spec: RunSpec, search: TuneSpec, *, trials: int | None = No
     if spec.demo_data:
         ensure_demo_data(echo)
     base = spec.model_dir
-    if base.startswith("gs://"):
+    if is_gs(base):
         raise UserError("local tuning writes its trials to a local folder; pass a local --model-dir")
     tuned = tuned_flags(search)
     template = spec.trainer.without(*tuned)

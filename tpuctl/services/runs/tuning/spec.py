@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ground.errors import DomainError, UserError
+from ground.errors import UserError
 from ground.files import read_file
 from ground.yamlfile import parse_yaml
 from trainer.flags import TASK_BOUNDS
