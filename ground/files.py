@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import os
 import re
+import shutil
 import stat
 import threading
 from collections.abc import Callable
@@ -77,18 +78,45 @@ def printable(value: object, limit: int | None = None) -> str:
     return text
 
 
-def write_atomically(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` so that a reader sees the old file or the new one, never half of one: written
-    beside it under a name no other writer uses (process and thread), then swapped in; nothing is left behind when
-    the write fails. The folder is created if needed."""
+def write_atomically(path: Path, content: str | bytes) -> Path:
+    """Write ``content`` (text as UTF-8, or bytes) to ``path`` so that a reader sees the old file or the new one,
+    never half of one: written beside it under a name no other writer uses (process and thread), then swapped in;
+    nothing is left behind when the write fails. The folder is created if needed. The ops side's one file write."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp = _beside(path, "tmp")
     try:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def replace_folder(new: Path, dest: Path) -> bool:
+    """Move the complete folder ``new`` to ``dest`` (the same file system), replacing an earlier ``dest`` whole: a
+    reader finds the old folder or the new one, never a mix (for a moment between the two renames, none). The
+    earlier one is removed after; if the move fails it is put back. Returns whether there was an earlier one. The
+    ops side's one folder swap (the trainer's, with its lock and signal handling, is trainer.atomicdir)."""
+    old = _beside(dest, "old") if dest.exists() or dest.is_symlink() else None
+    if old is not None:
+        os.replace(dest, old)
+    try:
+        os.replace(new, dest)
+    except OSError:
+        if old is not None and not os.path.lexists(dest):
+            os.replace(old, dest)
+        raise
+    if old is not None:
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink(missing_ok=True)
+    return old is not None
+
+
+def _beside(path: Path, role: str) -> Path:
+    """A hidden name next to ``path`` that no other writer (process, thread) uses."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.{role}")
 
 
 def digest_b64(path: Path, hasher) -> str:

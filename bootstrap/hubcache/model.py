@@ -28,7 +28,7 @@ from cloud.errors import unreachable_reason
 from cloud.google import crc32c, requests
 from ground import domain, localtree
 from ground.errors import UserError
-from ground.files import digest_b64
+from ground.files import digest_b64, replace_folder, write_atomically
 from ground.localtree import scan_tree
 
 DEFAULT_LOCAL_CACHE = Path(".tpuctl-cache/hub")
@@ -296,15 +296,8 @@ def install_local(m: Materialized, dest_root: Path, created_by: str = "tpuctl hu
                 raise localtree.os_error(exc, f"{what}: {target}") from None
         layout = domain.hub_layout("", m.handle, {f.rel: (f.size, f.crc32c()) for f in m.files}, created_by, utc_now())
         (model / domain.HUB_MANIFEST).write_text(layout.manifest[1])
-        replaced = final.exists()
-        if replaced:
-            old = dest_root / f".{m.key}.old-{os.getpid()}"
-            os.replace(final, old)
-            os.replace(model, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(model, final)
-        (dest_root / layout.descriptor[0]).write_text(layout.descriptor[1])
+        replaced = replace_folder(model, final)
+        write_atomically(dest_root / layout.descriptor[0], layout.descriptor[1])
         return final, replaced
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from ground import domain
 from ground.errors import UserError
+from ground.files import write_atomically
 from tpuctl.commands.options import natural_width
 from tpuctl.services.plan import checkov_baseline, plan, to_tfplan
 
@@ -52,7 +53,8 @@ def plan_command(
     fmt = "json" if as_json else fmt
     result = plan(stack=stack, config_file=config, check_policy=not no_policy)
     if baseline is not None:
-        baseline.write_text(json.dumps(checkov_baseline(result, str(baseline.parent / "plan.json")), indent=2) + "\n")
+        write_atomically(baseline, json.dumps(checkov_baseline(result, str(baseline.parent / "plan.json")), indent=2)
+                         + "\n")
     if fmt == "json":
         typer.echo(json.dumps(result.to_json(), indent=2, sort_keys=False, default=str))
     elif fmt == "tfplan":

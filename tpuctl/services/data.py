@@ -33,6 +33,7 @@ from cloud.uploads import upload_files
 from ground import domain
 from ground.envs import cache_dir, trainer_env
 from ground.errors import EXIT_INTERRUPTED, UserError
+from ground.files import replace_folder
 from ground.localtree import user_path
 from ground.storagepath import GsPath, is_gs
 from tpuctl.services.supervisor import Task, TaskFailed, run_tasks, signal_handlers, trainer_module_argv
@@ -363,10 +364,8 @@ def ensure_demo_data(echo: Callable[[str], None] | None = None) -> Path:
         run_tool("trainer.sample_data", ["--out", str(partial)])
         if not demo_data_complete(partial):
             raise UserError(f"trainer.sample_data wrote an incomplete dataset to {partial}", 1)
-        if target.exists() and not demo_data_complete(target):
-            shutil.rmtree(target, ignore_errors=True)
         try:
-            os.rename(partial, target)
+            replace_folder(partial, target)     # an incomplete one (an older run's) is replaced whole
         except OSError:
             # Another tpuctl generated it at the same time; keep theirs if it is whole.
             if not demo_data_complete(target):

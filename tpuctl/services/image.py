@@ -40,6 +40,7 @@ from cloud.google import api_exceptions, artifactregistry_v1, cloudbuild_v1, dur
 from ground import domain
 from ground.envs import REPO_ROOT
 from ground.errors import UserError
+from ground.files import write_atomically
 from ground.outputs import StackOutputs
 from ground.polling import poll
 
@@ -140,8 +141,7 @@ def write_context(variant: str, dest: Path, root: Path = REPO_ROOT) -> Path:
             info = tarfile.TarInfo(rel)
             info.size, info.mode, info.mtime = len(data), 0o644, 0
             tar.addfile(info, io.BytesIO(data))
-    dest.write_bytes(buf.getvalue())
-    return dest
+    return write_atomically(dest, buf.getvalue())
 
 
 def build_request(ref: ImageRef, bucket: str, obj: str, service_account: str | None = None):

@@ -166,7 +166,7 @@ def test_a_small_file_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     with monkeypatch.context() as m:
-        m.setattr(type(target), "write_text", disk_full)
+        m.setattr(type(target), "write_bytes", disk_full)
         with pytest.raises(OSError):
             write_atomically(target, "new\n")
     assert target.read_text() == "old\n" and sorted(os.listdir(target.parent)) == ["tpuctl-run.json"]
@@ -176,3 +176,33 @@ def test_a_small_file_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
     write_atomically(target, "new\n")
     assert target.read_text() == "new\n" and f".{os.getpid()}." in seen[0]
     assert sorted(os.listdir(target.parent)) == ["tpuctl-run.json"]
+    write_atomically(target, b"\x00bytes")
+    assert target.read_bytes() == b"\x00bytes"
+
+
+def test_a_folder_is_replaced_whole_or_put_back(tmp_path, monkeypatch):
+    """files.replace_folder (the demo dataset, a hub model in the local cache): the earlier folder is replaced whole,
+    and when the move of the new one fails the earlier one is back where it was, nothing else left."""
+    from ground.files import replace_folder
+
+    dest, new = tmp_path / "model", tmp_path / ".staging"
+    new.mkdir()
+    (new / "a").write_text("1")
+    assert replace_folder(new, dest) is False and (dest / "a").read_text() == "1"
+    new.mkdir()
+    (new / "b").write_text("2")
+    assert replace_folder(new, dest) is True and sorted(os.listdir(dest)) == ["b"]
+    assert sorted(os.listdir(tmp_path)) == ["model"]
+    new.mkdir()
+    (new / "c").write_text("3")
+    real_replace = os.replace
+
+    def fail_the_new_one(src, dst):
+        if str(src) == str(new):
+            raise OSError(18, "Invalid cross-device link")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", fail_the_new_one)
+    with pytest.raises(OSError):
+        replace_folder(new, dest)
+    assert sorted(os.listdir(dest)) == ["b"] and sorted(os.listdir(tmp_path)) == [".staging", "model"]
