@@ -78,9 +78,10 @@ def check_credentials() -> Check:
 
 def check_apis(project: str) -> Check:
     client = clients.gapic(service_usage_v1.ServiceUsageClient, "serviceusage")
-    names = [f"projects/{project}/services/{s}" for s in domain.REQUIRED_APIS]
+    names = [service_usage_v1.ServiceUsageClient.service_path(project, s) for s in domain.REQUIRED_APIS]
     try:
-        resp = client.batch_get_services(request={"parent": f"projects/{project}", "names": names})
+        resp = client.batch_get_services(request={"parent": service_usage_v1.ServiceUsageClient.common_project_path(project),
+                                                   "names": names})
     except Exception as exc:  # noqa: BLE001 - any API failure is this check's failure
         return Check("apis", "fail", f"cannot read enabled services: {_err(exc)}",
                      f"grant yourself serviceusage.services.get on {project} (roles/serviceusage.serviceUsageViewer)")
@@ -125,7 +126,7 @@ def check_hub_cache(client, bucket: str, prefix: str, handles: list[str]) -> Ite
 def check_image_repository(project: str, region: str, repository: str, principals: dict[str, str],
                            client=None) -> Iterator[Check]:
     """The trainer image repository exists (Artifact Registry) and the principals that run jobs can pull."""
-    name = f"projects/{project}/locations/{region}/repositories/{repository}"
+    name = artifactregistry_v1.ArtifactRegistryClient.repository_path(project, region, repository)
     label = f"image repository {repository}"
     client = client or clients.gapic(artifactregistry_v1.ArtifactRegistryClient, "artifactregistry")
     try:
@@ -326,7 +327,7 @@ def check_quota_preferences(project: str) -> Iterator[Check]:
     """Accelerator quota preferences (Cloud Quotas API, google-cloud-quotas): granted, pending review, or
     granted below the request."""
     try:
-        prefs = list(quotas.quotas_client().list_quota_preferences(parent=f"projects/{project}/locations/global"))
+        prefs = list(quotas.quotas_client().list_quota_preferences(parent=quotas.global_location(project)))
     except Exception as exc:  # noqa: BLE001 - any API failure is this check's failure
         yield Check("quota preferences", "fail", f"cannot list quota preferences: {_err(exc)}",
                     f"gcloud services enable cloudquotas.googleapis.com --project {project} (and "

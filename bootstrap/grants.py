@@ -123,7 +123,7 @@ class ProjectPolicy:
 
     @property
     def resource(self) -> str:
-        return f"projects/{self.project}"
+        return resourcemanager_v3.ProjectsClient.project_path(self.project)
 
     def check_exists(self):
         return None

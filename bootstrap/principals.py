@@ -46,7 +46,7 @@ def project_number(project: str, known: str | None = None) -> str:
         forbidden=f"permission denied reading project {project}: you need resourcemanager.projects.get "
                   "(e.g. roles/viewer) to resolve agent e-mails; or pass explicit member strings",
     ):
-        found = client.get_project(name=f"projects/{project}")
+        found = client.get_project(name=resourcemanager_v3.ProjectsClient.project_path(project))
     return found.name.split("/", 1)[1]
 
 
@@ -130,7 +130,7 @@ def generate_tpu_identity(project: str, zone: str = domain.DEFAULT_ZONE, client=
                   f"(gcloud services enable tpu.googleapis.com --project {project})",
     ):
         response = client.generate_service_identity(
-            request=tpu_v2.GenerateServiceIdentityRequest(parent=f"projects/{project}/locations/{zone}"))
+            request=tpu_v2.GenerateServiceIdentityRequest(parent=tpu_v2.TpuClient.common_location_path(project, zone)))
     return response.identity.email
 
 
@@ -155,7 +155,7 @@ def iam_client():
 def service_account_exists(project: str, email: str, client=None) -> bool:
     client = client or iam_client()
     try:
-        client.get_service_account(name=f"projects/{project}/serviceAccounts/{email}")
+        client.get_service_account(name=iam_admin_v1.IAMClient.service_account_path(project, email))
         return True
     except api_exceptions.NotFound:
         return False
@@ -176,7 +176,7 @@ def ensure_training_sa(project: str, email: str, client=None) -> bool:
         try:
             client.create_service_account(
                 request=iam_admin_v1.CreateServiceAccountRequest(
-                    name=f"projects/{project}", account_id=account_id,
+                    name=iam_admin_v1.IAMClient.common_project_path(project), account_id=account_id,
                     service_account=iam_admin_v1.ServiceAccount(
                         display_name="tpuctl training", description="Runs tpuctl training jobs (created by tpuctl)"),
                 )

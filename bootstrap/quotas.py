@@ -39,13 +39,23 @@ def quota_api_unreachable() -> str | None:
     return None
 
 
+def global_location(project: str) -> str:
+    """``projects/P/locations/global``: where Cloud Quotas keeps a project's quota preferences."""
+    return cloudquotas_v1.CloudQuotasClient.common_location_path(project, "global")
+
+
+def _service_parent(project: str, service: str) -> str:
+    """The parent of a service's QuotaInfos (the client has no helper for it: ``quota_info_path`` names one info)."""
+    return f"{global_location(project)}/services/{service}"
+
+
 def quota_infos(project: str, service: str, client=None) -> list:
     """Every Cloud Quotas QuotaInfo of ``service`` in ``project`` (``CloudQuotasClient.list_quota_infos``)."""
     client = client or quotas_client()
     with clients.google_errors(f"listing the {service} quotas of {project}",
                                forbidden=f"permission denied listing the {service} quotas of {project}: you need "
                                          "cloudquotas.quotas.get (e.g. roles/cloudquotas.viewer)", exit_code=1):
-        return list(client.list_quota_infos(parent=f"projects/{project}/locations/global/services/{service}"))
+        return list(client.list_quota_infos(parent=_service_parent(project, service)))
 
 
 def quota_info_for_metric(project: str, metric: str, client=None):

@@ -93,11 +93,12 @@ def plan_bootstrap(project: str, bucket: str | None = None, location: str = "US"
         domain.validate_zone(zone)
     apis = tuple(dict.fromkeys([*domain.BOOTSTRAP_APIS, *(k.service for k in on_request if agents)]))
     usage = usage_client or _usage_client()
-    names = [f"projects/{project}/services/{s}" for s in apis]
+    names = [service_usage_v1.ServiceUsageClient.service_path(project, s) for s in apis]
     with clients.google_errors(f"reading the services of {project}", not_found=f"project {project} does not exist",
                                forbidden=f"permission denied reading services of {project}: you need "
                                          "serviceusage.services.get (e.g. roles/serviceusage.serviceUsageViewer)"):
-        resp = usage.batch_get_services(request={"parent": f"projects/{project}", "names": names})
+        resp = usage.batch_get_services(request={"parent": service_usage_v1.ServiceUsageClient.common_project_path(project),
+                                             "names": names})
     enabled = {s.name.rsplit("/", 1)[-1] for s in resp.services if s.state == service_usage_v1.State.ENABLED}
     missing = [s for s in apis if s not in enabled]
 
@@ -160,7 +161,7 @@ def execute(plan: BootstrapPlan, log: Callable[[str], None] = print,
 def _execute_apis_and_bucket(plan: BootstrapPlan, log, storage_client, usage_client) -> None:
     if plan.apis_missing:
         usage = usage_client or _usage_client()
-        op = usage.batch_enable_services(request={"parent": f"projects/{plan.project}",
+        op = usage.batch_enable_services(request={"parent": service_usage_v1.ServiceUsageClient.common_project_path(plan.project),
                                                   "service_ids": plan.apis_missing})
         op.result(timeout=600)
         log(f"enabled {', '.join(plan.apis_missing)}")

@@ -145,7 +145,7 @@ class _TpuIdentityProvider(pulumi.dynamic.ResourceProvider):
 
     def create(self, props):
         client = tpu_v2.TpuClient()
-        parent = f"projects/{props['project']}/locations/{props['location']}"
+        parent = tpu_v2.TpuClient.common_location_path(props["project"], props["location"])
         response = client.generate_service_identity(request=tpu_v2.GenerateServiceIdentityRequest(parent=parent))
         email = response.identity.email
         return pulumi.dynamic.CreateResult(id_=f"{parent}/serviceIdentity",

@@ -102,8 +102,8 @@ class ImageRef:
     @property
     def tag_name(self) -> str:
         """Artifact Registry resource name of the tag."""
-        return (f"projects/{self.project}/locations/{self.region}/repositories/{self.repository}"
-                f"/packages/{self.package}/tags/{self.tag}")
+        return artifactregistry_v1.ArtifactRegistryClient.tag_path(self.project, self.region, self.repository,
+                                                                   self.package, self.tag)
 
 
 def image_ref(outputs: StackOutputs | None, variant: str, *, project: str | None = None,
@@ -159,7 +159,7 @@ def build_request(ref: ImageRef, bucket: str, obj: str, service_account: str | N
         options=options,
     )
     if service_account:
-        build.service_account = f"projects/{ref.project}/serviceAccounts/{service_account}"
+        build.service_account = cloudbuild_v1.CloudBuildClient.service_account_path(ref.project, service_account)
     return build
 
 
@@ -204,7 +204,7 @@ def build(ref: ImageRef, staging_bucket: str, *, service_account: str | None = N
     _upload_context(ref.variant, staging_bucket, obj, storage_client, root)
     say(f"uploaded the build context to gs://{staging_bucket}/{obj}")
     client = build_client or clients.gapic(cloudbuild_v1.CloudBuildClient, "cloudbuild")
-    parent = f"projects/{ref.project}/locations/{ref.region}"
+    parent = cloudbuild_v1.CloudBuildClient.common_location_path(ref.project, ref.region)
     with clients.google_errors(f"creating a Cloud Build in {parent}",
                                forbidden=f"permission denied creating a build in {parent}: you need "
                                          "cloudbuild.builds.create (roles/cloudbuild.builds.editor)"):

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from cloud import clients
+from cloud.google import aiplatform_v1, tpu_v2
 from ground import domain
 from ground.envs import REPO_ROOT
 from ground.errors import UserError
@@ -129,7 +130,9 @@ class RunSpec(BaseModel):
 
     @property
     def parent(self) -> str:
-        return f"projects/{self.project}/locations/{self.location}"
+        if self.target == "tpu-vm":
+            return tpu_v2.TpuClient.common_location_path(self.project, self.location)
+        return aiplatform_v1.JobServiceClient.common_location_path(self.project, self.location)
 
     @property
     def run_time(self) -> timedelta:

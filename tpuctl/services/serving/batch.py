@@ -39,7 +39,7 @@ class BatchPlan:
 
     @property
     def parent(self) -> str:
-        return f"projects/{self.project}/locations/{self.region}"
+        return aiplatform_v1.JobServiceClient.common_location_path(self.project, self.region)
 
 
 def plan_batch(source: str, ref: str, outputs: StackOutputs | None, *, runs_dir: str = "runs",

@@ -46,7 +46,7 @@ class DeployPlan:
 
     @property
     def parent(self) -> str:
-        return f"projects/{self.project}/locations/{self.region}"
+        return aiplatform_v1.ModelServiceClient.common_location_path(self.project, self.region)
 
 
 def stack_location(outputs: StackOutputs | None, region: str | None) -> tuple[str, str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cloud import clients
+from cloud.google import tpu_v2
 from ground import domain
 from ground.errors import UserError
 from ground.outputs import StackOutputs
@@ -33,7 +34,7 @@ def _zone_parent(outputs: StackOutputs | None, project: str | None, zone: str | 
         raise UserError("TPU VMs need a project and a zone: pass --stack/--outputs (or --project and --zone)")
     domain.validate_project_id(project)
     domain.validate_tpu_vm_zone(zone)
-    return f"projects/{project}/locations/{zone}"
+    return tpu_v2.TpuClient.common_location_path(project, zone)
 
 
 def list_runs(outputs: StackOutputs | None, *, project: str | None = None, zone: str | None = None,

@@ -115,7 +115,7 @@ def resolve_job_name(job: str, *, project: str | None, region: str | None) -> st
         domain.validate_region(region)
     except DomainError as exc:
         raise UserError(f"tuning job {job!r}: {exc}") from None
-    return f"projects/{project}/locations/{region}/hyperparameterTuningJobs/{job_id}"
+    return aiplatform_v1.JobServiceClient.hyperparameter_tuning_job_path(project, region, job_id)
 
 
 def vertex_rows(hp_job) -> list[TrialRow]:
