@@ -51,6 +51,8 @@ class GrantPlan:
     principals: list[principals_mod.Principal]
     steps: list[Step]
     object_acl_buckets: list[str] = field(default_factory=list)
+    #: why no policy was read (an offline dry run): every binding is then shown as a change
+    unread: str | None = None
 
     @property
     def changes(self) -> list[grants.Change]:
@@ -78,8 +80,10 @@ def _defaults_from_outputs(req: GrantRequest) -> tuple[str | None, list[str], li
     return project, reads, writes, principals, known
 
 
-def plan_grants(req: GrantRequest, client=None, crm_client=None) -> GrantPlan:
-    """Validate everything and read every policy. Raises UserError/DomainError; writes nothing."""
+def plan_grants(req: GrantRequest, client=None, crm_client=None, *, unread: str | None = None) -> GrantPlan:
+    """Validate everything and read every policy. Raises UserError/DomainError; writes nothing. ``unread``: why
+    nothing can be read (an offline dry run): the input is still checked, no policy, bucket or custom role is read,
+    and every binding the run would make is listed."""
     project, reads, writes, principal_values, known = _defaults_from_outputs(req)
     mode = req.mode or (req.outputs.access_mode if req.outputs and req.outputs.access_mode else domain.DEFAULT_ACCESS_MODE)
     domain.validate_access_mode(mode)
@@ -109,12 +113,17 @@ def plan_grants(req: GrantRequest, client=None, crm_client=None) -> GrantPlan:
             raise UserError(f"{role} is granted only in --mode project")
 
     custom = [r for r in req.roles if domain.is_custom_role(r)]
-    if custom:
+    if custom and unread is None:
         iam = principals_mod.iam_client()
         for role in custom:
             principals_mod.check_custom_role(role, iam)
 
     number = req.outputs.project_number if req.outputs else None
+    if unread is not None and number is None and any(
+            kind == "keyword" and value in domain.SERVICE_AGENTS and value not in known
+            for kind, value in principals_mod.classify_all(principal_values)):
+        raise UserError(f"a service agent's e-mail needs the project number, which cannot be read ({unread}): pass "
+                        "--stack/--outputs, or name the agent by its e-mail")
     resolved = principals_mod.resolve(principal_values, project, number=number, known=known)
     members = [p.member for p in resolved]
 
@@ -127,16 +136,17 @@ def plan_grants(req: GrantRequest, client=None, crm_client=None) -> GrantPlan:
     steps: list[Step] = []
     if mode == "project":
         roles = req.roles or list(domain.PROJECT_MODE_ROLES)
-        target = grants.project_policy(project, crm_client)
+        target = grants.ProjectPolicy(None, project) if unread else grants.project_policy(project, crm_client)
         wanted = [(m, r) for m in members for r in roles] + agent_roles
-        steps.append(Step(target, wanted, grants.plan(target, wanted, req.revoke)))
-        if reads or writes:
+        steps.append(Step(target, wanted, grants.plan(target, wanted, req.revoke, unread=bool(unread))))
+        if (reads or writes) and unread is None:
             client = client or clients.storage_client(project)
             for name in dict.fromkeys(reads + writes):
                 grants.BucketPolicy(client, name).check_exists()
-        return GrantPlan(req, project, mode, resolved, steps)
+        return GrantPlan(req, project, mode, resolved, steps, unread=unread)
 
-    client = client or clients.storage_client(project)
+    if unread is None:
+        client = client or clients.storage_client(project)
     object_acl_buckets: list[str] = []
     for name in dict.fromkeys(reads + writes):
         is_write = name in writes
@@ -145,7 +155,8 @@ def plan_grants(req: GrantRequest, client=None, crm_client=None) -> GrantPlan:
             for kind, role in (("acl", "WRITER" if is_write else "READER"), ("defaultObjectAcl", "READER")):
                 acl_target = acl_mod.BucketAcl(client, name, kind)
                 wanted = [(e, role) for e in entities]
-                steps.append(Step(acl_target, wanted, grants.plan(acl_target, wanted, req.revoke)))
+                steps.append(Step(acl_target, wanted, grants.plan(acl_target, wanted, req.revoke,
+                                                                  unread=bool(unread))))
             if req.existing_objects:
                 object_acl_buckets.append(name)
             continue
@@ -154,22 +165,26 @@ def plan_grants(req: GrantRequest, client=None, crm_client=None) -> GrantPlan:
         )
         target = grants.BucketPolicy(client, name)
         wanted = [(m, r) for m in members for r in roles]
-        steps.append(Step(target, wanted, grants.plan(target, wanted, req.revoke)))
+        steps.append(Step(target, wanted, grants.plan(target, wanted, req.revoke, unread=bool(unread))))
     if agent_roles:
-        target = grants.project_policy(project, crm_client)
+        target = grants.ProjectPolicy(None, project) if unread else grants.project_policy(project, crm_client)
         try:
-            changes = grants.plan(target, agent_roles, False)
+            changes = grants.plan(target, agent_roles, False, unread=bool(unread))
         except UserError as exc:
             roles = ", ".join(sorted({r for _, r in agent_roles}))
             raise UserError(f"{exc} (to give the agents their service-agent role {roles}); "
                             "or leave the project alone with --no-agent-roles", exc.exit_code) from None
         steps.append(Step(target, agent_roles, changes))
-    return GrantPlan(req, project, mode, resolved, steps, object_acl_buckets)
+    return GrantPlan(req, project, mode, resolved, steps, object_acl_buckets, unread)
 
 
 def render_diff(plan: GrantPlan) -> list[str]:
     """One header line per resource, then ``+ member role`` / ``- member role`` lines."""
     lines: list[str] = []
+    if plan.unread is not None:
+        lines.append(f"policies not read ({plan.unread}): every binding the run would "
+                     f"{'remove' if plan.request.revoke else 'add'} is listed; a run with credentials changes "
+                     "only those not already as wanted")
     for step in plan.steps:
         if step.changes:
             lines.append(step.target.resource)

@@ -174,11 +174,14 @@ def edited(policy, changes: Iterable[Change]):
     return policy
 
 
-def plan(target, wanted: Iterable[Want], revoke: bool) -> list[Change]:
+def plan(target, wanted: Iterable[Want], revoke: bool, *, unread: bool = False) -> list[Change]:
     """Read once (errors become one-line UserErrors) and return the changes this run would make.
 
-    ``target``: a ``BucketPolicy``, ``ProjectPolicy`` or ``acl.BucketAcl`` (read/changes/write).
+    ``target``: a ``BucketPolicy``, ``ProjectPolicy`` or ``acl.BucketAcl`` (read/changes/write). ``unread`` (an
+    offline dry run): nothing is read and every wanted pair is a change (a run skips those already in place).
     """
+    if unread:
+        return [Change(target.resource, "-" if revoke else "+", m, r) for m, r in sorted(set(wanted))]
     target.check_exists()
     return target.changes(target.read(), wanted, revoke)
 

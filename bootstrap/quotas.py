@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cloud import clients
-from cloud.google import auth, auth_exceptions, cloudquotas_v1
+from cloud.google import cloudquotas_v1
 from ground import domain
 from ground.errors import DomainError, UserError
 
@@ -29,14 +29,7 @@ def quotas_client():
 def quota_api_unreachable() -> str | None:
     """None when the Cloud Quotas API can be asked (a redirect, or Application Default Credentials); else why
     not, for the note that a pre-flight quota check was skipped."""
-    if clients.endpoint_for("cloudquotas"):
-        return None
-
-    try:
-        auth.default()
-    except auth_exceptions.DefaultCredentialsError:
-        return "no Google credentials (`gcloud auth application-default login`)"
-    return None
+    return clients.missing_credentials("cloudquotas")
 
 
 def global_location(project: str) -> str:

@@ -39,17 +39,23 @@ class BootstrapPlan:
     apis: tuple[str, ...] = domain.BOOTSTRAP_APIS
     agents: list[AgentStep] = field(default_factory=list)
     zone: str = domain.DEFAULT_ZONE
+    #: why the project's state was not read (an offline dry run): every item is then shown as it would be
+    #: checked, not as found
+    unread: str | None = None
+    agents_wanted: bool = False
 
     @property
     def pending(self) -> bool:
-        return (bool(self.apis_missing) or not self.bucket_exists or bool(self.bucket_fixes)
-                or any(not a.has_role for a in self.agents))
+        return (self.unread is not None or bool(self.apis_missing) or not self.bucket_exists
+                or bool(self.bucket_fixes) or any(not a.has_role for a in self.agents))
 
     @property
     def backend_url(self) -> str:
         return f"gs://{self.bucket}"
 
     def lines(self) -> list[str]:
+        if self.unread is not None:
+            return self._unread_lines()
         out = [f"project {self.project}"]
         for api in self.apis:
             out.append(f"  + enable {api}" if api in self.apis_missing else f"    {api}: enabled")
@@ -66,6 +72,22 @@ class BootstrapPlan:
                        f"  + {a.kind.keyword} {a.email}: create ({how}) and grant {a.kind.project_role}")
         return out
 
+    def _unread_lines(self) -> list[str]:
+        out = [f"project {self.project} (not read: {self.unread}; each item is checked first and done only "
+               "if missing)"]
+        out += [f"  ? enable {api}" for api in self.apis]
+        out.append(f"  ? create state bucket gs://{self.bucket} in {self.location} (uniform access, public access "
+                   "prevention, versioning), or turn those on if it exists")
+        for kind in on_request_agents() if self.agents_wanted else ():
+            how = "Cloud TPU v2 API, zone " + self.zone if kind.creator == "tpu-v2" else "Service Usage"
+            out.append(f"  ? {kind.keyword}: create ({how}) and grant {kind.project_role}")
+        return out
+
+
+def on_request_agents() -> list[domain.AgentKind]:
+    """The service agents that exist only once asked for and need their role granted (``--agents``)."""
+    return [k for k in domain.SERVICE_AGENTS.values() if k.created_on_request and k.project_role]
+
 
 @dataclass
 class AgentStep:
@@ -80,7 +102,9 @@ def _usage_client():
 
 def plan_bootstrap(project: str, bucket: str | None = None, location: str = "US",
                    storage_client=None, usage_client=None, *, agents: bool = False,
-                   zone: str = domain.DEFAULT_ZONE, crm_client=None) -> BootstrapPlan:
+                   zone: str = domain.DEFAULT_ZONE, crm_client=None, unread: str | None = None) -> BootstrapPlan:
+    """What bootstrap would do: the project's APIs, state bucket and (``agents``) on-request service agents as read
+    now. ``unread``: why nothing can be read (an offline dry run): the plan then lists every item unchecked."""
 
     domain.validate_project_id(project)
     name = domain.bucket_name_from(bucket) if bucket else default_state_bucket(project)
@@ -88,10 +112,12 @@ def plan_bootstrap(project: str, bucket: str | None = None, location: str = "US"
     if not location or not location.replace("-", "").isalnum():
         raise UserError(f"location {location!r} must be a region (us-central1) or multi-region (US, EU)")
 
-    on_request = [k for k in domain.SERVICE_AGENTS.values() if k.created_on_request and k.project_role]
+    on_request = on_request_agents()
     if agents:
         domain.validate_zone(zone)
     apis = tuple(dict.fromkeys([*domain.BOOTSTRAP_APIS, *(k.service for k in on_request if agents)]))
+    if unread is not None:
+        return BootstrapPlan(project, name, location, False, list(apis), [], apis, [], zone, unread, agents)
     usage = usage_client or _usage_client()
     names = [service_usage_v1.ServiceUsageClient.service_path(project, s) for s in apis]
     with clients.google_errors(f"reading the services of {project}", not_found=f"project {project} does not exist",
@@ -120,7 +146,7 @@ def plan_bootstrap(project: str, bucket: str | None = None, location: str = "US"
             email = domain.agent_email(kind.keyword, number)
             member = domain.member_for_email(email)
             steps.append(AgentStep(kind, email, grants.holds(policy, member, kind.project_role)))
-    return BootstrapPlan(project, name, location, exists, missing, fixes, apis, steps, zone)
+    return BootstrapPlan(project, name, location, exists, missing, fixes, apis, steps, zone, None, agents)
 
 
 def missing_safe_defaults(bucket) -> list[str]:

@@ -38,6 +38,7 @@ from cloud.errors import (
 from cloud.google import (
     auth,
     auth_credentials,
+    auth_exceptions,
     auth_requests,
     grpc,
     iam_grpc_transport,
@@ -51,8 +52,21 @@ __all__ = [
     "CLOUD_PLATFORM_SCOPE", "CONNECT_TIMEOUT_SECONDS", "REQUEST_TIMEOUT_SECONDS", "EndpointUnreachable", "as_user_error", "authorized_session",
     "base_url", "client_kwargs", "credentials_for", "download_bounded", "endpoint_for", "fail_fast",
     "fail_fast_adapter", "gapic", "get_bucket", "google_errors", "make_fail_fast", "storage_client",
-    "unreachable_reason", "uses_anonymous",
+    "missing_credentials", "unreachable_reason", "uses_anonymous",
 ]
+
+
+def missing_credentials(*services: str) -> str | None:
+    """Why requests to ``services`` cannot be sent from here, or None when they can (each redirected to an
+    endpoint by ``cloud.endpoints``, or Application Default Credentials found): what a dry run says instead of
+    reading Google's state when there is nothing to read it with."""
+    if services and all(endpoint_for(s) for s in services):
+        return None
+    try:
+        auth.default()
+    except auth_exceptions.DefaultCredentialsError:
+        return "no Google credentials (`gcloud auth application-default login`)"
+    return None
 
 
 def credentials_for(service: str):

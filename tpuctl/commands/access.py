@@ -10,9 +10,11 @@ import typer
 
 from bootstrap import access, state
 from bootstrap import doctor as doctor_mod
+from cloud import clients
 from ground import domain
 from ground.errors import UserError
 from ground.outputs import load_outputs
+from tpuctl.commands.options import stack_outputs as options_stack_outputs
 from tpuctl.commands.options import stderr_bar
 
 _STACK_HELP = "Take project, buckets and principals from this Pulumi stack's outputs."
@@ -52,13 +54,13 @@ def grant_access(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation (required when stdin is not a terminal)."),
 ) -> None:
     """Grant (or revoke) training principals access to buckets, additively and safely."""
-    stack_outputs = load_outputs(stack=stack, outputs_file=outputs)
+    planned = options_stack_outputs(stack, outputs, dry_run=dry_run)
     req = access.GrantRequest(
         project=project, read_buckets=list(read_bucket), write_buckets=list(write_bucket),
         principals=list(principal), mode=mode, via=via, roles=list(role), revoke=revoke,
-        existing_objects=existing_objects, outputs=stack_outputs, agent_roles=agent_roles,
+        existing_objects=existing_objects, outputs=planned, agent_roles=agent_roles,
     )
-    plan = access.plan_grants(req)
+    plan = access.plan_grants(req, unread=clients.missing_credentials("storage", "crm") if dry_run else None)
     for line in access.render_diff(plan):
         typer.echo(line)
     pending = plan.changes or plan.object_acl_buckets
@@ -107,7 +109,8 @@ def bootstrap(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation (required when stdin is not a terminal)."),
 ) -> None:
     """Create the Pulumi state bucket and enable the APIs Pulumi needs before the first `pulumi up`."""
-    plan = state.plan_bootstrap(project, bucket=bucket, location=location, agents=agents, zone=zone)
+    unread = clients.missing_credentials("serviceusage", "storage") if dry_run else None
+    plan = state.plan_bootstrap(project, bucket=bucket, location=location, agents=agents, zone=zone, unread=unread)
     for line in plan.lines():
         typer.echo(line)
     if not plan.pending:

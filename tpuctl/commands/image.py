@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from ground.errors import UserError
-from ground.outputs import load_outputs
+from tpuctl.commands.options import stack_outputs
 from tpuctl.services import image
 
 image_app = typer.Typer(
@@ -27,9 +27,9 @@ def register(app: typer.Typer) -> None:
     app.add_typer(image_app, name="image")
 
 
-def _ref(variant, stack, outputs, repository, project=None, region=None):
+def _ref(variant, stack, outputs, repository, project=None, region=None, dry_run=False):
     image.check_variant(variant)
-    so = load_outputs(stack, outputs)
+    so = stack_outputs(stack, outputs, dry_run=dry_run)
     return so, image.image_ref(so, variant, project=project, region=region, repository=repository)
 
 
@@ -73,7 +73,7 @@ def build(
         name, built = image.build_local(variant)
         typer.echo(f"built {name}" if built else f"{name} already exists: nothing to build")
         return
-    so, ref = _ref(variant, stack, outputs, repository, project, region)
+    so, ref = _ref(variant, stack, outputs, repository, project, region, dry_run=dry_run)
     if local:
         if dry_run:
             typer.echo(f"would build {image.local_name(variant)} locally from {image.DOCKERFILE}, tagged {ref.uri}")

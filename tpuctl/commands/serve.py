@@ -12,8 +12,7 @@ import typer
 from ground import domain
 from ground.domain.prediction import DEFAULT_PREDICTION_MACHINE, TF_SERVING_IMAGE
 from ground.errors import UserError
-from ground.outputs import load_outputs
-from tpuctl.commands.options import image_ref, shown, strict_json
+from tpuctl.commands.options import image_ref, shown, stack_outputs, strict_json
 from tpuctl.services import serving
 
 _DIR = typer.Option("runs", "--dir", help="Folder of local runs (RUN may be a run name or a unique prefix).")
@@ -112,7 +111,7 @@ def predict(
     if batch is not None:
         if images:
             raise UserError("--batch reads its images from Cloud Storage: give no IMAGE arguments with it")
-        plan = serving.plan_batch(batch, target, load_outputs(stack, outputs), runs_dir=base, region=region,
+        plan = serving.plan_batch(batch, target, stack_outputs(stack, outputs, dry_run=dry_run), runs_dir=base, region=region,
                                   machine_type=machine_type, max_replicas=max_replicas, image=image)
         if plan.warning:
             typer.echo(plan.warning, err=True)
@@ -152,9 +151,9 @@ def deploy(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the requests, upload and create nothing."),
 ) -> None:
     """Upload an export as a Vertex AI Model and deploy it to an Endpoint (100% of its traffic)."""
-    stack_outputs = load_outputs(stack, outputs)
-    export = serving.resolve_export(ref, runs_dir=base, model_name=model_name, outputs=stack_outputs)
-    plan = serving.plan_deploy(export, stack_outputs, region=region, machine_type=machine_type,
+    planned = stack_outputs(stack, outputs, dry_run=dry_run)
+    export = serving.resolve_export(ref, runs_dir=base, model_name=model_name, outputs=planned)
+    plan = serving.plan_deploy(export, planned, region=region, machine_type=machine_type,
                                min_replicas=min_replicas, max_replicas=max_replicas, endpoint=endpoint, image=image)
     if plan.warning:
         typer.echo(plan.warning, err=True)
