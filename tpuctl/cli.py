@@ -136,11 +136,15 @@ _METAVARS = {
     "budget": "USD", "config": "FILE", "data_dir": "DIR", "fmt": "FORMAT", "grpc_port": "PORT", "handles": "HANDLE",
     "hub_cache_dir": "DIR", "hub_handle": "HANDLE", "images": "IMAGE", "machine_type": "TYPE", "manifest": "FILE",
     "max_bytes": "BYTES", "max_replicas": "N", "min_replicas": "N", "max_run_time": "DURATION", "model_dir": "DIR",
-    "model_name": "NAME", "job_name": "NAME", "outputs": "FILE", "stack": "NAME", "epochs": "N", "workers": "N",
-    "parameter_servers": "N", "poll_seconds": "SECONDS", "provision_timeout": "SECONDS", "run_timeout": "SECONDS",
+    "model_name": "NAME", "outputs": "FILE", "stack": "NAME", "epochs": "N", "workers": "N",
+    "parameter_servers": "N", "poll_seconds": "SECONDS", "max_wait": "DURATION",
     "read_bucket": "BUCKET", "write_bucket": "BUCKET", "shard_mb": "MB", "timeout": "SECONDS", "top": "N",
     "recover": "N", "zones": "ZONE,…", "validation_fraction": "FRACTION", "location": "LOCATION",
 }
+
+
+def _no_type(ctx) -> None:
+    return None
 
 
 def _metavars(command) -> None:
@@ -150,6 +154,8 @@ def _metavars(command) -> None:
         _metavars(sub)
     help_option = command.get_help_option(Context(command))    # created once, cached by the command
     for param in [*getattr(command, "params", ()), *([help_option] if help_option is not None else [])]:
+        if isinstance(param, TyperArgument):     # its name column is the word already: no `<str>` beside it
+            param.display_type_rich = _no_type
         if param.metavar is not None or not isinstance(param, (TyperOption, TyperArgument)):
             continue
         if getattr(param, "is_flag", False):

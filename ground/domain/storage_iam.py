@@ -28,7 +28,7 @@ PULL_PERMISSION = "artifactregistry.repositories.downloadArtifacts"
 #:   the puller. The same page names the Vertex AI Custom Code Service Agent as a job's default account; that this
 #:   agent (and not the primary gcp-sa-aiplatform agent) is the one that pulls is NOT stated there
 #:   [unverified: vertex-image-puller].
-#: TPU VMs (`tpuctl tpu run`): the startup script runs `docker pull` on each host with the VM's attached service
+#: TPU VMs (`tpuctl train --target tpu-vm`): the startup script runs `docker pull` on each host with the VM's attached service
 #:   account, which tpuctl sets to the training SA (services/tpuvm/plan.py) - the one place it needs the reader role.
 IMAGE_PULLERS: dict[str, str] = {
     "training-sa": "TPU VMs (docker pull on the host as the VM's service account)",

@@ -3,7 +3,7 @@
 A slice is filed under its Cloud TPU API ``acceleratorType`` (``v5litepod-8``, ``v3-8``) and found by any of its
 names: the short ``v5e-8`` of Google's prose and the Vertex-style ``tpu-v5e-8`` (``tpu_slice_key``). ``vertex`` says
 how Vertex AI custom training asks for it (None: Vertex AI does not offer it in tpuctl's catalogue); ``tpu_vm`` says
-whether tpuctl creates it itself through the Cloud TPU API (``tpuctl tpu run``, ``train --target tpu-vm``).
+whether tpuctl creates it itself through the Cloud TPU API (``tpuctl train --target tpu-vm``).
 
 Sources (checked 2026-11-22 with the search tool):
 - Base TPU software versions for containerised frameworks: v6e ``v2-alpha-tpuv6e``, v5p ``v2-alpha-tpuv5``,

@@ -1,4 +1,4 @@
-"""What `tpuctl train`, `tpuctl tpu run` and `tpuctl tune` share: flag bounds and checks, the stack options,
+"""What `tpuctl train`, `tpuctl tune` and the other commands share: flag bounds and checks, the stack options,
 the model choice, the stderr echo and progress bar, and the result lines."""
 
 from __future__ import annotations

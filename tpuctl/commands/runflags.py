@@ -20,9 +20,11 @@ TuneTarget = Enum("TuneTarget", {"local": "local", "vertex": "vertex"}, type=str
 _CHOICES = {"target": Target, "model": Model}
 
 
-def option(name: str, *short: str, default: Any = ..., hidden: bool = False, choices: type[Enum] | None = None) -> Any:
+def option(name: str, *short: str, default: Any = ..., hidden: bool = False, choices: type[Enum] | None = None,
+           help: str | None = None) -> Any:
     """The typer option of the run flag ``name`` (``short``: its one-letter aliases; ``default``: another default
-    for this command; ``choices``: the command's own Enum of the flag's values, a subset of the flag's)."""
+    for this command; ``choices``: the command's own Enum of the flag's values, a subset of the flag's; ``help``:
+    what the flag means for this command, when that is narrower than the flag's own text)."""
     field = RunFlags.model_fields[name]
     value = field.default if default is ... else default
     if value == ():
@@ -33,7 +35,7 @@ def option(name: str, *short: str, default: Any = ..., hidden: bool = False, cho
     decls = [flag_name(name), *short]
     if isinstance(value, bool) and value:
         decls = [f"{flag_name(name)}/--no-{name.replace('_', '-')}"]
-    text = field.description or ""
+    text = help or field.description or ""
     span = bounds(name)
     help_text = f"{text} [{span}]" if span else text
     return typer.Option(value, *decls, help=help_text, hidden=hidden, show_default=value is not None)

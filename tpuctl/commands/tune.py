@@ -57,7 +57,9 @@ def register(app: typer.Typer) -> None:
 
 def tune(
     ctx: typer.Context,
-    target: TuneTarget = option("target", choices=TuneTarget),
+    target: TuneTarget = option("target", choices=TuneTarget,
+                                help="Where the trials run: this machine, one after another (local), or a Vertex AI "
+                                     "hyperparameter tuning job (vertex)."),
     spec: Optional[Path] = typer.Option(None, "--spec", help="Search space (YAML, see docs/cheaper-runs.md). Default: learning rate × batch size."),
     trials: Optional[int] = typer.Option(None, "--trials", min=1, max=MAX_TRIALS, help=f"Number of trials, 1..{MAX_TRIALS} (default: the spec's max_trials; locally at most 3 of them)."),
     seed: Optional[int] = typer.Option(None, "--seed", min=0, max=2**32 - 1, help="Local: seed of the random search."),

@@ -27,7 +27,7 @@ def _qr(zone):
 
 
 def _start_and_leave(outputs_file, gcs, *, recover=0, zones=()):
-    """`tpu run` of NAME that is left as soon as training starts: the slice stays, the plan is in the folder."""
+    """`train --target tpu-vm` of NAME that is left as soon as training starts: the slice stays, the plan is in the folder."""
     from ground.outputs import read_outputs_file
     from tpuctl.services.runs.target import launch
 

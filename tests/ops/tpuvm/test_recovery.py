@@ -1,4 +1,4 @@
-"""`tpuctl tpu run --spot --recover N [--zones …]`: a preempted slice is deleted and re-queued (the same
+"""`tpuctl train --target tpu-vm --spot --recover N [--zones …]`: a preempted slice is deleted and re-queued (the same
 zone first, then the others in the order given), the trainer resumes from the run's gs:// backup, every
 preemption is one line with the time lost. Against the fake Cloud TPU API (conftest.py: one plan of states
 per create) and the storage emulator, with the hosts' backup, exit files and result.json written there."""

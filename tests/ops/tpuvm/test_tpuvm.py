@@ -1,4 +1,4 @@
-"""`tpuctl tpu run|list|delete` against the real TpuClient (REST) on a local fake of the Cloud TPU API and
+"""`tpuctl train --target tpu-vm`, `tpuctl tpu list|delete` against the real TpuClient (REST) on a local fake of the Cloud TPU API and
 the storage emulator: the request parses strictly into tpu_v2.QueuedResource, tpuctl waits and reports, and
 it deletes what it created on success, refusal, preemption, timeout and Ctrl-C."""
 

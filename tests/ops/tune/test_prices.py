@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from ground.errors import UserError
-from tpuctl.services.runs import cost as cloudrun
+from tpuctl.services.runs import cost
 from tpuctl.services.runs.flags import RunFlags
 
 from billingfakes import FakeCatalog, fake_prices
@@ -41,30 +41,30 @@ def catalog(monkeypatch):
 def test_pool_arithmetic_machine_times_replicas_times_run_time():
     prices = fake_prices()
     pools = [CPU_POOL, {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "3"}]
-    est = cloudrun.estimate_pools(pools, "us-central1", max_run_time=timedelta(hours=2), prices=prices)
+    est = cost.estimate_pools(pools, "us-central1", max_run_time=timedelta(hours=2), prices=prices)
     assert [p.hourly for p in est.pools] == [pytest.approx(N1_4), pytest.approx(3 * N1_4)]
     assert est.hourly == pytest.approx(4 * N1_4)
     assert est.maximum == pytest.approx(4 * N1_4 * 2)
     assert "Cloud Billing Catalog (fake catalogue), fetched 2026-11-24 12:00 UTC" in est.lines()[0]
     # No --max-run-time: Vertex AI's default timeout, 7 days, bounds the maximum.
-    week = cloudrun.estimate_pools(pools[:1], "us-central1", prices=prices)
+    week = cost.estimate_pools(pools[:1], "us-central1", prices=prices)
     assert week.maximum == pytest.approx(N1_4 * 24 * 7)
     # A tuning study: every trial may run the whole timeout.
-    study = cloudrun.estimate_pools(pools[:1], "us-central1", max_run_time=timedelta(hours=1), trials=4, prices=prices)
+    study = cost.estimate_pools(pools[:1], "us-central1", max_run_time=timedelta(hours=1), trials=4, prices=prices)
     assert study.maximum == pytest.approx(4 * N1_4)
     assert "maximum for 1h: $0.94" in study.lines()[-1]
     assert "4 vCPU $0.1600 + 15 GiB RAM $0.0750 per replica" in study.lines()[1]
 
 
 def test_spot_uses_the_spot_skus_and_a_missing_one_is_bounded_by_on_demand_and_says_so():
-    spot = cloudrun.estimate_pools([CPU_POOL], "us-central1", spot=True, max_run_time=timedelta(hours=1),
+    spot = cost.estimate_pools([CPU_POOL], "us-central1", spot=True, max_run_time=timedelta(hours=1),
                                    prices=fake_prices())
     assert not spot.bound_only and spot.maximum == pytest.approx(N1_4_SPOT)
     from billingfakes import VERTEX, default_skus
 
     skus = default_skus()
     skus[VERTEX] = [s for s in skus[VERTEX] if s["category"]["usageType"] != "Preemptible"]
-    bound = cloudrun.estimate_pools([CPU_POOL], "us-central1", spot=True, max_run_time=timedelta(hours=1),
+    bound = cost.estimate_pools([CPU_POOL], "us-central1", spot=True, max_run_time=timedelta(hours=1),
                                     prices=fake_prices(skus))
     assert bound.bound_only and bound.maximum == pytest.approx(N1_4)
     text = "\n".join(bound.lines())
@@ -78,27 +78,27 @@ def test_a_missing_price_is_named_with_the_refresh_command_never_guessed():
     offline = Prices(None, domain.load_snapshot())
     pools = [{"machine_spec": {"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_T4",
                                "accelerator_count": 1}, "replica_count": 1}]
-    est = cloudrun.estimate_pools(pools, "us-central1", prices=offline)
+    est = cost.estimate_pools(pools, "us-central1", prices=offline)
     assert est.hourly is None and est.maximum is None and est.pools[0].hourly is None
     assert est.lines()[-1] == (
         "  total: unknown: no Vertex AI training price for n1-standard-8 + 1 × NVIDIA_TESLA_T4 in us-central1: the "
         "Cloud Billing catalogue is not cached (the shipped snapshot has Compute Engine TPU VM prices, not Vertex "
         "AI's); run `tpuctl prices refresh`")
     # With the catalogue: a region it has no SKU for is named.
-    far = cloudrun.estimate_pools(pools, "asia-east1", prices=fake_prices())
+    far = cost.estimate_pools(pools, "asia-east1", prices=fake_prices())
     assert far.missing == ["no on-demand SKU for N1 vCPU in asia-east1 in the Cloud Billing catalogue"]
 
 
 def test_budget_refuses_a_maximum_above_it_and_an_unknown_maximum():
     prices = fake_prices()
     pools = [{"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 2}]
-    est = cloudrun.estimate_pools(pools, "us-central1", max_run_time=timedelta(hours=10), prices=prices)
-    cloudrun.check_budget(est, 5.0)          # 2 × 0.235 × 10 = 4.70
+    est = cost.estimate_pools(pools, "us-central1", max_run_time=timedelta(hours=10), prices=prices)
+    cost.check_budget(est, 5.0)          # 2 × 0.235 × 10 = 4.70
     with pytest.raises(UserError, match=r"^the job may cost up to \$4\.70 .* above --budget \$4\.00;"):
-        cloudrun.check_budget(est, 4.0)
-    unknown = cloudrun.estimate_pools(pools, "asia-east1", prices=prices)
+        cost.check_budget(est, 4.0)
+    unknown = cost.estimate_pools(pools, "asia-east1", prices=prices)
     with pytest.raises(UserError, match=r"cannot check --budget \$100\.00: no on-demand SKU for N1 vCPU in asia-east1"):
-        cloudrun.check_budget(unknown, 100.0)
+        cost.check_budget(unknown, 100.0)
     for bad in (0.0, -1.0, float("nan"), float("inf"), 1e7):      # the flag's own bounds, checked with the flags
         with pytest.raises(UserError, match="--budget"):
             RunFlags.of(budget=bad)

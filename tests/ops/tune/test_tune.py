@@ -168,3 +168,20 @@ def test_local_tuning_runs_three_real_trials_and_ranks_them_by_the_trainer_metri
         assert (Path(row.export) / "saved_model.pb").is_file()
     assert [r.metric for r in rows] == sorted((r.metric for r in rows), reverse=True)
     assert {r.params["learning_rate"] for r in rows} == {0.3, 0.003, 0.00001}
+
+
+def test_a_local_search_of_a_stack_plans_what_it_can_run(outputs_file, tmp_path, monkeypatch):
+    """issue 40 (found by a new user): with --stack/--outputs a local search's dry run showed trials in the artifacts
+    bucket, which the run then refused; --workers 2 passed the dry run and was refused by the run after its folder
+    was made. Now the plan is the run's: a local folder, and --workers refused before anything exists."""
+    monkeypatch.chdir(tmp_path)
+    r = invoke(["tune", "--outputs", str(outputs_file), "--dry-run"])
+    assert r.exit_code == 0, r.output
+    plan = json.loads(r.stdout)
+    assert plan["target"] == "local" and plan["folder"].startswith(str(tmp_path / "runs"))
+    for args, key in [(["--workers", "2"], "one process per trial"),
+                      (["--model-dir", "gs://some-bucket/search"], "local tuning writes its trials to a local")]:
+        for dry in ([], ["--dry-run"]):
+            r = invoke(["tune", "--outputs", str(outputs_file), *args, *dry])
+            assert r.exit_code == 2 and key in r.stderr, (args, dry, r.output)
+    assert not (tmp_path / "runs").exists()

@@ -32,7 +32,7 @@ from trainer.flags import flag_value
 
 RESULT_FILE = "result.json"
 RUN_FILE = "tpuctl-run.json"
-#: A TPU VM run's recovery history (``tpu run --recover``; tpuctl/services/runs/tpuvm/api.py writes it).
+#: A TPU VM run's recovery history (``train --target tpu-vm --recover``; tpuctl/services/runs/tpuvm/api.py writes it).
 RECOVERIES_FILE = "tpuctl/recoveries.json"
 LOGS = "logs"
 #: A result.json larger than this is not a trainer's (it writes a few hundred bytes).

@@ -227,7 +227,11 @@ def plan(flags: RunFlags, outputs: StackOutputs | None, *, command: str = "train
         raise UserError(f"--hub-handle only applies to --model hub (got --model {model})")
     if model == "hub" and not flags.hub_handle:
         raise UserError("--model hub needs --hub-handle (a TF-Hub/Kaggle handle or a local SavedModel path)")
-    model_dir, claimed = _model_dir(flags, outputs, name, claim=claim)   # last: the one thing a plan may create
+    local_search = command == "tune" and target == "local"
+    if local_search and (flags.workers != 1 or flags.parameter_servers):
+        raise UserError("local tuning runs one process per trial: drop --workers / --parameter-servers")
+    # last: the one thing a plan may create
+    model_dir, claimed = _model_dir(flags, outputs, name, claim=claim, local_only=local_search)
     trainer = TrainerArgs(
         data_dir=data_dir, model_dir=model_dir,
         distribution_strategy=strategy(target, accel, flags.workers, flags.parameter_servers),
@@ -358,14 +362,19 @@ def _data_dir(flags: RunFlags, outputs: StackOutputs | None) -> tuple[str, bool]
     return str(folder), False
 
 
-def _model_dir(flags: RunFlags, outputs: StackOutputs | None, name: str, *, claim: bool) -> tuple[str, bool]:
+def _model_dir(flags: RunFlags, outputs: StackOutputs | None, name: str, *, claim: bool,
+               local_only: bool = False) -> tuple[str, bool]:
     """(the run's folder, whether this plan made it). Default ``<artifacts>/runs/NAME`` (cloud targets, and local runs
-    of a stack), else ``./runs/NAME``. A folder that holds a finished run is refused: training again there would
-    start over at epoch 1 over its checkpoints; one that holds an interrupted run is continued (its backup)."""
+    of a stack), else ``./runs/NAME``; ``local_only`` (a local search: its trials lock their folders) always a local
+    folder. A folder that holds a finished run is refused: training again there would start over at epoch 1 over
+    its checkpoints; one that holds an interrupted run is continued (its backup)."""
     target = flags.target
     if flags.model_dir and flags.name:
         raise UserError("give --name or --model-dir, not both (--name NAME is the folder runs/NAME)")
-    artifacts = outputs.bucket_url("artifacts") if outputs else None
+    artifacts = outputs.bucket_url("artifacts") if outputs and not local_only else None
+    if local_only and flags.model_dir and is_gs(flags.model_dir):
+        raise UserError("local tuning writes its trials to a local folder; pass a local --model-dir (or tune in "
+                        "Vertex AI with --target vertex)")
     if flags.model_dir:
         if target != "local":
             return gs_folder(flags.model_dir, "--model-dir", "write to", target), False

@@ -1,5 +1,5 @@
 """What a TPU VM run has spent so far, and ``--budget`` as a bound on it: the ACTIVE time of each of its slices (across
-recoveries) × the slice's hourly list price, the price of the run's cost estimate (``cloudrun.estimate_tpu_vm``: the
+recoveries) × the slice's hourly list price, the price of the run's cost estimate (``runs.cost.estimate_tpu_vm``: the
 Cloud Billing catalogue, else the shipped snapshot; compute only).
 
 A slice counts from the poll at which tpuctl sees it ACTIVE until its result, preemption or failure is seen; the

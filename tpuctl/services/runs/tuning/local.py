@@ -16,12 +16,11 @@ from typing import Any, ClassVar
 
 from ground.errors import UserError
 from ground.files import read_file, write_atomically
-from ground.storagepath import is_gs
 from tpuctl.services.data import ensure_demo_data
 from tpuctl.services.runs.local import LocalTarget
 from tpuctl.services.runs.spec import RunSpec, release
 from tpuctl.services.runs.target import FAILED, SUCCEEDED, Outcome, launch
-from tpuctl.services.runs.tuning.spec import MAX_TRIALS, METRIC_ID, TRAINER_FLAGS, TuneSpec, tuned_flags
+from tpuctl.services.runs.tuning.spec import METRIC_ID, TRAINER_FLAGS, TuneSpec, check_search, tuned_flags
 from tpuctl.services.runs.tuning.trials import TrialRow, rank
 from tpuctl.services.supervisor import TaskFailed
 from trainer.flags import without_flags
@@ -120,19 +119,11 @@ def run_local_tuning(spec: RunSpec, search: TuneSpec, *, trials: int | None = No
     accelerator, the trainer flags after ``--``); every trial runs its arguments but its folder and its
     hyperparameters. ``display()``: a fresh display per trial (as ``LocalTarget``'s) that filters the trainer's
     output; without one it goes to ``out``/``err`` as printed."""
-    count = trials or search.max_trials
-    if not 1 <= count <= MAX_TRIALS:
-        raise UserError(f"--trials must be 1..{MAX_TRIALS} (got {count})")
-    if spec.workers != 1 or spec.parameter_servers:
-        raise UserError("local tuning runs one process per trial: drop --workers / --parameter-servers")
-    if search.parameters.model is not None and spec.trainer.hub_handle:
-        raise UserError("the spec tunes 'model' but --hub-handle is set; drop one of them")
+    count = check_search(search, spec.trainer.hub_handle, trials)
     samples = sample_trials(search, count, seed)
     if spec.demo_data:
         ensure_demo_data(echo)
     base = spec.model_dir
-    if is_gs(base):
-        raise UserError("local tuning writes its trials to a local folder; pass a local --model-dir")
     tuned = tuned_flags(search)
     template = spec.trainer.without(*tuned)
     # what every trial shares: the trainer flags but its folder and its hyperparameters
@@ -185,6 +176,7 @@ class LocalTuningTarget:
     note: Callable[[str], None] = print
 
     def preflight(self) -> None:
+        check_search(self.search, self.spec.trainer.hub_handle, self.trials)
         if self.spec.demo_data:
             self.note(f"demo dataset: {self.spec.data_dir}")
 

@@ -141,3 +141,14 @@ def load_spec(path: Path | None) -> TuneSpec:
     data = read_file(path, "tuning spec", MAX_SPEC_BYTES,
                      hint="give a small YAML file with 'parameters' (docs/cheaper-runs.md)")
     return parse_spec(parse_yaml(data, "tuning spec", path), str(path))
+
+
+def check_search(search: TuneSpec, hub_handle: str | None, trials: int | None = None) -> int:
+    """What a search and the run it tunes rule out together, for every tuning target (and its dry run): a spec that
+    tunes ``model`` beside a fixed hub model, a trial count out of bounds. Returns the trial count."""
+    if search.parameters.model is not None and hub_handle:
+        raise UserError("the spec tunes 'model' but the run uses a hub model (--hub-handle); drop one of them")
+    count = trials or search.max_trials
+    if not 1 <= count <= MAX_TRIALS:
+        raise UserError(f"--trials must be 1..{MAX_TRIALS} (got {count})")
+    return count

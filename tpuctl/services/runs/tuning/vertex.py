@@ -15,7 +15,7 @@ from ground.errors import DomainError, UserError
 from tpuctl.services.runs import cost, vertex
 from tpuctl.services.runs.spec import RunSpec
 from tpuctl.services.runs.target import SUBMITTED, Outcome
-from tpuctl.services.runs.tuning.spec import ALGORITHMS, MAX_TRIALS, METRIC_ID, TRAINER_FLAGS, TuneSpec, tuned_flags
+from tpuctl.services.runs.tuning.spec import ALGORITHMS, METRIC_ID, TRAINER_FLAGS, TuneSpec, check_search, tuned_flags
 from tpuctl.services.runs.tuning.trials import TrialRow, cell_value, rank
 from trainer.flags import flag_value, without_flags
 
@@ -48,11 +48,7 @@ def build_tuning_job(spec: RunSpec, search: TuneSpec, *, max_trials: int | None 
     """The ``aiplatform_v1.HyperparameterTuningJob`` for a planned run: ``trial_job_spec`` is its CustomJob's
     ``job_spec`` (with Spot and the run time on every trial) minus the trainer flags the study sets per trial.
     ``max_trials`` overrides the search's (``--trials``)."""
-    if search.parameters.model is not None and spec.trainer.hub_handle:
-        raise UserError("the spec tunes 'model' but the run uses a hub model (--hub-handle); drop one of them")
-    trials = max_trials or search.max_trials
-    if not 1 <= trials <= MAX_TRIALS:
-        raise UserError(f"--trials must be 1..{MAX_TRIALS} (got {trials})")
+    trials = check_search(search, spec.trainer.hub_handle, max_trials)
     base = vertex.build_custom_job(spec)
     trial_spec = base.job_spec
     tuned = tuned_flags(search)
