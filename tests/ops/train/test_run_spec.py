@@ -77,3 +77,35 @@ def test_one_name_and_one_unit_per_bound():
         r = invoke(["train", gone, "1"])
         assert r.exit_code == 2 and "No such option" in r.stderr, (gone, r.stderr)
     assert invoke(["tpu", "run"]).exit_code == 2       # `tpu run` is `train --target tpu-vm`
+
+
+def test_both_searches_plan_the_run_train_plans_and_their_requests_carry_it(tmp_path, monkeypatch):
+    """The tuning targets plan through the same planner: a search differs from a training run of the same flags only
+    in its command label (and a local search's folder, which is always local); the Vertex AI tuning job's trials run
+    the CustomJob request of that run, and each local trial the run's trainer command in its own folder."""
+    from tpuctl.services.runs import vertex
+    from tpuctl.services.runs.tuning.local import LocalTuningTarget
+    from tpuctl.services.runs.tuning.spec import load_spec
+    from tpuctl.services.runs.tuning.vertex import build_tuning_job
+    from trainer.flags import without_flags
+
+    monkeypatch.chdir(tmp_path)
+    outputs = parse_outputs(OUTPUTS)
+    train = planned("vertex", outputs, accelerator="cpu", **SHARED)
+    search = planned("vertex", outputs, accelerator="cpu", command="tune", **SHARED)
+    local_search = planned("local", outputs, accelerator="cpu", command="tune", **{**SHARED, "image": None})
+    for spec in (search, local_search):
+        assert spec.labels == {**train.labels, "tpuctl-command": "tune"}
+        assert spec.env == train.env and spec.data_dir == train.data_dir
+        assert without_flags(spec.trainer.argv(), "model_dir") == without_flags(train.trainer.argv(), "model_dir")
+    assert search.model_dir == train.model_dir and search.service_account == train.service_account
+    assert local_search.model_dir == str(tmp_path / "runs" / "exp-1")
+
+    space = load_spec(None)                          # the default: learning rate × batch size
+    job = build_tuning_job(search, space)
+    trial = job.trial_job_spec.worker_pool_specs[0].container_spec
+    custom = vertex.build_custom_job(search).job_spec.worker_pool_specs[0].container_spec
+    assert list(trial.args) == without_flags(list(custom.args), "learning_rate", "train_batch_size")
+    assert dict(job.labels) == search.labels and job.trial_job_spec.service_account == search.service_account
+    trials = LocalTuningTarget(local_search, space, 2, seed=1).describe()["trials"]
+    assert [t["model_dir"] for t in trials] == [f"{local_search.model_dir}/trial-{i}" for i in (1, 2)]
