@@ -236,6 +236,12 @@ def _parse_one(serialized: tf.Tensor, image_size: Sequence[int], num_classes: in
     return decode_image(parsed["image/encoded"], image_size), _checked_labels(parsed["image/class/label"], num_classes)
 
 
+def record_parser(image_size: Sequence[int], num_classes: int | None = None):
+    """The one-record parser of this data: ``serialized -> (features, label)``."""
+    size = (int(image_size[0]), int(image_size[1]))
+    return lambda serialized: _parse_one(serialized, size, num_classes)
+
+
 # ---------------------------------------------------------------------------------------------- pipeline
 def list_files(file_pattern: str | Sequence[str]) -> list[str]:
     if isinstance(file_pattern, str):
@@ -317,6 +323,43 @@ def make_dataset(file_pattern: str | Sequence[str], batch_size: int, image_size:
     options = tf.data.Options()
     options.deterministic = ordered
     options.experimental_distribute.auto_shard_policy = shard_policy(len(files), num_workers)
+    return ds.with_options(options)
+
+
+def evaluation_steps(examples: int, global_batch: int) -> int:
+    """Global batches one exact pass over ``examples`` takes (the last one padded: :func:`make_eval_dataset`)."""
+    return max(1, -(-examples // global_batch))
+
+
+def make_eval_dataset(file_pattern: str | Sequence[str], batch_size: int, examples: int, parse_one, *,
+                      skip_corrupt: bool = False, cache: bool = False) -> tf.data.Dataset:
+    """Every record of a split exactly once per pass, as ``(features, labels, weights)`` batches of ``batch_size``.
+
+    Validation used to repeat its records with ``drop_remainder``: with 22 images and batch 32 ten were counted
+    twice, and with larger sets up to ``batch_size - 1`` were never seen. Here one pass is the records in file
+    order with weight 1, then copies of the first with weight 0 up to :func:`evaluation_steps` full batches
+    (static shapes for TPUs, equal batches for every replica); the pass repeats, so each evaluation of that many
+    steps reads exactly one pass. Metrics compiled as ``weighted_metrics`` count the real records only. Every
+    worker reads the whole stream (DATA auto-sharding): tf.distribute splits each global batch among the replicas,
+    so each record is evaluated once across the cluster. ``parse_one(serialized)`` -> ``(features, label)``;
+    with ``skip_corrupt`` a record that does not parse is dropped, and ``examples`` must be the count left (the
+    trainer's scan).
+    """
+    files = list_files(file_pattern)
+    steps = evaluation_steps(examples, batch_size)
+    read = (lambda f: tf.data.TFRecordDataset(f).ignore_errors()) if skip_corrupt else tf.data.TFRecordDataset
+    records = tf.data.Dataset.from_tensor_slices(files).flat_map(read)
+    if cache:
+        records = records.cache()
+    parsed = records.map(parse_one, num_parallel_calls=AUTOTUNE, deterministic=True)
+    if skip_corrupt:
+        parsed = parsed.ignore_errors()
+    real = parsed.take(examples).map(lambda x, y: (x, y, tf.constant(1.0)))
+    padding = parsed.take(1).repeat(steps * batch_size - examples).map(lambda x, y: (x, y, tf.constant(0.0)))
+    ds = real.concatenate(padding).repeat().batch(batch_size, drop_remainder=True).prefetch(AUTOTUNE)
+    options = tf.data.Options()
+    options.deterministic = True
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return ds.with_options(options)
 
 

@@ -199,7 +199,8 @@ def build_model(cfg: TrainConfig, num_classes: int, image_size, *, steps_per_epo
     model.compile(
         optimizer=optimizer,
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        # weighted: validation batches are padded with records of weight 0 (data.make_eval_dataset)
+        weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
     )
     model.tpuctl_selection = Selection()
     return model

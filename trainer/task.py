@@ -259,7 +259,9 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         protocol.emit(protocol.SKIPPED_RECORDS, skipped)
 
     steps_per_epoch = cfg.steps_per_epoch or max(1, train_examples // cfg.train_batch_size)
-    validation_steps = max(1, val_examples // cfg.validation_batch_size)
+    # every validation record once (the last batch padded, the padding weighted 0): data.make_eval_dataset
+    validation_steps = data.evaluation_steps(val_examples, cfg.validation_batch_size)
+    parse_one = data.record_parser(image_size, len(manifest.classes))
     common = dict(num_workers=info.num_workers, cache=cfg.cache, skip_corrupt=cfg.skip_corrupt, seed=cfg.seed,
                   num_classes=len(manifest.classes))
     # A run resumed from a step backup continues its input where the interrupted run's was: the records the
@@ -290,13 +292,21 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
                 return data.make_dataset(files, per_worker, image_size, training, **kw, **common)
             return keras.utils.experimental.DatasetCreator(fn)
 
+        def eval_fn(input_context):
+            per_worker = input_context.get_per_replica_batch_size(cfg.validation_batch_size)
+            return data.make_eval_dataset(list(val.files), per_worker, val_examples, parse_one,
+                                          skip_corrupt=cfg.skip_corrupt, cache=cfg.cache)
+
         train_ds = dataset_fn(list(train.files), cfg.train_batch_size, True, shuffle_buffer=cfg.shuffle_buffer)
-        val_ds = dataset_fn(list(val.files), cfg.validation_batch_size, False, repeat=True)
+        val_ds = keras.utils.experimental.DatasetCreator(eval_fn)
     else:
         train_ds = data.make_dataset(list(train.files), cfg.train_batch_size, image_size, True,
                                      shuffle_buffer=cfg.shuffle_buffer, skip=skip, **common)
-        val_ds = data.make_dataset(list(val.files), cfg.validation_batch_size, image_size, False, repeat=True,
-                                   **common)
+        val_ds = data.make_eval_dataset(list(val.files), cfg.validation_batch_size, val_examples, parse_one,
+                                        skip_corrupt=cfg.skip_corrupt, cache=cfg.cache)
+    # Parameter servers: the coordinator hands validation steps to whichever worker is free, each reading its
+    # own copy of the stream, so a record may be counted twice and another not at all.
+    exact_validation = info.kind != "parameter_server"
 
     precision = models.set_precision(cfg.mixed_precision, cfg.model, info.kind)
     with info.strategy.scope():
@@ -316,7 +326,7 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
           f"workers={info.num_workers} image_size={image_size[0]}x{image_size[1]} "
           f"steps_per_epoch={steps_per_epoch} validation_steps={validation_steps} "
           f"input_sharding={data.shard_policy(len(train.files), common['num_workers']).name} "
-          f"mixed_precision={precision}", flush=True)
+          f"mixed_precision={precision} validation={'exact' if exact_validation else 'shared among workers'}", flush=True)
     if input_steps:
         epoch, step = divmod(input_steps, steps_per_epoch)
         where = "" if cfg.seed is not None else " (no --seed: its place in a freshly shuffled pass)"
@@ -381,6 +391,7 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         "num_workers": info.num_workers,
         "train_examples": train_examples,
         "validation_examples": val_examples,
+        "validation_exact": exact_validation,
         "skipped_records": skipped,
     }
     export.write_atomically(join_path(cfg.model_dir, RESULT_FILE), json.dumps(result, indent=2) + "\n")

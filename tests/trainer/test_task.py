@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 
 import pytest
@@ -224,3 +225,38 @@ def test_the_run_records_its_hyperparameters_for_tensorboards_hparams_dashboard(
     assert hparams["learning_rate"].number_value > 0 and hparams["lr_schedule"].string_value == "cosine"
     # the metrics the dashboard compares trials by sit under the same run folder
     assert {"validation", "final"} <= set(mux.Runs())
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_validation_counts_every_record_once(tools, tmp_path, workers):
+    """issue 41: validation repeated its records with drop_remainder (22 images at batch 32: ten counted twice,
+    accuracies multiples of 1/32). Now the last batch is padded with records of weight 0: the accuracy is a count
+    of the 22, on one process and on two workers that split every batch."""
+    from trainer.sample_data import write_demo_dataset
+
+    data = tmp_path / "digits"
+    write_demo_dataset(data, validation_fraction=0.0122, shards=1, image_size=16)
+    flags = ["--train_epochs", "1", "--steps_per_epoch", "3", "--validation_batch_size", "32", "--seed", "3"]
+    if workers == 1:
+        run = tools.run_module(["trainer.task", "--data_dir", str(data), "--model_dir", str(tmp_path / "m"), *flags])
+        result = run.result
+        assert "validation=exact" in run.stdout
+    else:
+        from procfixtures import Watched
+
+        ports = [tools.free_port(), tools.free_port()]
+        cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+        procs = []
+        for index in range(2):
+            tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+            procs.append(Watched([sys.executable, "-m", "trainer.task", "--data_dir", str(data),
+                                  "--model_dir", str(tmp_path / "m"), "--distribution_strategy", "multi_worker",
+                                  *flags], cwd=tools.REPO, env=tools.env({"TF_CONFIG": tf_config})))
+        with procs[0], procs[1]:
+            codes = [p.finish(timeout=300) for p in procs]
+            assert codes == [0, 0], [p.tail() for p in procs]
+        result = json.loads((tmp_path / "m" / "result.json").read_text())
+        assert result["num_workers"] == 2
+    assert result["validation_examples"] == 22 and result["validation_exact"] is True
+    correct = result["val_accuracy"] * 22
+    assert abs(correct - round(correct)) < 1e-4, result["val_accuracy"]
