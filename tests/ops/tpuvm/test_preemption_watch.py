@@ -8,7 +8,6 @@ VM's metadata server sets that flag at all (docs/tpu-vm.md)."""
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 
 import pytest
@@ -16,7 +15,7 @@ import pytest
 from ground.outputs import read_outputs_file
 from tpuctl.services.runs.tpuvm.script import startup_script
 
-from procfixtures import wait_for
+from procfixtures import Watched, wait_for
 from runfixtures import planned
 from tpufakes import FakeMetadata
 
@@ -93,20 +92,16 @@ def _stop_trainer(stubs, status: str) -> None:
 
 def test_a_preempted_host_reports_it_while_its_trainer_still_runs(outputs_file, gcs, host, metadata):
     env, stubs = host
-    script = subprocess.Popen(["bash", "-c", _script(outputs_file, metadata)], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
-    try:
-        assert metadata.wait_for_waiters(1, timeout=120), "the watcher never asked for the preemption flag"
-        assert (stubs / "started").exists() and gcs.bucket(ARTIFACTS).get_blob(REPORT) is None
+    with Watched(["bash", "-c", _script(outputs_file, metadata)], env=env) as script:
+        # The watcher and the trainer's container start side by side: either may be first.
+        script.wait(lambda: metadata.waits >= 1 or None, "the watcher asking for the preemption flag")
+        script.wait(lambda: (stubs / "started").exists(), "the trainer's container starting")
+        assert gcs.bucket(ARTIFACTS).get_blob(REPORT) is None
         metadata.preempt()
         assert _report(gcs) == "preempted\n"
-        assert script.poll() is None                     # reported before the trainer's container was stopped
+        assert script.returncode is None and script.proc.poll() is None   # reported before the container stopped
         _stop_trainer(stubs, "143")                      # then the VM's shutdown stops the container
-        out, err = script.communicate(timeout=60)
-    finally:
-        if script.poll() is None:
-            script.kill()
-    assert script.returncode == 0, err
+        assert script.finish(timeout=60) == 0, script.tail()
     assert _report(gcs, changed_from="preempted\n") == "143\n"   # the exit status follows, as before
 
 
@@ -114,13 +109,11 @@ def test_the_watcher_waits_again_on_an_answer_that_is_not_true_and_ends_with_the
     env, stubs = host
     metadata = FakeMetadata(worker="2", hang=0.1)    # each hanging GET answers FALSE after 0.1 s: asked again
     try:
-        script = subprocess.Popen(["bash", "-c", _script(outputs_file, metadata)], env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
-        assert metadata.wait_for_waiters(3, timeout=120)
-        assert gcs.bucket(ARTIFACTS).get_blob(REPORT) is None        # FALSE is no report
-        _stop_trainer(stubs, "0")
-        out, err = script.communicate(timeout=60)
-        assert script.returncode == 0, err
+        with Watched(["bash", "-c", _script(outputs_file, metadata)], env=env) as script:
+            script.wait(lambda: metadata.waits >= 3 or None, "the watcher asking three times")
+            assert gcs.bucket(ARTIFACTS).get_blob(REPORT) is None        # FALSE is no report
+            _stop_trainer(stubs, "0")
+            assert script.finish(timeout=60) == 0, script.tail()
         assert _report(gcs) == "0\n"
         waits = metadata.waits
         metadata.preempt()     # after the run: the watcher was stopped with the trainer, nothing is written
