@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from trainer.errors import ArgumentParser, UsageError
 from trainer.flags import (
     EXPORT_CHOICES,
+    HPARAM_PREFIX,
     LR_SCHEDULES,
     MAX_SEED,
     MIXED_PRECISION,
@@ -23,6 +24,7 @@ from trainer.flags import (
     STRATEGIES,
     TASK_BOUNDS,
     Bound,
+    is_plugin_ref,
 )
 from trainer.paths import join_path
 
@@ -60,7 +62,7 @@ SAMPLE_DATA_BOUNDS: dict[str, Bound] = {
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     model_dir: str
-    data_dir: str
+    data_dir: str | None          # None only with a plug-in --dataset that reads no folder
     distribution_strategy: str = "auto"
     train_epochs: int = 5
     train_batch_size: int = 32
@@ -87,6 +89,18 @@ class TrainConfig:
     mixed_precision: str = "auto"  # auto | bfloat16 | float16 | off (auto: bfloat16 on TPUs only)
     gpu_memory: str | int | None = None  # None | "growth" | MB (memory limit of GPU 0 / each virtual GPU)
     virtual_gpus: int = 0  # 0 = off; N: split GPU 0 into N logical GPUs
+    dataset: str | None = None  # a plug-in dataset function (trainer.plugin), else the TFRecords of --data_dir
+    code_dir: str | None = None  # the user's project folder the plug-ins are imported from (default: cwd)
+    hparams: tuple[tuple[str, str], ...] = ()  # --hp_NAME VALUE: the plug-in's own hyperparameters
+
+    @property
+    def plugin_model(self) -> bool:
+        return is_plugin_ref(self.model)
+
+    @property
+    def model_name(self) -> str:
+        """The export's folder name: the built-in model's, or the plug-in function's."""
+        return self.model.rsplit(":", 1)[1] if self.plugin_model else self.model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,14 +177,24 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"{text} ({bound.describe()})" if text else bound.describe())
 
     p.add_argument("--model_dir", required=True, help="output folder (local or gs://): checkpoints, logs, export, result.json")
-    p.add_argument("--data_dir", required=True, help="folder (local or gs://) with the TFRecord shards and manifest.json")
+    p.add_argument("--data_dir", default=None,
+                   help="folder (local or gs://) with the TFRecord shards and manifest.json (required unless a "
+                        "plug-in --dataset reads its own data)")
     p.add_argument("--distribution_strategy", default="auto", choices=STRATEGIES)
     number("train_epochs", "epochs")
     number("train_batch_size", "global batch size")
     number("validation_batch_size", "global validation batch size")
     number("num_gpus", "GPUs to use with --distribution_strategy gpu")
     _add_bool(p, "fine_tuning_choice", "train the pretrained base too (hub, resnet50)")
-    p.add_argument("--model", default="small_cnn", choices=MODELS)
+    p.add_argument("--model", default="small_cnn", type=_model,
+                   help=f"{', '.join(MODELS)}, or your model function: path/to/file.py:NAME or "
+                        "package.module:NAME (docs/your-code.md)")
+    p.add_argument("--dataset", default=None, type=_plugin_ref,
+                   help="your dataset function (path/to/file.py:NAME or package.module:NAME); default: the "
+                        "TFRecords of --data_dir")
+    p.add_argument("--code_dir", default=None,
+                   help="your project folder, where --model/--dataset are imported from (default: the current "
+                        "folder)")
     p.add_argument("--hub_handle", default=None, help="TF-Hub image feature-vector handle (with --model hub)")
     p.add_argument("--image_size", type=_image_size, default=None,
                    help=f"side or HxW, each side {IMAGE_SIDE.describe()}; default from the manifest, else 224")
@@ -210,9 +234,45 @@ def _add_bool(p: argparse.ArgumentParser, name: str, help_text: str) -> None:
     p.add_argument(f"--no{name}", dest=name, action="store_false", help=argparse.SUPPRESS)
 
 
+def _model(text: str) -> str:
+    if text in MODELS or is_plugin_ref(text):
+        return text
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    raise argparse.ArgumentTypeError(f"expected one of {', '.join(MODELS)} or a function path/to/file.py:NAME or "
+                                     f"package.module:NAME, got {shown!r}")
+
+
+def _plugin_ref(text: str) -> str:
+    if is_plugin_ref(text):
+        return text
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    raise argparse.ArgumentTypeError(f"expected a function path/to/file.py:NAME or package.module:NAME, got {shown!r}")
+
+
+def _hparams(rest: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """``--hp_NAME VALUE`` / ``--hp_NAME=VALUE`` among the arguments argparse did not know; anything else is an
+    unknown flag."""
+    out: dict[str, str] = {}
+    args = list(rest)
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("--" + HPARAM_PREFIX):
+            raise UsageError(f"unrecognized arguments: {' '.join(args[i:])[:200]} (see python -m trainer.task --help)")
+        name, eq, value = arg[2 + len(HPARAM_PREFIX):].partition("=")
+        if not eq:
+            if i + 1 >= len(args):
+                raise UsageError(f"--{HPARAM_PREFIX}{name} needs a value")
+            value = args[i + 1]
+            i += 1
+        out[name] = value
+        i += 1
+    return tuple(out.items())
+
+
 def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:
-    ns = build_parser().parse_args(argv)
-    cfg = TrainConfig(**vars(ns))
+    ns, rest = build_parser().parse_known_args(argv)
+    cfg = TrainConfig(**vars(ns), hparams=_hparams(rest))
     validate(cfg)
     return cfg
 
@@ -247,13 +307,21 @@ def validate(cfg: TrainConfig) -> None:
         for side in cfg.image_size:
             IMAGE_SIDE.check("--image_size", side)
         check_batch_memory(cfg, cfg.image_size)
-    for flag in ("model_dir", "data_dir", "hub_handle", "resnet_weights"):
+    for flag in ("model_dir", "data_dir", "hub_handle", "resnet_weights", "code_dir"):
         value = getattr(cfg, flag)
         if value is not None and ("\x00" in value or len(value) > 4096):
             raise UsageError(f"--{flag} must be a path or URL without NUL characters, at most 4096 characters")
+    if cfg.data_dir is None and cfg.dataset is None:
+        raise UsageError("--data_dir is required (unless a plug-in --dataset reads its own data)")
     for flag in ("model_dir", "data_dir"):
-        if not getattr(cfg, flag).strip():
+        if getattr(cfg, flag) is not None and not getattr(cfg, flag).strip():
             raise UsageError(f"--{flag} must not be empty")
+    if cfg.hparams and not (cfg.plugin_model or cfg.dataset):
+        raise UsageError(f"--{HPARAM_PREFIX}{cfg.hparams[0][0]} is a plug-in hyperparameter: it needs --model or "
+                         "--dataset naming your function")
+    if cfg.plugin_model and (cfg.hub_handle or cfg.resnet_weights):
+        raise UsageError("--hub_handle and --resnet_weights are for the built-in models; load them in your model "
+                         "function")
     if cfg.model == "hub" and not cfg.hub_handle:
         raise UsageError("--model hub needs --hub_handle (e.g. https://tfhub.dev/google/imagenet/resnet_v2_50/feature_vector/5)")
     if cfg.hub_handle and cfg.model != "hub":

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,12 +45,30 @@ class Split:
 
 
 @dataclasses.dataclass(frozen=True)
+class Feature:
+    """One feature of a record that is not an image (the manifest's ``features``): its dtype and fixed shape."""
+    dtype: str                 # one of FEATURE_DTYPES
+    shape: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class Manifest:
     data_dir: str
     prefix: str
     classes: tuple[str, ...]
     image_size: tuple[int, int] | None
     splits: dict[str, Split]
+    #: records of named features instead of images (tabular, text): name -> Feature; None for image records
+    features: dict[str, Feature] | None = None
+    #: the int64 feature holding the class id, with ``features``
+    label: str = "label"
+
+
+#: The dtypes a manifest's ``features`` may declare (tf.train.Example's three lists).
+FEATURE_DTYPES = {"float32": "float32", "int64": "int64", "string": "string"}
+_FEATURE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+MAX_FEATURES = 1000
+MAX_FEATURE_VALUES = 1_000_000     # values of one feature in one example
 
 
 #: Limits of a manifest (far above anything the data tools write; a manifest is read whole into memory).
@@ -161,7 +181,40 @@ def parse_manifest(raw: bytes, path: str, data_dir: str) -> Manifest:
             shard_examples = tuple(counts)
         splits[name] = Split(files=tuple(join_path(data_dir, fn) for fn in files), examples=examples,
                              shard_examples=shard_examples)
-    return Manifest(data_dir=data_dir, prefix=prefix, classes=tuple(classes), image_size=image_size, splits=splits)
+    features, label = _features(f, doc)
+    if features is not None and image_size is not None:
+        raise f.fail("image_size", "null when the records hold features", size)
+    return Manifest(data_dir=data_dir, prefix=prefix, classes=tuple(classes), image_size=image_size, splits=splits,
+                    features=features, label=label)
+
+
+def _features(f: _Fields, doc: dict) -> tuple[dict[str, Feature] | None, str]:
+    """The optional ``features`` (``{name: {"dtype": float32|int64|string, "shape": [..]}}``) and ``label`` (the
+    int64 feature with the class id, default "label") of a manifest of records that are not images."""
+    raw = doc.get("features")
+    label = doc.get("label", "label")
+    if raw is None:
+        if "label" in doc:
+            raise f.fail("label", "given only with features", label)
+        return None, "label"
+    if not isinstance(raw, dict) or not 1 <= len(raw) <= MAX_FEATURES:
+        raise f.fail("features", f"an object of 1 to {MAX_FEATURES} named features", raw)
+    if not isinstance(label, str) or not _FEATURE_NAME.match(label):
+        raise f.fail("label", "the name of the int64 feature that holds the class id", label)
+    out: dict[str, Feature] = {}
+    for name, spec in raw.items():
+        where = f"features[{name!r}]"[:80]
+        if not _FEATURE_NAME.match(name) or name == label:
+            raise f.fail(where, f"a feature name (letters, digits, '_'; not the label {label!r})", name)
+        if not isinstance(spec, dict) or spec.get("dtype") not in FEATURE_DTYPES:
+            raise f.fail(f"{where}.dtype", f"one of {', '.join(FEATURE_DTYPES)}", (spec or {}).get("dtype")
+                         if isinstance(spec, dict) else spec)
+        shape = f.list_(spec.get("shape", []), f"{where}.shape", 8)
+        dims = tuple(f.int_(d, f"{where}.shape", 1, MAX_FEATURE_VALUES) for d in shape)
+        if math.prod(dims) > MAX_FEATURE_VALUES:
+            raise f.fail(f"{where}.shape", f"at most {MAX_FEATURE_VALUES} values", list(dims))
+        out[name] = Feature(spec["dtype"], dims)
+    return out, label
 
 
 def read_manifest(data_dir: str) -> Manifest:
@@ -236,10 +289,56 @@ def _parse_one(serialized: tf.Tensor, image_size: Sequence[int], num_classes: in
     return decode_image(parsed["image/encoded"], image_size), _checked_labels(parsed["image/class/label"], num_classes)
 
 
-def record_parser(image_size: Sequence[int], num_classes: int | None = None):
-    """The one-record parser of this data: ``serialized -> (features, label)``."""
+@dataclasses.dataclass(frozen=True)
+class RecordFormat:
+    """How a data folder's records parse: ``one(serialized) -> (features, label)`` and ``batch(serialized[B]) ->
+    (features [B, ...], labels [B])``."""
+    one: Any
+    batch: Any
+
+
+def image_format(image_size: Sequence[int], num_classes: int | None = None) -> RecordFormat:
+    """Image records (the schema of trainer.tfrecord): images float32 [H, W, 3] in [0, 1], decoded and resized."""
     size = (int(image_size[0]), int(image_size[1]))
-    return lambda serialized: _parse_one(serialized, size, num_classes)
+
+    def one(serialized):
+        return _parse_one(serialized, size, num_classes)
+
+    def batch(serialized):
+        return _parse_batch(serialized, size, num_classes)
+
+    return RecordFormat(one, batch)
+
+
+def feature_format(features: dict[str, Feature], label: str, num_classes: int | None = None) -> RecordFormat:
+    """Records of named features (a manifest's ``features``): a dict of tensors of the declared dtypes and shapes."""
+    dtypes = {"float32": tf.float32, "int64": tf.int64, "string": tf.string}
+    spec = {name: tf.io.FixedLenFeature(list(f.shape), dtypes[f.dtype]) for name, f in features.items()}
+    spec[label] = tf.io.FixedLenFeature([], tf.int64)
+
+    def split(parsed):
+        labels = _checked_labels(parsed.pop(label), num_classes)
+        return parsed, labels
+
+    def one(serialized):
+        return split(tf.io.parse_single_example(serialized, spec))
+
+    def batch(serialized):
+        return split(tf.io.parse_example(serialized, spec))
+
+    return RecordFormat(one, batch)
+
+
+def manifest_format(manifest: Manifest, image_size: Sequence[int] | None) -> RecordFormat:
+    """The format of ``manifest``'s records (``image_size``: what images are resized to)."""
+    if manifest.features is not None:
+        return feature_format(manifest.features, manifest.label, len(manifest.classes))
+    return image_format(image_size, len(manifest.classes))
+
+
+def record_parser(image_size: Sequence[int], num_classes: int | None = None):
+    """The one-record parser of image data: ``serialized -> (images, label)``."""
+    return image_format(image_size, num_classes).one
 
 
 # ---------------------------------------------------------------------------------------------- pipeline
@@ -267,7 +366,8 @@ def shard_policy(num_files: int, num_workers: int) -> tf.data.experimental.AutoS
 def make_dataset(file_pattern: str | Sequence[str], batch_size: int, image_size: Sequence[int], training: bool, *,
                  num_workers: int = 1, cache: bool = False, shuffle_buffer: int = 2048,
                  skip_corrupt: bool = False, num_classes: int | None = None,
-                 seed: int | None = None, repeat: bool | None = None, skip: int = 0) -> tf.data.Dataset:
+                 seed: int | None = None, repeat: bool | None = None, skip: int = 0,
+                 fmt: RecordFormat | None = None) -> tf.data.Dataset:
     """Dataset of ``(images float32 [B,H,W,3] in [0,1], labels int32 [B])`` batches.
 
     ``file_pattern``: glob (local or gs://) or a list of files. ``batch_size`` is the global batch
@@ -284,9 +384,10 @@ def make_dataset(file_pattern: str | Sequence[str], batch_size: int, image_size:
     ``skip``: records of the (endless) record stream to pass over before batching, read but not decoded:
     a run resumed from a backup continues where the interrupted run's stream was (:func:`records_read`
     counts them; with several workers, each worker's own stream after sharding).
+    ``fmt``: how the records parse (:func:`feature_format` for records of features); default image records.
     """
     files = list_files(file_pattern)
-    image_size = (int(image_size[0]), int(image_size[1]))
+    fmt = fmt or image_format(image_size, num_classes)
     if skip_corrupt:
         # A file's reader stops at its first truncated/corrupted record (ignore_errors ends that file).
         read = lambda f: tf.data.TFRecordDataset(f).ignore_errors()  # noqa: E731
@@ -311,14 +412,12 @@ def make_dataset(file_pattern: str | Sequence[str], batch_size: int, image_size:
         # the count is per worker; DATA sharding splits batches after it, so the count is the whole stream.
         ds = ds.skip(skip)
     if skip_corrupt:
-        ds = ds.map(lambda r: _parse_one(r, image_size, num_classes), num_parallel_calls=AUTOTUNE,
-                    deterministic=ordered)
+        ds = ds.map(fmt.one, num_parallel_calls=AUTOTUNE, deterministic=ordered)
         ds = ds.ignore_errors()
         ds = ds.batch(batch_size, drop_remainder=True)
     else:
         ds = ds.batch(batch_size, drop_remainder=True)
-        ds = ds.map(lambda r: _parse_batch(r, image_size, num_classes), num_parallel_calls=AUTOTUNE,
-                    deterministic=ordered)
+        ds = ds.map(fmt.batch, num_parallel_calls=AUTOTUNE, deterministic=ordered)
     ds = ds.prefetch(AUTOTUNE)
     options = tf.data.Options()
     options.deterministic = ordered
@@ -346,7 +445,6 @@ def make_eval_dataset(file_pattern: str | Sequence[str], batch_size: int, exampl
     trainer's scan).
     """
     files = list_files(file_pattern)
-    steps = evaluation_steps(examples, batch_size)
     read = (lambda f: tf.data.TFRecordDataset(f).ignore_errors()) if skip_corrupt else tf.data.TFRecordDataset
     records = tf.data.Dataset.from_tensor_slices(files).flat_map(read)
     if cache:
@@ -354,13 +452,55 @@ def make_eval_dataset(file_pattern: str | Sequence[str], batch_size: int, exampl
     parsed = records.map(parse_one, num_parallel_calls=AUTOTUNE, deterministic=True)
     if skip_corrupt:
         parsed = parsed.ignore_errors()
-    real = parsed.take(examples).map(lambda x, y: (x, y, tf.constant(1.0)))
-    padding = parsed.take(1).repeat(steps * batch_size - examples).map(lambda x, y: (x, y, tf.constant(0.0)))
+    return exact_passes(parsed, batch_size, examples)
+
+
+def exact_passes(examples_ds: tf.data.Dataset, batch_size: int, examples: int) -> tf.data.Dataset:
+    """``(features, label)`` examples -> endless passes of :func:`evaluation_steps` batches ``(features, labels,
+    weights)``: the first ``examples`` with weight 1, then the first one again with weight 0 (see
+    :func:`make_eval_dataset`)."""
+    steps = evaluation_steps(examples, batch_size)
+    real = examples_ds.take(examples).map(lambda x, y: (x, y, tf.constant(1.0)))
+    padding = examples_ds.take(1).repeat(steps * batch_size - examples).map(lambda x, y: (x, y, tf.constant(0.0)))
     ds = real.concatenate(padding).repeat().batch(batch_size, drop_remainder=True).prefetch(AUTOTUNE)
     options = tf.data.Options()
     options.deterministic = True
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return ds.with_options(options)
+
+
+def example_stream(examples_ds: tf.data.Dataset, batch_size: int, training: bool = True, *,
+                   shuffle_buffer: int = 2048, seed: int | None = None, skip: int = 0) -> tf.data.Dataset:
+    """A plug-in's one pass of single ``(features, label)`` examples -> training batches, as :func:`make_dataset`
+    treats records: shuffled (seeded by ``seed``), repeated, ``skip`` examples passed over (a resume), batched with
+    ``drop_remainder``. Every worker reads the whole stream and keeps its part of each global batch (DATA
+    auto-sharding: a plug-in's dataset has no files to share out), so the examples a step consumes are one global
+    batch of the stream (:func:`records_read` with ``num_files=0``)."""
+    ds = examples_ds
+    if training:
+        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    ds = ds.repeat()
+    if skip:
+        ds = ds.skip(skip)
+    ds = ds.batch(batch_size, drop_remainder=True).prefetch(AUTOTUNE)
+    options = tf.data.Options()
+    options.deterministic = seed is not None
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return ds.with_options(options)
+
+
+def count_examples(ds: tf.data.Dataset, limit: int, what: str) -> int:
+    """The examples of one pass of ``ds``: its cardinality when tf.data knows it, else counted (at most ``limit``;
+    an endless dataset is an error: the trainer repeats the pass itself)."""
+    n = int(ds.cardinality())
+    if n == tf.data.INFINITE_CARDINALITY:
+        raise DataError(f"{what} is endless; return ONE pass of the examples (the trainer repeats it)")
+    if n >= 0:
+        return n
+    count = int(ds.take(limit + 1).reduce(tf.constant(0, tf.int64), lambda acc, _: acc + 1))
+    if count > limit:
+        raise DataError(f"{what} yields more than {limit} examples in one pass")
+    return count
 
 
 def _file_sharded(num_files: int, input_pipelines: int) -> bool:
@@ -407,17 +547,24 @@ def records_per_pass(split: Split, *, input_pipelines: int = 1, pipeline_id: int
 
 
 # ---------------------------------------------------------------------------------------------- corruption
-def _usable(record: tf.Tensor, image_size: Sequence[int], num_classes: int | None) -> tf.Tensor:
-    # The pixels and the label feed the output so neither check is pruned from the graph.
-    image, label = _parse_one(record, image_size, num_classes)
-    return tf.reduce_max(image) + tf.cast(label, tf.float32) * 0.0
+def _usable(record: tf.Tensor, parse_one) -> tf.Tensor:
+    # Every parsed value and the label feed the output so no check is pruned from the graph.
+    features, label = parse_one(record)
+    touched = [tf.cast(tf.size(t), tf.float32) for t in tf.nest.flatten(features)]
+    numeric = [tf.cast(tf.reduce_max(t), tf.float32) for t in tf.nest.flatten(features) if t.dtype != tf.string]
+    return tf.add_n(touched + numeric) + tf.cast(label, tf.float32) * 0.0
 
 
-def _first_line(message: str) -> str:
+def first_line(message: str) -> str:
+    """The line of a TensorFlow error message that says what went wrong: a failed assertion's message (it may
+    follow a "Graph execution error:" preamble), else the first line."""
     lines = [line.strip() for line in (message or "").splitlines() if line.strip()]
-    if lines and lines[0].startswith("assertion failed:"):
-        return lines[0].replace("assertion failed: [", "").split("] [")[0].rstrip("]")
-    return lines[0] if lines else "unknown error"
+    for line in lines:
+        at = line.find("assertion failed: [")
+        if at >= 0:
+            return line[at:].replace("assertion failed: [", "").split("] [")[0].rstrip("]")
+    useful = [line for line in lines if not line.startswith(("Graph execution error", "Detected at node"))]
+    return (useful or lines or ["unknown error"])[0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -438,15 +585,16 @@ class ScanResult:
         return sum(p.bad_records for p in self.problems)
 
 
-def scan_shards(files: Sequence[str], image_size: Sequence[int],
-                shard_examples: Sequence[int] | None = None, num_classes: int | None = None) -> ScanResult:
+def scan_shards(files: Sequence[str], image_size: Sequence[int] | None,
+                shard_examples: Sequence[int] | None = None, num_classes: int | None = None,
+                fmt: RecordFormat | None = None) -> ScanResult:
     """Read every record of ``files`` once and find the ones that cannot be used.
 
     Only run on request (``--skip_corrupt``) or after the pipeline failed, to name the bad file.
     A file is read until its first framing error (truncated or corrupted record); every readable
     record's image is decoded (and, with ``num_classes``, its label checked) in a parallel map.
     """
-    image_size = (int(image_size[0]), int(image_size[1]))
+    parse_one = (fmt or image_format(image_size, num_classes)).one
     readable: dict[str, int] = {}
     problems: list[ShardProblem] = []
     for k, f in enumerate(files):
@@ -455,11 +603,11 @@ def scan_shards(files: Sequence[str], image_size: Sequence[int],
             for _ in tf.data.TFRecordDataset(f, buffer_size=1 << 20):
                 n += 1
         except tf.errors.OpError as err:
-            framing_error = f"{type(err).__name__}: {_first_line(err.message)}"
+            framing_error = f"{type(err).__name__}: {first_line(err.message)}"
         readable[f] = n
         expected = shard_examples[k] if shard_examples is not None and k < len(shard_examples) else None
         indexed = tf.data.TFRecordDataset(f).take(n).enumerate()
-        good = indexed.map(lambda i, r: (i, _usable(r, image_size, num_classes)), num_parallel_calls=AUTOTUNE)
+        good = indexed.map(lambda i, r: (i, _usable(r, parse_one)), num_parallel_calls=AUTOTUNE)
         good_ids = set(int(i) for i, _ in good.ignore_errors())
         bad_ids = sorted(set(range(n)) - good_ids)
         lost_tail = 0
@@ -469,9 +617,9 @@ def scan_shards(files: Sequence[str], image_size: Sequence[int],
             reason = "image or record does not decode"
             try:
                 record = next(iter(tf.data.TFRecordDataset(f).skip(bad_ids[0]).take(1)))
-                _usable(record, image_size, num_classes)
+                _usable(record, parse_one)
             except tf.errors.OpError as err:
-                reason = f"{type(err).__name__}: {_first_line(err.message)}"
+                reason = f"{type(err).__name__}: {first_line(err.message)}"
             problems.append(ShardProblem(f, bad_ids[0], reason, len(bad_ids) + lost_tail))
         elif framing_error is not None:
             problems.append(ShardProblem(f, n, framing_error, lost_tail))

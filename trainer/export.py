@@ -1,15 +1,20 @@
-"""TF Serving export: ``<export_base>/<model name>/<integer version>/`` with a bytes-in signature.
+"""TF Serving export: ``<export_base>/<model name>/<integer version>/`` with a ``serving_default`` signature.
 
-``serving_default`` takes ``image_bytes: tf.string [None]`` (encoded JPEG/PNG; the ``_bytes`` suffix
-lets TF Serving's REST API accept ``{"b64": …}``) and returns ``probabilities`` float32 [None, C],
-``class_id`` int64 [None] and ``class_name`` string [None] (class names from the data manifest).
-Images are decoded exactly as in training (:func:`trainer.data.decode_image`).
+Image models: it takes ``image_bytes: tf.string [None]`` (encoded JPEG/PNG; the ``_bytes`` suffix lets TF
+Serving's REST API accept ``{"b64": …}``), decoded exactly as in training (:func:`trainer.data.decode_image`).
+Models of other data (features from a manifest or a plug-in dataset): it takes the model's own inputs, one
+tensor per feature named after it with a batch dimension (JSON instances ``{"feature": value, …}`` through TF
+Serving's REST API), or ``features`` when the data yields one unnamed tensor. Both return ``probabilities``
+float32 [None, C], ``class_id`` int64 [None] and ``class_name`` string [None] (the data's class names).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import tensorflow as tf
 
@@ -32,37 +37,61 @@ def next_version(model_base: str) -> int:
     return max(versions, default=0) + 1
 
 
-def serving_function(model, image_size, class_names):
-    names = tf.constant(list(class_names), dtype=tf.string)
-    size = (int(image_size[0]), int(image_size[1]))
+@dataclasses.dataclass(frozen=True)
+class Serving:
+    """What the serving signature takes: images of ``image_size``, else ``features`` (name -> one example's
+    tf.TensorSpec; ``named``: the model takes them as a dict)."""
+    class_names: Sequence[str]
+    image_size: tuple[int, int] | None = None
+    features: Mapping[str, Any] | None = None
+    named: bool = False
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=SIGNATURE_INPUT)])
-    def serve(image_bytes):
-        images = decode_batch(image_bytes, size)
-        probabilities = tf.nn.softmax(model(images, training=False), axis=-1)
+    @classmethod
+    def images(cls, image_size, class_names) -> Serving:
+        return cls(tuple(class_names), (int(image_size[0]), int(image_size[1])))
+
+
+def serving_function(model, serving: Serving):
+    names = tf.constant(list(serving.class_names), dtype=tf.string)
+
+    def answer(logits):
+        probabilities = tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
         class_id = tf.argmax(probabilities, axis=-1)
-        return {
-            "probabilities": probabilities,
-            "class_id": class_id,
-            "class_name": tf.gather(names, class_id),
-        }
+        return {"probabilities": probabilities, "class_id": class_id, "class_name": tf.gather(names, class_id)}
 
-    return serve
+    if serving.image_size is not None:
+        size = serving.image_size
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=SIGNATURE_INPUT)])
+        def serve(image_bytes):
+            return answer(model(decode_batch(image_bytes, size), training=False))
+
+        return serve
+    inputs = list(serving.features)
+    specs = [tf.TensorSpec([None, *serving.features[n].shape], serving.features[n].dtype, name=n) for n in inputs]
+
+    # positional arguments named by their specs: the signature's inputs are the feature names
+    @tf.function(input_signature=specs)
+    def serve_features(*tensors):
+        features = dict(zip(inputs, tensors)) if serving.named else tensors[0]
+        return answer(model(features, training=False))
+
+    return serve_features
 
 
-def export_saved_model(model, export_dir: str, image_size, class_names, *, io_device: str | None = None) -> str:
+def export_saved_model(model, export_dir: str, serving: Serving, *, io_device: str | None = None) -> str:
     """Write the SavedModel (Keras model + serving signature) to ``export_dir``.
 
     ``io_device``: on TPUs "/job:localhost", so the host (not the TPU worker) writes to gs://.
     """
-    serve = serving_function(model, image_size, class_names)
+    serve = serving_function(model, serving)
     options = tf.saved_model.SaveOptions(experimental_io_device=io_device)
     model.save(export_dir, save_format="tf", signatures={"serving_default": serve}, options=options,
                include_optimizer=False)
     return export_dir
 
 
-def export_version(model, model_base: str, image_size, class_names, *, io_device: str | None = None) -> str:
+def export_version(model, model_base: str, serving: Serving, *, io_device: str | None = None) -> str:
     """Export into ``<model_base>/<next version>`` so that the version folder appears only when complete.
 
     The SavedModel is written to ``<model_base>/.<version>.writing`` and renamed to ``<version>`` at the end;
@@ -79,7 +108,7 @@ def export_version(model, model_base: str, image_size, class_names, *, io_device
     version = next_version(model_base)
     staging, final = join_path(model_base, f".{version}.writing"), join_path(model_base, str(version))
     try:
-        export_saved_model(model, staging, image_size, class_names, io_device=io_device)
+        export_saved_model(model, staging, serving, io_device=io_device)
         tf.io.gfile.rename(staging, final)
     except BaseException:
         try:

@@ -22,6 +22,17 @@ STRATEGIES = ("auto", "tpu", "gpu", "multi_worker", "one_device", "cpu", "centra
 #: --mixed_precision: auto = bfloat16 on TPUs, off elsewhere.
 MIXED_PRECISION = ("auto", "bfloat16", "float16", "off")
 MODELS = ("small_cnn", "resnet50", "hub")
+#: ``--model``/``--dataset`` naming the user's function (the plug-in contract, trainer.plugin):
+#: ``path/to/file.py:NAME`` or ``package.module:NAME``.
+PLUGIN_REF = re.compile(r"^(?P<where>[^:\x00\s]{1,1024}):(?P<name>[A-Za-z_][A-Za-z0-9_]{0,199})$")
+#: ``--hp_NAME VALUE``: a plug-in's own hyperparameter.
+HPARAM_PREFIX = "hp_"
+HPARAM_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+
+def is_plugin_ref(value: str | None) -> bool:
+    """Whether ``--model``/``--dataset`` names a plug-in function rather than a built-in model."""
+    return bool(value) and PLUGIN_REF.match(value) is not None
 #: --lr_schedule: warm-up, then cosine decay to 0 / x0.1 steps at 50 % and 75 % of training / flat.
 LR_SCHEDULES = ("cosine", "step", "constant")
 #: --export: the epoch with the best validation accuracy, or the last epoch.
@@ -120,11 +131,13 @@ class TrainerArgs:
     every target runs; ``parse(argv)`` reads one back (a run record's, a job's), both ``--flag value`` and
     ``--flag=value``, the flags it does not type left in ``extra``."""
 
-    data_dir: str
+    data_dir: str | None
     model_dir: str
     distribution_strategy: str | None = None
     num_gpus: int | None = None
     model: str | None = None
+    dataset: str | None = None
+    code_dir: str | None = None
     hub_handle: str | None = None
     train_epochs: int | None = None
     train_batch_size: int | None = None
@@ -144,9 +157,18 @@ class TrainerArgs:
         UsageError when --data_dir or --model_dir is missing or a typed number is not one."""
         texts, extra = _scan(argv, _FIELDS)
         for required in ("data_dir", "model_dir"):
-            if required not in texts:
+            if required not in texts and not (required == "data_dir" and "dataset" in texts):
                 raise UsageError(f"the trainer's arguments have no --{required}")
-        return cls(**{name: _FIELDS[name](text) for name, text in texts.items()}, extra=tuple(extra))
+        texts.setdefault("data_dir", None)
+        return cls(**{name: None if text is None else _FIELDS[name](text) for name, text in texts.items()},
+                   extra=tuple(extra))
+
+    @property
+    def hparams(self) -> dict[str, str]:
+        """The plug-in hyperparameters among ``extra`` (``--hp_NAME VALUE``), by NAME."""
+        names = {a[2:].partition("=")[0] for a in self.extra if a.startswith("--" + HPARAM_PREFIX)}
+        texts, _ = _scan(self.extra, names, strict=False)
+        return {name[len(HPARAM_PREFIX):]: text for name, text in texts.items()}
 
     def with_extra(self, *args: str) -> TrainerArgs:
         return dataclasses.replace(self, extra=(*self.extra, *args))
@@ -214,6 +236,6 @@ def _whole(name: str):
 #: The flags ``TrainerArgs`` types, in the order ``argv()`` writes them, each with its reader.
 _FIELDS: dict[str, Any] = {
     "distribution_strategy": str, "num_gpus": _whole("num_gpus"), "data_dir": str, "model_dir": str, "model": str,
-    "hub_handle": str, "train_epochs": _whole("train_epochs"), "train_batch_size": _whole("train_batch_size"),
+    "dataset": str, "code_dir": str, "hub_handle": str, "train_epochs": _whole("train_epochs"), "train_batch_size": _whole("train_batch_size"),
 }
 _TYPED = tuple(_FIELDS)

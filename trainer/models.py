@@ -173,6 +173,26 @@ class Selection(tf.Module):
         self.value = tf.Variable(float("-inf"), dtype=tf.float32, name="best_val_accuracy", **sync)
 
 
+def build_plugin_model(cfg: TrainConfig, source, hparams, *, steps_per_epoch: int = 1) -> keras.Model:
+    """The user's model function (``--model file.py:NAME``, trainer.plugin) built, checked and compiled; call inside
+    ``strategy.scope()``. ``source``: the run's trainer.inputs.Inputs (its features, classes, image size)."""
+    from trainer import plugin
+
+    if cfg.seed is not None:
+        keras.utils.set_random_seed(cfg.seed)
+    fn = plugin.load(cfg.model, cfg.code_dir, "--model")
+    ctx = plugin.ModelContext(inputs=dict(source.features), num_classes=len(source.classes),
+                              class_names=tuple(source.classes), hparams=dict(hparams), image_size=source.image_size)
+    model = plugin.check_model(fn, fn.call("--model", ctx), ctx, named=source.named)
+    if model.optimizer is None:            # uncompiled: the trainer's optimizer, schedule and loss
+        return _compile(model, cfg, steps_per_epoch)
+    # compiled by the user: their optimizer and loss, and the accuracy --export best and tuning read
+    model.compile(optimizer=model.optimizer, loss=model.loss,
+                  weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
+    model.tpuctl_selection = Selection()
+    return model
+
+
 def build_model(cfg: TrainConfig, num_classes: int, image_size, *, steps_per_epoch: int = 1) -> keras.Model:
     """Build and compile; call inside ``strategy.scope()`` so every variable is distributed.
 
@@ -188,6 +208,11 @@ def build_model(cfg: TrainConfig, num_classes: int, image_size, *, steps_per_epo
         model = hub_classifier(image_size, num_classes, handle=cfg.hub_handle, fine_tune=cfg.fine_tuning_choice)
     else:
         raise UsageError(f"unknown --model {cfg.model!r}")
+    return _compile(model, cfg, steps_per_epoch)
+
+
+def _compile(model: keras.Model, cfg: TrainConfig, steps_per_epoch: int) -> keras.Model:
+    """Adam on the run's learning-rate schedule, sparse categorical cross-entropy on logits, weighted accuracy."""
     schedule = learning_rate_schedule(cfg, steps_per_epoch)
     if isinstance(tf.distribute.get_strategy(), tf.distribute.experimental.CentralStorageStrategy):
         # tf_keras' optimizer assigns its current learning rate (a variable) in replica context, which a

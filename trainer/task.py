@@ -24,11 +24,8 @@ from trainer import protocol
 from trainer.callbacks import MONITOR, backed_up_steps, checkpoint_path, training_callbacks
 from trainer.cluster import validate_environment
 from trainer.config import (
-    DEFAULT_IMAGE_SIZE,
-    IMAGE_SIDE,
     OutputDirs,
     TrainConfig,
-    check_batch_memory,
     parse_args,
 )
 from trainer.errors import DataError, HardwareError, UsageError, run_cli
@@ -120,8 +117,8 @@ def _log_batches(model, path: str) -> None:
     train_step = model.train_step
 
     def logged(data):
-        images, labels = data[0], data[1]
-        serialized = tf.strings.join([tf.io.serialize_tensor(images), tf.io.serialize_tensor(labels)])
+        parts = [*tf.nest.flatten(data[0]), data[1]]
+        serialized = tf.strings.join([tf.io.serialize_tensor(t) for t in parts])
         fingerprint = tf.strings.to_hash_bucket_fast(serialized, 2**62)
         tf.print(model.optimizer.iterations, fingerprint, output_stream=f"file://{path}")
         return train_step(data)
@@ -139,19 +136,6 @@ def _peer_lost(err) -> HardwareError:
     cause = text.strip().split(" The error could be from", 1)[0][:300].rstrip(" .")
     return HardwareError(f"a peer left the cluster during training (TensorFlow: {cause}); restart every task "
                          "of the job: training resumes from the last backup")
-
-
-def _corruption_error(manifest, image_size) -> DataError | None:
-    from trainer.data import scan_shards
-
-    for split in ("train", "validation"):
-        info = manifest.splits[split]
-        scan = scan_shards(info.files, image_size, info.shard_examples, num_classes=len(manifest.classes))
-        if scan.problems:
-            p = scan.problems[0]
-            return DataError(f"corrupt data in {p.file} (record {p.record}: {p.reason}); rewrite or remove "
-                             "that shard, or pass --skip_corrupt to skip bad records")
-    return None
 
 
 @contextlib.contextmanager
@@ -207,27 +191,14 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
     import tensorflow as tf
     import tf_keras as keras
 
-    from trainer import data, export, models
+    from trainer import data, export, inputs, models, plugin
     from trainer.summaries import write_scalars
 
     if cfg.seed is not None:
         seed_everything(cfg.seed)
 
-    manifest = data.read_manifest(cfg.data_dir)
-    image_size = cfg.image_size or manifest.image_size or (DEFAULT_IMAGE_SIZE, DEFAULT_IMAGE_SIZE)
-    if cfg.image_size is None and not all(IMAGE_SIDE.low <= side <= IMAGE_SIDE.high for side in image_size):
-        raise UsageError(f"the data's images are {image_size[0]}x{image_size[1]} (image_size in {cfg.data_dir}/"
-                         f"manifest.json); pass --image_size to train at a size with each side "
-                         f"{IMAGE_SIDE.describe()}")
-    if cfg.model == "resnet50" and min(image_size) < 32:
-        raise UsageError(f"--model resnet50 needs images of at least 32x32 (data is {image_size[0]}x{image_size[1]}); "
-                         "pass --image_size 32 or larger")
-    check_batch_memory(cfg, image_size)
-    train, val = manifest.splits["train"], manifest.splits["validation"]
-    if train.examples < 1 or not train.files:
-        raise DataError(f"{cfg.data_dir} has no training examples (manifest lists none)")
-    if val.examples < 1 or not val.files:
-        raise DataError(f"{cfg.data_dir} has no validation examples; write the data with a validation fraction > 0")
+    hparams = plugin.parse_hparams(dict(cfg.hparams))
+    source = inputs.prepare(cfg, num_workers=info.num_workers, hparams=hparams)
     if cfg.resnet_weights and not tf.io.gfile.exists(cfg.resnet_weights):
         raise DataError(f"--resnet_weights {cfg.resnet_weights} does not exist")
 
@@ -240,30 +211,10 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
             if size % info.num_replicas:
                 raise UsageError(f"{flag} {size} must be a multiple of the {info.num_replicas} TPU cores")
 
-    train_examples, val_examples = train.examples, val.examples
-    skipped = 0
-    if cfg.skip_corrupt:
-        for split, split_info in (("train", train), ("validation", val)):
-            scan = data.scan_shards(split_info.files, image_size, split_info.shard_examples,
-                                    num_classes=len(manifest.classes))
-            for p in scan.problems:
-                print(f"warning: skipping {p.bad_records} corrupt record(s) in {p.file} "
-                      f"(first at record {p.record}: {p.reason})", file=sys.stderr, flush=True)
-            skipped += scan.bad_records
-            if split == "train":
-                train_examples -= scan.bad_records
-            else:
-                val_examples -= scan.bad_records
-        if train_examples < 1 or val_examples < 1:
-            raise DataError(f"nothing left to train on after skipping {skipped} corrupt record(s)")
-        protocol.emit(protocol.SKIPPED_RECORDS, skipped)
-
+    train_examples, val_examples, skipped = source.train_examples, source.val_examples, source.skipped
     steps_per_epoch = cfg.steps_per_epoch or max(1, train_examples // cfg.train_batch_size)
-    # every validation record once (the last batch padded, the padding weighted 0): data.make_eval_dataset
+    # every validation example once (the last batch padded, the padding weighted 0): data.exact_passes
     validation_steps = data.evaluation_steps(val_examples, cfg.validation_batch_size)
-    parse_one = data.record_parser(image_size, len(manifest.classes))
-    common = dict(num_workers=info.num_workers, cache=cfg.cache, skip_corrupt=cfg.skip_corrupt, seed=cfg.seed,
-                  num_classes=len(manifest.classes))
     # A run resumed from a step backup continues its input where the interrupted run's was: the records the
     # backed-up steps consumed (of this worker's stream) are passed over before decoding. Without --seed every
     # pass is shuffled afresh and no order can be repeated: only the place in the current pass is kept, so a
@@ -273,10 +224,10 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
     if info.kind != "parameter_server":
         input_steps = backed_up_steps(dirs, steps_per_epoch)
         pipelines, pipeline_id = info.input_pipelines()
-        skip = data.records_read(input_steps, cfg.train_batch_size, num_files=len(train.files),
+        skip = data.records_read(input_steps, cfg.train_batch_size, num_files=source.train_files,
                                  input_pipelines=pipelines, pipeline_id=pipeline_id,
                                  replicas_per_pipeline=max(1, info.num_replicas // pipelines))
-        per_pass = data.records_per_pass(train, input_pipelines=pipelines, pipeline_id=pipeline_id)
+        per_pass = source.per_pass(pipelines, pipeline_id)
         if cfg.seed is None and per_pass:
             skip %= per_pass
     if info.kind == "parameter_server":
@@ -284,33 +235,31 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         # itself) and explicit steps (tf_keras data_adapter._ClusterCoordinatorDataHandler; TensorFlow's
         # "Parameter server training" tutorial, "Training with Model.fit"). No auto-sharding happens
         # here: each worker reads every file in its own shuffled order.
-        common["num_workers"] = 1
-
-        def dataset_fn(files, batch, training, **kw):
-            def fn(input_context):
-                per_worker = input_context.get_per_replica_batch_size(batch)
-                return data.make_dataset(files, per_worker, image_size, training, **kw, **common)
-            return keras.utils.experimental.DatasetCreator(fn)
+        def train_fn(input_context):
+            return source.train(input_context.get_per_replica_batch_size(cfg.train_batch_size), workers=1)
 
         def eval_fn(input_context):
-            per_worker = input_context.get_per_replica_batch_size(cfg.validation_batch_size)
-            return data.make_eval_dataset(list(val.files), per_worker, val_examples, parse_one,
-                                          skip_corrupt=cfg.skip_corrupt, cache=cfg.cache)
+            return source.validation(input_context.get_per_replica_batch_size(cfg.validation_batch_size))
 
-        train_ds = dataset_fn(list(train.files), cfg.train_batch_size, True, shuffle_buffer=cfg.shuffle_buffer)
+        train_ds = keras.utils.experimental.DatasetCreator(train_fn)
         val_ds = keras.utils.experimental.DatasetCreator(eval_fn)
     else:
-        train_ds = data.make_dataset(list(train.files), cfg.train_batch_size, image_size, True,
-                                     shuffle_buffer=cfg.shuffle_buffer, skip=skip, **common)
-        val_ds = data.make_eval_dataset(list(val.files), cfg.validation_batch_size, val_examples, parse_one,
-                                        skip_corrupt=cfg.skip_corrupt, cache=cfg.cache)
+        train_ds = source.train(cfg.train_batch_size, skip=skip)
+        val_ds = source.validation(cfg.validation_batch_size)
     # Parameter servers: the coordinator hands validation steps to whichever worker is free, each reading its
     # own copy of the stream, so a record may be counted twice and another not at all.
     exact_validation = info.kind != "parameter_server"
 
     precision = models.set_precision(cfg.mixed_precision, cfg.model, info.kind)
     with info.strategy.scope():
-        model = models.build_model(cfg, len(manifest.classes), image_size, steps_per_epoch=steps_per_epoch)
+        if cfg.plugin_model:
+            model = models.build_plugin_model(cfg, source, hparams, steps_per_epoch=steps_per_epoch)
+        else:
+            if source.image_size is None:
+                raise UsageError(f"--model {cfg.model} is an image model and --dataset {cfg.dataset} yields "
+                                 f"features ({', '.join(source.features)}); name your model function too "
+                                 "(--model file.py:NAME)")
+            model = models.build_model(cfg, len(source.classes), source.image_size, steps_per_epoch=steps_per_epoch)
 
     # Every input was checked (flags, data, model); only now is anything written.
     if info.is_chief:
@@ -322,10 +271,14 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         # re-run must not make the finished run vanish from `tpuctl runs ls`).
         held.enter_context(claim_model_dir(cfg.model_dir))
 
+    shape = (f"image_size={source.image_size[0]}x{source.image_size[1]}" if source.image_size
+             else f"features={','.join(source.features)}")
+    sharding = (data.shard_policy(source.train_files, info.num_workers).name if source.train_files
+                else ("DATA" if info.num_workers > 1 else "AUTO"))
     print(f"training: model={cfg.model} strategy={info.kind} replicas={info.num_replicas} "
-          f"workers={info.num_workers} image_size={image_size[0]}x{image_size[1]} "
+          f"workers={info.num_workers} {shape} "
           f"steps_per_epoch={steps_per_epoch} validation_steps={validation_steps} "
-          f"input_sharding={data.shard_policy(len(train.files), common['num_workers']).name} "
+          f"input_sharding={sharding} "
           f"mixed_precision={precision} validation={'exact' if exact_validation else 'shared among workers'}", flush=True)
     if input_steps:
         epoch, step = divmod(input_steps, steps_per_epoch)
@@ -342,8 +295,11 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
                             validation_data=val_ds, validation_steps=validation_steps,
                             callbacks=training_callbacks(keras, cfg, dirs, info, env, steps_per_epoch, input_steps),
                             verbose=2)
-    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError):
-        problem = None if cfg.skip_corrupt else _corruption_error(manifest, image_size)
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as err:
+        if cfg.dataset is not None:   # the user's examples (a label out of range, a shape that changed): say so
+            message = data.first_line(err.message)
+            raise DataError(f"--dataset {cfg.dataset}: reading its examples failed during training: {message}") from None
+        problem = None if cfg.skip_corrupt else source.corruption()
         if problem is not None:
             raise problem from None
         raise
@@ -363,16 +319,17 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         name = f"weights-{info.task_type or 'chief'}-{info.task_id}.npz"
         np.savez(os.path.join(dump, name), *model.get_weights())
 
-    model_base = join_path(dirs.export_base, cfg.model)
+    model_base = join_path(dirs.export_base, cfg.model_name)
     io_device = "/job:localhost" if info.kind == "tpu" else None
+    serving = export.Serving(source.classes, source.image_size, source.features, source.named)
     if info.is_chief:
-        export_dir = export.export_version(model, model_base, image_size, manifest.classes, io_device=io_device)
+        export_dir = export.export_version(model, model_base, serving, io_device=io_device)
     else:
         # Every worker takes part in saving (synchronised variables are read collectively);
         # only the chief's copy is kept.
         scratch = tempfile.mkdtemp(prefix=f"export-{info.task_type}-{info.task_id}-")
         try:
-            export.export_saved_model(model, scratch, image_size, manifest.classes)
+            export.export_saved_model(model, scratch, serving)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         return None
@@ -386,6 +343,7 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         **chosen,
         "export": cfg.export,
         "model": cfg.model,
+        "source": source.source,
         "strategy": info.kind,
         "mixed_precision": precision,
         "num_workers": info.num_workers,

@@ -52,7 +52,7 @@ def test_in_memory_model_and_reloaded_export_agree(demo_data, tmp_path, tools):
     ds = data.make_dataset(str(demo_data / "digits-train-*"), 32, (32, 32), training=True, seed=5)
     model.fit(ds, epochs=1, steps_per_epoch=8, verbose=0)
     classes = [f"digit-{i}" for i in range(10)]
-    export_dir = export.export_saved_model(model, str(tmp_path / "export" / "small_cnn" / "1"), (32, 32), classes)
+    export_dir = export.export_saved_model(model, str(tmp_path / "export" / "small_cnn" / "1"), export.Serving.images((32, 32), classes))
 
     jpegs = tools.validation_jpegs(demo_data, 9)
     images = tf.stack([data.decode_image(j, (32, 32)) for j in jpegs])
@@ -98,11 +98,11 @@ def test_an_export_interrupted_by_ctrl_c_leaves_no_version_and_keeps_the_earlier
 
     monkeypatch.setattr(export, "export_saved_model", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        export.export_version(model, str(base), (16, 16), ["a", "b", "c"])
+        export.export_version(model, str(base), export.Serving.images((16, 16), ["a", "b", "c"]))
     assert sorted(p.name for p in base.iterdir()) == ["1"]
     assert (base / "1" / "saved_model.pb").read_bytes() == b"earlier"
     monkeypatch.setattr(export, "export_saved_model", real_save)
-    done = export.export_version(model, str(base), (16, 16), ["a", "b", "c"])
+    done = export.export_version(model, str(base), export.Serving.images((16, 16), ["a", "b", "c"]))
     assert done == f"{base}/2" and (base / "2" / "saved_model.pb").is_file()
     assert sorted(p.name for p in base.iterdir()) == ["1", "2"]
 

@@ -1,0 +1,191 @@
+"""Your model and your data in the bundled trainer (issue 41; trainer.plugin, docs/your-code.md): a model and a
+dataset written here, in a temporary folder outside the checkout, train on one process, two workers and parameter
+servers, export a signature of their own inputs, resume a killed run with the batches where it stopped, and each
+kind of broken plug-in is one line naming the user's file, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+
+import pytest
+
+from procfixtures import Watched
+
+MODEL = '''
+import tf_keras as keras
+
+
+def build(ctx):
+    """Two named inputs, like a table with a text column; hparams from --hp_units."""
+    amount = keras.Input(shape=ctx.inputs["amount"].shape, name="amount")
+    kind = keras.Input(shape=(), dtype="string", name="kind")
+    kind_id = keras.layers.StringLookup(vocabulary=["a", "b", "c"], output_mode="one_hot")(
+        keras.layers.Reshape((1,))(kind))
+    x = keras.layers.Concatenate()([amount, kind_id])
+    x = keras.layers.Dense(int(ctx.hparams.get("units", 8)), activation="relu")(x)
+    return keras.Model({"amount": amount, "kind": kind}, keras.layers.Dense(ctx.num_classes)(x), name="ledger")
+'''
+
+DATASET = '''
+import numpy as np
+import tensorflow as tf
+
+CLASSES = ["small", "large"]
+
+
+def examples(ctx):
+    """One pass, the same examples in the same order at every call (generated from a fixed seed)."""
+    n = 480 if ctx.split == "train" else 70
+    rng = np.random.default_rng(11 if ctx.split == "train" else 12)
+    amount = rng.normal(size=(n, 2)).astype("float32")
+    kind = rng.choice(np.array(["a", "b", "c"]), size=n)
+    label = ((amount[:, 0] + (kind == "c")) > 0.5).astype("int64")
+    return tf.data.Dataset.from_tensor_slices(({"amount": amount, "kind": kind}, label))
+'''
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """A user's project folder outside the checkout: model.py and data.py."""
+    folder = tmp_path_factory.mktemp("user-project")
+    (folder / "model.py").write_text(MODEL)
+    (folder / "data.py").write_text(DATASET)
+    return folder
+
+
+def _flags(project, model_dir, *extra):
+    return ["--code_dir", str(project), "--model", "model.py:build", "--dataset", "data.py:examples",
+            "--model_dir", str(model_dir), "--train_epochs", "2", "--train_batch_size", "16", "--seed", "5",
+            "--hp_units", "12", *extra]
+
+
+def _serve(export_dir):
+    import tensorflow as tf
+
+    serve = tf.saved_model.load(str(export_dir)).signatures["serving_default"]
+    return serve, serve(amount=tf.constant([[2.0, 0.0], [-2.0, 0.0]]), kind=tf.constant(["c", "a"]))
+
+
+def test_a_plugin_trains_exports_its_own_inputs_and_counts_validation_exactly(tools, project, tmp_path):
+    run = tools.run_module(["trainer.task", *_flags(project, tmp_path / "m")])
+    result = run.result
+    assert result["model"] == "model.py:build" and result["source"] == "dataset data.py:examples"
+    assert result["train_examples"] == 480 and result["validation_examples"] == 70
+    assert abs(result["val_accuracy"] * 70 - round(result["val_accuracy"] * 70)) < 1e-4
+    assert "features=amount,kind" in run.stdout
+    serve, out = _serve(result["export_dir"])
+    assert set(serve.structured_input_signature[1]) == {"amount", "kind"}
+    assert {n.decode() for n in out["class_name"].numpy()} <= {"small", "large"}    # the module's CLASSES
+    assert out["probabilities"].shape == (2, 2)
+    assert result["export_dir"].endswith("/export/build/1")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["multi_worker", "parameter_server"])
+def test_a_plugin_trains_on_a_cluster(tools, project, tmp_path, layout):
+    """Two workers (MultiWorkerMirrored), or a coordinator, two workers and a parameter server."""
+    ports = [tools.free_port() for _ in range(4)]
+    if layout == "multi_worker":
+        cluster = {"worker": [f"127.0.0.1:{p}" for p in ports[:2]]}
+        tasks = [("worker", 0), ("worker", 1)]
+    else:
+        cluster = {"chief": [f"127.0.0.1:{ports[0]}"], "worker": [f"127.0.0.1:{p}" for p in ports[1:3]],
+                   "ps": [f"127.0.0.1:{ports[3]}"]}
+        tasks = [("ps", 0), ("worker", 0), ("worker", 1), ("chief", 0)]
+    args = _flags(project, tmp_path / "m", "--distribution_strategy", layout, "--steps_per_epoch", "10")
+    with contextlib.ExitStack() as stack:
+        procs = {}
+        for task_type, index in tasks:
+            env = tools.env({"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}}),
+                             "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"})
+            procs[(task_type, index)] = stack.enter_context(
+                Watched([sys.executable, "-m", "trainer.task", *args], cwd=tools.REPO, env=env))
+        lead = procs[("worker", 0) if layout == "multi_worker" else ("chief", 0)]
+        assert lead.finish(timeout=300) == 0, lead.tail()
+        if layout == "multi_worker":
+            assert procs[("worker", 1)].finish(timeout=120) == 0, procs[("worker", 1)].tail()
+    result = json.loads(lead.out[-1][len(tools.RESULT_PREFIX):])
+    assert result["strategy"] == layout and result["num_workers"] == 2
+    assert result["validation_exact"] is (layout == "multi_worker")
+    _, out = _serve(result["export_dir"])
+    assert out["probabilities"].shape == (2, 2)
+
+
+def test_a_killed_plugin_run_resumes_with_the_batches_where_it_stopped(tools, project, tmp_path):
+    """Killed mid-epoch (SIGKILL) with step backups, the resumed run trains the batches an uninterrupted run trains
+    after its backup: the plug-in's examples are passed over by the trainer as its own records are."""
+    def flags(folder):
+        return _flags(project, tmp_path / folder, "--steps_per_epoch", "20", "--backup_every_steps", "4")
+
+    def log(folder):
+        return {"TPUCTL_TRAINER_TEST_LOG_BATCHES": str(tmp_path / "batches" / folder)}
+
+    with Watched([sys.executable, "-m", "trainer.task", *flags("resumed")], stderr=False, cwd=tools.REPO,
+                 env=tools.env(log("killed"))) as proc:
+        proc.wait_line("progress: 11/", "step 11 of epoch 2", after="epoch-start: 2/2")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.finish()
+    resumed = tools.run_module(["trainer.task", *flags("resumed")], env=log("resumed"))
+    assert resumed.result["epochs"] == 2
+    assert any(line.startswith("resuming: ") for line in resumed.stdout_lines)
+    tools.run_module(["trainer.task", *flags("whole")], env=log("whole"))
+
+    def batches(folder):
+        steps = {}
+        for line in (tmp_path / "batches" / folder / "batches-chief-0.txt").read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 2 and all(p.isdigit() for p in parts):
+                steps[int(parts[0])] = int(parts[1])
+        return steps
+
+    killed, continued, whole = batches("killed"), batches("resumed"), batches("whole")
+    first = min(continued)
+    assert 20 < first < 40 and first % 4 == 0, first          # a backup in epoch 2, not its start
+    assert {**{s: killed[s] for s in range(first)}, **continued} == whole
+
+
+@pytest.mark.parametrize("source, flags, names", [
+    ("", ["--model", "missing.py:build"], ["missing.py"]),
+    ("def build(ctx):\n    return 1 / 0\n", ["--model", "bad.py:build"], ["bad.py:2", "ZeroDivisionError"]),
+    ("def build(ctx):\n    return 'a model'\n", ["--model", "bad.py:build"], ["bad.py", "not a tf_keras Model"]),
+    ("import tf_keras as keras\n\ndef build(ctx):\n    x = keras.Input(shape=(2,), name='amount')\n"
+     "    k = keras.Input(shape=(), dtype='string', name='kind')\n"
+     "    return keras.Model({'amount': x, 'kind': k}, keras.layers.Dense(7)(x))\n",
+     ["--model", "bad.py:build"], ["bad.py", "7 value(s)", "2 classes"]),
+    ("def build(ctx:\n    pass\n", ["--model", "bad.py:build"], ["bad.py:1", "does not compile"]),
+    ("import tensorflow as tf\nCLASSES = ['a', 'b']\n\ndef examples(ctx):\n"
+     "    return tf.data.Dataset.from_tensor_slices(([[1.0], [2.0]], [0, 1])).batch(2)\n",
+     ["--dataset", "bad.py:examples", "--model", "model.py:build"], ["bad.py", "the label must be one integer"]),
+    ("import tensorflow as tf\nCLASSES = ['a', 'b']\n\ndef examples(ctx):\n"
+     "    return tf.data.Dataset.from_tensor_slices(({'amount': [[1.0, 0.0]], 'kind': ['a']}, [5]))\n",
+     ["--dataset", "bad.py:examples", "--model", "model.py:build"], ["bad.py", "label 5", "0..1"]),
+], ids=["missing-file", "raises", "not-a-model", "outputs-do-not-fit", "syntax-error", "batched-dataset",
+        "label-out-of-range"])
+def test_a_broken_plugin_is_one_line_naming_the_users_file(in_process, project, tmp_path, source, flags, names):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "model.py").write_text((project / "model.py").read_text())
+    (code / "data.py").write_text((project / "data.py").read_text())
+    if source:
+        (code / "bad.py").write_text(source)
+    dataset = [] if "--dataset" in flags else ["--dataset", "data.py:examples"]
+    model_dir = tmp_path / "m"
+    run = in_process(["trainer.task", "--code_dir", str(code), *dataset, *flags, "--model_dir", str(model_dir),
+                      "--train_epochs", "1"])
+    assert run.returncode == 2, run.stderr[-2000:]
+    line = run.error_line()
+    assert line.startswith("error: ") and all(n in line for n in names), line
+    assert str(code) in line or "missing.py" in line
+    assert not model_dir.exists()                              # nothing written
+
+
+def test_plugin_contract_text_is_where_users_read_it(tools):
+    """docs/your-code.md states the contract version the trainer implements."""
+    from trainer import plugin
+
+    text = (tools.REPO / "docs" / "your-code.md").read_text()
+    assert f"contract version {plugin.CONTRACT_VERSION}" in text.lower()

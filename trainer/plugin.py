@@ -1,0 +1,277 @@
+"""Your model and your data in the bundled trainer: the plug-in contract, version 1 (docs/your-code.md).
+
+    python -m trainer.task --code_dir ~/my-project --model model.py:build [--dataset data.py:examples] \\
+        [--hp_units 64 --hp_dropout 0.2] --data_dir … --model_dir …
+
+``--model REF`` and ``--dataset REF`` name a function as ``path/to/file.py:NAME`` (relative to ``--code_dir``) or
+``package.module:NAME`` (importable from ``--code_dir``). ``--hp_NAME VALUE`` flags are the plug-in's own
+hyperparameters (numbers, true/false, or text), handed to both functions and tunable by ``tpuctl tune``.
+
+**A model function** ``build(ctx: ModelContext) -> tf_keras.Model``: the inputs it must accept are
+``ctx.inputs`` (one example's features: a name -> ``tf.TensorSpec`` without the batch dimension; name your
+``keras.Input`` layers after them), and it returns ``ctx.num_classes`` logits per example. Return it
+uncompiled and the trainer compiles it as its own models (Adam on its learning-rate schedule, sparse categorical
+cross-entropy on logits, accuracy), so ``--learning_rate``, ``--lr_schedule``, mixed precision and tuning work
+as for the built-in models; a model compiled by you keeps your optimizer and loss, and the trainer adds the
+accuracy that ``--export best``, early stopping and tuning read. It is built inside the strategy's scope
+(every strategy: one device, GPUs, multi-worker, parameter servers, TPU).
+
+**A dataset function** ``examples(ctx: DatasetContext) -> tf.data.Dataset`` (optional: without it the trainer
+reads the TFRecords of ``--data_dir``, images or the features its manifest declares): ONE PASS over the split
+``ctx.split`` as single examples ``(features, label)``, features a tensor or a dict of tensors with static
+shapes, the label an integer class id ``0 .. num_classes - 1``. The trainer does the rest, as for its own data:
+it shards the stream among workers, shuffles (seeded by ``--seed``), repeats, batches (``drop_remainder`` for
+training; validation counts every example once), and on a resume passes over the examples the backed-up steps
+consumed. For that resume to continue exactly where training stopped, the function must give the same
+examples in the same order every time it is called (with ``--seed``: seed any randomness of your own from
+``ctx.seed``). The number of examples comes from the dataset's cardinality; when it is unknown (a generator,
+``filter``) the trainer counts one pass first. ``num_classes`` and the class names come from ``--data_dir``'s
+manifest, or, with no data folder, from the module attribute ``CLASSES`` next to the dataset function.
+
+Errors in user code — a module that does not import, a function that raises, a wrong return type, outputs that
+do not fit the labels, a dataset of the wrong shapes — are one ``error:`` line naming the user's file (and
+line, where Python knows it), exit 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import os
+import re
+import sys
+import traceback
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from trainer.errors import UsageError
+from trainer.flags import HPARAM_NAME, PLUGIN_REF, is_plugin_ref
+
+CONTRACT_VERSION = 1
+
+_REF = PLUGIN_REF
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+#: Examples counted when a dataset does not know its size, at most (one pass is read to count them).
+MAX_COUNTED_EXAMPLES = 50_000_000
+
+
+__all__ = ["CONTRACT_VERSION", "DatasetContext", "ModelContext", "Plugin", "is_plugin_ref", "load"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelContext:
+    """What a model function receives."""
+    inputs: Mapping[str, Any]              # feature name -> tf.TensorSpec of one example (no batch dimension)
+    num_classes: int
+    class_names: tuple[str, ...]
+    hparams: Mapping[str, Any]             # --hp_NAME values
+    image_size: tuple[int, int] | None     # image data: the size images are resized to; else None
+    contract: int = CONTRACT_VERSION
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetContext:
+    """What a dataset function receives."""
+    split: str                             # "train" or "validation"
+    data_dir: str | None                   # --data_dir as given (local or gs://), or None
+    seed: int | None                       # --seed
+    hparams: Mapping[str, Any]
+    num_input_pipelines: int = 1           # the workers reading input (each gets the whole stream; see above)
+    input_pipeline_id: int = 0
+    contract: int = CONTRACT_VERSION
+
+
+@dataclasses.dataclass(frozen=True)
+class Plugin:
+    """A loaded plug-in function and where it is written (for error lines)."""
+    ref: str
+    function: Callable[..., Any]
+    file: str
+
+    @property
+    def name(self) -> str:
+        return self.ref.rsplit(":", 1)[1]
+
+    def call(self, what: str, ctx: Any) -> Any:
+        """``function(ctx)``; anything it raises is one UsageError naming the user's file and line."""
+        try:
+            return self.function(ctx)
+        except Exception as err:  # noqa: BLE001 - any failure of user code is reported, one line
+            raise UsageError(f"{self.where(err)}: {what} {self.ref} raised {type(err).__name__}: "
+                             f"{_first_line(err)}") from None
+
+    def where(self, err: BaseException | None = None) -> str:
+        """``file:line`` of the deepest frame of ``err`` in the plug-in's file (else the file)."""
+        if err is not None:
+            frames = [f for f in traceback.extract_tb(err.__traceback__) if _same_file(f.filename, self.file)]
+            if frames:
+                return f"{self.file}:{frames[-1].lineno}"
+        return self.file
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return a == b
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    line = text[0] if text else ""
+    return line[:300] if line else "(no message)"
+
+
+def parse_hparams(pairs: Mapping[str, str]) -> dict[str, Any]:
+    """``--hp_NAME VALUE`` texts -> values: an integer, a number, true/false, else the text."""
+    out: dict[str, Any] = {}
+    for name, text in pairs.items():
+        if not HPARAM_NAME.match(name):
+            raise UsageError(f"--hp_{name}: a hyperparameter name is 1-64 lowercase letters, digits and '_', "
+                             "starting with a letter")
+        if len(text) > 1000 or "\x00" in text:
+            raise UsageError(f"--hp_{name}: a value of at most 1000 characters, without NUL")
+        out[name] = _value(text)
+    return out
+
+
+def _value(text: str) -> Any:
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for kind in (int, float):
+        try:
+            value = kind(text)
+        except ValueError:
+            continue
+        if kind is float and value != value or value in (float("inf"), float("-inf")):
+            raise UsageError(f"a hyperparameter must be finite, got {text!r}")
+        return value
+    return text
+
+
+def load(ref: str, code_dir: str | None, flag: str) -> Plugin:
+    """The function ``ref`` names (see the module docstring), imported from ``code_dir`` (prepended to sys.path)."""
+    m = _REF.match(ref or "")
+    if not m:
+        raise UsageError(f"{flag} {ref!r}: name a function as path/to/file.py:NAME or package.module:NAME")
+    where, name = m["where"], m["name"]
+    root = os.path.abspath(code_dir) if code_dir else os.getcwd()
+    if code_dir is not None and not os.path.isdir(root):
+        raise UsageError(f"--code_dir {code_dir} is not a folder")
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    if where.endswith(".py"):
+        path = where if os.path.isabs(where) else os.path.join(root, where)
+        if not os.path.isfile(path):
+            raise UsageError(f"{flag} {ref}: no file {path}")
+        module_name = "tpuctl_plugin_" + re.sub(r"\W", "_", os.path.relpath(path, root))[:-3]
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            raise UsageError(f"{flag} {ref}: {path} cannot be imported")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        _exec(lambda: spec.loader.exec_module(module), path, flag, ref)
+        file = path
+    else:
+        if not _MODULE.match(where):
+            raise UsageError(f"{flag} {ref}: {where!r} is neither a .py file nor a module name")
+        try:
+            found = importlib.util.find_spec(where)
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            raise UsageError(f"{flag} {ref}: no module {where} in --code_dir {root}")
+        file = found.origin or where
+        module = _exec(lambda: importlib.import_module(where), file, flag, ref)
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise UsageError(f"{file}: {flag} {ref}: the module has no function {name}")
+    return Plugin(ref, function, os.path.abspath(file) if os.path.exists(file) else file)
+
+
+def _exec(run: Callable[[], Any], file: str, flag: str, ref: str) -> Any:
+    try:
+        return run()
+    except SyntaxError as err:
+        raise UsageError(f"{err.filename or file}:{err.lineno}: {flag} {ref} does not compile: {err.msg}") from None
+    except Exception as err:  # noqa: BLE001 - importing user code may raise anything
+        frames = [f for f in traceback.extract_tb(err.__traceback__) if _same_file(f.filename, file)]
+        at = f"{file}:{frames[-1].lineno}" if frames else file
+        raise UsageError(f"{at}: importing {flag} {ref} raised {type(err).__name__}: {_first_line(err)}") from None
+
+
+def module_attribute(plugin: Plugin, name: str) -> Any:
+    """An attribute of the plug-in's module (e.g. ``CLASSES``), or None."""
+    module = sys.modules.get(getattr(plugin.function, "__module__", "") or "")
+    return getattr(module, name, None) if module is not None else None
+
+
+# ---------------------------------------------------------------------------------------------- checks
+def check_model(plugin: Plugin, model: Any, ctx: ModelContext, *, named: bool) -> Any:
+    """A tf_keras Model whose inputs are among the data's features (``named``: the data's features are a dict, so
+    its inputs must be named after them) and whose outputs fit the classes."""
+    import tf_keras as keras
+
+    if not isinstance(model, keras.Model):
+        kind = type(model).__module__ + "." + type(model).__name__
+        hint = " (a Keras 3 model: build it with tf_keras, which the trainer runs)" if kind.startswith("keras.") else ""
+        raise UsageError(f"{plugin.file}: --model {plugin.ref} returned {kind}, not a tf_keras Model{hint}")
+    names = list(getattr(model, "input_names", None) or [])
+    features = list(ctx.inputs)
+    missing = [n for n in names if n not in ctx.inputs] if named else []
+    if missing or not named and len(names) > 1:
+        raise UsageError(f"{plugin.file}: --model {plugin.ref} takes inputs {missing or names} the data does not "
+                         f"have (its features: {', '.join(features)}); name the keras.Input layers after them")
+    try:
+        shape = model.output_shape
+    except (AttributeError, RuntimeError):
+        shape = None
+    if isinstance(shape, list):
+        raise UsageError(f"{plugin.file}: --model {plugin.ref} has {len(shape)} outputs; the trainer trains one: "
+                         f"{ctx.num_classes} logits per example")
+    if shape is not None and shape[-1] != ctx.num_classes:
+        raise UsageError(f"{plugin.file}: --model {plugin.ref} outputs {shape[-1]} value(s) per example but the data "
+                         f"has {ctx.num_classes} classes; end the model with Dense({ctx.num_classes}) (logits)")
+    return model
+
+
+def check_examples(plugin: Plugin, ds: Any, split: str, inputs: Mapping[str, Any] | None) -> Any:
+    """A dataset of single ``(features, label)`` examples with static shapes (and, for validation, the features the
+    training split has)."""
+    import tensorflow as tf
+
+    if not isinstance(ds, tf.data.Dataset):
+        raise UsageError(f"{plugin.file}: --dataset {plugin.ref} returned {type(ds).__name__} for split {split}, "
+                         "not a tf.data.Dataset")
+    spec = ds.element_spec
+    if not (isinstance(spec, tuple) and len(spec) == 2):
+        raise UsageError(f"{plugin.file}: --dataset {plugin.ref} ({split}) must yield (features, label) pairs, "
+                         f"got elements {_describe(spec)}")
+    features, label = spec
+    if not isinstance(label, tf.TensorSpec) or label.shape.rank != 0 or not label.dtype.is_integer:
+        raise UsageError(f"{plugin.file}: --dataset {plugin.ref} ({split}): the label must be one integer class id "
+                         f"per example (a scalar), got {_describe(label)} (unbatched examples: do not batch)")
+    flat = features.items() if isinstance(features, dict) else [("features", features)]
+    for name, s in flat:
+        if not isinstance(s, tf.TensorSpec):
+            raise UsageError(f"{plugin.file}: --dataset {plugin.ref} ({split}): feature {name} is {_describe(s)}, "
+                             "not a dense tensor")
+        if not s.shape.is_fully_defined():
+            raise UsageError(f"{plugin.file}: --dataset {plugin.ref} ({split}): feature {name} has shape {s.shape}; "
+                             "every feature needs a static shape (pad or resize in the function)")
+    if inputs is not None and feature_specs(features) != dict(inputs):
+        raise UsageError(f"{plugin.file}: --dataset {plugin.ref}: the {split} split's features "
+                         f"{_describe(features)} differ from the train split's {dict(inputs)}")
+    return ds
+
+
+def feature_specs(features: Any) -> dict[str, Any]:
+    """name -> TensorSpec of one example's features (a single tensor is named ``features``)."""
+    return dict(features) if isinstance(features, dict) else {"features": features}
+
+
+def _describe(spec: Any) -> str:
+    text = repr(spec)
+    return text if len(text) <= 200 else text[:197] + "..."
