@@ -12,6 +12,7 @@ import errno
 import os
 import posixpath
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,12 +96,13 @@ def _kind(mode: int) -> str:
             else "device" if stat.S_ISBLK(mode) or stat.S_ISCHR(mode) else "special file")
 
 
-def scan_tree(root: Path, source: str) -> list[TreeFile]:
+def scan_tree(root: Path, source: str, skip: Callable[[str, bool], bool] | None = None) -> list[TreeFile]:
     """Every file under ``root``, checked BEFORE anything is read, uploaded or copied.
 
     The same rules as for archive members: a symlink may point only inside the folder (its target's
     bytes are used); a symlink leaving the folder, a dangling symlink, a symlink loop, a FIFO, socket or
-    device, a name with a backslash or too long a name is refused with one line. Nothing is opened here."""
+    device, a name with a backslash or too long a name is refused with one line. Nothing is opened here.
+    ``skip(rel, is_folder)``: entries left out (a folder's whole subtree), before any of these checks."""
     try:
         real_root = Path(os.path.realpath(root))
     except OSError as exc:
@@ -117,6 +119,8 @@ def scan_tree(root: Path, source: str) -> list[TreeFile]:
             raise os_error(exc, f"{source}: {rel_dir or '.'}") from None
         for entry in entries:
             rel = f"{rel_dir}{entry.name}"
+            if skip is not None and skip(rel, entry.is_dir(follow_symlinks=False)):
+                continue
             problem = path_problem(rel)
             if problem:
                 raise refuse(rel, f"it {problem}")

@@ -8,9 +8,10 @@ from typing import Optional
 
 import typer
 
+from ground.envs import REPO_ROOT
 from ground.errors import UserError
 from tpuctl.commands.options import stack_outputs
-from tpuctl.services import image
+from tpuctl.services import image, usercode
 
 image_app = typer.Typer(
     name="image", no_args_is_help=True,
@@ -21,15 +22,31 @@ _VARIANT = typer.Option("cpu", "--variant", help="cpu | gpu (TensorFlow's CUDA w
 _STACK = typer.Option(None, "--stack", help="Project, region, staging bucket and repository from this stack's outputs.")
 _OUTPUTS = typer.Option(None, "--outputs", help="The same from this outputs JSON (`pulumi stack output --json`).")
 _REPO = typer.Option(None, "--repository", help="Artifact Registry Docker repository (default: the stack's, else tpuctl-trainer).")
+_CODE = typer.Option(None, "--code", help="Your project folder, layered on the trainer image (code-VARIANT:TAG, tagged by its content; docs/your-code.md).")
+
+
+def _project(code, variant: str, *, check: bool = False):
+    """The user's project folder as it ships (None without --code); ``check``: its requirements.txt against the
+    image's pinned versions, and the files left out as secrets named."""
+    if code is None:
+        return None
+    project = usercode.scan_project(code)
+    if check:
+        usercode.check_requirements(project, REPO_ROOT / image.lock_file(variant))
+        if project.secrets:
+            typer.echo(f"note: left out of the image as secrets: {', '.join(project.secrets)}", err=True)
+    return project
 
 
 def register(app: typer.Typer) -> None:
     app.add_typer(image_app, name="image")
 
 
-def _ref(variant, stack, outputs, repository, project=None, region=None, dry_run=False):
+def _ref(variant, stack, outputs, repository, project=None, region=None, dry_run=False, code=None):
     image.check_variant(variant)
     so = stack_outputs(stack, outputs, dry_run=dry_run)
+    if code is not None:
+        return so, image.code_image_ref(so, variant, code, project_id=project, region=region, repository=repository)
     return so, image.image_ref(so, variant, project=project, region=region, repository=repository)
 
 
@@ -40,15 +57,18 @@ def tag(
     outputs: Optional[Path] = _OUTPUTS,
     repository: Optional[str] = _REPO,
     local: bool = typer.Option(False, "--local", help="Print the name a local build gets (tpuctl/trainer-VARIANT:TAG)."),
+    code: Optional[Path] = _CODE,
 ) -> None:
-    """Print the image URI (or, with no stack, the content tag) of the current trainer sources."""
+    """Print the image URI (or, with no stack, the content tag) of the current trainer sources (with --code: of them
+    and your project)."""
+    project = _project(code, image.check_variant(variant))
     if local:
-        typer.echo(image.local_name(variant))
+        typer.echo(image.local_name(variant, project=project))
         return
     if stack is None and outputs is None:
-        typer.echo(image.image_tag(image.check_variant(variant)))
+        typer.echo(image.code_tag(variant, project) if project else image.image_tag(variant))
         return
-    _, ref = _ref(variant, stack, outputs, repository)
+    _, ref = _ref(variant, stack, outputs, repository, code=project)
     typer.echo(ref.uri)
 
 
@@ -63,22 +83,25 @@ def build(
     local: bool = typer.Option(False, "--local", help="Build with a local docker/podman instead of Cloud Build (no stack needed: tpuctl/trainer-VARIANT:TAG)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the tag and the Cloud Build request; build nothing."),
     poll_seconds: float = typer.Option(5.0, "--poll-seconds", min=0.5, max=300, help="How often to check the build (0.5-300 s)."),
+    code: Optional[Path] = _CODE,
 ) -> None:
-    """Build and push the trainer image with Cloud Build, or build it locally with --local (skipped when the tag already exists)."""
+    """Build and push the trainer image with Cloud Build, or build it locally with --local (skipped when the tag already exists); with --code, your project layered on it."""
+    user = _project(code, image.check_variant(variant), check=True)
+    dockerfiles = f"{image.DOCKERFILE}" + (f" + {image.CODE_DOCKERFILE}" if user else "")
     if local and stack is None and outputs is None and project is None:
         # No stack: a local image only (run it with docker run, see docs/image.md).
         if dry_run:
-            typer.echo(f"would build {image.local_name(variant)} locally from {image.DOCKERFILE}")
+            typer.echo(f"would build {image.local_name(variant, project=user)} locally from {dockerfiles}")
             return
-        name, built = image.build_local(variant)
+        name, built = image.build_local(variant, project=user)
         typer.echo(f"built {name}" if built else f"{name} already exists: nothing to build")
         return
-    so, ref = _ref(variant, stack, outputs, repository, project, region, dry_run=dry_run)
+    so, ref = _ref(variant, stack, outputs, repository, project, region, dry_run=dry_run, code=user)
     if local:
         if dry_run:
-            typer.echo(f"would build {image.local_name(variant)} locally from {image.DOCKERFILE}, tagged {ref.uri}")
+            typer.echo(f"would build {image.local_name(variant, project=user)} locally from {dockerfiles}, tagged {ref.uri}")
             return
-        name, built = image.build_local(variant, also_tag=ref.uri)
+        name, built = image.build_local(variant, also_tag=ref.uri, project=user)
         typer.echo(f"{'built' if built else 'already built'} {name}, tagged {ref.uri} (push it with: docker push {ref.uri})")
         return
     staging = so.bucket("staging") if so else None
@@ -86,11 +109,11 @@ def build(
         raise UserError("Cloud Build needs the stack's staging bucket for the build context: pass --stack/--outputs")
     obj = f"tpuctl-image-context/{ref.package}-{ref.tag}.tar.gz"
     if dry_run:
-        typer.echo(json.dumps(image.build_document(ref, staging, obj, so.training_service_account if so else None),
-                              indent=2))
+        typer.echo(json.dumps(image.build_document(ref, staging, obj, so.training_service_account if so else None,
+                                                   project=user), indent=2))
         return
     result = image.build(ref, staging, service_account=so.training_service_account if so else None,
-                         on_status=lambda line: typer.echo(line, err=True), poll_seconds=poll_seconds)
+                         on_status=lambda line: typer.echo(line, err=True), poll_seconds=poll_seconds, project=user)
     if not result.built:
         typer.echo(f"{ref.uri} already exists: nothing to build")
     else:

@@ -10,14 +10,12 @@ from typing import Any
 import typer
 
 from tpuctl.services.runs.flags import TARGETS, RunFlags, bounds, flag_name
-from trainer.flags import MODELS
 
-#: ``--target`` and ``--model`` as typer reads a choice (an Enum).
+#: ``--target`` as typer reads a choice (an Enum). ``--model`` is a built-in name or the user's function: text.
 Target = Enum("Target", {name.replace("-", "_"): name for name in TARGETS}, type=str)  # type: ignore[misc]
-Model = Enum("Model", {name: name for name in MODELS}, type=str)  # type: ignore[misc]
 #: The targets a search runs on (a search of TPU VM slices is not offered).
 TuneTarget = Enum("TuneTarget", {"local": "local", "vertex": "vertex"}, type=str)  # type: ignore[misc]
-_CHOICES = {"target": Target, "model": Model}
+_CHOICES = {"target": Target}
 
 
 def option(name: str, *short: str, default: Any = ..., hidden: bool = False, choices: type[Enum] | None = None,

@@ -91,6 +91,7 @@ def predict(
                                  help="http://HOST:8501/v1/models/NAME:predict, projects/P/locations/R/endpoints/ID, "
                                       "or with --batch a run / export / projects/P/locations/R/models/ID."),
     images: Optional[List[str]] = typer.Argument(None, metavar="IMAGE...", help="JPEG or PNG files."),
+    instances_file: Optional[str] = typer.Option(None, "--instances", help="A JSON file of instances for a model that takes its own inputs (a plug-in's export): {\"instances\": [{\"feature\": value, ...}]}."),
     batch: Optional[str] = typer.Option(None, "--batch", help="gs:// folder of images: create a Vertex AI batch prediction job."),
     batch_size: int = typer.Option(16, "--batch-size", help="Images per request (1-256)."),
     max_bytes: int = typer.Option(4 * 1024 * 1024, "--max-bytes", help="Largest image file accepted."),
@@ -127,7 +128,10 @@ def predict(
         raise UserError(f"--top must be 1-1000 (got {top})")
     if not 0 < timeout <= 3600:
         raise UserError(f"--timeout must be more than 0 and at most 3600 seconds (got {timeout:g})")
-    files = serving.read_images(list(images or []), max_bytes)
+    if instances_file is not None and images:
+        raise UserError("give IMAGE files or --instances FILE, not both")
+    files = serving.read_instances(instances_file) if instances_file else serving.read_images(list(images or []),
+                                                                                            max_bytes)
     names = serving.read_class_names(str(manifest)) if manifest else None
     if target.startswith("projects/"):
         found = serving.predict_vertex(target, files, batch_size=batch_size, timeout=timeout, class_names=names, k=top)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -14,7 +14,7 @@ from ground.errors import UserError
 from tpuctl.commands.display import TrainDisplay, summary_lines
 from tpuctl.commands.options import OUTPUTS, STACK, echo_err, refuse_other_targets, show_outcome
 from tpuctl.commands.options import stack_outputs as stack_outputs_for
-from tpuctl.commands.runflags import Model, Target, option, run_flags
+from tpuctl.commands.runflags import Target, option, run_flags
 from tpuctl.services.runs import spec as runspec
 from tpuctl.services.runs.local import LocalTarget, trainer_help
 from tpuctl.services.runs.target import launch
@@ -37,8 +37,10 @@ def register(app: typer.Typer) -> None:
         "train",
         context_settings={"allow_extra_args": True},
         help=(
-            "Train with the bundled trainer. With no arguments: the demo dataset, locally, SavedModel under "
-            "./runs/<timestamp>. Flags after `--` are passed to `python -m trainer.task` unchanged."
+            "Train with the bundled trainer (its models, or your model and dataset functions: --model/--dataset), or "
+            "run your own program (--command), locally or in the cloud. With no arguments: the demo dataset, "
+            "locally, SavedModel under ./runs/<timestamp>. Flags after `--` are passed to `python -m trainer.task` "
+            "unchanged."
         ),
     )(train)
 
@@ -52,7 +54,11 @@ def train(
     data_dir: Optional[str] = option("data_dir"),
     model_dir: Optional[str] = option("model_dir"),
     name: Optional[str] = option("name"),
-    model: Optional[Model] = option("model"),
+    model: Optional[str] = option("model"),
+    dataset: Optional[str] = option("dataset"),
+    hparam: Optional[List[str]] = option("hparam"),
+    code: Optional[str] = option("code"),
+    command: Optional[str] = option("command"),
     hub_handle: Optional[str] = option("hub_handle"),
     hub_cache_dir: Optional[str] = option("hub_cache_dir"),
     epochs: Optional[int] = option("epochs"),
@@ -92,7 +98,7 @@ def train(
     elif flags.dry_run:
         show_outcome(launch(LocalTarget(spec, note=echo_err), dry_run=True))
     else:
-        _train_local(spec, verbose=flags.verbose)
+        _train_local(spec, verbose=flags.verbose or bool(spec.command))   # your program's output, as it prints it
 
 
 def refuse_stray_arguments(ctx: typer.Context, example: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 from rich.console import Console
@@ -63,12 +63,20 @@ def tune(
     spec: Optional[Path] = typer.Option(None, "--spec", help="Search space (YAML, see docs/cheaper-runs.md). Default: learning rate × batch size."),
     trials: Optional[int] = typer.Option(None, "--trials", min=1, max=MAX_TRIALS, help=f"Number of trials, 1..{MAX_TRIALS} (default: the spec's max_trials; locally at most 3 of them)."),
     seed: Optional[int] = typer.Option(None, "--seed", min=0, max=2**32 - 1, help="Local: seed of the random search."),
-    accelerator: Optional[str] = option("accelerator", "-a"),
+    accelerator: Optional[str] = option("accelerator", "-a", help="cpu, gpu (one T4), gpu-t4x2, gpu-l4x4, "
+                                        "gpu-a100x8, tpu-v5e-8, … for every trial. Default: locally what the "
+                                        "machine has, on Vertex AI cpu."),
     workers: int = option("workers", "-w"),
     data_dir: Optional[str] = option("data_dir"),
     model_dir: Optional[str] = option("model_dir"),
-    name: Optional[str] = option("name"),
+    name: Optional[str] = option("name", help="The search's name: its folder runs/NAME (each trial in NAME/trial-<n>), "
+                                               "or the Vertex AI tuning job's display name. Default: tune-<timestamp> "
+                                               "(Vertex AI: tpuctl-tune-<timestamp>)."),
     epochs: Optional[int] = option("epochs"),
+    model: Optional[str] = option("model"),
+    dataset: Optional[str] = option("dataset"),
+    hparam: Optional[List[str]] = option("hparam"),
+    code: Optional[str] = option("code"),
     stack: Optional[str] = STACK,
     outputs: Optional[Path] = OUTPUTS,
     region: Optional[str] = option("region"),

@@ -26,6 +26,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tarfile
@@ -43,9 +44,12 @@ from ground.errors import UserError
 from ground.files import write_atomically
 from ground.outputs import StackOutputs
 from ground.polling import poll
+from tpuctl.services import usercode
 
 VARIANTS: tuple[str, ...] = ("cpu", "gpu", "tpu")
 DOCKERFILE = "container/Dockerfile"
+#: The user's project folder layered on the trainer image (docs/your-code.md).
+CODE_DOCKERFILE = "container/Dockerfile.code"
 DEFAULT_REPOSITORY = "tpuctl-trainer"
 DOCKER_BUILDER = "gcr.io/cloud-builders/docker"
 #: How long one Cloud Build may run (the build's own timeout) and how long tpuctl follows it.
@@ -90,10 +94,19 @@ class ImageRef:
     repository: str
     variant: str
     tag: str
+    #: an image of the user's code: the tag of the trainer image it is layered on (None: the trainer's own image)
+    base_tag: str | None = None
 
     @property
     def package(self) -> str:
-        return f"trainer-{self.variant}"
+        return f"trainer-{self.variant}" if self.base_tag is None else f"code-{self.variant}"
+
+    @property
+    def base(self) -> ImageRef:
+        """The trainer image a code image is layered on (itself for the trainer's own)."""
+        if self.base_tag is None:
+            return self
+        return ImageRef(self.project, self.region, self.repository, self.variant, self.base_tag)
 
     @property
     def uri(self) -> str:
@@ -119,6 +132,30 @@ def image_ref(outputs: StackOutputs | None, variant: str, *, project: str | None
     return ImageRef(project, region, repository, check_variant(variant), image_tag(variant, root))
 
 
+def code_tag(variant: str, project: usercode.Project, root: Path = REPO_ROOT) -> str:
+    """``sha256-<20 hex>`` over the trainer image's tag, the code layer's Dockerfile and the project's files."""
+    digest = hashlib.sha256()
+    digest.update(image_tag(variant, root).encode() + b"\0" + (root / CODE_DOCKERFILE).read_bytes() + b"\0")
+    digest.update(project.digest().encode())
+    return f"sha256-{digest.hexdigest()[:20]}"
+
+
+def code_image_ref(outputs: StackOutputs | None, variant: str, project: usercode.Project, *,
+                   project_id: str | None = None, region: str | None = None, repository: str | None = None,
+                   root: Path = REPO_ROOT) -> ImageRef:
+    """The image of ``project`` (a user's folder) on the trainer image of ``variant``, in the stack's repository."""
+    base = image_ref(outputs, variant, project=project_id, region=region, repository=repository, root=root)
+    return ImageRef(base.project, base.region, base.repository, base.variant, code_tag(variant, project, root),
+                    base_tag=base.tag)
+
+
+def code_context_files(project: usercode.Project, root: Path = REPO_ROOT) -> list[tuple[str, Path]]:
+    """The code layer's build context: its Dockerfile and ``code/<file>`` for every file the project ships."""
+    files = [(CODE_DOCKERFILE, root / CODE_DOCKERFILE)]
+    files += [(f"code/{f.rel}", f.path) for f in project.files]
+    return sorted(files)
+
+
 _URI = re.compile(r"^(?P<region>[a-z0-9-]+)-docker\.pkg\.dev/(?P<project>[a-z][a-z0-9-]+)/(?P<repository>[a-z0-9-]+)"
                   r"/trainer-(?P<variant>cpu|gpu|tpu):(?P<tag>sha256-[0-9a-f]{20})$")
 
@@ -131,12 +168,14 @@ def parse_uri(uri: str) -> ImageRef | None:
     return ImageRef(m["project"], m["region"], m["repository"], m["variant"], m["tag"])
 
 
-def write_context(variant: str, dest: Path, root: Path = REPO_ROOT) -> Path:
-    """A reproducible ``.tar.gz`` of exactly the build context (fixed mtimes/owners, sorted members)."""
+def write_context(variant: str, dest: Path, root: Path = REPO_ROOT, project: usercode.Project | None = None) -> Path:
+    """A reproducible ``.tar.gz`` of exactly the build context (fixed mtimes/owners, sorted members); with
+    ``project``, the code layer's context too (``code/…`` and its Dockerfile)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
+    members = context_files(variant, root) + (code_context_files(project, root) if project is not None else [])
     with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=9) as tar:
-        for rel, path in context_files(variant, root):
+        for rel, path in members:
             data = path.read_bytes()
             info = tarfile.TarInfo(rel)
             info.size, info.mode, info.mtime = len(data), 0o644, 0
@@ -147,13 +186,19 @@ def write_context(variant: str, dest: Path, root: Path = REPO_ROOT) -> Path:
 def build_request(ref: ImageRef, bucket: str, obj: str, service_account: str | None = None):
     """The ``cloudbuild_v1.Build`` that builds and pushes ``ref`` from ``gs://bucket/obj``."""
     options = cloudbuild_v1.BuildOptions(logging=cloudbuild_v1.BuildOptions.LoggingMode.CLOUD_LOGGING_ONLY)
+    base = ref.base
+    trainer_build = ["build", "--build-arg", f"VARIANT={ref.variant}", "-f", DOCKERFILE, "-t", base.uri, "."]
+    if ref.base_tag is None:
+        steps = [cloudbuild_v1.BuildStep(name=DOCKER_BUILDER, args=trainer_build)]
+    else:   # the trainer image when it is not pushed yet (same content tag: the same image), then the code layer
+        steps = [cloudbuild_v1.BuildStep(name=DOCKER_BUILDER, entrypoint="bash",
+                                         args=["-c", f"docker pull {base.uri} || docker {shlex.join(trainer_build)}"]),
+                 cloudbuild_v1.BuildStep(name=DOCKER_BUILDER, args=["build", "--build-arg", f"BASE={base.uri}", "-f",
+                                                                    CODE_DOCKERFILE, "-t", ref.uri, "."])]
     build = cloudbuild_v1.Build(
         source=cloudbuild_v1.Source(storage_source=cloudbuild_v1.StorageSource(bucket=bucket, object_=obj)),
-        steps=[cloudbuild_v1.BuildStep(
-            name=DOCKER_BUILDER,
-            args=["build", "--build-arg", f"VARIANT={ref.variant}", "-f", DOCKERFILE, "-t", ref.uri, "."],
-        )],
-        images=[ref.uri],
+        steps=steps,
+        images=[base.uri, ref.uri] if ref.base_tag else [ref.uri],
         timeout=duration_pb2.Duration(seconds=BUILD_TIMEOUT_SECONDS),
         tags=["tpuctl", ref.package],
         options=options,
@@ -163,11 +208,13 @@ def build_request(ref: ImageRef, bucket: str, obj: str, service_account: str | N
     return build
 
 
-def build_document(ref: ImageRef, bucket: str, obj: str, service_account: str | None = None) -> dict:
+def build_document(ref: ImageRef, bucket: str, obj: str, service_account: str | None = None,
+                   project: usercode.Project | None = None) -> dict:
     """What ``image build --dry-run`` prints: the image, its build context's files and the Cloud Build request as the
     REST API spells it."""
     request = build_request(ref, bucket, obj, service_account)
-    return {"image": ref.uri, "context": [rel for rel, _ in context_files(ref.variant)],
+    members = context_files(ref.variant) + (code_context_files(project) if project is not None else [])
+    return {"image": ref.uri, "context": [rel for rel, _ in members],
             "build": json.loads(cloudbuild_v1.Build.to_json(request, always_print_fields_with_no_presence=False))}
 
 
@@ -195,13 +242,15 @@ class BuildResult:
 def build(ref: ImageRef, staging_bucket: str, *, service_account: str | None = None,
           on_status: Callable[[str], None] | None = None, poll_seconds: float = 5.0,
           timeout: float = BUILD_TIMEOUT_SECONDS + 600, build_client=None, registry_client=None,
-          storage_client=None, root: Path = REPO_ROOT, sleep: Callable[[float], None] = time.sleep) -> BuildResult:
-    """Build and push ``ref`` with Cloud Build unless its tag exists; follow the build to its end."""
+          storage_client=None, root: Path = REPO_ROOT, sleep: Callable[[float], None] = time.sleep,
+          project: usercode.Project | None = None) -> BuildResult:
+    """Build and push ``ref`` with Cloud Build unless its tag exists; follow the build to its end. A code image
+    (``project``) is built on the trainer image, which is built first when it is not pushed yet."""
     if tag_exists(ref, registry_client):
         return BuildResult(ref, built=False)
     say = on_status or (lambda _: None)
     obj = f"tpuctl-image-context/{ref.package}-{ref.tag}.tar.gz"
-    _upload_context(ref.variant, staging_bucket, obj, storage_client, root)
+    _upload_context(ref.variant, staging_bucket, obj, storage_client, root, project)
     say(f"uploaded the build context to gs://{staging_bucket}/{obj}")
     client = build_client or clients.gapic(cloudbuild_v1.CloudBuildClient, "cloudbuild")
     parent = cloudbuild_v1.CloudBuildClient.common_location_path(ref.project, ref.region)
@@ -233,10 +282,11 @@ def build(ref: ImageRef, staging_bucket: str, *, service_account: str | None = N
     return BuildResult(ref, True, build_id, current.log_url, status)
 
 
-def _upload_context(variant: str, bucket: str, obj: str, storage_client, root: Path) -> None:
+def _upload_context(variant: str, bucket: str, obj: str, storage_client, root: Path,
+                    project: usercode.Project | None = None) -> None:
     client = storage_client or clients.storage_client()
     with tempfile.TemporaryDirectory(prefix="tpuctl-image-") as tmp:
-        archive = write_context(variant, Path(tmp) / "context.tar.gz", root)
+        archive = write_context(variant, Path(tmp) / "context.tar.gz", root, project)
         with clients.google_errors(f"uploading the build context to gs://{bucket}",
                                    not_found=f"staging bucket gs://{bucket} does not exist (pulumi up)",
                                    forbidden=f"permission denied writing gs://{bucket}/{obj}: you need "
@@ -248,8 +298,11 @@ def _upload_context(variant: str, bucket: str, obj: str, storage_client, root: P
 _NETWORK = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
-def local_name(variant: str, root: Path = REPO_ROOT) -> str:
-    """The image name a local build gets: ``tpuctl/trainer-VARIANT:TAG`` (the same content tag as Cloud Build's)."""
+def local_name(variant: str, root: Path = REPO_ROOT, project: usercode.Project | None = None) -> str:
+    """The image name a local build gets: ``tpuctl/trainer-VARIANT:TAG`` (the same content tag as Cloud Build's);
+    with a user's ``project``, ``tpuctl/code-VARIANT:TAG`` (its code layer)."""
+    if project is not None:
+        return f"tpuctl/code-{check_variant(variant)}:{code_tag(variant, project, root)}"
     return f"tpuctl/trainer-{check_variant(variant)}:{image_tag(variant, root)}"
 
 
@@ -261,29 +314,40 @@ def container_tool() -> str:
 
 
 def build_local(variant: str, *, also_tag: str | None = None, root: Path = REPO_ROOT,
-                run=subprocess.run) -> tuple[str, bool]:
+                run=subprocess.run, project: usercode.Project | None = None) -> tuple[str, bool]:
     """``docker build`` (or podman) of exactly the Cloud Build context on this machine.
 
     Returns (local image name, built): an image already tagged with the current sources' content tag is not built
-    again. ``also_tag`` adds a second tag (the Artifact Registry URI when a stack is given). The build's network is
-    the engine's default unless ``$TPUCTL_DOCKER_BUILD_NETWORK`` names one (scripts/test-images.sh sets ``host``
-    for an engine started without a bridge).
+    again. ``also_tag`` adds a second tag (the Artifact Registry URI when a stack is given). With a user's
+    ``project``: its code layer (container/Dockerfile.code) on the trainer image, which is built first if missing.
+    The build's network is the engine's default unless ``$TPUCTL_DOCKER_BUILD_NETWORK`` names one
+    (scripts/test-images.sh sets ``host`` for an engine started without a bridge).
     """
     network = os.environ.get("TPUCTL_DOCKER_BUILD_NETWORK") or None
     if network is not None and not _NETWORK.fullmatch(network):
         raise UserError(f"TPUCTL_DOCKER_BUILD_NETWORK={network[:80]!r} is not a network name (e.g. host, bridge, none)")
     tool = container_tool()
-    name = local_name(variant, root)
-    exists = run([tool, "image", "inspect", name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
-    if not exists:
+    base = local_name(variant, root)
+    name = local_name(variant, root, project)
+
+    def missing(image: str) -> bool:
+        return run([tool, "image", "inspect", image], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0
+
+    def docker_build(args: list[str], with_code: bool) -> None:
         with tempfile.TemporaryDirectory(prefix="tpuctl-image-") as tmp:
-            archive = write_context(variant, Path(tmp) / "context.tar.gz", root)
+            archive = write_context(variant, Path(tmp) / "context.tar.gz", root, project if with_code else None)
             with tarfile.open(archive) as tar:
                 tar.extractall(Path(tmp) / "ctx", filter="data")
-            proc = run([tool, "build", *(["--network", network] if network else []),
-                        "--build-arg", f"VARIANT={variant}", "-f", DOCKERFILE, "-t", name, "."], cwd=Path(tmp) / "ctx")
+            proc = run([tool, "build", *(["--network", network] if network else []), *args, "."], cwd=Path(tmp) / "ctx")
         if proc.returncode != 0:
             raise UserError(f"{Path(tool).name} build failed (exit {proc.returncode}); its output is above", 1)
+
+    exists = not missing(name)
+    if not exists:
+        if project is None or missing(base):
+            docker_build(["--build-arg", f"VARIANT={variant}", "-f", DOCKERFILE, "-t", base], with_code=False)
+        if project is not None:
+            docker_build(["--build-arg", f"BASE={base}", "-f", CODE_DOCKERFILE, "-t", name], with_code=True)
     if also_tag:
         proc = run([tool, "tag", name, also_tag])
         if proc.returncode != 0:

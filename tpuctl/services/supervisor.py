@@ -78,6 +78,15 @@ def trainer_module_argv(module: str, args: Sequence[str]) -> list[str]:
     return [str(require_trainer_python()), "-u", "-m", module, *args]
 
 
+def user_program_argv(command: Sequence[str]) -> list[str]:
+    """A user's ``--command`` as this machine runs it: ``python``/``python3`` is the trainer environment's Python
+    (the one with TensorFlow, as in the trainer image), anything else is found on PATH."""
+    words = list(command)
+    if words and words[0] in ("python", "python3"):
+        words[0] = str(require_trainer_python())
+    return words
+
+
 def free_ports(count: int) -> list[int]:
     """``count`` distinct free TCP ports on 127.0.0.1 (all sockets held open until every port is picked)."""
     sockets = []
@@ -114,6 +123,8 @@ class Task:
     serves: bool = False
     #: False: the run goes on when this task dies (a parameter-server worker: the coordinator re-schedules).
     essential: bool = True
+    #: the folder it runs in (None: this process's)
+    cwd: str | None = None
     proc: subprocess.Popen | None = None
     last_stderr: deque = field(default_factory=lambda: deque(maxlen=50))
     #: The last payload of each JSON protocol kind (result, summary) the process printed.
@@ -173,7 +184,7 @@ def _pump(task: Task, stream: TextIO, sink: TextIO | None, prefix: str, is_stdou
 def _start(task: Task, prefix: str, out: TextIO | None, err: TextIO | None) -> None:
     try:
         task.proc = subprocess.Popen(
-            task.argv, env=task.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            task.argv, env=task.env, cwd=task.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
             text=True, encoding="utf-8", errors="replace", bufsize=1, start_new_session=True,
         )
     except OSError as exc:

@@ -65,7 +65,7 @@ def test_custom_job_fields_are_in_the_aiplatform_v1_schema(accelerator, workers,
 
 
 def test_tuning_job_fields_are_in_the_aiplatform_v1_schema():
-    job = planned("vertex", parse_outputs(OUTPUTS), accelerator="gpu-t4", name="t1", command="tune")
+    job = planned("vertex", parse_outputs(OUTPUTS), accelerator="gpu-t4", name="t1", plan_as="tune")
     for spec in (DEFAULT_SPEC, parse_spec(
             {"parameters": {"learning_rate": {"values": [0.01, 0.001]}, "model": {"values": ["small_cnn"]},
                             "epochs": {"min": 1, "max": 3}}, "algorithm": "grid", "max_trials": 2,

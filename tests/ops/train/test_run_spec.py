@@ -92,8 +92,8 @@ def test_both_searches_plan_the_run_train_plans_and_their_requests_carry_it(tmp_
     monkeypatch.chdir(tmp_path)
     outputs = parse_outputs(OUTPUTS)
     train = planned("vertex", outputs, accelerator="cpu", **SHARED)
-    search = planned("vertex", outputs, accelerator="cpu", command="tune", **SHARED)
-    local_search = planned("local", outputs, accelerator="cpu", command="tune", **{**SHARED, "image": None})
+    search = planned("vertex", outputs, accelerator="cpu", plan_as="tune", **SHARED)
+    local_search = planned("local", outputs, accelerator="cpu", plan_as="tune", **{**SHARED, "image": None})
     for spec in (search, local_search):
         assert spec.labels == {**train.labels, "tpuctl-command": "tune"}
         assert spec.env == train.env and spec.data_dir == train.data_dir

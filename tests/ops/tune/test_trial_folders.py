@@ -50,7 +50,7 @@ def fake_trainer(monkeypatch, tmp_path):
 
 
 def _tune(data, model_dir, seed):
-    return tuning.run_local_tuning(planned(data_dir=str(data), model_dir=str(model_dir), command="tune"), SPEC, trials=2,
+    return tuning.run_local_tuning(planned(data_dir=str(data), model_dir=str(model_dir), plan_as="tune"), SPEC, trials=2,
                                    seed=seed, echo=lambda _m: None)
 
 
@@ -125,7 +125,7 @@ def test_the_tuning_folder_is_claimed_atomically(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(spec, "timestamp", lambda: "20261124-120000")
-    taken = [planned(command="tune", claim=True).model_dir for _ in range(3)]
+    taken = [planned(plan_as="tune", claim=True).model_dir for _ in range(3)]
     assert [Path(t).name for t in taken] == ["tune-20261124-120000", "tune-20261124-120000-2", "tune-20261124-120000-3"]
     assert all(Path(t).is_dir() for t in taken)
 

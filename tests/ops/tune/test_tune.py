@@ -75,7 +75,7 @@ def test_default_dry_run_is_a_strict_tuning_job_around_the_train_worker_pools(ou
     from ground.outputs import read_outputs_file
 
     train = vertex.build_custom_job(planned("vertex", read_outputs_file(outputs_file), workers=2, epochs=3, name="t1",
-                                            command="tune"))
+                                            plan_as="tune"))
     assert job.trial_job_spec == train.job_spec
     assert job.labels["tpuctl-command"] == "tune"
 
@@ -155,7 +155,7 @@ def test_local_grid_sampling_and_random_sampling_stay_in_the_spec():
 def test_local_tuning_runs_three_real_trials_and_ranks_them_by_the_trainer_metric(trainer_env, tmp_path):
     spec = tuning_spec.parse_spec({"parameters": {"learning_rate": {"values": [0.3, 0.003, 0.00001]}},
                               "algorithm": "grid", "max_trials": 3, "parallel_trials": 1}, "t.yaml")
-    opts = planned(epochs=1, model_dir=str(tmp_path / "tune"), command="tune",
+    opts = planned(epochs=1, model_dir=str(tmp_path / "tune"), plan_as="tune",
                    trainer_args=("--steps_per_epoch", "10", "--seed", "1", "--validation_batch_size", "64"))
     log = io.StringIO()
     base, rows = tuning_local.run_local_tuning(opts, spec, trials=3, echo=lambda m: None, out=log, err=io.StringIO())

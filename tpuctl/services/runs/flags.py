@@ -17,7 +17,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from ground.domain.names import validate_image_ref
 from ground.durations import parse_duration
 from ground.errors import UserError
-from trainer.flags import MODELS, TASK_BOUNDS
+from trainer.flags import HPARAM_NAME, MODELS, TASK_BOUNDS, is_plugin_ref
 
 #: Where a run goes (``--target``): this machine, a Vertex AI CustomJob, a slice of TPU VMs.
 TARGETS = ("local", "vertex", "tpu-vm")
@@ -55,6 +55,30 @@ def _image(value: Any) -> Any:
     return value if value is None else validate_image_ref(str(value), "--image")
 
 
+def _model(value: Any) -> Any:
+    if value is None or value in MODELS or is_plugin_ref(str(value)):
+        return value
+    raise ValueError(f"--model {str(value)[:80]!r}: use {', '.join(MODELS)} or your function, path/to/file.py:NAME "
+                     "or package.module:NAME")
+
+
+def _plugin_ref(value: Any) -> Any:
+    if value is None or is_plugin_ref(str(value)):
+        return value
+    raise ValueError(f"--dataset {str(value)[:80]!r}: name your function, path/to/file.py:NAME or "
+                     "package.module:NAME")
+
+
+def _hparams(value: Any) -> Any:
+    pairs = tuple(value or ())
+    for pair in pairs:
+        name, eq, text = str(pair).partition("=")
+        if not eq or not HPARAM_NAME.match(name) or not text or len(text) > 1000:
+            raise ValueError(f"--hparam {str(pair)[:80]!r}: give NAME=VALUE, NAME 1-64 lowercase letters, digits "
+                             "and '_' starting with a letter, VALUE 1-1000 characters")
+    return pairs
+
+
 def _zones(value: Any) -> Any:
     """``--zones a,b``: a comma-separated list (an empty entry is refused: a typo like ``a,,b``)."""
     if value is None or isinstance(value, (list, tuple)):
@@ -76,7 +100,8 @@ class RunFlags(BaseModel):
     target: Literal["local", "vertex", "tpu-vm"] = _flag(
         "local", "Where to train: this machine (local), a Vertex AI CustomJob (vertex) or a slice of TPU VMs (tpu-vm).")
     accelerator: str | None = _flag(
-        None, "cpu, gpu (one T4), gpu-t4x2, gpu-l4x4, gpu-a100x8, tpu-v5e-8, tpu-v5e-16 (4 hosts, tpu-vm), … "
+        None, "cpu, gpu (one T4), gpu-t4x2, gpu-l4x4, gpu-a100x8, tpu-v5e-8, tpu-v5e-16 (a multi-host slice, "
+              "tpu-vm), … "
               "Default: locally what the machine has, on Vertex AI cpu; tpu-vm needs one.")
     workers: int = _flag(1, "Processes/replicas of a MultiWorkerMirrored cluster (chief + N-1 workers).",
                          ge=1, le=MAX_WORKERS)
@@ -88,7 +113,20 @@ class RunFlags(BaseModel):
                                         "stack's artifacts bucket, else ./runs/NAME.")
     name: str | None = _flag(None, "The run's name on every target: its folder runs/NAME, the Vertex AI job's "
                                    "display name, the TPU VM queued resource. Default: a timestamp.")
-    model: Literal[MODELS] | None = _flag(None, "Model to train (trainer default: small_cnn).")  # type: ignore[valid-type]
+    model: Annotated[str | None, BeforeValidator(_model)] = _flag(
+        None, f"{', '.join(MODELS)} (default small_cnn), or your model function: path/to/file.py:NAME or "
+              "package.module:NAME in --code (docs/your-code.md).")
+    dataset: Annotated[str | None, BeforeValidator(_plugin_ref)] = _flag(
+        None, "Your dataset function (path/to/file.py:NAME or package.module:NAME in --code); default: the "
+              "TFRecords of --data-dir.")
+    hparam: Annotated[tuple[str, ...], BeforeValidator(_hparams)] = _flag(
+        (), "NAME=VALUE: a hyperparameter of your model or dataset function (ctx.hparams), repeatable.")
+    code: str | None = _flag(None, "Your project folder: --model/--dataset are imported from it, --command runs in "
+                                   "it, and it ships with a cloud run (default: the current folder).")
+    command: str | None = _flag(
+        None, "Run your own program instead of the bundled trainer, e.g. \"python train.py --epochs 3\", in --code "
+              "on every worker, with TF_CONFIG and the AIP_MODEL_DIR/AIP_CHECKPOINT_DIR/AIP_TENSORBOARD_LOG_DIR "
+              "folders set.", max_length=4096)
     hub_handle: str | None = _flag(None, "TF-Hub handle of a feature vector (implies --model hub).")
     hub_cache_dir: str | None = _flag(None, "TFHUB_CACHE_DIR for the trainer. Default: the stack's hub cache.")
     epochs: int | None = _flag(None, "Training epochs (trainer default if omitted).",

@@ -33,6 +33,7 @@ from tpuctl.services.supervisor import (
     require_trainer_python,
     run_tasks,
     trainer_module_argv,
+    user_program_argv,
 )
 from trainer import protocol
 
@@ -78,6 +79,8 @@ def run_local(
     on_started: Callable[[Task], None] | None = None,
     on_message: Callable[[str, protocol.Message], bool] | None = None,
     parameter_servers: int = 0,
+    command: Sequence[str] = (),
+    cwd: str | None = None,
 ) -> RunOutcome:
     """Run ``python -m trainer.task ARGS`` once, or as a ``workers``-process cluster with TF_CONFIG.
 
@@ -85,12 +88,13 @@ def run_local(
     ps serve until the chief is done, and a lost worker does not stop the run (the coordinator re-schedules).
 
     ``on_message(label, message)``: each protocol line a process prints; True when it is consumed (not echoed).
+    ``command``: the user's own program instead of the trainer (in ``cwd``, with the same TF_CONFIG).
     """
-    argv = trainer_module_argv("trainer.task", args)
+    argv = user_program_argv(command) if command else trainer_module_argv("trainer.task", args)
     if workers == 1 and not parameter_servers:
         task_env = trainer_env(env)
         task_env.pop("TF_CONFIG", None)
-        return run_tasks([Task("trainer", argv, task_env, on_message=_bound(on_message, "trainer"))],
+        return run_tasks([Task("trainer", argv, task_env, on_message=_bound(on_message, "trainer"), cwd=cwd)],
                          out=out, err=err, on_started=on_started)
     ports = free_ports(1 + workers + parameter_servers if parameter_servers else workers)
     tasks = []
@@ -99,7 +103,7 @@ def run_local(
         kind = config["task"]["type"]
         tasks.append(Task(label, argv, trainer_env({**(env or {}), "TF_CONFIG": json.dumps(config)}),
                           on_message=_bound(on_message, label), serves=bool(parameter_servers) and kind != "chief",
-                          essential=not parameter_servers or kind != "worker"))
+                          essential=not parameter_servers or kind != "worker", cwd=cwd))
     return run_tasks(tasks, out=out, err=err, prefix_output=True, on_started=on_started)
 
 
@@ -146,14 +150,19 @@ class LocalTarget:
             release(self.spec)
             raise
         if self.note is not None:
-            self.note(f"{'demo dataset' if self.spec.demo_data else 'data'}: {self.spec.data_dir}")
+            if self.spec.data_dir is not None:
+                self.note(f"{'demo dataset' if self.spec.demo_data else 'data'}: {self.spec.data_dir}")
+            if self.spec.command:
+                self.note(f"your program: {' '.join(self.spec.command)} (in {self.spec.code})")
             self.note(f"model dir: {self.spec.model_dir}")
 
     def describe(self) -> dict[str, Any]:
         """The processes the run starts (each also gets TF_CONFIG with a free port on 127.0.0.1 per task)."""
         return {"target": self.name, "name": self.spec.name, "data_dir": self.spec.data_dir,
                 "model_dir": self.spec.model_dir, "environment": dict(self.spec.env),
-                "processes": [{"label": label, "command": ["python", "-m", "trainer.task", *self.spec.argv]}
+                **({"folder": self.spec.code} if self.spec.command else {}),
+                "processes": [{"label": label,
+                               "command": list(self.spec.command) or ["python", "-m", "trainer.task", *self.spec.argv]}
                               for label in cluster_labels(self.spec.workers, self.spec.parameter_servers)]}
 
     @contextmanager
@@ -182,7 +191,8 @@ class LocalTarget:
             if self.say_started:
                 sinks["on_started"] = lambda task: display.event(f"started {task.label} (pid {task.pid})")
         outcome = run_local(self.spec.argv, workers=self.spec.workers, env=self.spec.env,
-                            parameter_servers=self.spec.parameter_servers, **sinks)
+                            parameter_servers=self.spec.parameter_servers, command=self.spec.command,
+                            cwd=self.spec.code if self.spec.command else None, **sinks)
         self._record(started)
         return Outcome(self.name, Path(self.spec.model_dir).name, SUCCEEDED, self.spec.model_dir,
                        result=outcome.result)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import re
+import shlex
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -31,6 +32,7 @@ from ground.files import printable
 from ground.outputs import StackOutputs, require_outputs
 from ground.storagepath import GsPath, cloud_folder, is_gs, normalized
 from tpuctl.services import image as images
+from tpuctl.services import usercode
 from tpuctl.services.data import demo_data_dir, local_folder
 from tpuctl.services.runs.flags import (
     MAX_BUDGET_USD,
@@ -45,7 +47,7 @@ from tpuctl.services.runs.flags import (
 )
 from tpuctl.services.runs.records import RESULT_FILE, LaunchRecord
 from tpuctl.services.trainer_package import sdist_filename
-from trainer.flags import TrainerArgs, flag_value
+from trainer.flags import HPARAM_PREFIX, TrainerArgs, flag_value, is_plugin_ref
 
 Echo = Callable[[str], None]
 
@@ -54,6 +56,9 @@ Echo = Callable[[str], None]
 DEFAULT_MAX_WAIT = timedelta(hours=2)
 DEFAULT_TPU_VM_RUN_TIME = timedelta(hours=24)
 DEFAULT_VERTEX_RUN_TIME = timedelta(days=7)
+
+#: Where a run's project folder (--code) is in the image it ships in (container/Dockerfile.code).
+CODE_DIR_IN_IMAGE = "/opt/tpuctl/code"
 
 _LOCAL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _CLOUD_NAME = re.compile(r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?")
@@ -73,6 +78,11 @@ class RunSpec(BaseModel):
     parameter_servers: int = Field(0, ge=0, le=MAX_PARAMETER_SERVERS)
     #: the trainer's command line (``trainer.flags.TrainerArgs``: ``--data_dir``, ``--model_dir`` …)
     trainer: TrainerArgs
+    #: the user's own program (--command), run instead of the trainer on every worker; () for the trainer
+    command: tuple[str, ...] = ()
+    #: the user's project folder on this machine (--code): plug-ins are imported from it, --command runs in it, and
+    #: a cloud run ships it in its image (at CODE_DIR_IN_IMAGE)
+    code: str | None = None
     #: the trainer's environment on every worker (besides TF_CONFIG, which each target sets per worker)
     env: dict[str, str] = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)
@@ -101,7 +111,7 @@ class RunSpec(BaseModel):
     claimed: bool = False
 
     @property
-    def data_dir(self) -> str:
+    def data_dir(self) -> str | None:
         return self.trainer.data_dir
 
     @property
@@ -110,8 +120,19 @@ class RunSpec(BaseModel):
 
     @property
     def argv(self) -> list[str]:
-        """``python -m trainer.task`` arguments, as every worker runs them."""
+        """``python -m trainer.task`` arguments, as every worker runs them (``command`` runs instead when set)."""
         return self.trainer.argv()
+
+    @property
+    def plugin(self) -> bool:
+        """The bundled trainer runs the user's model or dataset function (trainer.plugin)."""
+        return is_plugin_ref(self.trainer.model) or self.trainer.dataset is not None
+
+    @property
+    def program(self) -> list[str]:
+        """What every worker runs: the user's command, or the trainer's arguments (after the image's entrypoint,
+        ``python -m trainer.task``)."""
+        return list(self.command) if self.command else self.argv
 
     @property
     def accel(self) -> domain.Accelerator | None:
@@ -148,7 +169,7 @@ class RunSpec(BaseModel):
     def launch_record(self, **times: Any) -> LaunchRecord:
         """What ``runs ls`` reads of the run (``started``/``finished`` seconds since 1970, ``state``)."""
         return LaunchRecord(target=self.target, name=self.name, accelerator=self.accelerator or "auto",
-                            workers=self.workers, parameter_servers=self.parameter_servers or None, args=self.argv,
+                            workers=self.workers, parameter_servers=self.parameter_servers or None, args=self.program,
                             **{k: v for k, v in times.items() if v is not None})
 
     @property
@@ -218,7 +239,12 @@ def plan(flags: RunFlags, outputs: StackOutputs | None, *, command: str = "train
         zone = flags.zone or stack_zone(outputs) or outputs.require("tpu_zone", "pass --zone (e.g. us-central1-a)")
         domain.validate_tpu_vm_zone(zone)
 
-    data_dir, demo = _data_dir(flags, outputs)
+    program = _command(flags)
+    code = _code(flags, program)
+    if (flags.dataset or program) and not flags.data_dir:
+        data_dir, demo = None, False      # the user's code reads its own data: no default folder
+    else:
+        data_dir, demo = _data_dir(flags, outputs)
     hub_cache = flags.hub_cache_dir or (outputs.tfhub_cache_dir if outputs else None)
     if hub_cache and cloud:
         hub_cache = gs_folder(hub_cache, "--hub-cache-dir", "read hub models from", target)
@@ -230,16 +256,39 @@ def plan(flags: RunFlags, outputs: StackOutputs | None, *, command: str = "train
     local_search = command == "tune" and target == "local"
     if local_search and (flags.workers != 1 or flags.parameter_servers):
         raise UserError("local tuning runs one process per trial: drop --workers / --parameter-servers")
+    plugin = is_plugin_ref(model) or flags.dataset is not None
+    # the same labels on every cloud target (the job, the queued resource); the accelerator in tpuctl's words
+    labels = {**(outputs.labels if outputs else {}), "tpuctl-command": command,
+              "accelerator": _label(tpu.vertex_name if tpu is not None else accelerator or "auto"),
+              "model": _label("command" if program else (model or "small_cnn").rsplit(":", 1)[-1]),
+              domain.TPU_VM_MANAGED_LABEL[0]: domain.TPU_VM_MANAGED_LABEL[1],
+              domain.TPU_VM_RUN_LABEL: _label(name)}
+    domain.validate_labels(labels)
+    service_account = image = package_uri = None
+    if cloud:
+        assert outputs is not None
+        service_account = outputs.training_service_account or outputs.principals.get(domain.TRAINING_SA_KEYWORD)
+        image, package_uri = _image(flags, outputs, accel, target, region, name, today, echo, root,
+                                    code if (plugin or program) else None)
+
     # last: the one thing a plan may create
     model_dir, claimed = _model_dir(flags, outputs, name, claim=claim, local_only=local_search)
+    code_dir = (code if target == "local" else CODE_DIR_IN_IMAGE) if plugin and code is not None else None
+    hparams = tuple(a for pair in flags.hparam for a in (f"--{HPARAM_PREFIX}{pair.split('=', 1)[0]}",
+                                                         pair.split("=", 1)[1]))
     trainer = TrainerArgs(
         data_dir=data_dir, model_dir=model_dir,
         distribution_strategy=strategy(target, accel, flags.workers, flags.parameter_servers),
         num_gpus=accel.gpu_count if accel is not None and accel.kind == "gpu" else None,
-        model=model, hub_handle=flags.hub_handle, train_epochs=flags.epochs, train_batch_size=flags.batch_size,
-        extra=tuple(flags.trainer_args))
+        model=model, dataset=flags.dataset, code_dir=code_dir, hub_handle=flags.hub_handle,
+        train_epochs=flags.epochs, train_batch_size=flags.batch_size, extra=(*hparams, *flags.trainer_args))
 
     env = {"TF_USE_LEGACY_KERAS": "1"}
+    if program:
+        # Vertex AI's output folders (CustomJobSpec.base_output_directory: <base>/model/, <base>/checkpoints/,
+        # <base>/logs/), set for the user's program on every target; on Vertex AI the service sets them itself
+        env.update({"AIP_MODEL_DIR": f"{model_dir}/model/", "AIP_CHECKPOINT_DIR": f"{model_dir}/checkpoints/",
+                    "AIP_TENSORBOARD_LOG_DIR": f"{model_dir}/logs/"})
     if hub_cache:
         env["TFHUB_CACHE_DIR"] = hub_cache
     if accel is not None and accel.tpu is not None:       # Vertex AI: the TPU is attached to the host it runs on
@@ -249,20 +298,10 @@ def plan(flags: RunFlags, outputs: StackOutputs | None, *, command: str = "train
         env["TPU_NAME"] = name if tpu.multi_host else "local"
         env.update(domain.tpu_runtime_env(tpu.generation))
 
-    # the same labels on every target (a local run's are in its launch record); the accelerator in tpuctl's words
-    labels = {**(outputs.labels if outputs else {}), "tpuctl-command": command,
-              "accelerator": _label(tpu.vertex_name if tpu is not None else accelerator or "auto"),
-              "model": model or "small_cnn", domain.TPU_VM_MANAGED_LABEL[0]: domain.TPU_VM_MANAGED_LABEL[1],
-              domain.TPU_VM_RUN_LABEL: _label(name)}
-    domain.validate_labels(labels)
-    service_account = image = package_uri = None
-    if cloud:
-        assert outputs is not None
-        service_account = outputs.training_service_account or outputs.principals.get(domain.TRAINING_SA_KEYWORD)
-        image, package_uri = _image(flags, outputs, accel, target, region, name, today, echo, root)
     return RunSpec(
         target=target, name=name, accelerator=accelerator, workers=flags.workers,
-        parameter_servers=flags.parameter_servers, trainer=trainer, env=env, labels=labels, project=project,
+        parameter_servers=flags.parameter_servers, trainer=trainer, command=program,
+        code=code if (plugin or program) else None, env=env, labels=labels, project=project,
         region=region, zone=zone, service_account=service_account, image=image, python_package=flags.python_package,
         package_uri=package_uri, spot=flags.spot, recover=flags.recover, zones=_zones(flags, zone),
         budget=flags.budget, max_run_time=flags.max_run_time, max_wait=flags.max_wait, keep=flags.keep,
@@ -456,10 +495,47 @@ def _label(value: str) -> str:
     return re.sub(r"[^a-z0-9_-]", "-", value.lower())[:63]
 
 
+def _command(flags: RunFlags) -> tuple[str, ...]:
+    """--command as the argv every worker runs (shell words; no shell runs it), and what it rules out."""
+    if flags.command is None:
+        return ()
+    try:
+        words = tuple(shlex.split(flags.command))
+    except ValueError as exc:
+        raise UserError(f"--command {printable(flags.command, 120)!r}: {exc} (quote it as a shell would)") from None
+    if not words:
+        raise UserError("--command is empty: give your program and its arguments, e.g. \"python train.py\"")
+    trainer_only = [flag_name for flag_name, given in (
+        ("--model", flags.model), ("--dataset", flags.dataset), ("--hparam", flags.hparam or None),
+        ("--hub-handle", flags.hub_handle), ("--epochs", flags.epochs), ("--batch-size", flags.batch_size),
+        ("flags after `--`", flags.trainer_args or None), ("--parameter-servers", flags.parameter_servers or None),
+        ("--python-package", flags.python_package or None)) if given is not None]
+    if trainer_only:
+        raise UserError(f"--command runs your program; {trainer_only[0]} is the bundled trainer's: pass it to your "
+                        "program in --command")
+    return words
+
+
+def _code(flags: RunFlags, command: tuple[str, ...]) -> str | None:
+    """The user's project folder (--code, default the current folder) when the run needs one: a plug-in or a
+    --command; checked (a folder, what ships from it) before anything is made."""
+    plugin = is_plugin_ref(flags.model) or flags.dataset is not None
+    if flags.code is not None and not (plugin or command):
+        raise UserError("--code is your project folder for --model/--dataset functions or --command; give one of them")
+    if flags.hparam and not plugin:
+        raise UserError("--hparam is a hyperparameter of your --model/--dataset function; name the function")
+    if not (plugin or command):
+        return None
+    folder = local_folder(flags.code or ".", "--code folder", must_exist=True)
+    return str(usercode.scan_project(folder).root)
+
+
 def _image(flags: RunFlags, outputs: StackOutputs, accel: domain.Accelerator | None, target: str,
            region: str | None, name: str, today: datetime.date | None, echo: Echo | None,
-           root: Path) -> tuple[str, str | None]:
-    """(the image the workers run, where the trainer package is staged with --python-package)."""
+           root: Path, code: str | None = None) -> tuple[str, str | None]:
+    """(the image the workers run, where the trainer package is staged with --python-package). With ``code`` (a
+    plug-in or --command, no --image): the image of the trainer with the project folder layered on, tagged by the
+    content of both (``tpuctl image build --code``)."""
     if target == "vertex" and flags.python_package:
         assert accel is not None
         staging = domain.bucket_name_from(outputs.require("buckets.staging", "the trainer package is staged there"))
@@ -473,6 +549,12 @@ def _image(flags: RunFlags, outputs: StackOutputs, accel: domain.Accelerator | N
         return flags.image, None
     variant = "tpu" if target == "tpu-vm" else (accel.kind if accel is not None else "cpu")
     outputs.require("region", "it locates the trainer image; pass --image")
+    if code is not None:
+        if flags.python_package:
+            raise UserError("--python-package ships the bundled trainer only; your code ships in an image: drop "
+                            "--python-package (the image is `tpuctl image build --code DIR`)")
+        project = usercode.scan_project(code)
+        return images.code_image_ref(outputs, variant, project, region=region, root=root).uri, None
     return images.image_ref(outputs, variant, region=region, root=root).uri, None
 
 

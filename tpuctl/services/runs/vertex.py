@@ -73,10 +73,14 @@ def worker_pool_specs(spec: RunSpec) -> list[dict[str, Any]]:
     for pools 0 / 1 / 2: cloud.google.com/vertex-ai/docs/training/distributed-training#cluster-spec-format, checked
     2026-11-22). Every pool runs the same arguments and environment."""
     assert spec.accel is not None and spec.image is not None
-    env = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
+    # Vertex AI sets the AIP_* folders itself from baseOutputDirectory (to the same <model_dir>/model/ … the plan
+    # gives a --command run elsewhere)
+    env = [{"name": k, "value": v} for k, v in sorted(spec.env.items()) if not k.startswith("AIP_")]
     if spec.python_package:
         code = {"python_package_spec": {"executor_image_uri": spec.image, "package_uris": [spec.package_uri],
                                         "python_module": TRAINER_MODULE, "args": spec.argv, "env": env}}
+    elif spec.command:       # the user's program instead of the image's entrypoint (python -m trainer.task)
+        code = {"container_spec": {"image_uri": spec.image, "command": list(spec.command), "env": env}}
     else:
         code = {"container_spec": {"image_uri": spec.image, "args": spec.argv, "env": env}}
     pool = {"machine_spec": machine_spec(spec.accel), "replica_count": 1, **code}

@@ -31,11 +31,13 @@ from tpuctl.services.serving.predict import (
     MAX_IMAGES,
     MAX_TIMEOUT_SECONDS,
     Image,
+    Instance,
     Prediction,
     check_predict_url,
     predict_rest,
     predict_vertex,
     read_images,
+    read_instances,
     shown_url,
     top_classes,
 )

@@ -88,9 +88,40 @@ def read_images(paths: Sequence[str], max_bytes: int = DEFAULT_MAX_IMAGE_BYTES) 
     return images
 
 
-def instances(images: Sequence[Image]) -> list[dict[str, Any]]:
-    """TF Serving's row format for the bytes input (api_rest.md, "Encoding binary values")."""
-    return [{domain.SERVING_INPUT: {"b64": base64.b64encode(i.data).decode("ascii")}} for i in images]
+@dataclass(frozen=True)
+class Instance:
+    """One JSON instance for a model that takes its own named inputs (a plug-in's export, docs/your-code.md):
+    ``row`` is sent as it is; ``path`` names it in the output (``FILE#N``)."""
+    path: str
+    row: Any
+
+
+#: A JSON instances file is read whole: at most this many bytes and instances.
+MAX_INSTANCES_BYTES = 16 * 1024 * 1024
+
+
+def read_instances(path: str) -> list[Instance]:
+    """``--instances FILE``: ``{"instances": [...]}`` (TF Serving's request body) or a bare JSON list, each item one
+    example as the model's signature takes it (``{"feature": value, …}``)."""
+    file = user_path(path, "--instances file")
+    data = read_file(file, "--instances file", MAX_INSTANCES_BYTES, hint="a JSON list of instances")
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
+        raise UserError(f"{path}: not JSON (give {{\"instances\": [{{\"feature\": value, …}}, …]}})") from None
+    rows = doc.get("instances") if isinstance(doc, dict) else doc
+    if not isinstance(rows, list) or not rows:
+        raise UserError(f"{path}: expected a non-empty list of instances, or {{\"instances\": [...]}}")
+    if len(rows) > MAX_IMAGES:
+        raise UserError(f"{path}: {len(rows)} instances; at most {MAX_IMAGES} in one call")
+    return [Instance(f"{path}#{i}", row) for i, row in enumerate(rows)]
+
+
+def instances(items: Sequence[Image | Instance]) -> list[Any]:
+    """TF Serving's row format: an image as the bytes input (api_rest.md, "Encoding binary values"), a JSON
+    instance as given."""
+    return [i.row if isinstance(i, Instance) else {domain.SERVING_INPUT: {"b64": base64.b64encode(i.data).decode("ascii")}}
+            for i in items]
 
 
 def _batches(items: Sequence[Any], size: int) -> list[Sequence[Any]]:

@@ -62,6 +62,8 @@ def host_command(run: RunSpec, worker: ShellVar | str = WORKER) -> list[Word]:
     for key, value in sorted(run.env.items()):
         argv += ["-e", f"{key}={value}"]
     argv += ["-e", ("TPUCTL_TPU_WORKER=", worker)]
+    if run.command:         # the user's program instead of the image's entrypoint (python -m trainer.task)
+        return [*argv, "--entrypoint", run.command[0], run.image, *run.command[1:]]
     return [*argv, run.image, *run.argv]
 
 

@@ -20,7 +20,7 @@ from tpuctl.services.data import ensure_demo_data
 from tpuctl.services.runs.local import LocalTarget
 from tpuctl.services.runs.spec import RunSpec, release
 from tpuctl.services.runs.target import FAILED, SUCCEEDED, Outcome, launch
-from tpuctl.services.runs.tuning.spec import METRIC_ID, TRAINER_FLAGS, TuneSpec, check_search, tuned_flags
+from tpuctl.services.runs.tuning.spec import METRIC_ID, TuneSpec, check_search, flag_of, tuned_flags
 from tpuctl.services.runs.tuning.trials import TrialRow, rank
 from tpuctl.services.supervisor import TaskFailed
 from trainer.flags import without_flags
@@ -42,6 +42,11 @@ def sample_trials(spec: TuneSpec, count: int, seed: int | None = None) -> list[d
             axes.append(("model", list(p.model.values)))
         if p.epochs is not None:
             axes.append(("epochs", list(range(p.epochs.min, p.epochs.max + 1))))
+        for name, h in (p.hparams or {}).items():
+            if h.values is None and h.type == "float":
+                raise UserError(f"grid search needs a finite grid: give hparams.{name}.values (or type: int)")
+            axes.append((f"hparams.{name}", list(h.values) if h.values is not None
+                         else list(range(int(h.min), int(h.max) + 1))))
         points = itertools.product(*(values for _, values in axes))
         return [dict(zip((k for k, _ in axes), point)) for point in itertools.islice(points, count)]
     rng = random.Random(seed)
@@ -60,13 +65,28 @@ def sample_trials(spec: TuneSpec, count: int, seed: int | None = None) -> list[d
             trial["model"] = rng.choice(p.model.values)
         if p.epochs is not None:
             trial["epochs"] = rng.randint(p.epochs.min, p.epochs.max)
+        for name, h in (p.hparams or {}).items():
+            trial[f"hparams.{name}"] = _sample(rng, h)
         out.append(trial)
     return out
 
 
+def _sample(rng: random.Random, h) -> Any:
+    """One value of a plug-in hyperparameter's range (log scale: uniform in its logarithm)."""
+    if h.values is not None:
+        return rng.choice(h.values)
+    if h.type == "int":
+        if h.scale == "log":
+            return int(round(math.exp(rng.uniform(math.log(h.min), math.log(h.max)))))
+        return rng.randint(int(h.min), int(h.max))
+    if h.scale == "log":
+        return float(f"{math.exp(rng.uniform(math.log(h.min), math.log(h.max))):.6g}")
+    return float(f"{rng.uniform(h.min, h.max):.6g}")
+
+
 def trial_args(params: dict[str, Any]) -> list[str]:
     """Trainer flags for one local trial, spelled as Vertex AI passes them (``--flag=value``)."""
-    return [f"--{TRAINER_FLAGS[k]}={v}" for k, v in params.items()]
+    return [f"--{flag_of(k)}={v}" for k, v in params.items()]
 
 
 #: What a trial folder was made for (its hyperparameters and the other trainer flags): a trial resumes the
@@ -119,7 +139,7 @@ def run_local_tuning(spec: RunSpec, search: TuneSpec, *, trials: int | None = No
     accelerator, the trainer flags after ``--``); every trial runs its arguments but its folder and its
     hyperparameters. ``display()``: a fresh display per trial (as ``LocalTarget``'s) that filters the trainer's
     output; without one it goes to ``out``/``err`` as printed."""
-    count = check_search(search, spec.trainer.hub_handle, trials)
+    count = check_search(search, spec.trainer.hub_handle, trials, spec.plugin)
     samples = sample_trials(search, count, seed)
     if spec.demo_data:
         ensure_demo_data(echo)
@@ -130,7 +150,7 @@ def run_local_tuning(spec: RunSpec, search: TuneSpec, *, trials: int | None = No
     fixed = without_flags(template.argv(), "model_dir")
     rows: list[TrialRow] = []
     for index, params in enumerate(samples, start=1):
-        shown = {TRAINER_FLAGS[k]: v for k, v in params.items()}
+        shown = {flag_of(k): v for k, v in params.items()}
         trial_dir, lock, resumed = claim_trial_dir(Path(base), index, {"hyperparameters": shown, "args": fixed})
         try:
             how = " (resuming its backup)" if resumed else ""
@@ -176,7 +196,7 @@ class LocalTuningTarget:
     note: Callable[[str], None] = print
 
     def preflight(self) -> None:
-        check_search(self.search, self.spec.trainer.hub_handle, self.trials)
+        check_search(self.search, self.spec.trainer.hub_handle, self.trials, self.spec.plugin)
         if self.spec.demo_data:
             self.note(f"demo dataset: {self.spec.data_dir}")
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ground.errors import UserError
 from ground.files import read_file
 from ground.yamlfile import parse_yaml
-from trainer.flags import TASK_BOUNDS
+from trainer.flags import HPARAM_NAME, HPARAM_PREFIX, TASK_BOUNDS
 
 METRIC_ID = "val_accuracy"
 #: spec key -> trainer flag (= Vertex AI parameterId, passed as --<id>=<value>)
@@ -78,16 +78,52 @@ class Epochs(_Strict):
         return self
 
 
+class HParam(_Strict):
+    """A hyperparameter of the user's model or dataset function (``--hp_NAME``, ``ctx.hparams``): a set of
+    ``values`` (numbers or words), or a range ``min``..``max`` of integers (``type: int``) or numbers searched on a
+    ``linear`` or ``log`` scale."""
+    values: list[int | float | str] | None = Field(None, min_length=1, max_length=50)
+    min: float | None = Field(None, allow_inf_nan=False)
+    max: float | None = Field(None, allow_inf_nan=False)
+    type: Literal["int", "float"] = "float"
+    scale: Literal["linear", "log"] = "linear"
+
+    @model_validator(mode="after")
+    def _shape(self):
+        if self.values is not None:
+            if self.min is not None or self.max is not None:
+                raise ValueError("give either min/max or values, not both")
+            if len({str(v) for v in self.values}) != len(self.values):
+                raise ValueError("values must be distinct")
+            if any(isinstance(v, str) and (not v or len(v) > 200 or "\x00" in v) for v in self.values):
+                raise ValueError("a word value must be 1-200 characters")
+        elif self.min is None or self.max is None:
+            raise ValueError("needs min and max, or values")
+        elif not self.min < self.max:
+            raise ValueError(f"min ({self.min:g}) must be below max ({self.max:g})")
+        elif self.scale == "log" and self.min <= 0:
+            raise ValueError("a log scale needs min above 0")
+        elif self.type == "int" and not (float(self.min).is_integer() and float(self.max).is_integer()):
+            raise ValueError("an int range needs whole min and max")
+        return self
+
+
 class Parameters(_Strict):
     learning_rate: LearningRate | None = None
     batch_size: BatchSize | None = None
     model: ModelChoice | None = None
     epochs: Epochs | None = None
+    #: your model's or dataset's own hyperparameters (name -> its range), passed as --hp_NAME
+    hparams: dict[str, HParam] | None = Field(None, max_length=20)
 
     @model_validator(mode="after")
     def _some(self):
-        if not any((self.learning_rate, self.batch_size, self.model, self.epochs)):
-            raise ValueError("name at least one of learning_rate, batch_size, model, epochs")
+        if not any((self.learning_rate, self.batch_size, self.model, self.epochs, self.hparams)):
+            raise ValueError("name at least one of learning_rate, batch_size, model, epochs, hparams")
+        for name in self.hparams or {}:
+            if not HPARAM_NAME.match(name):
+                raise ValueError(f"hparams: {name[:40]!r} is not a hyperparameter name (1-64 lowercase letters, "
+                                 "digits and '_', starting with a letter)")
         return self
 
 
@@ -129,8 +165,14 @@ def parse_spec(data: Any, source: str) -> TuneSpec:
 
 
 def tuned_flags(spec: TuneSpec) -> set[str]:
-    """The trainer flags a trial sets (each tuned parameter's)."""
-    return {TRAINER_FLAGS[k] for k, v in spec.parameters.model_dump().items() if v is not None}
+    """The trainer flags a trial sets (each tuned parameter's; a plug-in hyperparameter NAME is --hp_NAME)."""
+    flags = {TRAINER_FLAGS[k] for k, v in spec.parameters.model_dump().items() if v is not None and k != "hparams"}
+    return flags | {f"{HPARAM_PREFIX}{name}" for name in spec.parameters.hparams or {}}
+
+
+def flag_of(key: str) -> str:
+    """The trainer flag a sampled parameter sets: a spec key's, or ``hp_NAME`` for ``hparams.NAME``."""
+    return f"{HPARAM_PREFIX}{key.split('.', 1)[1]}" if key.startswith("hparams.") else TRAINER_FLAGS[key]
 
 
 def load_spec(path: Path | None) -> TuneSpec:
@@ -143,9 +185,13 @@ def load_spec(path: Path | None) -> TuneSpec:
     return parse_spec(parse_yaml(data, "tuning spec", path), str(path))
 
 
-def check_search(search: TuneSpec, hub_handle: str | None, trials: int | None = None) -> int:
+def check_search(search: TuneSpec, hub_handle: str | None, trials: int | None = None,
+                 plugin: bool = False) -> int:
     """What a search and the run it tunes rule out together, for every tuning target (and its dry run): a spec that
     tunes ``model`` beside a fixed hub model, a trial count out of bounds. Returns the trial count."""
+    if search.parameters.hparams and not plugin:
+        raise UserError("the spec tunes hparams of your model or dataset function: name it with --model "
+                        "file.py:NAME (or --dataset)")
     if search.parameters.model is not None and hub_handle:
         raise UserError("the spec tunes 'model' but the run uses a hub model (--hub-handle); drop one of them")
     count = trials or search.max_trials

@@ -17,7 +17,7 @@ from tpuctl.services.runs.spec import RunSpec
 from tpuctl.services.runs.target import SUBMITTED, Outcome
 from tpuctl.services.runs.tuning.spec import ALGORITHMS, METRIC_ID, TRAINER_FLAGS, TuneSpec, check_search, tuned_flags
 from tpuctl.services.runs.tuning.trials import TrialRow, cell_value, rank
-from trainer.flags import flag_value, without_flags
+from trainer.flags import HPARAM_PREFIX, flag_value, without_flags
 
 
 def parameter_specs(spec: TuneSpec) -> list[dict[str, Any]]:
@@ -41,6 +41,19 @@ def parameter_specs(spec: TuneSpec) -> list[dict[str, Any]]:
         out.append({"parameter_id": TRAINER_FLAGS["epochs"],
                     "integer_value_spec": {"min_value": p.epochs.min, "max_value": p.epochs.max},
                     "scale_type": "UNIT_LINEAR_SCALE"})
+    for name, h in (p.hparams or {}).items():   # the trial's container gets --hp_NAME=VALUE
+        parameter_id = f"{HPARAM_PREFIX}{name}"
+        scale = "UNIT_LOG_SCALE" if h.scale == "log" else "UNIT_LINEAR_SCALE"
+        if h.values is not None and all(not isinstance(v, str) for v in h.values):
+            out.append({"parameter_id": parameter_id, "discrete_value_spec": {"values": sorted(h.values)}})
+        elif h.values is not None:
+            out.append({"parameter_id": parameter_id, "categorical_value_spec": {"values": [str(v) for v in h.values]}})
+        elif h.type == "int":
+            out.append({"parameter_id": parameter_id, "scale_type": scale,
+                        "integer_value_spec": {"min_value": int(h.min), "max_value": int(h.max)}})
+        else:
+            out.append({"parameter_id": parameter_id, "scale_type": scale,
+                        "double_value_spec": {"min_value": h.min, "max_value": h.max}})
     return out
 
 
@@ -48,7 +61,7 @@ def build_tuning_job(spec: RunSpec, search: TuneSpec, *, max_trials: int | None 
     """The ``aiplatform_v1.HyperparameterTuningJob`` for a planned run: ``trial_job_spec`` is its CustomJob's
     ``job_spec`` (with Spot and the run time on every trial) minus the trainer flags the study sets per trial.
     ``max_trials`` overrides the search's (``--trials``)."""
-    trials = check_search(search, spec.trainer.hub_handle, max_trials)
+    trials = check_search(search, spec.trainer.hub_handle, max_trials, spec.plugin)
     base = vertex.build_custom_job(spec)
     trial_spec = base.job_spec
     tuned = tuned_flags(search)

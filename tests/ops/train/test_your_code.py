@@ -1,0 +1,151 @@
+"""The user's code on every target (issue 41; docs/your-code.md), the ops side: what ships from a project folder
+(.gitignore/.dockerignore, secrets left out and named, bounds, requirements that would move the image's pinned
+TensorFlow refused), the content-hash tag of the code image (unchanged code, same tag), the Cloud Build request
+that layers it on the trainer image, and the run flags' checks: one line, exit 2, nothing made."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ground.envs import REPO_ROOT
+from ground.errors import UserError
+from ground.outputs import parse_outputs
+from tpuctl.services import image, usercode
+
+from clifixtures import invoke
+from runfixtures import planned
+from stackfixtures import write_outputs
+
+OUTPUTS = {"project": "my-project-1", "region": "us-central1", "zone": "us-central1-a",
+           "buckets": {"data": "tpuctl-my-project-1-data", "staging": "tpuctl-my-project-1-staging",
+                       "artifacts": "tpuctl-my-project-1-artifacts"},
+           "training_service_account": "tpuctl-trainer@my-project-1.iam.gserviceaccount.com"}
+
+
+@pytest.fixture
+def project(tmp_path):
+    folder = tmp_path / "my-project"
+    (folder / "pkg").mkdir(parents=True)
+    (folder / "model.py").write_text("def build(ctx):\n    pass\n")
+    (folder / "pkg" / "__init__.py").write_text("")
+    return folder
+
+
+def test_what_ships_honours_ignore_files_and_leaves_secrets_out(project):
+    (project / ".gitignore").write_text("data/\n*.ckpt\n")
+    (project / ".dockerignore").write_text("notes.txt\n")
+    (project / "data").mkdir()
+    (project / "data" / "big.bin").write_bytes(b"x" * 10)
+    (project / "weights.ckpt").write_bytes(b"w")
+    (project / "notes.txt").write_text("n")
+    (project / ".env").write_text("TOKEN=1")
+    (project / "id_rsa").write_text("key")
+    (project / "key.json").write_text('{"type": "service_account", "private_key": "-----BEGIN"}')
+    (project / ".git").mkdir()
+    (project / ".git" / "HEAD").write_text("ref")
+    shipped = usercode.scan_project(project)
+    assert sorted(f.rel for f in shipped.files) == [".dockerignore", ".gitignore", "model.py", "pkg/__init__.py"]
+    assert shipped.secrets == (".env", "id_rsa", "key.json")
+
+
+def test_the_code_tag_follows_the_content_and_nothing_else(project, tmp_path):
+    outputs = parse_outputs(OUTPUTS)
+    first = image.code_image_ref(outputs, "cpu", usercode.scan_project(project))
+    again = image.code_image_ref(outputs, "cpu", usercode.scan_project(project))
+    assert first == again and first.uri.endswith(f"/code-cpu:{first.tag}") and first.base_tag == image.image_tag("cpu")
+    (project / "model.py").touch()                               # a new mtime: same content, same tag
+    assert image.code_image_ref(outputs, "cpu", usercode.scan_project(project)).tag == first.tag
+    (project / "model.py").write_text("def build(ctx):\n    return 1\n")
+    assert image.code_image_ref(outputs, "cpu", usercode.scan_project(project)).tag != first.tag
+    assert image.code_image_ref(outputs, "tpu", usercode.scan_project(project)).tag != first.tag
+
+
+def test_the_cloud_build_layers_the_code_on_the_trainer_image(project):
+    ref = image.code_image_ref(parse_outputs(OUTPUTS), "cpu", usercode.scan_project(project))
+    doc = image.build_document(ref, "tpuctl-my-project-1-staging", "ctx.tar.gz", project=usercode.scan_project(project))
+    steps = doc["build"]["steps"]
+    assert len(steps) == 2 and ref.base.uri in steps[0]["args"][1] and "docker pull" in steps[0]["args"][1]
+    assert steps[1]["args"] == ["build", "--build-arg", f"BASE={ref.base.uri}", "-f", image.CODE_DOCKERFILE, "-t",
+                                ref.uri, "."]
+    assert doc["build"]["images"] == [ref.base.uri, ref.uri]
+    assert "code/model.py" in doc["context"] and image.DOCKERFILE in doc["context"]
+
+
+@pytest.mark.parametrize("line, key", [
+    ("tensorflow==2.10.0", "tensorflow-cpu==2.21.0"),
+    ("tf-keras<2.20", "tf-keras==2.21.0"),
+    ("protobuf<5", "protobuf=="),
+    ("--index-url https://example.invalid/simple", "only plain requirements"),
+    ("./local-wheel.whl", "only plain requirements"),
+    ("not a requirement!!", "is not a requirement"),
+])
+def test_a_requirement_that_moves_the_image_is_refused_naming_its_line(project, line, key):
+    (project / "requirements.txt").write_text(f"pandas>=2\n{line}\n")
+    with pytest.raises(UserError) as err:
+        usercode.check_requirements(usercode.scan_project(project), REPO_ROOT / image.lock_file("cpu"))
+    assert str(err.value).startswith(f"{project / 'requirements.txt'}:2: ") and key in str(err.value)
+
+
+def test_plain_requirements_pass(project):
+    (project / "requirements.txt").write_text("# tools\npandas>=2  # dataframes\ntf-keras>=2.15\n")
+    assert usercode.check_requirements(usercode.scan_project(project), REPO_ROOT / image.lock_file("cpu")) == [
+        "pandas>=2", "tf-keras>=2.15"]
+
+
+def test_a_project_out_of_bounds_is_one_line(project, monkeypatch):
+    monkeypatch.setattr(usercode, "MAX_PROJECT_BYTES", 100)
+    (project / "data.csv").write_bytes(b"x" * 200)
+    with pytest.raises(UserError) as err:
+        usercode.scan_project(project)
+    assert "more than" in str(err.value) and "data.csv" in str(err.value)
+    empty = project.parent / "empty"
+    empty.mkdir()
+    with pytest.raises(UserError, match="no Python file"):
+        usercode.scan_project(empty)
+
+
+def test_a_plugin_run_is_planned_with_its_code_on_every_target(project, monkeypatch):
+    monkeypatch.chdir(project)
+    outputs = parse_outputs(OUTPUTS)
+    local = planned("local", None, model="model.py:build", hparam=("units=32",))
+    assert local.trainer.code_dir == str(project) and local.code == str(project)
+    assert local.argv[-2:] == ["--hp_units", "32"] and local.labels["model"] == "build"
+    vertex = planned("vertex", outputs, model="model.py:build", data_dir="gs://tpuctl-my-project-1-data/t")
+    assert vertex.trainer.code_dir == "/opt/tpuctl/code" and "/code-cpu:sha256-" in vertex.image
+    script = planned("vertex", outputs, command="python train.py --epochs 3", workers=2)
+    assert script.command == ("python", "train.py", "--epochs", "3") and script.data_dir is None
+    assert script.env["AIP_MODEL_DIR"] == f"{script.model_dir}/model/"
+
+
+@pytest.mark.parametrize("args, key", [
+    (["--command", "python t.py", "--epochs", "3"], "--epochs is the bundled trainer's"),
+    (["--command", "python t.py", "--", "--seed", "1"], "flags after `--`"),
+    (["--command", "python 'unclosed"], "--command"),
+    (["--hparam", "units=3"], "--hparam"),
+    (["--hparam", "Units=3", "--model", "m.py:build"], "--hparam"),
+    (["--code", "."], "--code is your project folder"),
+    (["--model", "not a ref"], "--model"),
+    (["--dataset", "data.py"], "--dataset"),
+    (["--model", "m.py:build", "--code", "/nonexistent/folder"], "--code"),
+])
+def test_a_bad_use_of_the_code_flags_is_one_line_and_makes_nothing(project, monkeypatch, args, key):
+    monkeypatch.chdir(project)
+    r = invoke(["train", *args])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and key in r.stderr, r.output
+    assert not (project / "runs").exists()
+
+
+def test_a_local_command_dry_run_shows_the_processes_in_the_project_folder(project, monkeypatch, tmp_path):
+    monkeypatch.chdir(project)
+    r = invoke(["train", "--command", "python model.py --x 1", "-w", "2", "--dry-run"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["folder"] == str(project)
+    assert [p["command"] for p in doc["processes"]] == [["python", "model.py", "--x", "1"]] * 2
+    assert doc["environment"]["AIP_CHECKPOINT_DIR"].endswith("/checkpoints/")
+    outputs = write_outputs(tmp_path / "outputs.json", OUTPUTS)
+    r = invoke(["train", "--target", "vertex", "--outputs", outputs, "--model", "model.py:build", "--data-dir",
+                "gs://tpuctl-my-project-1-data/t", "--python-package", "--dry-run"])
+    assert r.exit_code == 2 and "--python-package" in r.stderr
