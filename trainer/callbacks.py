@@ -215,9 +215,15 @@ def backup_callback(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_per_e
             super().__init__(backup_dir=folder, save_freq=every or steps_per_epoch)
             self._last = time.monotonic()
 
-        def _backup(self, epoch, batch=0):
+        def _backup(self, epoch, batch):
+            # tf_keras assigns the batch counter at every step's start (a variable write per step); here it is
+            # kept in Python and written only into the backup it belongs to.
+            self._training_state._ckpt_saved_batch.assign(batch)
             super()._backup(epoch=epoch, batch=batch)
             self._last = time.monotonic()
+
+        def on_train_batch_begin(self, batch, logs=None):
+            pass    # see _backup
 
         def on_train_begin(self, logs=None):
             super().on_train_begin(logs)
@@ -245,8 +251,7 @@ def backup_callback(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_per_e
                 self._backup(epoch=self._current_epoch, batch=batch)
 
         def on_epoch_end(self, epoch, logs=None):
-            self._training_state._ckpt_saved_batch.assign(steps_per_epoch - 1)
-            self._backup(epoch=epoch)
+            self._backup(epoch=epoch, batch=steps_per_epoch - 1)
 
     return StepBackup()
 

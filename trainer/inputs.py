@@ -112,7 +112,7 @@ def _record_inputs(cfg: TrainConfig, manifest: data.Manifest, image_size, num_wo
                                  shuffle_buffer=cfg.shuffle_buffer, skip=skip, **common)
 
     def val_ds(batch: int) -> tf.data.Dataset:
-        return data.make_eval_dataset(list(val.files), batch, val_examples, fmt.one, skip_corrupt=cfg.skip_corrupt,
+        return data.make_eval_dataset(list(val.files), batch, val_examples, fmt, skip_corrupt=cfg.skip_corrupt,
                                       cache=cfg.cache)
 
     def corruption() -> DataError | None:

@@ -294,7 +294,7 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         history = model.fit(train_ds, epochs=cfg.train_epochs, steps_per_epoch=steps_per_epoch,
                             validation_data=val_ds, validation_steps=validation_steps,
                             callbacks=training_callbacks(keras, cfg, dirs, info, env, steps_per_epoch, input_steps),
-                            verbose=2)
+                            verbose=0)   # the epoch lines are the trainer's own (EpochLog); Keras' logger cost a step
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as err:
         if cfg.dataset is not None:   # the user's examples (a label out of range, a shape that changed): say so
             message = data.first_line(err.message)
