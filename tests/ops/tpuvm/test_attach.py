@@ -74,7 +74,8 @@ def test_attach_recovers_a_slice_preempted_while_nobody_watched(outputs_file, tp
     _start_and_leave(outputs_file, gcs, recover=1, zones=[ZONE_B])
     r = invoke(["tpu", "attach", NAME, "--outputs", str(outputs_file), "--poll-seconds", "0.01"])
     assert r.exit_code == 0, r.output
-    assert "preemption 1/1: preempted (Spot), SUSPENDED in us-central1-a" in r.stderr
+    [line] = [line for line in r.stderr.splitlines() if line.startswith("preemption 1/1: ")]
+    assert "(Spot)" in line and "SUSPENDED in us-central1-a" in line, line
     assert fake.zones_created == [ZONE, ZONE]
     assert [name for name, _ in fake.deleted] == [_qr(ZONE), _qr(ZONE)]
     record = json.loads(gcs.bucket(ARTIFACTS).blob(f"runs/{NAME}/tpuctl/recoveries.json").download_as_bytes())

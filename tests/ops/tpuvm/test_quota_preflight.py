@@ -14,7 +14,7 @@ from ground.errors import UserError
 from tpuctl.services.runs.spec import RunSpec
 from tpuctl.services.runs.tpuvm.target import check_quota, recovery_zones
 
-from clifixtures import invoke
+from clifixtures import error_line, invoke
 from runfixtures import planned
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bootstrap"))
@@ -56,8 +56,9 @@ def test_a_slice_over_quota_is_refused_with_the_stack_key_and_gcloud_command(quo
         check_quota(plan(outputs_file, "v5litepod-16"))
     text = str(err.value)
     assert err.value.exit_code == 1 and "\n" not in text
-    assert text.startswith(f"Cloud TPU on-demand quota {V5E} in {ZONE} is 8 chips, a v5litepod-16 slice needs 16; ")
-    assert f"tpuctl:tpuVmQuotas entry v5e:{ZONE}:16 and run `pulumi up`" in text
+    # the quota (its id, zone, limit) and the slice over it; both fixes: the stack key entry and the request command
+    assert V5E in text and ZONE in text and "8 chips" in text and "v5litepod-16" in text, text
+    assert "tpuctl:tpuVmQuotas" in text and f"v5e:{ZONE}:16" in text and "`pulumi up`" in text, text
     assert (f"gcloud beta quotas preferences create --service={TPU} --quota-id={V5E} --preferred-value=16 "
             f"--dimensions=zone={ZONE} --project={PROJECT}") in text
     with pytest.raises(UserError, match=r"is 8 TensorCores, a v5p-16 slice needs 16"):
@@ -73,11 +74,10 @@ def test_what_cannot_be_checked_is_a_note_and_the_run_goes_on(quotas, outputs_fi
     notes: list[str] = []
     assert check_quota(plan(outputs_file, "v6e-8"), echo=notes.append) is None      # id not listed
     assert check_quota(plan(outputs_file, "v4-8"), echo=notes.append) is None       # id not known
-    assert notes == [
-        "note: quota check skipped: the Cloud TPU API lists no quota TPUV6EPerProjectPerZoneForTPUAPI "
-        "(renamed? please report it)",
-        "note: quota check skipped: tpuctl does not know the on-demand quota id of TPU v4",
-    ]
+    unlisted, unknown = notes
+    assert unlisted.startswith("note: ") and "skipped" in unlisted, unlisted
+    assert "TPUV6EPerProjectPerZoneForTPUAPI" in unlisted and "report" in unlisted, unlisted
+    assert unknown.startswith("note: ") and "skipped" in unknown and unknown.endswith("TPU v4"), unknown
 
 
 def test_no_credentials_is_a_note(outputs_file, monkeypatch, tmp_path):
@@ -85,15 +85,16 @@ def test_no_credentials_is_a_note(outputs_file, monkeypatch, tmp_path):
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "none.json"))
     notes: list[str] = []
     assert check_quota(plan(outputs_file, "v5litepod-8"), echo=notes.append) is None
-    assert notes == ["note: quota check skipped: no Google credentials (`gcloud auth application-default login`)"]
+    [note] = notes
+    assert note.startswith("note: ") and "skipped" in note and "`gcloud auth application-default login`" in note, note
 
 
 def test_the_cli_refuses_before_creating_anything(quotas, outputs_file, tpu_cloud):
     fake = tpu_cloud()
     r = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-16", "--name", "q-run", "--outputs", str(outputs_file),
                 "--image", "us-docker.pkg.dev/p/r/trainer-tpu:abc"])
-    assert r.exit_code == 1, r.output
-    assert f"error: Cloud TPU on-demand quota {V5E} in {ZONE} is 8 chips" in r.stderr
+    line = error_line(r, 1)
+    assert V5E in line and ZONE in line and "8 chips" in line, line
     assert fake.requests == []          # nothing was created, not even looked up
     ok = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-16", "--spot", "--name", "q-run", "--outputs", str(outputs_file),
                  "--image", "us-docker.pkg.dev/p/r/trainer-tpu:abc", "--dry-run"])
@@ -118,5 +119,5 @@ def test_recovery_zones_leave_out_a_zone_without_spot_quota(quotas, outputs_file
                                 zones="us-central1-b,us-central1-a"), echo=notes.append)
     assert zones == [ZONE]
     [note] = notes
-    assert note.startswith(f"note: us-central1-b left out of the recovery zones: Cloud TPU Spot quota {V5E_SPOT} "
-                           "in us-central1-b is 0 chips"), note
+    assert note.startswith("note: us-central1-b ") and "recovery zones" in note, note
+    assert V5E_SPOT in note and "0 chips" in note, note

@@ -192,8 +192,8 @@ def test_spot_preemption_says_how_to_resume_and_deletes(outputs_file, tpu_cloud,
     r = invoke(_run_args(outputs_file, "--spot"))
     assert r.exit_code == 1
     line = _error_line(r)
-    assert "preempted (Spot)" in line and f"checkpoints are kept in gs://{ARTIFACTS}/runs/{NAME}" in line
-    assert f"run the same command again with --name {NAME}" in line
+    assert "(Spot)" in line and f"gs://{ARTIFACTS}/runs/{NAME}" in line, line     # where the checkpoints are
+    assert "again" in line and f"--name {NAME}" in line, line                     # how to resume
     assert fake.deleted == [(QR, {"force": ["true"]})]
     assert "spot" in _strict(fake.creates()[0][2])
 
@@ -207,7 +207,8 @@ def test_a_failed_host_ends_the_run(outputs_file, tpu_cloud, gcs):
     fake = tpu_cloud(states=["ACTIVE"], on_get=on_get)
     r = invoke(_run_args(outputs_file))
     assert r.exit_code == 1
-    assert "trainer failed on the TPU VM (worker-2 exited 3)" in _error_line(r)
+    line = _error_line(r)
+    assert "trainer failed" in line and "(worker-2 exited 3)" in line, line
     assert [name for name, _ in fake.deleted] == [QR]
 
 
@@ -221,8 +222,9 @@ def test_provisioning_timeout_names_what_it_waited_for(outputs_file, tpu_cloud, 
     with pytest.raises(UserError) as err:
         launch(target)
     assert err.value.exit_code == 1
-    assert "still WAITING_FOR_RESOURCES after 120 s" in str(err.value)
-    assert "v5litepod-16 in us-central1-a to become ACTIVE" in str(err.value)
+    msg = str(err.value)
+    assert "WAITING_FOR_RESOURCES" in msg and "120 s" in msg, msg             # the state it stayed in, how long
+    assert "v5litepod-16 in us-central1-a" in msg and "ACTIVE" in msg, msg     # what it waited for
     assert [name for name, _ in fake.deleted] == [QR]
 
 
@@ -265,7 +267,8 @@ def test_sigint_to_a_real_process_deletes_what_it_created(outputs_file, tpu_clou
                               "the process created the queued resource", timeout=60)
     assert proc.returncode == 130, err
     errors = [line for line in err.splitlines() if line.startswith("error:")]
-    assert errors == [f"error: interrupted; deleted queued resource {NAME}"], err
+    [line] = errors
+    assert "interrupted" in line and line.endswith(f"deleted queued resource {NAME}"), err
     assert "Traceback" not in err
     assert [name for name, _ in fake.deleted] == [QR]
 
