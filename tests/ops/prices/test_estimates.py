@@ -14,7 +14,7 @@ from tpuctl.services import prices
 from tpuctl.services.runs import cost as cloudrun
 
 from billingfakes import fake_prices
-from clifixtures import invoke
+from clifixtures import error_line, invoke
 
 SNAPSHOT = ("SkyPilot catalogue snapshot (skypilot-org/skypilot-catalog catalogs/v7/gcp/vms.csv at commit "
             "017e2502fb63, read 2026-11-24)")
@@ -24,48 +24,64 @@ def _errors(result) -> list[str]:
     return [line for line in result.stderr.splitlines() if line.startswith("error:")]
 
 
+def _line(text: str, start: str, *keys: str) -> str:
+    """The one line of ``text`` that starts with ``start`` (a label of the estimate: ``  total:``, ``note:``) and
+    holds every key (to pick one of several notes)."""
+    lines = [line for line in text.splitlines() if line.startswith(start) and all(k in line for k in keys)]
+    assert len(lines) == 1, text
+    return lines[0]
+
+
 def test_offline_tpu_vm_dry_run_prices_the_slice_from_the_snapshot_and_budget_bounds_the_spend(outputs_file):
     base = ["train", "--target", "tpu-vm", "-a", "v5litepod-8", "--zone", "us-central1-a", "--outputs", outputs_file, "--dry-run"]
     shown = invoke(base)
     assert shown.exit_code == 0, shown.stderr
-    assert f"cost estimate (TPU VM, on-demand, us-central1; {SNAPSHOT}; list prices" in shown.stderr
+    head = _line(shown.stderr, "cost estimate")     # what is priced where, from which source (name and date)
+    assert "TPU VM" in head and "on-demand" in head and "us-central1" in head and SNAPSHOT in head, head
+    assert "list prices" in head, head
     # Hand-computed: 8 chips × $1.20 per chip-hour (tpu-v5litepod-1 us-central1 Price 1.2; -8: 9.6), 24 h.
-    assert "  slice v5litepod-8: $9.6000/h = 8 × $1.2/chip-hour" in shown.stderr
-    assert "  total: $9.6000/h; maximum for --max-run-time 1d: $230.40" in shown.stderr
+    assert _line(shown.stderr, "  slice v5litepod-8: ").endswith("$9.6000/h = 8 × $1.2/chip-hour")
+    total = _line(shown.stderr, "  total: ")
+    assert "$9.6000/h" in total and "--max-run-time 1d" in total and total.endswith("$230.40"), total
     assert shown.stdout.startswith("{")                              # the request still printed
     # A TPU VM run's spend is counted while it goes (tpuvm.spend): a maximum above --budget is said, not refused:
     # $230 at $9.60/h is 23h57m30s of slice time (23h58m).
     bounded = invoke([*base, "--budget", "230"])
     assert bounded.exit_code == 0 and bounded.stdout.startswith("{"), bounded.stderr
-    assert ("note: the run is stopped when its spend reaches --budget $230.00 (after 23h58m of slice time at "
-            "$9.6000/h)") in bounded.stderr
+    note = _line(bounded.stderr, "note: ", "--budget $230.00")
+    assert "23h58m" in note and "$9.6000/h" in note, note
     # Spot, a shorter run, the same through `train --target tpu-vm`: 8 × $0.21298 × 10 h = $17.04.
     spot = invoke([*base, "--spot", "--max-run-time", "36000s", "--budget", "17.05"])
     assert spot.exit_code == 0, spot.stderr
-    assert "total: $1.7038/h; maximum for --max-run-time 10h: $17.04" in spot.stderr
-    assert "note: the run is stopped" not in spot.stderr             # within the budget: nothing to say
+    total = _line(spot.stderr, "  total: ")
+    assert "$1.7038/h" in total and "--max-run-time 10h" in total and total.endswith("$17.04"), total
+    assert not [line for line in spot.stderr.splitlines() if "--budget" in line]   # within the budget: nothing to say
     train = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-8", "--zone", "us-central1-a", "--outputs",
                     outputs_file, "--dry-run", "--budget", "200"])
-    assert train.exit_code == 0 and "when its spend reaches --budget $200.00 (after 20h50m" in train.stderr
+    assert train.exit_code == 0, train.stderr
+    assert "20h50m" in _line(train.stderr, "note: ", "--budget $200.00")
     # --max-run-time bounds a TPU VM run's training time in all: 8 × $1.20 × 2 h = $19.20.
     bounded = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-8", "--zone", "us-central1-a", "--outputs",
                       outputs_file, "--dry-run", "--max-run-time", "2h"])
     assert bounded.exit_code == 0, bounded.stderr
-    assert "  total: $9.6000/h; maximum for --max-run-time 2h: $19.20" in bounded.stderr
+    total = _line(bounded.stderr, "  total: ")
+    assert "$9.6000/h" in total and "--max-run-time 2h" in total and total.endswith("$19.20"), total
     kept = invoke([*base, "--keep", "--budget", "1000"])
-    assert kept.exit_code == 2
-    assert _errors(kept) == ["error: --budget cannot bound a slice kept with --keep (it is billed until `tpuctl tpu "
-                             "delete`)"]
+    line = error_line(kept, 2)
+    assert "--budget" in line and "--keep" in line and "`tpuctl tpu delete`" in line, line
 
 
 def test_offline_snapshot_gap_is_unknown_with_the_refresh_command(outputs_file):
     base = ["train", "--target", "tpu-vm", "-a", "v6e-8", "--zone", "southamerica-east1-c", "--outputs", outputs_file, "--dry-run"]
     shown = invoke(base)
     assert shown.exit_code == 0, shown.stderr
-    assert ("total: unknown: no on-demand TPU v6e price for southamerica-east1 in the shipped snapshot (regions: "
-            "asia-northeast1") in shown.stderr and "run `tpuctl prices refresh`" in shown.stderr
+    # unknown, what has no price where, the regions the snapshot has (the first of them), the command that fixes it
+    total = _line(shown.stderr, "  total: unknown")
+    assert "on-demand TPU v6e" in total and "southamerica-east1" in total and "snapshot" in total, total
+    assert "asia-northeast1" in total and "`tpuctl prices refresh`" in total, total
     refused = invoke([*base, "--budget", "50"])
-    assert refused.exit_code == 2 and "error: cannot check --budget $50.00: no on-demand TPU v6e price" in refused.stderr
+    line = error_line(refused, 2)
+    assert "--budget $50.00" in line and "on-demand TPU v6e" in line, line
 
 
 # Hand-computed from billingfakes.TEST_PRICES (per hour): one replica of
@@ -108,20 +124,22 @@ def test_vertex_estimates_match_hand_computed_figures(accelerator, region, spot)
     assert est.maximum == pytest.approx(2 * HAND[accelerator, region, spot] * 3)
 
 
-@pytest.mark.parametrize("accelerator, region, spot, total", [
-    ("gpu-t4", "europe-west4", False, "total: $0.9570/h; maximum for 2h: $1.91"),
-    ("gpu-t4", "us-central1", True, "total: $0.2810/h; maximum for 2h: $0.56"),
-    ("tpu-v5e-4", "europe-west4", True, "total: $2.2000/h; maximum for 2h: $4.40"),
-    ("gpu-l4", "europe-west4", True, "total: $0.3502/h; maximum for 2h: $0.70"),
-    ("gpu-a100", "europe-west4", True, "total: $1.3761/h; maximum for 2h: $2.75"),
+@pytest.mark.parametrize("accelerator, region, spot, hourly, maximum", [
+    ("gpu-t4", "europe-west4", False, "$0.9570/h", "$1.91"),
+    ("gpu-t4", "us-central1", True, "$0.2810/h", "$0.56"),
+    ("tpu-v5e-4", "europe-west4", True, "$2.2000/h", "$4.40"),
+    ("gpu-l4", "europe-west4", True, "$0.3502/h", "$0.70"),
+    ("gpu-a100", "europe-west4", True, "$1.3761/h", "$2.75"),
 ])
 def test_vertex_dry_run_refreshes_from_the_catalogue_and_names_it(default_catalog, outputs_file, accelerator, region,
-                                                                  spot, total):
+                                                                  spot, hourly, maximum):
     args = ["train", "--target", "vertex", "--dry-run", "--outputs", outputs_file, "-a", accelerator,
             "--region", region, "--max-run-time", "2h", *(["--spot"] if spot else [])]
     result = invoke(args)
     assert result.exit_code == 0, result.stderr
-    assert "; Cloud Billing Catalog (127.0.0.1:" in result.stderr and f"  {total}" in result.stderr
+    assert "; Cloud Billing Catalog (127.0.0.1:" in result.stderr
+    total = _line(result.stderr, "  total: ")
+    assert hourly in total and "2h" in total and total.endswith(maximum), total
     assert prices.cache_path().is_file()                 # the refresh was cached for the next estimate
 
 
@@ -134,7 +152,7 @@ def test_an_unreachable_catalogue_never_holds_a_dry_run_up(monkeypatch, outputs_
     monkeypatch.setenv("TPUCTL_CLOUDBILLING_ENDPOINT", f"http://127.0.0.1:{free_port()}")
     refused = invoke(base)
     assert refused.exit_code == 0, refused.stderr
-    assert "note: refreshing the price catalogue failed (cannot reach cloudbilling endpoint" in refused.stderr
+    assert "cannot reach" in _line(refused.stderr, "  note: ", "catalogue", "cloudbilling endpoint")
     assert "total: $9.6000/h" in refused.stderr
     # Silent (packets dropped): the estimate waits REFRESH_WAIT_SECONDS, not the client's minutes of retries.
     with silent_endpoint() as url:
@@ -143,7 +161,7 @@ def test_an_unreachable_catalogue_never_holds_a_dry_run_up(monkeypatch, outputs_
         silent = invoke(base)
         elapsed = time.monotonic() - started
     assert silent.exit_code == 0, silent.stderr
-    assert "note: refreshing the price catalogue did not finish within 1 s" in silent.stderr
+    assert _line(silent.stderr, "  note: ", "catalogue").endswith("1 s")
     assert "total: $9.6000/h" in silent.stderr and elapsed < 1.0 + 2.0
 
 
@@ -161,15 +179,15 @@ def test_a_fresh_cache_is_used_without_asking_and_a_stale_one_after_a_failed_ref
     monkeypatch.setenv("TPUCTL_CLOUDBILLING_ENDPOINT", "http://127.0.0.1:9")   # nothing listens on port 9
     stale = prices.load_prices(now=old.fetched + timedelta(days=30))
     assert stale.catalogue == old
-    assert stale.notes[0].startswith("refreshing the price catalogue failed (cannot reach")
-    assert stale.notes[1] == "the cached catalogue is 30 days old; `tpuctl prices refresh` updates it"
+    failed, age = stale.notes
+    assert "catalogue" in failed and "cannot reach" in failed, failed
+    assert "30 days" in age and "`tpuctl prices refresh`" in age, age
     assert prices.read_cache() == old          # a failed refresh leaves the cache as it was
 
 
 @pytest.mark.parametrize("text", ["99999999999999999999d", "9" * 400, "8d", "604801"])
 def test_max_run_time_past_the_bound_is_one_line_exit_2(outputs_file, text):
     result = invoke(["train", "--target", "vertex", "--dry-run", "--outputs", outputs_file, "--max-run-time", text])
-    assert result.exit_code == 2 and result.stdout == ""
-    [line] = _errors(result)
-    assert line.endswith("is out of range: 10m to 7d (tpuctl's bounds: Vertex AI documents a default timeout of "
-                         "7 days and no maximum)")
+    assert result.stdout == ""
+    line = error_line(result, 2)
+    assert "--max-run-time" in line and "out of range" in line and "10m to 7d" in line, line
