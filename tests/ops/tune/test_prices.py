@@ -13,7 +13,7 @@ from tpuctl.services.runs import cost
 from tpuctl.services.runs.flags import RunFlags
 
 from billingfakes import FakeCatalog, fake_prices
-from clifixtures import invoke
+from clifixtures import error_line, invoke
 from httpfakes import fake_factory
 
 #: n1-standard-4 (4 vCPU, 15 GiB) in us-central1 on the stand-in catalogue: 4 × 0.04 + 15 × 0.005.
@@ -45,7 +45,7 @@ def test_pool_arithmetic_machine_times_replicas_times_run_time():
     assert [p.hourly for p in est.pools] == [pytest.approx(N1_4), pytest.approx(3 * N1_4)]
     assert est.hourly == pytest.approx(4 * N1_4)
     assert est.maximum == pytest.approx(4 * N1_4 * 2)
-    assert "Cloud Billing Catalog (fake catalogue), fetched 2026-11-24 12:00 UTC" in est.lines()[0]
+    assert "Cloud Billing Catalog (fake catalogue)" in est.lines()[0] and "2026-11-24 12:00 UTC" in est.lines()[0]
     # No --max-run-time: Vertex AI's default timeout, 7 days, bounds the maximum.
     week = cost.estimate_pools(pools[:1], "us-central1", prices=prices)
     assert week.maximum == pytest.approx(N1_4 * 24 * 7)
@@ -53,7 +53,7 @@ def test_pool_arithmetic_machine_times_replicas_times_run_time():
     study = cost.estimate_pools(pools[:1], "us-central1", max_run_time=timedelta(hours=1), trials=4, prices=prices)
     assert study.maximum == pytest.approx(4 * N1_4)
     assert "maximum for 1h: $0.94" in study.lines()[-1]
-    assert "4 vCPU $0.1600 + 15 GiB RAM $0.0750 per replica" in study.lines()[1]
+    assert "4 vCPU $0.1600" in study.lines()[1] and "15 GiB RAM $0.0750" in study.lines()[1]
 
 
 def test_spot_uses_the_spot_skus_and_a_missing_one_is_bounded_by_on_demand_and_says_so():
@@ -80,13 +80,15 @@ def test_a_missing_price_is_named_with_the_refresh_command_never_guessed():
                                "accelerator_count": 1}, "replica_count": 1}]
     est = cost.estimate_pools(pools, "us-central1", prices=offline)
     assert est.hourly is None and est.maximum is None and est.pools[0].hourly is None
-    assert est.lines()[-1] == (
-        "  total: unknown: no Vertex AI training price for n1-standard-8 + 1 × NVIDIA_TESLA_T4 in us-central1: the "
-        "Cloud Billing catalogue is not cached (the shipped snapshot has Compute Engine TPU VM prices, not Vertex "
-        "AI's); run `tpuctl prices refresh`")
+    # unknown: what has no price where, why (nothing cached; the snapshot is TPU VM prices only), the fix
+    total = est.lines()[-1]
+    assert total.startswith("  total: unknown") and "n1-standard-8 + 1 × NVIDIA_TESLA_T4" in total, total
+    assert "us-central1" in total, total
+    assert "not cached" in total and "snapshot" in total and total.endswith("`tpuctl prices refresh`"), total
     # With the catalogue: a region it has no SKU for is named.
     far = cost.estimate_pools(pools, "asia-east1", prices=fake_prices())
-    assert far.missing == ["no on-demand SKU for N1 vCPU in asia-east1 in the Cloud Billing catalogue"]
+    [missing] = far.missing
+    assert "on-demand SKU" in missing and "N1 vCPU" in missing and "asia-east1" in missing, missing
 
 
 def test_budget_refuses_a_maximum_above_it_and_an_unknown_maximum():
@@ -94,10 +96,10 @@ def test_budget_refuses_a_maximum_above_it_and_an_unknown_maximum():
     pools = [{"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 2}]
     est = cost.estimate_pools(pools, "us-central1", max_run_time=timedelta(hours=10), prices=prices)
     cost.check_budget(est, 5.0)          # 2 × 0.235 × 10 = 4.70
-    with pytest.raises(UserError, match=r"^the job may cost up to \$4\.70 .* above --budget \$4\.00;"):
+    with pytest.raises(UserError, match=r"\$4\.70\b.*--budget \$4\.00\b"):
         cost.check_budget(est, 4.0)
     unknown = cost.estimate_pools(pools, "asia-east1", prices=prices)
-    with pytest.raises(UserError, match=r"cannot check --budget \$100\.00: no on-demand SKU for N1 vCPU in asia-east1"):
+    with pytest.raises(UserError, match=r"--budget \$100\.00\b.*\bN1 vCPU\b.*\basia-east1\b"):
         cost.check_budget(unknown, 100.0)
     for bad in (0.0, -1.0, float("nan"), float("inf"), 1e7):      # the flag's own bounds, checked with the flags
         with pytest.raises(UserError, match="--budget"):
@@ -108,21 +110,23 @@ def test_tune_dry_run_prints_the_estimate_and_budget_refuses_in_one_line(outputs
     catalog()   # a dry run with no cache refreshes from the (stand-in) catalogue first
     ok = invoke(["tune", "--target", "vertex", "--outputs", outputs_file, "--dry-run", "--max-run-time", "1h", "--trials", "4"])
     assert ok.exit_code == 0, ok.stderr
-    assert "total: $0.2350/h per trial × 4 trials; maximum for 1h: $0.94" in ok.stderr
+    [total] = [line for line in ok.stderr.splitlines() if line.startswith("  total: ")]
+    assert "$0.2350/h" in total and "4 trials" in total and "1h" in total and total.endswith("$0.94"), total
     refused = invoke(["tune", "--target", "vertex", "--outputs", outputs_file, "--dry-run", "--max-run-time", "1h", "--trials", "4",
                       "--budget", "0.5"])
-    assert refused.exit_code == 2
-    errors = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
-    assert errors == ["error: the job may cost up to $0.94 ($0.2350/h × 4 trials for 1h), above --budget $0.50; "
-                      "lower --max-run-time, --workers or the trial count, or raise --budget"]
+    line = error_line(refused, 2)
+    # the maximum and how it is made, the budget it is above; the fixes: the flags that lower it or raise the budget
+    assert "$0.94" in line and "$0.2350/h × 4 trials" in line and "--budget $0.50" in line, line
+    assert "--max-run-time" in line and "--workers" in line and "trial count" in line, line
     assert refused.stdout == ""   # nothing printed as the request
 
 
 def test_offline_tune_is_a_note_without_budget_and_an_error_with_it(outputs_file):
     ok = invoke(["tune", "--target", "vertex", "--outputs", outputs_file, "--dry-run"])
     assert ok.exit_code == 0, ok.stderr
-    assert "total: unknown: no Vertex AI training price for n1-standard-4 in us-central1" in ok.stderr
+    [total] = [line for line in ok.stderr.splitlines() if line.startswith("  total: unknown")]
+    assert "Vertex AI training price" in total and "n1-standard-4 in us-central1" in total, total
     refused = invoke(["tune", "--target", "vertex", "--outputs", outputs_file, "--dry-run", "--budget", "10"])
-    assert refused.exit_code == 2
-    assert "error: cannot check --budget $10.00: no Vertex AI training price" in refused.stderr
-    assert "run `tpuctl prices refresh`" in refused.stderr
+    line = error_line(refused, 2)
+    assert "--budget $10.00" in line and "Vertex AI training price" in line, line
+    assert "`tpuctl prices refresh`" in line, line
