@@ -10,6 +10,8 @@ from google.cloud.storage import Blob
 from ground.errors import UserError
 from tpuctl.services import data as datatools
 
+from clifixtures import error_line
+
 
 def _put(client, bucket: str, objects: dict[str, bytes]) -> None:
     for name, body in objects.items():
@@ -31,11 +33,10 @@ def test_a_gcs_destination_holding_an_earlier_dataset_is_refused_and_kept(cli, t
     (src / "a").mkdir(parents=True)
     proc = cli(["data", "make-tfrecords", str(src), "gs://tpuctl-p-data/pets/v1/"],
                env={"STORAGE_EMULATOR_HOST": url, "TPUCTL_TRAINER_PYTHON": "/nonexistent/python"}, cwd=tmp_path)
-    assert proc.returncode == 2
-    assert proc.stderr == (
-        "error: destination gs://tpuctl-p-data/pets/v1 already holds objects (e.g. gs://tpuctl-p-data/pets/v1/"
-        "manifest.json); tpuctl data never writes over an earlier dataset: choose a new path, or remove the old one "
-        "first (`gcloud storage rm -r gs://tpuctl-p-data/pets/v1/`)\n")
+    line = error_line(proc, 2, alone=True)
+    # the destination, an object already in it, the two ways out (a new path; the exact command removing the old)
+    assert "destination gs://tpuctl-p-data/pets/v1 " in line and "gs://tpuctl-p-data/pets/v1/manifest.json" in line
+    assert "new path" in line and "(`gcloud storage rm -r gs://tpuctl-p-data/pets/v1/`)" in line, line
     assert _objects(client, "tpuctl-p-data") == earlier
 
 
@@ -46,9 +47,9 @@ def test_only_objects_under_the_destination_count(gcs):
     datatools.check_gcs_empty("gs://bkt/pets/v1", client)
     with pytest.raises(UserError) as refused:
         datatools.check_gcs_empty("gs://bkt", client)
-    assert str(refused.value) == (  # the bucket root: no hint to remove everything in it
-        "destination gs://bkt already holds objects (e.g. gs://bkt/pets/v1.txt); tpuctl data never writes over "
-        "an earlier dataset: choose a new path (gs://bkt/NEW-NAME)")
+    msg = str(refused.value)
+    assert "destination gs://bkt " in msg and "gs://bkt/pets/v1.txt" in msg and "gs://bkt/NEW-NAME" in msg, msg
+    assert "rm" not in msg and "remove" not in msg, msg    # the bucket root: no hint to remove everything in it
 
 
 def test_objects_that_appear_during_the_conversion_stop_the_upload(gcs, tmp_path, monkeypatch):
@@ -83,7 +84,7 @@ def test_an_upload_never_follows_a_symbolic_link_out_of_its_folder(gcs, tmp_path
     (local / "manifest.json").write_text("{}")
     target = secret / "id_rsa" if link == "file" else secret
     (local / "x").symlink_to(target)
-    with pytest.raises(UserError, match=rf"^{local / 'x'} is a symbolic link \(to {target}\); uploads never follow"):
+    with pytest.raises(UserError, match=rf"^{local / 'x'} .*symbolic link\b.*{target}\b.*never follow"):
         datatools.upload_dir(local, "gs://bkt/data", client)
     assert _objects(client, "bkt") == {}
 
@@ -140,7 +141,7 @@ def test_a_concurrent_writers_objects_are_neither_replaced_nor_deleted(tmp_path)
 
     with pytest.raises(UserError) as failed:
         datatools.upload_dir(local, "gs://bkt/pets", Client(), workers=1)
-    assert str(failed.value).startswith(
-        "uploading c.tfrecord to gs://bkt/pets failed (1 of 4 files): an object of that name appeared meanwhile "
-        "(another run writing to the same destination?) and was left as it is; removed the 1 object(s)")
+    msg = str(failed.value)     # which file, where, how far; why (another run), what was cleaned up
+    assert msg.startswith("uploading c.tfrecord to gs://bkt/pets ") and "(1 of 4 files)" in msg, msg
+    assert "appeared meanwhile" in msg and "another run" in msg and "removed the 1 object(s)" in msg, msg
     assert bucket.objects == {"pets/a.tfrecord": 50, "pets/c.tfrecord": 7}  # theirs, untouched

@@ -108,7 +108,7 @@ def test_interrupt_during_upload_stops_cleans_and_rerun_works(gcs, fake_env, tmp
         assert time.monotonic() - t0 < 20   # not after every upload (40 x 0.4 s, one at a time at the proxy)
         assert proc.returncode == 130, err
         last = err.strip().splitlines()[-1]
-        assert last.startswith(f"error: interrupted by {sig.name} while uploading to gs://fuzz-data/pets"), err
+        assert last.startswith("error: interrupted") and sig.name in last and "gs://fuzz-data/pets" in last, err
         assert "removed the" in last
         assert proxy.uploads < 41  # stopped submitting: not every file was sent
         time.sleep(0.5)
@@ -152,9 +152,10 @@ def test_an_upload_still_in_flight_is_waited_for_before_the_cleanup(gcs, fake_en
         _, err = proc.communicate(timeout=60)
         assert time.monotonic() - t0 < 25   # the uploads in flight (5 s), not the 30 s limit of the wait
         assert proc.returncode == 130, err
-        assert "stopping:" in err and "upload(s) still in flight; waiting up to 30 s" in err
+        [stopping] = [line for line in err.splitlines() if line.startswith("stopping:")]
+        assert "in flight" in stopping and "30 s" in stopping, err        # what it waits for, how long at most
         last = err.strip().splitlines()[-1]
-        assert last.startswith("error: interrupted by SIGINT while uploading to gs://slow-data/pets"), err
+        assert last.startswith("error: interrupted") and "SIGINT" in last and "gs://slow-data/pets" in last, err
         assert "may yet appear" not in last
         time.sleep(1.0)
         assert [b.name for b in client.list_blobs("slow-data")] == []
@@ -172,7 +173,7 @@ def test_a_second_ctrl_c_stops_waiting_and_names_what_may_appear(gcs, fake_env, 
         assert time.monotonic() - t0 < 20   # not the 30 s wait for the (60 s) uploads in flight
         assert proc.returncode == 130, err
         last = err.strip().splitlines()[-1]
-        assert "may yet appear: remove them with `gcloud storage rm gs://stuck-data/pets/" in last, err
+        assert "may yet appear" in last and "`gcloud storage rm gs://stuck-data/pets/" in last, err
 
 
 def test_a_second_ctrl_c_within_the_grace_period_stops_waiting_at_once(gcs, fake_env, tmp_path):
@@ -186,7 +187,8 @@ def test_a_second_ctrl_c_within_the_grace_period_stops_waiting_at_once(gcs, fake
         assert time.monotonic() - t0 < 20, err   # not the 30 s wait for the (60 s) uploads in flight
         assert proc.returncode == 130, err
         assert "stopping:" not in err   # said at the end of the 3 s grace: the grace was cut short
-        assert "may yet appear: remove them with `gcloud storage rm gs://twice-data/pets/" in err.strip().splitlines()[-1]
+        last = err.strip().splitlines()[-1]
+        assert "may yet appear" in last and "`gcloud storage rm gs://twice-data/pets/" in last, err
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -197,7 +199,8 @@ def test_interrupt_of_a_local_conversion_stops_the_tool(fake_env, tmp_path, sig)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
-    assert err.strip().splitlines()[-1] == f"error: interrupted by {sig.name}; stopped trainer.make_tfrecords"
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error: interrupted") and sig.name in last and "trainer.make_tfrecords" in last, err
     wait_for(lambda: read_complete(f"/proc/{pid}/stat", lambda stat: stat.rsplit(")", 1)[1].split()[0] in "ZX")
              if Path(f"/proc/{pid}").exists() else True, f"the tool (pid {pid}) to end")
 
