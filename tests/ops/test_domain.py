@@ -320,14 +320,14 @@ def test_prebuilt_training_images_carry_googles_end_of_availability():
     dates = {kind: img.end_of_availability for kind, img in domain.VERTEX_TRAINING_IMAGES.items()}
     assert dates == {"cpu": datetime.date(2026, 7, 11), "gpu": datetime.date(2026, 7, 11),
                      "tpu": datetime.date(2025, 10, 23)}
-    with pytest.raises(DomainError, match="reached its end of availability on 2026-07-11"):
+    with pytest.raises(DomainError, match=r"end of availability\b.*\b2026-07-11"):
         domain.availability_warning("x", dates["cpu"], datetime.date(2026, 11, 24), past="", soon="")
 
 
 def test_no_prebuilt_training_image_for_tpu_v5e():
     # "Prebuilt containers for TPU v5e are not available" (Vertex AI, training with TPU VMs)
     for name in ("tpu-v5e-1", "tpu-v5e-4", "tpu-v5e-8"):
-        with pytest.raises(DomainError, match=r"no prebuilt TensorFlow image for TPU v5e .*drop --python-package"):
+        with pytest.raises(DomainError, match=r"prebuilt\b.*\bTPU v5e\b.*--python-package"):
             domain.prebuilt_training_image(domain.parse_accelerator(name))
     assert domain.prebuilt_training_image(domain.parse_accelerator("tpu-v3-8")).name == "tf-tpu.2-15.cp310"
     assert domain.prebuilt_training_image(domain.parse_accelerator("gpu-t4")).name == "tf-gpu.2-17.py310"

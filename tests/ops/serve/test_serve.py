@@ -16,7 +16,7 @@ from google.cloud import aiplatform_v1
 from ground import domain
 from ground.errors import DomainError
 
-from clifixtures import invoke
+from clifixtures import error_line, invoke
 
 BATCHING = ("max_batch_size { value: 32 }\n"
             "batch_timeout_micros { value: 1000 }\n"
@@ -63,10 +63,9 @@ def test_serve_without_docker_or_podman_is_the_command_and_one_line(fake_export,
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     result = invoke(["serve", fake_export.export, "--batching"], env={"PATH": str(empty)})
-    assert result.exit_code == 1
     assert result.stdout == _command(fake_export.export, batching=True) + "\n"
-    assert result.stderr == ("error: neither docker nor podman is installed (on PATH): install one, or run the "
-                             "command above on a machine that has one\n")
+    line = error_line(result, 1, alone=True)      # what is missing where; the way out: the command printed above
+    assert "docker" in line and "podman" in line and "PATH" in line and "command above" in line, line
     assert not (fake_export.export.parent / "batching_parameters.txt").exists()
 
 
@@ -277,9 +276,9 @@ def test_prediction_image_end_of_availability():
     assert image.end_of_availability == datetime.date(2027, 1, 14)
     assert domain.check_prediction_image(image, datetime.date(2026, 9, 1)) is None
     warning = domain.check_prediction_image(image, datetime.date(2026, 11, 22))
-    assert warning.startswith("warning: the Vertex AI prediction image tf2-cpu.2-15 reaches its end of availability "
-                              "on 2027-01-14 (53 days)")
-    with pytest.raises(DomainError, match="reached its end of availability on 2027-01-14"):
+    assert warning.startswith("warning: ") and "tf2-cpu.2-15" in warning, warning
+    assert "end of availability" in warning and "2027-01-14 (53 days)" in warning, warning
+    with pytest.raises(DomainError, match=r"end of availability\b.*\b2027-01-14"):
         domain.check_prediction_image(image, datetime.date(2027, 1, 14))
 
 
@@ -292,8 +291,8 @@ def test_deploy_refuses_a_past_image_and_bad_bounds(fake_export, outputs_file):
         serving.plan_deploy(export, read_outputs_file(outputs_file), today=datetime.date(2027, 2, 1))
     result = invoke(["deploy", fake_export.run, "--outputs", outputs_file, "--min-replicas", "3",
                      "--max-replicas", "2", "--dry-run"])
-    assert result.exit_code == 2
-    assert result.stderr == "error: --max-replicas (2) must be at least --min-replicas (3)\n"
+    line = error_line(result, 2, alone=True)
+    assert "--max-replicas (2)" in line and "--min-replicas (3)" in line, line
 
 
 def test_predict_batch_creates_a_batch_prediction_job(fake_export, outputs_file, vertex, gcs, helpers):
@@ -324,5 +323,5 @@ def test_predict_batch_with_a_model_and_no_images(outputs_file, vertex, gcs, hel
     vertex()
     model = f"projects/{helpers.PROJECT}/locations/{helpers.REGION}/models/77"
     result = invoke(["predict", "--batch", f"gs://{helpers.DATA}/empty", "--outputs", outputs_file, model])
-    assert result.exit_code == 2
-    assert result.stderr == f"error: gs://{helpers.DATA}/empty holds no images (.jpg, .jpeg, .png)\n"
+    line = error_line(result, 2, alone=True)
+    assert f"gs://{helpers.DATA}/empty " in line and "no images" in line and "(.jpg, .jpeg, .png)" in line, line
