@@ -195,7 +195,7 @@ def test_killed_worker_stops_the_others_fast_and_names_the_worker(fake_trainer, 
     assert time.monotonic() - t0 < 15   # within a poll and the peers' exit, not when the 30 s wait gives up
     assert proc.returncode == 1
     last = err.strip().splitlines()[-1]
-    assert last.startswith(f"error: worker 0 (pid {pids['worker-0']}) was killed by SIGKILL")
+    assert last.startswith("error: worker 0 ") and f"(pid {pids['worker-0']})" in last and "SIGKILL" in last, last
     assert "stopped chief, worker 1" in last
     assert not any(tools.pid_alive(pid) for pid in pids.values())
 

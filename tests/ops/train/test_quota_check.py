@@ -51,8 +51,10 @@ def test_job_over_quota_fails_with_the_stack_key_and_gcloud_command(quotas):
     with pytest.raises(UserError) as err:
         vertex.check_quota(job("gpu-t4x2", workers=2), echo=print)     # 2 replicas x 2 GPUs
     text = str(err.value)
-    assert "CustomModelTrainingT4GPUsPerProjectPerRegion" in text and "is 2, the job needs 4" in text
-    assert "tpuctl:gpuQuotas entry nvidia-tesla-t4:us-central1:4 (quotaService: vertex)" in text
+    # the quota (its id, its limit) and what the job needs; both fixes: the stack key entry, the request command
+    assert "CustomModelTrainingT4GPUsPerProjectPerRegion" in text and "is 2" in text and "needs 4" in text, text
+    assert "tpuctl:gpuQuotas" in text and "nvidia-tesla-t4:us-central1:4" in text, text
+    assert "quotaService: vertex" in text, text
     assert (f"gcloud beta quotas preferences create --service={AIP} --quota-id="
             "CustomModelTrainingT4GPUsPerProjectPerRegion --preferred-value=4 --dimensions=region=us-central1 "
             f"--project={PROJECT}") in text

@@ -79,7 +79,7 @@ def test_killing_a_real_worker_fails_fast_without_orphans(env, tools, tmp_path):
         elapsed = time.monotonic() - t0
     assert proc.returncode == 1
     last = [line for line in proc.err if line.strip()][-1].strip()
-    assert last.startswith(f"error: worker 0 (pid {pids['worker 0']}) was killed by SIGKILL"), last
+    assert last.startswith("error: worker 0 ") and f"(pid {pids['worker 0']})" in last and "SIGKILL" in last, last
     assert last.endswith("stopped chief"), last
     assert elapsed < 30   # within the supervisor's poll and the chief's stop, not the 60 s wait
     assert not tools.pid_alive(pids["chief"]) and not tools.pid_alive(pids["worker 0"])

@@ -8,7 +8,7 @@ import pytest
 
 from ground.outputs import parse_outputs
 
-from clifixtures import invoke
+from clifixtures import error_line, invoke
 from runfixtures import planned
 from stackfixtures import write_outputs
 
@@ -66,9 +66,9 @@ def test_the_same_bad_value_is_refused_the_same_way_on_every_target(target, flag
 def test_a_bad_image_reference_is_refused_the_same_way_on_every_cloud_target(command, tmp_path):
     outputs = write_outputs(tmp_path / "outputs.json", OUTPUTS)
     r = invoke([*command, "--outputs", outputs, "--image", "Bad Image;rm -rf", "--dry-run"])
-    assert r.exit_code == 2 and r.stdout == ""
-    assert r.stderr == ("error: --image 'Bad Image;rm -rf' is not a container image reference "
-                        "(REGISTRY/PATH/IMAGE:TAG or …@sha256:DIGEST, lowercase path)\n")
+    assert r.stdout == ""
+    line = error_line(r, 2, alone=True)    # the flag and its value, then the form it must have
+    assert "--image 'Bad Image;rm -rf'" in line and "REGISTRY/PATH/IMAGE:TAG" in line and "@sha256:DIGEST" in line
 
 
 def test_one_name_and_one_unit_per_bound():

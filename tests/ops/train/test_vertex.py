@@ -12,6 +12,8 @@ from google.cloud.aiplatform_v1 import AcceleratorType, CustomJob
 
 from ground import domain
 
+from clifixtures import error_line
+
 PROJECT = "my-project-1"
 STAGING = "tpuctl-my-project-1-staging"
 OUTPUTS = {
@@ -106,7 +108,8 @@ def test_tpu_v3_8_job_body_upload_and_follow(vertex):
     # Followed until it ended, with the console link printed.
     gets = [r for r in vertex.fake.requests if r[0] == "GET"]
     assert len(gets) == 3
-    assert "state: JOB_STATE_PENDING\nstate: JOB_STATE_RUNNING\nstate: JOB_STATE_SUCCEEDED" in proc.stdout
+    states = [line.split()[-1] for line in proc.stdout.splitlines() if "JOB_STATE_" in line]
+    assert states == ["JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"], proc.stdout
     assert ("console: https://console.cloud.google.com/agent-platform/locations/us-central1/training/1000"
             "?project=my-project-1") in proc.stdout
     # The staged package is an sdist of trainer/ with tf-keras pinned to the image's TensorFlow.
@@ -184,8 +187,8 @@ def test_bad_input_fails_before_any_upload_or_request(vertex, args, fragment):
 
 def test_vertex_needs_stack_outputs(tools, tmp_path):
     proc = tools.run_cli(["train", "--target", "vertex", "--dry-run"], cwd=tmp_path)
-    assert proc.returncode == 2
-    assert "needs the stack's outputs: pass --stack NAME or --outputs FILE" in proc.stderr
+    line = error_line(proc, 2)
+    assert "--target vertex" in line and "--stack NAME" in line and "--outputs FILE" in line, line
 
 
 def test_failed_job_is_reported_with_its_error(vertex):
@@ -193,7 +196,8 @@ def test_failed_job_is_reported_with_its_error(vertex):
                       states=("JOB_STATE_RUNNING", "JOB_STATE_FAILED"), error="The replica workerpool0-0 exited with a non-zero status of 3.")
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: job projects/my-project-1/locations/us-central1/customJobs/1000 ended in JOB_STATE_FAILED")
+    assert last.startswith("error: ") and "projects/my-project-1/locations/us-central1/customJobs/1000" in last
+    assert "JOB_STATE_FAILED" in last, last
     assert "exited with a non-zero status of 3" in last
 
 

@@ -77,8 +77,8 @@ def test_a_missing_image_is_one_line_naming_the_build_command_and_nothing_is_sub
     r = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--name", "j2", "--poll-seconds", "0.01"])
     assert r.exit_code == 2, r.output
     assert r.stderr.splitlines()[-1].startswith("error: the trainer image ")
-    assert (f"run `tpuctl image build --variant cpu --project {PROJECT} --region {REGION} "
-            "--repository team-images`") in r.stderr
+    assert (f"`tpuctl image build --variant cpu --project {PROJECT} --region {REGION} "
+            "--repository team-images`") in r.stderr.splitlines()[-1]
     assert fake.posts() == []
     # once the image exists, the same command submits the container job
     ref = image.image_ref(None, "cpu", project=PROJECT, region=REGION, repository="team-images")
@@ -93,11 +93,11 @@ def test_a_missing_image_is_one_line_naming_the_build_command_and_nothing_is_sub
 
 def test_prebuilt_image_past_its_end_of_availability_is_refused_and_warned_before():
     img = domain.TrainingImage("tf-cpu.2-17.py310", "2.17", end_of_availability=datetime.date(2026, 6, 1))
-    with pytest.raises(UserError, match=r"reached its end of availability on 2026-06-01 .* drop --python-package"):
+    with pytest.raises(UserError, match=r"end of availability\b.*\b2026-06-01\b.*--python-package"):
         spec.check_availability(img, datetime.date(2026, 6, 1))
     said: list[str] = []
     spec.check_availability(img, datetime.date(2026, 3, 10), said.append)     # 83 days before
-    assert len(said) == 1 and "reaches its end of availability on 2026-06-01" in said[0]
+    assert len(said) == 1 and "end of availability" in said[0] and "2026-06-01" in said[0], said
     spec.check_availability(img, datetime.date(2025, 12, 1), said.append)     # far ahead: silent
     unknown = domain.TrainingImage("tf-cpu.2-17.py310", "2.17")
     spec.check_availability(unknown, datetime.date(2030, 1, 1), said.append)  # no date in the catalogue
@@ -129,7 +129,7 @@ def test_python_package_on_a_prebuilt_image_is_refused_past_googles_end_of_avail
     # Google's supported-frameworks table: both prebuilt TensorFlow training images are past their end of
     # availability (2026-11-24), so the route would submit jobs Vertex AI rejects
     line = _refused(outputs_file, "--python-package", "--accelerator", accelerator)
-    assert f"reached its end of availability on {end}" in line and "--image" in line
+    assert "end of availability" in line and end in line and "--image" in line, line
     _, job = _dry_run(outputs_file, "--python-package", "--accelerator", accelerator, "--image", EXECUTOR)
     assert job.job_spec.worker_pool_specs[0].python_package_spec.executor_image_uri == EXECUTOR
 
@@ -137,7 +137,7 @@ def test_python_package_on_a_prebuilt_image_is_refused_past_googles_end_of_avail
 def test_python_package_on_tpu_v5e_is_refused_whatever_the_date(outputs_file):
     # "Prebuilt containers for TPU v5e are not available": tf-tpu.2-15 was never a v5e image
     line = _refused(outputs_file, "--python-package", "--accelerator", "tpu-v5e-4")
-    assert line.startswith("error: Vertex AI publishes no prebuilt TensorFlow image for TPU v5e (tpu-v5e-4)")
+    assert line.startswith("error: ") and "prebuilt" in line and "TPU v5e (tpu-v5e-4)" in line, line
     from ground.outputs import parse_outputs
 
     outputs = parse_outputs(OUTPUTS)
