@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from clifixtures import invoke, run_process
+from clifixtures import error_line, invoke, run_process
 
 
 def _closed_url() -> str:
@@ -149,10 +149,9 @@ def test_unreachable_storage_fails_fast_naming_the_endpoint(tmp_path):
     proc = run_process(["data", "make-tfrecords", str(tmp_path / "src"), "gs://some-bucket/x"],
                        env={"STORAGE_EMULATOR_HOST": url}, timeout=60)
     assert time.monotonic() - t0 < 10
-    assert proc.returncode == 1
-    assert proc.stderr.splitlines() == [
-        f"error: cannot reach storage endpoint {url} (set by STORAGE_EMULATOR_HOST): connection refused "
-        "(check the endpoint, network, proxy or firewall)"]
+    line = error_line(proc, 1, alone=True)     # the kind, the endpoint and what set it, the reason
+    assert line.startswith("error: cannot reach ") and url in line and "set by STORAGE_EMULATOR_HOST" in line, line
+    assert "connection refused" in line, line
 
 
 def test_dns_failure_fails_fast_naming_the_endpoint(tmp_path):
@@ -189,7 +188,9 @@ def test_unreachable_iam_grpc_fails_fast_naming_the_endpoint(monkeypatch):
     with pytest.raises(clients.EndpointUnreachable) as info:
         client.get_service_account(name="projects/-/serviceAccounts/a@my-project-1.iam.gserviceaccount.com")
     assert time.monotonic() - t0 < 10
-    assert f"cannot reach iam endpoint {url} (set by TPUCTL_IAM_ENDPOINT): connection refused" in str(info.value)
+    msg = str(info.value)
+    assert msg.startswith("cannot reach ") and "iam" in msg and url in msg and "set by TPUCTL_IAM_ENDPOINT" in msg
+    assert "connection refused" in msg, msg
 
 
 def _crm(_region):
@@ -283,4 +284,6 @@ def test_unreachable_tls_grpc_endpoint_fails_fast_too(monkeypatch):
     with pytest.raises(clients.EndpointUnreachable) as info:
         client.get_service_account(name="projects/-/serviceAccounts/a@my-project-1.iam.gserviceaccount.com")
     assert time.monotonic() - t0 < 10
-    assert f"cannot reach iam endpoint {url} (set by TPUCTL_IAM_ENDPOINT): connection refused" in str(info.value)
+    msg = str(info.value)
+    assert msg.startswith("cannot reach ") and "iam" in msg and url in msg and "set by TPUCTL_IAM_ENDPOINT" in msg
+    assert "connection refused" in msg, msg
