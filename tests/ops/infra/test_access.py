@@ -134,7 +134,8 @@ def test_acl_route_rejects_a_uniform_bucket_before_registering_anything(registra
                      "tpuctl:existingDataBucketAccess": "acl"},
                     existing_buckets={"modern-data": {"uniformBucketLevelAccess": True}})
     message = str(info.value)
-    assert message.startswith("tpuctl:existingDataBucketAccess: bucket 'modern-data' uses uniform bucket-level access")
+    assert info.value.key == "tpuctl:existingDataBucketAccess" and "'modern-data'" in message, message
+    assert "uniform bucket-level access" in message, message
     assert "existingDataBucketAccess: iam" in message
     assert registrations == []
 

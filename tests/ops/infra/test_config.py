@@ -44,8 +44,10 @@ def test_bare_and_namespaced_keys_other_namespaces_ignored(tmp_path):
 
 def test_one_project_key_tpuctl_project_defaults_to_gcp_project(tmp_path):
     assert load_config({"gcp:project": PROJECT}, base_dir=tmp_path).settings.project == PROJECT
-    with pytest.raises(ConfigError, match=r"^tpuctl:project: 'my-tpu-project' differs from gcp:project 'someone-else"):
+    with pytest.raises(ConfigError) as info:
         load_config({"tpuctl:project": PROJECT, "gcp:project": "someone-elses-project"}, base_dir=tmp_path)
+    assert info.value.key == "tpuctl:project" and "'my-tpu-project'" in str(info.value)
+    assert "gcp:project 'someone-elses-project'" in str(info.value)
     with pytest.raises(ConfigError, match=r"^gcp:project: "):
         load_config({"tpuctl:project": PROJECT, "gcp:project": "Not_A_Project"}, base_dir=tmp_path)
     with pytest.raises(ConfigError, match=r"^gcp:project: "):
@@ -185,7 +187,7 @@ def test_every_bad_value_is_one_config_error_naming_the_key(extra, key, fragment
 
 def test_missing_saved_model_for_a_handle_names_the_expected_file(tmp_path, hub_folder, handles, registrations):
     root = hub_folder([handles[0]])
-    with pytest.raises(ConfigError, match=r"^tpuctl:hubModels: hub model .*saved_model\.pb is missing") as info:
+    with pytest.raises(ConfigError, match=r"^tpuctl:hubModels: .*\bmissing\b") as info:
         run_program({"project": PROJECT, "hubModels": list(handles), "hubCacheSource": str(root)})
     assert str(root / domain.hub_cache_key(handles[1]) / "saved_model.pb") in str(info.value)
     assert registrations == []
@@ -232,6 +234,6 @@ def test_a_symlink_out_of_a_hub_model_folder_is_refused_before_anything_register
     secret = tmp_path / "secret.txt"
     secret.write_text("not for the bucket")
     (root / domain.hub_cache_key(handles[0]) / "variables" / "leak").symlink_to(secret)
-    with pytest.raises(ConfigError, match=r"^tpuctl:hubModels: .*refusing symlink 'variables/leak' .* points outside"):
+    with pytest.raises(ConfigError, match=r"^tpuctl:hubModels: .*\bsymlink 'variables/leak'.*\boutside\b"):
         run_program({"project": PROJECT, "hubModels": [handles[0]], "hubCacheSource": str(root)})
     assert registrations == []

@@ -109,8 +109,7 @@ def test_read_stack_config_from_an_explicit_file(tmp_path):
 def test_read_stack_config_refuses_secure_values_naming_the_key(tmp_path):
     f = tmp_path / "Pulumi.sec.yaml"
     f.write_text("config:\n  tpuctl:project: p-project-1\n  tpuctl:quotaContactEmail:\n    secure: v1:AAAABBBB\n")
-    with pytest.raises(ConfigError, match=r"^tpuctl:quotaContactEmail: is a secret in Pulumi\.sec\.yaml; "
-                                          r"secrets can't be read offline"):
+    with pytest.raises(ConfigError, match=r"^tpuctl:quotaContactEmail: .*\bsecret\b.*\bPulumi\.sec\.yaml\b.*\boffline"):
         read_stack_config(config_file=f)
 
 

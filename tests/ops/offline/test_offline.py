@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fixtures"))
 
-from clifixtures import invoke
+from clifixtures import error_line, invoke
 from netfixtures import offline
 
 #: The endpoint variables cloud/clients.py honours: none may point at a local server here.
@@ -53,10 +53,8 @@ def test_google_backed_commands_fail_fast_offline_naming_the_endpoint(user_crede
         r = invoke(args)
     took = time.monotonic() - start
     assert took < 10, f"took {took:.0f} s"
-    assert r.exit_code == 1, r.output
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, r.stderr
-    assert lines[0].startswith("error: ") and "cannot reach oauth2.googleapis.com: DNS lookup failed" in lines[0]
+    line = error_line(r, 1, alone=True)
+    assert "cannot reach oauth2.googleapis.com" in line and "DNS lookup failed" in line, line
 
 
 def test_doctor_offline_says_cannot_reach_once_and_suggests_no_permission_fix(user_credentials):
@@ -64,10 +62,8 @@ def test_doctor_offline_says_cannot_reach_once_and_suggests_no_permission_fix(us
     with offline():
         r = invoke(["doctor", "--project", "my-proj-1"])
     assert time.monotonic() - start < 10
-    assert r.exit_code == 1   # docs/doctor.md: 1 when a check fails or Google cannot be reached
-    assert r.stderr.strip().splitlines() == [
-        "error: cannot reach oauth2.googleapis.com: DNS lookup failed (check the endpoint, network, proxy or "
-        "firewall)"]
+    line = error_line(r, 1, alone=True)   # docs/doctor.md: 1 when a check fails or Google cannot be reached
+    assert "cannot reach oauth2.googleapis.com" in line and "DNS lookup failed" in line, line
     assert "grant yourself" not in r.stdout and "services enable" not in r.stdout
     assert r.stdout.splitlines()[0].startswith("PASS  credentials")
 
@@ -81,6 +77,7 @@ def test_doctor_without_credentials_fails_that_check_and_exits_1(tmp_path, monke
     with offline():
         r = invoke(["doctor", "--project", "my-proj-1"])
     assert r.exit_code == 1, r.output
-    assert r.stdout.splitlines() == [
-        "FAIL  credentials: no Application Default Credentials found  -> fix: gcloud auth application-default login"]
+    [check] = r.stdout.splitlines()        # doctor's line: STATUS  name: detail  -> fix: command
+    assert check.startswith("FAIL  credentials: ") and "Application Default Credentials" in check, check
+    assert check.endswith("  -> fix: gcloud auth application-default login"), check
     assert r.stderr.strip().splitlines() == ["error: 1 check(s) failed"]
