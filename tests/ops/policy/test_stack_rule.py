@@ -137,7 +137,8 @@ def test_existing_bucket_via_acl_counts_acl_entries():
                                    {"bucket": "legacy-data", "role": "READER", "entity": entity})
     assert check_training_access(stack + [reader, default_reader], settings) == []
     problems = check_training_access(stack + [reader], settings)
-    assert len(problems) == 1 and "storage.objects.get on the data bucket legacy-data" in problems[0][0]
+    assert len(problems) == 1
+    assert "storage.objects.get" in problems[0][0] and "data bucket legacy-data" in problems[0][0], problems
     assert problems[0][1] is None  # the existing bucket is not a resource of the stack
 
 
