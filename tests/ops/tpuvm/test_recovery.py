@@ -333,7 +333,7 @@ def test_a_create_refused_for_quota_moves_on_to_the_next_zone(outputs_file, tpu_
     assert _posted_zones(fake) == [ZONE, ZONE_B] and fake.zones_created == [ZONE_B]
     # Nothing existed in the refusing zone: nothing to delete there.
     assert [name for name, _ in fake.deleted] == [_qr(ZONE_B)] and fake.resources == {}
-    [moved] = [line for line in r.stderr.splitlines() if "refused to create" in line]
+    [moved] = [line for line in r.stderr.splitlines() if "(HTTP 429)" in line]
     # The refusal as Google gave it (status, its message naming the quota), then the zone tried next.
     assert f"v5litepod-16 in {ZONE} (HTTP 429)" in moved and moved.endswith(ZONE_B), moved
     assert "'TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI'" in moved, moved
@@ -354,7 +354,8 @@ def test_a_re_queue_refused_by_the_create_call_moves_on_to_the_next_zone(outputs
     assert r.exit_code == 0, r.output
     assert _posted_zones(fake) == [ZONE, ZONE, ZONE_B] and fake.zones_created == [ZONE, ZONE_B]
     assert [name for name, _ in fake.deleted] == [_qr(ZONE), _qr(ZONE_B)] and fake.resources == {}
-    assert f"refused to create v5litepod-16 in {ZONE} (HTTP 429)" in r.stderr and f"; trying {ZONE_B}" in r.stderr
+    [moved] = [line for line in r.stderr.splitlines() if "(HTTP 429)" in line]     # the create call refused
+    assert f"v5litepod-16 in {ZONE} (HTTP 429)" in moved and moved.endswith(ZONE_B), moved
     assert f"recovered in {ZONE_B}: training again" in r.stderr
     record = json.loads(gcs.bucket(ARTIFACTS).blob(f"runs/{NAME}/tpuctl/recoveries.json").download_as_bytes())
     assert [(h["zone"], h["resumed_zone"]) for h in record["recoveries"]] == [(ZONE, ZONE_B)]
@@ -365,7 +366,7 @@ def test_without_recover_a_create_refusal_is_one_line_and_leaves_nothing(outputs
     r = invoke(_args(outputs_file))
     assert r.exit_code == 1
     [line] = [line for line in r.stderr.splitlines() if line.startswith("error:")]
-    assert f"refused to create v5litepod-16 in {ZONE} (HTTP 400)" in line, line
+    assert f"v5litepod-16 in {ZONE} (HTTP 400)" in line, line
     assert "Cloud TPU received a bad request." in line and line.endswith(f"was not found in zone {ZONE}"), line
     assert _posted_zones(fake) == [ZONE] and fake.deleted == [] and fake.resources == {}
 
@@ -382,7 +383,7 @@ def test_a_re_queue_refused_in_every_zone_ends_with_the_resume_line(outputs_file
     r = invoke(_args(outputs_file, "--recover", "2", "--zones", ZONE_B))
     assert r.exit_code == 1
     [line] = [line for line in r.stderr.splitlines() if line.startswith("error:")]
-    assert f"refused to create v5litepod-16 in {ZONE_B} (HTTP 400)" in line
+    assert f"v5litepod-16 in {ZONE_B} (HTTP 400)" in line, line
     assert f"gs://{ARTIFACTS}/runs/{NAME}" in line and "run the same command again" in line, line
     assert _posted_zones(fake) == [ZONE, ZONE, ZONE_B] and fake.resources == {}
 
