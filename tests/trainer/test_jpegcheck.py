@@ -136,7 +136,8 @@ def test_check_image_keeps_jpegs_and_reencodes_the_rest(tmp_path):
         assert ok and not kept and encoded[:2] == b"\xff\xd8" and (height, width) == (6, 8)
         assert tf.io.decode_image(encoded).shape == (6, 8, 3)
     (tmp_path / "t.jpg").write_bytes(VARIANTS["baseline-420"][:-40])
-    assert check_image(str(tmp_path / "t.jpg")) == (False, f"truncated after {len(VARIANTS['baseline-420']) - 40} "
-                                                           "bytes (no end-of-image marker)")
+    ok, reason = check_image(str(tmp_path / "t.jpg"))     # how, where, the marker that is missing
+    assert not ok and reason.startswith("truncated") and f"{len(VARIANTS['baseline-420']) - 40} bytes" in reason
+    assert "end-of-image marker" in reason, reason
     ok, reason = check_image(str(tmp_path / "t.jpg"), full_decode=True)
     assert not ok and "truncated" in reason

@@ -127,8 +127,8 @@ def test_a_kept_jpeg_is_written_only_if_it_is_still_the_checked_file(image_folde
     data = bytearray(raw)
     data[len(data) // 2] ^= 0xFF  # same size, other bytes (the file was replaced while converting)
     jpeg.write_bytes(bytes(data))
-    assert make_tfrecords._read_unchanged(jpeg, checked) == (
-        False, "changed while converting (it differs from the bytes that were checked)")
+    ok, reason = make_tfrecords._read_unchanged(jpeg, checked)
+    assert not ok and "changed" in reason and "checked" in reason, reason
     jpeg.unlink()
     ok, reason = make_tfrecords._read_unchanged(jpeg, checked)
     assert not ok and reason.startswith("FileNotFoundError")
@@ -160,10 +160,9 @@ def test_a_url_destination_is_refused_not_made_a_local_folder(image_folder, tmp_
     from trainer.errors import DataError
 
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(DataError, match=r"make_tfrecords: destination gs:/+bucket/records must be a local folder|"
-                                        r"make_tfrecords: destination s3://bucket/records must be a local folder"):
+    with pytest.raises(DataError, match=r"make_tfrecords: destination (gs:/+bucket|s3://bucket)/records\b.*\blocal folder"):
         make_tfrecords.convert(image_folder, dest, workers=1)
-    with pytest.raises(DataError, match=r"sample_data: destination .* must be a local folder"):
+    with pytest.raises(DataError, match=r"sample_data: destination .*\blocal folder"):
         sample_data.write_demo_dataset(dest)
     assert list(tmp_path.iterdir()) == []
 
@@ -212,9 +211,9 @@ def test_ctrl_c_and_a_concurrent_run_leave_the_earlier_output_intact(tools, imag
     def second_run_is_refused():
         second = tools.run_module(["trainer.make_tfrecords", str(image_folder), str(dest), "--workers", "1"])
         assert second.returncode == 2
-        assert second.error_line() == (f"error: make_tfrecords: destination {dest} is being written by another "
-                                       f"run (it holds {tmp_path / '.out.lock'}); wait for it to finish or choose "
-                                       "another folder")
+        line = second.error_line()     # the tool, the destination, the lock the other run holds; the ways out
+        assert line.startswith(f"error: make_tfrecords: destination {dest} ") and "another run" in line, line
+        assert f"{tmp_path / '.out.lock'}" in line and "wait" in line and "another folder" in line, line
         assert proc.poll() is None, "the first run ended before the second was refused: not a concurrent run"
 
     out, err = interrupt_when(
@@ -235,7 +234,8 @@ def test_a_source_with_no_readable_image_keeps_the_earlier_output(tools, image_f
         (bad / cls / "x.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a jpeg")
     run = tools.run_module(["trainer.make_tfrecords", str(bad), str(dest), "--workers", "1"])
     assert run.returncode == 2
-    assert run.error_line() == f"error: no readable images in {bad} (2 skipped); nothing written"
+    line = run.error_line()
+    assert "readable images" in line and f"{bad} " in line and "(2 skipped)" in line and "nothing written" in line
     assert {p.name: p.read_bytes() for p in dest.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "out"]
 
@@ -286,8 +286,8 @@ def test_a_symbolic_link_out_of_the_source_is_refused_naming_it(tools, image_fol
     run = tools.run_module(["trainer.make_tfrecords", str(src), str(dest), "--workers", "1"])
     assert run.returncode == 2
     line = run.error_line()
-    assert line.startswith(f"error: source folder {src}: {name} is a symbolic link to ")
-    assert line.endswith("or remove the link")
+    assert line.startswith(f"error: source folder {src}: {name} ") and "symbolic link" in line, line
+    assert line.endswith("remove the link"), line
     assert not dest.exists() and not (tmp_path / ".out.writing").exists()
 
 
@@ -319,7 +319,8 @@ def test_a_fifo_or_an_oversized_file_in_place_of_an_image_is_skipped_unread(imag
     worker.start()
     worker.join(10)
     try:
-        assert result == [(False, "not a regular file (a FIFO or device is never read)")]
+        [(ok, reason)] = result
+        assert not ok and "not a regular file" in reason and "FIFO" in reason, reason
     finally:
         if worker.is_alive():
             with open(fifo, "wb"):  # unblock the reader of the old code
