@@ -42,7 +42,7 @@ def test_a_tilde_naming_no_user_is_one_line_wherever_a_local_path_is_read(tmp_pa
         r = invoke(args)
         assert r.exit_code == 2, (args, r.output)
         [line] = r.stderr.strip().splitlines()
-        assert line.startswith("error: ") and f"{NO_USER} names no user with a home directory here" in line, line
+        assert line.startswith("error: ") and NO_USER in line and "no user" in line, line
         assert what in line, line
         assert "Traceback" not in r.output and "RuntimeError" not in r.output
 

@@ -261,7 +261,7 @@ def test_an_impossible_tpu_address_fails_at_once_in_one_line(tools, demo_data, t
     start = time.monotonic()
     with pytest.raises(UsageError) as err:
         task.run(parse_args(tools.fast_flags(demo_data, model_dir)), environ={"TPU_NAME": "grpc://999.0.0.1:1"})
-    assert "TPU_NAME 'grpc://999.0.0.1:1' must be grpc://host:port" in str(err.value)
+    assert "TPU_NAME 'grpc://999.0.0.1:1'" in str(err.value) and "grpc://host:port" in str(err.value)
     assert err.value.exit_code == 2 and time.monotonic() - start < 5 and not model_dir.exists()
 
 

@@ -104,7 +104,8 @@ def test_bootstrap_agents_created_through_their_own_apis_with_their_roles(fake, 
 
     again = run("bootstrap", "--project", "my-proj-1", "--agents", "--zone", "europe-west4-a", "--yes")
     assert again.exit_code == 0 and "already bootstrapped; nothing to do" in again.stdout, again.output
-    assert f"    tpu-vm-agent {vm}: present with roles/cloudtpu.serviceAgent" in again.stdout
+    [present] = [line for line in again.stdout.splitlines() if line.startswith(f"    tpu-vm-agent {vm}: ")]
+    assert "present" in present and present.endswith("roles/cloudtpu.serviceAgent"), present
     assert len(fake.tpu_identity_calls) == 1 and fake.set_calls["projects/my-proj-1"] == 2
 
     bad = run("bootstrap", "--project", "my-proj-1", "--agents", "--zone", "Mars-1", "--yes")

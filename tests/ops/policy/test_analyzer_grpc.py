@@ -185,7 +185,7 @@ def test_analyzer_protocol_end_to_end(analyzer):
                                                 member=UNKNOWN_STRING_VALUE))
     messages = [d.message for d in preview_stack.diagnostics]
     assert len(messages) == len(domain.READ_BUCKETS)
-    assert all("<member of training-sa> lacks storage.objects.get" in m for m in messages)
+    assert all("<member of training-sa>" in m and "storage.objects.get" in m for m in messages), messages
 
 
 def test_engine_launch_style_serves_the_same_pack():

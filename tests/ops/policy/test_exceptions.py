@@ -70,7 +70,7 @@ def test_project_mode_exceptions_hold_only_in_project_mode():
     assert exceptions.accepted("CKV_GCP_42", T.PROJECT_IAM_MEMBER, props, project)
     assert exceptions.accepted("CKV_GCP_42", T.PROJECT_IAM_MEMBER, props, StackSettings()) is None
     msg = check_resource(T.PROJECT_IAM_MEMBER, props, project)[0].message
-    assert "policy/exceptions.yaml accepts checkov CKV_GCP_42" in msg
+    assert "policy/exceptions.yaml" in msg and "CKV_GCP_42" in msg, msg
 
 
 @pytest.mark.parametrize("text, fragment", [

@@ -107,7 +107,7 @@ def test_submit_sends_the_strict_request_with_the_real_client(outputs_file, fake
     scheduling = sent.trial_job_spec.scheduling
     assert scheduling.strategy.name == "SPOT" and scheduling.restart_job_on_worker_restart
     assert scheduling.timeout.total_seconds() == 5400
-    assert "submitted projects/my-project-1/locations/us-central1/hyperparameterTuningJobs/7000" in result.stdout
+    assert "projects/my-project-1/locations/us-central1/hyperparameterTuningJobs/7000" in result.stdout
     staged = [b.name for b in gcs.list_blobs("tpuctl-my-project-1-staging")]
     assert staged == ["tpuctl/packages/t2/tpuctl_trainer-0.1.0.tar.gz"]
 
