@@ -106,7 +106,8 @@ def test_a_second_trainer_on_a_claimed_model_dir_refuses_in_one_line(tools, demo
     with claim_model_dir(str(model_dir)):      # the first run, training
         second = tools.run_module(["trainer.task", *tools.fast_flags(demo_data, model_dir)])
     assert second.returncode == 2, second.stderr[-2000:]
-    assert "is in use by another training run" in second.error_line()
+    line = second.error_line()
+    assert str(model_dir) in line and "another training run" in line, line
     assert (model_dir / "result.json").read_text() == '{"first": true}\n'
     assert not (model_dir / "export").exists() and not (model_dir / "checkpoints").exists()
     # Released (or its process gone): the folder trains again.

@@ -297,7 +297,9 @@ def test_list_and_delete_touch_only_tpuctl_resources(outputs_file, tpu_cloud):
     r = invoke(["tpu", "delete", "theirs", "--outputs", str(outputs_file)])
     assert r.exit_code == 2 and "not created by tpuctl" in _error_line(r)
     r = invoke(["tpu", "delete", "missing", "--outputs", str(outputs_file)])
-    assert r.exit_code == 2 and "no queued resource missing in us-central1-a" in _error_line(r)
+    assert r.exit_code == 2
+    line = _error_line(r)
+    assert "no queued resource" in line and "missing" in line and "us-central1-a" in line, line
     assert fake.deleted == []
     r = invoke(["tpu", "delete", "ours", "--outputs", str(outputs_file)])
     assert r.exit_code == 0 and f"deleting {parent}/queuedResources/ours" in r.stdout

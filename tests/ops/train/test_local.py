@@ -218,7 +218,8 @@ def test_ctrl_c_stops_every_worker(fake_trainer, tools, tmp_path, sig):
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
-    assert f"interrupted by {signal.Signals(sig).name}; stopped chief, worker 0" in err
+    last = err.strip().splitlines()[-1]        # the signal, then the processes it stopped
+    assert "interrupted" in last and signal.Signals(sig).name in last and last.endswith("chief, worker 0"), err
     assert not any(tools.pid_alive(pid) for pid in pids.values())
 
 
