@@ -169,7 +169,7 @@ def backed_up_steps(dirs: OutputDirs, steps_per_epoch: int) -> int:
     (``backup/chief``, the one BackupAndRestore restores on every worker), so all agree."""
     import tensorflow as tf
 
-    from trainer.errors import DataError
+    from trainer.errors import DataError, unreachable_storage
 
     folder = join_path(backup_dir(dirs), "chief")
     try:
@@ -179,6 +179,9 @@ def backed_up_steps(dirs: OutputDirs, steps_per_epoch: int) -> int:
         reader = tf.train.load_checkpoint(path)
         epoch, batch = int(reader.get_tensor(_SAVED_EPOCH)), int(reader.get_tensor(_SAVED_BATCH))
     except tf.errors.OpError as err:
+        unreachable = unreachable_storage(err.message, f"read the preemption backup in {folder}")
+        if unreachable is not None:
+            raise unreachable from None
         raise DataError(f"cannot read the preemption backup in {folder} ({err.message.strip().splitlines()[0]}); "
                         "remove that folder to train from the start") from None
     return steps_done(epoch, batch, steps_per_epoch)

@@ -23,7 +23,7 @@ from typing import Any
 import tensorflow as tf
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
-from trainer.errors import DataError
+from trainer.errors import DataError, unreachable_storage
 from trainer.paths import join_path
 from trainer.records import FORMAT_VERSION, MANIFEST, PREFIX_RE, SPLITS
 
@@ -221,7 +221,8 @@ def read_manifest(data_dir: str) -> Manifest:
     """Read and check ``<data_dir>/manifest.json``; every listed shard must exist, and hold data if counted."""
     path = join_path(data_dir, MANIFEST)
     try:
-        if not tf.io.gfile.isdir(data_dir):
+        # exists first: it raises when storage cannot be reached, where isdir says False
+        if not tf.io.gfile.exists(data_dir) or not tf.io.gfile.isdir(data_dir):
             raise DataError(f"--data_dir {data_dir} does not exist or is not a folder")
         if not tf.io.gfile.exists(path):
             raise DataError(
@@ -248,6 +249,9 @@ def read_manifest(data_dir: str) -> Manifest:
                     raise DataError(f"shard {shard} is empty but {path} counts {counted} example(s) in it "
                                     f"(splits.{name}); rewrite the data folder")
     except tf.errors.OpError as err:
+        unreachable = unreachable_storage(err.message, f"read --data_dir {data_dir}")
+        if unreachable is not None:
+            raise unreachable from None
         raise DataError(f"cannot read {path}: {err.message.strip().splitlines()[0]}") from None
     return manifest
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from urllib.parse import urlsplit
 
 #: Exit codes (documented in docs/trainer.md).
 EXIT_OK = 0
@@ -32,6 +35,32 @@ class HardwareError(TrainerError):
     """The requested TPU / GPU / cluster is not available."""
 
     exit_code = EXIT_HARDWARE
+
+
+#: TensorFlow's Cloud Storage endpoint (built into its GCS file system, which ignores STORAGE_EMULATOR_HOST).
+GCS_ENDPOINT = "https://www.googleapis.com"
+#: What TensorFlow's GCS client says when no answer came at all (name lookup, connection, proxy, TLS): its libcurl
+#: failed before any HTTP status. Up to the line's end: the rest of the message says which call it was.
+_NO_ANSWER = re.compile(r"Error executing an HTTP request: (libcurl code \d+.*)")
+
+
+def unreachable_storage(message: str | None, what: str, environ: Mapping[str, str] | None = None) -> DataError | None:
+    """The one line for a TensorFlow error ``message`` that says Cloud Storage could not be reached (None for any
+    other error): the endpoint, the proxy libcurl went through (``https_proxy``, without credentials) and what
+    libcurl said. ``what``: what was being done, e.g. ``read --data_dir gs://b/data``.
+
+    Needed because ``tf.io.gfile.isdir`` and friends turn every error into False: without it an unreachable
+    bucket read as a folder that does not exist."""
+    found = _NO_ANSWER.search(message or "")
+    if found is None:
+        return None
+    environ = os.environ if environ is None else environ
+    proxy = environ.get("https_proxy") or environ.get("HTTPS_PROXY")
+    via = ""
+    if proxy:
+        parts = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        via = f", through the proxy {parts.scheme}://{parts.netloc.rpartition('@')[2]} (https_proxy)"
+    return DataError(f"cannot reach Cloud Storage ({GCS_ENDPOINT}{via}) to {what}: {found.group(1).strip()}")
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -13,7 +13,7 @@ import sys
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer import protocol
-from trainer.errors import ArgumentParser, UsageError, run_cli
+from trainer.errors import ArgumentParser, UsageError, run_cli, unreachable_storage
 
 #: Folder of a run's event files under its model folder (trainer/config.py OutputDirs.logs).
 LOGS = "logs"
@@ -24,6 +24,12 @@ def read_scalars(model_dir: str) -> dict[str, list[list[float]]]:
     import tensorflow as tf
 
     logs = f"{model_dir.rstrip('/')}/{LOGS}"
+    try:
+        tf.io.gfile.exists(logs)        # raises when storage cannot be reached, where isdir says False
+    except tf.errors.OpError as err:
+        unreachable = unreachable_storage(err.message, f"read {logs}")
+        if unreachable is not None:
+            raise unreachable from None
     if not tf.io.gfile.isdir(logs):
         raise UsageError(f"{model_dir} has no {LOGS}/ folder: is it the model folder of a tpuctl training run?")
     out: dict[str, list[list[float]]] = {}

@@ -28,7 +28,7 @@ from trainer.config import (
     TrainConfig,
     parse_args,
 )
-from trainer.errors import DataError, HardwareError, UsageError, run_cli
+from trainer.errors import DataError, HardwareError, UsageError, run_cli, unreachable_storage
 from trainer.paths import join_path
 
 RESULT_FILE = "result.json"
@@ -266,6 +266,9 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         try:
             tf.io.gfile.makedirs(cfg.model_dir)
         except tf.errors.OpError as err:
+            unreachable = unreachable_storage(err.message, f"write --model_dir {cfg.model_dir}")
+            if unreachable is not None:
+                raise unreachable from None
             raise UsageError(f"cannot write --model_dir {cfg.model_dir}: {err.message}") from None
         # One run per folder. A finished run's result.json stays until this run's replaces it (an interrupted
         # re-run must not make the finished run vanish from `tpuctl runs ls`).

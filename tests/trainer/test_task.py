@@ -145,6 +145,23 @@ def test_missing_data_exit_2(in_process, tmp_path):
     assert not (tmp_path / "m").exists()
 
 
+def test_unreachable_storage_is_said_so_not_a_missing_data_dir(tools, tmp_path):
+    """A gs:// --data_dir while Cloud Storage cannot be reached: one line naming the endpoint, the proxy and
+    libcurl's error (tf.io.gfile.isdir says False on any error: this read as "--data_dir … does not exist").
+    A process: TensorFlow's GCS client reads its retry settings once per process."""
+    from tfgcsfixtures import tf_env
+
+    port = tools.free_port()          # nothing listens there: every connection is refused
+    run = tools.run_module(["trainer.task", "--data_dir", "gs://no-answer/data", "--model_dir", str(tmp_path / "m")],
+                           env=tf_env(f"http://127.0.0.1:{port}"), timeout=120)
+    assert run.returncode == 2, run.stderr[-2000:]
+    line = run.error_line()
+    assert line.startswith("error: cannot reach Cloud Storage (https://www.googleapis.com, through the proxy "
+                           f"http://127.0.0.1:{port} (https_proxy)) to read --data_dir gs://no-answer/data: "
+                           "libcurl code 7"), line
+    assert not (tmp_path / "m").exists()
+
+
 def test_missing_shard_named(in_process, demo_data, tmp_path):
     import shutil
 
