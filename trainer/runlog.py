@@ -14,6 +14,7 @@ import sys
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer import protocol
 from trainer.errors import ArgumentParser, UsageError, run_cli, unreachable_storage
+from trainer.paths import join_path
 
 #: Folder of a run's event files under its model folder (trainer/config.py OutputDirs.logs).
 LOGS = "logs"
@@ -37,7 +38,8 @@ def read_scalars(model_dir: str) -> dict[str, list[list[float]]]:
         run = folder[len(logs):].strip("/") or "."
         for name in sorted(f for f in files if ".tfevents." in f):
             try:
-                for event in tf.compat.v1.train.summary_iterator(f"{folder}/{name}"):
+                # join_path: a folder gs:// lists ends in '/' (logs/final/): "{folder}/{name}" named logs/final//…
+                for event in tf.compat.v1.train.summary_iterator(join_path(folder, name)):
                     for value in event.summary.value:
                         number = _number(value, tf)
                         if number is not None:
