@@ -15,7 +15,7 @@ from ground.durations import format_duration
 from ground.errors import UserError
 from ground.localtree import user_path
 from ground.outputs import load_outputs
-from ground.storagepath import is_gs
+from ground.storagepath import is_gs, normalized
 from tpuctl.commands.options import natural_width, shown, strict_json
 from tpuctl.services.runs import board as board_svc
 from tpuctl.services.runs import records as runs
@@ -187,6 +187,11 @@ def board(
         logdir = f"{found.path}/logs"
     elif so is not None:
         logdir = f"{so.require('buckets.artifacts')}/runs"
+    elif is_gs(base):
+        # TensorBoard reads gs:// itself (TensorFlow's client); a folder without runs is said so before it starts
+        if not runs.list_runs(base):
+            raise UserError(f"no runs in {base}; train first (`tpuctl train --model-dir {base}/NAME`) or pass --dir")
+        logdir = normalized(base)
     else:
         if not Path(base).is_dir():
             raise UserError(f"no runs folder {base}; train first (`tpuctl train`) or pass --dir")

@@ -14,13 +14,14 @@ import json
 import os
 import signal
 import subprocess
+import urllib.request
 
 import pytest
 
 from ground.envs import ops_python, trainer_env, trainer_python
 
 from clifixtures import invoke, run_process, sigint_as_ctrl_c
-from procfixtures import Watched
+from procfixtures import Watched, wait_for
 from tfgcsfixtures import tf_storage
 
 pytestmark = pytest.mark.slow
@@ -131,3 +132,24 @@ def test_runs_ls_show_and_compare_read_gs_runs(storage, first, second):
     assert compared.exit_code == 0, compared.output
     assert "train/epoch_loss" in compared.stdout and "final/val_accuracy" in compared.stdout
 
+
+def test_board_serves_the_scalars_of_every_gs_run(storage, first, second, tmp_path):
+    with Watched([str(ops_python()), "-m", "tpuctl.cli", "board", "--dir", RUNS], env={**os.environ, **storage.env},
+                 cwd=tmp_path, preexec_fn=sigint_as_ctrl_c) as proc:
+        try:
+            line = proc.wait_line("TensorBoard on ", "TensorBoard's address")
+            url = line.rsplit(": ", 1)[1].split()[0]
+
+            def tags() -> dict | None:
+                with urllib.request.urlopen(url + "data/plugin/scalars/tags", timeout=10) as resp:
+                    runs = json.loads(resp.read())
+                train = {run for run, t in runs.items() if run.endswith("/logs/train") and "epoch_loss" in t}
+                return runs if train == {"first/logs/train", "second/logs/train"} else None
+
+            # TensorBoard loads event files in the background: asked until both runs' curves are there
+            wait_for(tags, "both gs:// runs' training loss in TensorBoard", interval=1)
+        finally:      # Ctrl-C: tpuctl stops its TensorBoard (a kill would leave it running)
+            if proc.proc.poll() is None:
+                proc.proc.send_signal(signal.SIGINT)
+        assert proc.finish(timeout=60) == 130      # stopped as a Ctrl-C stops it (its TensorBoard too: nothing left)
+    assert not storage.front.refused and not storage.front.failed

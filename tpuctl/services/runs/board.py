@@ -12,6 +12,7 @@ from ground.errors import UserError
 from ground.files import printable
 from ground.loopback import get_local
 from ground.polling import poll
+from ground.storagepath import is_gs
 from tpuctl.services.supervisor import Task, describe_status, free_ports, stop_tasks, trainer_module_argv
 
 #: How long TensorBoard gets to answer its first HTTP request (it loads TensorFlow first).
@@ -38,8 +39,13 @@ def start(logdir: str, *, port: int | None = None, timeout: float = START_TIMEOU
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 raise UserError(f"port {port} on 127.0.0.1 is in use; pick another with --port")
+    # A gs:// logdir is read through TensorFlow's GCS client, as the trainer wrote it (same credentials, proxy and
+    # CA): TensorBoard's fast loader has a GCS client of its own, which signs in only through gcloud's user login
+    # or the metadata server and otherwise panics in its reloader thread, leaving an empty board (seen with
+    # TensorBoard 2.21: "unable to initialize authentication manager: NoAuthMethod").
+    fast = ["--load_fast", "false"] if is_gs(logdir) else []
     argv = trainer_module_argv("tensorboard.main", ["--logdir", logdir, "--host", "127.0.0.1", "--port", str(port),
-                                                    "--reload_interval", "5"])
+                                                    "--reload_interval", "5", *fast])
     task = Task("tensorboard", argv, trainer_env())
     log = tempfile.TemporaryFile(mode="w+")    # TensorBoard's own chatter: read only if it dies
     try:
