@@ -18,7 +18,6 @@ from trainer.flags import (
     EXPORT_CHOICES,
     HPARAM_PREFIX,
     LR_SCHEDULES,
-    MAX_SEED,
     MIXED_PRECISION,
     MODELS,
     STRATEGIES,
@@ -43,13 +42,6 @@ DEFAULT_VIRTUAL_GPU_MB = 1024
 #: --image_size: each side, in pixels.
 IMAGE_SIDE = Bound(8, 2048)
 
-#: ``python -m trainer.make_tfrecords``.
-MAKE_TFRECORDS_BOUNDS: dict[str, Bound] = {
-    "shard_mb": Bound(0.001, 10_000, integer=False),
-    "validation_fraction": Bound(0, 1, integer=False, high_open=True),
-    "workers": Bound(1, 256),
-    "seed": Bound(0, MAX_SEED),
-}
 #: ``python -m trainer.sample_data``.
 SAMPLE_DATA_BOUNDS: dict[str, Bound] = {
     # Every one of the 10 classes needs a validation and a training example (of 1797 digits).

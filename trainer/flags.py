@@ -124,6 +124,28 @@ TASK_BOUNDS: dict[str, Bound] = {
 }
 
 
+#: ``python -m trainer.make_tfrecords`` (and ``tpuctl data make-tfrecords``, which passes its flags on).
+MAKE_TFRECORDS_BOUNDS: dict[str, Bound] = {
+    "shard_mb": Bound(0.001, 10_000, integer=False),
+    "validation_fraction": Bound(0, 1, integer=False, high_open=True),
+    "workers": Bound(1, 256),
+    "seed": Bound(0, MAX_SEED),
+    # 8: the smallest --image_size; 65500: the largest side a JPEG can have (libjpeg JPEG_MAX_DIMENSION).
+    "max_side": Bound(8, 65_500),
+}
+
+#: The image formats ``make_tfrecords`` reads (by file name ending; Pillow decodes them) and the endings of each.
+IMAGE_FORMATS: dict[str, tuple[str, ...]] = {
+    "JPEG": (".jpg", ".jpeg"),
+    "PNG": (".png",),
+    "GIF": (".gif",),
+    "BMP": (".bmp",),
+    "WebP": (".webp",),
+    "TIFF": (".tif", ".tiff"),
+}
+IMAGE_EXTENSIONS: tuple[str, ...] = tuple(ext for exts in IMAGE_FORMATS.values() for ext in exts)
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainerArgs:
     """``python -m trainer.task`` arguments, typed: the flags tpuctl sets (None: not given, the trainer's default)

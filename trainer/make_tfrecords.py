@@ -1,14 +1,16 @@
 """Convert a folder of class sub-folders of images into TFRecord shards + manifest.json.
 
-    python -m trainer.make_tfrecords SRC DEST [--shard-mb 100] [--validation-fraction 0.1]
+    python -m trainer.make_tfrecords SRC DEST [--shard-mb 100] [--validation-fraction 0.1] [--max-side N]
                                      [--prefix images] [--workers N] [--seed 0] [--full-decode]
 
-SRC/<class name>/**/<image>  (jpg, png, gif, bmp, webp, tif). Classes are the sub-folder names in
-sorted order (label = position). Images are checked in parallel worker processes: RGB/greyscale JPEGs
-are kept as they are after a check of their whole stream and tables (trainer.jpegcheck; --full-decode
-decodes them as well, about twice as slow), everything else is decoded and re-encoded to JPEG. An image
-that fails is reported on stderr (``skipped: <path>: <reason>``) and left out. No TensorFlow is loaded
-(trainer.tfrecord writes the shards). The validation split is drawn per class
+SRC/<class name>/**/<image>  (jpg, jpeg, png, gif, bmp, webp, tif, tiff: trainer.flags.IMAGE_FORMATS). Classes
+are the sub-folder names in sorted order (label = position). Images are checked in parallel worker processes:
+RGB/greyscale JPEGs are kept as they are after a check of their whole stream and tables (trainer.jpegcheck;
+--full-decode decodes them as well, about twice as slow), everything else is decoded and re-encoded to JPEG.
+With --max-side N, an image whose longer side is over N pixels (a JPEG too) is downsized to N (aspect ratio
+kept) and re-encoded to JPEG. An image that fails is reported on stderr (``skipped: <path>: <reason>``, the
+reason saying why: empty, not an image, unsupported format, truncated, too large, corrupt, …) and left out.
+No TensorFlow is loaded (trainer.tfrecord writes the shards). The validation split is drawn per class
 (deterministic for a given --seed), and records are shuffled across shards of ~--shard-mb each.
 DEST must be a local folder that is missing, empty, or a previous output of this tool. The new output is
 written next to it (``.DEST.writing``) and swapped in only when complete (trainer.atomicdir): a run that fails
@@ -17,7 +19,8 @@ what it wrote and leaves an earlier output in DEST as it was. A second run into 
 writing it is refused in one line.
 
 stdout: ``progress: <done>/<total>`` lines while converting, then ``summary: <json>`` with
-train, validation, classes, skipped, skipped_files, shards, bytes.
+train, validation, classes, skipped, skipped_files, skipped_reasons ([{file, kind, reason}]), max_side,
+resized, shards, bytes, prefix, image_size.
 """
 
 from __future__ import annotations
@@ -38,9 +41,10 @@ import google_crc32c
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer import atomicdir, protocol, records, tfrecord
-from trainer.config import MAKE_TFRECORDS_BOUNDS as BOUNDS
 from trainer.errors import ArgumentParser, DataError, UsageError, run_cli
-from trainer.imaging import IMAGE_EXTENSIONS, check_image, describe
+from trainer.flags import IMAGE_EXTENSIONS
+from trainer.flags import MAKE_TFRECORDS_BOUNDS as BOUNDS
+from trainer.imaging import Skip, check_image, describe
 
 
 def _link_out(src: Path, root: Path, link: Path) -> DataError | None:
@@ -138,6 +142,14 @@ def plan_splits(images: list[list[Path]], validation_fraction: float, seed: int)
 MAX_IMAGE_BYTES = 1 << 30
 
 
+class _Refused(OSError):
+    """A file :func:`_open_image` does not read; ``skip`` says why."""
+
+    def __init__(self, skip: Skip):
+        super().__init__(skip.reason)
+        self.skip = skip
+
+
 def _open_image(path: str | Path):
     """``path`` opened for reading if it is a regular file of at most ``MAX_IMAGE_BYTES``: a FIFO put in place of
     an image never blocks (opened non-blocking, then refused), a device is never read. OSError saying what is
@@ -146,17 +158,18 @@ def _open_image(path: str | Path):
     try:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
-            raise OSError("not a regular file (a FIFO or device is never read)")
+            raise _Refused(Skip("unreadable", "not a regular file (a FIFO or device is never read)"))
         if info.st_size > MAX_IMAGE_BYTES:
-            raise OSError(f"{info.st_size} bytes, over the {MAX_IMAGE_BYTES}-byte limit for one image")
+            raise _Refused(Skip("too-large", f"{info.st_size} bytes, over the {MAX_IMAGE_BYTES}-byte limit "
+                                             "for one image"))
     except BaseException:
         handle.close()
         raise
     return handle
 
 
-def _unreadable(err: OSError) -> str:
-    return describe(err) if err.errno else str(err)
+def _unreadable(err: OSError) -> Skip:
+    return err.skip if isinstance(err, _Refused) else Skip("unreadable", f"cannot read it: {describe(err)}")
 
 
 def _ignore_sigint() -> None:
@@ -164,34 +177,37 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _prepare(task: tuple[str, int, str, str], full_decode: bool = False) -> tuple[bool, object]:
+def _prepare(task: tuple[str, int, str, str], full_decode: bool = False,
+             max_side: int | None = None) -> tuple[bool, object]:
     """In a worker: check one image and build its record around it.
 
-    ``(True, (head, image, tail, height, width))``: the record is ``head + image + tail``. For a JPEG kept as
-    it is, ``image`` is ``(size, start, crc)`` of the checked file instead of its bytes (``start``: the
+    ``(True, (head, image, tail, height, width, resized))``: the record is ``head + image + tail``. For a JPEG kept
+    as it is, ``image`` is ``(size, start, crc)`` of the checked file instead of its bytes (``start``: the
     CRC-32C of ``head``; ``crc``: continued over the file, ``google_crc32c.extend(start, file bytes)``): the
     writing process reads the file itself (no image bytes through the pool) and writes it only if it is still
-    the same. ``(False, reason)`` for an image that fails the check.
+    the same. ``resized``: downsized to ``max_side``. ``(False, Skip)`` for an image that fails the check.
     """
     path, label, text, filename = task
     try:  # before the decoder reads it: a regular file of bounded size
         _open_image(path).close()
     except OSError as err:
         return False, _unreadable(err)
-    ok, payload = check_image(path, full_decode)
+    ok, payload = check_image(path, full_decode, max_side)
     if not ok:
         return ok, payload
-    encoded, height, width, kept = payload
+    encoded, height, width, kept, resized = payload
     head, tail = tfrecord.example_around(len(encoded), label=label, text=text, height=height, width=width,
                                          filename=filename)
     if kept:
         start = google_crc32c.value(head)
-        return True, (head, (len(encoded), start, google_crc32c.extend(start, encoded)), tail, height, width)
-    return True, (head, encoded, tail, height, width)
+        checked = (len(encoded), start, google_crc32c.extend(start, encoded))
+        return True, (head, checked, tail, height, width, resized)
+    return True, (head, encoded, tail, height, width, resized)
 
 
 @contextlib.contextmanager
-def _decoded(tasks: list[tuple[str, int, str, str]], workers: int, full_decode: bool = False):
+def _decoded(tasks: list[tuple[str, int, str, str]], workers: int, full_decode: bool = False,
+             max_side: int | None = None):
     """Yields an iterator of :func:`_prepare` over ``tasks``, in order, computed in ``workers`` processes (spawned:
     safe even when the caller has TensorFlow loaded, as the trainer's tests do).
 
@@ -208,7 +224,7 @@ def _decoded(tasks: list[tuple[str, int, str, str]], workers: int, full_decode: 
     """
     from concurrent.futures import ProcessPoolExecutor
 
-    prepare = functools.partial(_prepare, full_decode=full_decode)
+    prepare = functools.partial(_prepare, full_decode=full_decode, max_side=max_side)
     if workers <= 1 or len(tasks) < 2:
         yield (prepare(task) for task in tasks)
         return
@@ -237,7 +253,7 @@ def _quiet_cancelled_race(previous, args) -> None:
     previous(args)
 
 
-def _read_unchanged(path: Path, checked: tuple[int, int, int]) -> tuple[bool, object]:
+def _read_unchanged(path: Path, checked: tuple[int, int, int]) -> tuple[bool, bytes | Skip]:
     """The file's bytes, if they are still those that were checked (:func:`_prepare`'s ``(size, start, crc)``).
 
     Its one checksum pass runs on from the head's CRC: when it matches, ``crc`` is also the record's CRC-32C
@@ -252,13 +268,13 @@ def _read_unchanged(path: Path, checked: tuple[int, int, int]) -> tuple[bool, ob
     except OSError as err:
         return False, _unreadable(err)
     if len(raw) != size or google_crc32c.extend(start, raw) != crc:
-        return False, "changed while converting (it differs from the bytes that were checked)"
+        return False, Skip("changed", "changed while converting (it differs from the bytes that were checked)")
     return True, raw
 
 
 def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, validation_fraction: float = 0.1,
             prefix: str = "images", workers: int | None = None, seed: int = 0, full_decode: bool = False,
-            progress=print) -> dict:
+            max_side: int | None = None, progress=print) -> dict:
     BOUNDS["shard_mb"].check("--shard-mb", shard_mb)
     BOUNDS["validation_fraction"].check("--validation-fraction", validation_fraction)
     if not isinstance(prefix, str) or not records.PREFIX_RE.fullmatch(prefix):
@@ -267,6 +283,8 @@ def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, valid
     workers = workers if workers is not None else min(os.cpu_count() or 1, int(BOUNDS["workers"].high))
     BOUNDS["workers"].check("--workers", workers)
     BOUNDS["seed"].check("--seed", seed)
+    if max_side is not None:
+        BOUNDS["max_side"].check("--max-side", max_side)
     records.check_output_dir(dest, "make_tfrecords")  # before the source is read: a wrong DEST fails at once
     src = Path(src)
     classes, images = find_images(src)
@@ -274,7 +292,8 @@ def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, valid
     total = len(items)
 
     shard_bytes = max(1, int(shard_mb * 1_000_000))
-    skipped: list[str] = []
+    skipped: list[tuple[Path, Skip]] = []
+    resized = 0
     sizes: set[tuple[int, int]] = set()
     done, last_report, last_time = 0, -1, 0.0
     tasks = [(str(p), label, classes[label], p.relative_to(src).as_posix()) for p, label, _ in items]
@@ -283,7 +302,7 @@ def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, valid
     # decoder pool is stopped after: the workers only hand records to this process, and stopping spawned workers
     # can outlast the supervisor's SIGTERM grace on a loaded machine, whose SIGKILL would otherwise leave
     # .<name>.writing and .<name>.lock behind.
-    with _decoded(tasks, workers, full_decode) as results, \
+    with _decoded(tasks, workers, full_decode, max_side) as results, \
             atomicdir.replacing(dest, "make_tfrecords: destination",
                                 check=lambda folder: records.check_output_dir(folder, "make_tfrecords")) as out:
         writers = {split: tfrecord.ShardWriter(out, prefix, split, shard_bytes=shard_bytes)
@@ -291,7 +310,7 @@ def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, valid
         for (path, _, split), (ok, payload) in zip(items, results):
             done += 1
             if ok:
-                head, encoded, tail, height, width = payload
+                head, encoded, tail, height, width, downsized = payload
                 crc = None  # the writer computes it
                 if isinstance(encoded, tuple):  # a JPEG kept as it is: read here, not copied through the pool
                     ok, payload = _read_unchanged(path, encoded)
@@ -299,10 +318,11 @@ def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, valid
                         encoded, crc = payload, google_crc32c.extend(encoded[2], tail)
             if ok:
                 sizes.add((height, width))
+                resized += downsized
                 writers[split].write([head, encoded, tail], crc)
             else:
-                skipped.append(str(path))
-                print(f"skipped: {path}: {payload}", file=sys.stderr, flush=True)
+                skipped.append((path, payload))
+                print(f"skipped: {path}: {payload.reason}", file=sys.stderr, flush=True)
             now = time.monotonic()
             if done == total or (done - last_report >= max(1, total // 200) and now - last_time >= 0.1):
                 progress(done, total)
@@ -313,14 +333,17 @@ def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, valid
             raise DataError(f"no readable images in {src} ({len(skipped)} skipped); nothing written")
         manifest = records.build_manifest(prefix=prefix, classes=classes,
                                           image_size=next(iter(sizes)) if len(sizes) == 1 else None,
-                                          shards=written, source="make_tfrecords")
+                                          shards=written, source="make_tfrecords", max_side=max_side)
         records.write_manifest(out, manifest)
     return {
         "train": counts["train"],
         "validation": counts["validation"],
         "classes": classes,
         "skipped": len(skipped),
-        "skipped_files": skipped,
+        "skipped_files": [str(path) for path, _ in skipped],
+        "skipped_reasons": [{"file": str(path), "kind": skip.kind, "reason": skip.reason} for path, skip in skipped],
+        "max_side": max_side,
+        "resized": resized,
         "shards": sum(len(v) for v in written.values()),
         "bytes": sum(w.bytes_written for w in writers.values()),
         "prefix": prefix,
@@ -344,6 +367,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full-decode", action="store_true",
                         help="also decode every JPEG that is kept as it is (Pillow, 1/8 scale; about twice as "
                              "slow), a decoder's second opinion after the stream and table check")
+    parser.add_argument("--max-side", type=BOUNDS["max_side"].parse, default=None,
+                        help="downsize images whose longer side is over this many pixels to it (aspect ratio "
+                             "kept; re-encoded as JPEG); default: images keep their size "
+                             f"({BOUNDS['max_side'].describe()})")
     parser.add_argument("--seed", type=BOUNDS["seed"].parse, default=0,
                         help=f"seed of the validation split and shard order ({BOUNDS['seed'].describe()})")
 
@@ -351,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         summary = convert(args.src, args.dest, shard_mb=args.shard_mb, validation_fraction=args.validation_fraction,
                           prefix=args.prefix, workers=args.workers, seed=args.seed, full_decode=args.full_decode,
+                          max_side=args.max_side,
                           progress=lambda done, total: protocol.emit(protocol.PROGRESS, (done, total)))
         protocol.emit(protocol.SUMMARY, summary)
 

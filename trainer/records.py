@@ -6,8 +6,11 @@ Layout of a data folder::
 
     <prefix>-train-00000-of-00004.tfrecord        tf.train.Example records, seed schema (see FEATURE_KEYS)
     <prefix>-validation-00000-of-00001.tfrecord
-    manifest.json   {"prefix", "classes", "image_size", "splits": {"train": {"files", "examples",
+    manifest.json   {"prefix", "classes", "image_size", "max_side", "splits": {"train": {"files", "examples",
                     "shard_examples"}, "validation": {...}}, "source", "format_version"}
+
+``max_side``: the longer side images over it were downsized to (``make_tfrecords --max-side``), null when they
+kept their size. Readers ignore it (it only records how the data was made), so ``FORMAT_VERSION`` stays 1.
 
 Example counts live in the manifest so the trainer never reads every record just to count them.
 Shards are written under temporary names and renamed when complete; the manifest is written last,
@@ -54,7 +57,7 @@ def shard_name(prefix: str, split: str, index: int, count: int) -> str:
 
 
 def build_manifest(*, prefix: str, classes: list[str], image_size: tuple[int, int] | None,
-                   shards: dict[str, list[tuple[str, int]]], source: str) -> dict:
+                   shards: dict[str, list[tuple[str, int]]], source: str, max_side: int | None = None) -> dict:
     splits = {}
     for split in SPLITS:
         entries = shards.get(split, [])
@@ -69,6 +72,7 @@ def build_manifest(*, prefix: str, classes: list[str], image_size: tuple[int, in
         "prefix": prefix,
         "classes": list(classes),
         "image_size": list(image_size) if image_size else None,
+        "max_side": max_side,
         "splits": splits,
     }
 

@@ -90,7 +90,8 @@ def test_fuzz_trainer_flags_in_process(pairs):
 def test_fuzz_cli_flags_in_a_real_process(tools, module, pairs):
     """The same property through ``python -m``: bad flags never reach TensorFlow, so this stays fast."""
     assume(all("\x00" not in value for _, value in pairs))  # an argv cannot carry NUL (exec refuses it)
-    names = {"trainer.task": None, "trainer.make_tfrecords": ["shard-mb", "validation-fraction", "workers", "seed"],
+    names = {"trainer.task": None,
+             "trainer.make_tfrecords": ["shard-mb", "validation-fraction", "workers", "seed", "max-side"],
              "trainer.sample_data": ["validation-fraction", "shards", "image-size"]}[module]
     if names is None:
         args = ["--model_dir", "/nonexistent/m", "--data_dir", "/nonexistent/d", "--distribution_strategy", "cpu"]
@@ -111,7 +112,7 @@ def test_fuzz_data_tool_flags_in_process(tool, picks):
     """Out-of-range numbers name their flag; in-range ones get as far as the (missing) source."""
     import importlib
 
-    names = {"make_tfrecords": ["--shard-mb", "--validation-fraction", "--workers", "--seed"],
+    names = {"make_tfrecords": ["--shard-mb", "--validation-fraction", "--workers", "--seed", "--max-side"],
              "sample_data": ["--validation-fraction", "--shards", "--image-size"]}[tool]
     flags = [(names[i % len(names)], value) for i, value in picks]
     base = ["/nonexistent/src", "/nonexistent/dest"] if tool == "make_tfrecords" else ["--out", "/dev/null/o"]
@@ -127,7 +128,7 @@ def test_fuzz_data_tool_flags_in_process(tool, picks):
             assert math.isfinite(number), (flag, value)
             low, high = {"--shard-mb": (0.001, 10_000), "--workers": (1, 256), "--seed": (0, 2**32 - 1),
                          "--validation-fraction": (0, 1) if tool == "make_tfrecords" else (0.01, 0.99),
-                         "--shards": (1, 100), "--image-size": (8, 512)}[flag]
+                         "--shards": (1, 100), "--image-size": (8, 512), "--max-side": (8, 65_500)}[flag]
             assert low <= number <= high, (flag, value)
 
 

@@ -102,7 +102,7 @@ def test_frame_types_not_judged_here_are_left_to_a_full_decode(tmp_path):
     assert jpegcheck.check(arithmetic) is None
     (tmp_path / "a.jpg").write_bytes(arithmetic)
     for full in (False, True):
-        ok, (encoded, height, width, kept) = check_image(str(tmp_path / "a.jpg"), full)
+        ok, (encoded, height, width, kept, _) = check_image(str(tmp_path / "a.jpg"), full)
         # decoded by Pillow and re-encoded as a baseline JPEG, never stored unchecked
         assert ok and not kept and jpegcheck.check(encoded) == (height, width, 3) == (24, 40, 3)
 
@@ -127,17 +127,17 @@ def test_what_the_check_accepts_tensorflow_decodes(name, edits, cut):
 
 def test_check_image_keeps_jpegs_and_reencodes_the_rest(tmp_path):
     (tmp_path / "k.jpg").write_bytes(VARIANTS["progressive"])
-    ok, (encoded, height, width, kept) = check_image(str(tmp_path / "k.jpg"))
+    ok, (encoded, height, width, kept, _) = check_image(str(tmp_path / "k.jpg"))
     assert ok and kept and encoded == VARIANTS["progressive"] and (height, width) == (24, 40)
     for full in (False, True):
         cmyk = tmp_path / "cmyk.jpg"
         Image.new("CMYK", (8, 6), (0, 50, 100, 0)).save(cmyk, format="JPEG")
-        ok, (encoded, height, width, kept) = check_image(str(cmyk), full)
+        ok, (encoded, height, width, kept, _) = check_image(str(cmyk), full)
         assert ok and not kept and encoded[:2] == b"\xff\xd8" and (height, width) == (6, 8)
         assert tf.io.decode_image(encoded).shape == (6, 8, 3)
     (tmp_path / "t.jpg").write_bytes(VARIANTS["baseline-420"][:-40])
-    ok, reason = check_image(str(tmp_path / "t.jpg"))     # how, where, the marker that is missing
-    assert not ok and reason.startswith("truncated") and f"{len(VARIANTS['baseline-420']) - 40} bytes" in reason
-    assert "end-of-image marker" in reason, reason
-    ok, reason = check_image(str(tmp_path / "t.jpg"), full_decode=True)
-    assert not ok and "truncated" in reason
+    ok, skip = check_image(str(tmp_path / "t.jpg"))     # how, where, the marker that is missing
+    assert not ok and skip.kind == "truncated" and f"{len(VARIANTS['baseline-420']) - 40} bytes" in skip.reason
+    assert "end-of-image marker" in skip.reason, skip
+    ok, skip = check_image(str(tmp_path / "t.jpg"), full_decode=True)
+    assert not ok and skip.kind == "truncated"

@@ -120,18 +120,18 @@ def test_a_kept_jpeg_is_written_only_if_it_is_still_the_checked_file(image_folde
 
     jpeg = tmp_path / "a.jpg"
     shutil.copy(image_folder / "cat" / "cat1.jpg", jpeg)
-    ok, (head, checked, tail, height, width) = make_tfrecords._prepare((str(jpeg), 0, "cat", "cat/a.jpg"))
+    ok, (head, checked, tail, height, width, _) = make_tfrecords._prepare((str(jpeg), 0, "cat", "cat/a.jpg"))
     assert ok and isinstance(checked, tuple) and (height, width) == (20, 28)
     ok, raw = make_tfrecords._read_unchanged(jpeg, checked)
     assert ok and raw == jpeg.read_bytes()
     data = bytearray(raw)
     data[len(data) // 2] ^= 0xFF  # same size, other bytes (the file was replaced while converting)
     jpeg.write_bytes(bytes(data))
-    ok, reason = make_tfrecords._read_unchanged(jpeg, checked)
-    assert not ok and "changed" in reason and "checked" in reason, reason
+    ok, skip = make_tfrecords._read_unchanged(jpeg, checked)
+    assert not ok and skip.kind == "changed"
     jpeg.unlink()
-    ok, reason = make_tfrecords._read_unchanged(jpeg, checked)
-    assert not ok and reason.startswith("FileNotFoundError")
+    ok, skip = make_tfrecords._read_unchanged(jpeg, checked)
+    assert not ok and skip.kind == "unreadable" and "FileNotFoundError" in skip.reason
 
 
 def test_the_check_of_a_kept_jpeg_gives_its_records_checksum(image_folder):
@@ -142,7 +142,7 @@ def test_the_check_of_a_kept_jpeg_gives_its_records_checksum(image_folder):
     from trainer import make_tfrecords, tfrecord
 
     jpeg = image_folder / "cat" / "cat1.jpg"
-    ok, (head, checked, tail, _, _) = make_tfrecords._prepare((str(jpeg), 0, "cat", "cat/cat1.jpg"))
+    ok, (head, checked, tail, _, _, _) = make_tfrecords._prepare((str(jpeg), 0, "cat", "cat/cat1.jpg"))
     size, start, crc_to_image_end = checked
     assert ok and start == google_crc32c.value(head)
     ok, raw = make_tfrecords._read_unchanged(jpeg, checked)
@@ -319,8 +319,8 @@ def test_a_fifo_or_an_oversized_file_in_place_of_an_image_is_skipped_unread(imag
     worker.start()
     worker.join(10)
     try:
-        [(ok, reason)] = result
-        assert not ok and "not a regular file" in reason and "FIFO" in reason, reason
+        [(ok, skip)] = result
+        assert not ok and skip.kind == "unreadable" and "FIFO" in skip.reason, skip
     finally:
         if worker.is_alive():
             with open(fifo, "wb"):  # unblock the reader of the old code
@@ -328,8 +328,8 @@ def test_a_fifo_or_an_oversized_file_in_place_of_an_image_is_skipped_unread(imag
     jpeg = image_folder / "cat" / "cat1.jpg"
     monkeypatch.setattr(make_tfrecords, "MAX_IMAGE_BYTES", jpeg.stat().st_size - 1)
     size = jpeg.stat().st_size
-    ok, reason = make_tfrecords._prepare((str(jpeg), 0, "cat", "cat/cat1.jpg"))
-    assert not ok and f"{size} bytes" in reason and f"{size - 1}-byte limit" in reason, reason
+    ok, skip = make_tfrecords._prepare((str(jpeg), 0, "cat", "cat/cat1.jpg"))
+    assert not ok and skip.kind == "too-large" and f"{size} bytes" in skip.reason and f"{size - 1}-byte" in skip.reason
 
 
 def test_a_previous_manifest_is_read_bounded(tmp_path, monkeypatch):
@@ -362,8 +362,8 @@ def test_an_interrupted_conversion_removes_its_staging_and_lock_before_stopping_
     real = make_tfrecords._decoded
 
     @contextlib.contextmanager
-    def decoded(tasks, workers, full_decode=False):
-        with real(tasks, 1, full_decode) as produced:
+    def decoded(tasks, workers, full_decode=False, max_side=None):
+        with real(tasks, 1, full_decode, max_side) as produced:
             def interrupted():
                 yield next(iter(produced))
                 raise KeyboardInterrupt      # Ctrl-C (or SIGTERM via run_cli) while waiting for the decoders
@@ -377,3 +377,92 @@ def test_an_interrupted_conversion_removes_its_staging_and_lock_before_stopping_
         make_tfrecords.convert(image_folder, dest, workers=2, progress=lambda *_: None)
     assert seen_at_teardown == [[]]          # no .records.writing, no .records.lock left for a SIGKILL to freeze
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ real folders (issue 41)
+REAL_FOLDER = r"""
+import io, sys
+from pathlib import Path
+import numpy as np
+from PIL import Image
+root = Path(sys.argv[1])
+rng = np.random.default_rng(1)
+def picture(height, width):
+    return Image.fromarray(rng.integers(0, 255, size=(height, width, 3), dtype=np.uint8))
+for cls in ("cat", "dog"):
+    (root / cls).mkdir(parents=True)
+    for i in range(3):
+        picture(30, 40).save(root / cls / f"{cls}{i}.jpg", quality=90)
+picture(90, 300).convert("RGBA").save(root / "cat" / "wide.png")      # longer side 300, over --max-side 64
+picture(200, 100).save(root / "dog" / "tall.jpg", quality=90)         # longer side 200
+picture(30, 40).save(root / "dog" / "small.webp")
+whole = io.BytesIO()
+picture(30, 40).save(whole, format="PNG")
+(root / "cat" / "cut.png").write_bytes(whole.getvalue()[:300])
+(root / "cat" / "empty.jpg").write_bytes(b"")
+(root / "dog" / "page.jpg").write_bytes(b"<!DOCTYPE html><html><body>Not found</body></html>")
+(root / "dog" / "phone.jpg").write_bytes(b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic" + bytes(64))
+jpeg = (root / "cat" / "cat0.jpg").read_bytes()
+(root / "dog" / "marker.jpg").write_bytes(jpeg[:2] + b"\xff\x02" + jpeg[4:])     # a marker no JPEG has
+"""
+REAL_SKIPPED = {"cut.png": "truncated", "empty.jpg": "empty", "page.jpg": "not-an-image",
+                "phone.jpg": "unsupported-format", "marker.jpg": "corrupt"}
+
+
+@pytest.fixture(scope="module")
+def real_folder(tools, tmp_path_factory):
+    return folder_from_script(tools, tmp_path_factory, "real", REAL_FOLDER)
+
+
+def _stored(dest) -> dict[str, tuple[int, int, bytes]]:
+    """file name -> (height, width, encoded) of every record in ``dest``."""
+    import tensorflow as tf
+
+    out = {}
+    for raw in tf.data.TFRecordDataset(sorted(str(p) for p in dest.glob("*.tfrecord"))):
+        feature = tf.train.Example.FromString(raw.numpy()).features.feature
+        name = feature["image/filename"].bytes_list.value[0].decode().rsplit("/", 1)[-1]
+        out[name] = (feature["image/height"].int64_list.value[0], feature["image/width"].int64_list.value[0],
+                     feature["image/encoded"].bytes_list.value[0])
+    return out
+
+
+def test_each_skipped_file_says_why(tools, real_folder, tmp_path):
+    """Old: every skipped file was an "unreadable image" to the user (stderr carried a Pillow message naming a
+    BytesIO object; the summary only listed paths)."""
+    run = tools.run_module(["trainer.make_tfrecords", str(real_folder), str(tmp_path / "out"), "--workers", "2"])
+    summary = _summary(run)
+    reasons = {r["file"].rsplit("/", 1)[-1]: r for r in summary["skipped_reasons"]}
+    assert {name: r["kind"] for name, r in reasons.items()} == REAL_SKIPPED
+    assert sorted(summary["skipped_files"]) == sorted(r["file"] for r in summary["skipped_reasons"])
+    assert "HEIC" in reasons["phone.jpg"]["reason"] and "HTML" in reasons["page.jpg"]["reason"]
+    assert not any("BytesIO" in r["reason"] for r in reasons.values())
+    assert sorted(l for l in run.stderr_lines if l.startswith("skipped: ")) == sorted(
+        f"skipped: {r['file']}: {r['reason']}" for r in summary["skipped_reasons"])
+
+
+def test_max_side_downsizes_only_the_images_over_it(tools, real_folder, tmp_path):
+    """Old: no such option; a 12000x9000 PNG became a ~60 MB record decoded every epoch."""
+    dest = tmp_path / "small"
+    summary = _summary(tools.run_module(["trainer.make_tfrecords", str(real_folder), str(dest), "--max-side", "64",
+                                         "--workers", "2"]))
+    assert summary["max_side"] == 64 and summary["resized"] == 2
+    stored = _stored(dest)
+    assert stored["wide.png"][:2] == (19, 64)   # 90x300 -> longer side 64, aspect ratio kept
+    assert stored["tall.jpg"][:2] == (64, 32)   # a JPEG over the side is re-encoded too
+    for name in ("wide.png", "tall.jpg", "small.webp"):
+        assert stored[name][2][:2] == b"\xff\xd8", name
+    for name in ("cat1.jpg", "dog2.jpg"):      # JPEGs within the side are kept byte for byte, as without it
+        assert stored[name] == (30, 40, (real_folder / name[:3] / name).read_bytes())
+    assert json.loads((dest / "manifest.json").read_text())["max_side"] == 64
+
+    full = _summary(tools.run_module(["trainer.make_tfrecords", str(real_folder), str(tmp_path / "full"),
+                                      "--workers", "2"]))
+    assert full["max_side"] is None and full["resized"] == 0
+    assert _stored(tmp_path / "full")["tall.jpg"] == (200, 100, (real_folder / "dog" / "tall.jpg").read_bytes())
+    assert _stored(tmp_path / "full")["wide.png"][:2] == (90, 300)
+
+    for bad in ("7", "0", "x", "65501"):
+        run = tools.run_module(["trainer.make_tfrecords", str(real_folder), str(tmp_path / "bad"), "--max-side", bad])
+        assert run.returncode == 2 and "--max-side" in run.error_line()
+    assert not (tmp_path / "bad").exists()

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tpuctl.commands.options import echo_err, finite
+from tpuctl.commands.options import echo_err, finite, shown
 from tpuctl.services import data as datatools
+from trainer.flags import MAKE_TFRECORDS_BOUNDS
 
 #: Bounds of the numeric flags (docs/troubleshooting.md), checked by the parser before the tool starts.
 MIN_SHARD_MB = 0.001
 MAX_SHARD_MB = 4096.0
 #: --validation-fraction is an open interval: 0 < fraction < 1 (checked in the callback).
+#: --max-side: the trainer tool's own bound.
+MAX_SIDE = MAKE_TFRECORDS_BOUNDS["max_side"]
 
 data_app = typer.Typer(
     name="data", no_args_is_help=True,
@@ -70,6 +74,8 @@ def _render(summary: dict, as_json: bool) -> None:
         ("validation examples", summary.get("validation")),
         ("classes", f"{len(classes)}: {', '.join(map(str, classes))}" if isinstance(classes, list) else classes),
         ("skipped files", summary.get("skipped", 0)),
+        ("resized images", f"{summary['resized']} (--max-side {summary['max_side']})" if summary.get("max_side")
+         else None),
         ("shards", summary.get("shards")),
         ("bytes", summary.get("bytes")),
     ]
@@ -81,8 +87,10 @@ def _render(summary: dict, as_json: bool) -> None:
     console = Console()
     console.print(f"written to: {summary.get('destination')}", soft_wrap=True)
     console.print(table)
+    reasons = {r.get("file"): r.get("reason") for r in summary.get("skipped_reasons") or [] if isinstance(r, dict)}
     for path in summary.get("skipped_files") or []:
-        console.print(f"skipped (unreadable image): {path}", soft_wrap=True)
+        reason = reasons.get(path) or "no reason given"
+        console.print(f"skipped: {shown(path, markup=True)}: {shown(reason, markup=True)}", soft_wrap=True)
 
 
 @data_app.command("make-tfrecords")
@@ -98,6 +106,11 @@ def make_tfrecords(
     full_decode: bool = typer.Option(False, "--full-decode",
                                      help="Also decode every JPEG kept as it is, after the check of its stream "
                                           "and tables (about twice as slow)."),
+    max_side: Optional[int] = typer.Option(None, "--max-side", metavar="PIXELS", min=int(MAX_SIDE.low),
+                                           max=int(MAX_SIDE.high),
+                                           help="Downsize images whose longer side is over PIXELS to PIXELS (aspect "
+                                                "ratio kept, re-encoded as JPEG); smaller images are stored as "
+                                                "without it. Default: every image keeps its size."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Convert images (class sub-folders) to TFRecord shards the trainer reads; corrupt images are skipped and counted."""
@@ -105,7 +118,7 @@ def make_tfrecords(
         "converting images",
         lambda cb: datatools.make_tfrecords(src, dest, shard_mb=shard_mb,
                                             validation_fraction=validation_fraction, full_decode=full_decode,
-                                            on_progress=cb, on_notice=echo_err),
+                                            max_side=max_side, on_progress=cb, on_notice=echo_err),
     )
     _render(summary, as_json)
 

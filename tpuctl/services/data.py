@@ -38,6 +38,7 @@ from ground.localtree import user_path
 from ground.storagepath import GsPath, is_gs
 from tpuctl.services.supervisor import Task, TaskFailed, run_tasks, signal_handlers, trainer_module_argv
 from trainer import protocol
+from trainer.flags import MAKE_TFRECORDS_BOUNDS
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -273,15 +274,20 @@ def _local_destination(dest: str) -> Path:
 # --------------------------------------------------------------------------------------------
 
 def make_tfrecords(src: str, dest: str, *, shard_mb: float = 100, validation_fraction: float = 0.1,
-                   full_decode: bool = False, on_progress: ProgressCallback | None = None, client=None,
+                   full_decode: bool = False, max_side: int | None = None,
+                   on_progress: ProgressCallback | None = None, client=None,
                    on_notice: Callable[[str], None] | None = None) -> dict:
-    """Convert a folder of class sub-folders of images into TFRecord shards at ``dest`` (local or gs://)."""
+    """Convert a folder of class sub-folders of images into TFRecord shards at ``dest`` (local or gs://).
+
+    The summary is the tool's: ``skipped_reasons`` says why each skipped file was left out."""
     if is_gs(src):
         raise UserError("SRC must be a local folder of class sub-folders (copy it down with `gcloud storage cp -r` first)")
     if not (math.isfinite(shard_mb) and shard_mb > 0):
         raise UserError(f"--shard-mb must be a positive number (got {shard_mb})")
     if not (math.isfinite(validation_fraction) and 0 < validation_fraction < 1):
         raise UserError(f"--validation-fraction must be between 0 and 1 (got {validation_fraction})")
+    if max_side is not None and not MAKE_TFRECORDS_BOUNDS["max_side"].contains(max_side):
+        raise UserError(f"--max-side must be {MAKE_TFRECORDS_BOUNDS['max_side'].describe()} (got {max_side})")
     source = local_folder(src, "source folder", must_exist=True)
     try:
         has_classes = any(p.is_dir() for p in source.iterdir())
@@ -294,6 +300,8 @@ def make_tfrecords(src: str, dest: str, *, shard_mb: float = 100, validation_fra
     tool_args = ["--shard-mb", _num(shard_mb), "--validation-fraction", _num(validation_fraction)]
     if full_decode:
         tool_args.append("--full-decode")
+    if max_side is not None:
+        tool_args += ["--max-side", str(int(max_side))]
     return _run_to(dest, "trainer.make_tfrecords", lambda out: [str(source.resolve()), str(out), *tool_args],
                    on_progress, client, on_notice)
 

@@ -71,6 +71,7 @@ def test_make_tfrecords_skips_the_corrupt_jpeg_and_the_trainer_reads_the_shards(
     assert summary["classes"] == ["cat", "dog", "owl"]
     assert summary["skipped"] == 1
     assert [Path(p).name for p in summary["skipped_files"]] == ["broken.jpg"]
+    assert [(Path(r["file"]).name, r["kind"]) for r in summary["skipped_reasons"]] == [("broken.jpg", "truncated")]
     assert summary["train"] + summary["validation"] == 18
     assert summary["validation"] > 0
     shards = sorted(p.name for p in dest.glob("*.tfrecord*"))
@@ -96,11 +97,26 @@ def test_full_decode_stores_the_same_records_and_skips_the_same_file(cli, jpegs,
         assert (tmp_path / "fast" / name).read_bytes() == (tmp_path / "full" / name).read_bytes()
 
 
-def test_make_tfrecords_table_output_names_the_skipped_file(cli, jpegs, tmp_path):
+def test_make_tfrecords_table_output_names_the_skipped_file_and_why(cli, jpegs, tmp_path):
+    """Old: `skipped (unreadable image): PATH` whatever was wrong with the file."""
     proc = cli(["data", "make-tfrecords", str(jpegs), str(tmp_path / "out")])
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "skipped files" in proc.stdout and "broken.jpg" in proc.stdout
-    assert "3: cat, dog, owl" in proc.stdout
+    assert "skipped files" in proc.stdout and "3: cat, dog, owl" in proc.stdout
+    skipped = [l for l in proc.stdout.splitlines() if l.startswith("skipped: ")]
+    assert len(skipped) == 1 and skipped[0].startswith(f"skipped: {jpegs / 'dog' / 'broken.jpg'}: truncated")
+
+
+def test_make_tfrecords_max_side_downsizes_the_larger_images(cli, jpegs, tmp_path):
+    """Old: no --max-side; every image was stored at its own size."""
+    small = _summary(cli(["data", "make-tfrecords", str(jpegs), str(tmp_path / "small"), "--max-side", "16",
+                          "--json"]))
+    assert (small["max_side"], small["resized"], small["image_size"]) == (16, 18, [16, 16])
+    assert json.loads((tmp_path / "small" / "manifest.json").read_text())["max_side"] == 16
+    same = _summary(cli(["data", "make-tfrecords", str(jpegs), str(tmp_path / "same"), "--max-side", "24", "--json"]))
+    assert (same["max_side"], same["resized"], same["image_size"]) == (24, 0, [24, 24])
+    table = cli(["data", "make-tfrecords", str(jpegs), str(tmp_path / "table"), "--max-side", "16"])
+    assert table.returncode == 0, table.stderr[-3000:]
+    assert "resized images" in table.stdout and "18 (--max-side 16)" in table.stdout
 
 
 def test_make_tfrecords_to_gcs_uploads_every_shard_and_the_manifest(cli, jpegs, gcs):
@@ -146,6 +162,8 @@ def test_sample_writes_the_demo_dataset_locally_and_to_gcs(cli, tmp_path, gcs, t
     (["make-tfrecords", "/" + "s" * 5000, "out"], "longer than the OS allows"),
     (["make-tfrecords", "{src}", "gs://missing-bucket/x"], "bucket missing-bucket does not exist"),
     (["make-tfrecords", "{src}", "gs://Bad_Bucket/x"], "destination gs://Bad_Bucket/x"),
+    (["make-tfrecords", "{src}", "out", "--max-side", "7"], "Invalid value for '--max-side'"),
+    (["make-tfrecords", "{src}", "out", "--max-side", "65501"], "Invalid value for '--max-side'"),
     (["sample", "gs://missing-bucket/demo"], "bucket missing-bucket does not exist"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(cli, tmp_path, gcs, args, fragment):

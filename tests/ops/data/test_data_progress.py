@@ -31,15 +31,18 @@ def src(tmp_path):
 
 def test_flags_progress_and_summary_table(cli, fake_env, src, tmp_path):
     proc = cli(["data", "make-tfrecords", str(src), str(tmp_path / "out"), "--shard-mb", "0.5",
-                "--validation-fraction", "0.25"], env=fake_env)
+                "--validation-fraction", "0.25", "--max-side", "512"], env=fake_env)
     assert proc.returncode == 0, proc.stderr
     args = json.loads((Path(fake_env["FAKE_LOG_DIR"]) / "make_tfrecords.json").read_text())["args"]
-    assert args == [str(src), str(tmp_path / "out"), "--shard-mb", "0.5", "--validation-fraction", "0.25"]
+    assert args == [str(src), str(tmp_path / "out"), "--shard-mb", "0.5", "--validation-fraction", "0.25",
+                    "--max-side", "512"]
     assert "converting images" in proc.stderr and "3/3" in proc.stderr
     assert f"written to: {tmp_path / 'out'}" in proc.stdout
     for text in ("train examples", "validation examples", "2: a, b", "skipped files"):
         assert text in proc.stdout, text
-    assert f"skipped (unreadable image): {src / 'b' / 'bad.jpg'}" in proc.stdout
+    # each skipped file with the tool's reason for it (old: "unreadable image" for all)
+    assert f"skipped: {src / 'b' / 'bad.jpg'}: truncated after 9 bytes (no end-of-image marker)" in proc.stdout
+    assert f"skipped: {src / 'b' / '[red]x.jpg'}: not an image: a text file" in proc.stdout   # no rich markup
 
 
 def test_tool_error_becomes_one_line_with_its_exit_code(cli, fake_env, src, tmp_path):

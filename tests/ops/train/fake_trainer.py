@@ -58,8 +58,12 @@ if module == "trainer.make_tfrecords":
         print(f"progress: {i + 1}/3", flush=True)
     (dest / "x-train-00000-of-00001.tfrecord").write_bytes(b"r" * 100)
     (dest / "manifest.json").write_text("{}")
-    print("summary: " + json.dumps({"train": 2, "validation": 1, "classes": ["a", "b"], "skipped": 1,
-                                    "skipped_files": [str(src / "b" / "bad.jpg")], "shards": 1, "bytes": 100}))
+    skipped = [(str(src / "b" / "bad.jpg"), "truncated", "truncated after 9 bytes (no end-of-image marker)"),
+               (str(src / "b" / "[red]x.jpg"), "not-an-image", "not an image: a text file")]
+    print("summary: " + json.dumps({"train": 2, "validation": 1, "classes": ["a", "b"], "skipped": len(skipped),
+                                    "skipped_files": [f for f, _, _ in skipped],
+                                    "skipped_reasons": [{"file": f, "kind": k, "reason": r} for f, k, r in skipped],
+                                    "shards": 1, "bytes": 100}))
     sys.exit(0)
 
 assert module == "trainer.task", module
