@@ -119,6 +119,19 @@ def find_images(src: Path) -> tuple[list[str], list[list[Path]]]:
     return classes, images
 
 
+def check_dest_outside(src: Path, dest: str | Path) -> None:
+    """Refuse a DEST inside SRC (or SRC itself), symbolic links resolved, before anything is written: its folder
+    would become a class of the next run (or its shards images of one), and the walk would meet what is being
+    written."""
+    if not src.is_dir():
+        return  # find_images says what is wrong with SRC
+    root, out = Path(os.path.realpath(src)), Path(os.path.realpath(dest))
+    if out == root or root in out.parents:
+        resolved = "" if (str(out), str(root)) == (str(dest), str(src)) else f" ({out} is in {root})"
+        raise DataError(f"make_tfrecords: destination {dest} is inside the source folder {src}{resolved}; "
+                        "choose a destination outside it")
+
+
 def plan_splits(images: list[list[Path]], validation_fraction: float, seed: int) -> list[tuple[Path, int, str]]:
     """[(path, label, split)] with a per-class validation share, shuffled across classes."""
     rng = random.Random(seed)
@@ -287,6 +300,7 @@ def convert(src: str | Path, dest: str | Path, *, shard_mb: float = 100.0, valid
         BOUNDS["max_side"].check("--max-side", max_side)
     records.check_output_dir(dest, "make_tfrecords")  # before the source is read: a wrong DEST fails at once
     src = Path(src)
+    check_dest_outside(src, dest)
     classes, images = find_images(src)
     items = plan_splits(images, validation_fraction, seed)
     total = len(items)

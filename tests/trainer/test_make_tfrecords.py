@@ -466,3 +466,21 @@ def test_max_side_downsizes_only_the_images_over_it(tools, real_folder, tmp_path
         run = tools.run_module(["trainer.make_tfrecords", str(real_folder), str(tmp_path / "bad"), "--max-side", bad])
         assert run.returncode == 2 and "--max-side" in run.error_line()
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("inside", ["records", "cat/records", "link/records"])
+def test_an_output_folder_inside_the_source_is_refused_before_anything_is_written(tools, real_folder, tmp_path,
+                                                                                  inside):
+    """Old: DEST inside SRC was written (as SRC/.records.writing, then SRC/records): the next run read it as a
+    class folder."""
+    import shutil
+
+    src = tmp_path / "src"
+    shutil.copytree(real_folder, src)
+    (tmp_path / "link").symlink_to(src)
+    before = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*"))
+    dest = tmp_path / "link" / "records" if inside.startswith("link") else src / inside
+    run = tools.run_module(["trainer.make_tfrecords", str(src), str(dest), "--workers", "1"])
+    assert run.returncode == 2
+    assert run.error_line().startswith(f"error: make_tfrecords: destination {dest} is inside the source folder {src}")
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == before

@@ -296,7 +296,11 @@ def make_tfrecords(src: str, dest: str, *, shard_mb: float = 100, validation_fra
     if not has_classes:
         raise UserError(f"source folder {src} has no class sub-folders (expected SRC/<class name>/<image files>)")
     if not is_gs(dest):
-        _local_destination(dest)
+        out = _local_destination(dest)
+        if out == source or source in out.parents:
+            shown_out = "" if out == Path(dest) else f" ({out} is in {source})"
+            raise UserError(f"destination {dest} is inside the source folder {src}{shown_out}; "
+                            "choose a destination outside it")
     tool_args = ["--shard-mb", _num(shard_mb), "--validation-fraction", _num(validation_fraction)]
     if full_decode:
         tool_args.append("--full-decode")

@@ -162,6 +162,9 @@ def test_sample_writes_the_demo_dataset_locally_and_to_gcs(cli, tmp_path, gcs, t
     (["make-tfrecords", "/" + "s" * 5000, "out"], "longer than the OS allows"),
     (["make-tfrecords", "{src}", "gs://missing-bucket/x"], "bucket missing-bucket does not exist"),
     (["make-tfrecords", "{src}", "gs://Bad_Bucket/x"], "destination gs://Bad_Bucket/x"),
+    (["make-tfrecords", "{src}", "{src}/out"], "is inside the source folder"),
+    (["make-tfrecords", "{src}", "{src}/a/out"], "is inside the source folder"),
+    (["make-tfrecords", "{src}", "{link}/out"], "is inside the source folder"),
     (["make-tfrecords", "{src}", "out", "--max-side", "7"], "Invalid value for '--max-side'"),
     (["make-tfrecords", "{src}", "out", "--max-side", "65501"], "Invalid value for '--max-side'"),
     (["sample", "gs://missing-bucket/demo"], "bucket missing-bucket does not exist"),
@@ -171,12 +174,15 @@ def test_bad_input_is_one_line_and_writes_nothing(cli, tmp_path, gcs, args, frag
     src = tmp_path / "src"
     (src / "a").mkdir(parents=True)
     (tmp_path / "a-file").write_text("not a folder")
-    args = [a.replace("{src}", str(src)).replace("{file}", str(tmp_path / "a-file")) for a in args]
+    (tmp_path / "link").symlink_to(src)
+    args = [a.replace("{src}", str(src)).replace("{file}", str(tmp_path / "a-file")).replace("{link}", str(tmp_path / "link"))
+            for a in args]
     proc = cli(["data", *args], env={"STORAGE_EMULATOR_HOST": url, "TPUCTL_TRAINER_PYTHON": "/nonexistent/python"},
                cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1 and fragment in proc.stderr
     assert not (tmp_path / "out").exists()
+    assert [p.name for p in src.rglob("*")] == ["a"]
 
 
 def test_a_failed_rerun_into_a_local_destination_keeps_the_earlier_dataset(cli, jpegs, tmp_path):
