@@ -2,7 +2,8 @@
 
 Runs unchanged on a laptop CPU, several local processes, GPUs and TPUs. Entry points:
 ``python -m trainer.task`` (train + export), ``python -m trainer.sample_data`` (embedded demo data),
-``python -m trainer.make_tfrecords`` (folder of class sub-folders -> TFRecord shards + manifest).
+``python -m trainer.make_tfrecords`` (folder of class sub-folders -> TFRecord shards + manifest),
+``python -m trainer.imaging`` (images as make_tfrecords stores them, for ``tpuctl predict``).
 
 This package imports no pulumi, no google-cloud client and nothing of ``tpuctl``: it runs in its own
 environment and is shipped alone as a source distribution to Vertex AI.

@@ -135,6 +135,7 @@ MAKE_TFRECORDS_BOUNDS: dict[str, Bound] = {
 }
 
 #: The image formats ``make_tfrecords`` reads (by file name ending; Pillow decodes them) and the endings of each.
+#: The one list: ``tpuctl predict`` accepts the same files (docs/serving.md).
 IMAGE_FORMATS: dict[str, tuple[str, ...]] = {
     "JPEG": (".jpg", ".jpeg"),
     "PNG": (".png",),

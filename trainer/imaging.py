@@ -1,14 +1,21 @@
-"""Image loading for the TFRecord converter's worker processes (Pillow only: no TensorFlow start-up)."""
+"""Image loading for the TFRecord converter's worker processes (Pillow only: no TensorFlow start-up).
+
+``python -m trainer.imaging OUT IMAGE...`` writes each IMAGE as ``make_tfrecords`` stores it (:func:`main`):
+``tpuctl predict`` sends images of the formats a served model may not decode (GIF, BMP, WebP, TIFF) this way,
+so a model sees them as it saw them in training.
+"""
 
 from __future__ import annotations
 
 import io
 import re
+import sys
 import warnings
 from pathlib import Path
 from typing import NamedTuple
 
-from trainer import jpegcheck
+from trainer import jpegcheck, protocol
+from trainer.errors import ArgumentParser, UsageError, run_cli
 from trainer.flags import IMAGE_FORMATS
 
 
@@ -192,3 +199,35 @@ def _rgb(image):
 def describe(err: BaseException) -> str:
     text = str(err).splitlines()[0] if str(err) else ""
     return f"{type(err).__name__}: {text}".rstrip(": ")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m trainer.imaging OUT IMAGE...``: each IMAGE checked and encoded as ``make_tfrecords`` stores it
+    (:func:`check_image`, no --max-side), written to ``OUT/<n>.jpg`` (n: its position, from 0; OUT must be an
+    existing folder). The last stdout line is ``summary: {"images": [...]}``, one entry per IMAGE in order:
+    ``{"image", "height", "width"}`` or, for one ``make_tfrecords`` would skip, ``{"image", "kind", "reason"}``."""
+    parser = ArgumentParser(prog="python -m trainer.imaging",
+                            description="Write images as make_tfrecords stores them (JPEG, RGB).")
+    parser.add_argument("out", help="existing folder for <n>.jpg")
+    parser.add_argument("images", nargs="+", help="image files")
+
+    def run():
+        args = parser.parse_args(argv)
+        out = Path(args.out)
+        if not out.is_dir():
+            raise UsageError(f"output folder {out} does not exist")
+        results = []
+        for index, path in enumerate(args.images):
+            ok, payload = check_image(path)
+            if ok:
+                (out / f"{index}.jpg").write_bytes(payload.encoded)
+                results.append({"image": path, "height": payload.height, "width": payload.width})
+            else:
+                results.append({"image": path, "kind": payload.kind, "reason": payload.reason})
+        protocol.emit(protocol.SUMMARY, {"images": results})
+
+    return run_cli(run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -31,7 +31,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "validate_account_id", "validate_bucket_name", "validate_labels", "validate_project_id", "validate_region",
         "validate_repository_id", "validate_zone"),
     "prediction": ("BATCH_INSTANCES_FORMAT", "BATCH_PREDICTIONS_FORMAT", "BATCHING_FILE_NAME",
-        "DEFAULT_PREDICTION_MACHINE", "IMAGE_SUFFIXES", "MAX_BATCH_FILES", "SERVING_ENDPOINT_PURPOSE",
+        "DEFAULT_PREDICTION_MACHINE", "BATCH_IMAGE_SUFFIXES", "MAX_BATCH_FILES", "SERVING_ENDPOINT_PURPOSE",
         "SERVING_INPUT", "SERVING_SIGNATURE", "TF_SERVING_BATCHING_FILE", "TF_SERVING_GRPC_PORT", "TF_SERVING_IMAGE",
         "TF_SERVING_MODEL_BASE", "TF_SERVING_REST_PORT", "VERTEX_PREDICTION_IMAGES", "BatchingParameters",
         "check_display_name", "check_endpoint_name", "check_machine_type", "check_model_name",

@@ -179,8 +179,12 @@ BATCH_INSTANCES_FORMAT = "file-list"
 BATCH_PREDICTIONS_FORMAT = "jsonl"
 #: Images tpuctl puts in one batch-prediction file list (its own bound).
 MAX_BATCH_FILES = 100_000
-#: File endings taken as images from a batch folder.
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
+#: The formats tpuctl sends to a served model as they are: JPEG and PNG, which ``tf.io.decode_image`` (the export's
+#: signature, trainer/export.py) decodes in every TensorFlow the export is served with (TF Serving 2.20, the Vertex
+#: AI prediction image's 2.15). ``tpuctl predict IMAGE…`` takes every format ``make-tfrecords`` reads
+#: (trainer.flags.IMAGE_FORMATS) and converts the others first; a batch job's files go to the server unconverted,
+#: so ``--batch`` takes only these endings.
+BATCH_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 
 _ENDPOINT = re.compile(r"^projects/([^/]+)/locations/([a-z0-9-]+)/endpoints/([^/]+)$")
 _MODEL = re.compile(r"^projects/([^/]+)/locations/([a-z0-9-]+)/models/([^/]+)$")

@@ -90,8 +90,9 @@ def predict(
     target: str = typer.Argument(..., metavar="URL|ENDPOINT|RUN",
                                  help="http://HOST:8501/v1/models/NAME:predict, projects/P/locations/R/endpoints/ID, "
                                       "or with --batch a run / export / projects/P/locations/R/models/ID."),
-    images: Optional[List[str]] = typer.Argument(None, metavar="IMAGE...", help="JPEG or PNG files."),
-    instances_file: Optional[str] = typer.Option(None, "--instances", help="A JSON file of instances for a model that takes its own inputs (a plug-in's export): {\"instances\": [{\"feature\": value, ...}]}."),
+    images: Optional[List[str]] = typer.Argument(None, metavar="IMAGE...",
+                                                 help=f"Image files of the formats make-tfrecords reads: "
+                                                      f"{serving.ACCEPTED}."),
     batch: Optional[str] = typer.Option(None, "--batch", help="gs:// folder of images: create a Vertex AI batch prediction job."),
     batch_size: int = typer.Option(16, "--batch-size", help="Images per request (1-256)."),
     max_bytes: int = typer.Option(4 * 1024 * 1024, "--max-bytes", help="Largest image file accepted."),

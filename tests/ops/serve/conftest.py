@@ -208,6 +208,37 @@ def images(folder: Path, sizes=(10, 11, 12, 13, 14, 15, 16)) -> list[Path]:
     return paths
 
 
+#: One small picture per format make-tfrecords reads (trainer.flags.IMAGE_FORMATS), written with the trainer
+#: environment's Pillow: a format added to that list is covered here without a change.
+_SAMPLES = r"""
+import sys
+from pathlib import Path
+from PIL import Image
+from trainer.flags import IMAGE_FORMATS
+out = Path(sys.argv[1])
+out.mkdir(parents=True)
+picture = Image.new("RGBA", (10, 6), (200, 30, 60, 255))
+picture.putpixel((0, 0), (0, 0, 0, 0))
+for name, endings in IMAGE_FORMATS.items():
+    for ending in endings:
+        image = picture if name in ("PNG", "WebP", "TIFF", "GIF") else picture.convert("RGB")
+        image.save(out / f"sample{ending}", format=name.upper())
+whole = (out / "sample.webp").read_bytes()
+(out / "cut.webp").write_bytes(whole[:len(whole) - 10])
+"""
+
+
+@pytest.fixture(scope="module")
+def format_samples(tmp_path_factory):
+    """``sample<ending>`` for every ending of trainer.flags.IMAGE_FORMATS, and a cut-short ``cut.webp``."""
+    python = trainer_python()
+    if not python.exists():
+        pytest.skip(f"trainer environment {python} is missing (scripts/setup.sh)")
+    out = tmp_path_factory.mktemp("formats") / "samples"
+    subprocess.run([str(python), "-c", _SAMPLES, str(out)], env=trainer_env(), check=True, timeout=120)
+    return out
+
+
 @pytest.fixture
 def helpers():
     return SimpleNamespace(images=images, canned=canned, OUTPUTS=OUTPUTS, PROJECT=PROJECT, REGION=REGION,

@@ -135,6 +135,39 @@ def test_predict_rest_batches_and_sends_the_documented_format(tf_serving, helper
                                   "probability": 0.1}
 
 
+def test_predict_takes_every_format_make_tfrecords_reads(tf_serving, format_samples):
+    """Old: a WebP (and GIF, BMP, TIFF) was "not a JPEG or PNG image" to predict, though make-tfrecords trains on
+    them. JPEG and PNG go as they are; the others as make-tfrecords stores them: a JPEG of the same size."""
+    from trainer import jpegcheck
+    from trainer.flags import IMAGE_EXTENSIONS
+
+    server = tf_serving()
+    paths = [format_samples / f"sample{ending}" for ending in IMAGE_EXTENSIONS]
+    result = invoke(["predict", server.url, *paths, "--json"])
+    assert result.exit_code == 0, result.stderr
+    assert [item["image"] for item in json.loads(result.stdout)] == [str(p) for p in paths]
+    sent = [base64.b64decode(i["image_bytes"]["b64"]) for b in server.bodies for i in b["instances"]]
+    for path, data in zip(paths, sent):
+        if path.suffix in (".jpg", ".jpeg", ".png"):
+            assert data == path.read_bytes(), path.name
+        else:
+            assert data != path.read_bytes() and jpegcheck.check(data) == (6, 10, 3), path.name
+
+
+def test_predict_says_why_an_image_cannot_be_converted(tf_serving, format_samples, tmp_path):
+    server = tf_serving()
+    cut = format_samples / "cut.webp"
+    result = invoke(["predict", server.url, format_samples / "sample.png", cut])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {cut}: truncated WebP file") and result.stderr.count("\n") == 1
+    result = invoke(["predict", server.url, format_samples / "sample.gif"],
+                    env={"TPUCTL_TRAINER_PYTHON": str(tmp_path / "no-python")})
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"error: {format_samples / 'sample.gif'}: images other than JPEG and PNG are "
+                                    "converted as make-tfrecords stores them, in the trainer environment")
+    assert server.bodies == []
+
+
 def _silent_server():
     """Accepts connections and never answers."""
     sock = socket.socket()
@@ -157,7 +190,7 @@ def test_predict_bad_input_is_one_line(tf_serving, helpers, tmp_path):
     wrong_model = server.url.replace("/digits:", "/other:")
     cases = [
         ([server.url, tmp_path / "missing.jpg"], f"image {tmp_path / 'missing.jpg'} does not exist"),
-        ([server.url, text], f"{text}: not a JPEG or PNG image"),
+        ([server.url, text], f"{text}: not an image tpuctl reads"),
         ([server.url, big, "--max-bytes", "100"], f"image {big} is larger than 100 bytes"),
         (["http://127.0.0.1:8501/v1/models/digits", good], "is neither a TF Serving predict URL"),
         ([server.url, good, "--batch-size", "0"], "--batch-size must be 1-256"),

@@ -24,6 +24,7 @@ from tpuctl.services.serving.deploy import (
 from tpuctl.services.serving.exports import Export, check_export_dir, export_files, read_class_names, resolve_export
 from tpuctl.services.serving.local import ServePlan, container_runtime, plan_serve, run_serve
 from tpuctl.services.serving.predict import (
+    ACCEPTED,
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_IMAGE_BYTES,
     DEFAULT_TIMEOUT_SECONDS,

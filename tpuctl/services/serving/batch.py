@@ -106,12 +106,12 @@ def list_batch_images(source: str, *, project: str | None = None, storage_client
     with clients.google_errors(f"listing {source}", not_found=f"bucket gs://{bucket_name} does not exist",
                                forbidden=f"permission denied listing {source}: you need storage.objects.list"):
         for blob in client.list_blobs(bucket_name, prefix=prefix):
-            if blob.name.lower().endswith(domain.IMAGE_SUFFIXES):
+            if blob.name.lower().endswith(domain.BATCH_IMAGE_SUFFIXES):
                 found.append(f"gs://{bucket_name}/{blob.name}")
                 if len(found) > domain.MAX_BATCH_FILES:
                     raise UserError(f"{source} holds more than {domain.MAX_BATCH_FILES} images: split it")
     if not found:
-        raise UserError(f"{source} holds no images ({', '.join(domain.IMAGE_SUFFIXES)})")
+        raise UserError(f"{source} holds no images ({', '.join(domain.BATCH_IMAGE_SUFFIXES)})")
     return found
 
 

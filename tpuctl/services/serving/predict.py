@@ -1,6 +1,12 @@
 """``tpuctl predict``: images to a TF Serving REST endpoint or a Vertex AI Endpoint, bounded (images, bytes,
 seconds, response size) and with URLs shown without credentials.
 
+Images: every format ``make-tfrecords`` reads (``trainer.flags.IMAGE_FORMATS``, the one list). JPEG and PNG are sent
+as they are; the others (GIF, BMP, WebP, TIFF: no TensorFlow decodes TIFF, only recent ones WebP, and the Vertex AI
+prediction image runs 2.15) are first converted exactly as ``make-tfrecords`` stores them, by ``python -m
+trainer.imaging`` in the trainer environment (Pillow; the ops environment has none), so the model sees them as it
+saw them in training.
+
 requests and the Vertex AI client are imported inside the functions that use them.
 """
 
@@ -12,9 +18,11 @@ import json
 import math
 import re
 import socket
+import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -24,6 +32,9 @@ from ground import domain
 from ground.errors import UserError
 from ground.files import printable, read_file
 from ground.localtree import user_path
+from tpuctl.services.data import run_tool
+from tpuctl.services.supervisor import require_trainer_python
+from trainer.flags import IMAGE_EXTENSIONS, IMAGE_FORMATS
 
 #: Bounds of `tpuctl predict` (tpuctl's own): images per request, bytes per image, seconds per request.
 DEFAULT_BATCH_SIZE = 16
@@ -70,22 +81,59 @@ class Prediction:
     top: list[tuple[int, str | None, float | None]] = field(default_factory=list)
 
 
+#: What ``tpuctl predict`` reads, in words (the formats and endings of trainer.flags.IMAGE_FORMATS).
+ACCEPTED = f"{', '.join(IMAGE_FORMATS)} ({' '.join(IMAGE_EXTENSIONS)})"
+
+
 def read_images(paths: Sequence[str], max_bytes: int = DEFAULT_MAX_IMAGE_BYTES) -> list[Image]:
-    """Every path a JPEG or PNG file of at most ``max_bytes``; a bad one is one line naming it."""
+    """Every path an image file of at most ``max_bytes`` in a format ``make-tfrecords`` reads: JPEG or PNG content
+    (whatever the name) as it is, a file of another of its formats (by its ending, as ``make-tfrecords`` picks
+    them) converted as ``make-tfrecords`` stores it (:func:`as_stored`). A bad one is one line naming it."""
     if not paths:
-        raise UserError("give at least one image (JPEG or PNG)")
+        raise UserError(f"give at least one image ({ACCEPTED})")
     if len(paths) > MAX_IMAGES:
         raise UserError(f"{len(paths)} images is more than {MAX_IMAGES} per call")
     if max_bytes < 1:
         raise UserError(f"--max-bytes must be positive (got {max_bytes})")
-    images = []
+    images: list[Image | None] = []
+    convert: list[int] = []
     for path in paths:
         data = read_file(user_path(path, "image"), "image", max_bytes,
-                         hint=f"give JPEG or PNG files of at most {max_bytes} bytes (--max-bytes)")
-        if not (data.startswith(_JPEG) or data.startswith(_PNG)):
-            raise UserError(f"{path}: not a JPEG or PNG image")
-        images.append(Image(str(path), data))
-    return images
+                         hint=f"give image files of at most {max_bytes} bytes (--max-bytes)")
+        if data.startswith(_JPEG) or data.startswith(_PNG):
+            images.append(Image(str(path), data))
+        elif Path(path).suffix.lower() in IMAGE_EXTENSIONS:
+            convert.append(len(images))
+            images.append(None)
+        else:
+            raise UserError(f"{path}: not an image tpuctl reads: JPEG or PNG content, or a file of the formats "
+                            f"make-tfrecords reads, {ACCEPTED}")
+    if convert:
+        for index, data in zip(convert, as_stored([str(paths[i]) for i in convert])):
+            images[index] = Image(str(paths[index]), data)
+    return [image for image in images if image is not None]
+
+
+def as_stored(paths: Sequence[str]) -> list[bytes]:
+    """The JPEG ``make-tfrecords`` would store for each of ``paths`` (``python -m trainer.imaging`` in the trainer
+    environment); one it would skip is one line with its reason."""
+    try:
+        require_trainer_python()
+    except UserError as exc:
+        raise UserError(f"{paths[0]}: images other than JPEG and PNG are converted as make-tfrecords stores them, in "
+                        f"the trainer environment: {exc}") from None
+    with tempfile.TemporaryDirectory(prefix="tpuctl-predict-") as tmp:
+        results = run_tool("trainer.imaging", [tmp, *paths]).get("images")
+        if not isinstance(results, list) or len(results) != len(paths):
+            raise UserError(f"trainer.imaging gave {len(results) if isinstance(results, list) else 'no'} results for "
+                            f"{len(paths)} images; is the trainer package up to date?", 1)
+        converted = []
+        for index, (path, result) in enumerate(zip(paths, results)):
+            if not isinstance(result, dict) or "reason" in result:
+                reason = result.get("reason") if isinstance(result, dict) else None
+                raise UserError(f"{path}: {printable(str(reason or 'not converted'), 300)}")
+            converted.append((Path(tmp) / f"{index}.jpg").read_bytes())
+        return converted
 
 
 @dataclass(frozen=True)
