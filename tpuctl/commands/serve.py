@@ -73,15 +73,17 @@ def serve_failure(plan, code: int) -> str:
 
 
 def _render(predictions, as_json: bool) -> None:
-    """Predictions as lines or strict JSON; class names from the server or a manifest are terminal-safe text, and a
-    probability the server sent as NaN/Infinity is unknown ("?", null in JSON), never printed as a number."""
+    """Predictions as lines or strict JSON: per image its top classes, each with its id and, when known, its name
+    (``cat (class 0) 0.912``; ``class 3 0.041`` unnamed). Class names from the server or a manifest are terminal-safe
+    text, and a probability the server sent as NaN/Infinity is unknown ("?", null in JSON), never printed as a
+    number."""
 
     if as_json:
         typer.echo(strict_json([{"image": p.path, "top": [{"class_id": i, "class_name": n, "probability": v}
                                                            for i, n, v in p.top]} for p in predictions]))
         return
     for p in predictions:
-        ranked = ", ".join(f"{shown(n, limit=80) if n is not None else f'class {i}'} "
+        ranked = ", ".join(f"{f'{shown(n, limit=80)} (class {i})' if n is not None else f'class {i}'} "
                            f"{f'{v:.3f}' if v is not None else '?'}" for i, n, v in p.top)
         typer.echo(f"{shown(p.path)}: {ranked}")
 

@@ -124,7 +124,7 @@ def test_server_text_reaches_the_terminal_without_escape_sequences(server, image
                                                 "class_name": "\x1b]0;owned\x07cat\x1b[2J"}]}).encode()
     server.status = 200
     result = invoke(["predict", server.predict_url(), str(image)])
-    assert result.exit_code == 0 and "\x1b" not in result.stdout and "cat 0.900" in result.stdout
+    assert result.exit_code == 0 and "\x1b" not in result.stdout and "cat (class 0) 0.900" in result.stdout
     server.reply, server.status = b'{"error": "\x1b[31mred\x1b[0m"}', 503
     line = _one_line(invoke(["predict", server.predict_url(), str(image)]))
     assert "\x1b" not in line and "red" in line

@@ -135,6 +135,30 @@ def test_predict_rest_batches_and_sends_the_documented_format(tf_serving, helper
                                   "probability": 0.1}
 
 
+def test_every_row_names_its_classes_with_their_ids(tf_serving, helpers, tmp_path):
+    """Old: a row showed the top class's name without its id, and the other classes as `class N` although the model
+    had named them in other rows (it answers only its top class's name; no --manifest here)."""
+    server = tf_serving()
+    paths = helpers.images(tmp_path / "imgs", sizes=(10, 11, 12, 13))     # the canned model's top: 1, 2, 0, 1
+    result = invoke(["predict", server.url, *paths, "--top", "3"])
+    assert result.exit_code == 0, result.stderr
+    for path, line in zip(paths, result.stdout.splitlines()):
+        top = len(path.read_bytes()) % 3
+        rest = [i for i in range(3) if i != top]
+        assert line == (f"{path}: model-{top} (class {top}) 0.800, model-{rest[0]} (class {rest[0]}) 0.100, "
+                        f"model-{rest[1]} (class {rest[1]}) 0.100")
+    shown = json.loads(invoke(["predict", server.url, *paths, "--json"]).stdout)
+    assert all(t["class_name"] == f"model-{t['class_id']}" for item in shown for t in item["top"])
+
+    # a model that names one class two ways: its own name for each row's top, no guess for the others
+    two_ways = tf_serving(predictor=lambda instances: [
+        {"probabilities": [0.7, 0.3], "class_id": 0, "class_name": f"zero-{n}"} for n in range(len(instances))])
+    result = invoke(["predict", two_ways.url, *paths[:2], "--top", "2"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines() == [f"{paths[0]}: zero-0 (class 0) 0.700, class 1 0.300",
+                                          f"{paths[1]}: zero-1 (class 0) 0.700, class 1 0.300"]
+
+
 def test_predict_takes_every_format_make_tfrecords_reads(tf_serving, format_samples):
     """Old: a WebP (and GIF, BMP, TIFF) was "not a JPEG or PNG image" to predict, though make-tfrecords trains on
     them. JPEG and PNG go as they are; the others as make-tfrecords stores them: a JPEG of the same size."""
@@ -224,7 +248,8 @@ def test_predict_on_a_vertex_endpoint_sends_the_same_instances(vertex, helpers, 
     requests = [strict(aiplatform_v1.PredictRequest, body) for _, body in posts]
     sent = [dict(v) for r in requests for v in r.instances]
     assert [base64.b64decode(i["image_bytes"]["b64"]) for i in sent] == [p.read_bytes() for p in paths]
-    assert result.stdout.splitlines() == [f"{p}: model-{len(p.read_bytes()) % 3} 0.800" for p in paths]
+    assert result.stdout.splitlines() == [f"{p}: model-{n} (class {n}) 0.800"
+                                          for p in paths for n in [len(p.read_bytes()) % 3]]
 
 
 def test_deploy_dry_run_creates_nothing(fake_export, outputs_file):

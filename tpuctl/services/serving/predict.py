@@ -79,6 +79,8 @@ class Prediction:
     path: str
     #: (class id, name, probability; None when the server sent NaN or an infinite number)
     top: list[tuple[int, str | None, float | None]] = field(default_factory=list)
+    #: (class id, name) the model itself answered for its top class, when it did
+    model_class: tuple[int, str] | None = None
 
 
 #: What ``tpuctl predict`` reads, in words (the formats and endings of trainer.flags.IMAGE_FORMATS).
@@ -335,13 +337,30 @@ def top_classes(path: str, prediction: Any, class_names: Sequence[str] | None, k
     if class_names is not None and len(class_names) != len(values):
         class_names = None  # another model's manifest: do not guess
     order = sorted(range(len(values)), key=lambda i: (values[i] is None, -(values[i] or 0.0), i))[:k]
+    own = None
+    if isinstance(model_name, str) and (number := _number(model_id)) is not None and number in range(len(values)):
+        own = (int(number), model_name)
     top = []
     for i in order:
         name = class_names[i] if class_names else None
-        if isinstance(model_name, str) and _number(model_id) == i:
-            name = model_name
+        if own is not None and own[0] == i:
+            name = own[1]
         top.append((i, name, values[i]))
-    return Prediction(path, top)
+    return Prediction(path, top, own)
+
+
+def name_every_class(predictions: list[Prediction]) -> list[Prediction]:
+    """Name, in every image's row, each class the model named for some image of this call (its ``class_name`` for
+    its top class): the model answers only its top class's name, so without ``--manifest`` the other classes of a
+    row were unnamed though another row named them. A class the model named in two ways is left as it was."""
+    names: dict[int, set[str]] = {}
+    for p in predictions:
+        if p.model_class is not None:
+            names.setdefault(p.model_class[0], set()).add(p.model_class[1])
+    known = {i: next(iter(found)) for i, found in names.items() if len(found) == 1}
+    for p in predictions:
+        p.top = [(i, known.get(i) if name is None else name, v) for i, name, v in p.top]
+    return predictions
 
 
 def predict_rest(url: str, images: Sequence[Image], *, batch_size: int = DEFAULT_BATCH_SIZE,
@@ -356,7 +375,7 @@ def predict_rest(url: str, images: Sequence[Image], *, batch_size: int = DEFAULT
         if len(predictions) != len(batch):
             raise UserError(f"{shown_url(url)} answered {len(predictions)} predictions for {len(batch)} images", 1)
         out += [top_classes(i.path, p, class_names, k, shown_url(url)) for i, p in zip(batch, predictions)]
-    return out
+    return name_every_class(out)
 
 
 def vertex_client(kind: str, region: str):
@@ -382,4 +401,4 @@ def predict_vertex(endpoint: str, images: Sequence[Image], *, batch_size: int = 
         if len(predictions) != len(batch):
             raise UserError(f"{endpoint} answered {len(predictions)} predictions for {len(batch)} images", 1)
         out += [top_classes(i.path, p, class_names, k, endpoint) for i, p in zip(batch, predictions)]
-    return out
+    return name_every_class(out)
