@@ -353,7 +353,8 @@ def test_interrupted_conversion_leaves_nothing_that_blocks_a_rerun(tools, slow_s
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=group)
     try:
         staging = dest.parent / f".{dest.name}.writing"  # trainer.atomicdir: written next to DEST
-        first = wait_for(lambda: staging.exists() and list(staging.glob(".*.partial")),
+        # `or None`: an empty list is a value to wait_for; the staging folder exists before its first shard does
+        first = wait_for(lambda: (staging.exists() and list(staging.glob(".*.partial"))) or None,
                          "the conversion's first shard", proc=proc)
         if group:
             os.killpg(proc.pid, signum)
