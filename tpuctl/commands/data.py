@@ -74,7 +74,7 @@ def _render(summary: dict, as_json: bool) -> None:
         ("validation examples", summary.get("validation")),
         ("classes", f"{len(classes)}: {', '.join(map(str, classes))}" if isinstance(classes, list) else classes),
         ("skipped files", summary.get("skipped", 0)),
-        ("resized images", f"{summary['resized']} (--max-side {summary['max_side']})" if summary.get("max_side")
+        ("resized images", f"{summary.get('resized')} (--max-side {summary['max_side']})" if summary.get("max_side")
          else None),
         ("shards", summary.get("shards")),
         ("bytes", summary.get("bytes")),

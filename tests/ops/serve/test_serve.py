@@ -178,8 +178,12 @@ def test_predict_takes_every_format_make_tfrecords_reads(tf_serving, format_samp
             assert data != path.read_bytes() and jpegcheck.check(data) == (6, 10, 3), path.name
 
 
-def test_predict_says_why_an_image_cannot_be_converted(tf_serving, format_samples, tmp_path):
+def test_predict_says_why_an_image_cannot_be_converted(tf_serving, format_samples, tmp_path, monkeypatch):
     server = tf_serving()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "-named-like-a-flag.webp").write_bytes((format_samples / "sample.webp").read_bytes())
+    assert invoke(["predict", server.url, "--", "-named-like-a-flag.webp"]).exit_code == 0   # converted, a file
+    server.bodies.clear()
     cut = format_samples / "cut.webp"
     result = invoke(["predict", server.url, format_samples / "sample.png", cut])
     assert result.exit_code == 2

@@ -16,6 +16,7 @@ import base64
 import contextlib
 import json
 import math
+import os
 import re
 import socket
 import tempfile
@@ -125,7 +126,8 @@ def as_stored(paths: Sequence[str]) -> list[bytes]:
         raise UserError(f"{paths[0]}: images other than JPEG and PNG are converted as make-tfrecords stores them, in "
                         f"the trainer environment: {exc}") from None
     with tempfile.TemporaryDirectory(prefix="tpuctl-predict-") as tmp:
-        results = run_tool("trainer.imaging", [tmp, *paths]).get("images")
+        # absolute, after "--": a file named like an option ("-x.webp") stays a file
+        results = run_tool("trainer.imaging", [tmp, "--", *(os.path.abspath(p) for p in paths)]).get("images")
         if not isinstance(results, list) or len(results) != len(paths):
             raise UserError(f"trainer.imaging gave {len(results) if isinstance(results, list) else 'no'} results for "
                             f"{len(paths)} images; is the trainer package up to date?", 1)
