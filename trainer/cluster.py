@@ -164,8 +164,50 @@ def parse_tpu_name(environ: Mapping[str, str]) -> str | None:
     return name
 
 
+@dataclasses.dataclass(frozen=True)
+class VertexTpu:
+    """The TPU slice of a Vertex AI TPU replica, as Vertex AI describes it to the container."""
+    name: str
+    zone: str | None = None
+    project: str | None = None
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def parse_vertex_tpu(environ: Mapping[str, str]) -> VertexTpu | None:
+    """Vertex AI's ``TPU_CONFIG`` (``{"project": …, "zone": …, "tpu_node_name": …}``), else its ``TPU_NODE_NAME``:
+    the slice a Vertex AI TPU replica runs on (Google's TPU VM training page, "Environment variables"); None when
+    neither is set. tpuctl sets no ``TPU_NAME`` on a replica of several VMs, and the trainer resolves the slice by this
+    name on each of them, as it does a TPU VM slice by ``TPU_NAME=<node name>``."""
+    raw = environ.get("TPU_CONFIG", "")
+    if isinstance(raw, str) and raw.strip():
+        if len(raw) > _MAX_ENV_CHARS:
+            raise UsageError("TPU_CONFIG is too long to be Vertex AI's TPU description")
+        try:
+            config = json.loads(raw)
+        except ValueError:
+            raise UsageError(f"TPU_CONFIG {_shown(raw)} is not JSON (Vertex AI sets "
+                             "{\"project\", \"zone\", \"tpu_node_name\"})") from None
+        name = config.get("tpu_node_name") if isinstance(config, dict) else None
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise UsageError(f"TPU_CONFIG {_shown(raw)} has no tpu_node_name")
+        zone, project = config.get("zone"), config.get("project")
+        return VertexTpu(name, zone if isinstance(zone, str) and zone else None,
+                         project if isinstance(project, str) and project else None)
+    node = environ.get("TPU_NODE_NAME", "")
+    node = node.strip() if isinstance(node, str) else ""
+    if not node:
+        return None
+    if not _NAME.fullmatch(node):
+        raise UsageError(f"TPU_NODE_NAME {_shown(node)} is not a TPU node name")
+    return VertexTpu(node)
+
+
 def validate_environment(environ: Mapping[str, str]) -> ClusterConfig | None:
-    """Check TF_CONFIG and TPU_NAME before anything starts; returns the cluster (None: single task)."""
+    """Check TF_CONFIG, TPU_NAME and Vertex AI's TPU_CONFIG before anything starts; returns the cluster (None: single
+    task)."""
     cluster = parse_tf_config(environ)
-    parse_tpu_name(environ)
+    if parse_tpu_name(environ) is None:
+        parse_vertex_tpu(environ)
     return cluster

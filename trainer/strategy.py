@@ -1,6 +1,6 @@
 """Which tf.distribute strategy runs, decided once at start-up (before any other TensorFlow op).
 
-``auto``: TPUStrategy when a TPU is configured (TPU_NAME set, or TPU devices on a TPU VM),
+``auto``: TPUStrategy when a TPU is configured (TPU_NAME set, Vertex AI's TPU_CONFIG, or TPU devices on a TPU VM),
 MultiWorkerMirrored when TF_CONFIG describes more than one task, Mirrored with more than one GPU,
 else the default strategy. An explicit choice the machine cannot honour raises HardwareError at
 once, naming what is missing; nothing here waits for hardware that is not there.
@@ -36,7 +36,7 @@ from collections.abc import Mapping
 import tensorflow as tf
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
-from trainer.cluster import ClusterConfig, parse_tf_config, parse_tpu_name
+from trainer.cluster import ClusterConfig, VertexTpu, parse_tf_config, parse_tpu_name, parse_vertex_tpu
 from trainer.errors import HardwareError, UsageError
 from trainer.rendezvous import AddressProbe, await_tasks, wait_for_peers
 
@@ -255,7 +255,7 @@ def _parameter_server(cluster: ClusterConfig | None, timeout: float) -> Strategy
                         task_type="chief", task_id=0, is_chief=True)
 
 
-def _tpu_strategy(tpu_name: str | None, timeout: float = DEFAULT_TIMEOUT) -> StrategyInfo:
+def _tpu_strategy(tpu_name: str | None, timeout: float = DEFAULT_TIMEOUT, vertex: VertexTpu | None = None) -> StrategyInfo:
     if tpu_name and tpu_name.startswith("grpc://"):  # a host:port address (parse_tpu_name checked it)
         host_port = tpu_name[len("grpc://"):]
         # A TPU VM's gRPC worker listens as long as the TPU exists: refused = wrong address, fail now.
@@ -273,9 +273,14 @@ def _tpu_strategy(tpu_name: str | None, timeout: float = DEFAULT_TIMEOUT) -> Str
     socket.setdefaulttimeout(timeout)
     try:
         try:
-            resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_name or None)
+            if tpu_name is None and vertex is not None:   # a Vertex AI replica of several TPU VMs
+                resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=vertex.name, zone=vertex.zone,
+                                                                             project=vertex.project)
+            else:
+                resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_name or None)
         except Exception as err:  # noqa: BLE001 - ValueError (none configured), URLError (name not resolvable), ...
-            where = f"TPU_NAME={tpu_name!r}" if tpu_name else "TPU_NAME is not set and this is not a TPU VM"
+            where = (f"TPU_NAME={tpu_name!r}" if tpu_name else f"Vertex AI's TPU node {vertex.name!r}" if vertex
+                     else "TPU_NAME is not set and this is not a TPU VM")
             first = str(err).splitlines()[0] if str(err) else type(err).__name__
             raise HardwareError(f"--distribution_strategy tpu: no TPU found ({where}): {first}") from None
 
@@ -307,10 +312,11 @@ def resolve_strategy(choice: str, *, num_gpus: int = 0, environ: Mapping[str, st
     env = os.environ if environ is None else environ
     tf_config = parse_tf_config(env)
     tpu_name = parse_tpu_name(env)
+    vertex_tpu = parse_vertex_tpu(env) if tpu_name is None else None
     configure_gpus(gpu_memory, virtual_gpus)
 
     if choice == "auto":
-        if tpu_name or tf.config.list_physical_devices("TPU"):
+        if tpu_name or vertex_tpu or tf.config.list_physical_devices("TPU"):
             choice = "tpu"
         elif tf_config is not None and tf_config.jobs.get("ps"):
             choice = "parameter_server"
@@ -326,7 +332,7 @@ def resolve_strategy(choice: str, *, num_gpus: int = 0, environ: Mapping[str, st
                                 devices=("/gpu:0",) if gpus else ("/cpu:0",))
 
     if choice == "tpu":
-        return _tpu_strategy(tpu_name, timeout)
+        return _tpu_strategy(tpu_name, timeout, vertex_tpu)
 
     if choice == "gpu":
         gpus = _logical_gpus() if virtual_gpus else _gpus()  # virtual GPUs count as GPUs

@@ -41,7 +41,7 @@ def trainer_env(extra: dict | None = None) -> dict:
     env = dict(os.environ)
     env.pop("TF_CONFIG", None)
     env.pop("TPU_NAME", None)
-    for key in ("AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR"):
+    for key in ("TPU_CONFIG", "TPU_NODE_NAME", "AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR"):
         env.pop(key, None)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["TF_USE_LEGACY_KERAS"] = "1"
@@ -97,7 +97,8 @@ def run_in_process(module_args: list[str], monkeypatch, *, env: dict | None = No
     from tensorflow.python.framework import config as tf_config
 
     module, *argv = module_args
-    for key in ("TF_CONFIG", "TPU_NAME", "AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR"):
+    for key in ("TF_CONFIG", "TPU_NAME", "TPU_CONFIG", "TPU_NODE_NAME", "AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR",
+                "AIP_TENSORBOARD_LOG_DIR"):
         monkeypatch.delenv(key, raising=False)
     for key, value in (env or {}).items():
         monkeypatch.setenv(key, value)

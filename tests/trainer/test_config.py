@@ -138,6 +138,29 @@ def test_tpu_name_is_checked(name, ok):
             parse_tpu_name({"TPU_NAME": name})
 
 
+@pytest.mark.parametrize("environ, expected", [
+    ({}, None),
+    ({"TPU_CONFIG": '{"project": "tenant-project-xyz", "zone": "us-central1-b", "tpu_node_name": "my-first-tpu-node"}'},
+     ("my-first-tpu-node", "us-central1-b", "tenant-project-xyz")),
+    ({"TPU_NODE_NAME": "my-first-tpu-node"}, ("my-first-tpu-node", None, None)),
+    ({"TPU_CONFIG": "not json"}, "is not JSON"),
+    ({"TPU_CONFIG": '{"zone": "us-central1-b"}'}, "has no tpu_node_name"),
+    ({"TPU_NODE_NAME": "bad name"}, "is not a TPU node name"),
+])
+def test_vertex_ais_tpu_description_names_the_slice_of_a_multi_vm_replica(environ, expected):
+    # Vertex AI's TPU VM training page: the container gets TPU_NODE_NAME and TPU_CONFIG {project, zone, tpu_node_name}
+    from trainer.cluster import parse_vertex_tpu, validate_environment
+
+    if isinstance(expected, str):
+        with pytest.raises(UsageError, match=expected):
+            validate_environment(environ)
+        return
+    found = parse_vertex_tpu(environ)
+    assert (None if found is None else (found.name, found.zone, found.project)) == expected
+    # TPU_NAME, when set, is what the trainer uses: Vertex AI's description is not even read
+    assert validate_environment({**environ, "TPU_NAME": "local", "TPU_CONFIG": "ignored"}) is None
+
+
 # --------------------------------------------------------------------------------------- numeric bounds
 BASE = ["--model_dir", "m", "--data_dir", "d"]
 
