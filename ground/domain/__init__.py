@@ -20,8 +20,8 @@ from ground.errors import DomainError
 #: Each module's facts used outside it (the package's exports).
 EXPORTS: dict[str, tuple[str, ...]] = {
     "accelerators": ("GPU_TYPES", "MIN_VCPUS_PER_GPU", "VERTEX_API_HOST", "VERTEX_CUSTOM_JOB_CONSOLE_URL",
-        "VERTEX_TRAINING_IMAGES", "Accelerator", "TrainingImage", "check_accelerator_region", "parse_accelerator",
-        "prebuilt_training_image"),
+        "VERTEX_TRAINING_IMAGES", "Accelerator", "TrainingImage", "check_accelerator_region", "check_end_of_support",
+        "parse_accelerator", "prebuilt_training_image"),
     "apis": ("BOOTSTRAP_APIS", "REQUIRED_APIS"),
     "hub": ("DEFAULT_HUB_CACHE_PREFIX", "HUB_MANIFEST", "HUB_STAGING", "HubLayout", "hub_cache_key",
         "hub_descriptor", "hub_descriptor_name", "hub_folder", "hub_folder_problem", "hub_layout", "hub_manifest",
@@ -60,6 +60,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "tpuvm": ("TPU_ONLY_REGIONS", "TPU_VM_MANAGED_LABEL", "TPU_VM_NODE_GONE_HEALTH", "TPU_VM_NODE_GONE_STATES",
         "TPU_VM_PREEMPTED_METADATA_KEY", "TPU_VM_RUN_LABEL", "UNVERIFIED_TPUVM_FACTS", "is_tpu_vm_zone_refusal",
         "validate_tpu_vm_name", "validate_tpu_vm_zone"),
+    "vertexdata": ("MAX_DATA_AGE", "REFRESH_SCRIPT", "VertexTables", "vertex_tables"),
 }
 #: Modules asked for as attributes of the package (``domain.storage_iam.…``).
 MODULES = frozenset({"storage_iam"})

@@ -7,12 +7,14 @@ per-zone and known by their quota ID. The accelerators themselves are catalogued
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 
-from ground.domain.accelerators import GPU_TYPES, Accelerator, GpuType, gpu_type
+from ground.domain.accelerators import GPU_TYPES, NEW_GPU_METRICS, Accelerator, GpuType, gpu_type
 from ground.domain.names import validate_region
 from ground.domain.tpu import TPU_SLICES, TpuSlice
 from ground.domain.tpuvm import validate_tpu_vm_zone
+from ground.domain.vertexdata import vertex_tables
 from ground.errors import DomainError
 
 #: Default cap of the policy pack on one GPU quota preference (stack key maxGpuQuota).
@@ -43,6 +45,9 @@ UNVERIFIED_QUOTA_FACTS: dict[str, str] = {
     "spot-quota-metrics": "Vertex AI's Spot quota metrics are custom_model_training_preemptible_<gpu> (seen in "
                           "errors and listings, on no Google page)",
     "tpu-v2-quota-metric": "Vertex AI's TPU v2 quota metric is custom_model_training_tpu_v2 (the pattern of v3/v5e)",
+    "new-gpu-quota-metrics": "Vertex AI's quota metrics of H100 Mega, H200, B200 and RTX PRO 6000 are "
+                             "custom_model_training_nvidia_<gpu>_gpus (the pattern of the others; h100_mega and h200 "
+                             "seen in public repositories, on no Google page read here)",
     "tpu-vm-quota-ids": "the Cloud TPU per-zone quota ids (Google's strings from errors and listings)",
     "v4-quota-unit": "v4 per-zone quota counts TensorCores, like v5p",
 }
@@ -52,7 +57,8 @@ QUOTA_SERVICE = QUOTA_SERVICES[DEFAULT_QUOTA_SERVICE]
 #: vertex on-demand: ``aiplatform.googleapis.com/custom_model_training_<gpu>`` — Google's own sample
 #:   github.com/GoogleCloudPlatform/vertex-ai-samples community-content/vertex_model_garden/model_oss/
 #:   notebook_util/common_util.py ``get_resource_id`` (T4, L4, V100, A100, A100 80GB, H100; checked 2026-11);
-#:   P100 follows the same pattern but is NOT in that list [unverified: p100-quota-metric].
+#:   P100 follows the same pattern but is NOT in that list [unverified: p100-quota-metric]. H100 Mega, H200, B200 and
+#:   RTX PRO 6000 (added in issue 42) follow it too [unverified: new-gpu-quota-metrics].
 #: vertex Spot/preemptible: ``…/custom_model_training_preemptible_<gpu>`` — seen in RESOURCE_EXHAUSTED
 #:   errors and quota listings quoted in public repositories (2025-2026); no Google reference page was
 #:   reachable from here [unverified: spot-quota-metrics].
@@ -153,21 +159,29 @@ def split_quota_spec(spec: str, what: str, form: str, example: str) -> tuple[str
     return parts[0], parts[1], parts[2], spot
 
 
-def parse_gpu_quota(spec: str, kind: str = DEFAULT_QUOTA_SERVICE) -> QuotaRequest:
+def parse_gpu_quota(spec: str, kind: str = DEFAULT_QUOTA_SERVICE, today: datetime.date | None = None) -> QuotaRequest:
     """``GPU_TYPE:REGION:COUNT[:spot]`` (e.g. ``nvidia-tesla-t4:us-central1:4``) → validated request for the
-    quota of ``kind`` (vertex: Vertex AI custom training; compute: Compute Engine VMs/GKE)."""
+    quota of ``kind`` (vertex: Vertex AI custom training; compute: Compute Engine VMs/GKE). Refused: a GPU past its
+    end of support, and (vertex) a region Google's locations table marks "not available for training"; a region the
+    table does not list is Google's to grant or refuse."""
     name, region, count_text, spot = split_quota_spec(spec, "GPU quota", "GPU_TYPE:REGION:COUNT",
                                                       "nvidia-tesla-t4:us-central1:4")
     gpu = gpu_type(name)
     validate_region(region)
-    if region not in gpu.regions:
-        raise DomainError(f"GPU {gpu.name} is not offered in {region}; try one of {', '.join(sorted(gpu.regions))}")
+    end = gpu.end_of_support
+    if end is not None and (today or datetime.date.today()) >= end:
+        raise DomainError(f"GPU quota {spec!r}: NVIDIA {gpu.label} reached its end of support on {end.isoformat()}")
+    offer = vertex_tables().offer(gpu.label)
+    if kind == "vertex" and offer is not None and region in offer.not_for_training:
+        raise DomainError(f"GPU {gpu.name} is not available for training in {region} ({vertex_tables().dated}); "
+                          f"try one of {', '.join(sorted(offer.training))}")
     count = quota_count(spec, count_text, "GPU quota")
     return QuotaRequest(gpu.short, region, count, gpu_quota_metric(gpu, kind, spot), gpu=gpu, spot=spot)
 
 
 def parse_tpu_quota(spec: str) -> QuotaRequest:
-    """``TPU_VERSION:REGION:CORES`` (e.g. ``v5e:us-central1:8`` or ``tpu-v5e:…``) → Vertex AI TPU quota request."""
+    """``TPU_VERSION:REGION:CORES`` (e.g. ``v5e:us-central1:8`` or ``tpu-v5e:…``) → Vertex AI TPU quota request; a
+    region Google's locations table marks "not available for training" for every slice of the version is refused."""
     parts = [p.strip() for p in str(spec).split(":")]
     if len(parts) != 3:
         raise DomainError(f"TPU quota {spec!r} must be TPU_VERSION:REGION:CORES, e.g. v5e:us-central1:8")
@@ -176,10 +190,12 @@ def parse_tpu_quota(spec: str) -> QuotaRequest:
     if version not in VERTEX_TPU_QUOTA:
         raise DomainError(f"TPU quota {spec!r}: version {version!r} must be one of {', '.join(VERTEX_TPU_QUOTA)}")
     validate_region(region)
-    regions = frozenset().union(*(s.vertex.regions for s in TPU_SLICES.values() if s.vertex and s.generation == version))
-    if region not in regions:
-        raise DomainError(f"TPU {version} is not offered in {region} on Vertex AI according to tpuctl's catalogue; "
-                          f"try one of {', '.join(sorted(regions))}")
+    offers = [vertex_tables().offer(label) for label in
+              sorted({s.vertex.label for s in TPU_SLICES.values() if s.vertex and s.generation == version})]
+    training = frozenset().union(*(o.training for o in offers if o is not None))
+    if region not in training and any(o is not None and region in o.not_for_training for o in offers):
+        raise DomainError(f"TPU {version} is not available for training in {region} on Vertex AI "
+                          f"({vertex_tables().dated}); try one of {', '.join(sorted(training))}")
     count = quota_count(spec, count_text, "TPU quota")
     return QuotaRequest(f"tpu-{version}", region, count, VERTEX_TPU_QUOTA[version][0], tpu_version=version)
 
@@ -192,6 +208,8 @@ def unverified_metric_fact(metric: str) -> str | None:
         return "p100-quota-metric"
     if metric == VERTEX_TPU_QUOTA["v2"][0]:
         return "tpu-v2-quota-metric"
+    if metric in {gpu_quota_metric(GPU_TYPES[name]) for name in NEW_GPU_METRICS}:
+        return "new-gpu-quota-metrics"
     return None
 
 

@@ -13,19 +13,29 @@ Sources (checked 2026-11-22 with the search tool):
   are topologies 4x4/4x8/8x8/8x16/16x16 on 2/4/8/16/32 hosts and 4/8/16/32/64 VMs (4 chips per VM).
 - v5e (cloud.google.com/tpu/docs/v5e and /supported-tpu-configurations): ``v5litepod-N`` with N chips; 1, 4 and 8
   fit one host; 16/32/64/128/256 are topologies 4x4…16x16 on 2/4/8/16/32 hosts. "Each TPU VM in a v5e slice
-  contains 1, 4 or 8 chips". [unverified: v5e-multihost-vms] The number of TPU VMs of a multi-host v5e slice; ``vms``
-  below assumes 4 chips per VM as v6e's table states for v6e (and GKE's ct5lp-hightpu-4t suggests).
+  contains 1, 4 or 8 chips"; a multi-host v5e slice has one VM per 4 chips: Vertex AI's TPU v5e table
+  (``vertexdata.v5e_topologies``: ct5lp-hightpu-4t 4x4 = 16 chips on 4 VMs … 16x16 = 256 chips on 64 VMs, generated
+  from the custom-training compute page, read 2026-11-26), as GKE's node pools of ct5lp-hightpu-4t (16x16: 64 nodes).
 - v5p (cloud.google.com/tpu/docs/supported-tpu-configurations): ``v5p-N`` where N counts TensorCores (2 per chip),
   4 chips per host (one VM per host): v5p-8 is 1 host, v5p-16 2, v5p-32 4 … Only power-of-two sizes up to
   v5p-1024 are listed here; Google accepts other sizes too (not listed) [unverified: other-slice-sizes].
 - v4 (cloud.google.com/tpu/docs/v4) [unverified: v4-shapes]: ``v4-N`` where N counts TensorCores (2 per chip),
   4 chips per host; power-of-two sizes up to v4-1024 listed.
-- v2-8 and v3-8 (one board of 4 chips, 8 TensorCores) run through Vertex AI only here.
+- v2 and v3 run through Vertex AI only here: one board (v2-8, v3-8: 4 chips, 8 TensorCores, one host) or a Pod slice
+  of 32 × n TensorCores (``vertexdata.tpu_pod_counts``: "8 for single TPU or 32 or multiple of 32 for TPU Pods").
+  The Pod sizes are Cloud TPU's accelerator types (cloud.google.com/tpu/docs/regions-zones, read 2026-11-26 with the
+  search tool: v2-32/128/256/512, v3-32/64/128/256/512/1024/2048), 4 chips per host.
 - TensorFlow-specific runtimes ``tpu-vm-tf-x.y.z[-pod][-pjrt]`` exist (cloud.google.com/tpu/docs/runtimes);
   tpuctl does not use them: the trainer runs in its own container (tensorflow-tpu + libtpu) on the base runtime.
-- Vertex AI machine specs: ``cloud-tpu`` with ``TPU_V2``/``TPU_V3`` × 8, and ``ct5lp-hightpu-{1,4,8}t`` with
-  topology 1x1/2x2/2x4 for v5e, one TPU host per job (shared/REFERENCE.md, "Vertex AI GPU machine types"); the
-  AcceleratorType names are checked against the aiplatform protos (tests/ops/train/test_vertex_contract.py).
+- Vertex AI machine specs (one worker pool, one replica, which may span several TPU VMs): ``cloud-tpu`` with
+  ``TPU_V2``/``TPU_V3`` × 8 (a board) or × 32n (a Pod), and for v5e the machine type and ``tpuTopology`` of each row
+  of Google's TPU v5e table (``vertexdata.v5e_topologies``: ct5lp-hightpu-1t 1x1, -4t 2x2, -8t 2x4 on one VM;
+  ct5lp-hightpu-4t 4x4 … 16x16 on 4 … 64 VMs). Regions: Google's locations table by ``VertexTpu.label``
+  (``TPU v2``, ``TPU v2 Pod``, ``TPU v3``, ``TPU v3 Pod``, ``TPU v5e``). The AcceleratorType names are checked against
+  the aiplatform protos (tests/ops/train/test_vertex_contract.py). v6e and TPU7x are not offered on Vertex AI: Google's
+  TPU VM training page says "Starting with TPU v6e, TensorFlow is no longer supported". On a replica of several VMs the
+  trainer resolves the slice from Vertex AI's ``TPU_CONFIG`` on each of them [unverified: vertex-multihost-tensorflow]:
+  Google documents TensorFlow on a Vertex AI TPU Pod only with its ``tf-tpu-pod-base`` image.
 """
 
 from __future__ import annotations
@@ -34,11 +44,13 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
+from ground.domain.vertexdata import vertex_tables
 from ground.errors import DomainError
 
 #: Facts of this module that no Google page confirmed (``[unverified: id]`` where used; listed in docs/tpu-vm.md).
 UNVERIFIED_TPU_FACTS: dict[str, str] = {
-    "v5e-multihost-vms": "a multi-host v5e slice has one TPU VM per 4 chips",
+    "vertex-multihost-tensorflow": "TensorFlow's TPUStrategy spans the VMs of a multi-VM Vertex AI TPU replica when "
+                                   "each runs the trainer image and resolves the slice from TPU_CONFIG",
     "other-slice-sizes": "v5p/v4 sizes other than powers of two are left out (Google accepts more)",
     "v4-shapes": "v4 accelerator types and hosts were not re-read from Google's v4 page",
 }
@@ -68,11 +80,23 @@ TPU_VM_GENERATIONS: dict[str, TpuVmGeneration] = {
 
 @dataclass(frozen=True)
 class VertexTpu:
-    """How Vertex AI custom training asks for a slice (its MachineSpec), and where it offers it."""
+    """How Vertex AI custom training asks for a slice (its MachineSpec: one replica), and where it offers it."""
     machine_type: str
     accelerator_type: str | None      # aiplatform AcceleratorType enum name; None: the machine type implies it
     accelerator_count: int
-    regions: frozenset[str]
+    label: str                        # its name in Google's locations table: TPU v5e, TPU v2 Pod
+    topology: str | None = None       # machineSpec.tpuTopology (v5e)
+    vms: int = 1                      # TPU VMs of the one replica (Google's table)
+
+    @property
+    def regions(self) -> frozenset[str]:
+        """Where Vertex AI trains on it (``vertexdata``); empty when Google's table lists none."""
+        offer = vertex_tables().offer(self.label)
+        return offer.training if offer is not None else frozenset()
+
+    @property
+    def multi_host(self) -> bool:
+        return self.vms > 1
 
 
 @dataclass(frozen=True)
@@ -134,23 +158,44 @@ def _cores(generation: str) -> list[TpuSlice]:
     return out
 
 
-_V23_REGIONS = frozenset({"us-central1", "europe-west4"})
-_V5E_REGIONS = frozenset({"us-central1", "us-east1", "us-east5", "us-south1", "us-west1", "us-west4",
-                          "europe-west4", "asia-southeast1"})
-#: The slices Vertex AI custom training offers in tpuctl's catalogue, by Cloud TPU API name.
-_VERTEX: dict[str, VertexTpu] = {
-    "v2-8": VertexTpu("cloud-tpu", "TPU_V2", 8, _V23_REGIONS),
-    "v3-8": VertexTpu("cloud-tpu", "TPU_V3", 8, _V23_REGIONS),
-    "v5litepod-1": VertexTpu("ct5lp-hightpu-1t", None, 0, _V5E_REGIONS),
-    "v5litepod-4": VertexTpu("ct5lp-hightpu-4t", None, 0, _V5E_REGIONS),
-    "v5litepod-8": VertexTpu("ct5lp-hightpu-8t", None, 0, _V5E_REGIONS),
-}
+#: Cloud TPU's v2/v3 Pod sizes (TensorCores), each a multiple of Vertex AI's Pod count (checked in ``_vertex``).
+_POD_CORES = {"v2": (32, 128, 256, 512), "v3": (32, 64, 128, 256, 512, 1024, 2048)}
+
+
+def _pods(generation: str) -> list[TpuSlice]:
+    """v2/v3: one board (8 TensorCores, 4 chips, one host) and the Pod slices, 4 chips per host."""
+    out = [TpuSlice(f"{generation}-8", generation, 4, 1, 1, None)]
+    for cores in _POD_CORES[generation]:
+        chips = cores // 2
+        out.append(TpuSlice(f"{generation}-{cores}", generation, chips, chips // 4, chips // 4, None))
+    return out
+
+
+def _vertex() -> dict[str, VertexTpu]:
+    """The slices Vertex AI custom training offers in tpuctl's catalogue, by Cloud TPU API name, from Google's
+    tables (``vertexdata``): v2/v3 boards and Pods on ``cloud-tpu``, every v5e row (one VM before several where a
+    topology has both, as ct5lp-hightpu-8t and -4t do for 2x4)."""
+    tables = vertex_tables()
+    out: dict[str, VertexTpu] = {}
+    for generation in ("v2", "v3"):
+        enum = f"TPU_{generation.upper()}"
+        single, multiple = tables.tpu_pod_counts[enum]
+        label = f"TPU {generation}"
+        out[f"{generation}-{single}"] = VertexTpu("cloud-tpu", enum, single, label)
+        for cores in _POD_CORES[generation]:
+            if cores % multiple == 0:
+                out[f"{generation}-{cores}"] = VertexTpu("cloud-tpu", enum, cores, f"{label} Pod", vms=cores // 8)
+    for row in sorted(tables.v5e_topologies, key=lambda r: (r.chips, r.vms)):
+        out.setdefault(f"v5litepod-{row.chips}", VertexTpu(row.machine_type, None, 0, "TPU v5e", row.topology, row.vms))
+    return out
+
+
 #: Every slice of the catalogue by Cloud TPU API name: Vertex-only boards first, then the TPU VM generations by
 #: generation and size (the order of the error messages).
+_VERTEX = _vertex()
 TPU_SLICES: dict[str, TpuSlice] = {
     s.name: dataclasses.replace(s, vertex=_VERTEX.get(s.name))
-    for s in (TpuSlice("v2-8", "v2", 4, 1, 1, None), TpuSlice("v3-8", "v3", 4, 1, 1, None),
-              *_v6e_v5e("v6e"), *_cores("v5p"), *_v6e_v5e("v5e"), *_cores("v4"))
+    for s in (*_pods("v2"), *_pods("v3"), *_v6e_v5e("v6e"), *_cores("v5p"), *_v6e_v5e("v5e"), *_cores("v4"))
 }
 
 #: Every spelling of one TPU slice users type: Vertex-style ``tpu-v5e-8``, the short ``v5e-8`` of Google's prose

@@ -94,8 +94,12 @@ def test_accelerators():
         domain.parse_accelerator("tpu-v9-1")
     with pytest.raises(DomainError, match="counts"):
         domain.parse_accelerator("gpu-h100x3")
-    with pytest.raises(DomainError, match="not available in"):
-        domain.check_accelerator_region(v38, "asia-south1")
+    # a region Google's table does not list: a warning naming the table's date, not a refusal
+    assert "as read on" in domain.check_accelerator_region(v38, "asia-south1")
+    assert domain.check_accelerator_region(v38, "us-central1") is None
+    # a region Google marks "not available for training": refused, naming the regions that work
+    with pytest.raises(DomainError, match=r"not available for training in europe-west4.*us-central1, us-east1"):
+        domain.check_accelerator_region(domain.parse_accelerator("tpu-v5e-4"), "europe-west4")
 
 
 def test_gpu_quota_spec():
@@ -264,9 +268,19 @@ VERTEX_GPU_TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ("NVIDIA_H100_80GB", "a3-highgpu-2g"): (2,),
     ("NVIDIA_H100_80GB", "a3-highgpu-4g"): (4,),
     ("NVIDIA_H100_80GB", "a3-highgpu-8g"): (8,),
+    # read 2026-11-26 (stored copy of docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/
+    # training/configure-compute, the compatibility table's accelerator-optimized and G4 rows)
+    ("NVIDIA_H100_MEGA_80GB", "a3-megagpu-8g"): (8,),
+    ("NVIDIA_H200_141GB", "a3-ultragpu-8g"): (8,),
+    ("NVIDIA_B200", "a4-highgpu-8g"): (8,),
+    ("NVIDIA_GB200", "a4x-highgpu-4g"): (4,),
+    ("NVIDIA_RTX_PRO_6000", "g4-standard-48"): (1,),
+    ("NVIDIA_RTX_PRO_6000", "g4-standard-96"): (2,),
+    ("NVIDIA_RTX_PRO_6000", "g4-standard-192"): (4,),
+    ("NVIDIA_RTX_PRO_6000", "g4-standard-384"): (8,),
 }
-#: GPU counts per GPU type that the catalogue deliberately leaves out (the 16-GPU a2-megagpu-16g).
-NOT_OFFERED = {("NVIDIA_TESLA_A100", 16)}
+#: GPU counts per GPU type that the catalogue deliberately leaves out (none since a2-megagpu-16g is offered).
+NOT_OFFERED: set[tuple[str, int]] = set()
 @pytest.mark.parametrize("gpu", list(domain.GPU_TYPES.values()), ids=lambda g: g.short)
 def test_gpu_machine_types_and_counts_are_rows_of_the_vertex_table(gpu):
     rows = {machine: counts for (enum, machine), counts in VERTEX_GPU_TABLE.items() if enum == gpu.vertex_accelerator}
@@ -345,7 +359,7 @@ def test_ai_zones_are_zones(zone, region):
 
 
 def _vcpus(machine: str) -> int | None:
-    m = re.fullmatch(r"(?:n1|g2)-standard-(\d+)", machine)
+    m = re.fullmatch(r"(?:n1|g2|g4)-standard-(\d+)", machine)
     return int(m.group(1)) if m else None
 
 

@@ -69,7 +69,8 @@ def show(
         hourly = prices.tpu_vm_hourly(book, slice_, region, spot)
     else:
         hourly = prices.vertex_replica_hourly(book, spec["machine_type"], spec.get("accelerator_type"),
-                                              int(spec.get("accelerator_count") or 0), region, spot)
+                                              int(spec.get("accelerator_count") or 0), region, spot,
+                                              spec.get("tpu_topology"))
     kind = "Spot" if spot else "on-demand"
     typer.echo(f"{title}, {region}, {kind}:")
     for c in hourly.components:

@@ -244,17 +244,24 @@ def _component(skus, want: domain.SkuWant, region: str, spot: bool, quantity: fl
     return Component(label, quantity, sku.usd, want.per, f"{sku.sku_id} {sku.description}")
 
 
-def _vertex_tpu(machine_type: str, accelerator_type: str | None) -> domain.TpuSlice | None:
+def _vertex_tpu(machine_type: str, accelerator_type: str | None, accelerator_count: int = 0,
+                topology: str | None = None) -> domain.TpuSlice | None:
+    """The Vertex AI TPU slice of a machine spec: v2/v3 by accelerator type and count (a board or a Pod), v5e by
+    machine type and topology (ct5lp-hightpu-4t is 2x2 on one VM or 4x4 … 16x16 on several)."""
     for t in domain.TPU_SLICES.values():
         v = t.vertex
-        if v is not None and ((v.accelerator_type and v.accelerator_type == accelerator_type) or (
-                not v.accelerator_type and v.machine_type == machine_type)):
+        if v is None:
+            continue
+        if v.accelerator_type:
+            if v.accelerator_type == accelerator_type and v.accelerator_count == (accelerator_count or 8):
+                return t
+        elif v.machine_type == machine_type and (topology is None or v.topology == topology):
             return t
     return None
 
 
 def vertex_replica_hourly(prices: Prices, machine_type: str, accelerator_type: str | None, accelerator_count: int,
-                          region: str, spot: bool) -> Hourly:
+                          region: str, spot: bool, topology: str | None = None) -> Hourly:
     """USD per hour of one Vertex AI replica (host + accelerators) from the catalogue; DomainError naming what is
     missing. The snapshot is never used here: it holds Compute Engine prices, not Vertex AI training prices."""
     what = machine_type + (f" + {accelerator_count} × {accelerator_type}" if accelerator_type else "")
@@ -263,7 +270,7 @@ def vertex_replica_hourly(prices: Prices, machine_type: str, accelerator_type: s
                           "cached (the shipped snapshot has Compute Engine TPU VM prices, not Vertex AI's); run "
                           f"`{domain.REFRESH_COMMAND}`")
     skus = prices.catalogue.skus
-    tpu = _vertex_tpu(machine_type, accelerator_type)
+    tpu = _vertex_tpu(machine_type, accelerator_type, accelerator_count, topology)
     if tpu is not None:
         unit = domain.tpu_unit_chips(tpu.generation)
         comps = [_component(skus, domain.vertex_tpu_want(tpu.generation), region, spot, tpu.chips / unit,

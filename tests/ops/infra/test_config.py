@@ -145,8 +145,11 @@ BAD = [
     ({"tpuVmQuotas": ["v5e:us-west4-a:99999999999999999999:spot"], "quotaContactEmail": "a@example.com"},
      "tpuVmQuotas", "count must be 1 to 100,000"),       # would overflow preferredValue (int64) at Google
     ({"gpuQuotas": ["t4-us-central1-4"], "quotaContactEmail": "a@example.com"}, "gpuQuotas", "GPU_TYPE:REGION:COUNT"),
-    ({"gpuQuotas": ["nvidia-tesla-v100:europe-west2:1"], "quotaContactEmail": "a@example.com"}, "gpuQuotas",
-     "not offered in europe-west2"),
+    # Google's locations table marks L4 "not available for training" in us-west4; P100 is past its end of support
+    ({"gpuQuotas": ["nvidia-l4:us-west4:1"], "quotaContactEmail": "a@example.com"}, "gpuQuotas",
+     "not available for training in us-west4"),
+    ({"gpuQuotas": ["nvidia-tesla-p100:us-central1:1"], "quotaContactEmail": "a@example.com"}, "gpuQuotas",
+     "end of support"),
     ({"gpuQuotas": ["nvidia-tesla-t4:us-centra1:1"], "quotaContactEmail": "a@example.com"}, "gpuQuotas",
      "not a Google Cloud region"),
     ({"gpuQuotas": [T4, "t4:us-central1:8"], "quotaContactEmail": "a@example.com"}, "gpuQuotas", "repeats"),

@@ -127,7 +127,10 @@ def test_vertex_estimates_match_hand_computed_figures(accelerator, region, spot)
 @pytest.mark.parametrize("accelerator, region, spot, hourly, maximum", [
     ("gpu-t4", "europe-west4", False, "$0.9570/h", "$1.91"),
     ("gpu-t4", "us-central1", True, "$0.2810/h", "$0.56"),
-    ("tpu-v5e-4", "europe-west4", True, "$2.2000/h", "$4.40"),
+    ("tpu-v5e-4", "us-central1", True, "$2.0000/h", "$4.00"),
+    # a replica of several TPU VMs is priced for all its chips (16 v5e chips; a v2 Pod of 32 cores = 4 × 8 cores)
+    ("tpu-v5e-16", "us-central1", False, "$22.4000/h", "$44.80"),
+    ("tpu-v2-32", "us-central1", False, "$16.0000/h", "$32.00"),
     ("gpu-l4", "europe-west4", True, "$0.3502/h", "$0.70"),
     ("gpu-a100", "europe-west4", True, "$1.3761/h", "$2.75"),
 ])

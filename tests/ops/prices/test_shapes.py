@@ -12,9 +12,17 @@ def _sku(description: str, region: str = "us-central1", usage: str = "OnDemand",
     return domain.SkuRecord("X", description, "vertex", "Compute", "", usage, (region,), 1.0, unit)
 
 
+#: Hosts of the GPUs added in issue 42: no shape was read for them (the SkyPilot rows above predate them), so their
+#: estimates are "unknown" naming the shape, never guessed.
+UNPRICED_HOSTS = {"a2-megagpu-16g", "a3-megagpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g", "g4-standard-48",
+                  "g4-standard-96", "g4-standard-192", "g4-standard-384"}
+
+
 def test_every_gpu_machine_type_tpuctl_requests_has_a_shape():
     wanted = {m for gpu in domain.GPU_TYPES.values() for m in gpu.machine_types.values()}
-    assert wanted - set(domain.VERTEX_HOST_SHAPES) == set()
+    assert wanted - set(domain.VERTEX_HOST_SHAPES) == UNPRICED_HOSTS
+    with pytest.raises(domain.DomainError, match="does not know the vCPU/memory shape of a3-ultragpu-8g"):
+        domain.vertex_host_wants("a3-ultragpu-8g")
 
 
 @pytest.mark.parametrize("machine, cpus, gib", [

@@ -65,10 +65,13 @@ def test_one_record_per_slice_serves_both_targets_under_every_name():
     names = [n for s in domain.TPU_SLICES.values() for n in (s.name, *s.aliases)]
     assert len(names) == len(set(names))
     assert all(domain.find_tpu_slice(n) is s for s in domain.TPU_SLICES.values() for n in (s.name, *s.aliases))
-    # v2/v3 boards run on Vertex AI only; slices over one host on TPU VMs only
+    # v2/v3 boards and Pods run on Vertex AI only; v5e slices of several VMs on both (Google's Vertex AI TPU v5e
+    # table); v6e/v5p on TPU VMs only (Vertex AI: "Starting with TPU v6e, TensorFlow is no longer supported")
     assert domain.TPU_SLICES["v3-8"].vertex is not None and not domain.TPU_SLICES["v3-8"].tpu_vm
+    assert domain.TPU_SLICES["v3-32"].vertex is not None and not domain.TPU_SLICES["v3-32"].tpu_vm
+    assert domain.parse_accelerator("v5litepod-16").tpu is domain.TPU_SLICES["v5litepod-16"]
     with pytest.raises(domain.DomainError, match=r"--target tpu-vm"):
-        domain.parse_accelerator("v5litepod-16")
+        domain.parse_accelerator("v6e-16")
     with pytest.raises(domain.DomainError, match=r"run through Vertex AI"):
         domain.parse_tpu_vm_accelerator("tpu-v3-8")
 

@@ -158,18 +158,30 @@ def test_multi_worker_gpu_job_body_and_dry_run_equals_submitted(vertex):
 
 
 def test_tpu_v5e_uses_machine_type_and_topology_in_region(vertex):
-    dry = vertex.run("--dry-run", "--accelerator", "tpu-v5e-4", "--region", "europe-west4", "--name", "v5e")
+    dry = vertex.run("--dry-run", "--accelerator", "tpu-v5e-4", "--region", "us-west4", "--name", "v5e")
     assert dry.returncode == 0, dry.stderr
     pool = json.loads(dry.stdout)["jobSpec"]["workerPoolSpecs"]
     assert len(pool) == 1
     assert pool[0]["machineSpec"] == {"machineType": "ct5lp-hightpu-4t", "tpuTopology": "2x2"}
     assert pool[0]["pythonPackageSpec"]["executorImageUri"] == \
-        "europe-docker.pkg.dev/vertex-ai/training/tf-tpu.2-15.cp310:latest"
+        "us-docker.pkg.dev/vertex-ai/training/tf-tpu.2-15.cp310:latest"
+
+
+def test_a_region_googles_table_does_not_list_is_a_warning_naming_the_tables_date(vertex):
+    # tpu-v3-8 in europe-west1: Google's locations table lists no TPU v3 there, and marks nothing either
+    dry = vertex.run("--dry-run", "--accelerator", "tpu-v3-8", "--region", "europe-west1", "--name", "v3")
+    assert dry.returncode == 0, dry.stderr
+    warning = [line for line in dry.stderr.splitlines() if line.startswith("warning: tpu-v3-8 in europe-west1")]
+    assert warning and f"as read on {domain.vertex_tables().read_on.isoformat()}" in warning[0]
+    assert "us-central1" in warning[0]
+    assert vertex.fake.requests == []
 
 
 @pytest.mark.parametrize("args, fragment", [
     (["--accelerator", "tpu-v4-8"], "unknown accelerator 'tpu-v4-8'"),
-    (["--accelerator", "tpu-v3-8", "--region", "europe-west1"], "tpu-v3-8 is not available in europe-west1"),
+    (["--accelerator", "tpu-v5e-4", "--region", "europe-west4"], "not available for training in europe-west4"),
+    (["--accelerator", "gpu-l4", "--region", "us-west4"], "not available for training in us-west4"),
+    (["--accelerator", "gpu-p100"], "reached its end of support on 2026-09-15"),
     (["--accelerator", "tpu-v5e-4", "--workers", "2"], "--workers 2 cannot be combined with tpu-v5e-4"),
     (["--accelerator", "gpu-t4x8"], "comes in counts 1, 2, 4"),
     (["--data-dir", "/local/data"], "a Vertex AI job reads from Cloud Storage"),

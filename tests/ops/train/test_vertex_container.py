@@ -149,7 +149,7 @@ def test_python_package_on_tpu_v5e_is_refused_whatever_the_date(outputs_file):
 
 
 def test_an_unverified_quota_metric_google_does_not_list_is_a_note_not_a_refusal(monkeypatch, tmp_path):
-    # the Spot, P100 and TPU v2 metrics are tpuctl's reading (domain.UNVERIFIED_QUOTA_FACTS): when the
+    # the Spot, P100, TPU v2 and the newer GPUs' metrics are tpuctl's reading (domain.UNVERIFIED_QUOTA_FACTS): when the
     # project's quota infos lack one, the pre-flight says so and lets Vertex AI decide; a verified one still stops
     import sys
     from pathlib import Path
@@ -167,10 +167,10 @@ def test_an_unverified_quota_metric_google_does_not_list_is_a_note_not_a_refusal
     outputs = parse_outputs(OUTPUTS)
     with quotas_endpoint(monkeypatch, tmp_path, {"aiplatform.googleapis.com": []}):
         notes: list[str] = []
-        p100 = planned("vertex", outputs, accelerator="gpu-p100", name="q")
-        assert vertex.check_quota(p100, echo=notes.append) is None
-        assert len(notes) == 1 and "custom_model_training_nvidia_p100_gpus" in notes[0]
-        assert "unverified: p100-quota-metric" in notes[0]
+        h200 = planned("vertex", outputs, accelerator="gpu-h200", name="q")
+        assert vertex.check_quota(h200, echo=notes.append) is None
+        assert len(notes) == 1 and "custom_model_training_nvidia_h200_gpus" in notes[0]
+        assert "unverified: new-gpu-quota-metrics" in notes[0]
         t4 = planned("vertex", outputs, accelerator="gpu-t4", name="q")
         t4_spot = t4.model_copy(update={"spot": True})
         assert vertex.check_quota(t4_spot, echo=notes.append) is None and "spot-quota-metrics" in notes[1]

@@ -118,6 +118,7 @@ def _pool_dicts(pools: Iterable[Any]) -> list[dict]:
             "machine_type": _field(machine, "machine_type", "machineType", default=""),
             "accelerator_type": _field(machine, "accelerator_type", "acceleratorType"),
             "accelerator_count": int(_field(machine, "accelerator_count", "acceleratorCount", default=0) or 0),
+            "tpu_topology": _field(machine, "tpu_topology", "tpuTopology") or None,
             "replicas": int(_field(pool, "replica_count", "replicaCount", default=1) or 0),
         })
     return out
@@ -127,16 +128,17 @@ def _breakdown(hourly) -> str:
     return " + ".join(f"{c.label} ${c.usd:.4f}" for c in hourly.components)
 
 
-def _replica(prices, region: str, machine: str, accel: str | None, count: int, spot: bool):
+def _replica(prices, region: str, machine: str, accel: str | None, count: int, spot: bool,
+             topology: str | None = None):
     """(Hourly, note) of one replica. Spot with no Spot SKU: the on-demand price as an upper bound (Spot capacity
     is sold below on-demand), said in the note; raises DomainError when neither is found."""
     if not spot:
-        return vertex_replica_hourly(prices, machine, accel, count, region, False), ""
+        return vertex_replica_hourly(prices, machine, accel, count, region, False, topology), ""
     try:
-        return vertex_replica_hourly(prices, machine, accel, count, region, True), ""
+        return vertex_replica_hourly(prices, machine, accel, count, region, True, topology), ""
     except DomainError as spot_missing:
         try:
-            upper = vertex_replica_hourly(prices, machine, accel, count, region, False)
+            upper = vertex_replica_hourly(prices, machine, accel, count, region, False, topology)
         except DomainError:
             raise spot_missing from None
         return upper, f"{spot_missing}: on-demand used as the upper bound"
@@ -161,7 +163,7 @@ def estimate_pools(pools: Iterable[Any], region: str, *, spot: bool = False,
             accel = None
         count = pool["accelerator_count"] if accel else 0
         try:
-            hourly, note = _replica(prices, region, pool["machine_type"], accel, count, spot)
+            hourly, note = _replica(prices, region, pool["machine_type"], accel, count, spot, pool["tpu_topology"])
         except DomainError as exc:
             if str(exc) not in missing:
                 missing.append(str(exc))

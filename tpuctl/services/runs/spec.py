@@ -226,6 +226,8 @@ def plan(flags: RunFlags, outputs: StackOutputs | None, *, command: str = "train
     name = check_name(flags.name or default_name(target, command), target)
     accelerator, accel, tpu = _accelerator(flags)
     _check_combination(flags, accel, tpu)       # what the flags alone rule out, before the stack is asked
+    if target == "vertex" and accel is not None:
+        _say(echo, domain.check_end_of_support(accel, today or datetime.date.today()))
     if cloud:
         outputs = require_outputs(outputs, f"--target {target}")
     project = outputs.require("project") if cloud and outputs is not None else None
@@ -233,7 +235,12 @@ def plan(flags: RunFlags, outputs: StackOutputs | None, *, command: str = "train
     if target == "vertex":
         assert outputs is not None and accel is not None
         region = flags.region or outputs.require("region", "pass --region")
-        domain.check_accelerator_region(accel, region)
+        _say(echo, domain.check_accelerator_region(accel, region))
+        if accel.tpu is not None and accel.tpu.vertex is not None and accel.tpu.vertex.multi_host:
+            _say(echo, f"note: {accel.name} is one Vertex AI replica on {accel.tpu.vertex.vms} TPU VMs; the trainer finds "
+                       "the slice from Vertex AI's TPU_CONFIG on every VM. Google documents TensorFlow on a Vertex AI "
+                       "TPU Pod only with its tf-tpu-pod-base image, and tpuctl has not run its own image on one: "
+                       "--target tpu-vm runs the same slice as TPU VMs")
     elif target == "tpu-vm":
         assert outputs is not None
         zone = flags.zone or stack_zone(outputs) or outputs.require("tpu_zone", "pass --zone (e.g. us-central1-a)")
@@ -291,8 +298,11 @@ def plan(flags: RunFlags, outputs: StackOutputs | None, *, command: str = "train
                     "AIP_TENSORBOARD_LOG_DIR": f"{model_dir}/logs/"})
     if hub_cache:
         env["TFHUB_CACHE_DIR"] = hub_cache
-    if accel is not None and accel.tpu is not None:       # Vertex AI: the TPU is attached to the host it runs on
-        env["TPU_NAME"] = "local"
+    if accel is not None and accel.tpu is not None:
+        # Vertex AI, one VM: the TPU is attached to the host it runs on. Several VMs (a Pod, v5e 4x4 and up): no
+        # TPU_NAME, the trainer resolves the slice from Vertex AI's TPU_CONFIG (trainer.cluster.parse_vertex_tpu)
+        if accel.tpu.vertex is None or not accel.tpu.vertex.multi_host:
+            env["TPU_NAME"] = "local"
         env.update(domain.tpu_runtime_env(accel.tpu.generation))
     if tpu is not None:        # one host: the TPU is attached to this VM; several: the slice's node name
         env["TPU_NAME"] = name if tpu.multi_host else "local"
@@ -306,6 +316,11 @@ def plan(flags: RunFlags, outputs: StackOutputs | None, *, command: str = "train
         package_uri=package_uri, spot=flags.spot, recover=flags.recover, zones=_zones(flags, zone),
         budget=flags.budget, max_run_time=flags.max_run_time, max_wait=flags.max_wait, keep=flags.keep,
         demo_data=demo, claimed=claimed)
+
+
+def _say(echo: Echo | None, line: str | None) -> None:
+    if line and echo is not None:
+        echo(line)
 
 
 def _accelerator(flags: RunFlags) -> tuple[str | None, domain.Accelerator | None, domain.TpuSlice | None]:
@@ -328,7 +343,7 @@ def _check_combination(flags: RunFlags, accel: domain.Accelerator | None, tpu: d
     name = tpu.name if tpu is not None else (accel.name if accel is not None else "")
     if on_tpu and flags.workers > 1:
         more = ("the slice's hosts are the workers: pick a larger slice, e.g. tpu-v5e-16" if tpu is not None else
-                "TPUStrategy runs one process per TPU host: pick a larger TPU, e.g. tpu-v5e-8")
+                "a Vertex AI TPU job is one replica (its VMs are the workers): pick a larger TPU, e.g. tpu-v5e-16")
         raise UserError(f"--workers {flags.workers} cannot be combined with {name}: {more}")
     if on_tpu and flags.parameter_servers:
         raise UserError(f"--parameter-servers cannot be combined with {name}: TPUStrategy runs one process per host")

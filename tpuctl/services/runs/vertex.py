@@ -62,8 +62,8 @@ def machine_spec(accel: domain.Accelerator) -> dict[str, Any]:
         if accel.tpu.vertex.accelerator_type:
             spec["accelerator_type"] = accel.tpu.vertex.accelerator_type
             spec["accelerator_count"] = accel.tpu.vertex.accelerator_count
-        if accel.tpu.topology:
-            spec["tpu_topology"] = accel.tpu.topology
+        if accel.tpu.vertex.topology:
+            spec["tpu_topology"] = accel.tpu.vertex.topology
     return spec
 
 
