@@ -227,7 +227,7 @@ def build(texts: dict[str, str], read_on: str, note: str | None = None) -> dict[
 
 
 def fetch(url: str, timeout: float = 60.0) -> str:
-    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - Google's https docs pages only
+    with urllib.request.urlopen(url, timeout=timeout) as response:
         return response.read().decode("utf-8")
 
 
