@@ -19,7 +19,7 @@ SA = f"tpuctl-trainer@{PROJECT}.iam.gserviceaccount.com"
 HANDLE = "https://tfhub.dev/google/tiny/1"
 REQUIRED = ["tpu.googleapis.com", "aiplatform.googleapis.com", "storage.googleapis.com", "iam.googleapis.com",
             "cloudquotas.googleapis.com", "serviceusage.googleapis.com", "compute.googleapis.com",
-            "artifactregistry.googleapis.com", "cloudbuild.googleapis.com"]
+            "artifactregistry.googleapis.com", "cloudbuild.googleapis.com", "cloudbilling.googleapis.com"]
 
 
 def run(*args):
@@ -83,7 +83,7 @@ def test_doctor_reports_missing_objects_get_with_fix_then_passes(fake, google_en
         assert "storage.objects.get" in detail and "roles/storage.legacyBucketReader" in detail, detail
         assert fix == f"tpuctl grant-access --project {PROJECT} --read-bucket p-data --principal {principal} --yes"
     assert checks["credentials"][0] == "PASS"
-    assert checks["apis"][0] == "PASS" and "9" in checks["apis"][1]
+    assert checks["apis"][0] == "PASS" and str(len(REQUIRED)) in checks["apis"][1]
     status, detail, _ = checks["tpu-vm-agent exists"]
     assert status == "PASS" and detail.startswith(AGENT) and "IAM bindings" in detail, detail
     assert checks["training-sa exists"][:2] == ("PASS", SA)
