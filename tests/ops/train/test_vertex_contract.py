@@ -92,7 +92,13 @@ def test_a_multi_host_tpu_is_one_replica_with_its_topology_and_no_local_tpu_name
     env = {e.name for e in pool.container_spec.env}
     assert "TPU_NAME" not in env and "--distribution_strategy" in pool.container_spec.args
     assert pool.container_spec.args[pool.container_spec.args.index("--distribution_strategy") + 1] == "tpu"
-    assert "4 TPU VMs" in result.stderr
+    assert "4 TPU VMs" in result.stderr and "--target tpu-vm" in result.stderr
+    pod = invoke(["train", "--target", "vertex", "--outputs", str(outputs_file), "--dry-run", "-a", "tpu-v3-32",
+                  "--region", "europe-west4", "--name", "pod"])
+    assert pod.exit_code == 0, pod.stderr
+    (pool,) = aiplatform_v1.CustomJob.from_json(pod.stdout, ignore_unknown_fields=False).job_spec.worker_pool_specs
+    assert (pool.machine_spec.machine_type, pool.machine_spec.accelerator_count) == ("cloud-tpu", 32)
+    assert "4 TPU VMs" in pod.stderr and "--target tpu-vm" not in pod.stderr      # v2/v3 are Vertex AI only
 
 
 def test_every_catalogue_accelerator_enum_exists_in_the_installed_client():

@@ -237,10 +237,10 @@ def plan(flags: RunFlags, outputs: StackOutputs | None, *, command: str = "train
         region = flags.region or outputs.require("region", "pass --region")
         _say(echo, domain.check_accelerator_region(accel, region))
         if accel.tpu is not None and accel.tpu.vertex is not None and accel.tpu.vertex.multi_host:
+            other = "; --target tpu-vm runs the same slice as TPU VMs" if accel.tpu.tpu_vm else ""
             _say(echo, f"note: {accel.name} is one Vertex AI replica on {accel.tpu.vertex.vms} TPU VMs; the trainer finds "
                        "the slice from Vertex AI's TPU_CONFIG on every VM. Google documents TensorFlow on a Vertex AI "
-                       "TPU Pod only with its tf-tpu-pod-base image, and tpuctl has not run its own image on one: "
-                       "--target tpu-vm runs the same slice as TPU VMs")
+                       f"TPU Pod only with its tf-tpu-pod-base image, and tpuctl has not run its own image on one{other}")
     elif target == "tpu-vm":
         assert outputs is not None
         zone = flags.zone or stack_zone(outputs) or outputs.require("tpu_zone", "pass --zone (e.g. us-central1-a)")
