@@ -95,6 +95,7 @@ def predict(
     images: Optional[List[str]] = typer.Argument(None, metavar="IMAGE...",
                                                  help=f"Image files of the formats make-tfrecords reads: "
                                                       f"{serving.ACCEPTED}."),
+    instances_file: Optional[str] = typer.Option(None, "--instances", help="A JSON file of instances for a model that takes its own inputs (a plug-in's export): {\"instances\": [{\"feature\": value, ...}]}."),
     batch: Optional[str] = typer.Option(None, "--batch", help="gs:// folder of images: create a Vertex AI batch prediction job."),
     batch_size: int = typer.Option(16, "--batch-size", help="Images per request (1-256)."),
     max_bytes: int = typer.Option(4 * 1024 * 1024, "--max-bytes", help="Largest image file accepted."),

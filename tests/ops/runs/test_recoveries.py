@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
-
-import re
 
 from tpuctl.services.runs import records as runs
 
