@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Mapping
 
 from trainer import protocol
 from trainer.config import OutputDirs, TrainConfig
+from trainer.errors import Preempted
 from trainer.paths import join_path
 
 #: The validation metric that picks the exported epoch (--export best) and drives --early_stopping_patience.
@@ -203,6 +206,11 @@ def backup_callback(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_per_e
 
     ``input_steps``: the steps the training input was positioned after (:func:`backed_up_steps`, read before
     the input was built); a restore that disagrees is reported on stderr.
+
+    SIGTERM during fit (a preemption or maintenance notice, a VM's shutdown, tpuctl's stop): the step is backed up
+    and training ends with :class:`trainer.errors.Preempted` (exit 143); a run in the same folder continues after
+    that step. One process decides alone; MultiWorkerMirrored workers agree on the step through TensorFlow's
+    PreemptionCheckpointHandler. Parameter servers and multi-host TPU slices keep SIGTERM's default.
     """
     folder = backup_dir(dirs)
     if info.kind == "parameter_server":
@@ -211,12 +219,21 @@ def backup_callback(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_per_e
     # Every worker must back up at the same step (reading synchronised variables is collective), and clocks
     # differ between processes: a time-based backup only where one process decides alone.
     seconds = cfg.backup_every_minutes * 60 if info.num_workers == 1 else 0
+    # SIGTERM (a preemption, a maintenance event, the VM's or the supervisor's stop): the step is backed up, then the
+    # process ends with EXIT_PREEMPTED. Several workers must agree on the step: TensorFlow's
+    # PreemptionCheckpointHandler (through tf_keras' save_before_preemption) does that over the cluster's
+    # coordination service; one process decides alone, here. Hosts of a multi-host TPU slice (not testable here) and
+    # parameter-server clusters keep SIGTERM's default: the last backup is where they resume.
+    agreed = info.kind == "multi_worker" and info.num_workers > 1
+    alone = info.num_workers == 1
 
     class StepBackup(keras.callbacks.BackupAndRestore):
         def __init__(self):
             # save_freq only selects step mode here: the counting is this class's own.
             super().__init__(backup_dir=folder, save_freq=every or steps_per_epoch)
             self._last = time.monotonic()
+            self._sigterm = threading.Event()
+            self._previous_handler = None
 
         def _backup(self, epoch, batch):
             # tf_keras assigns the batch counter at every step's start (a variable write per step); here it is
@@ -226,11 +243,32 @@ def backup_callback(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_per_e
             self._last = time.monotonic()
 
         def on_train_batch_begin(self, batch, logs=None):
-            pass    # see _backup
+            if agreed:   # TensorFlow's handler saves the checkpoint itself: its batch counter must be current
+                super().on_train_batch_begin(batch, logs)
+
+        def _stop(self, epoch: int, batch: int):
+            raise Preempted(epoch + 1, batch + 1, steps_per_epoch)
 
         def on_train_begin(self, logs=None):
             super().on_train_begin(logs)
             state = self._training_state
+            if agreed:
+                # What tf_keras' save_before_preemption sets up (it does only where it finds GCE's metadata server),
+                # with the exit this trainer takes: called on every worker once the agreed step is saved (the
+                # default exits with 42), it ends fit() and becomes EXIT_PREEMPTED (trainer.errors.run_cli).
+                import tensorflow as tf
+
+                def stop():
+                    self._stop(self._current_epoch, int(keras.backend.get_value(state._ckpt_saved_batch)))
+
+                handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+                    self.model.distribute_strategy.cluster_resolver, state.write_checkpoint_manager,
+                    termination_config=tf.distribute.experimental.TerminationConfig(exit_fn=stop))
+                handler._read_checkpoint_manager = state.read_checkpoint_manager
+                state._enable_save_before_preemption = True
+                state.preemption_handler = self.model._preemption_handler = handler
+            elif alone and threading.current_thread() is threading.main_thread():
+                self._previous_handler = signal.signal(signal.SIGTERM, lambda _signum, _frame: self._sigterm.set())
             if (int(keras.backend.get_value(state._ckpt_saved_batch)) < 0
                     and int(keras.backend.get_value(state._ckpt_saved_epoch)) >= 0):
                 # An epoch-mode backup: its epoch was complete.
@@ -244,17 +282,30 @@ def backup_callback(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_per_e
                       f"after {input_steps}; the data order differs from an uninterrupted run's",
                       file=sys.stderr, flush=True)
 
+        def on_train_end(self, logs=None):
+            if self._previous_handler is not None:
+                signal.signal(signal.SIGTERM, self._previous_handler)
+                self._previous_handler = None
+            super().on_train_end(logs)
+
         def on_train_batch_end(self, batch, logs=None):
             # Keras' own count runs across epochs and restarts at 0 after a resume; the step within the
             # epoch is what a restart resumes from, so count that (a backup at the epoch's last step is
             # left to on_epoch_end, after the epoch's checkpoint and best-epoch bookkeeping).
             self._training_state.backup_if_preempted()
+            if batch + 1 >= steps_per_epoch:
+                return
+            if self._sigterm.is_set():
+                self._backup(epoch=self._current_epoch, batch=batch)
+                self._stop(self._current_epoch, batch)
             due = (every and (batch + 1) % every == 0) or (seconds and time.monotonic() - self._last >= seconds)
-            if due and batch + 1 < steps_per_epoch:
+            if due:
                 self._backup(epoch=self._current_epoch, batch=batch)
 
         def on_epoch_end(self, epoch, logs=None):
             self._backup(epoch=epoch, batch=steps_per_epoch - 1)
+            if self._sigterm.is_set():
+                self._stop(epoch, steps_per_epoch - 1)
 
     return StepBackup()
 

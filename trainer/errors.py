@@ -15,6 +15,18 @@ EXIT_OK = 0
 EXIT_USAGE = 2  # bad flag, path, missing or corrupt data: the user fixes the input
 EXIT_HARDWARE = 3  # the requested accelerator / cluster is not available on this machine
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C), or SIGTERM for the data tools (run_cli(..., handle_signals=True))
+#: SIGTERM during training: the step was backed up first (trainer.callbacks), the status a process killed by SIGTERM
+#: has (128 + 15), which a TPU VM host reports and `--recover` takes for a preemption.
+EXIT_PREEMPTED = 143
+
+
+class Preempted(Exception):
+    """Training stopped on SIGTERM after its step was backed up (``epoch``, ``step``: 1-based, the last step the
+    backup holds); a run started again in the same --model_dir continues after it."""
+
+    def __init__(self, epoch: int, step: int, steps_per_epoch: int):
+        super().__init__(f"stopped by SIGTERM; the backup holds epoch {epoch} step {step}/{steps_per_epoch}: run it "
+                         "again with the same --model_dir to continue from there")
 
 
 class TrainerError(Exception):
@@ -102,6 +114,10 @@ def run_cli(fn: Callable[[], int | None], *, handle_signals: bool = False) -> in
     except KeyboardInterrupt:
         _print_error("interrupted")
         return EXIT_INTERRUPTED
+    except Preempted as stop:
+        sys.stdout.flush()
+        print(f"preempted: {stop}", file=sys.stderr, flush=True)
+        return EXIT_PREEMPTED
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

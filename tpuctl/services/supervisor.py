@@ -27,8 +27,9 @@ from ground.envs import trainer_python
 from ground.errors import EXIT_INTERRUPTED, UserError
 from trainer import protocol
 
-#: How long a stopped process gets between SIGTERM and SIGKILL.
-STOP_GRACE_SECONDS = 5.0
+#: How long a stopped process gets between SIGTERM and SIGKILL: on SIGTERM the trainer backs up its step first (every
+#: worker at one agreed step, trainer/callbacks.py), which on a busy machine takes seconds, not milliseconds.
+STOP_GRACE_SECONDS = 15.0
 POLL_SECONDS = 0.1
 
 #: Called with each protocol message a process prints; returns True when the line is consumed

@@ -56,3 +56,5 @@ def test_every_host_runs_the_users_program_in_the_image(outputs_file, tmp_path):
     assert env_values["AIP_MODEL_DIR"] == f"{model_dir}/model/" and env_values["TPUCTL_TPU_WORKER"] == "1"
     assert env_values["TPU_NAME"] == "tpuctl-script"           # a multi-host slice: the node's name
     assert "--model_dir" not in args and shlex.join(args).count("train.py") == 1
+    # the VM's shutdown gives the container most of a Spot VM's 30 s to back up (Docker's own default is 10 s)
+    assert args[args.index("--stop-timeout") + 1] == "25"

@@ -227,7 +227,7 @@ def test_worker_ignoring_sigterm_is_killed_after_the_grace_period(fake_trainer, 
     env = dict(fake_trainer, FAKE_MODE="ignore-term")
     proc, pids = _start_cluster(tools, env, tmp_path)
     os.kill(pids["worker-0"], signal.SIGKILL)
-    out, err = proc.communicate(timeout=30)
+    out, err = proc.communicate(timeout=60)      # the supervisor's 15 s grace, then SIGKILL
     assert proc.returncode == 1
     assert not tools.pid_alive(pids["chief-0"])
 

@@ -20,6 +20,11 @@ HOST_STATUS_DIR = "tpuctl/hosts"
 #: The GCE metadata server every host of the slice asks (its worker number, its preemption flag).
 METADATA_ROOT = "http://metadata.google.internal/computeMetadata/v1"
 METADATA_URL = f"{METADATA_ROOT}/instance/attributes"
+#: Seconds the trainer container gets between SIGTERM and SIGKILL when the VM shuts down (``docker run
+#: --stop-timeout``; Docker's default is 10): a preempted VM has 30 s from the start of its preemption, an on-demand
+#: one 90 s (https://cloud.google.com/compute/docs/shutdownscript, "Limitations", stored copy read 2026-11-27). On
+#: SIGTERM the trainer backs up its step and exits 143 (trainer/callbacks.py), which --recover takes for a preemption.
+STOP_TIMEOUT_SECONDS = 25
 
 
 def registry_host(run: RunSpec) -> str:
@@ -58,7 +63,8 @@ def shell_word(word: Word) -> str:
 def host_command(run: RunSpec, worker: ShellVar | str = WORKER) -> list[Word]:
     """The ``docker run`` every TPU VM host runs, as shell words (``worker``: the host's index, the script's
     ``$WORKER`` on the VM)."""
-    argv: list[Word] = ["docker", "run", "--rm", "--net=host", "--privileged", "--name", "tpuctl-trainer"]
+    argv: list[Word] = ["docker", "run", "--rm", "--net=host", "--privileged", "--name", "tpuctl-trainer",
+                        "--stop-timeout", str(STOP_TIMEOUT_SECONDS)]
     for key, value in sorted(run.env.items()):
         argv += ["-e", f"{key}={value}"]
     argv += ["-e", ("TPUCTL_TPU_WORKER=", worker)]
