@@ -1,4 +1,5 @@
-"""tpuctl's distributed image-classification trainer (TensorFlow 2.21 + tf_keras).
+"""tpuctl's distributed trainer (TensorFlow 2.21 + tf_keras): image classification built in, the user's own model
+and data as plug-ins (``trainer.plugin``, contract v1), records of named features from a manifest.
 
 Runs unchanged on a laptop CPU, several local processes, GPUs and TPUs. Entry points:
 ``python -m trainer.task`` (train + export), ``python -m trainer.sample_data`` (embedded demo data),
