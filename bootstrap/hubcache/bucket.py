@@ -52,12 +52,39 @@ def _rel_in_staging(name: str, staging_prefix: str) -> str | None:
     return rel if sep and rel else None
 
 
-def _commit_copy(bucket, src, dest_name: str) -> None:
-    """Server-side copy with the rewrite API (large objects take several calls; ``token`` resumes)."""
+def _commit_copy(bucket, src, dest_name: str, generation: int) -> None:
+    """Server-side copy with the rewrite API (large objects take several calls; ``token`` resumes).
+
+    ``generation``: the destination's generation when it was listed (0: there was none). Passed as the precondition
+    of every call, it makes google-cloud-storage retry a call that failed (503, 429, a reset: the library retries a
+    write only when it is conditional); a copy that was done although its answer was lost finds the destination
+    changed (412) and is taken as done when the destination now holds the source's bytes."""
     dest = bucket.blob(dest_name)
-    token, _done, _total = dest.rewrite(src)
-    while token is not None:
-        token, _done, _total = dest.rewrite(src, token=token)
+    try:
+        token, _done, _total = dest.rewrite(src, if_generation_match=generation)
+        while token is not None:
+            token, _done, _total = dest.rewrite(src, token=token, if_generation_match=generation)
+    except api_exceptions.PreconditionFailed:
+        now = bucket.get_blob(dest_name)
+        if now is None or now.crc32c != src.crc32c or now.size != src.size:
+            raise UserError(f"gs://{bucket.name}/{dest_name} was changed by another writer during this add; run "
+                            "the same command again", 1) from None
+
+
+def _write_last(bucket, name: str, data: bytes | str, content_type: str = "text/plain") -> None:
+    """Write the descriptor or the manifest with the generation it has now as the precondition (0: none), so a failed
+    call is retried by the library; one whose answer was lost after the write is taken as done when the object holds
+    exactly ``data``."""
+    payload = data.encode() if isinstance(data, str) else data
+    existing = bucket.get_blob(name)
+    try:
+        bucket.blob(name).upload_from_string(payload, content_type=content_type,
+                                             if_generation_match=existing.generation if existing else 0)
+    except api_exceptions.PreconditionFailed:
+        now = bucket.get_blob(name)
+        if now is None or _read_manifest(now) != payload:
+            raise UserError(f"gs://{bucket.name}/{name} was changed by another writer during this add; run the same "
+                            "command again", 1) from None
 
 
 def _read_manifest(blob) -> bytes | None:
@@ -138,16 +165,18 @@ def upload_model(bucket, prefix: str, m: Materialized, workers: int = 8,
 
     with google_errors(f"writing {where}"):
         if manifest_blob is not None:
-            manifest_blob.delete()                        # from here the folder is detectably incomplete
+            with contextlib.suppress(api_exceptions.NotFound):    # a retried delete whose first answer was lost
+                manifest_blob.delete(if_generation_match=manifest_blob.generation)   # now detectably incomplete
         for rel, src in sorted(sources.items(), key=lambda kv: (kv[0] == SAVED_MODEL, kv[0])):
-            _commit_copy(bucket, src, layout.files[rel])
+            listed = final.get(rel)
+            _commit_copy(bucket, src, layout.files[rel], int(listed.generation) if listed is not None else 0)
         placed = {b.name[len(folder):]: b for b in client.list_blobs(bucket, prefix=folder)}
         wrong = [rel for rel, f in local.items() if rel not in placed or not same_content(f, placed[rel])]
         if wrong:
             raise UserError(f"{where} does not hold what was uploaded after the copy ({len(wrong)} object(s), "
                             f"e.g. {wrong[0]}); it stays incomplete, run the same command again", 1)
-        bucket.blob(layout.descriptor[0]).upload_from_string(layout.descriptor[1])
-        bucket.blob(layout.manifest[0]).upload_from_string(manifest, content_type="application/json")
+        _write_last(bucket, layout.descriptor[0], layout.descriptor[1])
+        _write_last(bucket, layout.manifest[0], manifest, content_type="application/json")
         result.manifest_written = True
         result.cleaned = _remove_staging(bucket, staging)
     return result
