@@ -72,22 +72,25 @@ run_checkov() {
     echo "=== checkov: skipped (.venv-scanners is missing; run scripts/setup.sh --with-scanners)"
   fi
 }
-# Two lanes that share nothing (own interpreters, own temporary folders, free ports): the ops suite, its checkov
-# gate and then e2e (which drives both environments) in one; the trainer suite, the longest, in the other. With
+# Two lanes that share nothing (own interpreters, own temporary folders, free ports): the ops suite and its checkov
+# gate in one; the trainer suite and then e2e (which drives both environments) in the other (the lanes end close
+# together: ops ~550 s, trainer + e2e ~580 s on a quiet 2-core machine, 2026-11-27). With
 # more than one core they run side by side, each lane's output kept whole and printed when it ends
 # (TPUCTL_TEST_SERIAL=1 runs them one after the other).
 lane_ops() {
   local rc=0
   if want ops; then run_suite ops || rc=1; run_checkov || rc=1; fi
-  if want e2e; then run_suite e2e || rc=1; fi
   return $rc
 }
 lane_trainer() {
-  if want trainer; then run_suite trainer; fi
+  local rc=0
+  if want trainer; then run_suite trainer || rc=1; fi
+  if want e2e; then run_suite e2e || rc=1; fi
+  return $rc
 }
 if [ "${TPUCTL_TEST_SERIAL:-0}" != 1 ] && [ "$(nproc 2>/dev/null || echo 1)" -gt 1 ] && want trainer \
     && { want ops || want e2e; }; then
-  echo "=== two lanes side by side: ops, checkov, e2e | trainer (output follows as each ends)"
+  echo "=== two lanes side by side: ops, checkov | trainer, e2e (output follows as each ends)"
   lane_ops >"$reports/lane-ops.log" 2>&1 &
   ops_pid=$!
   lane_trainer >"$reports/lane-trainer.log" 2>&1 &
@@ -109,5 +112,15 @@ for f in sorted(pathlib.Path(sys.argv[1]).glob("*.xml")):
         t, fl, e, s = (int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped"))
         passed += t - fl - e - s; failed += fl + e; skipped += s
 print(f"total: {passed} passed, {failed} failed, {skipped} skipped")
+# Where the time goes: pytest's per-test durations (setup + call + teardown, from the JUnit reports) summed per module.
+modules = {}
+for f in pathlib.Path(sys.argv[1]).glob("*.xml"):
+    for case in ET.parse(f).getroot().iter("testcase"):
+        parts = case.get("classname", "?").split(".")
+        name = ".".join(parts[:-1] if parts[-1][:1].isupper() else parts)    # a test class's module
+        modules[name] = modules.get(name, 0.0) + float(case.get("time", 0) or 0)
+top = sorted(modules.items(), key=lambda kv: -kv[1])[:15]
+print("slowest modules (s, tests' own time summed; xdist runs 2 at once): "
+      + ", ".join(f"{name.replace('tests.', '')} {seconds:.0f}" for name, seconds in top))
 PY
 exit $status

@@ -114,23 +114,23 @@ def test_sigterm_to_a_local_cluster_backs_up_its_step_and_the_run_continues_ther
     """SIGTERM to `tpuctl train -w 2` (what a VM's shutdown or a preemption notice sends): the supervisor passes it
     to both workers, which back up one agreed step within its grace period and end; the same command continues the
     interrupted run after that step."""
-    args = [str(tools.ops_python), "-m", "tpuctl.cli", "train", "--verbose", "--workers", "2", "--epochs", "2",
-            "--name", "stopped", "--", "--steps_per_epoch", "400"]
+    args = [str(tools.ops_python), "-m", "tpuctl.cli", "train", "--verbose", "--workers", "2", "--epochs", "1",
+            "--name", "stopped", "--", "--steps_per_epoch", "200"]
     with Watched(args, env={**os.environ, **env}, cwd=tmp_path) as proc:
         proc.wait_line("[chief] progress:", "a training step of the cluster's first epoch",
-                       after="[chief] epoch-start: 1/2")
+                       after="[chief] epoch-start: 1/1")
         os.kill(proc.pid, signal.SIGTERM)
         assert proc.finish(timeout=120) == 130, proc.tail()
         lines = [proc.wait_line(f"[{name}] preempted: ", f"the {name}'s backup", stream="err")
                  for name in ("chief", "worker 0")]
-    steps = {re.search(r" epoch (\d+) step (\d+)/400", line).groups() for line in lines}
+    steps = {re.search(r" epoch (\d+) step (\d+)/200", line).groups() for line in lines}
     assert len(steps) == 1, lines                       # one step, agreed by both workers
     [(epoch, step)] = steps
-    assert epoch == "1" and 0 < int(step) < 400, lines
+    assert epoch == "1" and 0 < int(step) < 200, lines
 
     with Watched(args, env={**os.environ, **env}, cwd=tmp_path) as proc:
         resuming = proc.wait_line("[chief] resuming: ", "the continued run's resume line")
         assert proc.finish(timeout=300) == 0, proc.tail()
-    assert f"{step} step(s) backed up" in resuming and f"epoch 1 step {int(step) + 1}/400" in resuming, resuming
+    assert f"{step} step(s) backed up" in resuming and f"epoch 1 step {int(step) + 1}/200" in resuming, resuming
     result = json.loads((tmp_path / "runs" / "stopped" / "result.json").read_text())
-    assert result["num_workers"] == 2 and result["epochs"] == 2
+    assert result["num_workers"] == 2 and result["epochs"] == 1
