@@ -184,3 +184,33 @@ def test_a_local_search_of_a_stack_plans_what_it_can_run(outputs_file, tmp_path,
             r = invoke(["tune", "--outputs", str(outputs_file), *args, *dry])
             assert r.exit_code == 2 and key in r.stderr, (args, dry, r.output)
     assert not (tmp_path / "runs").exists()
+
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "tabular-plugin"
+
+
+def test_a_plugins_own_hyperparameters_are_sampled_locally_and_searched_by_vertex(outputs_file, monkeypatch):
+    """hparams in a tuning spec (examples/tabular-plugin/tune.yaml): each trial passes them as --hp_NAME, which the
+    trainer hands to the model function as ctx.hparams; on Vertex AI they are study parameters named hp_NAME."""
+    spec = tuning_spec.load_spec(EXAMPLE / "tune.yaml")
+    trials = tuning_local.sample_trials(spec, 20, seed=1)
+    assert trials and all(t["hparams.units"] in (16, 32, 64) and 0.0 <= t["hparams.dropout"] <= 0.3 for t in trials)
+    args = tuning_local.trial_args(trials[0])
+    assert f"--hp_units={trials[0]['hparams.units']}" in args and any(a.startswith("--hp_dropout=") for a in args)
+
+    monkeypatch.chdir(EXAMPLE)
+    result = invoke(["tune", "--target", "vertex", "--outputs", outputs_file, "--dry-run", "--spec", "tune.yaml",
+                     "--model", "model.py:build", "--data-dir", "gs://tpuctl-my-project-1-data/flowers"])
+    assert result.exit_code == 0, result.stderr
+    job = _strict(result.stdout)
+    ids = {p.parameter_id: p for p in job.study_spec.parameters}
+    assert list(ids["hp_units"].discrete_value_spec.values) == [16, 32, 64]
+    assert ids["hp_dropout"].double_value_spec.max_value == 0.3
+    container = job.trial_job_spec.worker_pool_specs[0].container_spec
+    assert "/code-" in container.image_uri and "--hp_units" not in container.args   # the study passes them
+
+
+def test_a_spec_that_tunes_hparams_needs_a_plugin(outputs_file):
+    r = invoke(["tune", "--target", "vertex", "--outputs", outputs_file, "--dry-run", "--spec", str(EXAMPLE / "tune.yaml")])
+    line = error_line(r, 2)
+    assert "hparams" in line and "--model" in line, line
