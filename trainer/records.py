@@ -50,6 +50,8 @@ PREFIX_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 #: Files a run of these tools writes before its manifest exists (left behind only by a hard kill).
 _LEFTOVER_RE = re.compile(r"\.[A-Za-z0-9][A-Za-z0-9_.-]*-(?:train|validation)-\d{5}\.tfrecord\.partial"
                           r"|manifest\.json\.partial")
+#: A shard these tools write (:func:`shard_name`): the only names besides the manifest a previous output may own.
+_SHARD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}-(?:train|validation)-\d{5}-of-\d{5}\.tfrecord")
 
 
 def shard_name(prefix: str, split: str, index: int, count: int) -> str:
@@ -133,7 +135,12 @@ def check_output_dir(dest: str | Path, tool: str) -> list[Path]:
         listed = {MANIFEST} | {name for split in manifest["splits"].values() for name in split["files"]}
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OSError):
         raise refuse from None
-    ours = [p for p in present if p.name in listed or p.name.endswith((TMP_SUFFIX, ".json.partial"))]
+    # Ours, and so replaced: the manifest, the shards it lists that have a shard's name, and the tools' own temporary
+    # files: regular files only. A manifest naming a user's folder or file (hand-edited, or another tool's) does
+    # not make it ours: it is refused, and nothing is removed.
+    ours = [p for p in present if p.is_file() and not p.is_symlink()
+            and (p.name == MANIFEST or _LEFTOVER_RE.fullmatch(p.name)
+                 or (p.name in listed and _SHARD_RE.fullmatch(p.name)))]
     if len(ours) != len(present):
         raise refuse
     return ours

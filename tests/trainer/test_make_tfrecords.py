@@ -348,6 +348,36 @@ def test_a_previous_manifest_is_read_bounded(tmp_path, monkeypatch):
         records.check_output_dir(dest, "tool")
 
 
+@pytest.mark.parametrize("yours", ["photos/", "notes.txt", "thesis.partial", "link.tfrecord"])
+def test_a_manifest_that_names_your_files_does_not_make_them_replaceable(tmp_path, yours):
+    """DEST holding a manifest.json that lists a folder or file of the user's (issue 43: the tools deleted them when
+    they replaced the 'previous output'), a *.partial of the user's, or a symbolic link: refused, nothing removed."""
+    import json
+
+    from trainer import records
+    from trainer.errors import DataError
+
+    dest = tmp_path / "out"
+    dest.mkdir()
+    name = yours.rstrip("/")
+    if yours.endswith("/"):
+        (dest / name).mkdir()
+        (dest / name / "holiday.jpg").write_bytes(b"mine")
+    elif yours == "link.tfrecord":
+        (tmp_path / "elsewhere").write_bytes(b"mine")
+        (dest / name).symlink_to(tmp_path / "elsewhere")
+    else:
+        (dest / name).write_bytes(b"mine")
+    manifest = records.build_manifest(prefix="p", classes=["a", "b"], image_size=None, shards={}, source="x")
+    shard = dest / records.shard_name("p", "train", 0, 1)       # a real shard beside them does not change that
+    shard.write_bytes(b"")
+    manifest["splits"] = {"train": {"files": [shard.name, name], "examples": 1}}
+    (dest / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(DataError, match=r"\bnot empty\b.*\bprevious output"):
+        records.check_output_dir(dest, "tool")
+    assert sorted(p.name for p in dest.iterdir()) == sorted(["manifest.json", name, shard.name])
+
+
 def test_an_interrupted_conversion_removes_its_staging_and_lock_before_stopping_the_decoders(image_folder, tmp_path,
                                                                                           monkeypatch):
     """The decoder pool is stopped only after the half-written folder and its lock are gone: stopping spawned
