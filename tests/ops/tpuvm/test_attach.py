@@ -110,3 +110,22 @@ def test_a_bad_name_or_model_dir_is_one_line_and_reads_nothing(outputs_file, tpu
     r = invoke(["tpu", "attach", *args, "--outputs", str(outputs_file)])
     assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1 and message in r.stderr, r.stderr
     assert fake.creates() == [] and fake.deleted == []
+
+
+@pytest.mark.parametrize("field, value", [("budget", -1), ("budget", "NaN"), ("budget", 1e999),
+                                          ("max_run_time", "-PT1H"), ("max_run_time", "PT0S")])
+def test_a_tampered_plan_is_refused_before_anything_is_touched(outputs_file, tpu_cloud, gcs, field, value):
+    """A run plan read back from the bucket is checked with the bounds of the flag that wrote it (issue 43: a NaN
+    or negative budget or run time made attach delete the live slice at its first poll)."""
+    fake = tpu_cloud(states=["ACTIVE"])
+    _start_and_leave(outputs_file, gcs)
+    blob = gcs.bucket(ARTIFACTS).blob(f"runs/{NAME}/tpuctl/tpu-vm-run.json")
+    text = blob.download_as_text()
+    plan = json.loads(text)
+    plan["spec"][field] = value
+    raw = json.dumps(plan).replace('"NaN"', "NaN").replace("1e999", "Infinity").replace("Infinity", "1e999")
+    blob.upload_from_string(raw, content_type="application/json")
+    r = invoke(["tpu", "attach", NAME, "--outputs", str(outputs_file), "--poll-seconds", "0.01"])
+    line = error_line(r, 2, alone=True)
+    assert "tpu-vm-run.json" in line and f"spec.{field}" in line, line
+    assert fake.deleted == [] and list(fake.resources) == [_qr(ZONE)]
