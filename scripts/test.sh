@@ -43,7 +43,11 @@ case "$workers" in ''|*[!0-9]*) echo "error: TPUCTL_TEST_WORKERS must be a numbe
 run_suite() {  # suite: run its tests with its own interpreter; returns 0 unless tests failed
   local suite=$1 py=.venv/bin/python rc started=$SECONDS spread=()
   [ "$suite" = trainer ] && py=.venv-trainer/bin/python
-  [ "$suite" != e2e ] && [ "$workers" -gt 0 ] && spread=(-n "$workers" --dist loadscope)
+  # e2e: a few long tests, spread one by one (its module fixtures are cheap); the others by module (--dist loadscope
+  # builds a module's expensive fixture once).
+  if [ "$workers" -gt 0 ]; then
+    if [ "$suite" = e2e ]; then spread=(-n "$workers" --dist load); else spread=(-n "$workers" --dist loadscope); fi
+  fi
   echo "=== $suite tests ($py${spread[*]:+, ${spread[*]}})"
   if [ ! -d "tests/$suite" ]; then echo "no tests/$suite folder: nothing to run"; return 0; fi
   # Every process the suite starts inherits this token; what still carries it after the suite is a leak
