@@ -1,7 +1,9 @@
 """What `tpuctl train` shows while the trainer runs, rendered from the trainer's line protocol.
 
-On a terminal: one live display (epoch i/N, a step bar, loss/accuracy, examples/s, ETA). In a pipe (CI, logs):
-one plain line per epoch. Either way the protocol lines and Keras' own lines are not echoed, and TensorFlow's
+On a terminal: one live row (epoch i/N, a step bar, steps done, ETA) under the lines of the epochs done (metrics,
+time, examples/s); the row fits the terminal's width (issue 44: below ~170 columns it lost its bar to the previous
+epoch's metrics) and goes when the run ends. In a pipe (CI, logs): one plain line per epoch. Either way the
+protocol lines and Keras' own lines are not echoed, and TensorFlow's
 C++ start-up notices are dropped; ``--verbose`` shows everything as the trainer printed it. A real error from
 TensorFlow (a line that is not a known start-up notice) is always shown. Multi-worker runs show the chief's
 progress and one line per worker event.
@@ -17,6 +19,7 @@ from typing import Any, TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Column
 
 from ground.envs import trainer_python
 from tpuctl.commands.options import program, tpuctl_program
@@ -105,13 +108,18 @@ class TrainDisplay:
             return
         if self._progress is None:
 
-            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                      TextColumn("{task.fields[metrics]}"), TimeRemainingColumn(),
-                                      console=Console(file=self.stream), transient=not self.epoch_lines)
+            # Never wrapped or cut: the epoch, the steps done and the ETA; the bar takes what is left. The metrics
+            # are the epoch lines printed above the row (the row itself knows only steps).
+            fixed = {"no_wrap": True, "overflow": "ignore"}
+            self._progress = Progress(TextColumn("{task.description}", table_column=Column(**fixed)),
+                                      BarColumn(bar_width=None, table_column=Column(ratio=1, min_width=10)),
+                                      MofNCompleteColumn(table_column=Column(**fixed)),
+                                      TimeRemainingColumn(table_column=Column(**fixed)),
+                                      console=Console(file=self.stream), transient=True, expand=True)
             self._progress.start()
         description = f"epoch {epoch}/{epochs}"
         if self._task is None:
-            self._task = self._progress.add_task(description, total=None, metrics="")
+            self._task = self._progress.add_task(description, total=None)
         else:
             self._progress.reset(self._task, total=None, description=description)
 
@@ -122,7 +130,6 @@ class TrainDisplay:
     def _end_epoch(self, stats: EpochStats) -> None:
         text = format_epoch(stats)
         if self._progress is not None and self._task is not None:
-            self._progress.update(self._task, metrics=text.split(": ", 1)[1])
             if self.epoch_lines:
                 self._progress.console.print(text, markup=False, highlight=False)
         elif self.epoch_lines:
@@ -189,12 +196,11 @@ def summary_lines(result: dict[str, Any] | None, history: list[EpochStats], seco
     lines.append(f"  time               {seconds:.1f}s")
 
     # hints as they can be typed here: `tpuctl` only when PATH finds it (scripts/setup.sh links it), else its path
+    # (the export's path itself is the `SavedModel:` line on stdout, once)
     tpuctl = tpuctl_program()
     export = (result or {}).get("export_dir")
     if export:
-        base = export.rstrip("/").rsplit("/", 1)[0]
-        lines += [f"  SavedModel         {export}",
-                  f"  serve it           {tpuctl} serve {export}   (TF Serving model base path: {base})",
+        lines += [f"  serve it           {tpuctl} serve {run_name or export}",
                   f"  try it             {program('saved_model_cli', trainer_python().parent)} show --dir {export} "
                   "--tag_set serve --signature_def serving_default"]
     lines.append(f"  curves             {tpuctl} board {run_name or model_dir}")

@@ -77,3 +77,33 @@ def test_a_terminal_gets_one_live_display_and_the_summary(fake_trainer, tmp_path
     assert "━" in text                       # rich's progress bar was drawn
     assert text.count("epoch 2/2: loss=0.7000") >= 1 and "run summary" in text
     assert "best val_accuracy  0.8000 (epoch 2)" in text
+
+
+def test_the_live_row_keeps_its_epoch_steps_and_eta_at_80_columns_and_goes_at_the_end(monkeypatch):
+    """Issue 44, found as a new user: below ~170 columns the row lost its bar and step count to the previous epoch's
+    metrics (`epo… loss=…`) and a stale copy stayed above the summary. The row is the epoch, the bar, the steps and
+    the ETA; the metrics are the epoch lines above it; it is gone once the run ends."""
+    import io
+
+    from rich.console import Console
+
+    from tpuctl.commands.display import TrainDisplay
+    from trainer import protocol
+
+    monkeypatch.setenv("COLUMNS", "80")
+    screen = io.StringIO()
+    display = TrainDisplay(terminal=True, stream=screen)
+    metrics = {"loss": 0.123456, "accuracy": 0.9, "val_loss": 0.2, "val_accuracy": 0.95, "learning_rate": 0.001,
+               "examples_per_second": 1234.0}
+    display.on_message("trainer", protocol.Message(protocol.EPOCH_START, (1, 10, {})))
+    display.on_message("trainer", protocol.Message(protocol.PROGRESS, (400, 400)))
+    display.on_message("trainer", protocol.Message(protocol.EPOCH_END, (1, 10, metrics)))
+    display.on_message("trainer", protocol.Message(protocol.EPOCH_START, (2, 10, {})))
+    display.on_message("trainer", protocol.Message(protocol.PROGRESS, (123, 400)))
+    frame = io.StringIO()
+    Console(file=frame, width=80).print(display._progress.get_renderable())
+    [row] = [line for line in frame.getvalue().splitlines() if line.strip()]
+    assert row.startswith("epoch 2/10 ") and "123/400" in row and "━" in row and len(row) <= 80, row
+    assert "loss" not in row                                  # epoch 1's numbers are the line above, not the row
+    display.close()
+    assert "epoch 1/10: loss=0.1235" in screen.getvalue()
