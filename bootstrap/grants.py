@@ -192,12 +192,17 @@ def apply(target, wanted: Iterable[Want], revoke: bool) -> list[Change]:
     """
 
     wanted = list(wanted)
+    sent: list[Change] = []      # the changes of the last write that left without a clear answer
 
     def attempt() -> list[Change]:
         state = target.read()
         changes = target.changes(state, wanted, revoke)
-        if changes:
-            target.write(state, changes)
+        if not changes:
+            # Nothing left to do: either nothing was needed, or an earlier write of this run landed although its
+            # answer was lost (a 503 after the commit, then a retry that found the etag changed): those are ours.
+            return list(sent)
+        sent[:] = changes
+        target.write(state, changes)
         return changes
 
     try:
@@ -207,7 +212,16 @@ def apply(target, wanted: Iterable[Want], revoke: bool) -> list[Change]:
                         f"({exc.message})", exit_code=1) from None
     except api_exceptions.BadRequest as exc:
         raise UserError(f"{target.resource} rejected the change: {exc.message}", exit_code=1) from None
-    except api_exceptions.RetryError:
-        raise UserError(
-            f"{target.resource}: it kept changing under us for 5 minutes; run again", exit_code=1
-        ) from None
+    except api_exceptions.RetryError as exc:
+        cause = exc.cause
+        if cause is None or isinstance(cause, (api_exceptions.Conflict, api_exceptions.PreconditionFailed,
+                                               api_exceptions.Aborted)):
+            raise UserError(f"{target.resource}: it kept changing under us for 5 minutes; run again",
+                            exit_code=1) from None
+        # The client library's own retry gave up on an error that is not a conflict (503, 429, a timeout): an
+        # outage, not a concurrent writer. What this run wrote before is in place; the rest is not.
+        code = getattr(cause, "code", None)
+        status = f"HTTP {int(code)}" if isinstance(code, int) else type(cause).__name__
+        raise UserError(f"{target.resource}: Google's API kept failing ({status}: "
+                        f"{getattr(cause, 'message', None) or cause}) until the client gave up; nothing more was "
+                        "written, run the same command again later", exit_code=1) from None

@@ -38,6 +38,7 @@ class FakeGoogle:
         self.identity_calls: list[tuple[str, str]] = []
         self.enable_calls: list[tuple[str, list[str]]] = []
         self.interfere: dict[str, list[dict]] = {}  # resource -> bindings a "concurrent writer" adds before the next set
+        self.lost_answers: dict[str, int] = {}      # resource -> setIamPolicy calls applied but answered 503 (answer lost)
         self.server: ThreadingHTTPServer | None = None
 
     # ---- state helpers used by tests ----
@@ -173,6 +174,9 @@ def _bucket_iam_set(fake, m, q, body):
         return _err(400, "conditional bindings need policy version 3", "invalid")
     b["policy"] = {"version": body.get("version", 1), "etag": fake._etag(), "bindings": bindings}
     fake.set_calls[res] = fake.set_calls.get(res, 0) + 1
+    if fake.lost_answers.get(res):
+        fake.lost_answers[res] -= 1
+        return _err(503, "Backend Error", "backendError")       # written, but the client sees a failure
     return 200, dict(copy.deepcopy(b["policy"]), kind="storage#policy")
 
 
@@ -215,6 +219,9 @@ def _project_iam_set(fake, m, q, body):
     p["policy"] = {"version": policy.get("version", 1), "etag": fake._etag(),
                    "bindings": policy.get("bindings", [])}
     fake.set_calls[res] = fake.set_calls.get(res, 0) + 1
+    if fake.lost_answers.get(res):
+        fake.lost_answers[res] -= 1
+        return _err(503, "The service is currently unavailable.", "UNAVAILABLE")
     return 200, copy.deepcopy(p["policy"])
 
 

@@ -318,3 +318,43 @@ def test_a_service_account_member_with_a_bad_email_is_one_line_and_nothing_is_re
     r = run("grant-access", "--read-bucket", "gs://data-bkt", "--principal", "serviceAccount:not-an-email", "--yes")
     line = error_line(r, 2, alone=True)
     assert "principal 'serviceAccount:not-an-email'" in line and "e-mail" in line, line
+
+
+def test_a_write_whose_answer_was_lost_is_reported_as_written(fake, google_env):
+    """setIamPolicy applied, its answer lost (a 503 after the commit; issue 43, defect 4): the library retries with
+    the old etag (412), the re-read shows the bindings in place, and the run says it wrote them (was: 0 written)."""
+    fake.add_bucket("data-bkt", PRE_EXISTING)
+    fake.lost_answers["gs://data-bkt"] = 1
+    r = run("grant-access", "--read-bucket", "data-bkt", "--principal", SA, "--yes")
+    assert r.exit_code == 0, r.output
+    assert fake.set_calls["gs://data-bkt"] == 1 and fake.lost_answers["gs://data-bkt"] == 0
+    [written] = [line for line in (r.stdout + r.stderr).splitlines() if "binding change(s) written" in line]
+    assert written.startswith("gs://data-bkt: ") and " 2 binding change(s)" in written, written
+    b = fake.bucket_bindings("data-bkt")
+    assert SA_MEMBER in unconditional(b, "roles/storage.objectViewer") and CONDITIONAL in b
+
+
+@pytest.mark.parametrize("cause, key", [
+    ("ServiceUnavailable", "HTTP 503"), ("TooManyRequests", "HTTP 429"), ("Aborted", "kept changing")])
+def test_a_retry_that_gives_up_says_outage_or_conflict_by_its_cause(cause, key):
+    """The client library's retry deadline on a 503 is an outage, not "it kept changing under us" (issue 43)."""
+    from cloud.google import api_exceptions
+    from ground.errors import UserError
+
+    from bootstrap import grants
+
+    class Target:
+        resource, write_permission = "gs://data-bkt", "storage.buckets.setIamPolicy"
+
+        def read(self):
+            return {}
+
+        def changes(self, state, wanted, revoke):
+            return [grants.Change(self.resource, "+", m, r) for m, r in wanted]
+
+        def write(self, state, changes):
+            raise api_exceptions.RetryError("Deadline of 120.0s exceeded", getattr(api_exceptions, cause)("down"))
+
+    with pytest.raises(UserError) as err:
+        grants.apply(Target(), [(SA_MEMBER, "roles/storage.objectViewer")], revoke=False)
+    assert key in str(err.value) and "gs://data-bkt" in str(err.value), err.value
