@@ -20,7 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from cloud.google import api_exceptions, transfer_manager
+from cloud.google import api_exceptions, crc32c, transfer_manager
+from ground.files import digest_b64
 
 Progress = Callable[[int], None]
 
@@ -149,12 +150,30 @@ class Upload:
                 for i in window:
                     self.readers[i].close()
             self.errors.update((i, r) for i, r in zip(window, results)
-                               if isinstance(r, BaseException) and not isinstance(r, Stopped))
+                               if isinstance(r, BaseException) and not isinstance(r, Stopped) and not self._landed(i))
             if self.errors:
                 raise self.errors[min(self.errors)]
             for i, r in zip(window, results):
                 if done and r is None:
                     done(i)
+
+    def _landed(self, i: int) -> bool:
+        """A create-only upload (``if_generation_match=0``) that failed as the client saw it, although the server may
+        have committed it (its answer lost after the commit: the retry then meets a 412, or a resumable session the
+        server no longer knows). Ours, and done, when the object now holds exactly this file's bytes (its crc32c);
+        anything else stays an error (another writer's object is left alone). Checked by reading the object, not
+        by what the client saw."""
+        if self.kwargs.get("if_generation_match") != 0:
+            return False
+        path, name = self.files[i]
+        try:
+            blob = self.bucket.get_blob(name)
+        except api_exceptions.GoogleAPIError:
+            return False
+        if blob is None or not blob.crc32c or blob.crc32c != digest_b64(path, crc32c.Checksum()):
+            return False
+        self.blobs[i] = blob
+        return True
 
     def start(self, done: Callable[[int], None] | None = None) -> Upload:
         """``run`` in a daemon thread of its own; ``wait`` for it, then ``error`` says how it ended."""

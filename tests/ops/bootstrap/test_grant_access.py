@@ -338,10 +338,9 @@ def test_a_write_whose_answer_was_lost_is_reported_as_written(fake, google_env):
     ("ServiceUnavailable", "HTTP 503"), ("TooManyRequests", "HTTP 429"), ("Aborted", "kept changing")])
 def test_a_retry_that_gives_up_says_outage_or_conflict_by_its_cause(cause, key):
     """The client library's retry deadline on a 503 is an outage, not "it kept changing under us" (issue 43)."""
+    from bootstrap import grants
     from cloud.google import api_exceptions
     from ground.errors import UserError
-
-    from bootstrap import grants
 
     class Target:
         resource, write_permission = "gs://data-bkt", "storage.buckets.setIamPolicy"

@@ -100,6 +100,15 @@ class _Objects:
     def blob(self, name):
         return _Blob(name, self)
 
+    def get_blob(self, name):
+        """An object's metadata (the upload reads it after a failure: its own object, or another writer's?); these
+        objects carry no checksum, so none passes for this run's."""
+        if name not in self.objects:
+            return None
+        blob = _Blob(name, self)
+        blob._set_properties({"name": name, "generation": str(self.objects[name])})
+        return blob
+
 
 class _Blob(Blob):
     """A real Blob (transfer_manager takes nothing else) whose upload and delete act on ``bucket.objects``."""
