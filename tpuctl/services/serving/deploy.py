@@ -15,7 +15,7 @@ from typing import Any
 from cloud import clients
 from cloud.clients import google_errors
 from cloud.google import aiplatform_v1, json_format
-from cloud.uploads import upload_files
+from cloud.uploads import Upload
 from ground import domain
 from ground.errors import UserError
 from ground.outputs import StackOutputs, require_outputs
@@ -147,7 +147,8 @@ def dry_run_document(plan: DeployPlan) -> dict[str, Any]:
 
 
 def upload_export(export: Export, destination: str, *, project: str | None = None, storage_client=None) -> int:
-    """Copy a local export folder to ``destination`` (gs://); returns the number of files."""
+    """Copy a local export folder to ``destination`` (gs://); returns the number of files. A failed upload removes
+    what it had uploaded and says so (an export in the bucket is whole or not there)."""
     root = Path(export.path)
     files = export_files(root)
     total = sum(p.stat().st_size for p in files)
@@ -158,12 +159,46 @@ def upload_export(export: Export, destination: str, *, project: str | None = Non
     client = storage_client or clients.storage_client(project)
     clients.make_fail_fast(client)
     bucket = client.bucket(bucket_name)
-    with clients.google_errors(f"uploading {export.path} to {destination}",
-                               not_found=f"bucket gs://{bucket_name} does not exist",
-                               forbidden=f"permission denied writing to gs://{bucket_name}: you need "
-                                         "storage.objects.create on it"):
-        upload_files(bucket, [(path, folder.join(path.relative_to(root).as_posix()).path) for path in files])
+    upload = Upload(bucket, [(path, folder.join(path.relative_to(root).as_posix()).path) for path in files])
+    try:
+        with clients.google_errors(f"uploading {export.path} to {destination}",
+                                   not_found=f"bucket gs://{bucket_name} does not exist",
+                                   forbidden=f"permission denied writing to gs://{bucket_name}: you need "
+                                             "storage.objects.create on it"):
+            upload.run()
+    except UserError as err:
+        removed, kept = upload.remove()
+        left = (f"; could not remove {len(kept)} object(s) (e.g. gs://{bucket_name}/{kept[0]}): remove them before "
+                "deploying from there" if kept else "")
+        raise UserError(f"{err}; removed the {removed} object(s) this upload had written, nothing was deployed"
+                        f"{left}", err.exit_code) from None
     return len(files)
+
+
+def check_remote_export(uri: str, storage_client=None, project: str | None = None) -> None:
+    """A gs:// export is whole before Vertex AI is asked to serve it: ``saved_model.pb``, ``variables/variables.index``
+    and every ``variables.data-NNNNN-of-MMMMM`` shard the names promise (an interrupted copy leaves some out).
+    One line naming what is missing."""
+    folder = GsPath.parse(uri)
+    client = storage_client or clients.storage_client(project)
+    prefix = folder.prefix or ""
+    with clients.google_errors(f"listing {uri}", not_found=f"bucket gs://{folder.bucket} does not exist",
+                               forbidden=f"permission denied listing gs://{folder.bucket}: you need "
+                                         "storage.objects.list on it"):
+        names = {b.name[len(prefix):] for b in client.list_blobs(folder.bucket, prefix=prefix)}
+    missing = [name for name in ("saved_model.pb", "variables/variables.index") if name not in names]
+    shards = [n for n in names if n.startswith("variables/variables.data-")]
+    for shard in shards:
+        count = shard.rsplit("-of-", 1)[-1]
+        if count.isdigit():
+            missing += [want for i in range(int(count))
+                        if (want := f"variables/variables.data-{i:05d}-of-{count}") not in names]
+            break
+    else:
+        missing.append("variables/variables.data-*")
+    if missing:
+        raise UserError(f"{uri} is not a whole export: {', '.join(sorted(set(missing))[:3])} missing (an interrupted "
+                        "copy?); deploy the local export or run again to write it whole")
 
 
 @dataclass
@@ -194,6 +229,8 @@ def deploy(plan: DeployPlan, *, echo: Callable[[str], None] = lambda _m: None, s
     if plan.export.is_local:
         count = upload_export(plan.export, plan.artifact_uri, project=plan.project, storage_client=storage_client)
         echo(f"uploaded {count} file(s) to {plan.artifact_uri}")
+    else:
+        check_remote_export(plan.artifact_uri, storage_client, plan.project)
     model_client = model_client or vertex_client("ModelServiceClient", plan.region)
     endpoint_client = endpoint_client or vertex_client("EndpointServiceClient", plan.region)
     with google_errors(f"uploading model {plan.model_display_name} to {plan.parent}"):
