@@ -119,7 +119,7 @@ def test_the_offline_walkthrough_runs_as_written(fresh_clone):
     assert r.returncode == 2 and r.stderr.count("\n") == 1
     assert "curl -fsSL https://get.pulumi.com | sh" in r.stderr and "curl -fsSL https://get.pulumi.com | sh" in README
     r = tpuctl("tpuctl doctor --outputs outputs.json", clone, env)   # ... or --outputs: offline, one error line
-    assert r.returncode == 1 and r.seconds < 10, r.stderr
+    assert r.returncode == 1 and r.seconds < 30, r.stderr     # offline fails fast (not the client's minutes)
     assert r.stderr.strip().splitlines()[-1].startswith("error: ")
 
     # 12. Compare runs: a fresh clone has none

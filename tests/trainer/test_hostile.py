@@ -221,13 +221,13 @@ def test_tf_config_peer_that_never_starts_fails_within_the_timeout(tools, demo_d
     start = time.monotonic()
     run = tools.run_module(["trainer.task", *tools.fast_flags(demo_data, tmp_path / "m", "--cluster_timeout_seconds",
                                                                "4")],
-                           env={"TF_CONFIG": json.dumps(tf_config)}, timeout=120)
+                           env={"TF_CONFIG": json.dumps(tf_config)}, timeout=240)
     elapsed = time.monotonic() - start
     assert run.returncode == 3, run.stderr[-3000:]
     line = _one_error_line(run)
     peer = 1 - index
     assert f"worker {peer} at 127.0.0.1:{ports[peer]}" in line and "within 4 s" in line, line
-    assert elapsed < 60  # TensorFlow import + 4 s, never the old unbounded wait
+    assert elapsed < 150  # TensorFlow import + 4 s, never the old unbounded wait (generous: a loaded machine)
     assert not (tmp_path / "m").exists()
 
 
@@ -243,12 +243,12 @@ def test_tpu_name_at_a_closed_port_fails_fast_with_the_address(tools, demo_data,
     port = tools.free_port()  # nothing listens there
     start = time.monotonic()
     run = tools.run_module(["trainer.task", *tools.fast_flags(demo_data, tmp_path / "m")],
-                           env={"TPU_NAME": f"grpc://127.0.0.1:{port}"}, timeout=120)
+                           env={"TPU_NAME": f"grpc://127.0.0.1:{port}"}, timeout=240)
     elapsed = time.monotonic() - start
     assert run.returncode == 3, run.stderr[-3000:]
     line = _one_error_line(run)
     assert f"127.0.0.1:{port}" in line and "connection refused" in line
-    assert elapsed < 45  # the default timeout is 300 s: a refused port is not waited for
+    assert elapsed < 150  # the default timeout is 300 s: a refused port is not waited for
 
 
 def test_an_impossible_tpu_address_fails_at_once_in_one_line(tools, demo_data, tmp_path):

@@ -243,7 +243,7 @@ def test_gapic_rest_clients_give_up_on_a_silent_endpoint_in_seconds(monkeypatch,
         with pytest.raises(clients.EndpointUnreachable) as info:
             call("europe-west4")
         took = time.monotonic() - t0
-    assert clients.CONNECT_TIMEOUT_SECONDS - 0.5 < took < clients.CONNECT_TIMEOUT_SECONDS + 5
+    assert clients.CONNECT_TIMEOUT_SECONDS - 0.5 < took < clients.CONNECT_TIMEOUT_SECONDS + 20   # not 120 s
     assert url in str(info.value) and f"set by {variable}" in str(info.value)
     assert f"no answer within {clients.CONNECT_TIMEOUT_SECONDS:g} s" in str(info.value)
 

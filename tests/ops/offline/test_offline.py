@@ -52,7 +52,7 @@ def test_google_backed_commands_fail_fast_offline_naming_the_endpoint(user_crede
     with offline():
         r = invoke(args)
     took = time.monotonic() - start
-    assert took < 10, f"took {took:.0f} s"
+    assert took < 30, f"took {took:.0f} s"   # the client's own retries would take minutes
     line = error_line(r, 1, alone=True)
     assert "cannot reach oauth2.googleapis.com" in line and "DNS lookup failed" in line, line
 

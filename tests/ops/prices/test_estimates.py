@@ -165,7 +165,7 @@ def test_an_unreachable_catalogue_never_holds_a_dry_run_up(monkeypatch, outputs_
         elapsed = time.monotonic() - started
     assert silent.exit_code == 0, silent.stderr
     assert _line(silent.stderr, "  note: ", "catalogue").endswith("1 s")
-    assert "total: $9.6000/h" in silent.stderr and elapsed < 1.0 + 2.0
+    assert "total: $9.6000/h" in silent.stderr and elapsed < 1.0 + 15   # not the client's minutes of retries
 
 
 def test_the_default_wait_is_a_few_seconds():

@@ -64,13 +64,15 @@ def test_killing_a_real_worker_fails_fast_without_orphans(env, tools, tmp_path):
         proc.wait_line("[chief] progress:", "a first training step of the cluster", after="[worker 0] epoch-start:")
         os.kill(pids["worker 0"], signal.SIGKILL)
         t0 = time.monotonic()
-        proc.finish(timeout=60)
+        proc.finish(timeout=120)
         elapsed = time.monotonic() - t0
     assert proc.returncode == 1
     last = [line for line in proc.err if line.strip()][-1].strip()
     assert last.startswith("error: worker 0 ") and f"(pid {pids['worker 0']})" in last and "SIGKILL" in last, last
     assert last.endswith("stopped chief"), last
-    assert elapsed < 30   # within the supervisor's poll and the chief's stop, not the 60 s wait
+    # the supervisor's poll and the chief's stop (its SIGTERM, SIGKILL after the 15 s grace), well before the
+    # collective's own 60 s timeout would have ended the chief (generous: a loaded machine)
+    assert elapsed < 58
     assert not tools.pid_alive(pids["chief"]) and not tools.pid_alive(pids["worker 0"])
 
 
