@@ -78,7 +78,7 @@ run_checkov() {
 }
 # Two lanes that share nothing (own interpreters, own temporary folders, free ports): the ops suite and its checkov
 # gate in one; the trainer suite and then e2e (which drives both environments) in the other (the lanes end close
-# together: ops ~550 s, trainer + e2e ~580 s on a quiet 2-core machine, 2026-11-27). With
+# together: ops + checkov ~600 s, trainer ~580 s + e2e ~45 s on a quiet 2-core machine, 2026-11-27). With
 # more than one core they run side by side, each lane's output kept whole and printed when it ends
 # (TPUCTL_TEST_SERIAL=1 runs them one after the other).
 lane_ops() {
