@@ -9,9 +9,12 @@ tpuctl keeps no hand-typed price: ``tpuctl prices refresh`` caches the SKUs belo
 same API (``SNAPSHOT_FILE``), for TPU VM slices.
 
 Sources (read 2026-11-24 with the search tool):
-- Services are looked up by display name (``CATALOG_SERVICES``); the ids in public examples are only named here:
-  Compute Engine ``6F81-5844-456A`` and Cloud TPU ``E000-3F24-B8AA`` (skypilot-org/skypilot
-  sky/catalog/data_fetchers/fetch_gcp.py, GCE_SERVICE_ID / TPU_SERVICE_ID), Vertex AI ``C7E2-9256-1C43`` (issue 30).
+- Services are looked up by service id (``CATALOG_SERVICE_IDS``), which does not change when Google renames a
+  product (Vertex AI's pages now sit under "Gemini Enterprise Agent Platform", read 2026-11-26), then by display
+  name (``CATALOG_SERVICES``) should an id be gone: Compute Engine ``6F81-5844-456A`` and Cloud TPU
+  ``E000-3F24-B8AA`` (skypilot-org/skypilot sky/catalog/data_fetchers/fetch_gcp.py, GCE_SERVICE_ID /
+  TPU_SERVICE_ID), Vertex AI ``C7E2-9256-1C43`` (issue 30's public example; NOT VERIFIED against Google's
+  catalogue here: the name is the fallback).
 - Usage types ``OnDemand`` / ``Preemptible``; a preemptible Cloud TPU SKU may carry usage type OnDemand with
   "Preemptible" in its description (fetch_gcp.py ``get_tpu_price``), so Spot is also read from the description.
 - TPU SKU descriptions: Compute Engine holds v5e/v5p/v6e as ``TpuV5e`` / ``TpuV5p`` / ``TpuV6e`` per chip-hour,
@@ -49,14 +52,17 @@ from importlib import resources as _resources
 from ground.errors import DomainError
 
 __all__ = [
-    "CATALOG_SERVICES", "USAGE_ON_DEMAND", "USAGE_PREEMPTIBLE", "UNIT_HOUR", "UNIT_GIB_HOUR", "REFRESH_COMMAND",
+    "CATALOG_SERVICES", "CATALOG_SERVICE_IDS", "USAGE_ON_DEMAND", "USAGE_PREEMPTIBLE", "UNIT_HOUR", "UNIT_GIB_HOUR", "REFRESH_COMMAND",
     "SkuRecord", "SkuWant", "match_sku", "sku_words", "vertex_gpu_want", "VERTEX_HOST_SHAPES",
     "ACCELERATOR_HOST_SHAPES_SOURCE", "vertex_host_wants",
     "TPU_PHRASES", "tpu_unit_chips", "vertex_tpu_want", "tpu_vm_want", "all_wants", "wanted", "SNAPSHOT_FILE",
     "Snapshot", "load_snapshot",
 ]
-#: Service key -> display name in ``services.list`` (the id is looked up, never copied).
+#: Service key -> display name in ``services.list`` (the second way a service is found: see the sources above).
 CATALOG_SERVICES: dict[str, str] = {"vertex": "Vertex AI", "compute": "Compute Engine", "tpu": "Cloud TPU"}
+#: Service key -> service id in ``services.list`` (the first way: an id survives a product's rename).
+CATALOG_SERVICE_IDS: dict[str, str] = {"vertex": "C7E2-9256-1C43", "compute": "6F81-5844-456A",
+                                       "tpu": "E000-3F24-B8AA"}
 USAGE_ON_DEMAND = "OnDemand"
 USAGE_PREEMPTIBLE = "Preemptible"
 #: Per-hour and per-GiB-hour usage units (pricing_expression.usage_unit, as in the Billing Catalog's SKUs).

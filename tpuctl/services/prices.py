@@ -125,13 +125,18 @@ def fetch_catalogue(client=None, *, now: datetime | None = None) -> Catalogue:
     """Read the services tpuctl launches on and keep the SKUs it can use; raises UserError (one line)."""
     client = client or catalog_client()
     with google_errors("reading the Cloud Billing catalogue (services.list)", exit_code=1):
-        by_name = {s.display_name: s.service_id for s in client.list_services(request={"page_size": PAGE_SIZE})}
+        listed = {s.service_id: s.display_name for s in client.list_services(request={"page_size": PAGE_SIZE})}
+    by_name = {name: service_id for service_id, name in listed.items()}
     services = {}
     for key, name in domain.CATALOG_SERVICES.items():
-        if name not in by_name:
-            raise UserError(f"the Cloud Billing catalogue has no service named {name!r} (it lists {len(by_name)} "
-                            "services); Google may have renamed it: please report it", 1)
-        services[key] = by_name[name]
+        service_id = domain.CATALOG_SERVICE_IDS[key]
+        if service_id not in listed:        # an id gone: the name is the fallback
+            service_id = by_name.get(name)
+        if service_id is None:
+            raise UserError(f"the Cloud Billing catalogue has no service {domain.CATALOG_SERVICE_IDS[key]} nor one "
+                            f"named {name!r} (it lists {len(listed)} services); Google may have renamed it: please "
+                            "report it", 1)
+        services[key] = service_id
     kept: list[domain.SkuRecord] = []
     for key, service_id in services.items():
         with google_errors(f"reading the SKUs of {domain.CATALOG_SERVICES[key]} (services/{service_id})", exit_code=1):

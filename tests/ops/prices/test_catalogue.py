@@ -17,7 +17,7 @@ from clifixtures import error_line, invoke
 
 
 def test_refresh_finds_services_by_name_follows_pages_and_keeps_only_what_tpuctl_prices(catalog):
-    # Other ids than the public examples: tpuctl must look them up by display name, not trust copied ids.
+    # Other ids than the public examples: an id that is not listed is looked up by its service's display name.
     ids = {VERTEX: "AAAA-0000-0001", COMPUTE: "AAAA-0000-0002", TPU: "AAAA-0000-0003"}
     skus = {ids.get(k, k): v for k, v in default_skus().items()}
     fake = catalog(skus=skus, services={ids.get(k, k): name for k, name in SERVICES.items()}, page=5)
@@ -38,13 +38,23 @@ def test_refresh_finds_services_by_name_follows_pages_and_keeps_only_what_tpuctl
     assert prices.read_cache().fetched.year >= 2026
 
 
-def test_a_renamed_service_is_one_line_and_no_cache_is_written(catalog):
+def test_a_renamed_service_is_found_by_its_id(catalog):
+    """Google renames products (Vertex AI's pages now sit under another name): the service id stays."""
     names = dict(SERVICES)
-    names[TPU] = "Cloud TPUs"
+    names[VERTEX] = "Gemini Enterprise Agent Platform"
+    catalog(services=names)
+    result = invoke(["prices", "refresh"])
+    assert result.exit_code == 0, result.output
+    assert any(s["service"] == "vertex" for s in json.loads(prices.cache_path().read_text())["skus"])
+
+
+def test_a_service_gone_by_id_and_name_is_one_line_and_no_cache_is_written(catalog):
+    names = {sid: name for sid, name in SERVICES.items() if sid != TPU}
+    names["FFFF-0000-1111"] = "Cloud TPUs"
     catalog(services=names)
     result = invoke(["prices", "refresh"])
     line = error_line(result, 1, alone=True)
-    assert "'Cloud TPU'" in line and "4 services" in line and "renamed" in line and "report" in line, line
+    assert TPU in line and "'Cloud TPU'" in line and "4 services" in line and "report" in line, line
     assert not prices.cache_path().exists()
 
 
