@@ -89,18 +89,23 @@ def uses_anonymous(service: str) -> bool:
     return is_loopback_http(endpoint_for(service))
 
 
+def _host(netloc: str) -> str:
+    """``host[:port]`` of a URL's network location, without any ``user:password@`` (never echoed)."""
+    return netloc.rpartition("@")[2]
+
+
 def describe_endpoint(url: str | None) -> str:
     """``storage endpoint http://127.0.0.1:9 (STORAGE_EMULATOR_HOST)`` for a redirected service,
-    ``storage.googleapis.com`` for Google's own, else the URL's host."""
+    ``storage.googleapis.com`` for Google's own, else the URL's host. Credentials in a URL are never shown."""
     if not url:
         return "a Google API endpoint"
     parts = urlsplit(url if "://" in url else "http://" + url)
-    origin = f"{parts.scheme}://{parts.netloc}"
+    host = _host(parts.netloc)
     for service, (variable, _default) in SERVICES.items():
         redirected = endpoint_for(service)
-        if redirected and urlsplit(redirected).netloc == parts.netloc:
-            return f"{service} endpoint {origin} (set by {variable})"
+        if redirected and _host(urlsplit(redirected).netloc) == host:
+            return f"{service} endpoint {parts.scheme}://{host} (set by {variable})"
     for service, (variable, default) in SERVICES.items():
-        if default and urlsplit(default).netloc == parts.netloc:
-            return f"{parts.netloc} ({service}; redirect it with {variable})"
-    return parts.netloc or url
+        if default and urlsplit(default).netloc == host:
+            return f"{host} ({service}; redirect it with {variable})"
+    return host or "a Google API endpoint"

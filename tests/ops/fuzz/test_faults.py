@@ -94,7 +94,7 @@ def test_hostile_stack_file_is_one_line_naming_the_file(tmp_path, offline, text,
     path.write_bytes(text)
     t0 = time.monotonic()
     line = _one_line(invoke(["plan", "--config", str(path)], env=offline))
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 60   # fails fast: not the client's 120 s of retries (generous: a loaded machine)
     assert fragment in line, line
     assert "Pulumi.hostile.yaml" in line
 
@@ -148,7 +148,7 @@ def test_unreachable_storage_fails_fast_naming_the_endpoint(tmp_path):
     t0 = time.monotonic()
     proc = run_process(["data", "make-tfrecords", str(tmp_path / "src"), "gs://some-bucket/x"],
                        env={"STORAGE_EMULATOR_HOST": url}, timeout=60)
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 60   # fails fast: not the client's 120 s of retries (generous: a loaded machine)
     line = error_line(proc, 1, alone=True)     # the kind, the endpoint and what set it, the reason
     assert line.startswith("error: cannot reach ") and url in line and "set by STORAGE_EMULATOR_HOST" in line, line
     assert "connection refused" in line, line
@@ -158,7 +158,7 @@ def test_dns_failure_fails_fast_naming_the_endpoint(tmp_path):
     t0 = time.monotonic()
     proc = run_process(["data", "sample", "gs://some-bucket/x"],
                        env={"STORAGE_EMULATOR_HOST": "http://no-such-host.invalid:9"}, timeout=60)
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 60   # fails fast: not the client's 120 s of retries (generous: a loaded machine)
     assert proc.returncode == 1
     line = proc.stderr.strip()
     assert "no-such-host.invalid:9" in line and "set by STORAGE_EMULATOR_HOST" in line, line
@@ -172,7 +172,7 @@ def test_unreachable_storage_and_crm_in_grant_access_fail_fast(tmp_path):
                         "--principal", "training-sa", "--dry-run"],
                        env={"STORAGE_EMULATOR_HOST": url, "TPUCTL_CRM_ENDPOINT": url, "TPUCTL_IAM_ENDPOINT": url},
                        timeout=60)
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 60   # fails fast: not the client's 120 s of retries (generous: a loaded machine)
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and f"cannot reach storage endpoint {url}" in proc.stderr
 
@@ -188,7 +188,7 @@ def test_unreachable_iam_grpc_fails_fast_naming_the_endpoint(monkeypatch):
     t0 = time.monotonic()
     with pytest.raises(clients.EndpointUnreachable) as info:
         client.get_service_account(name="projects/-/serviceAccounts/a@my-project-1.iam.gserviceaccount.com")
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 60   # fails fast: not the client's 120 s of retries (generous: a loaded machine)
     msg = str(info.value)
     assert msg.startswith("cannot reach ") and "iam" in msg and url in msg and "set by TPUCTL_IAM_ENDPOINT" in msg
     assert "connection refused" in msg, msg
@@ -284,7 +284,18 @@ def test_unreachable_tls_grpc_endpoint_fails_fast_too(monkeypatch):
     t0 = time.monotonic()
     with pytest.raises(clients.EndpointUnreachable) as info:
         client.get_service_account(name="projects/-/serviceAccounts/a@my-project-1.iam.gserviceaccount.com")
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 60   # fails fast: not the client's 120 s of retries (generous: a loaded machine)
     msg = str(info.value)
     assert msg.startswith("cannot reach ") and "iam" in msg and url in msg and "set by TPUCTL_IAM_ENDPOINT" in msg
     assert "connection refused" in msg, msg
+
+
+def test_credentials_in_an_endpoint_variable_are_never_echoed(tmp_path):
+    """An endpoint variable with ``user:password@`` (issue 43's hostile trial: echoed with the password)."""
+    url = _closed_url().replace("http://", "http://alice:s3cret-pw@")
+    (tmp_path / "src" / "a").mkdir(parents=True)
+    proc = run_process(["data", "make-tfrecords", str(tmp_path / "src"), "gs://some-bucket/x"],
+                       env={"STORAGE_EMULATOR_HOST": url}, timeout=60)
+    line = error_line(proc, 1, alone=True)
+    assert "s3cret-pw" not in proc.stderr + proc.stdout and "alice" not in line, line
+    assert url.split("@")[1] in line and "set by STORAGE_EMULATOR_HOST" in line, line

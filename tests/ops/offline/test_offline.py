@@ -61,7 +61,7 @@ def test_doctor_offline_says_cannot_reach_once_and_suggests_no_permission_fix(us
     start = time.monotonic()
     with offline():
         r = invoke(["doctor", "--project", "my-proj-1"])
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < 30   # not the client's minutes of retries (generous: a loaded machine)
     line = error_line(r, 1, alone=True)   # docs/doctor.md: 1 when a check fails or Google cannot be reached
     assert "cannot reach oauth2.googleapis.com" in line and "DNS lookup failed" in line, line
     assert "grant yourself" not in r.stdout and "services enable" not in r.stdout
