@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Optional
@@ -48,11 +49,15 @@ def _fmt(value, digits: int = 4, *, markup: bool = False) -> str:
 
 
 def sparkline(values: list[float]) -> str:
-    if not values:
-        return ""
-    low, high = min(values), max(values)
+    """One bar per value, scaled between the finite ones; a NaN or infinite point (a loss that diverged) is ``×``
+    (was: the whole `runs show` ended in a traceback)."""
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return "×" * len(values)
+    low, high = min(finite), max(finite)
     span = (high - low) or 1.0
-    return "".join(_BARS[min(len(_BARS) - 1, int((v - low) / span * (len(_BARS) - 1)))] for v in values)
+    return "".join(_BARS[min(len(_BARS) - 1, int((v - low) / span * (len(_BARS) - 1)))] if math.isfinite(v) else "×"
+                   for v in values)
 
 
 @runs_app.command("ls")

@@ -102,3 +102,12 @@ def test_an_interrupted_run_is_listed_as_interrupted(tmp_path, monkeypatch):
     monkeypatch.setattr(training, "run_local", interrupted_at_once)
     assert invoke(["train", "--data-dir", str(tmp_path / "data"), "--name", "nothing"]).exit_code == 130
     assert not (tmp_path / "runs" / "nothing").exists()
+
+
+def test_a_curve_that_diverged_is_drawn_with_its_nan_and_inf_points_marked():
+    """A loss that went to NaN or infinity (issue 43's hostile trial: `runs show` ended in a traceback)."""
+    from tpuctl.commands.runs import sparkline
+
+    line = sparkline([1.0, 0.5, float("nan"), float("inf"), 0.25])
+    assert len(line) == 5 and line[2] == line[3] == "×" and line[0] == "█" and line[4] == "▁", line
+    assert sparkline([float("nan")] * 3) == "×××" and sparkline([]) == ""
