@@ -98,7 +98,7 @@ def predict(
     instances_file: Optional[str] = typer.Option(None, "--instances", help="A JSON file of instances for a model that takes its own inputs (a plug-in's export): {\"instances\": [{\"feature\": value, ...}]}."),
     batch: Optional[str] = typer.Option(None, "--batch", help="gs:// folder of images: create a Vertex AI batch prediction job."),
     batch_size: int = typer.Option(16, "--batch-size", help="Images per request (1-256)."),
-    max_bytes: int = typer.Option(4 * 1024 * 1024, "--max-bytes", help="Largest image file accepted."),
+    max_bytes: int = typer.Option(4 * 1024 * 1024, "--max-bytes", help="Largest image file accepted (at most 64 MiB)."),
     timeout: float = typer.Option(30.0, "--timeout", help="Seconds one request may take in all (connect, answer and every byte of it)."),
     top: int = typer.Option(3, "--top", help="Classes shown per image."),
     manifest: Optional[Path] = typer.Option(None, "--manifest", help="Data manifest.json (or its folder) naming the classes."),

@@ -220,6 +220,8 @@ def test_predict_bad_input_is_one_line(tf_serving, helpers, tmp_path):
         ([server.url, tmp_path / "missing.jpg"], f"image {tmp_path / 'missing.jpg'} does not exist"),
         ([server.url, text], f"{text}: not an image tpuctl reads"),
         ([server.url, big, "--max-bytes", "100"], f"image {big} is larger than 100 bytes"),
+        ([server.url, good, "--max-bytes", str(2**40)], "--max-bytes must be from 1 to"),   # no upper bound before
+        ([server.url, good, "--max-bytes", "0"], "--max-bytes must be from 1 to"),
         (["http://127.0.0.1:8501/v1/models/digits", good], "is neither a TF Serving predict URL"),
         ([server.url, good, "--batch-size", "0"], "--batch-size must be 1-256"),
         ([silent_url, good, "--timeout", "1"], f"no answer from {silent_url} within 1 s"),
