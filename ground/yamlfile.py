@@ -2,7 +2,9 @@
 line out.
 
 The bytes must be UTF-8 (a BOM is allowed); the loader is PyYAML's SafeLoader without aliases (``*name``: "billion
-laughs" documents) and with a nesting limit, both checked while composing, before anything is built. Every
+laughs" documents) and with a nesting limit, both checked while composing, before anything is built, and a key
+given twice in one mapping is refused (PyYAML keeps the last one silently: a stack file's second `config:` block
+would replace the first). Every
 failure is a one-line ``DomainError`` that names the file and what it is.
 """
 
@@ -37,6 +39,22 @@ def _loader(what: str):
                 return super().compose_node(parent, index)
             finally:
                 self.depth -= 1
+
+        def construct_mapping(self, node, deep=False):
+            if isinstance(node, yaml.MappingNode):
+                seen = set()
+                for key_node, _value in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    key = self.construct_object(key_node, deep=True)
+                    try:
+                        if key in seen:
+                            raise yaml.MarkedYAMLError(None, None, f"the key {str(key)[:80]!r} is given twice",
+                                                       key_node.start_mark)
+                        seen.add(key)
+                    except TypeError:     # an unhashable key: the constructor says so below
+                        pass
+            return super().construct_mapping(node, deep)
 
     return BoundedLoader
 

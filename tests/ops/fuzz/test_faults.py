@@ -88,6 +88,8 @@ def test_outputs_folder_and_too_long_path(tmp_path, offline):
     (b"config:\n  tpuctl:stagingRetentionDays: .nan\n", "not a finite number"),
     (b"\xff\xfeconfig: {}\n", "not UTF-8"),
     (b"config:\n" + b"  # padding\n" * 120_000, "larger than"),
+    (b"config:\n  tpuctl:labels: {}\nconfig:\n  tpuctl:budgetUsd: 5\n", "'config' is given twice (line 3"),
+    (b"config:\n  tpuctl:region: us-central1\n  tpuctl:region: europe-west4\n", "'tpuctl:region' is given twice"),
 ])
 def test_hostile_stack_file_is_one_line_naming_the_file(tmp_path, offline, text, fragment):
     path = tmp_path / "Pulumi.hostile.yaml"
