@@ -29,7 +29,7 @@ from cloud.google import billing_v1
 from ground import domain
 from ground.envs import cache_dir
 from ground.errors import DomainError, UserError
-from ground.files import write_atomically
+from ground.files import read_file, write_atomically
 
 #: A cache younger than this is used without asking Google again (list prices change rarely, and are dated).
 FRESH_FOR = timedelta(days=7)
@@ -38,6 +38,9 @@ REFRESH_WAIT_SECONDS = 4.0
 #: SKUs per page (services.skus.list accepts up to 5000).
 PAGE_SIZE = 5000
 CACHE_VERSION = 1
+#: The cache holds the SKUs tpuctl can use (a few thousand at most, well under a megabyte); anything much bigger is
+#: not its cache and is never read whole.
+MAX_CACHE_BYTES = 32 * 1024 * 1024
 
 
 def cache_path() -> Path:
@@ -80,13 +83,14 @@ class Catalogue:
 
 
 def read_cache() -> Catalogue | None:
-    """The cached catalogue; None when there is none, or it cannot be read (then it is as good as absent)."""
+    """The cached catalogue; None when there is none, or it cannot be read (then it is as good as absent). Read
+    bounded and non-blocking (``ground.files.read_file``): a FIFO or a device in its place (a link to /dev/zero)
+    is never waited on or read, a file over ``MAX_CACHE_BYTES`` never parsed."""
     path = cache_path()
     try:
-        return Catalogue.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, KeyError, TypeError):
+        data = read_file(path, "prices cache", MAX_CACHE_BYTES, hint=f"`{domain.REFRESH_COMMAND}` writes it again")
+        return Catalogue.from_json(json.loads(data.decode("utf-8")))
+    except (UserError, ValueError, KeyError, TypeError, RecursionError):
         return None
 
 

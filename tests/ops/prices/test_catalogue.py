@@ -78,6 +78,32 @@ def test_the_cache_write_is_atomic_and_an_unreadable_cache_counts_as_none(tmp_pa
     assert prices.read_cache() is None
 
 
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "huge"])
+def test_a_cache_that_is_a_fifo_a_device_or_huge_is_never_waited_on_or_read_whole(kind, monkeypatch):
+    """Issue 43's hostile trial: a FIFO as the cache hung every estimate; a link to /dev/zero read until the machine
+    killed it (24 GiB)."""
+    import os
+    import threading
+
+    path = prices.cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    else:
+        monkeypatch.setattr(prices, "MAX_CACHE_BYTES", 1000)
+        path.write_text(json.dumps(fake_prices().catalogue.to_json()) + " " * 2000)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(prices.read_cache()), daemon=True)
+    reader.start()
+    reader.join(30)
+    if reader.is_alive() and kind == "fifo":      # the old reader blocks in open(): let it go before failing
+        with open(path, "w"):
+            pass
+    assert got == [None], f"read_cache() did not return for a {kind} cache"
+
+
 def _rec(description, usage="OnDemand", service="vertex", region="us-central1", usd=1.0, unit="h", group=""):
     return domain.SkuRecord("X", description, service, "Compute", group, usage, (region,), usd, unit)
 
