@@ -41,6 +41,8 @@ CACHE_VERSION = 1
 #: The cache holds the SKUs tpuctl can use (a few thousand at most, well under a megabyte); anything much bigger is
 #: not its cache and is never read whole.
 MAX_CACHE_BYTES = 32 * 1024 * 1024
+#: Pages of one listing before the refresh gives up (at PAGE_SIZE 5000 SKUs each: far more than any service has).
+MAX_PAGES = 200
 
 
 def cache_path() -> Path:
@@ -125,11 +127,26 @@ def sku_record(sku, service: str) -> domain.SkuRecord | None:
                             money.units + money.nanos / 1e9, expression.usage_unit)
 
 
+def _items(pager, field: str, what: str):
+    """The items of a listing, page by page, bounded: a page token seen before (a server that pages in a circle) or
+    more than ``MAX_PAGES`` pages is one line, not a refresh that never ends."""
+    seen: set[str] = set()
+    for number, page in enumerate(pager.pages, 1):
+        yield from getattr(page, field)
+        token = page.next_page_token
+        if token and (token in seen or number >= MAX_PAGES):
+            why = "repeated a page token" if token in seen else f"went on past {MAX_PAGES} pages"
+            raise UserError(f"the Cloud Billing catalogue {why} while listing {what}; nothing was cached, try "
+                            "again later", 1)
+        seen.add(token)
+
+
 def fetch_catalogue(client=None, *, now: datetime | None = None) -> Catalogue:
     """Read the services tpuctl launches on and keep the SKUs it can use; raises UserError (one line)."""
     client = client or catalog_client()
     with google_errors("reading the Cloud Billing catalogue (services.list)", exit_code=1):
-        listed = {s.service_id: s.display_name for s in client.list_services(request={"page_size": PAGE_SIZE})}
+        listed = {s.service_id: s.display_name
+                  for s in _items(client.list_services(request={"page_size": PAGE_SIZE}), "services", "services.list")}
     by_name = {name: service_id for service_id, name in listed.items()}
     services = {}
     for key, name in domain.CATALOG_SERVICES.items():
@@ -144,7 +161,8 @@ def fetch_catalogue(client=None, *, now: datetime | None = None) -> Catalogue:
     kept: list[domain.SkuRecord] = []
     for key, service_id in services.items():
         with google_errors(f"reading the SKUs of {domain.CATALOG_SERVICES[key]} (services/{service_id})", exit_code=1):
-            for sku in client.list_skus(request={"parent": f"services/{service_id}", "page_size": PAGE_SIZE}):
+            for sku in _items(client.list_skus(request={"parent": f"services/{service_id}", "page_size": PAGE_SIZE}),
+                              "skus", f"services/{service_id}/skus"):
                 record = sku_record(sku, key)
                 if record is not None and domain.wanted(record):
                     kept.append(record)

@@ -214,3 +214,12 @@ def test_show_prints_the_breakdown_with_source_and_date(default_catalog):
 def test_show_refuses_in_one_line(args, keys, default_catalog):
     line = error_line(invoke(["prices", "show", *args]), 2)
     assert all(key in line for key in keys), (keys, line)
+
+
+def test_a_catalogue_that_pages_in_a_circle_is_one_line_and_nothing_is_cached(catalog):
+    """Issue 43's hostile trial: an endpoint repeating its nextPageToken hung `prices refresh`."""
+    catalog(stuck_token="again")
+    result = invoke(["prices", "refresh"])
+    line = error_line(result, 1, alone=True)
+    assert "repeated a page token" in line and "/skus" in line, line
+    assert not prices.cache_path().exists()
