@@ -128,9 +128,8 @@ def test_vertex_environment_variables_win(tools, demo_data, tmp_path):
     (["--image_size", "big"], "--image_size"),
     (["--resnet_weights", "w.h5"], "--resnet_weights"),
 ])
-def test_bad_flags_exit_2_with_one_line(tools, demo_data, tmp_path, flags, needle):
-    run = tools.run_module(["trainer.task", "--data_dir", str(demo_data), "--model_dir", str(tmp_path / "m"), *flags],
-                           timeout=60)
+def test_bad_flags_exit_2_with_one_line(in_process, demo_data, tmp_path, flags, needle):
+    run = in_process(["trainer.task", "--data_dir", str(demo_data), "--model_dir", str(tmp_path / "m"), *flags])
     assert run.returncode == 2
     assert needle in run.error_line()
     assert not (tmp_path / "m").exists()  # nothing created on bad input
