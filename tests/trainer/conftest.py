@@ -7,6 +7,7 @@ import importlib
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from netfixtures import free_port
+from procfixtures import Watched
 
 # Fuzzing (tests/trainer/test_fuzz.py): few examples by default so the suite stays fast; run many with
 # `pytest tests/trainer/test_fuzz.py --hypothesis-profile=long` (documented in docs/trainer.md).
@@ -112,6 +114,29 @@ def run_in_process(module_args: list[str], monkeypatch, *, env: dict | None = No
     return Run(subprocess.CompletedProcess([module, *argv], code, out.getvalue(), err.getvalue()))
 
 
+def killed_at_step(module_args: list[str], *, step: int, epoch: str, env: dict | None = None,
+                   sig: int = signal.SIGKILL, stderr: bool = False) -> Watched:
+    """``python -m MODULE ARGS`` sent ``sig`` once its progress line of ``step`` in epoch ``epoch`` ("2/3") is out
+    (SIGKILL: a preemption without notice). Returns the ended process, its output collected whole."""
+    with Watched([sys.executable, "-m", *module_args], stderr=stderr, cwd=REPO, env=trainer_env(env)) as proc:
+        proc.wait_line(f"progress: {step}/", f"step {step} of epoch {epoch}", after=f"epoch-start: {epoch}")
+        os.kill(proc.pid, sig)
+        proc.finish()
+    return proc
+
+
+def logged_batches(path) -> dict[int, int]:
+    """A worker's batch log (TPUCTL_TRAINER_TEST_LOG_BATCHES): optimizer step -> fingerprint of the batch trained
+    at that step (a line cut by a kill is left out)."""
+    steps: dict[int, int] = {}
+    for line in Path(path).read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 2 and all(p.isdigit() for p in parts):
+            assert int(parts[0]) not in steps, f"step {parts[0]} logged twice in {path}"
+            steps[int(parts[0])] = int(parts[1])
+    return steps
+
+
 def validation_jpegs(data_dir, count: int | None = None) -> list[bytes]:
     """The encoded images of ``data_dir``'s validation shards, in file order (the first ``count``)."""
     import tensorflow as tf
@@ -168,4 +193,5 @@ def tools():
 
     return types.SimpleNamespace(run_module=run_module, fast_flags=fast_flags, free_port=free_port,
                                  validation_jpegs=validation_jpegs,
+                                 killed_at_step=killed_at_step, logged_batches=logged_batches,
                                  env=trainer_env, REPO=REPO, HERE=HERE, RESULT_PREFIX=RESULT_PREFIX)

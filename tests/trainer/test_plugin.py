@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
 import sys
 
 import pytest
@@ -124,23 +122,14 @@ def test_a_killed_plugin_run_resumes_with_the_batches_where_it_stopped(tools, pr
     def log(folder):
         return {"TPUCTL_TRAINER_TEST_LOG_BATCHES": str(tmp_path / "batches" / folder)}
 
-    with Watched([sys.executable, "-m", "trainer.task", *flags("resumed")], stderr=False, cwd=tools.REPO,
-                 env=tools.env(log("killed"))) as proc:
-        proc.wait_line("progress: 11/", "step 11 of epoch 2", after="epoch-start: 2/2")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.finish()
+    tools.killed_at_step(["trainer.task", *flags("resumed")], step=11, epoch="2/2", env=log("killed"))
     resumed = tools.run_module(["trainer.task", *flags("resumed")], env=log("resumed"))
     assert resumed.result["epochs"] == 2
     assert any(line.startswith("resuming: ") for line in resumed.stdout_lines)
     tools.run_module(["trainer.task", *flags("whole")], env=log("whole"))
 
     def batches(folder):
-        steps = {}
-        for line in (tmp_path / "batches" / folder / "batches-chief-0.txt").read_text().splitlines():
-            parts = line.split()
-            if len(parts) == 2 and all(p.isdigit() for p in parts):
-                steps[int(parts[0])] = int(parts[1])
-        return steps
+        return tools.logged_batches(tmp_path / "batches" / folder / "batches-chief-0.txt")
 
     killed, continued, whole = batches("killed"), batches("resumed"), batches("whole")
     first = min(continued)

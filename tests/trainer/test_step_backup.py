@@ -38,18 +38,6 @@ def _classes(export_dir, images) -> list[int]:
             for c in tf.argmax(serve(image_bytes=tf.constant(images[i:i + 64]))["probabilities"], axis=1).numpy()]
 
 
-def _batches(path) -> dict[int, int]:
-    """The batch log of one worker: optimizer step -> fingerprint of the batch trained at that step (a line cut
-    by the kill is left out)."""
-    steps = {}
-    for line in path.read_text().splitlines():
-        parts = line.split()
-        if len(parts) == 2 and all(p.isdigit() for p in parts):
-            assert int(parts[0]) not in steps, f"step {parts[0]} logged twice in {path}"
-            steps[int(parts[0])] = int(parts[1])
-    return steps
-
-
 def _assert_input_continues(killed: dict[int, int], resumed: dict[int, int], total_steps: int) -> int:
     """The resumed run trains exactly the batches the interrupted run would have trained next: from the first
     step after its backup, the same batches in the same order as the killed run read after that backup, none
@@ -107,11 +95,8 @@ def test_a_run_killed_mid_epoch_resumes_within_backup_every_steps_and_ends_as_go
 
     model_dir = tmp_path / "model"
     flags = run_flags(model_dir)
-    with Watched([sys.executable, "-m", "trainer.task", *flags], stderr=False, cwd=tools.REPO,
-                 env=tools.env({"TPUCTL_TRAINER_TEST_LOG_BATCHES": str(tmp_path / "killed")})) as proc:
-        proc.wait_line("progress: 17/", "step 17 of epoch 2", after="epoch-start: 2/3")
-        os.kill(proc.pid, signal.SIGKILL)   # a preemption: no handler, no cleanup
-        proc.finish()
+    proc = tools.killed_at_step(["trainer.task", *flags], step=17, epoch="2/3",
+                                env={"TPUCTL_TRAINER_TEST_LOG_BATCHES": str(tmp_path / "killed")})
     killed_lines = proc.out
     assert proc.returncode == -signal.SIGKILL, killed_lines[-5:]
     in_epoch_2 = killed_lines[killed_lines.index("epoch-start: 2/3"):]
@@ -133,7 +118,7 @@ def test_a_run_killed_mid_epoch_resumes_within_backup_every_steps_and_ends_as_go
     assert f"{STEPS + restored} step(s)" in resuming and f"epoch 2 step {first}/{STEPS}" in resuming, resuming
     assert f"{(STEPS + restored) * 32} record(s)" in resuming, resuming
     name = "batches-chief-0.txt"
-    killed, continued = _batches(tmp_path / "killed" / name), _batches(tmp_path / "resumed" / name)
+    killed, continued = tools.logged_batches(tmp_path / "killed" / name), tools.logged_batches(tmp_path / "resumed" / name)
     assert _assert_input_continues(killed, continued, 3 * STEPS) == STEPS + restored
     # Every step counted once: epoch 2's end checkpoint holds the optimizer's step counter at 2 epochs.
     assert _iterations(model_dir / "checkpoints" / "ckpt-0002") == 2 * STEPS
@@ -150,7 +135,7 @@ def test_a_run_killed_mid_epoch_resumes_within_backup_every_steps_and_ends_as_go
     # The same seed, never interrupted: the same batches, close metrics, exports that agree.
     whole = tools.run_module(["trainer.task", *run_flags(tmp_path / "whole")],
                              env={"TPUCTL_TRAINER_TEST_LOG_BATCHES": str(tmp_path / "uninterrupted")}).result
-    uninterrupted = _batches(tmp_path / "uninterrupted" / name)
+    uninterrupted = tools.logged_batches(tmp_path / "uninterrupted" / name)
     first_lost = STEPS + restored
     assert {**{s: killed[s] for s in range(first_lost)}, **continued} == uninterrupted
     assert abs(result["val_accuracy"] - whole["val_accuracy"]) < 0.015, (result, whole)
@@ -217,7 +202,7 @@ def test_a_two_process_cluster_killed_mid_epoch_resumes_within_backup_every_step
     assert restored % EVERY == 0 and stopped - EVERY < restored <= stopped + EVERY, (stopped, first)
     fingerprints = []
     for name in ("batches-chief-0.txt", "batches-worker-0.txt"):
-        killed, continued = _batches(tmp_path / "killed" / name), _batches(tmp_path / "resumed" / name)
+        killed, continued = tools.logged_batches(tmp_path / "killed" / name), tools.logged_batches(tmp_path / "resumed" / name)
         assert _assert_input_continues(killed, continued, 3 * STEPS) == STEPS + restored, name
         fingerprints.append({*killed.values(), *continued.values()})
     assert not fingerprints[0] & fingerprints[1], "both workers trained on the same batch"
@@ -233,11 +218,7 @@ def test_a_one_worker_run_backs_up_by_training_time(tools, demo_data, tmp_path):
     model_dir = tmp_path / "model"
     flags = tools.fast_flags(demo_data, model_dir, "--train_epochs", "2", "--steps_per_epoch", str(STEPS),
                              "--backup_every_minutes", "0.0001")
-    with Watched([sys.executable, "-m", "trainer.task", *flags], stderr=False, cwd=tools.REPO,
-                 env=tools.env()) as proc:
-        proc.wait_line("progress: 17/", "step 17 of epoch 2", after="epoch-start: 2/2")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.finish()
+    proc = tools.killed_at_step(["trainer.task", *flags], step=17, epoch="2/2")
     lines = proc.out
     stopped = max(int(l.split()[1].split("/")[0]) for l in lines[lines.index("epoch-start: 2/2"):]
                   if l.startswith("progress:"))
@@ -271,19 +252,17 @@ def test_sigterm_backs_up_the_step_and_the_run_continues_there(tools, demo_data,
     (A cluster's workers agreeing on one step: tests/ops/train/test_real_trainer.py, through `tpuctl train -w 2`.)"""
     model_dir = tmp_path / "model"
     flags = tools.fast_flags(demo_data, model_dir, "--train_epochs", "2", "--steps_per_epoch", str(STEPS))
-    with Watched([sys.executable, "-m", "trainer.task", *flags], cwd=tools.REPO,
-                 env=tools.env({"TPUCTL_TRAINER_TEST_LOG_BATCHES": str(tmp_path / "stopped")})) as proc:
-        proc.wait_line("progress: 17/", "step 17 of epoch 2", after="epoch-start: 2/2")
-        os.kill(proc.pid, signal.SIGTERM)
-        assert proc.finish() == 143, proc.tail()
-        epoch, step = _preempted_at(proc)
+    proc = tools.killed_at_step(["trainer.task", *flags], step=17, epoch="2/2", sig=signal.SIGTERM, stderr=True,
+                                env={"TPUCTL_TRAINER_TEST_LOG_BATCHES": str(tmp_path / "stopped")})
+    assert proc.returncode == 143, proc.tail()
+    epoch, step = _preempted_at(proc)
     assert epoch == 2 and 17 <= step < STEPS and not (model_dir / "result.json").exists()
 
     resumed = tools.run_module(["trainer.task", *flags], env={"TPUCTL_TRAINER_TEST_LOG_BATCHES": str(tmp_path / "resumed")})
     [resuming] = [line for line in resumed.stdout_lines if line.startswith("resuming: ")]
     assert f"{STEPS + step} step(s)" in resuming and f"epoch 2 step {step + 1}/{STEPS}" in resuming, resuming
     name = "batches-chief-0.txt"
-    stopped, continued = _batches(tmp_path / "stopped" / name), _batches(tmp_path / "resumed" / name)
+    stopped, continued = tools.logged_batches(tmp_path / "stopped" / name), tools.logged_batches(tmp_path / "resumed" / name)
     _assert_nothing_lost(stopped, continued, STEPS + step)
     assert _iterations(model_dir / "checkpoints" / "ckpt-0002") == 2 * STEPS
 
