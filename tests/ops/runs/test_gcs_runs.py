@@ -13,15 +13,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import urllib.request
 
 import pytest
 
-from ground.envs import ops_python, trainer_env, trainer_python
+from ground.envs import ops_python
 
 from clifixtures import invoke, run_process, sigint_as_ctrl_c
 from procfixtures import Watched, wait_for
+from runfixtures import trainer_digits
 from tfgcsfixtures import tf_storage
 
 pytestmark = pytest.mark.slow
@@ -35,13 +35,8 @@ SMALL = ["--steps_per_epoch", "2", "--validation_batch_size", "360", "--seed", "
 @pytest.fixture(scope="module")
 def storage(tmp_path_factory):
     """The bucket (its emulator and TLS front) holding the digits dataset at gs://tf-runs/data."""
-    python = trainer_python()
-    if not python.exists():
-        pytest.skip(f"trainer environment {python} is missing (scripts/setup.sh)")
     root = tmp_path_factory.mktemp("gcs-runs")
-    data = root / "data"
-    subprocess.run([str(python), "-m", "trainer.sample_data", "--out", str(data), "--image-size", "16"],
-                   env=trainer_env(), check=True, capture_output=True, timeout=300)
+    python, data = trainer_digits(root)
     with tf_storage(root / "ca", [BUCKET]) as storage:
         bucket = storage.client.bucket(BUCKET)
         for file in data.iterdir():

@@ -8,25 +8,21 @@ import urllib.request
 
 import pytest
 
-from ground.envs import trainer_env, trainer_python
+from ground.envs import trainer_env
 from tpuctl.services.runs import board
 from tpuctl.services.runs import records as runs
 
 from clifixtures import invoke
 from procfixtures import wait_for
+from runfixtures import trainer_digits
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
-    python = trainer_python()
-    if not python.exists():
-        pytest.skip(f"trainer environment {python} is missing (scripts/setup.sh)")
     root = tmp_path_factory.mktemp("history")
-    data = root / "data"
-    subprocess.run([str(python), "-m", "trainer.sample_data", "--out", str(data), "--image-size", "16"],
-                   env=trainer_env(), check=True, capture_output=True, timeout=300)
+    python, data = trainer_digits(root)
     base = root / "runs"
     for name, epochs, started in (("20261101-100000", "2", 1_761_991_200), ("20261102-100000", "3", 1_762_077_600)):
         model_dir = base / name

@@ -12,7 +12,7 @@ from google.cloud.aiplatform_v1 import AcceleratorType, CustomJob
 
 from ground import domain
 
-from clifixtures import error_line
+from clifixtures import error_line, invoke_as_process
 
 PROJECT = "my-project-1"
 STAGING = "tpuctl-my-project-1-staging"
@@ -51,8 +51,8 @@ def vertex(gcs, fake_vertex, tmp_path, tools):
             except domain.DomainError:          # a bad --accelerator: the CLI's own refusal is under test
                 kind = "cpu"
             image = domain.VERTEX_TRAINING_IMAGES[kind].uri(given.get("--region"))
-            return tools.run_cli(["train", "--target", "vertex", "--outputs", str(outputs), "--poll-seconds", "0.01",
-                                  "--python-package", "--image", image, *args], env=env, cwd=tmp_path)
+            return invoke_as_process(["train", "--target", "vertex", "--outputs", str(outputs), "--poll-seconds",
+                                      "0.01", "--python-package", "--image", image, *args], env=env, cwd=tmp_path)
 
         @staticmethod
         def staged():
