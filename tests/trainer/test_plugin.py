@@ -82,6 +82,24 @@ def test_a_plugin_trains_exports_its_own_inputs_and_counts_validation_exactly(to
     assert result["export_dir"].endswith("/export/build/1")
 
 
+
+def test_a_plugin_trains_in_mixed_precision_and_serves_float32(tools, project, tmp_path):
+    """--mixed_precision bfloat16 (what TPUs default to) applies to the plug-in's model as to the built-in ones: its
+    layers are built under the policy, and the export still answers float32 probabilities a client can read."""
+    import tensorflow as tf
+
+    run = tools.run_module(["trainer.task", *_flags(project, tmp_path / "m", "--train_epochs", "1",
+                                                     "--steps_per_epoch", "5", "--mixed_precision", "bfloat16")])
+    result = run.result
+    assert result["mixed_precision"] == "bfloat16" and "mixed_precision=bfloat16" in run.stdout
+    serve, out = _serve(result["export_dir"])
+    # the user's layers computed in bfloat16 (casts to it in the served graph; none without the flag: a plain
+    # run's export has no bfloat16 at all), the answer is float32
+    assert "DT_BFLOAT16" in str(serve.graph.as_graph_def())
+    assert serve.structured_outputs["probabilities"].dtype == tf.float32
+    assert out["probabilities"].shape == (2, 2)
+    assert abs(float(tf.reduce_sum(out["probabilities"][0])) - 1.0) < 1e-3
+
 @pytest.mark.slow
 @pytest.mark.parametrize("layout", ["multi_worker", "parameter_server"])
 def test_a_plugin_trains_on_a_cluster(tools, project, tmp_path, layout):
