@@ -258,6 +258,32 @@ def test_predict_on_a_vertex_endpoint_sends_the_same_instances(vertex, helpers, 
                                           for p in paths for n in [len(p.read_bytes()) % 3]]
 
 
+
+def test_predict_on_a_vertex_endpoint_sends_json_instances_as_they_are(vertex, tmp_path):
+    """A model whose inputs are not images (a plug-in's own features): --instances rows go to the Endpoint's
+    :predict unchanged (numbers, text, lists), batched, and each answer is printed for its row."""
+    rows = [{"measurements": [5.0, 3.4, 1.5, 0.2], "colour": "white"},
+            {"measurements": [5.9, 2.8, 4.3, 1.3], "colour": "blue"},
+            {"measurements": [6.6, 3.0, 5.6, 2.0], "colour": "purple"}]
+    names = ["setosa", "versicolor", "virginica"]
+
+    def predictor(instances):
+        return [{"probabilities": [0.1, 0.1, 0.1][:n] + [0.8] + [0.1] * (2 - n), "class_id": n, "class_name": names[n]}
+                for n in (len(i["colour"]) % 3 for i in instances)]
+
+    fake = vertex(predictor=predictor, endpoints=["tpuctl-x"])
+    file = tmp_path / "rows.json"
+    file.write_text(json.dumps({"instances": rows}))
+    result = invoke(["predict", ENDPOINT, "--instances", str(file), "--batch-size", "2", "--json"])
+    assert result.exit_code == 0, result.stderr
+    posts = fake.posts(":predict")
+    assert [p for p, _ in posts] == [f"/v1/{ENDPOINT}:predict"] * 2
+    for _, body in posts:
+        strict(aiplatform_v1.PredictRequest, body)      # Google's type accepts the request as sent
+    assert [row for _, body in posts for row in body["instances"]] == rows
+    answers = json.loads(result.stdout)
+    assert [a["top"][0]["class_name"] for a in answers] == [names[len(r["colour"]) % 3] for r in rows]
+
 def test_deploy_dry_run_creates_nothing(fake_export, outputs_file):
     result = invoke(["deploy", "20261122-1000", "--dir", fake_export.runs, "--outputs", outputs_file, "--dry-run",
                      "--min-replicas", "1", "--max-replicas", "3"])
