@@ -77,10 +77,10 @@ run_checkov() {
   fi
 }
 # Two lanes that share nothing (own interpreters, own temporary folders, free ports): the ops suite and its checkov
-# gate in one; the trainer suite and then e2e (which drives both environments) in the other (the lanes end close
-# together: ops + checkov ~600 s, trainer ~580 s + e2e ~45 s on a quiet 2-core machine, 2026-11-27). With
-# more than one core they run side by side, each lane's output kept whole and printed when it ends
-# (TPUCTL_TEST_SERIAL=1 runs them one after the other).
+# gate in one, the trainer suite in the other; e2e (a few long tests driving both environments) follows in whichever
+# lane ends first, so the lanes end close together however the suites grow. With more than one core they run side
+# by side, each part's output kept whole and printed as it ends (TPUCTL_TEST_SERIAL=1 runs them
+# one after the other).
 lane_ops() {
   local rc=0
   if want ops; then run_suite ops || rc=1; run_checkov || rc=1; fi
@@ -89,23 +89,35 @@ lane_ops() {
 lane_trainer() {
   local rc=0
   if want trainer; then run_suite trainer || rc=1; fi
+  return $rc
+}
+lane_e2e() {
+  local rc=0
   if want e2e; then run_suite e2e || rc=1; fi
   return $rc
 }
 if [ "${TPUCTL_TEST_SERIAL:-0}" != 1 ] && [ "$(nproc 2>/dev/null || echo 1)" -gt 1 ] && want trainer \
     && { want ops || want e2e; }; then
-  echo "=== two lanes side by side: ops, checkov | trainer, e2e (output follows as each ends)"
+  echo "=== two lanes side by side: ops, checkov | trainer; e2e after the first to end (output follows)"
   lane_ops >"$reports/lane-ops.log" 2>&1 &
   ops_pid=$!
   lane_trainer >"$reports/lane-trainer.log" 2>&1 &
   trainer_pid=$!
-  wait "$ops_pid" || status=1
-  cat "$reports/lane-ops.log"
-  wait "$trainer_pid" || status=1
-  cat "$reports/lane-trainer.log"
+  wait -n -p first "$ops_pid" "$trainer_pid" || status=1
+  if [ "$first" = "$ops_pid" ]; then ended=ops; other=trainer; other_pid=$trainer_pid
+  else ended=trainer; other=ops; other_pid=$ops_pid; fi
+  lane_e2e >"$reports/lane-e2e.log" 2>&1 &
+  e2e_pid=$!
+  cat "$reports/lane-$ended.log"
+  echo "=== the $ended lane ended first (at $SECONDS s): e2e runs in its place"
+  wait "$other_pid" || status=1
+  cat "$reports/lane-$other.log"
+  wait "$e2e_pid" || status=1
+  cat "$reports/lane-e2e.log"
 else
   lane_ops || status=1
   lane_trainer || status=1
+  lane_e2e || status=1
 fi
 
 .venv/bin/python - "$reports" <<'PY'
