@@ -37,7 +37,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "check_display_name", "check_endpoint_name", "check_machine_type", "check_model_name",
         "check_prediction_image", "check_replicas", "model_status_path", "model_version", "parse_endpoint_name",
         "parse_model_name", "predict_path", "serving_endpoint_id", "serving_endpoint_name"),
-    "prices": ("ACCELERATOR_HOST_SHAPES_SOURCE", "CATALOG_SERVICES", "CATALOG_SERVICE_IDS", "REFRESH_COMMAND", "SNAPSHOT_FILE",
+    "prices": ("ACCELERATOR_HOST_SHAPES_SOURCE", "CATALOG_SERVICES", "CATALOG_SERVICE_IDS", "REFRESH_COMMAND", "SNAPSHOT_FILE", "SPOT_VOLATILE",
         "VERTEX_HOST_SHAPES", "SkuRecord", "SkuWant", "Snapshot", "load_snapshot", "match_sku", "tpu_unit_chips",
         "tpu_vm_want", "vertex_gpu_want", "vertex_host_wants", "vertex_tpu_want", "wanted"),
     "principals": ("DEFAULT_TRAINING_SA_ID", "PRINCIPAL_KEYWORDS", "SERVICE_AGENTS", "TRAINING_SA_KEYWORD",

@@ -56,7 +56,7 @@ __all__ = [
     "SkuRecord", "SkuWant", "match_sku", "sku_words", "vertex_gpu_want", "VERTEX_HOST_SHAPES",
     "ACCELERATOR_HOST_SHAPES_SOURCE", "vertex_host_wants",
     "TPU_PHRASES", "tpu_unit_chips", "vertex_tpu_want", "tpu_vm_want", "all_wants", "wanted", "SNAPSHOT_FILE",
-    "Snapshot", "load_snapshot",
+    "Snapshot", "load_snapshot", "SPOT_VOLATILE",
 ]
 #: Service key -> display name in ``services.list`` (the second way a service is found: see the sources above).
 CATALOG_SERVICES: dict[str, str] = {"vertex": "Vertex AI", "compute": "Compute Engine", "tpu": "Cloud TPU"}
@@ -285,6 +285,12 @@ def wanted(sku: SkuRecord) -> bool:
 
 #: Converted by scripts/convert_skypilot_prices.py from skypilot-org/skypilot-catalog catalogs/v7/gcp/vms.csv.
 SNAPSHOT_FILE = "data/tpu_vm_prices.json"
+#: The snapshot's Spot prices have no known date: its commit's date could not be read (the repository is too large
+#: to fetch here and the stored copy carries none, checked 2026-11-27), and another stored version of the same
+#: file differs by up to +63% (v5e us-central1 Spot $0.213 vs $0.347 per chip-hour; issue 42). Spot list prices
+#: move; on-demand ones rarely. Every Spot estimate from the snapshot says so (``SPOT_VOLATILE``).
+SPOT_VOLATILE = ("volatile: the shipped snapshot's Spot prices are of unknown date (another version of the same "
+                 "catalogue differs by up to +63%); `tpuctl prices refresh` reads today's")
 
 
 @dataclass(frozen=True)
