@@ -57,7 +57,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "is_predefined_role", "required_permissions", "roles_for", "storage_permissions", "validate_access_mode",
         "validate_role"),
     "tpu": ("TF_PJRT_ENV", "TPU_SLICES", "TPU_VM_GENERATIONS", "UNVERIFIED_TPU_FACTS", "TpuSlice", "VertexTpu",
-        "find_tpu_slice", "parse_tpu_vm_accelerator", "tpu_runtime_env", "tpu_slice_key", "tpu_vm_names",
+        "find_tpu_slice", "parse_tpu_vm_accelerator", "refused_tpu", "tpu_runtime_env", "tpu_slice_key", "tpu_vm_names",
         "vertex_tpu", "vertex_tpu_names"),
     "tpuvm": ("TPU_ONLY_REGIONS", "TPU_VM_MANAGED_LABEL", "TPU_VM_NODE_GONE_HEALTH", "TPU_VM_NODE_GONE_STATES",
         "TPU_VM_PREEMPTED_METADATA_KEY", "TPU_VM_RUN_LABEL", "UNVERIFIED_TPUVM_FACTS", "is_tpu_vm_zone_refusal",
