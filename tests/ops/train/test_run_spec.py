@@ -120,3 +120,13 @@ def test_tpu7x_is_refused_in_one_line_naming_why(target, accelerator, tmp_path):
     line = error_line(r, 2, alone=True)
     assert r.stdout == "" and accelerator in line and "TPU7x" in line, line
     assert "TensorFlow" in line and "Cloud TPU API" in line, line     # both reasons, not "unknown accelerator"
+
+
+def test_tpu_v2_trains_on_vertex_in_asia_east1(tmp_path):
+    # Google's locations table lists TPU v2 for training in asia-east1 (the regenerated catalogue; issue 42: the
+    # hand-typed table missed it): a dry run there is neither refused nor warned about.
+    outputs = write_outputs(tmp_path / "outputs.json", {**OUTPUTS, "region": "asia-east1"})
+    r = invoke(["train", "--target", "vertex", "-a", "tpu-v2-8", "--region", "asia-east1", "--outputs", outputs,
+                "--dry-run"])
+    assert r.exit_code == 0, r.stderr
+    assert "asia-east1" in r.stdout and not [line for line in r.stderr.splitlines() if "TPU v2" in line], r.stderr
