@@ -13,8 +13,11 @@ Sources (read 2026-11-24 with the search tool):
   product (Vertex AI's pages now sit under "Gemini Enterprise Agent Platform", read 2026-11-26), then by display
   name (``CATALOG_SERVICES``) should an id be gone: Compute Engine ``6F81-5844-456A`` and Cloud TPU
   ``E000-3F24-B8AA`` (skypilot-org/skypilot sky/catalog/data_fetchers/fetch_gcp.py, GCE_SERVICE_ID /
-  TPU_SERVICE_ID), Vertex AI ``C7E2-9256-1C43`` (issue 30's public example; NOT VERIFIED against Google's
-  catalogue here: the name is the fallback).
+  TPU_SERVICE_ID), Vertex AI ``C7E2-9256-1C43`` (issue 30's public example; seen since in several public
+  dumps of ``services.list`` / ``services/C7E2-9256-1C43/skus`` - e.g. a table of service titles ``{'title': 'Vertex
+  AI', 'value': 'C7E2-9256-1C43'}`` and a 2026-10 write-up quoting Vertex AI SKUs under service ``C7E2-9256-1C43``
+  "Vertex AI", found with the code search 2026-11-27: third-party, not Google's page; the display name "Vertex AI"
+  is still what those dumps show after the product's rename, and stays the fallback).
 - Usage types ``OnDemand`` / ``Preemptible``; a preemptible Cloud TPU SKU may carry usage type OnDemand with
   "Preemptible" in its description (fetch_gcp.py ``get_tpu_price``), so Spot is also read from the description.
 - TPU SKU descriptions: Compute Engine holds v5e/v5p/v6e as ``TpuV5e`` / ``TpuV5p`` / ``TpuV6e`` per chip-hour,
