@@ -123,9 +123,19 @@ def check_hub_cache(client, bucket: str, prefix: str, handles: list[str]) -> Ite
                      f"tpuctl hub-cache add {s.handle} --bucket {bucket} --prefix {prefix}"))
 
 
+@dataclass(frozen=True)
+class Builder:
+    """The stack's image builder (``image_builder_service_account``) and the live policies its checks read."""
+    email: str
+    project_bindings: list[dict] | None          # None: the project policy could not be read
+    staging_bucket: str | None = None
+    staging_bindings: list[dict] | None = None   # None: the bucket policy could not be read
+
+
 def check_image_repository(project: str, region: str, repository: str, principals: dict[str, str],
-                           client=None) -> Iterator[Check]:
-    """The trainer image repository exists (Artifact Registry) and the principals that run jobs can pull."""
+                           client=None, builder: Builder | None = None) -> Iterator[Check]:
+    """The trainer image repository exists (Artifact Registry), the principals that run jobs can pull, and the image
+    builder has what Cloud Build needs (``domain.IMAGE_BUILDER_ROLES``): push there, write logs, read the context."""
     name = artifactregistry_v1.ArtifactRegistryClient.repository_path(project, region, repository)
     label = f"image repository {repository}"
     client = client or clients.gapic(artifactregistry_v1.ArtifactRegistryClient, "artifactregistry")
@@ -154,6 +164,42 @@ def check_image_repository(project: str, region: str, repository: str, principal
                         + (f" (has: {', '.join(roles)})" if roles else ""),
                         f"gcloud artifacts repositories add-iam-policy-binding {repository} --location {region} "
                         f"--project {project} --member {member} --role roles/artifactregistry.reader")
+    if builder is not None:
+        yield from _check_builder(project, region, repository, policy, builder)
+
+
+def _check_builder(project: str, region: str, repository: str, repository_policy, builder: Builder) -> Iterator[Check]:
+    member = domain.member_for_email(builder.email)
+    label = "image builder"
+    roles = sorted(b.role for b in repository_policy.bindings if member in b.members)
+    if any(domain.PUSH_PERMISSION in domain.ROLE_PERMISSIONS.get(r, ()) for r in roles):
+        yield Check(f"{label} pushes to {repository}", "pass", f"via {', '.join(roles)}")
+    else:
+        yield Check(f"{label} pushes to {repository}", "fail",
+                    f"{member} lacks {domain.PUSH_PERMISSION}: `tpuctl image build` cannot push"
+                    + (f" (has: {', '.join(roles)})" if roles else ""),
+                    f"gcloud artifacts repositories add-iam-policy-binding {repository} --location {region} "
+                    f"--project {project} --member {member} --role roles/artifactregistry.writer")
+    if builder.project_bindings is not None:
+        logs = sorted(b["role"] for b in builder.project_bindings if member in b["members"] and not b["condition"]
+                      and domain.LOG_WRITE_PERMISSION in domain.ROLE_PERMISSIONS.get(b["role"], ()))
+        if logs:
+            yield Check(f"{label} writes build logs", "pass", f"via {', '.join(logs)} on {project}")
+        else:
+            yield Check(f"{label} writes build logs", "fail",
+                        f"{member} lacks {domain.LOG_WRITE_PERMISSION} on {project}: its builds log to Cloud Logging only",
+                        f"gcloud projects add-iam-policy-binding {project} --member {member} --role roles/logging.logWriter")
+    if builder.staging_bucket and builder.staging_bindings is not None:
+        name = builder.staging_bucket
+        model = AccessModel.from_bindings({"staging": name}, {name: builder.staging_bindings}, builder.project_bindings)
+        lacks = domain.REQUIRED_READ_PERMISSIONS - model.permissions(member, name)
+        if not lacks:
+            yield Check(f"{label} reads the build context", "pass", f"gs://{name}")
+        else:
+            yield Check(f"{label} reads the build context", "fail",
+                        f"{member} lacks {', '.join(f'storage.{p}' for p in sorted(lacks))} on gs://{name}",
+                        f"gcloud storage buckets add-iam-policy-binding gs://{name} --member {member} "
+                        "--role roles/storage.objectViewer")
 
 
 def run_checks(outputs: StackOutputs | None, project: str | None = None) -> Iterator[Check]:
@@ -256,7 +302,15 @@ def run_checks(outputs: StackOutputs | None, project: str | None = None) -> Iter
 
     repository = outputs.raw.get("trainer_image_repository") if outputs else None
     if repository and outputs.region:
-        yield from check_image_repository(project, outputs.region, str(repository), principals)
+        builder = None
+        if outputs.image_builder_service_account:
+            staging = outputs.bucket("staging")
+            builder = Builder(outputs.image_builder_service_account, project_bindings, staging,
+                              bucket_policies.get(staging) if staging else None)
+        else:
+            yield Check("image builder", "fail", "the stack outputs name no image_builder_service_account: builds run "
+                        "as the training account, which cannot push images or write build logs", "pulumi up")
+        yield from check_image_repository(project, outputs.region, str(repository), principals, builder=builder)
 
     if outputs and outputs.tpu_zone:
         yield from check_tpu_vm_quota(project, outputs.tpu_zone)

@@ -65,6 +65,8 @@ class AccessModel:
     conditional: dict[str, list[str]] = field(default_factory=dict)
     #: bucket key -> convenience member type (projectViewer/projectEditor/projectOwner) -> roles it holds there
     convenience: dict[str, dict[str, set[str]]] = field(default_factory=dict)
+    #: the image builder's member names (infra/builder.py): it builds images, it is never a training principal
+    builders: set[str] = field(default_factory=set)
 
     @property
     def principals(self) -> list[str]:
@@ -139,7 +141,7 @@ class AccessModel:
     def training_principals(self) -> list[str]:
         """Principals granted anything on a training bucket, or object access at project level."""
         training = {b.key for b in self.training_buckets}
-        out = set()
+        out: set[str] = set()
         for principal, per_bucket in self.bucket_roles.items():
             if any(key in training and roles for key, roles in per_bucket.items()):
                 out.add(principal)
@@ -147,7 +149,22 @@ class AccessModel:
             if any(p.startswith("objects.") for p in domain.storage_permissions(roles)):
                 out.add(principal)
         out.update(self.conditional)
-        return sorted(out)
+        return sorted(out - self.builders)
+
+    def repository_permissions(self, principal: str) -> frozenset[str]:
+        """Every permission ``principal`` holds on the trainer image repositories (their own grants)."""
+        out: set[str] = set()
+        for key, bucket in self.buckets.items():
+            if bucket.purpose == domain.TRAINER_IMAGES_PURPOSE:
+                for role in self.bucket_roles.get(principal, {}).get(key, ()):
+                    out |= domain.ROLE_PERMISSIONS.get(role, frozenset())
+        return frozenset(out)
+
+    def project_permissions(self, principal: str) -> frozenset[str]:
+        out: set[str] = set()
+        for role in self.project_roles.get(principal, ()):
+            out |= domain.ROLE_PERMISSIONS.get(role, frozenset())
+        return frozenset(out)
 
 
 def _principal(grant: r.Grant, res: StackResource) -> str:
@@ -177,6 +194,15 @@ def build_model(resources: Iterable[StackResource], settings: StackSettings) -> 
     for bucket in by_urn.values():
         for member_type, roles in domain.DEFAULT_CONVENIENCE_BINDINGS.items():
             model.convenience.setdefault(bucket.key, {})[member_type] = set(roles)
+
+    for res in resources:     # the image builder: the service account the ImageBuilder component creates
+        if res.type == T.SERVICE_ACCOUNT and f"{T.IMAGE_BUILDER}$" in res.urn:
+            model.builders.add(f"<member of {res.urn.rsplit('::', 1)[-1]}>")
+            email, account, project = (r.get(res.props, k) for k in ("email", "accountId", "project"))
+            if not isinstance(email, str) and isinstance(account, str) and isinstance(project, str):
+                email = f"{account}@{project}.iam.gserviceaccount.com"
+            if isinstance(email, str):
+                model.builders.add(f"serviceAccount:{email}")
 
     def bucket_key(res: StackResource) -> str | None:
         ref = r.strip_bucket(r.get(res.props, "bucket"))
@@ -273,6 +299,39 @@ def check_training_access(resources: Iterable[StackResource], settings: StackSet
     return out
 
 
+def check_image_builder(resources: Iterable[StackResource], settings: StackSettings) -> list[tuple[str, str | None]]:
+    """The stack rule for ``tpuctl image build``: the image builder can push to the trainer image repository, write
+    its build logs and read the build context in the staging bucket (``domain.IMAGE_BUILDER_ROLES``), and no training
+    principal can push to that repository (a job would overwrite the images jobs run)."""
+    model = build_model(resources, settings)
+    repositories = [b for b in model.buckets.values() if b.purpose == domain.TRAINER_IMAGES_PURPOSE]
+    out: list[tuple[str, str | None]] = []
+    if not repositories:
+        return out
+    staging = [b for b in model.training_buckets if b.purpose == "staging"]
+    for builder in sorted(model.builders & set(model.principals)):
+        missing = []
+        if domain.PUSH_PERMISSION not in model.repository_permissions(builder):
+            missing.append(f"{domain.PUSH_PERMISSION} on the trainer image repository (roles/artifactregistry.writer)")
+        if domain.LOG_WRITE_PERMISSION not in model.project_permissions(builder):
+            missing.append(f"{domain.LOG_WRITE_PERMISSION} on the project (roles/logging.logWriter: its builds log to "
+                           "Cloud Logging only)")
+        for bucket in staging:
+            lacks = domain.REQUIRED_READ_PERMISSIONS - model.permissions(builder, bucket.key)
+            if lacks:
+                missing.append(f"{_short(lacks)} on the staging bucket {bucket.key} (roles/storage.objectViewer: the "
+                               "build context)")
+        if missing:
+            out.append((f"the image builder {builder} lacks {'; '.join(missing)}; `tpuctl image build` would fail",
+                        None))
+    for principal in model.training_principals():
+        if domain.PUSH_PERMISSION in model.repository_permissions(principal):
+            out.append((f"training principal {principal} can push to the trainer image repository "
+                        f"({domain.PUSH_PERMISSION}): a job could replace the images jobs run; only the image builder "
+                        "pushes, training principals get roles/artifactregistry.reader", None))
+    return out
+
+
 def access_rows(model: AccessModel) -> list[dict[str, Any]]:
     """Principal x bucket matrix for display: roles and the read/list/write summary of each cell."""
     rows = []
@@ -283,9 +342,11 @@ def access_rows(model: AccessModel) -> list[dict[str, Any]]:
             if bucket.purpose == domain.TRAINER_IMAGES_PURPOSE:    # a repository: its own grants, pull or not
                 own = sorted(model.bucket_roles.get(principal, {}).get(bucket.key, set()))
                 if own:
-                    pulls = any(domain.PULL_PERMISSION in domain.ROLE_PERMISSIONS.get(role, ()) for role in own)
+                    perms = set().union(*(domain.ROLE_PERMISSIONS.get(role, frozenset()) for role in own))
+                    access = ("pull,push" if domain.PUSH_PERMISSION in perms else
+                              "pull" if domain.PULL_PERMISSION in perms else "-")
                     rows.append({"principal": principal, "bucket": bucket.key, "purpose": bucket.purpose,
-                                 "roles": own, "access": "pull" if pulls else "-", "note": None})
+                                 "roles": own, "access": access, "note": None})
                 continue
             roles = model.roles(principal, bucket.key)
             if not roles:

@@ -33,6 +33,7 @@ OUTPUT_KEYS: tuple[str, ...] = (
     "bucket_urls",         # {purpose: gs://name}
     "principals",          # {keyword: e-mail}
     "training_service_account",
+    "image_builder_service_account",   # Cloud Build's account for `tpuctl image build` (infra/builder.py)
     "tfhub_cache_dir", "hub_cache_prefix", "hub_models",
     "access_map",          # {member: {bucket name: [roles]}}
     "labels",
@@ -60,6 +61,7 @@ _DOMAIN_CHECKS = {
     "trainer_image_repository": domain.validate_repository_id,
     "access_mode": domain.validate_access_mode,
     "training_service_account": domain.member_for_email,
+    "image_builder_service_account": domain.member_for_email,
 }
 
 
@@ -87,6 +89,7 @@ class StackOutputs(BaseModel):
     bucket_urls: dict[str, str] = _many(dict, len(domain.BUCKET_PURPOSES))
     principals: dict[str, str] = _many(dict, MAX_ITEMS)                        # keyword -> e-mail
     training_service_account: str | None = _str()
+    image_builder_service_account: str | None = _str()
     tfhub_cache_dir: str | None = _str()
     hub_cache_prefix: str | None = _str()
     hub_models: list[str] = _many(list, MAX_ITEMS)

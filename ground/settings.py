@@ -97,6 +97,10 @@ class StackSettings(BaseModel):
     training_sa_id: Annotated[Str, checked(domain.validate_account_id)] = _key(
         "trainingServiceAccountId", domain.DEFAULT_TRAINING_SA_ID,
         "Account id of the dedicated training service account (principal training-sa).")
+    image_builder_sa_id: Annotated[Str, checked(domain.validate_account_id)] = _key(
+        "imageBuilderServiceAccountId", domain.DEFAULT_IMAGE_BUILDER_SA_ID,
+        "Account id of the service account Cloud Build runs `tpuctl image build` as (pushes to the trainer image "
+        "repository, writes build logs, reads the build context in the staging bucket; no training bucket).")
     data_bucket: Annotated[Str, AfterValidator(check_bucket)] = _key(
         "dataBucket", "", "Name of the data bucket to create (default <prefix>-<project>-data).")
     staging_bucket: Annotated[Str, AfterValidator(check_bucket)] = _key(

@@ -60,6 +60,7 @@ ACCESS_GRANTS = "tpuctl:infra:AccessGrants"
 GPU_QUOTA = "tpuctl:infra:GpuQuota"
 HUB_MODEL_CACHE = "tpuctl:infra:HubModelCache"
 TRAINER_IMAGE_REPOSITORY = "tpuctl:infra:TrainerImageRepository"
+IMAGE_BUILDER = "tpuctl:infra:ImageBuilder"
 
 BUCKET_IAM_TYPES = frozenset({BUCKET_IAM_MEMBER, BUCKET_IAM_BINDING, BUCKET_IAM_POLICY})
 PROJECT_IAM_TYPES = frozenset({PROJECT_IAM_MEMBER, PROJECT_IAM_BINDING, PROJECT_IAM_POLICY})

@@ -12,6 +12,7 @@ from ground.outputs import OUTPUT_KEYS
 from ground.settings import PROVIDER_PROJECT_KEY, StackSettings
 from infra.access import AccessGrants, AccessGrantsArgs
 from infra.buckets import BucketOptions, TrainingBuckets, TrainingBucketsArgs
+from infra.builder import ImageBuilder, ImageBuilderArgs
 from infra.config import ConfigError, InfraConfig
 from infra.hub_cache import HubModelCache, HubModelCacheArgs, HubModelFiles
 from infra.identities import ServiceIdentities, ServiceIdentitiesArgs
@@ -133,6 +134,18 @@ def build(infra: InfraConfig) -> dict[str, pulumi.Output | Any]:
             ready=identities.ready,
         ),
     )
+    builder = ImageBuilder(
+        "image-builder",
+        ImageBuilderArgs(
+            project=cfg.project,
+            region=cfg.region,
+            account_id=cfg.image_builder_sa_id,
+            repository=images.repository_id,
+            staging_bucket=buckets.names["staging"],
+            staging_bucket_name=bucket_names["staging"],
+            depends_on=[identities.apis[a] for a in ("iam.googleapis.com",) if a in identities.apis],
+        ),
+    )
     endpoint = serving_endpoint(
         project=cfg.project, region=cfg.region, display_name=cfg.serving_endpoint, labels=dict(labels),
         depends_on=[identities.apis["aiplatform.googleapis.com"]],
@@ -158,10 +171,11 @@ def build(infra: InfraConfig) -> dict[str, pulumi.Output | Any]:
         "bucket_urls": dict(buckets.urls),
         "principals": dict(identities.emails),
         "training_service_account": identities.training_sa.email if identities.training_sa else None,
+        "image_builder_service_account": builder.email,
         "tfhub_cache_dir": buckets.names["hub-cache"].apply(lambda b: domain.tfhub_cache_dir(b, cfg.hub_cache_prefix)),
         "hub_cache_prefix": cfg.hub_cache_prefix,
         "hub_models": [m.handle for m in infra.hub_models],
-        "access_map": access.access_map,
+        "access_map": {**access.access_map, **builder.access_map},
         "labels": dict(labels),
         "trainer_image_repository": cfg.trainer_image_repository,
         "trainer_image_url": images.url,

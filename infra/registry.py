@@ -39,6 +39,7 @@ class TrainerImageRepositoryArgs:
 class TrainerImageRepository(pulumi.ComponentResource):
     """``url`` is ``<region>-docker.pkg.dev/<project>/<repository>``; ``readers`` the IAM members granted."""
     url: pulumi.Output[str]
+    repository_id: pulumi.Output[str]
     readers: list[str]
 
     def __init__(self, name: str, args: TrainerImageRepositoryArgs, opts: pulumi.ResourceOptions | None = None):
@@ -75,5 +76,6 @@ class TrainerImageRepository(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.ready.get(keyword, ()))),
             )
             self.readers.append(keyword)
+        self.repository_id = repo.repository_id
         self.url = pulumi.Output.concat(args.region, "-docker.pkg.dev/", args.project, "/", repo.repository_id)
         self.register_outputs({"url": self.url})

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from ground import domain
 from ground import resources as r
 from ground import tokens as T
-from ground.access import StackResource, check_training_access
+from ground.access import StackResource, check_image_builder, check_training_access
 from ground.settings import StackSettings
 from policy.rules import MANDATORY, Rule
 
@@ -48,6 +48,14 @@ STACK_RULES: tuple[Rule, ...] = (
          rationale="The most common TPU job failure is a 403 on storage.objects.list/get minutes into a run. "
                    "Effective permissions are computed from ground.domain's role table over bucket IAM, ACL "
                    "entries and project-level roles; legacyBucketReader/Writer alone lack storage.objects.get."),
+    Rule("image-builder-can-build",
+         "The image builder can push to the trainer image repository, write its build logs and read the build "
+         "context in the staging bucket; no training principal can push to that repository.",
+         MANDATORY, check_image_builder, kind="stack",
+         rationale="A user-specified Cloud Build account needs roles/artifactregistry.writer to push and "
+                   "roles/logging.logWriter to log to Cloud Logging (cloud.google.com/build/docs/securing-builds/"
+                   "configure-user-specified-service-accounts, read 2026-11-27); without them `tpuctl image build` "
+                   "stops after the upload. A training job that could push would replace the images jobs run."),
     Rule("hub-cache-complete", "Each uploaded hub model folder has saved_model.pb at its root.", MANDATORY,
          check_hub_models_complete, kind="stack", config_keys=("hubCachePrefix",),
          rationale="tensorflow_hub only uses <TFHUB_CACHE_DIR>/<sha1(handle)>/ when saved_model.pb sits directly in "

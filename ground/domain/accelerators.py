@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ground.domain.names import AVAILABILITY_WARNING_DAYS, nearest_multi_region, validate_region
-from ground.domain.tpu import TpuSlice, tpu_slice_key, vertex_tpu, vertex_tpu_names
+from ground.domain.tpu import TpuSlice, refused_tpu, tpu_slice_key, vertex_tpu, vertex_tpu_names
 from ground.domain.vertexdata import REFRESH_SCRIPT, vertex_tables
 from ground.errors import DomainError
 
@@ -160,6 +160,9 @@ def parse_accelerator(name: str) -> Accelerator:
                 f"accelerator {name!r}: {gpu.name} comes in counts {', '.join(map(str, sorted(gpu.machine_types)))}"
             )
         return Accelerator(key, "gpu", gpu=gpu, gpu_count=count, strategy="gpu")
+    refused = refused_tpu(key)
+    if refused:
+        raise DomainError(f"accelerator {name!r}: {refused}")
     known = ["cpu", "gpu", *(f"gpu-{g.short}[xN]" for g in GPU_TYPES.values()), *vertex_tpu_names()]
     hint = ""
     if tpu_slice_key(key) is not None:

@@ -140,11 +140,53 @@ VERTEX_PREDICTION_IMAGES: dict[str, PredictionImage] = {
 }
 
 
+#: Serving from a container tpuctl controls (issue 42): Google publishes no TensorFlow prediction image newer than
+#: ``tf2-cpu.2-15`` (above), so ``tpuctl deploy`` can serve with TF Serving itself - the same server and version as
+#: ``tpuctl serve`` (``TF_SERVING_IMAGE``) - from a copy in the stack's Artifact Registry repository. Facts (read
+#: 2026-11-27): ``ModelContainerSpec.imageUri`` "must identify an image in Artifact Registry"; ``command`` overrides
+#: the ENTRYPOINT; in ``args`` "you can reference environment variables set by Vertex AI ... using the following
+#: syntax: $(VARIABLE_NAME)" (cloud.google.com/vertex-ai/docs/reference/rest/v1/ModelContainerSpec); the server
+#: listens on ``ports[0]`` and may be "ML serving software ... such as TensorFlow Serving"; ``AIP_STORAGE_URI`` is the
+#: Cloud Storage copy of the Model's ``artifactUri`` (cloud.google.com/vertex-ai/docs/predictions/custom-container-
+#: requirements). TF Serving reads ``--model_base_path`` as a folder of numeric version folders and serves the
+#: highest, so the Model's ``artifactUri`` is the export's model folder (the parent of its version folder); its REST
+#: API answers ``POST /v1/models/NAME:predict`` with the ``{"instances": …}`` body Vertex AI forwards and
+#: ``GET /v1/models/NAME`` for health (github.com/tensorflow/serving, REST API docs).
+TF_SERVING_REPOSITORY_IMAGE = "tf-serving"
+TF_SERVING_VERSION = TF_SERVING_IMAGE.rsplit(":", 1)[1]
+
+
+def tf_serving_image_uri(repository_url: str) -> str:
+    """The stack's copy of TF Serving: ``<region>-docker.pkg.dev/<project>/<repository>/tf-serving:<version>``."""
+    return f"{repository_url.rstrip('/')}/{TF_SERVING_REPOSITORY_IMAGE}:{TF_SERVING_VERSION}"
+
+
+def tf_serving_copy_commands(image_uri: str) -> str:
+    """How to put TF Serving into the stack's repository (Vertex AI pulls from Artifact Registry only)."""
+    return f"docker pull {TF_SERVING_IMAGE} && docker tag {TF_SERVING_IMAGE} {image_uri} && docker push {image_uri}"
+
+
+def tf_serving_container(image_uri: str, model_name: str) -> dict:
+    """The ModelContainerSpec fields that run TF Serving on the Model's artifacts (REST on TF_SERVING_REST_PORT)."""
+    check_model_name(model_name)
+    return {
+        "image_uri": image_uri,
+        "command": ["tensorflow_model_server"],
+        "args": [f"--model_name={model_name}", "--model_base_path=$(AIP_STORAGE_URI)",
+                 f"--rest_api_port={TF_SERVING_REST_PORT}", f"--port={TF_SERVING_GRPC_PORT}"],
+        "ports": [TF_SERVING_REST_PORT],
+        "predict_route": f"/v1/models/{model_name}:predict",
+        "health_route": f"/v1/models/{model_name}",
+    }
+
+
 def check_prediction_image(image: PredictionImage, today: datetime.date) -> str | None:
     """DomainError past the image's end of availability; a warning line within 90 days of it; else None."""
     return availability_warning(f"the Vertex AI prediction image {image.name}", image.end_of_availability, today,
-                                past=f"({image.source}); pass --image with a newer prediction container",
-                                soon="plan a newer one (--image)")
+                                past=f"({image.source}); Google publishes no newer TensorFlow prediction image: "
+                                     "serve with TF Serving from the stack's repository (tpuctl deploy --tf-serving)",
+                                soon="Google publishes no newer TensorFlow one: from that date deploy serves with TF "
+                                     "Serving from the stack's repository (--tf-serving now; docs/serving.md)")
 
 
 #: Default machine for an online-prediction replica. n1-standard-2 is in Vertex AI's list of prediction

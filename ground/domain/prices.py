@@ -13,8 +13,11 @@ Sources (read 2026-11-24 with the search tool):
   product (Vertex AI's pages now sit under "Gemini Enterprise Agent Platform", read 2026-11-26), then by display
   name (``CATALOG_SERVICES``) should an id be gone: Compute Engine ``6F81-5844-456A`` and Cloud TPU
   ``E000-3F24-B8AA`` (skypilot-org/skypilot sky/catalog/data_fetchers/fetch_gcp.py, GCE_SERVICE_ID /
-  TPU_SERVICE_ID), Vertex AI ``C7E2-9256-1C43`` (issue 30's public example; NOT VERIFIED against Google's
-  catalogue here: the name is the fallback).
+  TPU_SERVICE_ID), Vertex AI ``C7E2-9256-1C43`` (issue 30's public example; seen since in several public
+  dumps of ``services.list`` / ``services/C7E2-9256-1C43/skus`` - e.g. a table of service titles ``{'title': 'Vertex
+  AI', 'value': 'C7E2-9256-1C43'}`` and a 2026-10 write-up quoting Vertex AI SKUs under service ``C7E2-9256-1C43``
+  "Vertex AI", found with the code search 2026-11-27: third-party, not Google's page; the display name "Vertex AI"
+  is still what those dumps show after the product's rename, and stays the fallback).
 - Usage types ``OnDemand`` / ``Preemptible``; a preemptible Cloud TPU SKU may carry usage type OnDemand with
   "Preemptible" in its description (fetch_gcp.py ``get_tpu_price``), so Spot is also read from the description.
 - TPU SKU descriptions: Compute Engine holds v5e/v5p/v6e as ``TpuV5e`` / ``TpuV5p`` / ``TpuV6e`` per chip-hour,
@@ -56,7 +59,7 @@ __all__ = [
     "SkuRecord", "SkuWant", "match_sku", "sku_words", "vertex_gpu_want", "VERTEX_HOST_SHAPES",
     "ACCELERATOR_HOST_SHAPES_SOURCE", "vertex_host_wants",
     "TPU_PHRASES", "tpu_unit_chips", "vertex_tpu_want", "tpu_vm_want", "all_wants", "wanted", "SNAPSHOT_FILE",
-    "Snapshot", "load_snapshot",
+    "Snapshot", "load_snapshot", "SPOT_VOLATILE",
 ]
 #: Service key -> display name in ``services.list`` (the second way a service is found: see the sources above).
 CATALOG_SERVICES: dict[str, str] = {"vertex": "Vertex AI", "compute": "Compute Engine", "tpu": "Cloud TPU"}
@@ -285,6 +288,12 @@ def wanted(sku: SkuRecord) -> bool:
 
 #: Converted by scripts/convert_skypilot_prices.py from skypilot-org/skypilot-catalog catalogs/v7/gcp/vms.csv.
 SNAPSHOT_FILE = "data/tpu_vm_prices.json"
+#: The snapshot's Spot prices have no known date: its commit's date could not be read (the repository is too large
+#: to fetch here and the stored copy carries none, checked 2026-11-27), and another stored version of the same
+#: file differs by up to +63% (v5e us-central1 Spot $0.213 vs $0.347 per chip-hour; issue 42). Spot list prices
+#: move; on-demand ones rarely. Every Spot estimate from the snapshot says so (``SPOT_VOLATILE``).
+SPOT_VOLATILE = ("volatile: the shipped snapshot's Spot prices are of unknown date (another version of the same "
+                 "catalogue differs by up to +63%); `tpuctl prices refresh` reads today's")
 
 
 @dataclass(frozen=True)

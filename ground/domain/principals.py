@@ -92,6 +92,11 @@ def agent_email(keyword: str, project_number: str | int) -> str:
 
 
 def training_sa_email(project: str, account_id: str = DEFAULT_TRAINING_SA_ID) -> str:
+    return service_account_email(project, account_id)
+
+
+def service_account_email(project: str, account_id: str) -> str:
+    """The e-mail of a user-managed service account ``account_id`` of ``project``."""
     validate_account_id(account_id)
     return f"{account_id}@{project}.iam.gserviceaccount.com"
 

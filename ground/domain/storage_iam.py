@@ -35,9 +35,37 @@ IMAGE_PULLERS: dict[str, str] = {
     "vertex-agent": "Vertex AI jobs (Vertex pulls with its service agent, never the job's service account; that "
                     "it is this agent is unconfirmed)",
 }
+#: The image build's identity (`tpuctl image build`): a service account of its own, the *image builder*, not the
+#: training account. Sources (read 2026-11-27):
+#: - "we recommend following the principle of least privilege by assigning permissions and roles to service accounts
+#:   scoped to the task they perform. For example, you can use one service account for building and pushing images to
+#:   Artifact Registry" (https://cloud.google.com/build/docs/securing-builds/configure-user-specified-service-accounts);
+#: - "if you are using a user-specified service account to run builds, grant the Artifact Registry Writer role to the
+#:   build service account" (https://cloud.google.com/build/docs/building/store-artifacts-in-artifact-registry):
+#:   pushing ``images`` needs ``artifactregistry.repositories.uploadArtifacts`` - granted on the one repository;
+#: - a build that runs as a user-specified account must store its logs in Cloud Logging or a user bucket, and for
+#:   Cloud Logging the account needs the Logs Writer role ``roles/logging.logWriter`` (same page, "Set up build
+#:   logs"; tpuctl's builds use CLOUD_LOGGING_ONLY) - a project-level role (logs are written to the project);
+#: - Cloud Build fetches a Cloud Storage build source as the build's service account (the build context tpuctl
+#:   uploads to the staging bucket): ``storage.objects.get``/``list`` there, ``roles/storage.objectViewer``
+#:   [unverified: builder-source-read] (Cloud Build's own fetch errors name the build account; no Google page says it).
+#: Why not the training account: the account that runs training jobs (user code) would otherwise hold write access
+#: to the repository its own jobs pull from, and the builder needs none of the training buckets.
+IMAGE_BUILDER = "image-builder"
+DEFAULT_IMAGE_BUILDER_SA_ID = "tpuctl-builder"
+PUSH_PERMISSION = "artifactregistry.repositories.uploadArtifacts"
+LOG_WRITE_PERMISSION = "logging.logEntries.create"
+#: role -> where it is granted ("repository", "project", or a bucket purpose)
+IMAGE_BUILDER_ROLES: dict[str, str] = {
+    "roles/artifactregistry.writer": TRAINER_IMAGES_PURPOSE,
+    "roles/logging.logWriter": "project",
+    "roles/storage.objectViewer": "staging",
+}
 #: Facts of this module that no Google page confirmed (``[unverified: id]`` where used; docs/access-modes.md).
 UNVERIFIED_IAM_FACTS: dict[str, str] = {
     "vertex-image-puller": "the Vertex AI agent that pulls a job's image is the custom code agent (gcp-sa-aiplatform-cc)",
+    "builder-source-read": "Cloud Build reads a Cloud Storage build source as the build's service account "
+                           "(storage.objects.get/list on the staging bucket)",
     "convenience-bindings": "a new bucket's IAM policy holds the projectOwner/Editor/Viewer convenience bindings "
                             "of DEFAULT_CONVENIENCE_BINDINGS (doctor reads the real policy instead)",
 }

@@ -238,12 +238,34 @@ def tpu_vm_names() -> list[str]:
     return [s.name for s in TPU_SLICES.values() if s.tpu_vm]
 
 
+#: TPU7x (Ironwood) is not offered, on any target, for two reasons Google states:
+#: - "The Cloud TPU API is not supported on TPU7x and later TPU versions": the API every TPU VM run uses (queued
+#:   resources) "is no longer under active development ... will receive bug fixes and security updates only";
+#:   Google points new generations to Compute Engine or GKE (banner of https://docs.cloud.google.com/tpu/docs/runtimes.md.txt,
+#:   read 2026-11-27);
+#: - TensorFlow is not supported on TPU7x (shared/REFERENCE.md, Google Cloud facts verified 2026-11; Vertex AI's TPU
+#:   training page: "Starting with TPU v6e, TensorFlow is no longer supported"), and tpuctl trains TensorFlow only.
+TPU7X_REFUSAL = ("TPU7x (Ironwood) is not offered: TensorFlow does not support it, and the Cloud TPU API tpuctl's "
+                 "TPU VM runs use is not supported on TPU7x and later (it gets bug and security fixes only; Google "
+                 "runs TPU7x through Compute Engine or GKE); use v6e, v5p or v5e (--target tpu-vm) or tpu-v5e "
+                 "(--target vertex)")
+_TPU7X = re.compile(r"^(?:tpu-?)?v?7x(?:-\d+)?$|^ironwood(?:-\d+)?$")
+
+
+def refused_tpu(name: str) -> str | None:
+    """The one-line reason tpuctl refuses a TPU name on every target (TPU7x), or None."""
+    return TPU7X_REFUSAL if _TPU7X.match(name.strip().lower()) else None
+
+
 def parse_tpu_vm_accelerator(name: str) -> TpuSlice:
     """``v5litepod-16`` (or an alias: ``v5e-16``, ``tpu-v5e-16``) -> its slice when tpuctl creates it as TPU VMs;
     anything else is a DomainError listing the valid names."""
     found = find_tpu_slice(name)
     if found is not None and found.tpu_vm:
         return found
+    refused = refused_tpu(name)
+    if refused:
+        raise DomainError(f"accelerator {name!r}: {refused}")
     key = tpu_slice_key(name)
     hint = ""
     if key is not None and key[0] in ("v2", "v3"):
@@ -259,10 +281,15 @@ def parse_tpu_vm_accelerator(name: str) -> TpuSlice:
 #: (tensorflow/__init__.py in the tensorflow-tpu 2.20.0 wheel: ``if _os.getenv("TF_PLUGGABLE_DEVICE_LIBRARY_PATH")``).
 #: Google names no such variables for v2/v3, which run TensorFlow's own TPU runtime, so the trainer image sets none
 #: and tpuctl adds them to the jobs of these TPU versions only.
-TF_PJRT_TPU_VERSIONS = frozenset({"v5e"})
+#: v5p and v6e too: Google documents TensorFlow on v6e, v5e and v5p only through PJRT - its TensorFlow TPU software
+#: versions for them are the ``-pjrt`` ones (``tpu-vm-tf-2.18.0[-pod]-pjrt``; cloud.google.com/tpu/docs/runtimes,
+#: "TensorFlow", and /tpu/docs/supported-tpu-configurations, read 2026-11-24; shared/REFERENCE.md "Google Cloud facts
+#: verified 2026-11"). v4 and older keep the stream executor (``-se``) runtime TensorFlow picks by default.
+TF_PJRT_TPU_VERSIONS = frozenset({"v5e", "v5p", "v6e"})
 TF_PJRT_ENV = {"NEXT_PLUGGABLE_DEVICE_USE_C_API": "true", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}
 
 
 def tpu_runtime_env(generation: str) -> dict[str, str]:
-    """Environment a TensorFlow container needs on this TPU generation (the PJRT switch on v5e, else nothing)."""
+    """Environment a TensorFlow container needs on this TPU generation (the PJRT switch on v5e, v5p and v6e, else
+    nothing)."""
     return dict(TF_PJRT_ENV) if generation in TF_PJRT_TPU_VERSIONS else {}

@@ -23,6 +23,16 @@ TPU_VM_RUN_LABEL = "tpuctl-run"
 TPU_VM_NODE_GONE_STATES = frozenset({"PREEMPTED", "TERMINATED"})
 TPU_VM_NODE_GONE_HEALTH = frozenset({"UNHEALTHY_MAINTENANCE"})
 
+#: Who may create, follow and delete TPU VM slices: Google's role list for Cloud TPU
+#: (https://docs.cloud.google.com/iam/docs/roles-permissions/tpu.md.txt, read 2026-11-27) gives TPU Admin
+#: ``roles/tpu.admin`` ``tpu.*`` = acceleratortypes, locations, nodes (create/delete/get/list/…), operations,
+#: runtimeversions, tensorflowversions - no ``tpu.queuedResources.*`` permission appears in any predefined role there
+#: (nor in the role snapshot ``data/predefined_roles.json``). So 403 hints name the role Google documents, not a
+#: permission no role grants (issue 42); creating a slice that runs as the training account also needs
+#: ``iam.serviceAccounts.actAs`` on it (``roles/iam.serviceAccountUser`` on that one account).
+TPU_VM_ROLE = "roles/tpu.admin"
+TPU_VM_ROLE_HINT = (f"{TPU_VM_ROLE} in the project (Google's Cloud TPU roles carry tpu.nodes.*; none lists a "
+                    "tpu.queuedResources permission)")
 #: Facts of this module that no Google page confirmed (``[unverified: id]`` where used; listed in docs/tpu-vm.md).
 UNVERIFIED_TPUVM_FACTS: dict[str, str] = {
     "tpu-vm-preempted-flag": "a TPU VM's metadata server turns instance/preempted TRUE when its slice is preempted",

@@ -109,10 +109,10 @@ def build(
         raise UserError("Cloud Build needs the stack's staging bucket for the build context: pass --stack/--outputs")
     obj = f"tpuctl-image-context/{ref.package}-{ref.tag}.tar.gz"
     if dry_run:
-        typer.echo(json.dumps(image.build_document(ref, staging, obj, so.training_service_account if so else None,
+        typer.echo(json.dumps(image.build_document(ref, staging, obj, image.build_account(so),
                                                    project=user), indent=2))
         return
-    result = image.build(ref, staging, service_account=so.training_service_account if so else None,
+    result = image.build(ref, staging, service_account=image.build_account(so),
                          on_status=lambda line: typer.echo(line, err=True), poll_seconds=poll_seconds, project=user)
     if not result.built:
         typer.echo(f"{ref.uri} already exists: nothing to build")

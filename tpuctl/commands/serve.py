@@ -156,13 +156,17 @@ def deploy(
     endpoint: Optional[str] = typer.Option(None, "--endpoint", help="Endpoint display name to reuse or create (default tpuctl-<model>)."),
     image: Optional[str] = _IMAGE,
     model_name: Optional[str] = typer.Option(None, "--model-name", help="Model name (default: the export's model folder)."),
+    tf_serving: bool = typer.Option(False, "--tf-serving", help="Serve with TF Serving from the stack's image repository "
+                                    "(tf-serving:<version>; --image names another copy) instead of the prebuilt TF2 "
+                                    "image; the default once that image reaches its end of availability."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the requests, upload and create nothing."),
 ) -> None:
     """Upload an export as a Vertex AI Model and deploy it to an Endpoint (100% of its traffic)."""
     planned = stack_outputs(stack, outputs, dry_run=dry_run)
     export = serving.resolve_export(ref, runs_dir=base, model_name=model_name, outputs=planned)
     plan = serving.plan_deploy(export, planned, region=region, machine_type=machine_type,
-                               min_replicas=min_replicas, max_replicas=max_replicas, endpoint=endpoint, image=image)
+                               min_replicas=min_replicas, max_replicas=max_replicas, endpoint=endpoint, image=image,
+                               tf_serving=tf_serving)
     if plan.warning:
         typer.echo(plan.warning, err=True)
     if dry_run:

@@ -183,6 +183,16 @@ def write_context(variant: str, dest: Path, root: Path = REPO_ROOT, project: use
     return write_atomically(dest, buf.getvalue())
 
 
+def build_account(outputs: StackOutputs | None) -> str | None:
+    """The service account a Cloud Build of the stack runs as: its image builder (``image_builder_service_account``,
+    infra/builder.py: push, build logs, the build context; ``domain.IMAGE_BUILDER_ROLES``); a stack deployed before
+    the builder existed has none, and its training account is used as before (it cannot push until ``pulumi up``
+    creates the builder; ``tpuctl doctor`` says so)."""
+    if outputs is None:
+        return None
+    return outputs.image_builder_service_account or outputs.training_service_account
+
+
 def build_request(ref: ImageRef, bucket: str, obj: str, service_account: str | None = None):
     """The ``cloudbuild_v1.Build`` that builds and pushes ``ref`` from ``gs://bucket/obj``."""
     options = cloudbuild_v1.BuildOptions(logging=cloudbuild_v1.BuildOptions.LoggingMode.CLOUD_LOGGING_ONLY)
@@ -256,7 +266,9 @@ def build(ref: ImageRef, staging_bucket: str, *, service_account: str | None = N
     parent = cloudbuild_v1.CloudBuildClient.common_location_path(ref.project, ref.region)
     with clients.google_errors(f"creating a Cloud Build in {parent}",
                                forbidden=f"permission denied creating a build in {parent}: you need "
-                                         "cloudbuild.builds.create (roles/cloudbuild.builds.editor)"):
+                                         "cloudbuild.builds.create (roles/cloudbuild.builds.editor)"
+                                         + (f" and iam.serviceAccounts.actAs on {service_account} "
+                                            "(roles/iam.serviceAccountUser on that account)" if service_account else "")):
         operation = client.create_build(request={"parent": parent, "project_id": ref.project,
                                                  "build": build_request(ref, staging_bucket, obj, service_account)})
         meta = operation.metadata

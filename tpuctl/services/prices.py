@@ -327,4 +327,6 @@ def tpu_vm_hourly(prices: Prices, accelerator: domain.TpuSlice, region: str, spo
     snap = prices.snapshot
     comp = Component(label, chips, snap.chip_hour(version, region, spot), "chip-hour",
                      f"per-chip {'SpotPrice' if spot else 'Price'} of the snapshot's TPU {version} rows in {region}")
+    if spot:
+        note = f"{note}; {domain.SPOT_VOLATILE}" if note else domain.SPOT_VOLATILE
     return Hourly((comp,), snap.label, note)

@@ -164,3 +164,43 @@ def test_a_principal_that_cannot_pull_is_told_where_it_pulls(monkeypatch, tmp_pa
     assert "Vertex AI" in vertex_line and "service agent" in vertex_line, vertex_line
     # which Vertex agent pulls is not on Google's page: the line does not hide that it rests on tpuctl's reading
     assert "unconfirmed" in vertex_line
+
+
+def test_the_image_builder_is_checked_for_push_logs_and_the_build_context(monkeypatch, tmp_path):
+    # A user-specified Cloud Build account needs roles/artifactregistry.writer (push) and roles/logging.logWriter
+    # (CLOUD_LOGGING_ONLY builds), and reads the build context (cloud.google.com/build/docs/securing-builds/
+    # configure-user-specified-service-accounts); doctor used to check pull access only.
+    from bootstrap import doctor
+
+    from buildfakes import FakeBuildCloud
+    from httpfakes import fake_factory
+
+    builder = f"tpuctl-builder@{PROJECT}.iam.gserviceaccount.com"
+    member = f"serviceAccount:{builder}"
+    staging = "tpuctl-staging"
+    repo = f"projects/{PROJECT}/locations/us-central1/repositories/imgs"
+
+    def run(repo_bindings, project_bindings, staging_bindings):
+        with fake_factory(FakeBuildCloud, monkeypatch, ["TPUCTL_ARTIFACTREGISTRY_ENDPOINT"],
+                          credentials=tmp_path / "none.json") as make:
+            fake = make()
+            fake.repositories[repo] = repo_bindings
+            who = doctor.Builder(builder, project_bindings, staging, staging_bindings)
+            return {c.name: c for c in doctor.check_image_repository(PROJECT, "us-central1", "imgs", {}, builder=who)}
+
+    # a builder with pull access only (what the training account had): three failures, each with its fix
+    checks = run([{"role": "roles/artifactregistry.reader", "members": [member]}], [], [])
+    push, logs, context = (checks[f"image builder {what}"] for what in
+                           ("pushes to imgs", "writes build logs", "reads the build context"))
+    assert (push.status, logs.status, context.status) == ("fail", "fail", "fail")
+    assert "artifactregistry.repositories.uploadArtifacts" in push.detail
+    assert push.fix.endswith(f"--member {member} --role roles/artifactregistry.writer")
+    assert logs.fix == f"gcloud projects add-iam-policy-binding {PROJECT} --member {member} --role roles/logging.logWriter"
+    assert context.fix.endswith("--role roles/storage.objectViewer") and f"gs://{staging}" in context.fix
+    # what the stack grants: all three pass
+    checks = run([{"role": "roles/artifactregistry.writer", "members": [member]}],
+                 [{"role": "roles/logging.logWriter", "members": {member}, "condition": False}],
+                 [{"role": "roles/storage.objectViewer", "members": {member}, "condition": False}])
+    assert {name: c.status for name, c in checks.items() if name.startswith("image builder")} == {
+        "image builder pushes to imgs": "pass", "image builder writes build logs": "pass",
+        "image builder reads the build context": "pass"}

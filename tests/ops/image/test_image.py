@@ -22,6 +22,7 @@ from gcsfixtures import storage_emulator
 PROJECT, REGION = "my-tpu-project", "us-central1"
 STAGING = "tpuctl-my-tpu-project-staging"
 SA = "tpuctl-trainer@my-tpu-project.iam.gserviceaccount.com"
+BUILDER = f"tpuctl-builder@{PROJECT}.iam.gserviceaccount.com"
 
 
 @pytest.fixture
@@ -30,7 +31,7 @@ def outputs_file(tmp_path):
     f.write_text(json.dumps({
         "project": PROJECT, "region": REGION, "zone": f"{REGION}-a",
         "buckets": {"staging": STAGING, "artifacts": "tpuctl-my-tpu-project-artifacts"},
-        "principals": {"training-sa": SA}, "training_service_account": SA,
+        "principals": {"training-sa": SA}, "training_service_account": SA, "image_builder_service_account": BUILDER,
     }))
     return f
 
@@ -132,7 +133,8 @@ def test_cloud_build_request_then_no_rebuild_of_an_unchanged_trainer(build_cloud
                                             "-t", ref.uri, "."]
         assert list(sent.images) == [ref.uri] and list(sent.tags) == ["tpuctl", "trainer-cpu"]
         assert sent.timeout.seconds == image.BUILD_TIMEOUT_SECONDS
-        assert sent.service_account == f"projects/{PROJECT}/serviceAccounts/{SA}"
+        # the stack's image builder, never the training account (push + build logs: infra/builder.py)
+        assert sent.service_account == f"projects/{PROJECT}/serviceAccounts/{BUILDER}"
         assert sent.options.logging == cloudbuild_v1.BuildOptions.LoggingMode.CLOUD_LOGGING_ONLY
         # the uploaded context is the reproducible archive of exactly the build context
         from gcsfixtures import anonymous_client
@@ -210,3 +212,13 @@ def test_the_image_check_refuses_bad_input_in_one_line_before_touching_an_engine
                           text=True, timeout=60, env={**os.environ, **env})
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and proc.stderr.startswith(says), proc.stderr
     assert proc.stdout == ""   # no engine started, nothing built
+
+
+def test_the_build_runs_as_the_image_builder_and_an_older_stack_keeps_its_training_account():
+    from ground.outputs import StackOutputs
+
+    both = StackOutputs.model_validate({"training_service_account": SA, "image_builder_service_account": BUILDER})
+    assert image.build_account(both) == BUILDER
+    older = StackOutputs.model_validate({"training_service_account": SA})
+    assert image.build_account(older) == SA
+    assert image.build_account(None) is None

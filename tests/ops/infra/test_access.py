@@ -20,8 +20,14 @@ MEMBERS = {
 BUCKETS = {p: f"tpuctl-{PROJECT}-{p}" for p in domain.BUCKET_PURPOSES}
 
 
+def training(run, type_token: str) -> list:
+    """The resources of ``type_token`` AccessGrants registers (the image builder's grants are infra/builder.py's,
+    tests/ops/infra/test_registry.py)."""
+    return [r for r in run.of_type(type_token) if "tpuctl:infra:ImageBuilder$" not in r.urn]
+
+
 def grants(run, type_token=T.BUCKET_IAM_MEMBER) -> set[tuple[str, str, str]]:
-    return {(r.inputs["member"], r.inputs["bucket"], r.inputs["role"]) for r in run.of_type(type_token)}
+    return {(r.inputs["member"], r.inputs["bucket"], r.inputs["role"]) for r in training(run, type_token)}
 
 
 @pytest.fixture(scope="module")
@@ -45,12 +51,14 @@ def test_bucket_mode_grants_read_roles_on_read_buckets_and_object_user_on_write_
     assert ("roles/storage.objectViewer" in domain.roles_for("bucket", "data")
             and domain.roles_for("bucket", "artifacts") == ("roles/storage.objectUser",))
     # Nothing project-wide besides the TPU agents' own service-agent roles (created on request: not automatic).
-    assert {r.inputs["role"] for r in bucket_run.of_type(T.PROJECT_IAM_MEMBER)} == {
+    assert {r.inputs["role"] for r in training(bucket_run, T.PROJECT_IAM_MEMBER)} == {
         domain.SERVICE_AGENTS["tpu-vm-agent"].project_role, domain.SERVICE_AGENTS["tpu-agent"].project_role}
 
 
 def test_bucket_mode_gives_each_principal_what_training_needs_and_no_more(bucket_run):
-    access = bucket_run.outputs["access_map"]
+    access = dict(bucket_run.outputs["access_map"])
+    builder = access.pop(domain.member_for_email(bucket_run.outputs["image_builder_service_account"]))
+    assert builder == {BUCKETS["staging"]: ["roles/storage.objectViewer"]}   # the build context only
     assert set(access) == set(MEMBERS.values())
     for member, per_bucket in access.items():
         assert set(per_bucket) == set(BUCKETS.values())
@@ -65,7 +73,7 @@ def test_bucket_mode_gives_each_principal_what_training_needs_and_no_more(bucket
 def test_bucket_grants_reference_the_bucket_and_wait_for_the_principal(bucket_run):
     identity = {r.inputs["service"]: r.urn for r in bucket_run.of_type(T.SERVICE_IDENTITY)}
     account = bucket_run.named(T.SERVICE_ACCOUNT, "training-sa").urn
-    for grant in bucket_run.of_type(T.BUCKET_IAM_MEMBER):
+    for grant in training(bucket_run, T.BUCKET_IAM_MEMBER):
         bucket_urn = bucket_run.named(T.BUCKET, next(p for p in BUCKETS if grant.inputs["bucket"] == BUCKETS[p])).urn
         assert bucket_urn in grant.dependencies, grant.name
         if grant.inputs["member"] == MEMBERS["training-sa"]:
@@ -80,11 +88,11 @@ def test_bucket_grants_reference_the_bucket_and_wait_for_the_principal(bucket_ru
 
 
 def test_project_mode_grants_the_classic_set_on_the_project_only(project_run):
-    project_grants = {(r.inputs["member"], r.inputs["role"]) for r in project_run.of_type(T.PROJECT_IAM_MEMBER)
+    project_grants = {(r.inputs["member"], r.inputs["role"]) for r in training(project_run, T.PROJECT_IAM_MEMBER)
                       if r.parent_type == T.ACCESS_GRANTS}
     assert project_grants == {(m, role) for m in MEMBERS.values() for role in domain.PROJECT_MODE_ROLES}
-    assert all(r.inputs["project"] == PROJECT for r in project_run.of_type(T.PROJECT_IAM_MEMBER))
-    assert project_run.of_type(T.BUCKET_IAM_MEMBER) == []
+    assert all(r.inputs["project"] == PROJECT for r in training(project_run, T.PROJECT_IAM_MEMBER))
+    assert training(project_run, T.BUCKET_IAM_MEMBER) == []
     assert "roles/ml.serviceAgent" not in {role for _, role in project_grants}
     assert project_run.outputs["access_mode"] == "project"
     for member in MEMBERS.values():
@@ -104,7 +112,7 @@ def test_project_mode_still_grants_on_an_existing_bucket_it_may_not_own():
                        "tpuctl:existingDataBucket": "shared-imagenet"}, project_number=NUMBER)
     assert {b for _, b, _ in grants(run)} == {"shared-imagenet"}
     # + the two TPU agents' own service-agent roles
-    assert len(run.of_type(T.PROJECT_IAM_MEMBER)) == len(MEMBERS) * len(domain.PROJECT_MODE_ROLES) + 2
+    assert len(training(run, T.PROJECT_IAM_MEMBER)) == len(MEMBERS) * len(domain.PROJECT_MODE_ROLES) + 2
 
 
 def test_acl_route_on_a_fine_grained_existing_bucket():
@@ -149,8 +157,9 @@ def test_acl_route_on_a_missing_bucket_is_a_config_error(registrations):
 
 def test_no_principals_no_grants():
     run = run_program({"tpuctl:project": PROJECT, "tpuctl:principals": []})
-    assert grants(run) == set() and run.of_type(T.PROJECT_IAM_MEMBER) == []
-    assert run.outputs["access_map"] == {} and run.outputs["principals"] == {}
+    assert grants(run) == set() and training(run, T.PROJECT_IAM_MEMBER) == []
+    assert run.outputs["principals"] == {}
+    assert set(run.outputs["access_map"]) == {domain.member_for_email(run.outputs["image_builder_service_account"])}
 
 
 SCENARIOS = [
@@ -164,13 +173,13 @@ SCENARIOS = [
 
 def registered_access(run) -> set[tuple[str, str, str]]:
     """(member, bucket, role or ACL entry) from the grant resources themselves."""
-    out = set(grants(run))
+    out = {(r.inputs["member"], r.inputs["bucket"], r.inputs["role"]) for r in run.of_type(T.BUCKET_IAM_MEMBER)}
     for type_token, entry in ((T.BUCKET_ACCESS_CONTROL, "bucket:READER"), (T.DEFAULT_OBJECT_ACCESS_CONTROL, "defaultObject:READER")):
         for r in run.of_type(type_token):
             assert r.inputs["role"] == "READER" and r.inputs["entity"].startswith("user-")
             out.add((domain.member_for_email(r.inputs["entity"][len("user-"):]), r.inputs["bucket"], entry))
     created = {r.inputs["name"] for r in run.of_type(T.BUCKET)}
-    for r in run.of_type(T.PROJECT_IAM_MEMBER):
+    for r in training(run, T.PROJECT_IAM_MEMBER):
         if r.parent_type == T.ACCESS_GRANTS:      # project mode: reaches every bucket of the project
             out |= {(r.inputs["member"], bucket, r.inputs["role"]) for bucket in created}
     return out

@@ -208,6 +208,7 @@ def test_folder_named_after_the_handle_is_not_the_cache_layout(tmp_path, registr
 def test_schema_lists_every_key_the_loader_reads():
     assert set(StackSettings.keys()) == {
         "project", "region", "zone", "namePrefix", "accessMode", "principals", "trainingServiceAccountId",
+        "imageBuilderServiceAccountId",
         "dataBucket", "stagingBucket", "artifactsBucket", "hubCacheBucket", "existingDataBucket",
         "existingDataBucketAccess", "stagingRetentionDays", "softDeleteRetentionDays", "gpuQuotas",
         "quotaContactEmail", "quotaJustification", "maxGpuQuota", "hubModels", "hubCacheSource",

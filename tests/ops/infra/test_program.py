@@ -54,11 +54,12 @@ def test_resource_urns_are_unique_and_parented_to_components():
                        "tpuctl:gpuQuotas": ["t4:us-central1:1"], "tpuctl:quotaContactEmail": "ml@example.com"})
     urns = [r.urn for r in run.resources]
     assert len(urns) == len(set(urns))
-    components = {T.TRAINING_BUCKETS, T.SERVICE_IDENTITIES, T.ACCESS_GRANTS, T.GPU_QUOTA, T.TRAINER_IMAGE_REPOSITORY}
+    components = {T.TRAINING_BUCKETS, T.SERVICE_IDENTITIES, T.ACCESS_GRANTS, T.GPU_QUOTA, T.TRAINER_IMAGE_REPOSITORY,
+                  T.IMAGE_BUILDER}
     assert {r.type for r in run.resources if not r.custom} == components
     for r in run.custom_resources:
         assert r.parent_type in components, r.urn
-        assert r.parent and r.parent.split("::")[-1] in {"buckets", "identities", "access", "gpu-quota",
+        assert r.parent and r.parent.split("::")[-1] in {"buckets", "identities", "access", "gpu-quota", "image-builder",
                                                          "trainer-images"}
 
 

@@ -56,6 +56,12 @@ def test_access_map_is_derived_from_the_registered_grants(example_file):
     # the example stack keeps access logs: GCS's log writer may only create objects in the access-log bucket
     assert access.pop(ACCESS_LOG_WRITER) == {f"tpuctl-{result.outputs['project']}-access-logs": {
         "purpose": None, "roles": ["roles/storage.objectCreator"], "access": "create"}}
+    builder = access.pop(domain.member_for_email(result.outputs["image_builder_service_account"]))
+    repository = result.outputs["trainer_image_repository"]
+    assert builder == {buckets["staging"]: {"purpose": "staging", "roles": ["roles/storage.objectViewer"],
+                                            "access": "read,list"},        # the build context, and push
+                       repository: {"purpose": domain.TRAINER_IMAGES_PURPOSE,
+                                    "roles": ["roles/artifactregistry.writer"], "access": "pull,push"}}
     assert set(access) == {domain.member_for_email(e) for e in principals.values()}
     # the trainer image repository: exactly the principals that run jobs may pull from it
     repository = result.outputs["trainer_image_repository"]
@@ -171,7 +177,7 @@ def test_acl_route_marks_read_that_covers_only_new_objects(tmp_path):
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     cells = [per_bucket["legacy-training-data"] for member, per_bucket in doc["access"].items()
-             if member != ACCESS_LOG_WRITER]
+             if member != ACCESS_LOG_WRITER and "tpuctl-builder@" not in member]
     assert cells and all(c["roles"] == ["bucket:READER", "defaultObject:READER"] for c in cells)
     assert all(c["access"] == "read,list" and "written before the grant" in c["note"] for c in cells)
     assert all("note" not in c for per in doc["access"].values() for b, c in per.items() if b != "legacy-training-data")

@@ -52,8 +52,10 @@ def test_project_access_mode_passes_with_advisories(stack_values):
     assert mandatory(violations) == []
     advisories = {v.rule for v in violations if not v.mandatory}
     assert "project-mode-broad-roles" in advisories
-    # access comes from the project (the one bucket grant is GCS's log writer on the access-log bucket)
-    assert [res.name for res in run.resources if res.type == T.BUCKET_IAM_MEMBER] == ["access-logs-writer"]
+    # access comes from the project (the bucket grants are GCS's log writer on the access-log bucket and the image
+    # builder's read of the build context, the same in both modes)
+    assert sorted(res.name for res in run.resources if res.type == T.BUCKET_IAM_MEMBER) == [
+        "access-logs-writer", "staging-image-builder-storage.objectViewer"]
 
 
 def test_existing_bucket_via_iam_passes(stack_values):
@@ -91,11 +93,11 @@ def test_gpu_quota_above_policy_cap_fails(stack_values):
 def test_legacy_roles_only_stack_fails_the_access_rule(example_run):
     legacy = {"roles/storage.objectViewer": "roles/storage.legacyBucketReader",
               "roles/storage.objectUser": "roles/storage.legacyBucketWriter"}
-    resources = with_props(example_run, lambda res: res.type == T.BUCKET_IAM_MEMBER,
-                           lambda p: p.update(role=legacy.get(p["role"], p["role"])))
-    # (the access-log bucket's writer grant is not a training grant)
-    roles = {res.outputs["role"] for res in resources if res.type == T.BUCKET_IAM_MEMBER
-             and res.name != "access-logs-writer"}
+    def training_grant(res) -> bool:   # the access-log writer and the image builder are not training principals
+        return res.type == T.BUCKET_IAM_MEMBER and res.name != "access-logs-writer" and "image-builder" not in res.name
+
+    resources = with_props(example_run, training_grant, lambda p: p.update(role=legacy.get(p["role"], p["role"])))
+    roles = {res.outputs["role"] for res in resources if training_grant(res)}
     assert roles == set(domain.LEGACY_BUCKET_ROLES)
     violations = evaluate(from_mocked(resources), example_run.config.settings)
     assert mandatory(violations) == ["training-principals-storage-access"]
@@ -166,3 +168,29 @@ def test_hub_model_nested_one_folder_too_deep_fails(example_run):
     resources = with_props(example_run, lambda res: res.type == T.BUCKET_OBJECT and res.inputs["name"].count("/") >= 2,
                            nest)
     assert mandatory(evaluate(from_mocked(resources), example_run.config.settings)) == ["hub-cache-complete"]
+
+
+@pytest.mark.parametrize("dropped, missing", [
+    ("image-builder-logging.logWriter", domain.LOG_WRITE_PERMISSION),
+    ("image-builder-artifactregistry.writer", domain.PUSH_PERMISSION),
+    ("staging-image-builder-storage.objectViewer", "storage.objects.get"),
+])
+def test_an_image_builder_without_a_grant_cloud_build_needs_fails(example_run, dropped, missing):
+    resources = [res for res in example_run.resources if res.name != dropped]
+    assert len(resources) == len(example_run.resources) - 1
+    violations = evaluate(from_mocked(resources), example_run.config.settings)
+    assert mandatory(violations) == ["image-builder-can-build"]
+    [violation] = [v for v in violations if v.rule == "image-builder-can-build"]
+    assert missing in violation.message and "tpuctl-builder@" in violation.message
+
+
+@pytest.mark.parametrize("mode", ["bucket", "project"])
+def test_a_training_principal_that_can_push_images_fails(stack_values, mode):
+    run = run_program({**stack_values, "tpuctl:accessMode": mode})
+    resources = with_props(run, lambda res: res.name == "image-reader-training-sa",
+                           lambda p: p.update(role="roles/artifactregistry.writer"))
+    violations = evaluate(from_mocked(resources), run.config.settings)
+    assert mandatory(violations) == ["image-builder-can-build"]
+    [violation] = [v for v in violations if v.rule == "image-builder-can-build"]
+    assert violation.message.startswith("training principal serviceAccount:tpuctl-trainer@")
+    assert domain.PUSH_PERMISSION in violation.message

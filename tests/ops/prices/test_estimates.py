@@ -194,3 +194,16 @@ def test_max_run_time_past_the_bound_is_one_line_exit_2(outputs_file, text):
     assert result.stdout == ""
     line = error_line(result, 2)
     assert "--max-run-time" in line and "out of range" in line and "10m to 7d" in line, line
+
+
+def test_a_spot_estimate_from_the_snapshot_says_its_price_is_volatile_and_on_demand_does_not(outputs_file):
+    # The snapshot's Spot prices are of unknown date and another version of the catalogue differs by up to +63%
+    # (issue 42): a Spot estimate from it is marked, with the command that reads today's prices.
+    base = ["train", "--target", "tpu-vm", "-a", "v5litepod-8", "--zone", "us-central1-a", "--outputs", outputs_file,
+            "--dry-run"]
+    spot = invoke([*base, "--spot"])
+    assert spot.exit_code == 0, spot.stderr
+    line = _line(spot.stderr, "  slice v5litepod-8: ")
+    assert "volatile" in line and "unknown date" in line and "`tpuctl prices refresh`" in line, line
+    on_demand = invoke(base)
+    assert on_demand.exit_code == 0 and "volatile" not in on_demand.stderr, on_demand.stderr

@@ -374,11 +374,14 @@ def test_prediction_image_end_of_availability():
 
 
 def test_deploy_refuses_a_past_image_and_bad_bounds(fake_export, outputs_file):
+    from ground.errors import UserError
     from ground.outputs import read_outputs_file
     from tpuctl.services import serving
 
     export = serving.resolve_export(str(fake_export.export))
-    with pytest.raises(DomainError, match="end of availability"):
+    # past the prebuilt image's end of availability deploy serves with TF Serving from the stack's repository; a stack
+    # without one is told how to go on (tests/ops/serve/test_deploy_tf_serving.py)
+    with pytest.raises(UserError, match="trainer_image_url"):
         serving.plan_deploy(export, read_outputs_file(outputs_file), today=datetime.date(2027, 2, 1))
     result = invoke(["deploy", fake_export.run, "--outputs", outputs_file, "--min-replicas", "3",
                      "--max-replicas", "2", "--dry-run"])

@@ -12,7 +12,7 @@ import pytest
 
 from clifixtures import error_line, invoke
 from runfixtures import planned
-from tpufakes import CreateRefusal, not_offered, quota_exceeded
+from tpufakes import CreateRefusal, not_offered, permission_denied, quota_exceeded
 
 PROJECT, ZONE, ZONE_B = "my-tpu-project", "us-central1-a", "us-central1-b"
 ARTIFACTS = "tpuctl-my-tpu-project-artifacts"
@@ -405,3 +405,14 @@ def test_a_bad_request_that_is_not_the_zones_does_not_move_on(outputs_file, tpu_
     assert "Google API error 400: " in line and line.endswith("Invalid value at 'queued_resource.tpu'")
     assert "trying" not in r.stderr
     assert _posted_zones(fake) == [ZONE] and fake.resources == {} and fake.deleted == []
+
+
+def test_a_create_refused_for_permission_names_the_role_google_documents(outputs_file, tpu_cloud, gcs):
+    # Google's Cloud TPU roles list no tpu.queuedResources.* permission (issue 42): the line names roles/tpu.admin
+    # and actAs on the training account, and nothing is retried or left behind.
+    fake = tpu_cloud(refuse={ZONE: permission_denied(ZONE)})
+    r = invoke(_args(outputs_file))
+    line = error_line(r, 2)
+    assert "roles/tpu.admin" in line and "iam.serviceAccounts.actAs" in line, line
+    assert "tpu.queuedResources.create" not in line, line
+    assert fake.zones_created == [] and fake.resources == {}

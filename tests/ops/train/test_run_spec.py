@@ -109,3 +109,24 @@ def test_both_searches_plan_the_run_train_plans_and_their_requests_carry_it(tmp_
     assert dict(job.labels) == search.labels and job.trial_job_spec.service_account == search.service_account
     trials = LocalTuningTarget(local_search, space, 2, seed=1).describe()["trials"]
     assert [t["model_dir"] for t in trials] == [f"{local_search.model_dir}/trial-{i}" for i in (1, 2)]
+
+
+@pytest.mark.parametrize("target, accelerator", [("tpu-vm", "tpu7x-8"), ("vertex", "tpu7x-8"), ("tpu-vm", "tpu-v7x-16"),
+                                                 ("vertex", "v7x-8")])
+def test_tpu7x_is_refused_in_one_line_naming_why(target, accelerator, tmp_path):
+    # No TensorFlow on TPU7x, and the Cloud TPU API is not supported on TPU7x and later (its runtimes page banner).
+    outputs = write_outputs(tmp_path / "outputs.json", OUTPUTS)
+    r = invoke(["train", "--target", target, "-a", accelerator, "--outputs", outputs, "--dry-run"])
+    line = error_line(r, 2, alone=True)
+    assert r.stdout == "" and accelerator in line and "TPU7x" in line, line
+    assert "TensorFlow" in line and "Cloud TPU API" in line, line     # both reasons, not "unknown accelerator"
+
+
+def test_tpu_v2_trains_on_vertex_in_asia_east1(tmp_path):
+    # Google's locations table lists TPU v2 for training in asia-east1 (the regenerated catalogue; issue 42: the
+    # hand-typed table missed it): a dry run there is neither refused nor warned about.
+    outputs = write_outputs(tmp_path / "outputs.json", {**OUTPUTS, "region": "asia-east1"})
+    r = invoke(["train", "--target", "vertex", "-a", "tpu-v2-8", "--region", "asia-east1", "--outputs", outputs,
+                "--dry-run"])
+    assert r.exit_code == 0, r.stderr
+    assert "asia-east1" in r.stdout and not [line for line in r.stderr.splitlines() if "TPU v2" in line], r.stderr

@@ -43,6 +43,14 @@ class DeployPlan:
     warning: str | None = None
     #: the stack's own Endpoint (``serving_endpoint`` output): deployed to as it is, never looked up or created
     endpoint_name: str | None = None
+    #: TF Serving from a container tpuctl controls (``domain.tf_serving_container``) instead of a prebuilt image
+    tf_serving: bool = False
+
+    @property
+    def model_artifact_uri(self) -> str:
+        """The Model's ``artifactUri``: the SavedModel folder for a prebuilt image; for TF Serving the folder of
+        version folders above it (``--model_base_path`` reads numeric versions)."""
+        return self.artifact_uri.rstrip("/").rsplit("/", 1)[0] if self.tf_serving else self.artifact_uri
 
     @property
     def parent(self) -> str:
@@ -77,16 +85,44 @@ def prediction_image(image: str | None, region: str, today: datetime.date) -> tu
     return entry.uri(region), warning
 
 
+def serving_container(image: str | None, tf_serving: bool, outputs: StackOutputs, region: str,
+                      today: datetime.date) -> tuple[str, str | None, bool]:
+    """(image URI, warning or note, TF Serving?) of a deployment. The prebuilt TF2 CPU image until its end of
+    availability; from then on, or with ``tf_serving``, TF Serving from the stack's repository (``--image`` names
+    another copy of it)."""
+    note = None
+    if not tf_serving and image is None:
+        try:
+            return (*prediction_image(None, region, today), False)
+        except domain.DomainError as past:
+            note = f"note: {str(past).split(' (', 1)[0]}: serving with TF Serving instead"
+    if image is None:
+        repository = outputs.trainer_image_url
+        if not repository:
+            raise UserError("TF Serving is served from the stack's image repository, and the stack outputs name no "
+                            "trainer_image_url: pass --image with your copy of TF Serving in Artifact Registry "
+                            f"({domain.TF_SERVING_IMAGE})")
+        image = domain.tf_serving_image_uri(repository)
+        push = f"push it once if it is not there: {domain.tf_serving_copy_commands(image)}"
+        note = f"{note}; {push}" if note else f"note: TF Serving {domain.TF_SERVING_VERSION} from {image} ({push})"
+    elif any(c.isspace() for c in image) or "/" not in image:
+        raise UserError(f"--image {image!r} is not a container image URI (REGION-docker.pkg.dev/P/REPO/IMAGE:TAG)")
+    return image, note, True
+
+
 def plan_deploy(export: Export, outputs: StackOutputs | None, *, region: str | None = None,
                 machine_type: str = domain.DEFAULT_PREDICTION_MACHINE, min_replicas: int = 1,
                 max_replicas: int = 1, endpoint: str | None = None, image: str | None = None,
-                today: datetime.date | None = None) -> DeployPlan:
+                today: datetime.date | None = None, tf_serving: bool = False) -> DeployPlan:
     """Validate everything and assemble the deployment; nothing is uploaded or created here."""
     project, region = stack_location(outputs, region)
     assert outputs is not None
     domain.check_machine_type(machine_type)
     domain.check_replicas(min_replicas, max_replicas)
-    image_uri, warning = prediction_image(image, region, today or datetime.date.today())
+    image_uri, warning, tf_serving = serving_container(image, tf_serving, outputs, region,
+                                                       today or datetime.date.today())
+    if tf_serving:
+        domain.check_model_name(export.model_name)
     if export.is_local:
         export_files(Path(export.path))      # what would be uploaded, checked before anything is
     run = export.run.name if export.run is not None else f"v{export.version}"
@@ -98,14 +134,22 @@ def plan_deploy(export: Export, outputs: StackOutputs | None, *, region: str | N
                         "name another endpoint with --endpoint")
     return DeployPlan(project, region, export, upload_destination(export, outputs), image_uri, model_display,
                       endpoint_display, machine_type, min_replicas, max_replicas, dict(outputs.labels), warning,
-                      owned)
+                      owned, tf_serving)
 
 
 def build_model(plan: DeployPlan):
+    if plan.tf_serving:
+        spec = domain.tf_serving_container(plan.image_uri, plan.export.model_name)
+        container = aiplatform_v1.ModelContainerSpec(
+            image_uri=spec["image_uri"], command=spec["command"], args=spec["args"],
+            ports=[aiplatform_v1.Port(container_port=port) for port in spec["ports"]],
+            predict_route=spec["predict_route"], health_route=spec["health_route"])
+    else:
+        container = aiplatform_v1.ModelContainerSpec(image_uri=plan.image_uri)
     return aiplatform_v1.Model(
         display_name=plan.model_display_name,
-        artifact_uri=plan.artifact_uri,
-        container_spec=aiplatform_v1.ModelContainerSpec(image_uri=plan.image_uri),
+        artifact_uri=plan.model_artifact_uri,
+        container_spec=container,
         labels=plan.labels,
     )
 

@@ -128,8 +128,8 @@ def create_and_wait(client, run: RunSpec, *, progress: Progress, created: Create
                             f"`tpuctl tpu delete {run.name} --zone {run.zone}` or pick another --name")
     created.maybe = True
     with clients.google_errors(f"creating queued resource {name}",
-                               forbidden=f"permission denied creating {name}: you need tpu.queuedResources.create "
-                                         "in the project and iam.serviceAccounts.actAs on the training service account"):
+                               forbidden=f"permission denied creating {name}: you need {domain.TPU_VM_ROLE_HINT} and "
+                                         "iam.serviceAccounts.actAs on the training service account"):
         try:
             client.create_queued_resource(parent=run.parent, queued_resource=build_queued_resource(run),
                                           queued_resource_id=run.name)

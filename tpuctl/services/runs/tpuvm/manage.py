@@ -43,7 +43,7 @@ def list_runs(outputs: StackOutputs | None, *, project: str | None = None, zone:
     client = client or tpu_client()
     runs = []
     with clients.google_errors(f"listing queued resources in {parent}",
-                               forbidden=f"permission denied listing {parent}: you need tpu.queuedResources.list"):
+                               forbidden=f"permission denied listing {parent}: you need {domain.TPU_VM_ROLE_HINT}"):
         for resource in client.list_queued_resources(parent=parent):
             if not is_managed(resource):
                 continue
