@@ -83,7 +83,11 @@ def worker_pool_specs(spec: RunSpec) -> list[dict[str, Any]]:
         code = {"container_spec": {"image_uri": spec.image, "command": list(spec.command), "env": env}}
     else:
         code = {"container_spec": {"image_uri": spec.image, "args": spec.argv, "env": env}}
-    pool = {"machine_spec": machine_spec(spec.accel), "replica_count": 1, **code}
+    machine = machine_spec(spec.accel)
+    affinity = reservation_affinity(spec)
+    if affinity is not None:
+        machine["reservation_affinity"] = affinity
+    pool = {"machine_spec": machine, "replica_count": 1, **code}
     pools = [pool]
     if spec.parameter_servers:
         pools.append({**pool, "replica_count": spec.workers})
@@ -93,22 +97,49 @@ def worker_pool_specs(spec: RunSpec) -> list[dict[str, Any]]:
     return pools
 
 
+def reservation_affinity(spec: RunSpec) -> dict[str, Any] | None:
+    """``MachineSpec.reservation_affinity`` of --reservation (ground/domain/capacity.py): ANY_RESERVATION, or
+    SPECIFIC_RESERVATION keyed ``compute.googleapis.com/reservation-name`` with the reservation's full name."""
+    if spec.reservation is None:
+        return None
+    reservation = domain.Reservation(spec.reservation)
+    if reservation.any:
+        return {"reservation_affinity_type": "ANY_RESERVATION"}
+    return {"reservation_affinity_type": "SPECIFIC_RESERVATION", "key": domain.VERTEX_RESERVATION_KEY,
+            "values": [reservation.vertex_value()]}
+
+
+def scheduling(spec: RunSpec):
+    """``CustomJobSpec.scheduling`` of the run, or None when it asks for nothing: the provisioning model's
+    ``strategy`` (STANDARD only when --provisioning on-demand was asked for), Spot's restart of the whole job on a
+    worker's restart (it resumes from the trainer's backup), flex-start's ``max_wait_duration`` (--max-wait; Vertex
+    AI's default is 24 h), and --max-run-time."""
+    if spec.provisioning is None and spec.max_run_time is None:
+        return None
+    result = aiplatform_v1.Scheduling()
+    if spec.max_run_time is not None:
+        result.timeout = spec.max_run_time
+    if spec.provisioning is not None:
+        result.strategy = aiplatform_v1.Scheduling.Strategy[domain.VERTEX_STRATEGY[spec.provisioning]]
+    if spec.spot:
+        result.restart_job_on_worker_restart = True
+    if spec.flex_start and spec.max_wait is not None:
+        result.max_wait_duration = spec.max_wait
+    return result
+
+
 def build_custom_job(spec: RunSpec):
-    """The real ``aiplatform_v1.CustomJob`` for the spec, with ``scheduling`` for Spot and --max-run-time, parsed back
+    """The real ``aiplatform_v1.CustomJob`` for the spec, with ``scheduling`` (``scheduling()``) and each pool's
+    reservation affinity (``reservation_affinity()``), parsed back
     from its REST JSON with unknown fields refused (what Vertex AI would be sent)."""
     job_spec = aiplatform_v1.CustomJobSpec(
         worker_pool_specs=worker_pool_specs(spec),
         service_account=spec.service_account or "",
         base_output_directory=aiplatform_v1.GcsDestination(output_uri_prefix=spec.model_dir),
     )
-    if spec.spot or spec.max_run_time is not None:
-        scheduling = aiplatform_v1.Scheduling()
-        if spec.max_run_time is not None:
-            scheduling.timeout = spec.max_run_time
-        if spec.spot:
-            scheduling.strategy = aiplatform_v1.Scheduling.Strategy.SPOT
-            scheduling.restart_job_on_worker_restart = True
-        job_spec.scheduling = scheduling
+    planned = scheduling(spec)
+    if planned is not None:
+        job_spec.scheduling = planned
     return strict(aiplatform_v1.CustomJob(display_name=spec.name, labels=dict(spec.labels), job_spec=job_spec))
 
 
@@ -148,8 +179,12 @@ def state_name(job) -> str:
 def check_quota(spec: RunSpec, *, client=None, echo: Echo = print) -> int | None:
     """The pre-flight of ``bootstrap.quotas.check_vertex_room`` for this run (before anything is built)."""
     assert spec.accel is not None and spec.project is not None and spec.region is not None
+    if spec.reservation is not None:
+        echo("note: quota check skipped: a job on a reservation uses reserved capacity (tpuctl does not read "
+             "reservations; Vertex AI checks it)")
+        return None
     return quotas.check_vertex_room(spec.project, spec.region, spec.accel, spec.workers, spot=spec.spot,
-                                    client=client, echo=echo)
+                                    flex_start=spec.flex_start, client=client, echo=echo)
 
 
 def require_image(spec: RunSpec, image_exists: Callable[[str], bool] | None = None) -> None:
@@ -218,7 +253,8 @@ class VertexTarget:
 
     name: ClassVar[str] = "vertex"
     flags: ClassVar[frozenset[str]] = frozenset({"region", "image", "python_package", "spot", "max_run_time",
-                                                 "budget", "wait", "poll_seconds", "parameter_servers"})
+                                                 "budget", "wait", "poll_seconds", "parameter_servers",
+                                                 "provisioning", "reservation", "max_wait"})
 
     spec: RunSpec
     note: Echo = print

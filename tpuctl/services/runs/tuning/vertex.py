@@ -165,7 +165,7 @@ class VertexTuningTarget:
 
     name: ClassVar[str] = "vertex"
     flags: ClassVar[frozenset[str]] = frozenset({"region", "image", "python_package", "spot", "max_run_time",
-                                                 "budget"})
+                                                 "budget", "provisioning", "reservation", "max_wait"})
 
     spec: RunSpec
     search: TuneSpec
