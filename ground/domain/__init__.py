@@ -22,7 +22,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "accelerators": ("GPU_TYPES", "MIN_VCPUS_PER_GPU", "VERTEX_API_HOST", "VERTEX_CUSTOM_JOB_CONSOLE_URL",
         "VERTEX_TRAINING_IMAGES", "Accelerator", "TrainingImage", "check_accelerator_region", "check_end_of_support",
         "parse_accelerator", "prebuilt_training_image"),
-    "capacity": ("ANY_RESERVATION", "FLEX_MAX_RUN_DAYS", "PROVISIONING", "TPU_FLEX_PROVISIONING_MODEL",
+    "capacity": ("ANY_RESERVATION", "AUTOCHECKPOINT_GENERATIONS", "FLEX_MAX_RUN_DAYS", "PROVISIONING", "TPU_FLEX_PROVISIONING_MODEL",
         "TPU_FLEX_ZONES", "UNVERIFIED_CAPACITY_FACTS", "VERTEX_FLEX_DEFAULT_WAIT_HOURS", "VERTEX_FLEX_GPUS", "VERTEX_RESERVATION_KEY",
         "VERTEX_STRATEGY", "Provisioning", "Reservation", "check_reservation"),
     "apis": ("BOOTSTRAP_APIS", "REQUIRED_APIS"),

@@ -33,7 +33,7 @@ from typing import Literal
 
 #: Facts no Google page (or request from here) confirmed, each documented in docs/capacity.md.
 UNVERIFIED_CAPACITY_FACTS = {
-    "tpu-flex-start-api": "a flex-start queued resource made through v2alpha1 is read and deleted through v2, and "
+    "tpu-v2alpha1-create": "a flex-start queued resource made through v2alpha1 is read and deleted through v2, and "
                           "Google fails it after its queueingPolicy.validUntilDuration",
     "vertex-flex-start-quota": "a Vertex AI flex-start training job draws on the preemptible quota (Google says so "
                                "for flex-start inference only)",
@@ -62,12 +62,20 @@ VERTEX_RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 ANY_RESERVATION = "any"
 #: The v2alpha1 value of ``QueuedResource.provisioningModel`` for flex-start (Cloud SDK 528 tpu v2alpha1 messages).
 #: That a queued resource created so is read and deleted through v2, and failed after its validUntilDuration, is
-#: [unverified: tpu-flex-start-api] (no flex-start slice was created from here).
+#: [unverified: tpu-v2alpha1-create] (no flex-start slice was created from here).
 TPU_FLEX_PROVISIONING_MODEL = "FLEX_START"
 #: The zones Google lists for TPU flex-start training (request-using-flex-start, read 2026-11-27; v5e is also
 #: listed in us-central1-a, for serving only): a note elsewhere, not a refusal (the list changes; the API refuses
 #: what it does not offer).
 TPU_FLEX_ZONES = {"v6e": ("asia-northeast1-b", "us-east5-a"), "v5e": ("us-west4-a",)}
+
+#: The TPU generations Autocheckpoint works on: "Only TPUs (v2-v4, and v5e) created through the Cloud TPU API can use
+#: this feature for now" (Preview; https://cloud.google.com/tpu/docs/autocheckpoint, read 2026-11-27). On a
+#: maintenance event Cloud TPU sends SIGTERM to "the process using the TPU device" and waits until it exits or 5
+#: minutes pass. The request field is ``Node.autocheckpoint_enabled``, only in the v2alpha1 API (google-cloud-tpu
+#: 1.27 ``tpu_v2alpha1.Node``; the Cloud SDK 528 sets it only for api_version v2alpha1,
+#: command_lib/compute/tpus/queued_resources/util.py).
+AUTOCHECKPOINT_GENERATIONS = frozenset({"v2", "v3", "v4", "v5e"})
 
 _SHORT = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 _VERTEX_FULL = re.compile(r"projects/([a-z][-a-z0-9]{4,28}[a-z0-9]|\d+)/zones/([a-z]+-[a-z]+\d+-[a-z0-9]+)/"

@@ -72,6 +72,7 @@ def train(
     spot: bool = option("spot"),
     provisioning: Optional[Provisioning] = option("provisioning"),
     reservation: Optional[str] = option("reservation"),
+    autocheckpoint: bool = option("autocheckpoint"),
     recover: int = option("recover"),
     zones: Optional[str] = option("zones"),
     max_run_time: Optional[str] = option("max_run_time"),

@@ -17,7 +17,7 @@ from ground import domain
 from ground import tokens as T
 from ground.outputs import parse_outputs
 from tpuctl.services.runs import vertex
-from tpuctl.services.runs.tpuvm.script import build_queued_resource, flex_start_body
+from tpuctl.services.runs.tpuvm.script import build_queued_resource, v2alpha1_body
 from tpuctl.services.runs.tuning.spec import DEFAULT_SPEC, parse_spec
 from tpuctl.services.runs.tuning.vertex import build_tuning_job
 
@@ -89,7 +89,7 @@ def test_a_flex_start_queued_resource_is_in_the_tpu_v2alpha1_schema():
     run = planned("tpu-vm", parse_outputs(OUTPUTS), accelerator="v5litepod-16", zone=ZONE, name="r1",
                   image=f"{REGION}-docker.pkg.dev/{PROJECT}/team-images/trainer-tpu:sha256-x",
                   provisioning="flex-start", max_wait="3h", max_run_time="2d")
-    body = flex_start_body(run)
+    body = v2alpha1_body(run)
     assert body["provisioningModel"] == "FLEX_START" and body["runDuration"] == {"maxRunDuration": "172800s"}
     assert body["queueingPolicy"] == {"validUntilDuration": "10800s"}
     assert apischema.problems(schema("tpu", "v2alpha1"), "QueuedResource", body) == []

@@ -32,8 +32,9 @@ def _qr(zone):
     return f"projects/{PROJECT}/locations/{zone}/queuedResources/{NAME}"
 
 
-def _dry_run(outputs_file, *extra) -> dict:
-    r = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-16", "--name", NAME, "--outputs", str(outputs_file),
+def _dry_run(outputs_file, *extra, accelerator="v6e-16") -> dict:
+    """A dry run of a slice (v6e: no Autocheckpoint, so the v2 API unless flex-start)."""
+    r = invoke(["train", "--target", "tpu-vm", "-a", accelerator, "--name", NAME, "--outputs", str(outputs_file),
                 "--image", IMAGE, "--dry-run", *extra])
     assert r.exit_code == 0, r.output
     return json.loads(r.stdout)
@@ -67,7 +68,8 @@ def test_a_flex_start_request_is_v2alpha1(outputs_file, monkeypatch):
     resource = tpu_v2alpha1.QueuedResource.from_json(json.dumps(known), ignore_unknown_fields=False)
     assert resource.queueing_policy.valid_until_duration.total_seconds() == 5400
     assert "spot" not in resource and "guaranteed" not in resource and not resource.reservation_name
-    assert resource.tpu.node_spec[0].node.accelerator_type == "v5litepod-16"
+    assert resource.tpu.node_spec[0].node.accelerator_type == "v6e-16"
+    assert not resource.tpu.node_spec[0].node.autocheckpoint_enabled      # v6e: Google does not offer it
 
 
 @pytest.mark.parametrize("extra, says", [
@@ -109,7 +111,7 @@ def _finish(gcs, on_create: int):
     (["--provisioning", "on-demand"], "/v2/"), (["--provisioning", "spot"], "/v2/")])
 def test_each_model_is_created_followed_to_the_end_and_deleted(outputs_file, tpu_cloud, gcs, extra, path):
     fake = tpu_cloud(plans=[["WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE"]], on_get=_finish(gcs, 1))
-    r = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-16", "--name", NAME, "--outputs", str(outputs_file),
+    r = invoke(["train", "--target", "tpu-vm", "-a", "v6e-16", "--name", NAME, "--outputs", str(outputs_file),
                 "--image", IMAGE, "--poll-seconds", "0.01", *extra])
     assert r.exit_code == 0, r.output
     assert r.stdout.splitlines()[0] == f"SavedModel: {RESULT['export_dir']}"
@@ -119,6 +121,7 @@ def test_each_model_is_created_followed_to_the_end_and_deleted(outputs_file, tpu
         tpu_v2.QueuedResource.from_json(json.dumps(body), ignore_unknown_fields=False)
     else:
         assert body["provisioningModel"] == "FLEX_START"
+        assert "autocheckpointEnabled" not in body["tpu"]["nodeSpec"][0]["node"]
         tpu_v2alpha1.QueuedResource.from_json(json.dumps({k: v for k, v in body.items() if k not in ALPHA_ONLY}),
                                               ignore_unknown_fields=False)
     assert [name for name, _ in fake.deleted] == [_qr(ZONE)]
@@ -163,3 +166,32 @@ def test_a_flex_start_slice_has_no_price_and_refuses_a_budget_in_one_line(output
     line = error_line(r, 2)
     assert "--budget" in line and "flex-start" in line, line
     assert "flex-start" in r.stderr.splitlines()[0] and fake.creates() == []
+
+
+@pytest.mark.parametrize("accelerator, extra, version, enabled", [
+    ("v5litepod-16", [], "v2alpha1", True),                    # v5e: Google offers Autocheckpoint
+    ("v4-8", ["--spot"], "v2alpha1", True),
+    ("v5litepod-16", ["--no-autocheckpoint"], "v2", False),
+    ("v6e-8", [], "v2", False),                                # not offered: v2, as before
+    ("v5p-8", [], "v2", False),
+])
+def test_autocheckpoint_is_requested_where_the_api_offers_it(outputs_file, monkeypatch, accelerator, extra, version,
+                                                            enabled):
+    monkeypatch.delenv("TPUCTL_TPU_ENDPOINT", raising=False)
+    doc = _dry_run(outputs_file, *extra, accelerator=accelerator)
+    assert doc["apiVersion"] == version
+    types = tpu_v2alpha1 if version == "v2alpha1" else tpu_v2
+    resource = types.QueuedResource.from_json(json.dumps(doc["queuedResource"]), ignore_unknown_fields=False)
+    assert getattr(resource.tpu.node_spec[0].node, "autocheckpoint_enabled", False) is enabled
+
+
+def test_an_autocheckpoint_slice_is_created_through_v2alpha1_and_followed_to_the_end(outputs_file, tpu_cloud, gcs):
+    fake = tpu_cloud(plans=[["PROVISIONING", "ACTIVE"]], on_get=_finish(gcs, 1))
+    r = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-16", "--name", NAME, "--outputs", str(outputs_file),
+                "--image", IMAGE, "--poll-seconds", "0.01", "--spot"])
+    assert r.exit_code == 0, r.output
+    [(_, url, body)] = fake.creates()
+    assert url.startswith("/v2alpha1/")
+    resource = tpu_v2alpha1.QueuedResource.from_json(json.dumps(body), ignore_unknown_fields=False)
+    assert resource.tpu.node_spec[0].node.autocheckpoint_enabled and "spot" in resource
+    assert "Autocheckpoint" in r.stderr and [name for name, _ in fake.deleted] == [_qr(ZONE)]

@@ -157,6 +157,9 @@ class RunFlags(BaseModel):
     reservation: Annotated[str | None, BeforeValidator(_reservation)] = _flag(
         None, "Vertex/TPU VM: run on reserved capacity: `any` reservation of the project, or a reservation's name "
               "(Vertex AI: its full name projects/P/zones/ZONE/reservations/NAME).", max_length=200)
+    autocheckpoint: bool = _flag(
+        True, "TPU VM: ask Cloud TPU for Autocheckpoint where it offers it (v2-v4, v5e): before maintenance the "
+              "trainer gets SIGTERM and up to 5 minutes to back up its step (docs/capacity.md).")
     recover: int = _flag(0, "TPU VM with --spot or flex-start: re-queue a preempted slice, or one still waiting "
                             "after --max-wait, (resuming from its backup) at most this many times.",
                          ge=0, le=MAX_RECOVERIES)

@@ -102,6 +102,8 @@ class RunSpec(BaseModel):
     provisioning: domain.Provisioning | None = None
     #: ``--reservation``: ``any`` or a reservation's name (or its full name), None: no reservation asked for
     reservation: str | None = Field(None, max_length=200)
+    #: TPU VM: Autocheckpoint requested (--autocheckpoint, on a generation that offers it: v2alpha1's node field)
+    autocheckpoint: bool = False
     recover: int = Field(0, ge=0, le=MAX_RECOVERIES)
     #: TPU VM: the zones a preempted slice may be re-queued in after ``zone`` (quota pre-flight still to come)
     zones: tuple[str, ...] = Field((), max_length=100)
@@ -338,6 +340,7 @@ def plan(flags: RunFlags, outputs: StackOutputs | None, *, command: str = "train
         package_uri=package_uri, spot=provisioning == "spot",
         provisioning=flags.provisioning or ("spot" if flags.spot else None),
         reservation=_reservation(flags, project, region, zone), recover=flags.recover,
+        autocheckpoint=flags.autocheckpoint and tpu is not None and tpu.generation in domain.AUTOCHECKPOINT_GENERATIONS,
         zones=_zones(flags, zone),
         budget=flags.budget, max_run_time=flags.max_run_time, max_wait=flags.max_wait, keep=flags.keep,
         demo_data=demo, claimed=claimed)

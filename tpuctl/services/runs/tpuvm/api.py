@@ -20,7 +20,7 @@ from ground.polling import poll
 from ground.storagepath import GsPath
 from tpuctl.services.runs.records import RECOVERIES_FILE, RESULT_FILE, RecoveriesRecord
 from tpuctl.services.runs.spec import DEFAULT_MAX_WAIT, DEFAULT_TPU_VM_RUN_TIME, RunSpec
-from tpuctl.services.runs.tpuvm.script import HOST_STATUS_DIR, build_queued_resource, flex_start_body
+from tpuctl.services.runs.tpuvm.script import HOST_STATUS_DIR, api_version, build_queued_resource, v2alpha1_body
 from tpuctl.services.supervisor import signal_handlers
 
 #: The chief's result.json is a few hundred bytes; more is not the trainer's.
@@ -137,7 +137,7 @@ def create_and_wait(client, run: RunSpec, *, progress: Progress, created: Create
                                forbidden=f"permission denied creating {name}: you need tpu.queuedResources.create "
                                          "in the project and iam.serviceAccounts.actAs on the training service account"):
         try:
-            if run.flex_start:
+            if api_version(run) == "v2alpha1":
                 create_v2alpha1(run)
             else:
                 client.create_queued_resource(parent=run.parent, queued_resource=build_queued_resource(run),
@@ -156,19 +156,22 @@ def create_and_wait(client, run: RunSpec, *, progress: Progress, created: Create
         run.provisioning or "", "on-demand")
     if run.reservation is not None:
         tier += f", reservation {run.reservation}"
+    if run.autocheckpoint:
+        tier += ", Autocheckpoint"
     progress(f"requested {run.slice.name} ({run.slice.vms} host(s), {tier}) as queued resource {name}")
     return wait_active(client, run, progress=progress, poll_seconds=poll_seconds, timeout=timeout, sleep=sleep,
                        clock=clock)
 
 
 def create_v2alpha1(run: RunSpec) -> None:
-    """Create a flex-start queued resource through the v2alpha1 REST API (``script.flex_start_body``: fields the
-    google-cloud-tpu client has no type for, so no client method can send them); an error answer raises the
+    """Create the queued resource through the v2alpha1 REST API (``script.v2alpha1_body``: Autocheckpoint, and
+    flex-start's fields the google-cloud-tpu client has no type for, so no client method can send them; one route for
+    both); an error answer raises the
     google-api-core exception the client would (``from_http_response``). Reading and deleting it stay on v2: one
     queued resource, whichever version created it."""
     session = clients.authorized_session("tpu")
     url = f"{clients.base_url('tpu')}/v2alpha1/{run.parent}/queuedResources"
-    response = session.post(url, params={"queuedResourceId": run.name}, json=flex_start_body(run),
+    response = session.post(url, params={"queuedResourceId": run.name}, json=v2alpha1_body(run),
                             timeout=clients.REQUEST_TIMEOUT_SECONDS)
     if response.status_code >= 400:
         raise api_exceptions.from_http_response(response)

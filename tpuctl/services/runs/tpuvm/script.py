@@ -149,31 +149,38 @@ def build_queued_resource(run: RunSpec):
     return resource
 
 
-#: The Cloud TPU API version a run's queued resource is created with: v2, or v2alpha1 for what only v2alpha1 has
-#: (flex-start: ``provisioningModel`` and ``runDuration``; ground/domain/capacity.py).
 def api_version(run: RunSpec) -> str:
-    return "v2alpha1" if run.flex_start else "v2"
+    """The Cloud TPU API version a run's queued resource is created with: v2, or v2alpha1 for what only v2alpha1 has
+    (Autocheckpoint: ``Node.autocheckpoint_enabled``; flex-start: ``provisioningModel`` and ``runDuration``;
+    ground/domain/capacity.py). It is read and deleted through v2 either way: one queued resource."""
+    return "v2alpha1" if run.flex_start or run.autocheckpoint else "v2"
 
 
-def flex_start_body(run: RunSpec) -> dict[str, Any]:
-    """The v2alpha1 REST body of a flex-start slice: the v2 request re-read strictly as google-cloud-tpu's
-    ``tpu_v2alpha1.QueuedResource`` (every field tpuctl sets exists there), its ``queueingPolicy.validUntilDuration``
-    the wait in this zone (--max-wait: past it Google fails the request), then the two fields google-cloud-tpu 1.27
-    does not have yet, as the Cloud SDK 528 sends ``--provisioning-model flex-start --max-run-duration``:
-    ``provisioningModel: FLEX_START`` and ``runDuration.maxRunDuration`` (the run's time bound, --max-run-time)."""
+def v2alpha1_body(run: RunSpec) -> dict[str, Any]:
+    """The v2alpha1 REST body: the v2 request re-read strictly as google-cloud-tpu's ``tpu_v2alpha1.QueuedResource``
+    (every field tpuctl sets exists there), with ``tpu.nodeSpec[].node.autocheckpointEnabled`` (Autocheckpoint); for
+    a flex-start slice its ``queueingPolicy.validUntilDuration`` the wait in this zone (--max-wait: past it Google
+    fails the request), then the two fields google-cloud-tpu 1.27 does not have yet, as the Cloud SDK 528 sends
+    ``--provisioning-model flex-start --max-run-duration``: ``provisioningModel: FLEX_START`` and
+    ``runDuration.maxRunDuration`` (the run's time bound, --max-run-time)."""
     v2 = build_queued_resource(run)
     alpha = tpu_v2alpha1.QueuedResource.from_json(tpu_v2.QueuedResource.to_json(v2), ignore_unknown_fields=False)
-    alpha.queueing_policy = tpu_v2alpha1.QueuedResource.QueueingPolicy(valid_until_duration=run.wait_limit)
+    if run.autocheckpoint:
+        for spec in alpha.tpu.node_spec:
+            spec.node.autocheckpoint_enabled = True
+    if run.flex_start:
+        alpha.queueing_policy = tpu_v2alpha1.QueuedResource.QueueingPolicy(valid_until_duration=run.wait_limit)
     body = json_format.MessageToDict(tpu_v2alpha1.QueuedResource.pb(alpha))
-    body["provisioningModel"] = domain.TPU_FLEX_PROVISIONING_MODEL
-    body["runDuration"] = {"maxRunDuration": f"{int(run.run_time.total_seconds())}s"}
+    if run.flex_start:
+        body["provisioningModel"] = domain.TPU_FLEX_PROVISIONING_MODEL
+        body["runDuration"] = {"maxRunDuration": f"{int(run.run_time.total_seconds())}s"}
     return body
 
 
 def queued_resource_body(run: RunSpec) -> dict[str, Any]:
     """The queued resource as the REST API of ``api_version(run)`` spells it."""
-    if run.flex_start:
-        return flex_start_body(run)
+    if api_version(run) == "v2alpha1":
+        return v2alpha1_body(run)
     return json.loads(tpu_v2.QueuedResource.to_json(build_queued_resource(run)))
 
 

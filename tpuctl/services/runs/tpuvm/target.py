@@ -100,7 +100,7 @@ class TpuVmTarget:
     name: ClassVar[str] = "tpu-vm"
     flags: ClassVar[frozenset[str]] = frozenset({"zone", "keep", "recover", "zones", "image", "spot", "budget",
                                                  "poll_seconds", "max_run_time", "max_wait", "provisioning",
-                                                 "reservation"})
+                                                 "reservation", "autocheckpoint"})
 
     run: RunSpec
     progress: Progress = print
