@@ -73,6 +73,7 @@ def train(
     provisioning: Optional[Provisioning] = option("provisioning"),
     reservation: Optional[str] = option("reservation"),
     autocheckpoint: bool = option("autocheckpoint"),
+    cluster: Optional[str] = option("cluster"),
     recover: int = option("recover"),
     zones: Optional[str] = option("zones"),
     max_run_time: Optional[str] = option("max_run_time"),

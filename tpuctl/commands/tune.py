@@ -85,6 +85,7 @@ def tune(
     spot: bool = option("spot"),
     provisioning: Optional[Provisioning] = option("provisioning"),
     reservation: Optional[str] = option("reservation"),
+    cluster: Optional[str] = option("cluster"),
     max_wait: Optional[str] = option("max_wait", help="Vertex AI with --provisioning flex-start: how long each "
                                      "trial's job waits for its resources (Vertex AI's default 24h), 1m..7d."),
     max_run_time: Optional[str] = option("max_run_time"),

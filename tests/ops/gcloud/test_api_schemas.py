@@ -66,7 +66,8 @@ def test_custom_job_fields_are_in_the_aiplatform_v1_schema(accelerator, workers,
 
 @pytest.mark.parametrize("flags", [
     {"provisioning": "on-demand"}, {"provisioning": "spot"}, {"provisioning": "flex-start", "max_wait": "4h"},
-    {"reservation": "any"}, {"reservation": "projects/my-project-1/zones/us-central1-a/reservations/r1"}],
+    {"reservation": "any"}, {"reservation": "projects/my-project-1/zones/us-central1-a/reservations/r1"},
+    {"cluster": "team-a100"}],
     ids=lambda f: "-".join(f.values()).split("/")[-1])
 def test_custom_jobs_of_each_provisioning_model_are_in_the_aiplatform_v1_schema(flags):
     job = planned("vertex", parse_outputs(OUTPUTS), accelerator="gpu-a100x8", name="j1", **flags)
@@ -94,6 +95,15 @@ def test_a_flex_start_queued_resource_is_in_the_tpu_v2alpha1_schema():
     assert body["queueingPolicy"] == {"validUntilDuration": "10800s"}
     assert apischema.problems(schema("tpu", "v2alpha1"), "QueuedResource", body) == []
     assert apischema.problems(schema("tpu", "v2alpha1"), "QueuedResource", {**body, "provisioningModel": "FLEX"})
+
+
+def test_a_clusters_persistent_resource_is_in_the_aiplatform_v1_schema():
+    from tpuctl.services.runs.cluster import plan_cluster
+
+    plan = plan_cluster("team-t4", parse_outputs(OUTPUTS), accelerator="gpu-t4x2", replicas=2)
+    body = _json(plan.resource)
+    assert body["resourcePools"][0]["replicaCount"] == "2"
+    assert apischema.problems(schema("aiplatform", "v1"), "GoogleCloudAiplatformV1PersistentResource", body) == []
 
 
 def test_tuning_job_fields_are_in_the_aiplatform_v1_schema():

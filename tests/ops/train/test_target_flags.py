@@ -18,7 +18,7 @@ SAMPLES = {
     "poll_seconds": ("--poll-seconds", "1"), "zone": ("--zone", "us-central1-a"), "keep": ("--keep", None),
     "recover": ("--recover", "0"), "zones": ("--zones", "us-central1-b"), "seed": ("--seed", "1"),
     "max_wait": ("--max-wait", "1h"), "provisioning": ("--provisioning", "spot"), "reservation": ("--reservation", "any"),
-    "autocheckpoint": ("--no-autocheckpoint", None),
+    "autocheckpoint": ("--no-autocheckpoint", None), "cluster": ("--cluster", "c1"),
 }
 
 

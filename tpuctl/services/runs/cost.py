@@ -198,7 +198,19 @@ def flex_start_estimate(estimate: CostEstimate) -> CostEstimate:
 
 
 def with_reservation_note(estimate: CostEstimate) -> CostEstimate:
-    return CostEstimate(**{**estimate.__dict__, "notes": [*estimate.notes, RESERVATION_NOTE]})
+    return with_note(estimate, RESERVATION_NOTE)
+
+
+def with_note(estimate: CostEstimate, note: str) -> CostEstimate:
+    return CostEstimate(**{**estimate.__dict__, "notes": [*estimate.notes, note]})
+
+
+#: What a job on a persistent resource is billed: nothing of its own. "You are billed for the entire duration that a
+#: persistent resource is in a running state, regardless of whether there is a job running on the persistent
+#: resource ... All jobs running on a persistent resource are not separately charged."
+#: (cloud.google.com/vertex-ai/docs/training/persistent-resource-overview, "Billing details", read 2026-11-27).
+CLUSTER_NOTE = ("on cluster {name}: the job is not charged separately; the cluster is billed while it runs, jobs "
+                "or not (`tpuctl cluster delete {name}` stops it); the price below is what these machines cost")
 
 
 def estimate_custom_job(custom_job, region: str, *, trials: int = 1, prices=None) -> CostEstimate:
@@ -213,6 +225,8 @@ def estimate_custom_job(custom_job, region: str, *, trials: int = 1, prices=None
                               prices=prices)
     if scheduling.strategy == aiplatform_v1.Scheduling.Strategy.FLEX_START:
         return flex_start_estimate(estimate)
+    if spec.persistent_resource_id:
+        return with_note(estimate, CLUSTER_NOTE.format(name=spec.persistent_resource_id))
     if any("reservation_affinity" in pool.machine_spec for pool in spec.worker_pool_specs):
         return with_reservation_note(estimate)
     return estimate

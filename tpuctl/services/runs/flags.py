@@ -157,6 +157,9 @@ class RunFlags(BaseModel):
     reservation: Annotated[str | None, BeforeValidator(_reservation)] = _flag(
         None, "Vertex/TPU VM: run on reserved capacity: `any` reservation of the project, or a reservation's name "
               "(Vertex AI: its full name projects/P/zones/ZONE/reservations/NAME).", max_length=200)
+    cluster: str | None = _flag(
+        None, "Vertex: run on this persistent resource (`tpuctl cluster create NAME`): machines kept between jobs, so "
+              "a retry or a tuning trial starts without provisioning (docs/capacity.md).", max_length=63)
     autocheckpoint: bool = _flag(
         True, "TPU VM: ask Cloud TPU for Autocheckpoint where it offers it (v2-v4, v5e): before maintenance the "
               "trainer gets SIGTERM and up to 5 minutes to back up its step (docs/capacity.md).")

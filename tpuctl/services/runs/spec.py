@@ -102,6 +102,8 @@ class RunSpec(BaseModel):
     provisioning: domain.Provisioning | None = None
     #: ``--reservation``: ``any`` or a reservation's name (or its full name), None: no reservation asked for
     reservation: str | None = Field(None, max_length=200)
+    #: Vertex AI: the persistent resource (``tpuctl cluster``) the job runs on (``persistent_resource_id``)
+    cluster: str | None = None
     #: TPU VM: Autocheckpoint requested (--autocheckpoint, on a generation that offers it: v2alpha1's node field)
     autocheckpoint: bool = False
     recover: int = Field(0, ge=0, le=MAX_RECOVERIES)
@@ -340,6 +342,7 @@ def plan(flags: RunFlags, outputs: StackOutputs | None, *, command: str = "train
         package_uri=package_uri, spot=provisioning == "spot",
         provisioning=flags.provisioning or ("spot" if flags.spot else None),
         reservation=_reservation(flags, project, region, zone), recover=flags.recover,
+        cluster=_cluster(flags),
         autocheckpoint=flags.autocheckpoint and tpu is not None and tpu.generation in domain.AUTOCHECKPOINT_GENERATIONS,
         zones=_zones(flags, zone),
         budget=flags.budget, max_run_time=flags.max_run_time, max_wait=flags.max_wait, keep=flags.keep,
@@ -412,6 +415,25 @@ def _provisioning(flags: RunFlags, accel: domain.Accelerator | None, tpu: domain
                             f"{accel.name} (cloud.google.com/vertex-ai/docs/training/schedule-jobs-dws); use "
                             "--provisioning spot, or --target tpu-vm for a TPU")
     return provisioning
+
+
+def _cluster(flags: RunFlags) -> str | None:
+    """--cluster NAME: a persistent resource's id (Google's rule), and what it rules out: the cluster's machines are
+    already there, so no provisioning model or reservation of the job's own."""
+    if flags.cluster is None:
+        return None
+    if not _CLOUD_NAME.fullmatch(flags.cluster):
+        raise UserError(f"--cluster {printable(flags.cluster, 80)!r}: a cluster's name is 1-63 lowercase letters, "
+                        "digits and '-', starting with a letter (`tpuctl cluster ls` lists them)")
+    for flag, given in (("--spot", flags.spot), ("--provisioning", flags.provisioning),
+                        ("--reservation", flags.reservation), ("--max-wait", flags.max_wait)):
+        if given:
+            raise UserError(f"--cluster {flags.cluster} runs on the cluster's own machines; {flag} asks for other "
+                            "capacity: drop one of them")
+    if flags.budget is not None:
+        raise UserError(f"--budget bounds what a job costs; a job on --cluster {flags.cluster} is not charged "
+                        "separately (the cluster is billed while it runs): drop --budget")
+    return flags.cluster
 
 
 def _reservation(flags: RunFlags, project: str | None, region: str | None, zone: str | None) -> str | None:
