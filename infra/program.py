@@ -12,6 +12,7 @@ from ground.outputs import OUTPUT_KEYS
 from ground.settings import PROVIDER_PROJECT_KEY, StackSettings
 from infra.access import AccessGrants, AccessGrantsArgs
 from infra.buckets import BucketOptions, TrainingBuckets, TrainingBucketsArgs
+from infra.cluster import training_cluster
 from infra.config import ConfigError, InfraConfig
 from infra.hub_cache import HubModelCache, HubModelCacheArgs, HubModelFiles
 from infra.identities import ServiceIdentities, ServiceIdentitiesArgs
@@ -137,6 +138,9 @@ def build(infra: InfraConfig) -> dict[str, pulumi.Output | Any]:
         project=cfg.project, region=cfg.region, display_name=cfg.serving_endpoint, labels=dict(labels),
         depends_on=[identities.apis["aiplatform.googleapis.com"]],
     ) if cfg.serving_endpoint else None
+    if cfg.training_cluster:
+        training_cluster(project=cfg.project, region=cfg.region, spec=cfg.training_cluster, labels=dict(labels),
+                         depends_on=[identities.apis["aiplatform.googleapis.com"]])
     if infra.hub_models:
         HubModelCache(
             "hub-cache",

@@ -82,6 +82,34 @@ _VERTEX_FULL = re.compile(r"projects/([a-z][-a-z0-9]{4,28}[a-z0-9]|\d+)/zones/([
                           r"reservations/([a-z]([-a-z0-9]{0,61}[a-z0-9])?)")
 
 
+#: Most machines tpuctl puts in a cluster's one pool (`tpuctl cluster create --replicas`, tpuctl:trainingCluster).
+MAX_CLUSTER_REPLICAS = 64
+#: A persistent resource's id: CreatePersistentResourceRequest.persistent_resource_id (google-cloud-aiplatform 2.7).
+CLUSTER_ID = re.compile(r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?")
+
+
+def parse_training_cluster(text: str, key: str = "trainingCluster") -> tuple[str, str, int]:
+    """``NAME:ACCELERATOR[:REPLICAS]`` (tpuctl:trainingCluster) -> (name, accelerator as `train -a` names it,
+    replicas). A GPU or CPU machine only: pulumi-gcp 10.2's ``AiPersistentResourceResourcePoolMachineSpec`` has
+    machine type, accelerator type and count but no TPU topology."""
+    from ground.domain.accelerators import parse_accelerator
+    from ground.errors import DomainError
+
+    parts = text.split(":")
+    if len(parts) not in (2, 3) or not CLUSTER_ID.fullmatch(parts[0]):
+        raise DomainError(f"{key} {text[:80]!r}: give NAME:ACCELERATOR[:REPLICAS], e.g. team-t4:gpu-t4x2:2 (NAME 1-63 "
+                          "lowercase letters, digits and '-', starting with a letter)")
+    accel = parse_accelerator(parts[1])
+    if accel.kind == "tpu":
+        raise DomainError(f"{key} {text[:80]!r}: a TPU cluster cannot be declared (pulumi-gcp's persistent resource "
+                          "has no TPU topology); make it with `tpuctl cluster create NAME -a "
+                          f"{accel.name}`")
+    replicas = parts[2] if len(parts) == 3 else "1"
+    if not replicas.isdigit() or not 1 <= int(replicas) <= MAX_CLUSTER_REPLICAS:
+        raise DomainError(f"{key} {text[:80]!r}: REPLICAS is 1..{MAX_CLUSTER_REPLICAS}")
+    return parts[0], accel.name, int(replicas)
+
+
 class Reservation:
     """``--reservation``: ``any``, a reservation's name, or its full name ``projects/P/zones/ZONE/reservations/N``."""
 

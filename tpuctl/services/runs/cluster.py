@@ -148,3 +148,18 @@ def delete_cluster(project: str, region: str, name: str, *, api=None) -> str:
     with clients.google_errors(f"deleting cluster {name}", exit_code=1):
         api.delete_persistent_resource(name=found.name)
     return found.name
+
+
+def declared_cluster_lines(settings, *, prices=None) -> list[str]:
+    """What ``tpuctl plan`` says of the stack's ``trainingCluster``: its machines and its cost per hour while it
+    exists (list prices, as every estimate; unknown naming why), and the notes of the price source."""
+    if settings is None or not settings.training_cluster:
+        return []
+    name, accelerator, replicas = domain.parse_training_cluster(settings.training_cluster)
+    pools = [{"machine_spec": machine_spec(domain.parse_accelerator(accelerator)), "replica_count": replicas}]
+    found = cost.estimate_pools(pools, settings.region, prices=prices)
+    price = (f"${found.hourly:.4f}/h while it exists (${found.hourly * 24:.2f} a day), jobs or not"
+             if found.hourly is not None else "unknown: " + "; ".join(found.missing))
+    return [f"Training cluster {name} ({replicas} × {accelerator}, {settings.region}): {price}; "
+            f"{found.source or 'no price source'}", *(f"  note: {n}" for n in found.notes)]
+
