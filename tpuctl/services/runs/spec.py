@@ -272,6 +272,8 @@ def plan(flags: RunFlags, outputs: StackOutputs | None, *, command: str = "train
                        f"{', '.join(offered) or 'no zone'} (cloud.google.com/tpu/docs/request-using-flex-start, read "
                        f"2026-11-27); the Cloud TPU API refuses it where it is not offered")
 
+    reservation, cluster = _reservation(flags, project, region, zone), _cluster(flags)
+
     program = _command(flags)
     code = _code(flags, program)
     if (flags.dataset or program) and not flags.data_dir:
@@ -341,8 +343,7 @@ def plan(flags: RunFlags, outputs: StackOutputs | None, *, command: str = "train
         region=region, zone=zone, service_account=service_account, image=image, python_package=flags.python_package,
         package_uri=package_uri, spot=provisioning == "spot",
         provisioning=flags.provisioning or ("spot" if flags.spot else None),
-        reservation=_reservation(flags, project, region, zone), recover=flags.recover,
-        cluster=_cluster(flags),
+        reservation=reservation, recover=flags.recover, cluster=cluster,
         autocheckpoint=flags.autocheckpoint and tpu is not None and tpu.generation in domain.AUTOCHECKPOINT_GENERATIONS,
         zones=_zones(flags, zone),
         budget=flags.budget, max_run_time=flags.max_run_time, max_wait=flags.max_wait, keep=flags.keep,
@@ -400,8 +401,9 @@ def _provisioning(flags: RunFlags, accel: domain.Accelerator | None, tpu: domain
     if flags.spot and flags.provisioning not in (None, "spot"):
         raise UserError(f"--spot is --provisioning spot: give one of --spot and --provisioning {flags.provisioning}")
     provisioning = flags.provisioning or ("spot" if flags.spot else "on-demand")
-    if flags.target == "local" and (flags.provisioning or flags.reservation):
-        raise UserError("--provisioning and --reservation are for cloud runs: add --target vertex or tpu-vm")
+    if flags.target == "local" and (flags.provisioning or flags.reservation or flags.cluster):
+        raise UserError("--provisioning, --reservation and --cluster are for cloud runs: add --target vertex (or "
+                        "tpu-vm)")
     if flags.reservation is not None and provisioning != "on-demand":
         raise UserError(f"--reservation runs on reserved capacity; --provisioning {provisioning} asks for other "
                         "capacity: drop one of them")
