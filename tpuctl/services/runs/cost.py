@@ -50,10 +50,13 @@ class PoolCost:
 #: SKU named DWS or flex: no list price it reads is a flex-start price.
 FLEX_START_UNKNOWN = ("flex-start is billed by its own Dynamic Workload Scheduler SKUs, which tpuctl does not read "
                       "from the Billing Catalog (it prices on-demand and Spot SKUs only)")
-#: What a run on a reservation is billed: the reservation's own terms (a reservation is paid while it exists, used
-#: or not: cloud.google.com/compute/docs/instances/reservations-overview, "Billing"), not a list price of the run.
-RESERVATION_NOTE = ("on a reservation: the list price below is what the capacity costs on demand; the reservation "
-                    "itself is billed on its own terms, used or not")
+#: What a run on a reservation is billed: "reserved resources are charged at the same on-demand rates as running
+#: VMs, including any applicable discounts" until the reservation is deleted, and "While a VM is consuming a
+#: reservation, it does not incur separate charges" (Compute Engine's page; Vertex AI and Cloud TPU reservations are
+#: reserved Compute Engine capacity: cloud.google.com/compute/docs/instances/reservations-overview, read 2026-11-27).
+RESERVATION_NOTE = ("on a reservation: the reservation is billed at on-demand rates (with its discounts) until it is "
+                    "deleted, used or not, and the run adds no separate charge for what it consumes; the list price "
+                    "below is that on-demand rate")
 
 VERTEX_HINT = "lower --max-run-time, --workers or the trial count, or raise --budget"
 TPU_VM_HINT = "use a smaller slice, --spot or a shorter run time, or raise --budget"
