@@ -122,12 +122,16 @@ def vertex_quota_fix(project: str, region: str, accel: domain.Accelerator, metri
 
 
 def check_vertex_room(project: str, region: str, accel: domain.Accelerator, replicas: int, *, spot: bool = False,
-                      client=None, echo: Echo = print) -> int | None:
+                      flex_start: bool = False, client=None, echo: Echo = print) -> int | None:
     """Raise ``UserError`` when the region's Vertex AI quota for ``accel`` (its Spot quota with ``spot``) is
     below what ``replicas`` replicas need (GPUs, or TPU cores). Returns the limit, or None when there was nothing
     to check or it could not be read: then a note is printed and the job goes on (Vertex AI enforces the quota).
+
+    ``flex_start``: the preemptible quota is read too, and a shortfall is a note, not a refusal: Google says
+    flex-start draws on Vertex AI's preemptible quota for inference (vertex-ai/docs/predictions/use-flex-start-vms,
+    read 2026-11-27) but its training page (vertex-ai/docs/training/schedule-jobs-dws) names no quota.
     """
-    need = domain.job_quota_need(accel, replicas, spot=spot)
+    need = domain.job_quota_need(accel, replicas, spot=spot or flex_start)
     if need is None:
         return None
     metric, units = need
@@ -145,9 +149,13 @@ def check_vertex_room(project: str, region: str, accel: domain.Accelerator, repl
         return None
     info, limit = got
     if 0 <= limit < units:   # -1: unlimited
-        raise UserError(
-            f"Vertex AI quota {info.quota_id} ({metric}) in {region} is {limit}, the job needs {units}; "
-            + vertex_quota_fix(project, region, accel, metric, info.quota_id, units), 1)
+        short = (f"Vertex AI quota {info.quota_id} ({metric}) in {region} is {limit}, the job needs {units}; "
+                 + vertex_quota_fix(project, region, accel, metric, info.quota_id, units))
+        if flex_start:
+            echo(f"note: {short} (a flex-start training job may draw on it: Google documents the preemptible quota "
+                 "for flex-start inference only; the job is submitted and Vertex AI decides)")
+            return limit
+        raise UserError(short, 1)
     return limit
 
 

@@ -219,6 +219,13 @@ def _tpu_v2() -> ModuleType:
     return tpu_v2
 
 
+def _tpu_v2alpha1() -> ModuleType:
+    """google.cloud.tpu_v2alpha1"""
+    from google.cloud import tpu_v2alpha1
+
+    return tpu_v2alpha1
+
+
 aiplatform_v1: Any = _OnFirstUse(_aiplatform_v1)
 api_exceptions: Any = _OnFirstUse(_api_exceptions)
 api_retry: Any = _OnFirstUse(_api_retry)
@@ -242,6 +249,7 @@ service_usage_v1: Any = _OnFirstUse(_service_usage_v1)
 storage: Any = _OnFirstUse(_storage)
 transfer_manager: Any = _OnFirstUse(_transfer_manager)
 tpu_v2: Any = _OnFirstUse(_tpu_v2)
+tpu_v2alpha1: Any = _OnFirstUse(_tpu_v2alpha1)
 grpc: Any = _OnFirstUse(_grpc)
 requests: Any = _OnFirstUse(_requests)
 requests_adapters: Any = _OnFirstUse(_requests_adapters)

@@ -53,6 +53,7 @@ TERRAFORM_TYPES: dict[str, str] = {
     T.ARTIFACT_REPOSITORY: "google_artifact_registry_repository",
     T.ARTIFACT_REPOSITORY_IAM_MEMBER: "google_artifact_registry_repository_iam_member",
     T.VERTEX_ENDPOINT: "google_vertex_ai_endpoint",
+    T.VERTEX_PERSISTENT_RESOURCE: "google_vertex_ai_persistent_resource",
 }
 
 

@@ -171,6 +171,12 @@ class StackSettings(BaseModel):
         "Display name of a Vertex AI Endpoint the stack owns in `region`; `tpuctl deploy` deploys to it "
         "(empty: no endpoint; deploy finds or creates its own).")
 
+    training_cluster: Annotated[Str, checked(domain.parse_training_cluster)] = _key(
+        "trainingCluster", "",
+        "A Vertex AI persistent resource the stack owns in `region`, NAME:ACCELERATOR[:REPLICAS] (e.g. "
+        "team-t4:gpu-t4x2:2; CPU or GPU machines): jobs run on it with `tpuctl train --target vertex --cluster NAME`; "
+        "billed while it exists (empty: none).")
+
     @model_validator(mode="after")
     def _across_keys(self, info: ValidationInfo) -> StackSettings:
         if info.context and info.context.get("partial"):

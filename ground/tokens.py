@@ -25,6 +25,7 @@ QUOTA_PREFERENCE = "gcp:cloudquota/sQuotaPreference:SQuotaPreference"
 TPU_SERVICE_IDENTITY = "pulumi-python:dynamic/tpu:ServiceIdentity"
 ARTIFACT_REPOSITORY = "gcp:artifactregistry/repository:Repository"
 VERTEX_ENDPOINT = "gcp:vertex/aiEndpoint:AiEndpoint"
+VERTEX_PERSISTENT_RESOURCE = "gcp:vertex/aiPersistentResource:AiPersistentResource"
 ARTIFACT_REPOSITORY_IAM_MEMBER = "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember"
 
 # Resources the program never registers but the policy pack must recognise (and mostly reject).

@@ -13,6 +13,7 @@ from ground.settings import PROVIDER_PROJECT_KEY, StackSettings
 from infra.access import AccessGrants, AccessGrantsArgs
 from infra.buckets import BucketOptions, TrainingBuckets, TrainingBucketsArgs
 from infra.builder import ImageBuilder, ImageBuilderArgs
+from infra.cluster import training_cluster
 from infra.config import ConfigError, InfraConfig
 from infra.hub_cache import HubModelCache, HubModelCacheArgs, HubModelFiles
 from infra.identities import ServiceIdentities, ServiceIdentitiesArgs
@@ -150,6 +151,9 @@ def build(infra: InfraConfig) -> dict[str, pulumi.Output | Any]:
         project=cfg.project, region=cfg.region, display_name=cfg.serving_endpoint, labels=dict(labels),
         depends_on=[identities.apis["aiplatform.googleapis.com"]],
     ) if cfg.serving_endpoint else None
+    if cfg.training_cluster:
+        training_cluster(project=cfg.project, region=cfg.region, spec=cfg.training_cluster, labels=dict(labels),
+                         depends_on=[identities.apis["aiplatform.googleapis.com"]])
     if infra.hub_models:
         HubModelCache(
             "hub-cache",

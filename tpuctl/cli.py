@@ -51,6 +51,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                      "AI hyperparameter tuning job."),
     "tpu": ("tpuctl.commands.tpu", "TPU VM runs (`tpuctl train --target tpu-vm` starts one): attach to a run from "
                                    "another shell, list and delete tpuctl's slices."),
+    "cluster": ("tpuctl.commands.cluster", "Vertex AI persistent resources: machines kept between jobs, so a retry "
+                                           "or a tuning trial starts without provisioning."),
     "runs": ("tpuctl.commands.runs", "Training runs under ./runs (or the stack's artifacts bucket): list, show, "
                                      "compare."),
     "board": ("tpuctl.commands.runs", "Start TensorBoard (trainer environment) on a run's logs, or on every run, and "

@@ -18,7 +18,8 @@ from tpuctl.cli import load_command
 PAGES = {"train": "train.md", "data": "train.md", "grant-access": "grant-access.md", "bootstrap": "grant-access.md",
          "doctor": "doctor.md", "plan": "plan.md", "tune": "cheaper-runs.md", "runs": "runs.md", "board": "runs.md",
          "hub-cache": "hub-cache.md", "serve": "serving.md", "predict": "serving.md", "deploy": "serving.md",
-         "prices": "prices.md", "image": "image.md", "tpu": "tpu-vm.md"}
+         "prices": "prices.md", "image": "image.md", "tpu": "tpu-vm.md",
+         "cluster": "capacity.md"}
 
 
 def _commands(cmd, path=()):

@@ -16,6 +16,7 @@ from ground.errors import UserError
 from ground.files import write_atomically
 from tpuctl.commands.options import natural_width
 from tpuctl.services.plan import checkov_baseline, plan, to_tfplan
+from tpuctl.services.runs.cluster import declared_cluster_lines
 
 EXIT_VIOLATIONS = 1
 FORMATS = ("table", "json", "tfplan")
@@ -98,6 +99,8 @@ def render(result: Any) -> None:
             props = "  ".join(f"{k}={_cell(v)}" for k, v in res.properties.items())
             table.add_row(res.short_type, res.name, props)
         console.print(table)
+    for line in declared_cluster_lines(result.settings):
+        console.print(Text(line), soft_wrap=True)
 
     buckets = outputs.get("buckets") or {}
     columns = [p for p in domain.BUCKET_PURPOSES if p in buckets]

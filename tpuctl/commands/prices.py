@@ -9,6 +9,7 @@ import typer
 
 from ground import domain
 from ground.domain.names import validate_region
+from ground.errors import UserError
 from tpuctl.commands.options import echo_err
 from tpuctl.services import prices
 from tpuctl.services.runs.vertex import machine_spec
@@ -42,6 +43,9 @@ def show(
                                     help="Vertex AI: cpu, gpu-t4, gpu-t4x2, tpu-v5e-4 …; TPU VM: v5litepod-8, v6e-8 …"),
     region: str = typer.Option(domain.DEFAULT_REGION, "--region", help="Region the price is for."),
     spot: bool = typer.Option(False, "--spot", help="The Spot price instead of on-demand."),
+    replicas: Optional[int] = typer.Option(None, "--replicas", min=1, max=64,
+                                           help="Vertex AI: also the price of a cluster of this many replicas "
+                                                "(`tpuctl cluster create --replicas N`), billed while it exists."),
     target: Optional[PriceTarget] = typer.Option(
         None, "--target", help="vertex (a Vertex AI training replica) or tpu-vm (a Cloud TPU VM slice). Default: "
                                "tpu-vm for a Cloud TPU accelerator type, else vertex."),
@@ -55,6 +59,9 @@ def show(
         target = PriceTarget.tpu_vm if api_name or tpu_vm_only else PriceTarget.vertex
     if region not in domain.TPU_ONLY_REGIONS:
         validate_region(region)
+    if target is PriceTarget.tpu_vm and replicas is not None:
+        raise UserError("--replicas prices a Vertex AI cluster (`tpuctl cluster create`); a TPU VM slice is one "
+                        "price: drop --replicas")
     if target is PriceTarget.tpu_vm:
         slice_ = domain.parse_tpu_vm_accelerator(accelerator)
         title = f"{slice_.name} (TPU VM slice)"
@@ -76,6 +83,9 @@ def show(
     for c in hourly.components:
         typer.echo(f"  {c.label}: {c.quantity:g} × ${c.unit_usd:.6g}/{c.per} = ${c.usd:.4f}/h   [{c.sku}]")
     typer.echo(f"  total: ${hourly.usd:.4f}/h")
+    if replicas is not None and target is PriceTarget.vertex:
+        typer.echo(f"  a cluster of {replicas}: ${hourly.usd * replicas:.4f}/h while it exists, jobs or not "
+                   f"(`tpuctl cluster create NAME -a {accelerator.strip().lower()} --replicas {replicas}`)")
     if hourly.note:
         typer.echo(f"  note: {hourly.note}")
     typer.echo(f"source: {hourly.source}")

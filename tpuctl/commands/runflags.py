@@ -9,13 +9,17 @@ from typing import Any
 
 import typer
 
+from ground.domain.capacity import PROVISIONING
 from tpuctl.services.runs.flags import TARGETS, RunFlags, bounds, flag_name
 
 #: ``--target`` as typer reads a choice (an Enum). ``--model`` is a built-in name or the user's function: text.
 Target = Enum("Target", {name.replace("-", "_"): name for name in TARGETS}, type=str)  # type: ignore[misc]
 #: The targets a search runs on (a search of TPU VM slices is not offered).
 TuneTarget = Enum("TuneTarget", {"local": "local", "vertex": "vertex"}, type=str)  # type: ignore[misc]
-_CHOICES = {"target": Target}
+#: ``--provisioning`` as a choice.
+Provisioning = Enum("Provisioning", {name.replace("-", "_"): name for name in PROVISIONING},  # type: ignore[misc]
+                    type=str)
+_CHOICES = {"target": Target, "provisioning": Provisioning}
 
 
 def option(name: str, *short: str, default: Any = ..., hidden: bool = False, choices: type[Enum] | None = None,

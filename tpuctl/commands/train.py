@@ -14,7 +14,7 @@ from ground.errors import UserError
 from tpuctl.commands.display import TrainDisplay, summary_lines
 from tpuctl.commands.options import OUTPUTS, STACK, echo_err, refuse_other_targets, show_outcome
 from tpuctl.commands.options import stack_outputs as stack_outputs_for
-from tpuctl.commands.runflags import Target, option, run_flags
+from tpuctl.commands.runflags import Provisioning, Target, option, run_flags
 from tpuctl.services.runs import spec as runspec
 from tpuctl.services.runs.local import LocalTarget, trainer_help
 from tpuctl.services.runs.target import launch
@@ -70,6 +70,10 @@ def train(
     image: Optional[str] = option("image"),
     python_package: bool = option("python_package"),
     spot: bool = option("spot"),
+    provisioning: Optional[Provisioning] = option("provisioning"),
+    reservation: Optional[str] = option("reservation"),
+    autocheckpoint: bool = option("autocheckpoint"),
+    cluster: Optional[str] = option("cluster"),
     recover: int = option("recover"),
     zones: Optional[str] = option("zones"),
     max_run_time: Optional[str] = option("max_run_time"),

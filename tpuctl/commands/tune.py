@@ -16,7 +16,7 @@ from ground.outputs import load_outputs
 from tpuctl.commands.display import TrainDisplay
 from tpuctl.commands.options import OUTPUTS, STACK, echo_err, refuse_other_targets, show_outcome, shown
 from tpuctl.commands.options import stack_outputs as stack_outputs_for
-from tpuctl.commands.runflags import TuneTarget, option, run_flags
+from tpuctl.commands.runflags import Provisioning, TuneTarget, option, run_flags
 from tpuctl.commands.train import refuse_stray_arguments
 from tpuctl.services.runs import spec as runspec
 from tpuctl.services.runs.target import launch
@@ -83,6 +83,11 @@ def tune(
     image: Optional[str] = option("image"),
     python_package: bool = option("python_package"),
     spot: bool = option("spot"),
+    provisioning: Optional[Provisioning] = option("provisioning"),
+    reservation: Optional[str] = option("reservation"),
+    cluster: Optional[str] = option("cluster"),
+    max_wait: Optional[str] = option("max_wait", help="Vertex AI with --provisioning flex-start: how long each "
+                                     "trial's job waits for its resources (Vertex AI's default 24h), 1m..7d."),
     max_run_time: Optional[str] = option("max_run_time"),
     budget: Optional[float] = option("budget"),
     dry_run: bool = option("dry_run"),

@@ -42,6 +42,9 @@ KEY_PROPERTIES: dict[str, tuple[str, ...]] = {
     T.SA_IAM_MEMBER: ("serviceAccountId", "role", "member"),
     T.ARTIFACT_REPOSITORY: ("repositoryId", "location", "format", "cleanupPolicies.0.condition.tagState"),
     T.ARTIFACT_REPOSITORY_IAM_MEMBER: ("repository", "role", "member"),
+    T.VERTEX_PERSISTENT_RESOURCE: ("name", "location", "resourcePools.0.machineSpec.machineType",
+                                   "resourcePools.0.machineSpec.acceleratorType",
+                                   "resourcePools.0.machineSpec.acceleratorCount", "resourcePools.0.replicaCount"),
 }
 
 

@@ -17,7 +17,7 @@ from ground import domain
 from ground import tokens as T
 from ground.outputs import parse_outputs
 from tpuctl.services.runs import vertex
-from tpuctl.services.runs.tpuvm.script import build_queued_resource
+from tpuctl.services.runs.tpuvm.script import build_queued_resource, v2alpha1_body
 from tpuctl.services.runs.tuning.spec import DEFAULT_SPEC, parse_spec
 from tpuctl.services.runs.tuning.vertex import build_tuning_job
 
@@ -62,6 +62,48 @@ def test_custom_job_fields_are_in_the_aiplatform_v1_schema(accelerator, workers,
                   image="us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest" if python_package else None)
     body = _json(vertex.build_custom_job(job))
     assert apischema.problems(schema("aiplatform", "v1"), "GoogleCloudAiplatformV1CustomJob", body) == []
+
+
+@pytest.mark.parametrize("flags", [
+    {"provisioning": "on-demand"}, {"provisioning": "spot"}, {"provisioning": "flex-start", "max_wait": "4h"},
+    {"reservation": "any"}, {"reservation": "projects/my-project-1/zones/us-central1-a/reservations/r1"},
+    {"cluster": "team-a100"}],
+    ids=lambda f: "-".join(f.values()).split("/")[-1])
+def test_custom_jobs_of_each_provisioning_model_are_in_the_aiplatform_v1_schema(flags):
+    job = planned("vertex", parse_outputs(OUTPUTS), accelerator="gpu-a100x8", name="j1", **flags)
+    body = _json(vertex.build_custom_job(job))
+    assert apischema.problems(schema("aiplatform", "v1"), "GoogleCloudAiplatformV1CustomJob", body) == []
+
+
+@pytest.mark.parametrize("flags", [{"provisioning": "on-demand"}, {"provisioning": "spot"}, {"reservation": "any"},
+                                   {"reservation": "team-v5e"}], ids=lambda f: "-".join(f.values()))
+def test_queued_resources_of_each_provisioning_model_are_in_the_tpu_v2_schema(flags):
+    run = planned("tpu-vm", parse_outputs(OUTPUTS), accelerator="v5litepod-16", zone=ZONE, name="r1",
+                  image=f"{REGION}-docker.pkg.dev/{PROJECT}/team-images/trainer-tpu:sha256-x", **flags)
+    body = _json(build_queued_resource(run))
+    assert apischema.problems(schema("tpu", "v2"), "QueuedResource", body) == []
+
+
+def test_a_flex_start_queued_resource_is_in_the_tpu_v2alpha1_schema():
+    """The fields google-cloud-tpu 1.27 lacks (provisioningModel, runDuration) are checked here only: against the
+    Cloud SDK's v2alpha1 messages, which its `--provisioning-model flex-start` sends."""
+    run = planned("tpu-vm", parse_outputs(OUTPUTS), accelerator="v5litepod-16", zone=ZONE, name="r1",
+                  image=f"{REGION}-docker.pkg.dev/{PROJECT}/team-images/trainer-tpu:sha256-x",
+                  provisioning="flex-start", max_wait="3h", max_run_time="2d")
+    body = v2alpha1_body(run)
+    assert body["provisioningModel"] == "FLEX_START" and body["runDuration"] == {"maxRunDuration": "172800s"}
+    assert body["queueingPolicy"] == {"validUntilDuration": "10800s"}
+    assert apischema.problems(schema("tpu", "v2alpha1"), "QueuedResource", body) == []
+    assert apischema.problems(schema("tpu", "v2alpha1"), "QueuedResource", {**body, "provisioningModel": "FLEX"})
+
+
+def test_a_clusters_persistent_resource_is_in_the_aiplatform_v1_schema():
+    from tpuctl.services.runs.cluster import plan_cluster
+
+    plan = plan_cluster("team-t4", parse_outputs(OUTPUTS), accelerator="gpu-t4x2", replicas=2)
+    body = _json(plan.resource)
+    assert body["resourcePools"][0]["replicaCount"] == "2"
+    assert apischema.problems(schema("aiplatform", "v1"), "GoogleCloudAiplatformV1PersistentResource", body) == []
 
 
 def test_tuning_job_fields_are_in_the_aiplatform_v1_schema():

@@ -213,7 +213,7 @@ def test_schema_lists_every_key_the_loader_reads():
         "existingDataBucketAccess", "stagingRetentionDays", "softDeleteRetentionDays", "gpuQuotas",
         "quotaContactEmail", "quotaJustification", "maxGpuQuota", "hubModels", "hubCacheSource",
         "hubCachePrefix", "labels", "quotaService", "tpuQuotas", "accessLogRetentionDays", "accessLogBucket",
-        "versionedBuckets", "trainerImageRepository", "servingEndpoint", "tpuZone", "tpuVmQuotas",
+        "versionedBuckets", "trainerImageRepository", "servingEndpoint", "tpuZone", "tpuVmQuotas", "trainingCluster",
     }
 
 

@@ -30,7 +30,8 @@ from tpufakes import CreateRefusal
 PROJECT, REGION, ZONE = "my-tpu-project", "us-central1", "us-central1-a"
 ARTIFACTS, DATA, STAGING = "tpuctl-my-tpu-project-artifacts", "tpuctl-my-tpu-project-data", "tpuctl-my-tpu-project-staging"
 SA = "tpuctl-trainer@my-tpu-project.iam.gserviceaccount.com"
-_QR = re.compile(r"/v2/projects/([^/]+)/locations/([^/]+)/queuedResources(?:/([^/:]+))?")
+#: v2, and v2alpha1 for a create only v2alpha1 can express (flex-start); one queued resource either way
+_QR = re.compile(r"/v2(?:alpha1)?/projects/([^/]+)/locations/([^/]+)/queuedResources(?:/([^/:]+))?")
 _NODE = re.compile(r"/v2/(projects/[^/]+/locations/[^/]+)/nodes/([^/:]+)")
 
 

@@ -121,3 +121,16 @@ def test_recovery_zones_leave_out_a_zone_without_spot_quota(quotas, outputs_file
     [note] = notes
     assert note.startswith("note: us-central1-b ") and "recovery zones" in note, note
     assert V5E_SPOT in note and "0 chips" in note, note
+
+
+def test_flex_start_draws_on_the_preemptible_quota(quotas, outputs_file):
+    """Cloud TPU flex-start: "ensure you have sufficient preemptible quota" (request-using-flex-start)."""
+    assert check_quota(plan(outputs_file, "v5litepod-64", provisioning="flex-start")) == 64
+    with pytest.raises(UserError, match=V5E):
+        check_quota(plan(outputs_file, "v5litepod-64"))                      # the on-demand quota is 8
+
+
+def test_a_reservation_skips_the_quota_preflight_with_a_note(quotas, outputs_file):
+    notes: list[str] = []
+    assert check_quota(plan(outputs_file, "v5litepod-64", reservation="any"), echo=notes.append) is None
+    assert len(notes) == 1 and "reserved capacity" in notes[0]

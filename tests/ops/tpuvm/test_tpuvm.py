@@ -8,7 +8,7 @@ import json
 import subprocess
 
 import pytest
-from google.cloud import tpu_v2
+from google.cloud import tpu_v2, tpu_v2alpha1
 
 from ground.envs import ops_python
 from ground.errors import UserError
@@ -42,9 +42,17 @@ def _write(gcs, path: str, text: str) -> None:
     gcs.bucket(ARTIFACTS).blob(path).upload_from_string(text)
 
 
-def _strict(body: dict):
-    """What the fake received, parsed into Google's own type; unknown fields fail."""
-    return tpu_v2.QueuedResource.from_json(json.dumps(body), ignore_unknown_fields=False)
+def _strict(body: dict, version: str = "v2"):
+    """What the fake received, parsed into Google's own type of the API version it went to; unknown fields fail. A
+    v5e slice goes to v2alpha1: the only version with Autocheckpoint (``Node.autocheckpoint_enabled``)."""
+    types = tpu_v2alpha1 if version == "v2alpha1" else tpu_v2
+    return types.QueuedResource.from_json(json.dumps(body), ignore_unknown_fields=False)
+
+
+def _created(fake, n: int = 0):
+    """The n-th create the fake received, parsed strictly by the version of its URL."""
+    _, url, body = fake.creates()[n]
+    return _strict(body, url.split("/")[1])
 
 
 def _hosts_finish(gcs, after: int = 2):
@@ -71,7 +79,8 @@ def test_dry_run_prints_a_request_google_types_accept(outputs_file, monkeypatch)
                 "--dry-run", "--epochs", "3", "--", "--learning_rate", "0.01"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
-    resource = _strict(doc["queuedResource"])
+    resource = _strict(doc["queuedResource"], doc["apiVersion"])
+    assert doc["apiVersion"] == "v2alpha1" and resource.tpu.node_spec[0].node.autocheckpoint_enabled   # a v5e slice
     assert doc["parent"] == f"projects/{PROJECT}/locations/{ZONE}" and doc["queuedResourceId"] == NAME
     assert "spot" in resource and "guaranteed" not in resource
     spec = resource.tpu.node_spec[0]
@@ -162,9 +171,9 @@ def test_success_waits_reports_and_deletes(outputs_file, tpu_cloud, gcs):
     assert f"waiting for gs://{ARTIFACTS}/runs/{NAME}/result.json" in progress
     assert f"deleted queued resource {NAME}" in progress
     # one create, parsed strictly, with the id in the query; one forced delete of exactly that resource
-    (_, path, body), = fake.creates()
+    (_, path, _), = fake.creates()
     assert f"queuedResourceId={NAME}" in path
-    resource = _strict(body)
+    resource = _created(fake)
     assert resource.tpu.node_spec[0].node_id == NAME and "spot" not in resource
     assert fake.deleted == [(QR, {"force": ["true"]})]
 
@@ -198,7 +207,7 @@ def test_spot_preemption_says_how_to_resume_and_deletes(outputs_file, tpu_cloud,
     assert "(Spot)" in line and f"gs://{ARTIFACTS}/runs/{NAME}" in line, line     # where the checkpoints are
     assert "again" in line and f"--name {NAME}" in line, line                     # how to resume
     assert fake.deleted == [(QR, {"force": ["true"]})]
-    assert "spot" in _strict(fake.creates()[0][2])
+    assert "spot" in _created(fake)
 
 
 def test_a_failed_host_ends_the_run(outputs_file, tpu_cloud, gcs):

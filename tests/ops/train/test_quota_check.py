@@ -90,3 +90,31 @@ def test_dry_run_stops_before_printing_when_quota_is_short(quotas, tmp_path):
     ok = invoke(["train", "--target", "vertex", "--dry-run", "--outputs", str(out), "--accelerator", "gpu-t4x2"])
     assert ok.exit_code == 0, ok.stderr
     assert json.loads(ok.stdout)["jobSpec"]["workerPoolSpecs"][0]["machineSpec"]["acceleratorCount"] == 2
+
+
+L4_SPOT = f"{AIP}/custom_model_training_preemptible_nvidia_l4_gpus"
+
+
+@pytest.fixture
+def l4_quotas(monkeypatch, tmp_path):
+    with quotas_endpoint(monkeypatch, tmp_path, {AIP: [
+        quota_info(AIP, L4_SPOT, "CustomModelTrainingPreemptibleL4GPUsPerProjectPerRegion", {"us-central1": 2},
+                   default=0),
+    ]}) as server:
+        yield server
+
+
+def test_flex_start_reads_the_preemptible_quota_and_a_shortfall_is_a_note(l4_quotas):
+    """Google documents the preemptible quota for Vertex AI flex-start inference, not for training: the pre-flight
+    reads it and says a shortfall, and the job goes on (Vertex AI decides)."""
+    from ground.outputs import parse_outputs
+
+    notes: list[str] = []
+    spec = planned("vertex", parse_outputs(OUTPUTS), accelerator="gpu-l4x4", name="q", provisioning="flex-start")
+    assert vertex.check_quota(spec, echo=notes.append) == 2
+    [note] = notes
+    assert note.startswith("note: ") and "CustomModelTrainingPreemptibleL4GPUsPerProjectPerRegion" in note, note
+    assert "needs 4" in note and "flex-start" in note, note
+    spot = planned("vertex", parse_outputs(OUTPUTS), accelerator="gpu-l4x4", name="q", provisioning="spot")
+    with pytest.raises(UserError, match="CustomModelTrainingPreemptibleL4GPUsPerProjectPerRegion"):
+        vertex.check_quota(spot, echo=notes.append)       # Spot: the same quota, a refusal

@@ -17,7 +17,8 @@ SAMPLES = {
     "budget": ("--budget", "5"), "dry_run": ("--dry-run", None), "wait": ("--no-wait", None),
     "poll_seconds": ("--poll-seconds", "1"), "zone": ("--zone", "us-central1-a"), "keep": ("--keep", None),
     "recover": ("--recover", "0"), "zones": ("--zones", "us-central1-b"), "seed": ("--seed", "1"),
-    "max_wait": ("--max-wait", "1h"),
+    "max_wait": ("--max-wait", "1h"), "provisioning": ("--provisioning", "spot"), "reservation": ("--reservation", "any"),
+    "autocheckpoint": ("--no-autocheckpoint", None), "cluster": ("--cluster", "c1"),
 }
 
 

@@ -44,6 +44,20 @@ class PoolCost:
         return f"pool {self.index}: {self.replicas} × {self.machine_type}{accel}"
 
 
+#: Why a flex-start run has no estimate: Google bills flex-start (Dynamic Workload Scheduler) by SKUs of its own
+#: ("Flex-start VMs ... at a discounted price", cloud.google.com/compute/docs/instances/about-flex-start-vms; for
+#: TPUs cloud.google.com/tpu/pricing), and the Billing Catalog matcher (ground/domain/prices.py) leaves out every
+#: SKU named DWS or flex: no list price it reads is a flex-start price.
+FLEX_START_UNKNOWN = ("flex-start is billed by its own Dynamic Workload Scheduler SKUs, which tpuctl does not read "
+                      "from the Billing Catalog (it prices on-demand and Spot SKUs only)")
+#: What a run on a reservation is billed: "reserved resources are charged at the same on-demand rates as running
+#: VMs, including any applicable discounts" until the reservation is deleted, and "While a VM is consuming a
+#: reservation, it does not incur separate charges" (Compute Engine's page; Vertex AI and Cloud TPU reservations are
+#: reserved Compute Engine capacity: cloud.google.com/compute/docs/instances/reservations-overview, read 2026-11-27).
+RESERVATION_NOTE = ("on a reservation: the reservation is billed at on-demand rates (with its discounts) until it is "
+                    "deleted, used or not, and the run adds no separate charge for what it consumes; the list price "
+                    "below is that on-demand rate")
+
 VERTEX_HINT = "lower --max-run-time, --workers or the trial count, or raise --budget"
 TPU_VM_HINT = "use a smaller slice, --spot or a shorter run time, or raise --budget"
 
@@ -62,6 +76,7 @@ class CostEstimate:
     target: str = "Vertex AI"
     hint: str = VERTEX_HINT       # what to change when --budget refuses
     run_time_name: str = ""       # "--run-timeout 24h" when the bound is not Vertex AI's timeout
+    provisioning: str = ""        # "flex-start" (no price: FLEX_START_UNKNOWN); "" for Spot or on-demand
 
     @property
     def hourly(self) -> float | None:
@@ -80,7 +95,7 @@ class CostEstimate:
 
     def lines(self) -> list[str]:
         """Human-readable lines (what `--dry-run` and the pre-submit note print)."""
-        kind = "Spot" if self.spot else "on-demand"
+        kind = self.provisioning or ("Spot" if self.spot else "on-demand")
         source = self.source or "no price source"
         out = [f"cost estimate ({self.target}, {kind}, {self.region}; {source}; list prices, compute only, "
                "no storage or network):"]
@@ -176,15 +191,48 @@ def estimate_pools(pools: Iterable[Any], region: str, *, spot: bool = False,
     return CostEstimate(region, spot, run_time, trials, costs, missing, bound_only, source, list(prices.notes))
 
 
+def flex_start_estimate(estimate: CostEstimate) -> CostEstimate:
+    """``estimate`` of the same pools as a flex-start run: every price unknown, naming why (FLEX_START_UNKNOWN)."""
+    pools = [PoolCost(p.index, p.machine_type, p.accelerator_type, p.accelerator_count, p.replicas, None)
+             for p in estimate.pools]
+    return CostEstimate(estimate.region, False, estimate.run_time, estimate.trials, pools, [FLEX_START_UNKNOWN],
+                        source=estimate.source, notes=estimate.notes, target=estimate.target, hint=estimate.hint,
+                        run_time_name=estimate.run_time_name, provisioning="flex-start")
+
+
+def with_reservation_note(estimate: CostEstimate) -> CostEstimate:
+    return with_note(estimate, RESERVATION_NOTE)
+
+
+def with_note(estimate: CostEstimate, note: str) -> CostEstimate:
+    return CostEstimate(**{**estimate.__dict__, "notes": [*estimate.notes, note]})
+
+
+#: What a job on a persistent resource is billed: nothing of its own. "You are billed for the entire duration that a
+#: persistent resource is in a running state, regardless of whether there is a job running on the persistent
+#: resource ... All jobs running on a persistent resource are not separately charged."
+#: (cloud.google.com/vertex-ai/docs/training/persistent-resource-overview, "Billing details", read 2026-11-27).
+CLUSTER_NOTE = ("on cluster {name}: the job is not charged separately; the cluster is billed while it runs, jobs "
+                "or not (`tpuctl cluster delete {name}` stops it); the price below is what these machines cost")
+
+
 def estimate_custom_job(custom_job, region: str, *, trials: int = 1, prices=None) -> CostEstimate:
-    """Estimate from the request itself: its pools, Spot or not, and its timeout (else Vertex AI's 7 days)."""
+    """Estimate from the request itself: its pools, Spot or not, and its timeout (else Vertex AI's 7 days); a
+    flex-start job's is unknown (FLEX_START_UNKNOWN), a reserved one's says how a reservation is billed."""
     spec = custom_job.job_spec if hasattr(custom_job, "job_spec") else custom_job
     scheduling = spec.scheduling
     spot = scheduling.strategy == aiplatform_v1.Scheduling.Strategy.SPOT
     timeout = scheduling.timeout
     run_time = timeout if isinstance(timeout, timedelta) and timeout.total_seconds() > 0 else None
-    return estimate_pools(spec.worker_pool_specs, region, spot=spot, max_run_time=run_time, trials=trials,
-                          prices=prices)
+    estimate = estimate_pools(spec.worker_pool_specs, region, spot=spot, max_run_time=run_time, trials=trials,
+                              prices=prices)
+    if scheduling.strategy == aiplatform_v1.Scheduling.Strategy.FLEX_START:
+        return flex_start_estimate(estimate)
+    if spec.persistent_resource_id:
+        return with_note(estimate, CLUSTER_NOTE.format(name=spec.persistent_resource_id))
+    if any("reservation_affinity" in pool.machine_spec for pool in spec.worker_pool_specs):
+        return with_reservation_note(estimate)
+    return estimate
 
 
 def estimate_tpu_vm(accelerator, zone: str, *, spot: bool, run_timeout: float, prices=None,

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from ground.domain.capacity import check_reservation
 from ground.domain.names import validate_image_ref
 from ground.durations import parse_duration
 from ground.errors import UserError
@@ -53,6 +54,10 @@ def _duration(flag: str, low: timedelta, high: timedelta, why: str = ""):
 
 def _image(value: Any) -> Any:
     return value if value is None else validate_image_ref(str(value), "--image")
+
+
+def _reservation(value: Any) -> Any:
+    return value if value is None else check_reservation(str(value))
 
 
 def _model(value: Any) -> Any:
@@ -143,9 +148,24 @@ class RunFlags(BaseModel):
     zones: Annotated[tuple[str, ...], BeforeValidator(_zones)] = _flag(
         (), "TPU VM with --recover: other zones of the region to re-queue in, in this order after --zone "
             "(comma-separated); a zone whose quota pre-flight shows no room is skipped.")
-    spot: bool = _flag(False, "Vertex/TPU VM: Spot capacity; a preempted run resumes from its gs:// backup.")
-    recover: int = _flag(0, "TPU VM with --spot: re-queue a preempted slice (resuming from its backup) at most "
-                            "this many times.", ge=0, le=MAX_RECOVERIES)
+    spot: bool = _flag(False, "Vertex/TPU VM: Spot capacity; a preempted run resumes from its gs:// backup "
+                              "(the same as --provisioning spot).")
+    provisioning: Literal["on-demand", "spot", "flex-start"] | None = _flag(
+        None, "Vertex/TPU VM: how the accelerators are obtained: on-demand (the default), spot (cheaper, may be "
+              "preempted) or flex-start (Dynamic Workload Scheduler: queued until capacity is free, for at most 7 "
+              "days; --max-wait bounds the wait). docs/capacity.md")
+    reservation: Annotated[str | None, BeforeValidator(_reservation)] = _flag(
+        None, "Vertex/TPU VM: run on reserved capacity: `any` reservation of the project, or a reservation's name "
+              "(Vertex AI: its full name projects/P/zones/ZONE/reservations/NAME).", max_length=200)
+    cluster: str | None = _flag(
+        None, "Vertex: run on this persistent resource (`tpuctl cluster create NAME`): machines kept between jobs, so "
+              "a retry or a tuning trial starts without provisioning (docs/capacity.md).", max_length=63)
+    autocheckpoint: bool = _flag(
+        True, "TPU VM: ask Cloud TPU for Autocheckpoint where it offers it (v2-v4, v5e): before maintenance the "
+              "trainer gets SIGTERM and up to 5 minutes to back up its step (docs/capacity.md).")
+    recover: int = _flag(0, "TPU VM with --spot or flex-start: re-queue a preempted slice, or one still waiting "
+                            "after --max-wait, (resuming from its backup) at most this many times.",
+                         ge=0, le=MAX_RECOVERIES)
     budget: float | None = _flag(None, "Vertex: refuse the run when its maximum cost (USD) is above this. TPU VM: "
                                        "stop the run when its spend reaches this.", gt=0, le=MAX_BUDGET_USD,
                                  allow_inf_nan=False)
@@ -156,7 +176,9 @@ class RunFlags(BaseModel):
               "this long in all (default 24h). A duration, 10m..7d (e.g. 2h, 1h30m); it also bounds the cost "
               "estimate.")
     max_wait: Annotated[timedelta | None, _duration("--max-wait", MIN_WAIT, MAX_WAIT)] = _flag(
-        None, "TPU VM: how long the slice may take to become ACTIVE in a zone (default 2h), 1m..7d.")
+        None, "TPU VM: how long the slice may take to become ACTIVE in a zone (default 2h); Vertex AI with "
+              "--provisioning flex-start: how long the job waits for its resources (Vertex AI's default 24h); "
+              "1m..7d.")
     keep: bool = _flag(False, "TPU VM: keep the slice when the run ends (it keeps costing money).")
     wait: bool = _flag(True, "Vertex: follow the job until it ends.")
     dry_run: bool = _flag(False, "Print the run's request (local: the processes; Vertex: the CustomJob; TPU VM: the "

@@ -97,6 +97,15 @@ class RunSpec(BaseModel):
     #: where the trainer package is staged (``python_package``)
     package_uri: str | None = None
     spot: bool = False
+    #: how the accelerators are obtained, as asked (``--provisioning``, or ``spot`` for --spot); None: not asked
+    #: (on-demand, and nothing about it in the request)
+    provisioning: domain.Provisioning | None = None
+    #: ``--reservation``: ``any`` or a reservation's name (or its full name), None: no reservation asked for
+    reservation: str | None = Field(None, max_length=200)
+    #: Vertex AI: the persistent resource (``tpuctl cluster``) the job runs on (``persistent_resource_id``)
+    cluster: str | None = None
+    #: TPU VM: Autocheckpoint requested (--autocheckpoint, on a generation that offers it: v2alpha1's node field)
+    autocheckpoint: bool = False
     recover: int = Field(0, ge=0, le=MAX_RECOVERIES)
     #: TPU VM: the zones a preempted slice may be re-queued in after ``zone`` (quota pre-flight still to come)
     zones: tuple[str, ...] = Field((), max_length=100)
@@ -163,6 +172,16 @@ class RunSpec(BaseModel):
         return DEFAULT_TPU_VM_RUN_TIME if self.target == "tpu-vm" else DEFAULT_VERTEX_RUN_TIME
 
     @property
+    def flex_start(self) -> bool:
+        return self.provisioning == "flex-start"
+
+    @property
+    def preemptible_quota(self) -> bool:
+        """Whether the run draws on the preemptible (Spot) quota: Spot, and flex-start where Google says so (Cloud
+        TPU: request-using-flex-start; Vertex AI training: see ``bootstrap.quotas``)."""
+        return self.spot or self.flex_start
+
+    @property
     def wait_limit(self) -> timedelta:
         return self.max_wait or DEFAULT_MAX_WAIT
 
@@ -225,6 +244,7 @@ def plan(flags: RunFlags, outputs: StackOutputs | None, *, command: str = "train
     cloud = target != "local"
     name = check_name(flags.name or default_name(target, command), target)
     accelerator, accel, tpu = _accelerator(flags)
+    provisioning = _provisioning(flags, accel, tpu)
     _check_combination(flags, accel, tpu)       # what the flags alone rule out, before the stack is asked
     if target == "vertex" and accel is not None:
         _say(echo, domain.check_end_of_support(accel, today or datetime.date.today()))
@@ -245,6 +265,14 @@ def plan(flags: RunFlags, outputs: StackOutputs | None, *, command: str = "train
         assert outputs is not None
         zone = flags.zone or stack_zone(outputs) or outputs.require("tpu_zone", "pass --zone (e.g. us-central1-a)")
         domain.validate_tpu_vm_zone(zone)
+        assert tpu is not None
+        offered = domain.TPU_FLEX_ZONES.get(tpu.generation, ())
+        if provisioning == "flex-start" and zone not in offered:
+            _say(echo, f"note: Google lists TPU flex-start for {tpu.generation} only in "
+                       f"{', '.join(offered) or 'no zone'} (cloud.google.com/tpu/docs/request-using-flex-start, read "
+                       f"2026-11-27); the Cloud TPU API refuses it where it is not offered")
+
+    reservation, cluster = _reservation(flags, project, region, zone), _cluster(flags)
 
     program = _command(flags)
     code = _code(flags, program)
@@ -313,7 +341,11 @@ def plan(flags: RunFlags, outputs: StackOutputs | None, *, command: str = "train
         parameter_servers=flags.parameter_servers, trainer=trainer, command=program,
         code=code if (plugin or program) else None, env=env, labels=labels, project=project,
         region=region, zone=zone, service_account=service_account, image=image, python_package=flags.python_package,
-        package_uri=package_uri, spot=flags.spot, recover=flags.recover, zones=_zones(flags, zone),
+        package_uri=package_uri, spot=provisioning == "spot",
+        provisioning=flags.provisioning or ("spot" if flags.spot else None),
+        reservation=reservation, recover=flags.recover, cluster=cluster,
+        autocheckpoint=flags.autocheckpoint and tpu is not None and tpu.generation in domain.AUTOCHECKPOINT_GENERATIONS,
+        zones=_zones(flags, zone),
         budget=flags.budget, max_run_time=flags.max_run_time, max_wait=flags.max_wait, keep=flags.keep,
         demo_data=demo, claimed=claimed)
 
@@ -347,8 +379,9 @@ def _check_combination(flags: RunFlags, accel: domain.Accelerator | None, tpu: d
         raise UserError(f"--workers {flags.workers} cannot be combined with {name}: {more}")
     if on_tpu and flags.parameter_servers:
         raise UserError(f"--parameter-servers cannot be combined with {name}: TPUStrategy runs one process per host")
-    if flags.recover and not flags.spot:
-        raise UserError("--recover needs --spot (it re-queues a preempted Spot slice)")
+    if flags.recover and not (flags.spot or flags.provisioning in ("spot", "flex-start")):
+        raise UserError("--recover needs --spot or --provisioning flex-start (it re-queues a preempted Spot slice, "
+                        "or a flex-start slice still waiting after --max-wait)")
     if flags.zones and not flags.recover:
         raise UserError("--zones needs --recover N (the zones a preempted slice may be re-queued in)")
     for flag, option in (("data_dir", "--data-dir"), ("model_dir", "--model-dir")):
@@ -361,6 +394,72 @@ def _check_combination(flags: RunFlags, accel: domain.Accelerator | None, tpu: d
             raise UserError(f"give {option} or --{flag} after `--`, not both")
     if flags.budget is not None and flags.keep:
         raise UserError("--budget cannot bound a slice kept with --keep (it is billed until `tpuctl tpu delete`)")
+
+
+def _provisioning(flags: RunFlags, accel: domain.Accelerator | None, tpu: domain.TpuSlice | None) -> str:
+    """--provisioning (--spot is --provisioning spot), and what each model rules out, in one line each."""
+    if flags.spot and flags.provisioning not in (None, "spot"):
+        raise UserError(f"--spot is --provisioning spot: give one of --spot and --provisioning {flags.provisioning}")
+    provisioning = flags.provisioning or ("spot" if flags.spot else "on-demand")
+    if flags.target == "local" and (flags.provisioning or flags.reservation or flags.cluster):
+        raise UserError("--provisioning, --reservation and --cluster are for cloud runs: add --target vertex (or "
+                        "tpu-vm)")
+    if flags.reservation is not None and provisioning != "on-demand":
+        raise UserError(f"--reservation runs on reserved capacity; --provisioning {provisioning} asks for other "
+                        "capacity: drop one of them")
+    if flags.target == "vertex":
+        if flags.max_wait is not None and provisioning != "flex-start":
+            raise UserError("--max-wait on Vertex AI bounds a flex-start job's wait for its resources: add "
+                            "--provisioning flex-start (or drop --max-wait)")
+        if provisioning == "flex-start" and accel is not None and (
+                accel.kind != "gpu" or accel.gpu is None or accel.gpu.short not in domain.VERTEX_FLEX_GPUS):
+            raise UserError(f"--provisioning flex-start on Vertex AI takes L4, A100, H100, H200 or B200 GPUs, not "
+                            f"{accel.name} (cloud.google.com/vertex-ai/docs/training/schedule-jobs-dws); use "
+                            "--provisioning spot, or --target tpu-vm for a TPU")
+    return provisioning
+
+
+def _cluster(flags: RunFlags) -> str | None:
+    """--cluster NAME: a persistent resource's id (Google's rule), and what it rules out: the cluster's machines are
+    already there, so no provisioning model or reservation of the job's own."""
+    if flags.cluster is None:
+        return None
+    if not _CLOUD_NAME.fullmatch(flags.cluster):
+        raise UserError(f"--cluster {printable(flags.cluster, 80)!r}: a cluster's name is 1-63 lowercase letters, "
+                        "digits and '-', starting with a letter (`tpuctl cluster ls` lists them)")
+    for flag, given in (("--spot", flags.spot), ("--provisioning", flags.provisioning),
+                        ("--reservation", flags.reservation), ("--max-wait", flags.max_wait)):
+        if given:
+            raise UserError(f"--cluster {flags.cluster} runs on the cluster's own machines; {flag} asks for other "
+                            "capacity: drop one of them")
+    if flags.budget is not None:
+        raise UserError(f"--budget bounds what a job costs; a job on --cluster {flags.cluster} is not charged "
+                        "separately (the cluster is billed while it runs): drop --budget")
+    return flags.cluster
+
+
+def _reservation(flags: RunFlags, project: str | None, region: str | None, zone: str | None) -> str | None:
+    """--reservation, checked against where the run goes: Vertex AI takes ``any`` or a reservation's full name in
+    its region (the proto asks for "the full resource name"); a TPU VM slice a name, or a full name in its zone."""
+    if flags.reservation is None:
+        return None
+    reservation = domain.Reservation(flags.reservation)
+    if flags.target == "vertex":
+        if not reservation.any and reservation.zone is None:
+            raise UserError(f"--reservation {flags.reservation}: Vertex AI needs the reservation's full name, "
+                            f"projects/{project}/zones/ZONE/reservations/{flags.reservation} (ZONE in {region}), "
+                            "or `any`")
+        if reservation.zone is not None and reservation.zone.rsplit("-", 1)[0] != region:
+            raise UserError(f"--reservation {flags.reservation} is in {reservation.zone}, not in the job's region "
+                            f"{region}: pass --region {reservation.zone.rsplit('-', 1)[0]}")
+    elif flags.target == "tpu-vm":
+        if reservation.zone is not None and reservation.zone != zone:
+            raise UserError(f"--reservation {flags.reservation} is in {reservation.zone}, not in the slice's zone "
+                            f"{zone}: pass --zone {reservation.zone}")
+        if not reservation.any and flags.zones:
+            raise UserError(f"--reservation {flags.reservation} is in one zone; --zones would re-queue the slice "
+                            "elsewhere: drop --zones (or use --reservation any)")
+    return flags.reservation
 
 
 def stack_zone(outputs: StackOutputs | None) -> str | None:

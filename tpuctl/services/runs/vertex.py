@@ -18,6 +18,7 @@ a job it stopped watching).
 
 from __future__ import annotations
 
+import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +32,7 @@ from cloud import clients
 from cloud.google import aiplatform_v1, api_exceptions, api_retry, json_format
 from ground import domain
 from ground.errors import EXIT_INTERRUPTED, UserError
+from ground.files import printable
 from ground.polling import poll
 from ground.storagepath import GsPath
 from tpuctl.services import image as images
@@ -83,7 +85,11 @@ def worker_pool_specs(spec: RunSpec) -> list[dict[str, Any]]:
         code = {"container_spec": {"image_uri": spec.image, "command": list(spec.command), "env": env}}
     else:
         code = {"container_spec": {"image_uri": spec.image, "args": spec.argv, "env": env}}
-    pool = {"machine_spec": machine_spec(spec.accel), "replica_count": 1, **code}
+    machine = machine_spec(spec.accel)
+    affinity = reservation_affinity(spec)
+    if affinity is not None:
+        machine["reservation_affinity"] = affinity
+    pool = {"machine_spec": machine, "replica_count": 1, **code}
     pools = [pool]
     if spec.parameter_servers:
         pools.append({**pool, "replica_count": spec.workers})
@@ -93,22 +99,50 @@ def worker_pool_specs(spec: RunSpec) -> list[dict[str, Any]]:
     return pools
 
 
+def reservation_affinity(spec: RunSpec) -> dict[str, Any] | None:
+    """``MachineSpec.reservation_affinity`` of --reservation (ground/domain/capacity.py): ANY_RESERVATION, or
+    SPECIFIC_RESERVATION keyed ``compute.googleapis.com/reservation-name`` with the reservation's full name."""
+    if spec.reservation is None:
+        return None
+    reservation = domain.Reservation(spec.reservation)
+    if reservation.any:
+        return {"reservation_affinity_type": "ANY_RESERVATION"}
+    return {"reservation_affinity_type": "SPECIFIC_RESERVATION", "key": domain.VERTEX_RESERVATION_KEY,
+            "values": [reservation.vertex_value()]}
+
+
+def scheduling(spec: RunSpec):
+    """``CustomJobSpec.scheduling`` of the run, or None when it asks for nothing: the provisioning model's
+    ``strategy`` (STANDARD only when --provisioning on-demand was asked for), Spot's restart of the whole job on a
+    worker's restart (it resumes from the trainer's backup), flex-start's ``max_wait_duration`` (--max-wait; Vertex
+    AI's default is 24 h), and --max-run-time."""
+    if spec.provisioning is None and spec.max_run_time is None:
+        return None
+    result = aiplatform_v1.Scheduling()
+    if spec.max_run_time is not None:
+        result.timeout = spec.max_run_time
+    if spec.provisioning is not None:
+        result.strategy = aiplatform_v1.Scheduling.Strategy[domain.VERTEX_STRATEGY[spec.provisioning]]
+    if spec.spot:
+        result.restart_job_on_worker_restart = True
+    if spec.flex_start and spec.max_wait is not None:
+        result.max_wait_duration = spec.max_wait
+    return result
+
+
 def build_custom_job(spec: RunSpec):
-    """The real ``aiplatform_v1.CustomJob`` for the spec, with ``scheduling`` for Spot and --max-run-time, parsed back
+    """The real ``aiplatform_v1.CustomJob`` for the spec, with ``scheduling`` (``scheduling()``) and each pool's
+    reservation affinity (``reservation_affinity()``), parsed back
     from its REST JSON with unknown fields refused (what Vertex AI would be sent)."""
     job_spec = aiplatform_v1.CustomJobSpec(
+        persistent_resource_id=spec.cluster or "",
         worker_pool_specs=worker_pool_specs(spec),
         service_account=spec.service_account or "",
         base_output_directory=aiplatform_v1.GcsDestination(output_uri_prefix=spec.model_dir),
     )
-    if spec.spot or spec.max_run_time is not None:
-        scheduling = aiplatform_v1.Scheduling()
-        if spec.max_run_time is not None:
-            scheduling.timeout = spec.max_run_time
-        if spec.spot:
-            scheduling.strategy = aiplatform_v1.Scheduling.Strategy.SPOT
-            scheduling.restart_job_on_worker_restart = True
-        job_spec.scheduling = scheduling
+    planned = scheduling(spec)
+    if planned is not None:
+        job_spec.scheduling = planned
     return strict(aiplatform_v1.CustomJob(display_name=spec.name, labels=dict(spec.labels), job_spec=job_spec))
 
 
@@ -148,8 +182,27 @@ def state_name(job) -> str:
 def check_quota(spec: RunSpec, *, client=None, echo: Echo = print) -> int | None:
     """The pre-flight of ``bootstrap.quotas.check_vertex_room`` for this run (before anything is built)."""
     assert spec.accel is not None and spec.project is not None and spec.region is not None
+    if spec.cluster is not None:
+        echo(f"note: quota check skipped: the job runs on cluster {spec.cluster}'s machines, already provisioned")
+        return None
+    if spec.reservation is not None:
+        echo("note: quota check skipped: a job on a reservation uses reserved capacity (tpuctl does not read "
+             "reservations; Vertex AI checks it)")
+        return None
     return quotas.check_vertex_room(spec.project, spec.region, spec.accel, spec.workers, spot=spec.spot,
-                                    client=client, echo=echo)
+                                    flex_start=spec.flex_start, client=client, echo=echo)
+
+
+def check_cluster(spec: RunSpec, *, api=None, echo: Echo = print) -> None:
+    """--cluster NAME: the cluster exists and has a pool of the job's machine (``check_cluster_for_run``); without
+    credentials (an offline dry run) a note."""
+    if spec.cluster is None:
+        return
+    assert spec.project is not None and spec.region is not None and spec.accel is not None
+    if api is None and (why := clients.missing_credentials("vertex")):
+        echo(f"note: cluster {spec.cluster} not checked: {why}")
+        return
+    check_cluster_for_run(spec.project, spec.region, spec.cluster, machine_spec(spec.accel), api=api, echo=echo)
 
 
 def require_image(spec: RunSpec, image_exists: Callable[[str], bool] | None = None) -> None:
@@ -218,13 +271,16 @@ class VertexTarget:
 
     name: ClassVar[str] = "vertex"
     flags: ClassVar[frozenset[str]] = frozenset({"region", "image", "python_package", "spot", "max_run_time",
-                                                 "budget", "wait", "poll_seconds", "parameter_servers"})
+                                                 "budget", "wait", "poll_seconds", "parameter_servers",
+                                                 "provisioning", "reservation", "max_wait", "cluster"})
 
     spec: RunSpec
     note: Echo = print
     say: Echo = print
     image_exists: Callable[[str], bool] | None = None
     prices: Any = None
+    #: the PersistentResourceService client --cluster is checked with (tests; default: the regional one)
+    cluster_api: Any = None
     sleep: Callable[[float], None] = time.sleep
     #: --wait/--no-wait and --poll-seconds: how this process follows the job (not part of the run)
     wait: bool = True
@@ -236,6 +292,7 @@ class VertexTarget:
         """The quota pre-flight, then the request and its cost estimate (refused over --budget): before anything
         is built or uploaded."""
         check_quota(self.spec, echo=self.note)   # offline: a note
+        check_cluster(self.spec, api=self.cluster_api, echo=self.note)
         self.custom_job = build_custom_job(self.spec)
         assert self.spec.region is not None
         self.estimate = estimate = cost.estimate_custom_job(self.custom_job, self.spec.region, prices=self.prices)
@@ -288,3 +345,55 @@ def follow_job(client, name: str, *, poll_seconds: float, echo: Echo, sleep: Cal
 
     return poll(read, lambda job: state_name(job) in TERMINAL_STATES, interval=poll_seconds, key=state_name,
                 on_change=lambda job: echo(f"state: {state_name(job)}"), sleep=sleep)
+
+
+# --------------------------------------------------------------------------------------------------- clusters
+
+#: Google's rule for a persistent resource's id (CreatePersistentResourceRequest.persistent_resource_id).
+CLUSTER_ID = re.compile(r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?")
+
+
+def check_cluster_name(name: str) -> str:
+    if not CLUSTER_ID.fullmatch(name):
+        raise UserError(f"cluster name {printable(name, 80)!r}: use 1-63 lowercase letters, digits and '-', starting "
+                        "with a letter and not ending with '-' (Vertex AI's rule for a persistent resource id)")
+    return name
+
+
+def cluster_client(region: str):
+    """PersistentResourceServiceClient over REST: TPUCTL_VERTEX_ENDPOINT if set, else the regional endpoint."""
+    return clients.gapic(aiplatform_v1.PersistentResourceServiceClient, "vertex",
+                         default_endpoint=domain.VERTEX_API_HOST.format(region=region))
+
+
+def cluster_name(project: str, region: str, name: str) -> str:
+    return aiplatform_v1.PersistentResourceServiceClient.persistent_resource_path(project, region, name)
+
+
+def get_cluster(project: str, region: str, name: str, *, api=None):
+    """The cluster ``name``, or one line saying it does not exist."""
+    api = api or cluster_client(region)
+    full = cluster_name(project, region, check_cluster_name(name))
+    with clients.google_errors(f"reading cluster {name}", not_found=f"no cluster {name} in {region} of {project} "
+                                                                    "(`tpuctl cluster ls` lists them)", exit_code=1):
+        return api.get_persistent_resource(name=full)
+
+
+def check_cluster_for_run(project: str, region: str, name: str, machine: dict[str, Any], *, api=None,
+                          echo: Echo = print) -> None:
+    """Before a job is sent to ``--cluster NAME``: it exists, is RUNNING (else a note: Vertex AI may queue or
+    refuse the job), and has a pool of the job's machine (else one line: Vertex AI would reject the job)."""
+    found = get_cluster(project, region, name, api=api)
+    state = aiplatform_v1.PersistentResource.State(found.state).name
+    if state != "RUNNING":
+        echo(f"note: cluster {name} is {state}; the job waits for it or is refused by Vertex AI")
+    wanted = (machine.get("machine_type"), machine.get("accelerator_type") or None,
+              int(machine.get("accelerator_count") or 0))
+    pools = [(p.machine_spec.machine_type,
+              aiplatform_v1.AcceleratorType(p.machine_spec.accelerator_type).name if p.machine_spec.accelerator_count
+              else None, p.machine_spec.accelerator_count) for p in found.resource_pools]
+    if wanted not in pools:
+        raise UserError(f"cluster {name} has no pool of {wanted[0]}"
+                        + (f" + {wanted[2]} × {wanted[1]}" if wanted[1] else "")
+                        + f" (its pools: {', '.join(f'{m}' + (f' + {c} × {a}' if a else '') for m, a, c in pools)}); "
+                        "pass the --accelerator the cluster was created with", 2)

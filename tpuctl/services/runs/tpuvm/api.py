@@ -13,13 +13,14 @@ from typing import Any
 from cloud import clients
 from cloud.google import api_exceptions, tpu_v2
 from ground import domain
+from ground.durations import format_duration
 from ground.errors import UserError
 from ground.files import printable
 from ground.polling import poll
 from ground.storagepath import GsPath
 from tpuctl.services.runs.records import RECOVERIES_FILE, RESULT_FILE, RecoveriesRecord
 from tpuctl.services.runs.spec import DEFAULT_MAX_WAIT, DEFAULT_TPU_VM_RUN_TIME, RunSpec
-from tpuctl.services.runs.tpuvm.script import HOST_STATUS_DIR, build_queued_resource
+from tpuctl.services.runs.tpuvm.script import HOST_STATUS_DIR, api_version, build_queued_resource, v2alpha1_body
 from tpuctl.services.supervisor import signal_handlers
 
 #: The chief's result.json is a few hundred bytes; more is not the trainer's.
@@ -73,6 +74,11 @@ def is_managed(resource) -> bool:
 class Refused(UserError):
     """The Cloud TPU API refused the slice in its zone (FAILED before ACTIVE: no capacity, say; or the create call
     itself: quota, a zone without that accelerator): another zone may have it."""
+
+
+class WaitedTooLong(Refused):
+    """The slice was still queued in its zone after --max-wait: with --recover it is deleted and the next zone
+    tried, as after a refusal (flex-start asks Google to fail the request then too: ``queueingPolicy``)."""
 
 
 class Preempted(UserError):
@@ -131,8 +137,11 @@ def create_and_wait(client, run: RunSpec, *, progress: Progress, created: Create
                                forbidden=f"permission denied creating {name}: you need {domain.TPU_VM_ROLE_HINT} and "
                                          "iam.serviceAccounts.actAs on the training service account"):
         try:
-            client.create_queued_resource(parent=run.parent, queued_resource=build_queued_resource(run),
-                                          queued_resource_id=run.name)
+            if api_version(run) == "v2alpha1":
+                create_v2alpha1(run)
+            else:
+                client.create_queued_resource(parent=run.parent, queued_resource=build_queued_resource(run),
+                                              queued_resource_id=run.name)
         except api_exceptions.ClientError as exc:
             # A 4xx answer: the request was not taken, nothing exists. One that names the zone (quota, capacity,
             # no such accelerator there: domain.is_tpu_vm_zone_refusal) is a refusal another zone may not give.
@@ -142,10 +151,30 @@ def create_and_wait(client, run: RunSpec, *, progress: Progress, created: Create
                 raise
             raise Refused(f"the Cloud TPU API refused to create {run.slice.name} in {run.zone} (HTTP {exc.code}): "
                           f"{printable(message, 300)}", 1) from None
-    tier = "Spot" if run.spot else "on-demand"
+    waits = format_duration(run.wait_limit.total_seconds())
+    tier = {"spot": "Spot", "flex-start": f"flex-start, waiting at most {waits} here"}.get(
+        run.provisioning or "", "on-demand")
+    if run.reservation is not None:
+        tier += f", reservation {run.reservation}"
+    if run.autocheckpoint:
+        tier += ", Autocheckpoint"
     progress(f"requested {run.slice.name} ({run.slice.vms} host(s), {tier}) as queued resource {name}")
     return wait_active(client, run, progress=progress, poll_seconds=poll_seconds, timeout=timeout, sleep=sleep,
                        clock=clock)
+
+
+def create_v2alpha1(run: RunSpec) -> None:
+    """Create the queued resource through the v2alpha1 REST API (``script.v2alpha1_body``: Autocheckpoint, and
+    flex-start's fields the google-cloud-tpu client has no type for, so no client method can send them; one route for
+    both); an error answer raises the
+    google-api-core exception the client would (``from_http_response``). Reading and deleting it stay on v2: one
+    queued resource, whichever version created it."""
+    session = clients.authorized_session("tpu")
+    url = f"{clients.base_url('tpu')}/v2alpha1/{run.parent}/queuedResources"
+    response = session.post(url, params={"queuedResourceId": run.name}, json=v2alpha1_body(run),
+                            timeout=clients.REQUEST_TIMEOUT_SECONDS)
+    if response.status_code >= 400:
+        raise api_exceptions.from_http_response(response)
 
 
 def wait_active(client, run: RunSpec, *, progress: Progress, poll_seconds: float = DEFAULT_POLL_SECONDS,
@@ -175,11 +204,20 @@ def wait_active(client, run: RunSpec, *, progress: Progress, poll_seconds: float
     def say(current) -> None:
         progress(f"queued: {state_name(current)}" if phase(current) == "queued" else phase(current))
 
-    return poll(read, active, interval=poll_seconds, timeout=timeout, sleep=sleep, clock=clock,
-                key=phase, on_change=say,
-                expired=lambda current: f"queued resource {run.name} is still {state_name(current)} after "
-                                        f"{timeout:.0f} s (waited for {run.slice.name} in {run.zone} to "
-                                        "become ACTIVE)")
+    late: list[str] = []
+
+    def expired(current) -> str:
+        late.append(state_name(current))
+        return (f"queued resource {run.name} is still {state_name(current)} after {timeout:.0f} s "
+                f"(--max-wait; waited for {run.slice.name} in {run.zone} to become ACTIVE)")
+
+    try:
+        return poll(read, active, interval=poll_seconds, timeout=timeout, sleep=sleep, clock=clock,
+                    key=phase, on_change=say, expired=expired)
+    except UserError as exc:
+        if late:
+            raise WaitedTooLong(str(exc), 1) from None
+        raise
 
 
 def earlier_outputs(storage, run: RunSpec) -> dict[str, int]:

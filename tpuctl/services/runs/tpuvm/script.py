@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cloud import clients
-from cloud.google import tpu_v2
+from cloud.google import json_format, tpu_v2, tpu_v2alpha1
 from ground import domain
 from ground.errors import UserError
 from tpuctl.services.runs.spec import RunSpec
@@ -142,16 +142,55 @@ def build_queued_resource(run: RunSpec):
     resource = tpu_v2.QueuedResource(tpu=tpu_v2.QueuedResource.Tpu(node_spec=[spec]))
     if run.spot:
         resource.spot = tpu_v2.QueuedResource.Spot()
+    if run.reservation is not None:
+        # a reservation's name in the slice's zone; `any`: "reservations/-", as the Cloud SDK sends --reserved
+        assert run.project is not None and run.zone is not None
+        resource.reservation_name = domain.Reservation(run.reservation).tpu_name(run.project, run.zone)
     return resource
+
+
+def api_version(run: RunSpec) -> str:
+    """The Cloud TPU API version a run's queued resource is created with: v2, or v2alpha1 for what only v2alpha1 has
+    (Autocheckpoint: ``Node.autocheckpoint_enabled``; flex-start: ``provisioningModel`` and ``runDuration``;
+    ground/domain/capacity.py). It is read and deleted through v2 either way: one queued resource."""
+    return "v2alpha1" if run.flex_start or run.autocheckpoint else "v2"
+
+
+def v2alpha1_body(run: RunSpec) -> dict[str, Any]:
+    """The v2alpha1 REST body: the v2 request re-read strictly as google-cloud-tpu's ``tpu_v2alpha1.QueuedResource``
+    (every field tpuctl sets exists there), with ``tpu.nodeSpec[].node.autocheckpointEnabled`` (Autocheckpoint); for
+    a flex-start slice its ``queueingPolicy.validUntilDuration`` the wait in this zone (--max-wait: past it Google
+    fails the request), then the two fields google-cloud-tpu 1.27 does not have yet, as the Cloud SDK 528 sends
+    ``--provisioning-model flex-start --max-run-duration``: ``provisioningModel: FLEX_START`` and
+    ``runDuration.maxRunDuration`` (the run's time bound, --max-run-time)."""
+    v2 = build_queued_resource(run)
+    alpha = tpu_v2alpha1.QueuedResource.from_json(tpu_v2.QueuedResource.to_json(v2), ignore_unknown_fields=False)
+    if run.autocheckpoint:
+        for spec in alpha.tpu.node_spec:
+            spec.node.autocheckpoint_enabled = True
+    if run.flex_start:
+        alpha.queueing_policy = tpu_v2alpha1.QueuedResource.QueueingPolicy(valid_until_duration=run.wait_limit)
+    body = json_format.MessageToDict(tpu_v2alpha1.QueuedResource.pb(alpha))
+    if run.flex_start:
+        body["provisioningModel"] = domain.TPU_FLEX_PROVISIONING_MODEL
+        body["runDuration"] = {"maxRunDuration": f"{int(run.run_time.total_seconds())}s"}
+    return body
+
+
+def queued_resource_body(run: RunSpec) -> dict[str, Any]:
+    """The queued resource as the REST API of ``api_version(run)`` spells it."""
+    if api_version(run) == "v2alpha1":
+        return v2alpha1_body(run)
+    return json.loads(tpu_v2.QueuedResource.to_json(build_queued_resource(run)))
 
 
 def request_document(run: RunSpec) -> dict[str, Any]:
     """What ``--dry-run`` prints: the request as the REST API spells it, and the per-host command."""
-    resource = build_queued_resource(run)
     return {
+        "apiVersion": api_version(run),
         "parent": run.parent,
         "queuedResourceId": run.name,
-        "queuedResource": json.loads(tpu_v2.QueuedResource.to_json(resource)),
+        "queuedResource": queued_resource_body(run),
         "hosts": run.slice.vms,
         "hostCommand": host_command_line(run),
         "modelDir": run.model_dir,

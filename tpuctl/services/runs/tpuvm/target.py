@@ -64,7 +64,14 @@ class Held:
 def check_quota(run: RunSpec, *, client=None, echo: Progress = print) -> int | None:
     """The pre-flight of ``bootstrap.quotas.check_tpu_vm_room`` for this slice (before anything is created)."""
     assert run.project is not None and run.zone is not None
-    return quotas.check_tpu_vm_room(run.project, run.zone, run.slice, spot=run.spot, client=client, echo=echo)
+    if run.reservation is not None:
+        echo("note: quota check skipped: a slice in a reservation uses reserved capacity (tpuctl does not read "
+             "reservations; the Cloud TPU API checks it)")
+        return None
+    # flex-start draws on the preemptible quota: "ensure you have sufficient preemptible quota to use Flex-start"
+    # (cloud.google.com/tpu/docs/request-using-flex-start, read 2026-11-27)
+    return quotas.check_tpu_vm_room(run.project, run.zone, run.slice, spot=run.preemptible_quota, client=client,
+                                    echo=echo)
 
 
 def recovery_zones(run: RunSpec, *, client=None, echo: Progress = print) -> list[str]:
@@ -92,7 +99,8 @@ class TpuVmTarget:
 
     name: ClassVar[str] = "tpu-vm"
     flags: ClassVar[frozenset[str]] = frozenset({"zone", "keep", "recover", "zones", "image", "spot", "budget",
-                                                 "poll_seconds", "max_run_time", "max_wait"})
+                                                 "poll_seconds", "max_run_time", "max_wait", "provisioning",
+                                                 "reservation", "autocheckpoint"})
 
     run: RunSpec
     progress: Progress = print
@@ -145,6 +153,10 @@ class TpuVmTarget:
         estimate = cost.estimate_tpu_vm(self.run.slice, self.run.zone, spot=self.run.spot,
                                         run_timeout=self.run_timeout, prices=self.prices,
                                         run_time_flag="--max-run-time")
+        if self.run.flex_start:
+            estimate = cost.flex_start_estimate(estimate)
+        elif self.run.reservation is not None:
+            estimate = cost.with_reservation_note(estimate)
         for line in estimate.lines():
             self.progress(line)
         self.hourly = estimate.hourly
@@ -236,8 +248,9 @@ class TpuVmTarget:
                 create_and_wait(client, current, progress=progress, created=created, **waits)
             except Refused as exc:
                 # With --recover a refusal (no capacity or quota, no such accelerator: by the create call itself or
-                # FAILED before ACTIVE) moves on to the next zone, on the first launch too (no recovery is counted:
-                # nothing was trained); without it, or in the last zone, the refusal ends the run.
+                # FAILED before ACTIVE; or still queued after --max-wait) moves on to the next zone, on the first
+                # launch too (no recovery is counted: nothing was trained); without it, or in the last zone, the
+                # refusal ends the run.
                 if not self.recover or i == len(zones) - 1:
                     if first:
                         raise

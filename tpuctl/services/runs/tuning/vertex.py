@@ -165,7 +165,8 @@ class VertexTuningTarget:
 
     name: ClassVar[str] = "vertex"
     flags: ClassVar[frozenset[str]] = frozenset({"region", "image", "python_package", "spot", "max_run_time",
-                                                 "budget"})
+                                                 "budget", "provisioning", "reservation", "max_wait",
+                                                 "cluster"})
 
     spec: RunSpec
     search: TuneSpec
@@ -175,9 +176,13 @@ class VertexTuningTarget:
     client: Any = None
     prices: Any = None
     hp_job: Any = None
+    #: the PersistentResourceService client --cluster is checked with (tests; default: the regional one)
+    cluster_api: Any = None
 
     def preflight(self) -> None:
-        """The request (Spot / timeout on every trial) and the cost of the study, refused over --budget."""
+        """The request (Spot / timeout on every trial) and the cost of the study, refused over --budget; --cluster
+        checked (every trial runs on it)."""
+        vertex.check_cluster(self.spec, api=self.cluster_api, echo=self.note)
         self.hp_job = build_tuning_job(self.spec, self.search, max_trials=self.trials)
         assert self.spec.region is not None
         estimate = estimate_tuning(self.hp_job, self.spec.region, prices=self.prices)
