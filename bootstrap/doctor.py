@@ -190,15 +190,16 @@ def _check_builder(project: str, region: str, repository: str, repository_policy
                         f"{member} lacks {domain.LOG_WRITE_PERMISSION} on {project}: its builds log to Cloud Logging only",
                         f"gcloud projects add-iam-policy-binding {project} --member {member} --role roles/logging.logWriter")
     if builder.staging_bucket and builder.staging_bindings is not None:
-        name = builder.staging_bucket
-        model = AccessModel.from_bindings({"staging": name}, {name: builder.staging_bindings}, builder.project_bindings)
-        lacks = domain.REQUIRED_READ_PERMISSIONS - model.permissions(member, name)
+        staging = builder.staging_bucket
+        model = AccessModel.from_bindings({"staging": staging}, {staging: builder.staging_bindings},
+                                          builder.project_bindings)
+        lacks = domain.REQUIRED_READ_PERMISSIONS - model.permissions(member, staging)
         if not lacks:
-            yield Check(f"{label} reads the build context", "pass", f"gs://{name}")
+            yield Check(f"{label} reads the build context", "pass", f"gs://{staging}")
         else:
             yield Check(f"{label} reads the build context", "fail",
-                        f"{member} lacks {', '.join(f'storage.{p}' for p in sorted(lacks))} on gs://{name}",
-                        f"gcloud storage buckets add-iam-policy-binding gs://{name} --member {member} "
+                        f"{member} lacks {', '.join(f'storage.{p}' for p in sorted(lacks))} on gs://{staging}",
+                        f"gcloud storage buckets add-iam-policy-binding gs://{staging} --member {member} "
                         "--role roles/storage.objectViewer")
 
 

@@ -46,6 +46,7 @@ EXPRESSION_SAMPLES: dict[str, str] = {
     "email": "tpuctl-trainer@my-project-1.iam.gserviceaccount.com",
     "email.split('@')[0]": "tpuctl-trainer",
     "role": "roles/storage.objectViewer",
+    "staging": "tpuctl-my-project-1-staging",
     "quota_id": "CustomModelTrainingT4GPUsPerProjectPerRegion",
     "need": "8",
     "count": "16",
