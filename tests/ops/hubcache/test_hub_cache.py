@@ -395,3 +395,17 @@ def test_a_download_that_drips_ends_at_its_deadline_in_one_line(drip_server, tmp
     line = error_line(r, 1, alone=True)
     assert drip_server in line and "not finished within 3 s" in line, line
     assert _no_workdir_left(tmp_path) and not (tmp_path / "c").exists()
+
+
+def test_a_handle_from_a_hub_manifest_reaches_the_terminal_without_escape_sequences(gcs, tmp_path):
+    """One sanitiser for every string that reaches a terminal (issue 43): `ls` prints the handle a manifest in the
+    bucket names (anyone who can write the bucket wrote it), `add` and `fetch` the handle given."""
+    model = make_fake_model(tmp_path / "m")
+    handle = "https://example.com/\x1b]0;evil\x07m/\x1b[2J1"
+    for args in (("add", handle, "--from", str(model), "--bucket", "hub-bkt"),
+                 ("ls", "--bucket", "hub-bkt"),
+                 ("fetch", handle, "--from", str(model), "--dest", str(tmp_path / "c"))):
+        r = run("hub-cache", *args)
+        assert r.exit_code == 0, r.output
+        assert "\x1b" not in r.output and "\x07" not in r.output, repr(r.output)
+        assert "https://example.com/" in r.stdout and "m/1" in r.stdout, r.stdout

@@ -252,3 +252,17 @@ def test_a_cached_price_outside_the_bounds_makes_the_cache_unusable(default_cata
     shown = invoke(["train", "--target", "vertex", "--dry-run", "--outputs", outputs_file, "-a", "gpu-t4"])
     assert shown.exit_code == 0, shown.stderr
     assert "$-" not in shown.stderr and "nan" not in shown.stderr.lower(), shown.stderr
+
+
+def test_a_sku_description_reaches_the_terminal_without_its_escape_sequences(catalog):
+    """One sanitiser for every string that reaches a terminal (issue 43): a SKU's description is the API's text."""
+    skus = default_skus()
+    for raw in skus[VERTEX]:
+        if raw["description"] == "Vertex AI Training on NVIDIA Tesla T4 GPU running in Americas":
+            raw["description"] = "\x1b]0;evil\x07\x1b[2J" + raw["description"] + " [/x]"
+    catalog(skus=skus)
+    assert invoke(["prices", "refresh"]).exit_code == 0
+    shown = invoke(["prices", "show", "-a", "gpu-t4"])
+    assert shown.exit_code == 0, shown.stderr
+    [t4] = [line for line in shown.stdout.splitlines() if "NVIDIA_TESLA_T4" in line]
+    assert "Tesla T4 GPU running in Americas [/x]]" in t4 and "\x1b" not in shown.stdout and "\x07" not in t4, t4
