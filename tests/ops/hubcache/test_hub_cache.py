@@ -409,3 +409,22 @@ def test_a_handle_from_a_hub_manifest_reaches_the_terminal_without_escape_sequen
         assert r.exit_code == 0, r.output
         assert "\x1b" not in r.output and "\x07" not in r.output, repr(r.output)
         assert "https://example.com/" in r.stdout and "m/1" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("manifest, expected", [
+    (b"[1, 2]", "INCOMPLETE"),                       # old: AttributeError traceback ('list' has no .get)
+    (b"{" + b" " * 5000 + b"}", "larger than 4096 bytes"),   # read bounded: never downloaded whole
+])
+def test_a_hostile_hub_manifest_in_the_bucket_is_read_bounded_and_shown_in_one_line(gcs, monkeypatch, manifest,
+                                                                                   expected):
+    from bootstrap.hubcache import bucket
+
+    monkeypatch.setattr(bucket, "MAX_MANIFEST_BYTES", 4096, raising=False)   # (old code: read whole)
+    handle = "https://tfhub.dev/example/tiny/1"
+    key = hashlib.sha1(handle.encode()).hexdigest()
+    blobs = gcs.bucket("hub-bkt")
+    blobs.blob(f"model-cache/{key}/saved_model.pb").upload_from_string(b"pb")
+    blobs.blob(f"model-cache/{key}/.tpuctl-manifest.json").upload_from_string(manifest)
+    r = run("hub-cache", "ls", "--bucket", "hub-bkt")
+    assert "Traceback" not in r.output
+    assert expected in (r.stdout if r.exit_code == 0 else error_line(r, 2, alone=True)), r.output
