@@ -266,3 +266,19 @@ def test_a_sku_description_reaches_the_terminal_without_its_escape_sequences(cat
     assert shown.exit_code == 0, shown.stderr
     [t4] = [line for line in shown.stdout.splitlines() if "NVIDIA_TESLA_T4" in line]
     assert "Tesla T4 GPU running in Americas [/x]]" in t4 and "\x1b" not in shown.stdout and "\x07" not in t4, t4
+
+
+def test_a_run_priced_at_zero_cannot_be_held_to_a_budget(catalog, outputs_file):
+    """A price of 0 is a price, but a spend that never grows never reaches --budget (issue 43's hostile class: a
+    price that makes --budget unable to stop a run): one line, nothing launched."""
+    skus = default_skus()
+    for raw in skus[VERTEX]:
+        if raw["category"]["resourceGroup"] == "" and "Americas" in raw["description"] and "Spot" not in raw["description"]:
+            raw["pricingInfo"][0]["pricingExpression"]["tieredRates"][0]["unitPrice"] = {
+                "currencyCode": "USD", "units": "0", "nanos": 0}
+    catalog(skus=skus)
+    assert invoke(["prices", "refresh"]).exit_code == 0
+    refused = invoke(["train", "--target", "vertex", "--dry-run", "--outputs", outputs_file, "-a", "gpu-t4",
+                      "--budget", "100"])
+    line = error_line(refused, 2)
+    assert "--budget $100.00" in line and "costs $0.00" in line, line
