@@ -240,6 +240,7 @@ def storage_client(project: str | None = None):
     # project=None, not the library's default: no project is inferred (reads, lists and uploads name their
     # bucket), so credentials without a project (`gcloud auth application-default login`) work and nothing
     # asks gcloud for one; a caller that creates buckets passes its project.
+    endpoint_for("storage")        # STORAGE_EMULATOR_HOST is read by the library; checked here first (one line)
     client = storage.Client(project=project or None)
     return make_fail_fast(client)  # mounts on the client's own AuthorizedSession
 

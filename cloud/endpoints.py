@@ -23,6 +23,8 @@ import ipaddress
 import os
 from urllib.parse import urlsplit
 
+from ground.errors import UserError
+
 #: service -> (environment variable, default base URL for raw REST calls)
 SERVICES: dict[str, tuple[str, str]] = {
     "storage": ("STORAGE_EMULATOR_HOST", "https://storage.googleapis.com"),
@@ -58,7 +60,24 @@ def endpoint_for(service: str) -> str | None:
         return None
     if "://" not in value:  # STORAGE_EMULATOR_HOST is often given as host:port
         value = "http://" + value
+    _check_url(value, _service(service)[0])
     return value.rstrip("/")
+
+
+def _check_url(value: str, variable: str) -> None:
+    """An endpoint variable is an ``http(s)://HOST[:PORT]`` URL, or one line naming the variable (``http://[::1``
+    raised urllib's ValueError deep in a client; a port out of range failed at the first request). The value is
+    shown without any ``user:password@``."""
+    try:
+        parts = urlsplit(value)
+        port = parts.port              # a port that is not a number from 0 to 65535 raises here
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and not any(c.isspace() for c in value)
+    except ValueError as exc:
+        ok, port = False, str(exc)
+    if not ok or port == 0:
+        shown = value.partition("://")[0] + "://" + value.partition("://")[2].rpartition("@")[2]
+        why = f" ({port})" if isinstance(port, str) else ""
+        raise UserError(f"{variable}={shown!r} is not an endpoint URL{why}: give http(s)://HOST[:PORT] or unset it")
 
 
 def base_url(service: str, region: str | None = None) -> str:

@@ -96,6 +96,11 @@ def as_user_error(exc: BaseException, doing: str | None = None) -> Exception | N
         message = (getattr(exc, "message", None) or str(exc)).splitlines()
         return UserError(f"{where}Google API error {getattr(exc, 'code', '')}: {(message or [''])[0][:300]}",
                          exit_code=1)
+    if mod.startswith("google.protobuf") and type(exc).__name__ == "ParseError" or (
+            mod.startswith("requests.") and type(exc).__name__ == "JSONDecodeError"):
+        # a 200 whose body is not the API's JSON (an HTML page of a proxy or captive portal, a truncated answer)
+        return UserError(f"{where}the API's answer is not its JSON ({first}); check the endpoint and any proxy "
+                         "between, then try again", exit_code=1)
     if mod.startswith(("requests.", "urllib3.", "google.auth.exceptions")):
         return UserError(f"{where}cannot reach a Google API: {first}", exit_code=1)
     return None

@@ -212,6 +212,13 @@ def _requests_adapters() -> ModuleType:
     return adapters
 
 
+def _urllib3_exceptions() -> ModuleType:
+    """urllib3.exceptions (what a response read byte by byte raises, under requests)"""
+    from urllib3 import exceptions
+
+    return exceptions
+
+
 def _tpu_v2() -> ModuleType:
     """google.cloud.tpu_v2"""
     from google.cloud import tpu_v2
@@ -250,6 +257,7 @@ storage: Any = _OnFirstUse(_storage)
 transfer_manager: Any = _OnFirstUse(_transfer_manager)
 tpu_v2: Any = _OnFirstUse(_tpu_v2)
 tpu_v2alpha1: Any = _OnFirstUse(_tpu_v2alpha1)
+urllib3_exceptions: Any = _OnFirstUse(_urllib3_exceptions)
 grpc: Any = _OnFirstUse(_grpc)
 requests: Any = _OnFirstUse(_requests)
 requests_adapters: Any = _OnFirstUse(_requests_adapters)

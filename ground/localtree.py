@@ -96,27 +96,40 @@ def _kind(mode: int) -> str:
             else "device" if stat.S_ISBLK(mode) or stat.S_ISCHR(mode) else "special file")
 
 
-def scan_tree(root: Path, source: str, skip: Callable[[str, bool], bool] | None = None) -> list[TreeFile]:
+#: The most entries one scan visits (files, folders, links; an entry reached by two paths counts twice): a tree of
+#: in-tree links to folders that link twice to the next (a 791-byte archive) made 2**26 paths to walk.
+MAX_TREE_ENTRIES = 1_000_000
+
+
+def scan_tree(root: Path, source: str, skip: Callable[[str, bool], bool] | None = None, *,
+              max_entries: int = MAX_TREE_ENTRIES) -> list[TreeFile]:
     """Every file under ``root``, checked BEFORE anything is read, uploaded or copied.
 
     The same rules as for archive members: a symlink may point only inside the folder (its target's
     bytes are used); a symlink leaving the folder, a dangling symlink, a symlink loop, a FIFO, socket or
     device, a name with a backslash or too long a name is refused with one line. Nothing is opened here.
-    ``skip(rel, is_folder)``: entries left out (a folder's whole subtree), before any of these checks."""
+    ``skip(rel, is_folder)``: entries left out (a folder's whole subtree), before any of these checks. More than
+    ``max_entries`` entries visited (links to folders walk their folder again) is one line too."""
     try:
         real_root = Path(os.path.realpath(root))
     except OSError as exc:
         raise os_error(exc, source) from None
     out: list[TreeFile] = []
+    visited = 0
 
     def refuse(rel: str, why: str) -> UserError:
         return UserError(f"{source}: refusing {rel!r}: {why}")
 
     def walk(folder: Path, rel_dir: str, active: tuple[Path, ...]) -> None:
+        nonlocal visited
         try:
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
         except OSError as exc:
             raise os_error(exc, f"{source}: {rel_dir or '.'}") from None
+        visited += len(entries)
+        if visited > max_entries:
+            raise UserError(f"{source}: more than {max_entries:,} entries to walk (at {rel_dir or '.'!r}; a link "
+                            "to a folder walks that folder again): refused")
         for entry in entries:
             rel = f"{rel_dir}{entry.name}"
             if skip is not None and skip(rel, entry.is_dir(follow_symlinks=False)):

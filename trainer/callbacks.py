@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from trainer import protocol
 from trainer.config import OutputDirs, TrainConfig
 from trainer.errors import Preempted
+from trainer.flags import TASK_BOUNDS
 from trainer.paths import join_path
 
 #: The validation metric that picks the exported epoch (--export best) and drives --early_stopping_patience.
@@ -180,14 +181,28 @@ def backed_up_steps(dirs: OutputDirs, steps_per_epoch: int) -> int:
         if path is None:
             return 0
         reader = tf.train.load_checkpoint(path)
-        epoch, batch = int(reader.get_tensor(_SAVED_EPOCH)), int(reader.get_tensor(_SAVED_BATCH))
+        epoch, batch = (reader.get_tensor(_SAVED_EPOCH), reader.get_tensor(_SAVED_BATCH))
     except tf.errors.OpError as err:
         unreachable = unreachable_storage(err.message, f"read the preemption backup in {folder}")
         if unreachable is not None:
             raise unreachable from None
         raise DataError(f"cannot read the preemption backup in {folder} ({err.message.strip().splitlines()[0]}); "
                         "remove that folder to train from the start") from None
-    return steps_done(epoch, batch, steps_per_epoch)
+    except (ValueError, IndexError, TypeError) as err:   # a truncated data file: the reader's own Python errors
+        raise DataError(f"cannot read the preemption backup in {folder} (truncated or damaged: {err}); remove that "
+                        "folder to train from the start") from None
+    # Read back with the bounds they were written with: whole numbers, -1 (none) up to the epochs a run may have
+    # and the steps of this run's epoch (a NaN was a ValueError traceback, 2**62 epochs a resume past the end).
+    counters = []
+    for name, value, high in (("epoch", epoch, TASK_BOUNDS["train_epochs"].high - 1),
+                              ("batch", batch, steps_per_epoch - 1)):
+        number = value.item() if hasattr(value, "item") and getattr(value, "ndim", 0) == 0 else value
+        if isinstance(number, bool) or not isinstance(number, int) or not -1 <= number <= high:
+            raise DataError(f"the preemption backup in {folder} holds {name} {str(value)[:40]}, not a whole number "
+                            f"from -1 to {high:g} (another run's, or damaged); remove that folder to train from the "
+                            "start")
+        counters.append(number)
+    return steps_done(counters[0], counters[1], steps_per_epoch)
 
 
 def backup_callback(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_per_epoch: int,

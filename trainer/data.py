@@ -24,6 +24,7 @@ import tensorflow as tf
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer.errors import DataError, unreachable_storage
+from trainer.localfiles import is_local, read_small, regular_size
 from trainer.paths import join_path
 from trainer.records import FORMAT_VERSION, MANIFEST, PREFIX_RE, SPLITS
 
@@ -76,6 +77,9 @@ MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 MAX_CLASSES = 100_000
 MAX_IMAGE_SIDE = 65_535  # JPEG's limit
 MAX_EXAMPLES = 2**53  # exact in JSON numbers everywhere
+#: A TFRecord holds 16 bytes of framing per record (length, its CRC, the data's CRC): the least a record takes.
+RECORD_FRAMING_BYTES = 16
+REWRITE = "rewrite the data folder with python -m trainer.make_tfrecords or python -m trainer.sample_data"
 
 
 class _Fields:
@@ -228,11 +232,15 @@ def read_manifest(data_dir: str) -> Manifest:
             raise DataError(
                 f"no {MANIFEST} in --data_dir {data_dir}: write the data with python -m trainer.sample_data "
                 "or python -m trainer.make_tfrecords")
-        size = tf.io.gfile.stat(path).length
-        if size > MAX_MANIFEST_BYTES:
-            raise DataError(f"{path} is {size} bytes; a manifest is at most {MAX_MANIFEST_BYTES} bytes")
-        with tf.io.gfile.GFile(path, "rb") as fh:
-            raw = fh.read()
+        local = is_local(path)
+        if local:  # a FIFO, device or huge file in a local folder is refused before TensorFlow would block on it
+            raw = read_small(path, "data manifest", MAX_MANIFEST_BYTES, hint=REWRITE)
+        else:
+            size = tf.io.gfile.stat(path).length
+            if size > MAX_MANIFEST_BYTES:
+                raise DataError(f"{path} is {size} bytes; a manifest is at most {MAX_MANIFEST_BYTES} bytes")
+            with tf.io.gfile.GFile(path, "rb") as fh:
+                raw = fh.read()
         manifest = parse_manifest(raw, path, data_dir)
         present = set(tf.io.gfile.glob(join_path(data_dir, f"{manifest.prefix}-*")))
         for name, split in manifest.splits.items():
@@ -240,14 +248,24 @@ def read_manifest(data_dir: str) -> Manifest:
                 if shard not in present:
                     raise DataError(f"shard {shard} listed in {path} (splits.{name}.files[{k}]) is missing")
             # A TFRecord holds 16 bytes of framing per record: a shard with counted examples is not empty.
-            sizes = [tf.io.gfile.stat(shard).length for shard in split.files]
+            sizes = [regular_size(shard, "shard", hint=REWRITE) if local else tf.io.gfile.stat(shard).length
+                     for shard in split.files]
             counts = split.shard_examples
             if counts is None:  # no count per shard: only a split whose every shard is empty is wrong
                 counts = (split.examples if max(sizes, default=16) < 16 else 0,) + (0,) * (len(sizes) - 1)
             for shard, size, counted in zip(split.files, sizes, counts):
-                if counted and size < 16:
+                if counted and size < RECORD_FRAMING_BYTES:
                     raise DataError(f"shard {shard} is empty but {path} counts {counted} example(s) in it "
                                     f"(splits.{name}); rewrite the data folder")
+                if counted > size // RECORD_FRAMING_BYTES:
+                    raise DataError(f"{path} counts {counted} example(s) in shard {shard} (splits.{name}) but its "
+                                    f"{size} bytes hold at most {size // RECORD_FRAMING_BYTES}; {REWRITE}")
+            # A record takes 16 bytes at least: a count its shards cannot hold (a manifest claiming 2**50 examples
+            # made one epoch endless) is refused, naming the file and the split.
+            if split.examples > sum(sizes) // RECORD_FRAMING_BYTES:
+                raise DataError(f"{path} counts {split.examples} example(s) in splits.{name} but its "
+                                f"{len(sizes)} shard(s) of {sum(sizes)} bytes hold at most "
+                                f"{sum(sizes) // RECORD_FRAMING_BYTES} (16 bytes a record at least); {REWRITE}")
     except tf.errors.OpError as err:
         unreachable = unreachable_storage(err.message, f"read --data_dir {data_dir}")
         if unreachable is not None:

@@ -23,11 +23,14 @@ import sys
 from collections.abc import Sequence
 
 from trainer.errors import DataError, run_cli
+from trainer.localfiles import is_local, read_small
 from trainer.paths import join_path
 
 MANIFEST = ".tpuctl-manifest.json"
 MANIFEST_FORMAT = "tpuctl-hub-manifest/1"
 STAGING = ".staging"
+#: A manifest names every file of one model with its size and checksum: a few KB; read whole, so bounded.
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 
 
 def cache_key(handle: str) -> str:
@@ -48,12 +51,18 @@ def _problem(folder: str, handle: str, gfile) -> str | None:
     if not gfile.exists(manifest):
         return f"no {MANIFEST} (an upload was interrupted, or the folder was not written by tpuctl)"
     try:
-        with gfile.GFile(manifest, "rb") as fh:
-            body = json.loads(fh.read())
+        if is_local(manifest):  # a FIFO or device in a local cache is refused, never read
+            body = json.loads(read_small(manifest, "the hub cache's manifest", MAX_MANIFEST_BYTES,
+                                         hint="tpuctl hub-cache writes it"))
+        else:
+            with gfile.GFile(manifest, "rb") as fh:
+                body = json.loads(fh.read(MAX_MANIFEST_BYTES + 1))
         if body.get("format") != MANIFEST_FORMAT:
             return f"{MANIFEST} has an unknown format {body.get('format')!r}"
         files = {f["path"]: int(f["size"]) for f in body["files"]}
-    except (ValueError, TypeError, KeyError, AttributeError) as err:
+    except DataError as err:
+        return str(err)
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as err:
         return f"{MANIFEST} is unreadable ({type(err).__name__})"
     if body.get("handle") != handle:
         return f"{MANIFEST} is for {body.get('handle')!r}, not this handle"

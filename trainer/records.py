@@ -22,10 +22,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from pathlib import Path
 
 from trainer.errors import DataError
+from trainer.localfiles import read_small
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
@@ -125,15 +125,10 @@ def check_output_dir(dest: str | Path, tool: str) -> list[Path]:
         raise refuse
     try:
         # Bounded, and never blocking: DEST/manifest.json may be anything (a FIFO, a link to a device).
-        with os.fdopen(os.open(manifest_path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise refuse
-            raw = handle.read(_MAX_PREVIOUS_MANIFEST_BYTES + 1)
-        if len(raw) > _MAX_PREVIOUS_MANIFEST_BYTES:
-            raise refuse
+        raw = read_small(str(manifest_path), "manifest", _MAX_PREVIOUS_MANIFEST_BYTES, hint="")
         manifest = json.loads(raw.decode("utf-8"))
         listed = {MANIFEST} | {name for split in manifest["splits"].values() for name in split["files"]}
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OSError):
+    except (DataError, ValueError, KeyError, TypeError, AttributeError, RecursionError, OSError):
         raise refuse from None
     # Ours, and so replaced: the manifest, the shards it lists that have a shard's name, and the tools' own temporary
     # files: regular files only. A manifest naming a user's folder or file (hand-edited, or another tool's) does

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from bootstrap.hubcache.model import SAVED_MODEL, LocalFile, Materialized, Progress, handle_from_descriptor, utc_now
-from cloud.clients import google_errors
+from cloud.clients import download_bounded, google_errors
 from cloud.google import api_exceptions
 from cloud.uploads import upload_files
 from ground import domain
@@ -87,10 +87,27 @@ def _write_last(bucket, name: str, data: bytes | str, content_type: str = "text/
                             "command again", 1) from None
 
 
+#: A hub manifest names a model's files with their sizes and checksums (a few KB); a descriptor is one line or two.
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+MAX_DESCRIPTOR_BYTES = 64 * 1024
+
+
 def _read_manifest(blob) -> bytes | None:
+    """The manifest object's bytes, bounded (whoever can write the bucket could put 10 GB there): a larger one is
+    one line naming it."""
     try:
-        return blob.download_as_bytes()
+        return download_bounded(blob, MAX_MANIFEST_BYTES, f"gs://{blob.bucket.name}/{blob.name}",
+                                "not a hub manifest tpuctl wrote; remove it and add the model again")
     except api_exceptions.NotFound:
+        return None
+
+
+def _read_descriptor(blob) -> str | None:
+    """The handle a descriptor object names; None when it is missing, too large or not one."""
+    try:
+        return handle_from_descriptor(download_bounded(blob, MAX_DESCRIPTOR_BYTES, blob.name, "not a descriptor")
+                                      .decode("utf-8", "replace"))
+    except (UserError, api_exceptions.NotFound):
         return None
 
 
@@ -221,8 +238,9 @@ def _folder_state(bucket, prefix: str, key: str, objects: list,
     problem = domain.hub_folder_problem(text, listed, handle)
     found = None
     if text is not None:
-        with contextlib.suppress(ValueError):
-            found = json.loads(text).get("handle")
+        with contextlib.suppress(ValueError, RecursionError):
+            doc = json.loads(text)
+            found = doc.get("handle") if isinstance(doc, dict) and isinstance(doc.get("handle"), str) else None
     if problem is None and found is not None and domain.hub_cache_key(found) != key:
         problem = f"manifest is for {found!r}, whose sha1 is not {key}"
     return problem is None, problem, found
@@ -258,7 +276,7 @@ def list_cache(client, bucket_name: str, prefix: str) -> list[CacheEntry]:
         else:
             complete, problem, handle = False, "only an interrupted upload (nothing in the folder yet)", None
         if handle is None and key in descriptors:
-            handle = handle_from_descriptor(bucket.blob(descriptors[key]).download_as_text())
+            handle = _read_descriptor(bucket.blob(descriptors[key]))
         files = [b for b in objects if not b.name.endswith("/" + domain.HUB_MANIFEST)]
         out.append(CacheEntry(key, handle, len(files), sum(int(b.size or 0) for b in files), complete, problem,
                               staging.get(key, 0)))

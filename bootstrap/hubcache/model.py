@@ -18,6 +18,7 @@ import posixpath
 import shutil
 import tarfile
 import tempfile
+import time
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from cloud.errors import unreachable_reason
-from cloud.google import crc32c, requests
+from cloud.google import crc32c, requests, urllib3_exceptions
 from ground import domain, localtree
 from ground.errors import UserError
 from ground.files import digest_b64, replace_folder, write_atomically
@@ -33,6 +34,9 @@ from ground.localtree import scan_tree
 
 DEFAULT_LOCAL_CACHE = Path(".tpuctl-cache/hub")
 DOWNLOAD_TIMEOUT = 60
+#: The whole download's deadline (seconds): the per-read timeout above never ends a server that drips a byte every
+#: few seconds; a TF-Hub model of a few GB takes minutes on any working link.
+DOWNLOAD_DEADLINE = 2 * 3600
 #: tpuctl's own bounds on one model (not Google's): TF-Hub SavedModels are at most a few GB and a few dozen
 #: files, so a download or an archive beyond these is refused before it fills the disk (an endless response,
 #: a gzip bomb, an archive of millions of empty files).
@@ -60,6 +64,7 @@ def download(handle: str, dest: Path, progress: Progress | None = None,
              on_total: Callable[[int | None], None] | None = None) -> Path:
     """GET ``HANDLE?tf-hub-format=compressed`` (redirects followed) into ``dest``."""
     url = handle + ("&" if "?" in handle else "?") + "tf-hub-format=compressed"
+    deadline = time.monotonic() + DOWNLOAD_DEADLINE
     try:
         with requests.get(url, stream=True, allow_redirects=True, timeout=DOWNLOAD_TIMEOUT) as resp:
             if resp.status_code >= 400:
@@ -74,16 +79,26 @@ def download(handle: str, dest: Path, progress: Progress | None = None,
                 on_total(total)
             written = 0
             with open(dest, "wb") as fh:
-                for chunk in resp.iter_content(chunk_size=1 << 20):
+                # read1: what one read of the socket brings (at most 1 MiB), so the deadline is checked as bytes
+                # come, however slowly (iter_content waits for a whole chunk: 1 MiB of drips)
+                while chunk := resp.raw.read1(1 << 20, decode_content=True):
                     written += len(chunk)
                     if written > MAX_MODEL_BYTES:
                         raise too_big
+                    if time.monotonic() > deadline:
+                        raise UserError(f"downloading {handle} stopped: not finished within "
+                                        f"{_duration(DOWNLOAD_DEADLINE)} ({written:,} bytes received; the server "
+                                        "sends too slowly, try again later or give --from a local copy)", 1)
                     fh.write(chunk)
                     if progress:
                         progress(len(chunk))
-    except requests.RequestException as exc:
+    except (requests.RequestException, urllib3_exceptions.HTTPError) as exc:
         raise UserError(f"downloading {handle} failed: {_download_failure(exc, url)}", 1) from None
     return dest
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:g} h" if seconds >= 3600 else f"{seconds:g} s"
 
 
 def _download_failure(exc: BaseException, url: str) -> str:
@@ -94,7 +109,7 @@ def _download_failure(exc: BaseException, url: str) -> str:
     reason = unreachable_reason(exc)
     if reason is not None:
         return f"cannot reach {host}: {reason}"
-    if isinstance(exc, requests.Timeout):
+    if isinstance(exc, (requests.Timeout, urllib3_exceptions.TimeoutError)):
         return f"{host} sent nothing for {DOWNLOAD_TIMEOUT} s"
     if isinstance(exc, requests.TooManyRedirects):
         return f"too many redirects (last: {host})"
@@ -203,7 +218,7 @@ class LocalFile:
 
 def scan_folder(root: Path, source: str) -> list[LocalFile]:
     """Every file of the model folder ``root`` (``localtree.scan_tree``'s rules), with saved_model.pb at its top."""
-    out = [LocalFile(f.path, f.rel, f.size) for f in scan_tree(root, source)]
+    out = [LocalFile(f.path, f.rel, f.size) for f in scan_tree(root, source, max_entries=MAX_MODEL_FILES)]
     if not any(f.rel == SAVED_MODEL for f in out):
         raise UserError(f"{source} has no {SAVED_MODEL} at its top level; it is not a TF-Hub SavedModel")
     return out

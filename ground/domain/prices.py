@@ -277,6 +277,22 @@ def all_wants() -> tuple[SkuWant, ...]:
     return tuple(wants)
 
 
+#: The most one unit of a SKU may cost (USD): far above any hourly price Google lists (a whole TPU Pod hour is a few
+#: thousand), so a larger one is a broken catalogue, not a price.
+MAX_UNIT_USD = 100_000.0
+
+
+def price_problem(sku: SkuRecord) -> str | None:
+    """Why ``sku.usd`` is not a price an estimate or ``--budget`` can use, or None: a negative one made ``--budget``
+    unable to stop a run (spend only went down), a NaN made every comparison false. The same bound whether the price
+    comes from the Billing Catalog or back from the cache."""
+    usd = sku.usd
+    if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not 0 <= usd <= MAX_UNIT_USD:
+        return (f"SKU {sku.sku_id} ({sku.description}) has a bad price {usd!r} USD per {sku.unit}: a price is a "
+                f"finite amount from 0 to {MAX_UNIT_USD:g}")
+    return None
+
+
 def wanted(sku: SkuRecord) -> bool:
     """True when some component of ``all_wants`` could use ``sku`` (a SKU without a region never can)."""
     return bool(sku.regions) and any(w.matches(sku, sku.regions[0], sku.spot) for w in all_wants())

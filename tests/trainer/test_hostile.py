@@ -211,6 +211,95 @@ def test_label_outside_the_listed_classes_names_the_shard(tools, demo_data, tmp_
     assert [(p.record, p.bad_records) for p in scan.problems] == [(5, 1)]
 
 
+# ---------------------------------------------------------------------------------------------- one bounded reader
+def _bounded(fn, seconds: float = 240):
+    """``fn()`` in a daemon thread: a reader that blocks on a FIFO fails the test instead of hanging the suite
+    (minutes: a loaded machine reads a manifest in well under one)."""
+    import threading
+
+    outcome = []
+
+    def run():
+        try:
+            outcome.append(fn())
+        except DataError as err:
+            outcome.append(err)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert outcome, "the trainer blocked reading the data folder"
+    return outcome[0]
+
+
+def _drop_shard_counts(folder: Path) -> None:
+    """A manifest without per-shard counts (allowed): only the split's total is known."""
+    path = folder / "manifest.json"
+    doc = json.loads(path.read_text())
+    for split in doc["splits"].values():
+        split.pop("shard_examples", None)
+    path.write_text(json.dumps(doc))
+
+
+SHARD = "digits-train-00000-of-00002.tfrecord"
+
+
+@pytest.mark.parametrize("target, kind, expected", [
+    ("manifest.json", "fifo", "is a FIFO"),          # old: train hung opening it
+    ("manifest.json", "zero", "is a device"),        # old: read /dev/zero until memory ran out
+    ("manifest.json", "huge", str(data.MAX_MANIFEST_BYTES)),  # 64 MiB + 1, sparse: refused by its size (was already)
+    (SHARD, "fifo", "is a FIFO"),                    # old: passed the checks (no per-shard counts), then train hung
+    (SHARD, "zero", "is a device"),
+])
+def test_a_special_or_huge_file_in_the_data_folder_is_one_line_naming_it(demo_data, tmp_path, target, kind, expected):
+    folder = _copy(demo_data, tmp_path)
+    _drop_shard_counts(folder)
+    path = folder / target
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "zero":
+        path.symlink_to("/dev/zero")
+    else:
+        with open(path, "wb") as fh:
+            fh.truncate(data.MAX_MANIFEST_BYTES + 1)
+    found = _bounded(lambda: data.read_manifest(str(folder)))
+    assert isinstance(found, DataError), found
+    message = str(found)
+    assert str(path) in message and expected in message and "\n" not in message, message
+
+
+def test_a_fifo_manifest_stops_train_in_one_line(tools, demo_data, tmp_path):
+    folder = _copy(demo_data, tmp_path)
+    (folder / "manifest.json").unlink()
+    os.mkfifo(folder / "manifest.json")
+    run = tools.run_module(["trainer.task", *tools.fast_flags(folder, tmp_path / "m")], timeout=300)
+    assert run.returncode == 2, run.stderr[-3000:]
+    assert "is a FIFO" in _one_error_line(run)
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("shard_counts", [False, True])
+def test_an_example_count_the_shards_cannot_hold_is_refused_naming_the_file(demo_data, tmp_path, shard_counts):
+    """A manifest claiming 2**50 examples made a one-epoch run endless (2**50 / batch steps): a record takes 16
+    bytes at least, so a count over the shards' bytes / 16 is refused, naming the manifest and the split."""
+    folder = _copy(demo_data, tmp_path)
+    path = folder / "manifest.json"
+    doc = json.loads(path.read_text())
+    train = doc["splits"]["train"]
+    if shard_counts:
+        train["shard_examples"][0] += 2**50
+    else:
+        train.pop("shard_examples")
+    train["examples"] += 2**50
+    path.write_text(json.dumps(doc))
+    with pytest.raises(DataError) as err:
+        data.read_manifest(str(folder))
+    message = str(err.value)
+    assert str(path) in message and "splits.train" in message and str(train["examples"] if not shard_counts
+                                                                          else train["shard_examples"][0]) in message
+
+
 # ---------------------------------------------------------------------------------------------- hangs
 @pytest.mark.parametrize("index", [0, 1])  # 0 is the coordination leader: old code waited forever
 def test_tf_config_peer_that_never_starts_fails_within_the_timeout(tools, demo_data, tmp_path, index):

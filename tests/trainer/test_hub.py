@@ -174,3 +174,30 @@ def test_hubcheck_manifest_constants_match_the_ops_side():
     for name, value in (("HUB_MANIFEST", hubcheck.MANIFEST), ("HUB_MANIFEST_FORMAT", hubcheck.MANIFEST_FORMAT),
                         ("HUB_STAGING", hubcheck.STAGING)):
         assert re.search(rf'^{name} = "{re.escape(value)}"$', source, re.M), name
+
+
+def test_hubcheck_refuses_a_fifo_as_a_local_caches_manifest(tmp_path):
+    """The trainer's one bounded reader (trainer.localfiles): a FIFO in place of a local cache's manifest is an
+    incomplete copy in one line, never opened for a blocking read (old: the check hung the run before training)."""
+    import threading
+
+    from trainer import hubcheck
+    from trainer.errors import DataError
+
+    folder = tmp_path / "cache" / KEY
+    folder.mkdir(parents=True)
+    (folder / "saved_model.pb").write_bytes(b"pb")
+    os.mkfifo(folder / ".tpuctl-manifest.json")
+    found = []
+
+    def run():
+        try:
+            found.append(hubcheck.check(HANDLE, str(tmp_path / "cache")))
+        except DataError as err:
+            found.append(err)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(240)
+    assert found, "the hub cache check blocked on a FIFO"
+    assert isinstance(found[0], DataError) and "is a FIFO" in str(found[0]) and "INCOMPLETE" in str(found[0])

@@ -75,6 +75,37 @@ def test_the_resume_point_is_read_from_the_chiefs_backup(tmp_path):
         backed_up_steps(dirs, STEPS)
 
 
+@pytest.mark.parametrize("epoch, batch, damage, expected", [
+    (1, 3, "truncate", "truncated or damaged"),      # old: IndexError traceback from the checkpoint reader
+    (float("nan"), 1.0, None, "holds epoch nan"),    # old: ValueError traceback (int(NaN))
+    ("x", 1, None, "holds epoch"),                   # old: ValueError traceback (int(b'x'))
+    (2**62, 5, None, "holds epoch"),                 # old: a resume 2**62 epochs on, past the end
+    (-5, -9, None, "holds epoch -5"),                # old: taken as no backup
+    (1, STEPS + 7, None, "holds batch"),             # a batch past this run's epoch
+])
+def test_a_foreign_or_damaged_backup_is_one_line(tmp_path, epoch, batch, damage, expected):
+    """Every parse error one line, every value read back bounded (issue 43): the backup's counters are checked as
+    the trainer wrote them (whole numbers from -1) before a step of input is skipped."""
+    import tensorflow as tf
+
+    from trainer.callbacks import backed_up_steps
+    from trainer.config import OutputDirs
+    from trainer.errors import DataError
+
+    dirs = OutputDirs.resolve(str(tmp_path), {})
+    chief = tmp_path / "checkpoints" / "backup" / "chief"
+    kind = tf.int64 if isinstance(epoch, int) else None
+    saved = tf.train.Checkpoint(ckpt_saved_epoch=tf.Variable(epoch, dtype=kind),
+                                ckpt_saved_batch=tf.Variable(batch, dtype=tf.int64 if isinstance(batch, int) else None))
+    tf.train.CheckpointManager(saved, str(chief), max_to_keep=1).save()
+    if damage == "truncate":
+        [data] = chief.glob("*.data-*")
+        data.write_bytes(b"")
+    with pytest.raises(DataError) as err:
+        backed_up_steps(dirs, STEPS)
+    assert expected in str(err.value) and "remove that folder" in str(err.value), str(err.value)
+
+
 @pytest.mark.slow
 def test_a_run_killed_mid_epoch_resumes_within_backup_every_steps_and_ends_as_good_as_an_uninterrupted_one(
         tools, demo_data, tmp_path):

@@ -14,8 +14,8 @@ from cloud import clients
 from ground import domain
 from ground.errors import UserError
 from ground.outputs import load_outputs
+from tpuctl.commands.options import say, stderr_bar
 from tpuctl.commands.options import stack_outputs as options_stack_outputs
-from tpuctl.commands.options import stderr_bar
 
 _STACK_HELP = "Take project, buckets and principals from this Pulumi stack's outputs."
 _OUTPUTS_HELP = "Take project, buckets and principals from this JSON file (`pulumi stack output --json`)."
@@ -62,19 +62,19 @@ def grant_access(
     )
     plan = access.plan_grants(req, unread=clients.missing_credentials("storage", "crm") if dry_run else None)
     for line in access.render_diff(plan):
-        typer.echo(line)
+        say(line)
     pending = plan.changes or plan.object_acl_buckets
     if not pending:
-        typer.echo("nothing to revoke: none of the named members hold the named roles" if revoke
+        say("nothing to revoke: none of the named members hold the named roles" if revoke
                    else "everything is already granted; nothing written")
         return
     if dry_run:
-        typer.echo(f"dry run: {len(plan.changes)} change(s) shown, nothing written")
+        say(f"dry run: {len(plan.changes)} change(s) shown, nothing written")
         return
     _confirm_or_refuse(yes, f"writes {len(plan.changes)} change(s)")
-    written = access.execute(plan, log=typer.echo,
+    written = access.execute(plan, log=say,
                              object_progress=lambda bucket: stderr_bar(f"gs://{bucket} objects", data=False))
-    typer.echo(f"done: {len(written)} change(s) written")
+    say(f"done: {len(written)} change(s) written")
 
 
 def doctor(
@@ -88,11 +88,11 @@ def doctor(
         raise UserError("give --stack NAME or --outputs FILE (or at least --project)")
     failed = 0
     for check in doctor_mod.run_checks(stack_outputs, project=project):
-        typer.echo(check.line())
+        say(check.line())
         failed += not check.ok
     if failed:
         raise UserError(f"{failed} check(s) failed", exit_code=1)
-    typer.echo("all checks passed")
+    say("all checks passed")
 
 
 def bootstrap(
@@ -112,16 +112,16 @@ def bootstrap(
     unread = clients.missing_credentials("serviceusage", "storage") if dry_run else None
     plan = state.plan_bootstrap(project, bucket=bucket, location=location, agents=agents, zone=zone, unread=unread)
     for line in plan.lines():
-        typer.echo(line)
+        say(line)
     if not plan.pending:
-        typer.echo("already bootstrapped; nothing to do")
+        say("already bootstrapped; nothing to do")
     elif dry_run:
-        typer.echo("dry run: nothing changed")
+        say("dry run: nothing changed")
         return
     else:
         _confirm_or_refuse(yes, "creates/enables the items marked +")
-        state.execute(plan, log=typer.echo)
-    typer.echo(f"pulumi login {plan.backend_url}")
+        state.execute(plan, log=say)
+    say(f"pulumi login {plan.backend_url}")
 
 
 def register(app: typer.Typer) -> None:

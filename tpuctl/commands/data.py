@@ -83,9 +83,9 @@ def _render(summary: dict, as_json: bool) -> None:
         rows.append(("objects uploaded", summary["uploaded"]))
     for key, value in rows:
         if value is not None:
-            table.add_row(key, str(value))
+            table.add_row(key, shown(value, markup=True))       # class names are folder names: never markup
     console = Console()
-    console.print(f"written to: {summary.get('destination')}", soft_wrap=True)
+    console.print(f"written to: {shown(summary.get('destination'), markup=True)}", soft_wrap=True)
     console.print(table)
     reasons = {r.get("file"): r.get("reason") for r in summary.get("skipped_reasons") or [] if isinstance(r, dict)}
     for path in summary.get("skipped_files") or []:

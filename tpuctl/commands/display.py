@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Column
 
 from ground.envs import trainer_python
-from tpuctl.commands.options import program, tpuctl_program
+from tpuctl.commands.options import program, shown, tpuctl_program
 from tpuctl.services.supervisor import write_quietly
 from trainer import protocol
 
@@ -153,7 +153,7 @@ class _Sink:
             if not (line.strip() and self.keep(line)):
                 continue
             if self.target is None:
-                self.display._print(line)
+                self.display._print(shown(line))    # a file or class name in a trainer's line: no escapes
             else:
                 write_quietly(self.target, line + "\n")
 

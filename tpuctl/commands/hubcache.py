@@ -13,7 +13,7 @@ from ground import domain
 from ground.envs import REPO_ROOT
 from ground.errors import EXIT_INTERRUPTED, UserError
 from ground.outputs import load_outputs
-from tpuctl.commands.options import stderr_bar
+from tpuctl.commands.options import say, stderr_bar
 
 hub_app = typer.Typer(help="TF-Hub models in tensorflow_hub's cache layout (<TFHUB_CACHE_DIR>/<sha1(handle)>/).",
                       no_args_is_help=True)
@@ -78,12 +78,12 @@ def add(
             model.cleanup()
         reused = f", {len(result.reused)} resumed" if result.reused else ""
         cleaned = f", {result.cleaned} staging object(s) removed" if result.cleaned else ""
-        typer.echo(f"{handle} -> gs://{name}/{prefix}/{model.key}/  "
+        say(f"{handle} -> gs://{name}/{prefix}/{model.key}/  "
                    f"({len(result.uploaded)} uploaded, {len(result.skipped)} unchanged{reused}{cleaned}; complete)")
         if result.extra:
-            typer.echo(f"  note: {len(result.extra)} object(s) there are not part of this model: "
+            say(f"  note: {len(result.extra)} object(s) there are not part of this model: "
                        + ", ".join(result.extra[:5]))
-    typer.echo(f"TFHUB_CACHE_DIR={domain.tfhub_cache_dir(name, prefix)}")
+    say(f"TFHUB_CACHE_DIR={domain.tfhub_cache_dir(name, prefix)}")
 
 
 @hub_app.command("ls")
@@ -106,14 +106,14 @@ def ls(
         else:
             state = f"INCOMPLETE ({e.problem}; repair: tpuctl hub-cache add {e.handle or 'HANDLE'} {repair_target})"
         staged = f"  [{e.staging} staged object(s) of an interrupted upload]" if e.staging else ""
-        typer.echo(f"{e.key}  {e.handle or '?'}  {e.files} files  {e.size} bytes  {state}{staged}")
+        say(f"{e.key}  {e.handle or '?'}  {e.files} files  {e.size} bytes  {state}{staged}")
     seen = {e.key for e in entries}
     for h in sorted(configured):
         if domain.hub_cache_key(h) not in seen:
-            typer.echo(f"{domain.hub_cache_key(h)}  {h}  MISSING (run: tpuctl hub-cache add {h} {repair_target})")
+            say(f"{domain.hub_cache_key(h)}  {h}  MISSING (run: tpuctl hub-cache add {h} {repair_target})")
     if not entries and not configured:
-        typer.echo(f"gs://{name}/{prefix}/ holds no hub models")
-    typer.echo(f"TFHUB_CACHE_DIR={domain.tfhub_cache_dir(name, prefix)}")
+        say(f"gs://{name}/{prefix}/ holds no hub models")
+    say(f"TFHUB_CACHE_DIR={domain.tfhub_cache_dir(name, prefix)}")
 
 
 @hub_app.command("fetch")
@@ -137,8 +137,8 @@ def fetch(
             path, replaced = hubcache.install_local(model, dest)
         finally:
             model.cleanup()
-        typer.echo(f"{handle} -> {path}{' (replaced)' if replaced else ''}")
-    typer.echo(f"TFHUB_CACHE_DIR={dest.resolve()}")
+        say(f"{handle} -> {path}{' (replaced)' if replaced else ''}")
+    say(f"TFHUB_CACHE_DIR={dest.resolve()}")
 
 
 def register(app: typer.Typer) -> None:

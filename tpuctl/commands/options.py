@@ -118,8 +118,15 @@ def natural_width(headers: list[str], rows: list[list[str]]) -> int:
     return sum(widths) + 3 * len(widths) + 1
 
 
+def say(message: str, *, err: bool = False) -> None:
+    """The one way a line of text reaches the terminal when it holds text from a file, a folder, the user or a
+    server (a class folder's name, a SKU's description, a hub manifest's handle): each line through ``shown``, so an
+    escape sequence (``ESC ] 0 ; title BEL``, ``ESC [ 2 J``) is neutralised and the lines stay the lines."""
+    typer.echo("\n".join(shown(line) for line in str(message).split("\n")), err=err)
+
+
 def echo_err(message: str) -> None:
-    typer.echo(message, err=True)
+    say(message, err=True)
 
 
 def echo_result(result: dict) -> None:

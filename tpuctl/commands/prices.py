@@ -10,7 +10,7 @@ import typer
 from ground import domain
 from ground.domain.names import validate_region
 from ground.errors import UserError
-from tpuctl.commands.options import echo_err
+from tpuctl.commands.options import echo_err, say
 from tpuctl.services import prices
 from tpuctl.services.runs.vertex import machine_spec
 
@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
 def refresh() -> None:
     """Read the SKUs of Vertex AI, Compute Engine and Cloud TPU and write the dated cache estimates use."""
     catalogue, path = prices.refresh()
-    typer.echo(f"cached {len(catalogue.skus)} SKUs from {catalogue.label} in {path}")
+    say(f"cached {len(catalogue.skus)} SKUs from {catalogue.label} in {path}")
 
 
 @prices_app.command("show")
@@ -79,13 +79,13 @@ def show(
                                               int(spec.get("accelerator_count") or 0), region, spot,
                                               spec.get("tpu_topology"))
     kind = "Spot" if spot else "on-demand"
-    typer.echo(f"{title}, {region}, {kind}:")
+    say(f"{title}, {region}, {kind}:")
     for c in hourly.components:
-        typer.echo(f"  {c.label}: {c.quantity:g} × ${c.unit_usd:.6g}/{c.per} = ${c.usd:.4f}/h   [{c.sku}]")
-    typer.echo(f"  total: ${hourly.usd:.4f}/h")
+        say(f"  {c.label}: {c.quantity:g} × ${c.unit_usd:.6g}/{c.per} = ${c.usd:.4f}/h   [{c.sku}]")
+    say(f"  total: ${hourly.usd:.4f}/h")
     if replicas is not None and target is PriceTarget.vertex:
-        typer.echo(f"  a cluster of {replicas}: ${hourly.usd * replicas:.4f}/h while it exists, jobs or not "
-                   f"(`tpuctl cluster create NAME -a {accelerator.strip().lower()} --replicas {replicas}`)")
+        say(f"  a cluster of {replicas}: ${hourly.usd * replicas:.4f}/h while it exists, jobs or not "
+            f"(`tpuctl cluster create NAME -a {accelerator.strip().lower()} --replicas {replicas}`)")
     if hourly.note:
-        typer.echo(f"  note: {hourly.note}")
-    typer.echo(f"source: {hourly.source}")
+        say(f"  note: {hourly.note}")
+    say(f"source: {hourly.source}")

@@ -12,7 +12,7 @@ import typer
 from ground import domain
 from ground.domain.prediction import DEFAULT_PREDICTION_MACHINE, TF_SERVING_IMAGE
 from ground.errors import UserError
-from tpuctl.commands.options import image_ref, shown, stack_outputs, strict_json
+from tpuctl.commands.options import image_ref, say, shown, stack_outputs, strict_json
 from tpuctl.services import serving
 
 _DIR = typer.Option("runs", "--dir", help="Folder of local runs (RUN may be a run name or a unique prefix).")
@@ -119,14 +119,14 @@ def predict(
         plan = serving.plan_batch(batch, target, stack_outputs(stack, outputs, dry_run=dry_run), runs_dir=base, region=region,
                                   machine_type=machine_type, max_replicas=max_replicas, image=image)
         if plan.warning:
-            typer.echo(plan.warning, err=True)
+            say(plan.warning, err=True)
         job = serving.build_batch_job(plan)
         if dry_run:
             typer.echo(json.dumps({"parent": plan.parent, "batchPredictionJob": serving.as_rest(job)}, indent=2))
             return
-        created = serving.submit_batch(plan, echo=lambda m: typer.echo(m, err=True))
-        typer.echo(f"batch prediction job: {created.name}")
-        typer.echo(f"predictions will be written under {plan.output_prefix}")
+        created = serving.submit_batch(plan, echo=lambda m: say(m, err=True))
+        say(f"batch prediction job: {created.name}")
+        say(f"predictions will be written under {plan.output_prefix}")
         return
     if not 1 <= top <= 1000:
         raise UserError(f"--top must be 1-1000 (got {top})")
@@ -168,11 +168,11 @@ def deploy(
                                min_replicas=min_replicas, max_replicas=max_replicas, endpoint=endpoint, image=image,
                                tf_serving=tf_serving)
     if plan.warning:
-        typer.echo(plan.warning, err=True)
+        say(plan.warning, err=True)
     if dry_run:
         typer.echo(json.dumps(serving.dry_run_document(plan), indent=2))
         return
-    done = serving.deploy(plan, echo=lambda m: typer.echo(m, err=True))
+    done = serving.deploy(plan, echo=lambda m: say(m, err=True))
     typer.echo(f"deployed model {done.model} to {done.endpoint} (deployed model id {done.deployed_model_id}, "
                "100% of traffic)")
     typer.echo(f"predict: tpuctl predict {done.endpoint} IMAGE...")

@@ -33,7 +33,7 @@ from cloud.uploads import upload_files
 from ground import domain
 from ground.envs import cache_dir, trainer_env
 from ground.errors import EXIT_INTERRUPTED, UserError
-from ground.files import replace_folder
+from ground.files import read_file, replace_folder
 from ground.localtree import user_path
 from ground.storagepath import GsPath, is_gs
 from tpuctl.services.supervisor import Task, TaskFailed, run_tasks, signal_handlers, trainer_module_argv
@@ -340,18 +340,24 @@ def _run_to(dest: str, module: str, build_args: Callable[[Path], list[str]],
 # The embedded demo dataset, generated once into the local cache
 # --------------------------------------------------------------------------------------------
 
+#: The demo manifest is a few KB (it names four shards).
+MAX_DEMO_MANIFEST_BYTES = 1 << 20
+
+
 def demo_data_dir() -> Path:
     return cache_dir() / "demo-data"
 
 
 def demo_data_complete(folder: Path) -> bool:
     """Manifest present and parseable, and train + validation shards (and every file it names) there."""
-    manifest = folder / "manifest.json"
-    try:
-        data = json.loads(manifest.read_text())
-    except (OSError, json.JSONDecodeError):
+    try:  # bounded and never blocking: a FIFO or a link to a device in its place is an incomplete dataset, made again
+        data = json.loads(read_file(folder / "manifest.json", "demo manifest", MAX_DEMO_MANIFEST_BYTES, hint=""))
+    except (UserError, ValueError, RecursionError):
         return False
-    names = {p.name for p in folder.iterdir() if p.is_file()}
+    if not folder.is_dir():
+        return False
+    # regular files only (a FIFO in place of a shard would hang the trainer): the dataset is made again
+    names = {p.name for p in folder.iterdir() if p.is_file() and not p.is_symlink()}
     if not any("-train-" in n for n in names) or not any("-validation-" in n for n in names):
         return False
     return all(ref in names for ref in _file_refs(data))

@@ -78,6 +78,10 @@ class Catalogue:
             raise ValueError(f"cache version {raw.get('version')!r}")
         skus = tuple(domain.SkuRecord(**{**s, "regions": tuple(s["regions"]), "usd": float(s["usd"])})
                      for s in raw["skus"])
+        for sku in skus:    # read back with the bound it was written with: a bad price makes the cache unusable
+            problem = domain.price_problem(sku)
+            if problem:
+                raise ValueError(problem)
         fetched = datetime.fromisoformat(raw["fetched"])
         if fetched.tzinfo is None:
             raise ValueError("fetched has no time zone")
@@ -165,6 +169,10 @@ def fetch_catalogue(client=None, *, now: datetime | None = None) -> Catalogue:
                               "skus", f"services/{service_id}/skus"):
                 record = sku_record(sku, key)
                 if record is not None and domain.wanted(record):
+                    problem = domain.price_problem(record)
+                    if problem:
+                        raise UserError(f"the Cloud Billing catalogue's {problem}; nothing was cached (estimates "
+                                        "and --budget keep the previous prices): please report it", 1)
                     kept.append(record)
     endpoint = base_url("cloudbilling").split("://", 1)[-1]
     return Catalogue(tuple(kept), now or datetime.now(UTC), endpoint, services)

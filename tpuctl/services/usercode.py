@@ -21,12 +21,14 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from ground.errors import UserError
-from ground.files import printable
+from ground.files import printable, read_file
 from ground.localtree import TreeFile, scan_tree, user_path
 
 #: What a project folder may hold, at the most (the code and small assets: data belongs in a bucket).
 MAX_PROJECT_FILES = 5_000
 MAX_PROJECT_BYTES = 100 * 1024 * 1024
+#: A .gitignore, .dockerignore or requirements.txt is read whole: a few KB, at most this.
+MAX_IGNORE_BYTES = 1024 * 1024
 #: Never code: left out of every project.
 ALWAYS_LEFT_OUT = [".git/", ".hg/", ".svn/", "__pycache__/", "*.pyc", ".venv/", "venv/", ".venv-*/", "env/",
                    ".mypy_cache/", ".pytest_cache/", ".ruff_cache/", ".ipynb_checkpoints/", ".tpuctl-cache/",
@@ -77,11 +79,9 @@ def _ignore_lines(root: Path, name: str) -> list[str]:
     path = root / name
     if not path.is_file():
         return []
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise UserError(f"--code {root}: cannot read {name} ({exc.strerror or exc})") from None
-    return text.splitlines()[:10_000]
+    # bounded and never blocking (ground.files): an ignore file is a few lines, a 5 GB one is not read whole
+    text = read_file(path, f"--code {root}: {name}", MAX_IGNORE_BYTES, hint="an ignore file is a list of patterns")
+    return text.decode("utf-8", "replace").splitlines()[:10_000]
 
 
 def scan_project(folder: str | Path) -> Project:
@@ -143,7 +143,9 @@ def check_requirements(project: Project, lock: Path) -> list[str]:
         return []
     pins = pinned_versions(lock)
     lines = []
-    for number, raw in enumerate(req.path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+    text = read_file(req.path, f"--code {project.root}: {REQUIREMENTS}", MAX_IGNORE_BYTES,
+                     hint="a requirements file is a list of packages").decode("utf-8", "replace")
+    for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.split(" #", 1)[0].strip()
         if not line or line.startswith("#"):
             continue

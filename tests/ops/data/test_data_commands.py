@@ -246,3 +246,20 @@ def test_ctrl_c_during_a_local_rerun_keeps_the_earlier_dataset(cli, jpegs, tmp_p
     assert err.strip().splitlines()[-1].startswith("error: interrupted by SIGINT")
     assert {p.name: p.read_bytes() for p in dest.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["records", "slow"], err[-3000:]
+
+
+def test_folder_names_reach_the_terminal_as_text(cli, jpegs, tmp_path):
+    """One sanitiser for every string that reaches a terminal (issue 43): class folder names and the destination
+    are never parsed as rich markup (a path with `[/x]` raised MarkupError) and their escape sequences (a window
+    title, a screen clear) never reach the terminal."""
+    import shutil
+
+    src = tmp_path / "src"
+    names = {"cat": "[bold]cat", "dog": "\x1b]0;evil\x07dog", "owl": "\x1b[2Jowl"}
+    for old, new in names.items():
+        shutil.copytree(jpegs / old, src / new)
+    dest = tmp_path / "[" / "x]"           # written to: …/[/x]]
+    proc = cli(["data", "make-tfrecords", str(src), str(dest)])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout, repr(proc.stdout)
+    assert f"written to: {dest}" in proc.stdout and "[bold]cat" in proc.stdout, proc.stdout

@@ -154,3 +154,33 @@ def test_a_concurrent_writers_objects_are_neither_replaced_nor_deleted(tmp_path)
     assert msg.startswith("uploading c.tfrecord to gs://bkt/pets ") and "(1 of 4 files)" in msg, msg
     assert "appeared meanwhile" in msg and "another run" in msg and "removed the 1 object(s)" in msg, msg
     assert bucket.objects == {"pets/a.tfrecord": 50, "pets/c.tfrecord": 7}  # theirs, untouched
+
+
+@pytest.mark.parametrize("special", ["manifest.json", "d-train-00000-of-00001.tfrecord"])
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+def test_a_special_file_in_the_demo_dataset_makes_it_incomplete_without_blocking(tmp_path, special, kind):
+    """The one bounded reader (issue 43): a FIFO or a link to a device in the cached demo dataset counts as an
+    incomplete dataset (made again) instead of hanging `tpuctl train` (old: the manifest was read with read_text,
+    a FIFO blocked it forever; a FIFO shard passed and hung the trainer)."""
+    import json
+    import os
+    import threading
+
+    folder = tmp_path / "demo-data"
+    folder.mkdir()
+    shards = ["d-train-00000-of-00001.tfrecord", "d-validation-00000-of-00001.tfrecord"]
+    for name in shards:
+        (folder / name).write_bytes(b"x" * 64)
+    (folder / "manifest.json").write_text(json.dumps({"splits": {"train": {"files": shards[:1]},
+                                                                 "validation": {"files": shards[1:]}}}))
+    assert datatools.demo_data_complete(folder)
+    (folder / special).unlink()
+    if kind == "fifo":
+        os.mkfifo(folder / special)
+    else:
+        (folder / special).symlink_to("/dev/zero")
+    found = []
+    thread = threading.Thread(target=lambda: found.append(datatools.demo_data_complete(folder)), daemon=True)
+    thread.start()
+    thread.join(240)
+    assert found == [False]

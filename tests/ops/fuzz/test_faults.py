@@ -301,3 +301,60 @@ def test_credentials_in_an_endpoint_variable_are_never_echoed(tmp_path):
     line = error_line(proc, 1, alone=True)
     assert "s3cret-pw" not in proc.stderr + proc.stdout and "alice" not in line, line
     assert url.split("@")[1] in line and "set by STORAGE_EMULATOR_HOST" in line, line
+
+
+@pytest.mark.parametrize("variable, args", [
+    ("TPUCTL_CLOUDBILLING_ENDPOINT", ["prices", "refresh"]),
+    ("STORAGE_EMULATOR_HOST", ["runs", "ls", "--dir", "gs://some-bucket/runs"]),
+])
+@pytest.mark.parametrize("value, why", [
+    ("http://alice:s3cret-pw@[::1", "Invalid IPv6 URL"),     # old: ValueError traceback from urllib
+    ("http://[::1]:99999", "Port out of range"),             # old: 'Failed to parse' at the first request
+    ("ftp://127.0.0.1:21", "not an endpoint URL"),
+    ("http://:8080", "not an endpoint URL"),
+])
+def test_an_endpoint_variable_that_is_no_url_is_one_line_naming_it(tmp_path, variable, args, value, why):
+    """Every parse error one line (issue 43): an endpoint variable is checked where it is read."""
+    result = invoke(args, env={variable: value, "TPUCTL_CACHE_DIR": str(tmp_path / "cache")})
+    line = _one_line(result)
+    assert line.startswith(f"error: {variable}=") and why in line, line
+    assert "s3cret-pw" not in result.output, result.output
+
+
+@pytest.fixture
+def html_200():
+    """An endpoint that answers every request 200 with an HTML page (a proxy's or a captive portal's)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def _answer(self):
+            body = b"<html><body>Please log in to the hotel Wi-Fi</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.mark.parametrize("variable, args", [
+    ("TPUCTL_CLOUDBILLING_ENDPOINT", ["prices", "refresh"]),                    # old: ParseError traceback
+    ("TPUCTL_TPU_ENDPOINT", ["tpu", "list", "--zone", "us-central1-a", "--project", "my-project-1"]),   # the same
+    ("STORAGE_EMULATOR_HOST", ["runs", "ls", "--dir", "gs://some-bucket/runs"]),   # old: 'cannot reach'
+])
+def test_a_200_that_is_not_the_apis_json_is_one_line(tmp_path, html_200, variable, args):
+    """Every parse error one line (issue 43's hostile trial: ParseError from a non-JSON 200)."""
+    result = invoke(args, env={variable: html_200, "TPUCTL_CACHE_DIR": str(tmp_path / "cache")})
+    line = _one_line(result, 1)
+    assert "answer is not its JSON" in line, line

@@ -318,3 +318,113 @@ def test_the_prefix_help_names_the_catalogue_default(command):
 
     r = invoke(["hub-cache", command, "--help"], env={"COLUMNS": "400"})
     assert r.exit_code == 0 and f"default is {domain.DEFAULT_HUB_CACHE_PREFIX})" in " ".join(r.stdout.split())
+
+
+def _link_ladder(path: Path, depth: int) -> Path:
+    """An archive of in-tree links only: rung k holds two links to rung k-1, so rung ``depth`` reaches the one file
+    of rung 0 by 2**depth paths (depth 26: 791 bytes, 2**26 paths to walk, issue 43's hostile trial)."""
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in {"saved_model.pb": b"\x08\x01", "r0/f": b"x"}.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        for k in range(1, depth + 1):
+            for side in "ab":
+                link = tarfile.TarInfo(f"r{k}/{side}")
+                link.type, link.linkname = tarfile.SYMTYPE, f"../r{k - 1}"
+                tar.addfile(link)
+    return path
+
+
+@pytest.mark.parametrize("depth, bound", [(12, 1000), (26, None)])
+def test_an_archive_of_links_to_folders_is_refused_by_the_entries_walked(tmp_path, monkeypatch, depth, bound):
+    """The scan walks a link to a folder again for every path to it: bounded by the entries it visits (old: 2**26
+    paths for a 791-byte archive; 2**12 with a bound of 1000 were all copied)."""
+    from bootstrap.hubcache import model
+
+    if bound is not None:
+        monkeypatch.setattr(model, "MAX_MODEL_FILES", bound)
+    ladder = _link_ladder(tmp_path / "ladder.tar.gz", depth)
+    r = run("hub-cache", "fetch", "https://example.com/ladder/1", "--from", str(ladder), "--dest", str(tmp_path / "c"))
+    line = error_line(r, 2, alone=True)
+    assert f"more than {model.MAX_MODEL_FILES:,} entries" in line, line
+    assert not (tmp_path / "c").exists()
+
+
+@pytest.fixture
+def drip_server():
+    """An HTTP server that promises 10 MB and sends one byte every 0.2 s, for 120 s at most (then hangs up)."""
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(10_000_000))
+            self.end_headers()
+            ends = time.monotonic() + 120
+            try:
+                while time.monotonic() < ends:
+                    self.wfile.write(b"\0")
+                    self.wfile.flush()
+                    time.sleep(0.2)
+            except OSError:
+                pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/models/drip/1"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_a_download_that_drips_ends_at_its_deadline_in_one_line(drip_server, tmp_path, monkeypatch):
+    """Every read answers within the per-read timeout, so only a deadline on the whole download ends it (old: it
+    went on for as long as the server dripped)."""
+    import tempfile
+
+    from bootstrap.hubcache import model
+
+    monkeypatch.setattr(model, "DOWNLOAD_DEADLINE", 3, raising=False)   # (old code: no deadline)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    r = run("hub-cache", "fetch", drip_server, "--dest", str(tmp_path / "c"))
+    line = error_line(r, 1, alone=True)
+    assert drip_server in line and "not finished within 3 s" in line, line
+    assert _no_workdir_left(tmp_path) and not (tmp_path / "c").exists()
+
+
+def test_a_handle_from_a_hub_manifest_reaches_the_terminal_without_escape_sequences(gcs, tmp_path):
+    """One sanitiser for every string that reaches a terminal (issue 43): `ls` prints the handle a manifest in the
+    bucket names (anyone who can write the bucket wrote it), `add` and `fetch` the handle given."""
+    model = make_fake_model(tmp_path / "m")
+    handle = "https://example.com/\x1b]0;evil\x07m/\x1b[2J1"
+    for args in (("add", handle, "--from", str(model), "--bucket", "hub-bkt"),
+                 ("ls", "--bucket", "hub-bkt"),
+                 ("fetch", handle, "--from", str(model), "--dest", str(tmp_path / "c"))):
+        r = run("hub-cache", *args)
+        assert r.exit_code == 0, r.output
+        assert "\x1b" not in r.output and "\x07" not in r.output, repr(r.output)
+        assert "https://example.com/" in r.stdout and "m/1" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("manifest, expected", [
+    (b"[1, 2]", "INCOMPLETE"),                       # old: AttributeError traceback ('list' has no .get)
+    (b"{" + b" " * 5000 + b"}", "larger than 4096 bytes"),   # read bounded: never downloaded whole
+])
+def test_a_hostile_hub_manifest_in_the_bucket_is_read_bounded_and_shown_in_one_line(gcs, monkeypatch, manifest,
+                                                                                   expected):
+    from bootstrap.hubcache import bucket
+
+    monkeypatch.setattr(bucket, "MAX_MANIFEST_BYTES", 4096, raising=False)   # (old code: read whole)
+    handle = "https://tfhub.dev/example/tiny/1"
+    key = hashlib.sha1(handle.encode()).hexdigest()
+    blobs = gcs.bucket("hub-bkt")
+    blobs.blob(f"model-cache/{key}/saved_model.pb").upload_from_string(b"pb")
+    blobs.blob(f"model-cache/{key}/.tpuctl-manifest.json").upload_from_string(manifest)
+    r = run("hub-cache", "ls", "--bucket", "hub-bkt")
+    assert "Traceback" not in r.output
+    assert expected in (r.stdout if r.exit_code == 0 else error_line(r, 2, alone=True)), r.output

@@ -223,3 +223,62 @@ def test_a_catalogue_that_pages_in_a_circle_is_one_line_and_nothing_is_cached(ca
     line = error_line(result, 1, alone=True)
     assert "repeated a page token" in line and "/skus" in line, line
     assert not prices.cache_path().exists()
+
+
+@pytest.mark.parametrize("usd", [-0.44, -5.0, 1e12])
+def test_a_bad_sku_price_from_the_catalogue_is_one_line_naming_the_sku_and_nothing_is_cached(catalog, usd):
+    """Issue 43's hostile trial: a negative SKU price made `--budget` unable to stop a run (the spend went down)."""
+    skus = default_skus()
+    bad = sku(VERTEX, 999, "Vertex AI Training on NVIDIA Tesla T4 GPU running in Americas", "OnDemand",
+              "us-central1", usd)
+    skus[VERTEX] = [s for s in skus[VERTEX] if s["description"] != bad["description"]] + [bad]
+    catalog(skus=skus)
+    line = error_line(invoke(["prices", "refresh"]), 1, alone=True)
+    assert bad["skuId"] in line and "bad price" in line, line
+    assert not prices.cache_path().exists()
+
+
+@pytest.mark.parametrize("usd", [float("nan"), float("inf"), -0.5, 1e12])
+def test_a_cached_price_outside_the_bounds_makes_the_cache_unusable(default_catalog, outputs_file, usd):
+    """A price read back from disk has the bound it was fetched with: the estimate never uses it (a NaN made every
+    budget comparison false, a negative one made the spend go down)."""
+    assert invoke(["prices", "refresh"]).exit_code == 0
+    path = prices.cache_path()
+    doc = json.loads(path.read_text())
+    [t4] = [s for s in doc["skus"] if s["description"] == "Vertex AI Training on NVIDIA Tesla T4 GPU running in Americas"]
+    t4["usd"] = usd
+    path.write_text(json.dumps(doc))
+    assert prices.read_cache() is None
+    shown = invoke(["train", "--target", "vertex", "--dry-run", "--outputs", outputs_file, "-a", "gpu-t4"])
+    assert shown.exit_code == 0, shown.stderr
+    assert "$-" not in shown.stderr and "nan" not in shown.stderr.lower(), shown.stderr
+
+
+def test_a_sku_description_reaches_the_terminal_without_its_escape_sequences(catalog):
+    """One sanitiser for every string that reaches a terminal (issue 43): a SKU's description is the API's text."""
+    skus = default_skus()
+    for raw in skus[VERTEX]:
+        if raw["description"] == "Vertex AI Training on NVIDIA Tesla T4 GPU running in Americas":
+            raw["description"] = "\x1b]0;evil\x07\x1b[2J" + raw["description"] + " [/x]"
+    catalog(skus=skus)
+    assert invoke(["prices", "refresh"]).exit_code == 0
+    shown = invoke(["prices", "show", "-a", "gpu-t4"])
+    assert shown.exit_code == 0, shown.stderr
+    [t4] = [line for line in shown.stdout.splitlines() if "NVIDIA_TESLA_T4" in line]
+    assert "Tesla T4 GPU running in Americas [/x]]" in t4 and "\x1b" not in shown.stdout and "\x07" not in t4, t4
+
+
+def test_a_run_priced_at_zero_cannot_be_held_to_a_budget(catalog, outputs_file):
+    """A price of 0 is a price, but a spend that never grows never reaches --budget (issue 43's hostile class: a
+    price that makes --budget unable to stop a run): one line, nothing launched."""
+    skus = default_skus()
+    for raw in skus[VERTEX]:
+        if raw["category"]["resourceGroup"] == "" and "Americas" in raw["description"] and "Spot" not in raw["description"]:
+            raw["pricingInfo"][0]["pricingExpression"]["tieredRates"][0]["unitPrice"] = {
+                "currencyCode": "USD", "units": "0", "nanos": 0}
+    catalog(skus=skus)
+    assert invoke(["prices", "refresh"]).exit_code == 0
+    refused = invoke(["train", "--target", "vertex", "--dry-run", "--outputs", outputs_file, "-a", "gpu-t4",
+                      "--budget", "100"])
+    line = error_line(refused, 2)
+    assert "--budget $100.00" in line and "costs $0.00" in line, line

@@ -107,3 +107,16 @@ def test_the_live_row_keeps_its_epoch_steps_and_eta_at_80_columns_and_goes_at_th
     assert "loss" not in row                                  # epoch 1's numbers are the line above, not the row
     display.close()
     assert "epoch 1/10: loss=0.1235" in screen.getvalue()
+
+
+def test_a_trainer_line_reaches_the_terminal_without_its_escape_sequences():
+    """One sanitiser for every string that reaches a terminal (issue 43): a trainer's error line quotes a file or a
+    class folder's name, whose escape sequences (a window title, a screen clear) must not reach the terminal."""
+    import io
+
+    from tpuctl.commands.display import TrainDisplay
+
+    screen = io.StringIO()
+    display = TrainDisplay(terminal=False, stream=screen)
+    display.stderr_sink().write("error: shard /d/\x1b]0;evil\x07x\x1b[2J.tfrecord [/x] is a FIFO\n")
+    assert screen.getvalue() == "error: shard /d/x.tfrecord [/x] is a FIFO\n", repr(screen.getvalue())

@@ -149,3 +149,12 @@ def test_a_local_command_dry_run_shows_the_processes_in_the_project_folder(proje
     r = invoke(["train", "--target", "vertex", "--outputs", outputs, "--model", "model.py:build", "--data-dir",
                 "gs://tpuctl-my-project-1-data/t", "--python-package", "--dry-run"])
     assert r.exit_code == 2 and "--python-package" in r.stderr
+
+
+def test_an_ignore_file_is_read_bounded(project, monkeypatch):
+    """The one bounded reader (issue 43): an ignore file is read through ground.files.read_file (a 5 GB
+    .gitignore was read whole); over the bound is one line naming it."""
+    monkeypatch.setattr(usercode, "MAX_IGNORE_BYTES", 1000, raising=False)   # (old code: no bound)
+    (project / ".gitignore").write_text("data/\n" * 500)
+    with pytest.raises(UserError, match=r"\.gitignore is larger than 1000 bytes"):
+        usercode.scan_project(project)

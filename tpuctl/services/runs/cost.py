@@ -263,6 +263,9 @@ def check_budget(estimate: CostEstimate, budget: float | None) -> None:
     maximum = estimate.maximum
     if maximum is None:
         raise UserError(f"cannot check --budget ${budget:.2f}: " + "; ".join(estimate.missing))
+    if not maximum > 0:     # a spend that never grows never reaches a budget (a SKU priced $0, issue 43)
+        raise UserError(f"cannot check --budget ${budget:.2f}: the prices say this run costs ${maximum:.2f} "
+                        f"({estimate.source or 'no price source'}); run `tpuctl prices refresh`, or leave --budget out")
     if maximum > budget:
         per = f" × {estimate.trials} trials" if estimate.trials > 1 else ""
         span = estimate.run_time_name or format_exact(estimate.run_time)
