@@ -10,7 +10,7 @@ import typer
 
 from ground.envs import REPO_ROOT
 from ground.errors import UserError
-from tpuctl.commands.options import stack_outputs
+from tpuctl.commands.options import say, stack_outputs
 from tpuctl.services import image, usercode
 
 image_app = typer.Typer(
@@ -34,7 +34,7 @@ def _project(code, variant: str, *, check: bool = False):
     if check:
         usercode.check_requirements(project, REPO_ROOT / image.lock_file(variant))
         if project.secrets:
-            typer.echo(f"note: left out of the image as secrets: {', '.join(project.secrets)}", err=True)
+            say(f"note: left out of the image as secrets: {', '.join(project.secrets)}", err=True)
     return project
 
 
@@ -63,13 +63,13 @@ def tag(
     and your project)."""
     project = _project(code, image.check_variant(variant))
     if local:
-        typer.echo(image.local_name(variant, project=project))
+        say(image.local_name(variant, project=project))
         return
     if stack is None and outputs is None:
-        typer.echo(image.code_tag(variant, project) if project else image.image_tag(variant))
+        say(image.code_tag(variant, project) if project else image.image_tag(variant))
         return
     _, ref = _ref(variant, stack, outputs, repository, code=project)
-    typer.echo(ref.uri)
+    say(ref.uri)
 
 
 @image_app.command("build")
@@ -91,18 +91,18 @@ def build(
     if local and stack is None and outputs is None and project is None:
         # No stack: a local image only (run it with docker run, see docs/image.md).
         if dry_run:
-            typer.echo(f"would build {image.local_name(variant, project=user)} locally from {dockerfiles}")
+            say(f"would build {image.local_name(variant, project=user)} locally from {dockerfiles}")
             return
         name, built = image.build_local(variant, project=user)
-        typer.echo(f"built {name}" if built else f"{name} already exists: nothing to build")
+        say(f"built {name}" if built else f"{name} already exists: nothing to build")
         return
     so, ref = _ref(variant, stack, outputs, repository, project, region, dry_run=dry_run, code=user)
     if local:
         if dry_run:
-            typer.echo(f"would build {image.local_name(variant, project=user)} locally from {dockerfiles}, tagged {ref.uri}")
+            say(f"would build {image.local_name(variant, project=user)} locally from {dockerfiles}, tagged {ref.uri}")
             return
         name, built = image.build_local(variant, also_tag=ref.uri, project=user)
-        typer.echo(f"{'built' if built else 'already built'} {name}, tagged {ref.uri} (push it with: docker push {ref.uri})")
+        say(f"{'built' if built else 'already built'} {name}, tagged {ref.uri} (push it with: docker push {ref.uri})")
         return
     staging = so.bucket("staging") if so else None
     if not staging:
@@ -113,8 +113,8 @@ def build(
                                                    project=user), indent=2))
         return
     result = image.build(ref, staging, service_account=image.build_account(so),
-                         on_status=lambda line: typer.echo(line, err=True), poll_seconds=poll_seconds, project=user)
+                         on_status=lambda line: say(line, err=True), poll_seconds=poll_seconds, project=user)
     if not result.built:
-        typer.echo(f"{ref.uri} already exists: nothing to build")
+        say(f"{ref.uri} already exists: nothing to build")
     else:
-        typer.echo(f"built and pushed {ref.uri} (build {result.build_id}; log: {result.log_url})")
+        say(f"built and pushed {ref.uri} (build {result.build_id}; log: {result.log_url})")

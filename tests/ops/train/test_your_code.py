@@ -158,3 +158,14 @@ def test_an_ignore_file_is_read_bounded(project, monkeypatch):
     (project / ".gitignore").write_text("data/\n" * 500)
     with pytest.raises(UserError, match=r"\.gitignore is larger than 1000 bytes"):
         usercode.scan_project(project)
+
+
+def test_the_files_left_out_as_secrets_are_named_as_text(project, tmp_path):
+    """A file name is the user's text: the note naming what stays out of the image neutralises escape sequences
+    (issue 43, terminal text) and still names the file."""
+    (project / ".env.\x1b]0;evil\x07prod").write_text("TOKEN=1")
+    outputs = write_outputs(tmp_path / "outputs.json", OUTPUTS)
+    result = invoke(["image", "build", "--code", str(project), "--outputs", str(outputs), "--dry-run"])
+    assert result.exit_code == 0, result.stderr
+    [note] = [line for line in result.stderr.splitlines() if "left out of the image as secrets" in line]
+    assert "\x1b" not in note and "\x07" not in note and ".env." in note and "prod" in note, repr(note)
