@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ground.outputs import load_outputs, require_outputs
-from tpuctl.commands.options import echo_err, shown, stack_outputs
+from tpuctl.commands.options import echo_err, say, shown, stack_outputs
 from tpuctl.services.runs import cluster as clusters
 
 cluster_app = typer.Typer(
@@ -56,8 +56,8 @@ def create(
         typer.echo(json.dumps(plan.describe(), indent=2))
         return
     full = clusters.create_cluster(plan)
-    typer.echo(f"creating {full}: `tpuctl cluster ls` shows it RUNNING (provisioning takes minutes); it is billed "
-               f"until `tpuctl cluster delete {name}`")
+    say(f"creating {full}: `tpuctl cluster ls` shows it RUNNING (provisioning takes minutes); it is billed "
+        f"until `tpuctl cluster delete {name}`")
 
 
 @cluster_app.command("ls")
@@ -74,7 +74,7 @@ def ls(
         typer.echo(json.dumps([asdict(r) for r in rows], indent=2))
         return
     if not rows:
-        typer.echo(f"no clusters in {where}")
+        say(f"no clusters in {where}")
         return
     table = Table("name", "state", "machines", "tpuctl's", "created")
     for r in rows:
@@ -93,4 +93,4 @@ def delete(
     """Delete a cluster tpuctl created (its billing stops when it is gone)."""
     project, where = _where(stack, outputs, region)
     full = clusters.delete_cluster(project, where, name)
-    typer.echo(f"deleting {full}")
+    say(f"deleting {full}")

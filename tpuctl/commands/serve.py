@@ -46,11 +46,11 @@ def serve(
     runtime = None if dry_run else serving.container_runtime()
     plan = serving.plan_serve(export, port=port, grpc_port=grpc_port, batching=batching,
                               image=image or domain.TF_SERVING_IMAGE, runtime=runtime)
-    typer.echo(plan.command)
+    say(plan.command)
     if dry_run:
         if plan.batching_file is not None and plan.batching_text is not None:
-            typer.echo(f"# {plan.batching_file}:")
-            typer.echo(plan.batching_text, nl=False)
+            say(f"# {plan.batching_file}:")
+            say(plan.batching_text.rstrip("\n"))
         return
     code = serving.run_serve(plan, on_start=lambda: typer.echo(
         f"ready: REST http://127.0.0.1:{port}{domain.predict_path(export.model_name)} (Ctrl-C stops)", err=True))
@@ -173,6 +173,6 @@ def deploy(
         typer.echo(json.dumps(serving.dry_run_document(plan), indent=2))
         return
     done = serving.deploy(plan, echo=lambda m: say(m, err=True))
-    typer.echo(f"deployed model {done.model} to {done.endpoint} (deployed model id {done.deployed_model_id}, "
-               "100% of traffic)")
-    typer.echo(f"predict: tpuctl predict {done.endpoint} IMAGE...")
+    say(f"deployed model {done.model} to {done.endpoint} (deployed model id {done.deployed_model_id}, "
+        "100% of traffic)")
+    say(f"predict: tpuctl predict {done.endpoint} IMAGE...")

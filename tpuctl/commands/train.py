@@ -12,7 +12,7 @@ import typer
 
 from ground.errors import UserError
 from tpuctl.commands.display import TrainDisplay, summary_lines
-from tpuctl.commands.options import OUTPUTS, STACK, echo_err, refuse_other_targets, show_outcome
+from tpuctl.commands.options import OUTPUTS, STACK, echo_err, refuse_other_targets, say, show_outcome
 from tpuctl.commands.options import stack_outputs as stack_outputs_for
 from tpuctl.commands.runflags import Provisioning, Target, option, run_flags
 from tpuctl.services.runs import spec as runspec
@@ -94,7 +94,7 @@ def train(
     stack_outputs = stack_outputs_for(stack, outputs, dry_run=dry_run)
     spec = runspec.plan(flags, stack_outputs, claim=not flags.dry_run, echo=echo_err)
     if spec.target == "vertex":
-        planned = VertexTarget(spec, note=echo_err, say=typer.echo, wait=flags.wait, poll_seconds=flags.poll_seconds)
+        planned = VertexTarget(spec, note=echo_err, say=say, wait=flags.wait, poll_seconds=flags.poll_seconds)
         show_outcome(launch(planned, dry_run=flags.dry_run))
     elif spec.target == "tpu-vm":
         show_outcome(launch(TpuVmTarget(spec, progress=echo_err, poll_seconds=flags.poll_seconds),

@@ -14,7 +14,7 @@ from rich.table import Table
 from ground.errors import UserError
 from ground.outputs import load_outputs
 from tpuctl.commands.display import TrainDisplay
-from tpuctl.commands.options import OUTPUTS, STACK, echo_err, refuse_other_targets, show_outcome, shown
+from tpuctl.commands.options import OUTPUTS, STACK, echo_err, refuse_other_targets, say, show_outcome, shown
 from tpuctl.commands.options import stack_outputs as stack_outputs_for
 from tpuctl.commands.runflags import Provisioning, TuneTarget, option, run_flags
 from tpuctl.commands.train import refuse_stray_arguments
@@ -102,7 +102,7 @@ def tune(
     stack_outputs = stack_outputs_for(stack, outputs, dry_run=dry_run)
     run = runspec.plan(flags, stack_outputs, command="tune", claim=not flags.dry_run, echo=echo_err)
     if flags.target == "vertex":
-        show_outcome(launch(VertexTuningTarget(run, search, trials=trials, note=echo_err, say=typer.echo),
+        show_outcome(launch(VertexTuningTarget(run, search, trials=trials, note=echo_err, say=say),
                             dry_run=flags.dry_run))
         return
 
