@@ -66,7 +66,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "find_tpu_slice", "parse_tpu_vm_accelerator", "refused_tpu", "tpu_runtime_env", "tpu_slice_key", "tpu_vm_names",
         "vertex_tpu", "vertex_tpu_names"),
     "tpuvm": ("TPU_ONLY_REGIONS", "TPU_VM_MANAGED_LABEL", "TPU_VM_NODE_GONE_HEALTH", "TPU_VM_NODE_GONE_STATES",
-        "TPU_VM_PREEMPTED_METADATA_KEY", "TPU_VM_ROLE_HINT", "TPU_VM_RUN_LABEL", "UNVERIFIED_TPUVM_FACTS", "is_tpu_vm_zone_refusal",
+        "TPU_VM_PREEMPTED_METADATA_KEY", "PROVISIONING_LABEL", "TPU_VM_ROLE_HINT", "TPU_VM_RUN_LABEL", "UNVERIFIED_TPUVM_FACTS", "is_tpu_vm_zone_refusal",
         "validate_tpu_vm_name", "validate_tpu_vm_zone"),
     "vertexdata": ("MAX_DATA_AGE", "REFRESH_SCRIPT", "VertexTables", "vertex_tables"),
 }

@@ -14,6 +14,8 @@ from ground.errors import DomainError
 #: Labels tpuctl puts on every TPU VM it creates (``list``/``delete`` only touch resources that carry the first).
 TPU_VM_MANAGED_LABEL = ("managed-by", "tpuctl")
 TPU_VM_RUN_LABEL = "tpuctl-run"
+#: The label that names a run's provisioning model where the resource read back cannot (flex-start through v2).
+PROVISIONING_LABEL = "tpuctl-provisioning"
 
 #: A TPU VM node whose hosts are gone while its queued resource may still say ACTIVE: ``Node.state`` PREEMPTED ("TPU
 #: node has been preempted"), TERMINATED ("terminated due to maintenance or has reached the end of its life cycle (for

@@ -78,7 +78,7 @@ def list_(
     table = Table("name", "state", "accelerator", "tier", "created")
     for r in runs:
         table.add_row(*(shown(v, markup=True) for v in (r.name, r.state, r.accelerator)),   # the API's text
-                      "spot" if r.spot else "on-demand", shown(r.create_time, markup=True))
+                      r.tier, shown(r.create_time, markup=True))
     Console().print(table)
 
 

@@ -127,6 +127,23 @@ def test_each_model_is_created_followed_to_the_end_and_deleted(outputs_file, tpu
     assert [name for name, _ in fake.deleted] == [_qr(ZONE)]
 
 
+def test_tpu_list_names_a_flex_start_slice_as_such(outputs_file, tpu_cloud, gcs):
+    """v2 (what `tpu list` reads through) has no flex-start field: the slice's label says it."""
+    fake = tpu_cloud(plans=[["WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE"]], on_get=_finish(gcs, 1))
+    r = invoke(["train", "--target", "tpu-vm", "-a", "v6e-16", "--name", NAME, "--outputs", str(outputs_file),
+                "--image", IMAGE, "--poll-seconds", "0.01", "--provisioning", "flex-start"])
+    assert r.exit_code == 0, r.output
+    [(_, _, body)] = fake.creates()
+    assert body["tpu"]["nodeSpec"][0]["node"]["labels"]["tpuctl-provisioning"] == "flex-start"
+    # the slice as the v2 API lists it while it runs: what v2 knows of the request (no provisioningModel)
+    listed = {"name": _qr(ZONE), "createTime": "2026-11-27T10:00:00Z", "state": {"state": "ACTIVE"},
+              "tpu": body["tpu"]}
+    tpu_cloud(existing=[listed])
+    r = invoke(["tpu", "list", "--outputs", str(outputs_file), "--json"])
+    assert r.exit_code == 0, r.output
+    assert [(row["name"], row["tier"], row["spot"]) for row in json.loads(r.stdout)] == [(NAME, "flex-start", False)]
+
+
 def _target(outputs_file, gcs, lines, now, **flags) -> TpuVmTarget:
     """A flex-start run whose clock moves 10 minutes per poll (no real waiting)."""
     run = planned("tpu-vm", read_outputs_file(outputs_file), accelerator="v5litepod-16", name=NAME, image=IMAGE,

@@ -302,7 +302,7 @@ def test_list_and_delete_touch_only_tpuctl_resources(outputs_file, tpu_cloud):
     r = invoke(["tpu", "list", "--outputs", str(outputs_file), "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout) == [{"name": "ours", "state": "ACTIVE", "accelerator": "v5litepod-8", "spot": True,
-                                     "run": "ours", "create_time": "2026-11-22T10:00:00+00:00"}]
+                                     "run": "ours", "create_time": "2026-11-22T10:00:00+00:00", "tier": "spot"}]
     r = invoke(["tpu", "list", "--outputs", str(outputs_file)])
     assert r.exit_code == 0 and "ours" in r.stdout and "theirs" not in r.stdout
 

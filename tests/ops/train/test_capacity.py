@@ -132,6 +132,7 @@ def test_the_request_without_capacity_flags_is_unchanged(outputs_file):
     flex = build_custom_job(planned("vertex", outputs, name="cap", accelerator="gpu-a100x8",
                                     provisioning="flex-start"))
     flex.job_spec.scheduling = None
+    assert flex.labels.pop("tpuctl-provisioning") == "flex-start"    # the label `tpu list` reads on TPU VMs
     assert flex == base
 
 

@@ -298,6 +298,8 @@ def plan(flags: RunFlags, outputs: StackOutputs | None, *, command: str = "train
               "model": _label("command" if program else (model or "small_cnn").rsplit(":", 1)[-1]),
               domain.TPU_VM_MANAGED_LABEL[0]: domain.TPU_VM_MANAGED_LABEL[1],
               domain.TPU_VM_RUN_LABEL: _label(name)}
+    if provisioning == "flex-start":    # the v2 API tpuctl reads slices with has no field for it (`tpu list`)
+        labels[domain.PROVISIONING_LABEL] = provisioning
     domain.validate_labels(labels)
     service_account = image = package_uri = None
     if cloud:

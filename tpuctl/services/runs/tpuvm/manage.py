@@ -25,6 +25,7 @@ class RunSummary:
     spot: bool
     run: str
     create_time: str
+    tier: str = "on-demand"     # on-demand, spot or flex-start
 
 
 def _zone_parent(outputs: StackOutputs | None, project: str | None, zone: str | None) -> str:
@@ -51,8 +52,14 @@ def list_runs(outputs: StackOutputs | None, *, project: str | None = None, zone:
             created = resource.create_time.isoformat() if resource.create_time else ""
             runs.append(RunSummary(resource.name.rsplit("/", 1)[-1], state_name(resource),
                                    specs[0].node.accelerator_type if specs else "?", "spot" in resource,
-                                   node_labels(resource).get(domain.TPU_VM_RUN_LABEL, ""), created))
+                                   node_labels(resource).get(domain.TPU_VM_RUN_LABEL, ""), created, _tier(resource)))
     return sorted(runs, key=lambda r: r.name)
+
+
+def _tier(resource) -> str:
+    if node_labels(resource).get(domain.PROVISIONING_LABEL) == "flex-start":
+        return "flex-start"
+    return "spot" if "spot" in resource else "on-demand"
 
 
 def delete(name: str, outputs: StackOutputs | None, *, project: str | None = None, zone: str | None = None,
