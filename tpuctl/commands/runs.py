@@ -48,6 +48,40 @@ def _fmt(value, digits: int = 4, *, markup: bool = False) -> str:
     return shown(value, markup=markup)
 
 
+#: The run's timings (``Run.row``'s keys) as `runs show` and `runs compare` label them.
+TIMING_LABELS = {"to_provisioned": "provisioned", "to_first_step": "first step", "step_seconds": "step time",
+                 "examples_per_second": "examples/s", "goodput": "goodput", "spent_usd": "spend"}
+
+
+def timing_cell(key: str, value) -> str:
+    """A timing of ``Run.row`` as text: times after submission, the step time, a rate, a share, dollars."""
+    if value is None:
+        return "-"
+    if key in ("to_provisioned", "to_first_step"):
+        return f"{format_duration(value)} after submission"
+    if key == "step_seconds":
+        return f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s"
+    if key == "examples_per_second":
+        return f"{value:.1f}"
+    if key == "goodput":
+        return f"{value:.0%}"
+    return f"${value:.2f}"
+
+
+def _cell(key: str, value, *, markup: bool = False) -> str:
+    if key == "seconds":
+        return format_duration(value)
+    if key in TIMING_LABELS:
+        return timing_cell(key, value)
+    return _fmt(value, markup=markup)
+
+
+def _lost(history: list[dict]) -> str:
+    if not history:
+        return "-"
+    return f"{format_duration(sum(e['seconds_lost'] for e in history))} in {len(history)} preemption(s)"
+
+
 def sparkline(values: list[float]) -> str:
     """One bar per value, scaled between the finite ones; a NaN or infinite point (a loss that diverged) is ``×``
     (was: the whole `runs show` ended in a traceback)."""
@@ -117,7 +151,7 @@ def show(run: str = typer.Argument(..., help="Run folder name (or a unique prefi
     typer.echo(f"run {shown(found.name)}  ({shown(found.path)})")
     for key, value in found.row().items():
         if key != "run":
-            typer.echo(f"  {key:<13} {format_duration(value) if key == 'seconds' else _fmt(value)}")
+            typer.echo(f"  {TIMING_LABELS.get(key, key):<13} {_cell(key, value)}")
     if found.launch.get("args"):
         typer.echo(f"  {'trainer args':<13} {shown(' '.join(map(str, found.launch['args'])))}")
     for i, event in enumerate(history, 1):
@@ -129,8 +163,7 @@ def show(run: str = typer.Argument(..., help="Run folder name (or a unique prefi
                    + (f"; resumed in {shown(resumed)} {format_duration(down)} later" if resumed else "; not resumed")
                    + (f"; ${event['spent_usd']:.2f} spent by then" if event.get("spent_usd") is not None else ""))
     if history:
-        typer.echo(f"  {'time lost':<13} {format_duration(sum(e['seconds_lost'] for e in history))} in "
-                   f"{len(history)} preemption(s)")
+        typer.echo(f"  {'time lost':<13} {_lost(history)}")
     problem = runs.logs_problem(found)
     if problem:
         typer.echo(f"  {'curves':<13} not read: {shown(problem)}")
@@ -164,10 +197,9 @@ def compare(a: str = typer.Argument(..., help="First run."), b: str = typer.Argu
     for key in lrow:
         if key == "run":
             continue
-        if key == "seconds":
-            table.add_row(key, format_duration(lrow[key]), format_duration(rrow[key]))
-        else:
-            table.add_row(key, _fmt(lrow[key], markup=True), _fmt(rrow[key], markup=True))
+        table.add_row(TIMING_LABELS.get(key, key), _cell(key, lrow[key], markup=True),
+                      _cell(key, rrow[key], markup=True))
+    table.add_row("time lost", _lost(runs.recoveries(left)), _lost(runs.recoveries(right)))
     lc, rc = curves.get(left.path, {}), curves.get(right.path, {})
     for tag in sorted(set(lc) | set(rc)):
         table.add_row(shown(tag, markup=True), _fmt(lc[tag][-1][1]) if tag in lc else "-",

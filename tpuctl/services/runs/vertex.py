@@ -34,7 +34,7 @@ from ground.errors import EXIT_INTERRUPTED, UserError
 from ground.polling import poll
 from ground.storagepath import GsPath
 from tpuctl.services import image as images
-from tpuctl.services.runs import cost
+from tpuctl.services.runs import cost, records
 from tpuctl.services.runs.spec import RunSpec, refuse_finished
 from tpuctl.services.runs.target import FAILED, SUBMITTED, SUCCEEDED, Outcome
 from tpuctl.services.trainer_package import TRAINER_MODULE, build_trainer_sdist
@@ -268,12 +268,37 @@ class VertexTarget:
             return Outcome(self.name, created.name, SUBMITTED, outputs, console_url=created.console_url)
         final = follow_job(created.client, created.name, poll_seconds=self.poll_seconds, echo=self.say,
                            sleep=self.sleep)
+        self._record(final)
         state = state_name(final)
         if state == "JOB_STATE_SUCCEEDED":
             return Outcome(self.name, created.name, SUCCEEDED, outputs, console_url=created.console_url)
         detail = f": {final.error.message}" if final.error.message else ""
         return Outcome(self.name, created.name, FAILED, outputs, console_url=created.console_url,
                        error=f"job {created.name} ended in {state}{detail} ({created.console_url})")
+
+
+    def _record(self, job) -> None:
+        """The run record ``runs show`` reads (``<model_dir>/tpuctl-run.json``), from Vertex AI's own times of the
+        job: created, first RUNNING, ended (CustomJob.create_time / start_time / end_time,
+        google/cloud/aiplatform/v1/custom_job.proto as installed in google-cloud-aiplatform 2.7); the spend is the
+        estimate's hourly list price for the time it ran. A record that cannot be written is one note."""
+        created, started, ended = (job_time(job, f) for f in ("create_time", "start_time", "end_time"))
+        hourly = self.estimate.hourly if self.estimate is not None else None
+        spent = hourly * (ended - started) / 3600 if hourly is not None and started and ended else None
+        record = self.spec.launch_record(started=created, provisioned=started, finished=ended, spot=self.spec.spot,
+                                         spent_usd=round(spent, 4) if spent is not None else None)
+        try:
+            with clients.google_errors(f"recording the run's times in {self.spec.model_dir}"):
+                storage = clients.storage_client(self.spec.project)
+            records.write_launch_record(self.spec.model_dir, record, storage_client=storage)
+        except UserError as exc:
+            self.note(f"note: the run's times were not recorded: {exc}")
+
+
+def job_time(job, field: str) -> float | None:
+    """One of a job's times (seconds since 1970), None when Vertex AI has not set it."""
+    value = getattr(job, field, None)
+    return value.timestamp() if value else None
 
 
 def follow_job(client, name: str, *, poll_seconds: float, echo: Echo, sleep: Callable[[float], None] = time.sleep):

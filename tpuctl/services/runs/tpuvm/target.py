@@ -22,7 +22,7 @@ from ground.durations import format_duration
 from ground.errors import EXIT_INTERRUPTED, UserError
 from ground.outputs import StackOutputs, require_outputs
 from ground.storagepath import GsPath
-from tpuctl.services.runs import cost
+from tpuctl.services.runs import cost, records
 from tpuctl.services.runs.spec import RunSpec, gs_folder, refuse_finished
 from tpuctl.services.runs.target import SUCCEEDED, Outcome
 from tpuctl.services.runs.tpuvm.api import (
@@ -59,6 +59,9 @@ class Held:
     created: Created
     spend: Spend
     history: list[dict[str, Any]] = field(default_factory=list)
+    #: when (epoch seconds) the run's first slice was queued and first became ACTIVE (the run record's times)
+    submitted: float | None = None
+    provisioned: float | None = None
 
 
 def check_quota(run: RunSpec, *, client=None, echo: Progress = print) -> int | None:
@@ -112,6 +115,9 @@ class TpuVmTarget:
     hourly: float | None = None
     #: with ``attach``: when (epoch seconds) the current slice became ACTIVE, from the run's plan (None: not known)
     active_since: float | None = None
+    #: with ``attach``: when the run's first slice was queued and first became ACTIVE, from the run's plan
+    submitted: float | None = None
+    provisioned: float | None = None
     prices: Any = None
 
     @property
@@ -176,6 +182,7 @@ class TpuVmTarget:
         if not self.attach:
             refuse_finished(self.run.model_dir, held.storage)
         if self.attach:
+            held.submitted, held.provisioned = self.submitted, self.provisioned
             held.history = read_recoveries(held.storage, self.run)
             held.spend.seconds = sum(h["seconds_trained"] for h in held.history)
         outcome: BaseException | None = None
@@ -229,7 +236,9 @@ class TpuVmTarget:
             current = self.run.model_copy(update={'zone': zone})
             created.run = current
             earlier = earlier_outputs(storage, current)
-            self._write_plan(storage, current, zones, earlier)
+            if held.submitted is None:
+                held.submitted = self.wall()
+            self._write_plan(held, current, zones, earlier)
             if GsPath.parse(result_uri(current)).path in earlier and first and i == 0:
                 progress(f"{result_uri(current)} is an earlier run's; waiting for this run's to replace it")
             try:
@@ -251,9 +260,20 @@ class TpuVmTarget:
             return current, earlier
         raise AssertionError("the last zone's refusal is raised above")
 
-    def _write_plan(self, storage, current: RunSpec, zones: list[str], earlier: dict[str, int],
+    def _write_plan(self, held: Held, current: RunSpec, zones: list[str], earlier: dict[str, int],
                     active_since: float | None = None) -> None:
-        write_plan(storage, current, zones=zones, earlier=earlier, hourly_usd=self.hourly, active_since=active_since)
+        write_plan(held.storage, current, zones=zones, earlier=earlier, hourly_usd=self.hourly,
+                   active_since=active_since, submitted=held.submitted, provisioned=held.provisioned)
+
+    def _record(self, held: Held) -> None:
+        """The run record ``runs show`` reads (``<model_dir>/tpuctl-run.json``): submitted (the first slice queued),
+        provisioned (first ACTIVE), ended (the result seen), the spend; a record that cannot be written is a note."""
+        record = self.run.launch_record(started=held.submitted, provisioned=held.provisioned, finished=self.wall(),
+                                        spot=self.run.spot, spent_usd=held.spend.usd())
+        try:
+            records.write_launch_record(self.run.model_dir, record, storage_client=held.storage)
+        except UserError as exc:
+            self.progress(f"note: the run's times were not recorded: {exc}")
 
     def _attached(self, held: Held, zones: list[str]) -> tuple[RunSpec, str]:
         """The run's queued resource, looked for in the run's zones: the run as it is there, and its state."""
@@ -285,6 +305,7 @@ class TpuVmTarget:
         it (the same backup folder: the trainer resumes), at most ``recover`` times. Training (the slices' ACTIVE
         time) is bounded by ``run_timeout`` in total, so the cost estimate still holds, and its spend by ``budget``."""
         result = self._recovering(held, self.order())
+        self._record(held)
         current = held.created.run or self.run
         return Outcome(self.name, current.name, SUCCEEDED, self.run.model_dir, result=result,
                        recoveries=held.history)
@@ -308,7 +329,9 @@ class TpuVmTarget:
             else:
                 current, earlier = self._queue(held, zones, waits, first=preempted_at is None)
             zone = current.zone
-            self._write_plan(storage, current, zones, earlier, active_since=self.wall() - before)
+            if held.provisioned is None:
+                held.provisioned = self.wall() - before
+            self._write_plan(held, current, zones, earlier, active_since=self.wall() - before)
             if preempted_at is not None:
                 down = clock() - preempted_at
                 history[-1].update(resumed_zone=zone, seconds_down=round(down, 1))
@@ -369,4 +392,5 @@ def attach_tpu_vm(name: str, outputs: StackOutputs | None, *, model_dir: str | N
     record = read_plan(storage, model_dir, name)
     run = record.spec if keep is None else record.spec.model_copy(update={"keep": keep})
     return TpuVmTarget(run, zone_order=record.zones, attach=True, earlier=record.earlier, storage=storage,
-                       hourly=record.hourly_usd, active_since=record.active_since, **settings)
+                       hourly=record.hourly_usd, active_since=record.active_since, submitted=record.submitted,
+                       provisioned=record.provisioned, **settings)
