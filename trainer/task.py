@@ -30,6 +30,7 @@ from trainer.config import (
 )
 from trainer.errors import DataError, HardwareError, UsageError, run_cli, unreachable_storage
 from trainer.paths import join_path
+from trainer.profiling import profile_callback, worker_label
 from trainer.timing import step_timer
 
 RESULT_FILE = "result.json"
@@ -296,6 +297,8 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         _log_batches(model, os.path.join(log_batches, f"batches-{info.task_type or 'chief'}-{info.task_id}.txt"))
     callbacks = training_callbacks(keras, cfg, dirs, info, env, steps_per_epoch, input_steps)
     timer = step_timer(keras, dirs.checkpoints, cfg.train_batch_size, input_steps or 0) if info.is_chief else None
+    if cfg.profile_steps is not None:   # on every process that runs the training loop (a ps coordinator: its own)
+        callbacks.append(profile_callback(keras, dirs.logs, worker_label(info, env), cfg.profile_steps))
     try:
         history = model.fit(train_ds, epochs=cfg.train_epochs, steps_per_epoch=steps_per_epoch,
                             validation_data=val_ds, validation_steps=validation_steps,

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ground.durations import format_duration
+from ground.envs import trainer_python
 from ground.errors import UserError
 from ground.localtree import user_path
 from ground.outputs import load_outputs
@@ -207,6 +208,21 @@ def compare(a: str = typer.Argument(..., help="First run."), b: str = typer.Argu
     Console().print(table)
 
 
+def _say_profiles(handle) -> None:
+    """One line when the logs hold profiles (``--profile-steps``): where TensorBoard shows them, or that its Profile tab
+    needs a package the trainer environment does not have."""
+    found = board_svc.profiles(handle.logdir)
+    if not found:
+        return
+    where = ", ".join(shown(f) for f in found[:4]) + (f" and {len(found) - 4} more" if len(found) > 4 else "")
+    if "profile" in handle.plugins():
+        typer.echo(f"profiles: {where} (the Profile tab: {handle.url}#profile)")
+    else:
+        typer.echo(f"note: profiles in {where}; TensorBoard's Profile tab needs {board_svc.PROFILE_PLUGIN} in the "
+                   f"trainer environment: {shown(str(trainer_python()))} -m pip install {board_svc.PROFILE_PLUGIN}",
+                   err=True)
+
+
 def board(
     run: Optional[str] = typer.Argument(None, help="A run (folder name, prefix or path); default: all runs in --dir."),
     base: str = _DIR, stack: Optional[str] = _STACK, outputs: Optional[Path] = _OUTPUTS,
@@ -238,6 +254,7 @@ def board(
             raise UserError(f"{problem} (TensorBoard would walk it); name one run: `tpuctl board RUN`")
     handle = board_svc.start(logdir, port=port)
     typer.echo(f"TensorBoard on {shown(logdir)}: {handle.url}  (Ctrl-C stops it)")
+    _say_profiles(handle)
     try:
         while handle.task.proc.poll() is None:
             time.sleep(0.5)

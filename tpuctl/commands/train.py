@@ -63,6 +63,7 @@ def train(
     hub_cache_dir: Optional[str] = option("hub_cache_dir"),
     epochs: Optional[int] = option("epochs"),
     batch_size: Optional[int] = option("batch_size"),
+    profile_steps: Optional[str] = option("profile_steps"),
     stack: Optional[str] = STACK,
     outputs: Optional[Path] = OUTPUTS,
     region: Optional[str] = option("region"),
