@@ -20,7 +20,7 @@ from ground.errors import DomainError
 #: Each module's facts used outside it (the package's exports).
 EXPORTS: dict[str, tuple[str, ...]] = {
     "accelerators": ("GPU_TYPES", "MIN_VCPUS_PER_GPU", "VERTEX_API_HOST", "VERTEX_CUSTOM_JOB_CONSOLE_URL",
-        "VERTEX_TRAINING_IMAGES", "Accelerator", "TrainingImage", "check_accelerator_region", "check_end_of_support",
+        "VERTEX_JOB_LOG_RESOURCE", "VERTEX_TRAINING_IMAGES", "vertex_task_name", "Accelerator", "TrainingImage", "check_accelerator_region", "check_end_of_support",
         "parse_accelerator", "prebuilt_training_image"),
     "apis": ("BOOTSTRAP_APIS", "REQUIRED_APIS"),
     "hub": ("DEFAULT_HUB_CACHE_PREFIX", "HUB_MANIFEST", "HUB_STAGING", "HubLayout", "hub_cache_key",

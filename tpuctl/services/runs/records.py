@@ -87,6 +87,10 @@ class LaunchRecord(_Record):
     finished: float | None = Field(None, ge=0, lt=_LATEST)
     state: str | None = None   # "interrupted": stopped (Ctrl-C, SIGTERM) before the trainer's result.json
     spot: bool | None = None
+    #: a cloud run's project and, on Vertex AI, its CustomJob (projects/P/locations/R/customJobs/ID): where
+    #: `tpuctl logs` finds its lines
+    project: str | None = Field(None, max_length=100)
+    job: str | None = Field(None, max_length=1000)
     #: what the run's machines cost at list price for the time they ran (compute only; None: not known)
     spent_usd: float | None = Field(None, ge=0, le=1e9)
 
@@ -210,6 +214,25 @@ def write_launch_record(model_dir: str, record: LaunchRecord, *, storage_client=
             storage_client.bucket(file.bucket).blob(file.path).upload_from_string(text, content_type="application/json")
         return
     write_atomically(Path(model_dir) / RUN_FILE, text)
+
+
+def read_launch_record(model_dir: str, *, storage_client=None) -> dict[str, Any] | None:
+    """A run folder's launch record (validated), None when it has none."""
+    where = f"{model_dir.rstrip('/')}/{RUN_FILE}"
+    if is_gs(model_dir):
+        file = GsPath.parse(model_dir).join(RUN_FILE)
+        storage_client = storage_client or clients.storage_client()
+        with clients.google_errors(f"reading {where}",
+                                   forbidden=f"permission denied reading {where}: you need storage.objects.get"):
+            blob = storage_client.bucket(file.bucket).get_blob(file.path)
+            if blob is None:
+                return None
+            data = clients.download_bounded(blob, MAX_RUN_FILE_BYTES, where, "not a tpuctl run record")
+        return _record(data, where, LaunchRecord)
+    folder = Path(model_dir)
+    if not os.path.lexists(folder / RUN_FILE):
+        return None
+    return _read_run_file(folder, RUN_FILE, LaunchRecord)
 
 
 def earlier_start(model_dir: str) -> float | None:

@@ -231,6 +231,8 @@ class VertexTarget:
     poll_seconds: float = 30.0
     custom_job: Any = None
     estimate: Any = None
+    #: the run's record could not be written once (said in one note): not tried again
+    unrecorded: bool = False
 
     def preflight(self) -> None:
         """The quota pre-flight, then the request and its cost estimate (refused over --budget): before anything
@@ -257,6 +259,8 @@ class VertexTarget:
         job = create("job", lambda: client.create_custom_job(parent=self.spec.parent, custom_job=self.request()))
         created = SubmittedJob(client, job.name, console_url(job.name))
         self.say(f"submitted {created.name}")
+        self._write_record(self.spec.launch_record(started=time.time(), spot=self.spec.spot, project=self.spec.project,
+                                                   job=created.name))   # `tpuctl logs` finds the job while it runs
         self.say(f"console: {created.console_url}")
         with watching(created):
             yield created
@@ -286,12 +290,19 @@ class VertexTarget:
         hourly = self.estimate.hourly if self.estimate is not None else None
         spent = hourly * (ended - started) / 3600 if hourly is not None and started and ended else None
         record = self.spec.launch_record(started=created, provisioned=started, finished=ended, spot=self.spec.spot,
-                                         spent_usd=round(spent, 4) if spent is not None else None)
+                                         spent_usd=round(spent, 4) if spent is not None else None,
+                                         project=self.spec.project, job=job.name)
+        self._write_record(record)
+
+    def _write_record(self, record) -> None:
+        if self.unrecorded:
+            return
         try:
             with clients.google_errors(f"recording the run's times in {self.spec.model_dir}"):
                 storage = clients.storage_client(self.spec.project)
             records.write_launch_record(self.spec.model_dir, record, storage_client=storage)
         except UserError as exc:
+            self.unrecorded = True
             self.note(f"note: the run's times were not recorded: {exc}")
 
 

@@ -119,6 +119,8 @@ class TpuVmTarget:
     submitted: float | None = None
     provisioned: float | None = None
     prices: Any = None
+    #: the run's record could not be written once (said in one note): not tried again
+    unrecorded: bool = False
 
     @property
     def keep(self) -> bool:
@@ -218,7 +220,7 @@ class TpuVmTarget:
         if isinstance(outcome, KeyboardInterrupt):
             raise UserError(f"interrupted; {cleanup}", EXIT_INTERRUPTED) from None
         if isinstance(outcome, UserError):
-            raise UserError(f"{outcome}; {cleanup}", outcome.exit_code) from None
+            raise UserError(f"{outcome}; {cleanup}", outcome.exit_code, details=outcome.details) from None
         self.progress(cleanup)
         if held.history:
             lost = sum(h["seconds_lost"] for h in held.history)
@@ -238,6 +240,8 @@ class TpuVmTarget:
             earlier = earlier_outputs(storage, current)
             if held.submitted is None:
                 held.submitted = self.wall()
+                self._write_record(held, self.run.launch_record(started=held.submitted, spot=self.run.spot,
+                                                                project=self.run.project))
             self._write_plan(held, current, zones, earlier)
             if GsPath.parse(result_uri(current)).path in earlier and first and i == 0:
                 progress(f"{result_uri(current)} is an earlier run's; waiting for this run's to replace it")
@@ -269,10 +273,16 @@ class TpuVmTarget:
         """The run record ``runs show`` reads (``<model_dir>/tpuctl-run.json``): submitted (the first slice queued),
         provisioned (first ACTIVE), ended (the result seen), the spend; a record that cannot be written is a note."""
         record = self.run.launch_record(started=held.submitted, provisioned=held.provisioned, finished=self.wall(),
-                                        spot=self.run.spot, spent_usd=held.spend.usd())
+                                        spot=self.run.spot, spent_usd=held.spend.usd(), project=self.run.project)
+        self._write_record(held, record)
+
+    def _write_record(self, held: Held, record) -> None:
+        if self.unrecorded:
+            return
         try:
             records.write_launch_record(self.run.model_dir, record, storage_client=held.storage)
         except UserError as exc:
+            self.unrecorded = True
             self.progress(f"note: the run's times were not recorded: {exc}")
 
     def _attached(self, held: Held, zones: list[str]) -> tuple[RunSpec, str]:

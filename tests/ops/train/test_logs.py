@@ -1,0 +1,131 @@
+"""`tpuctl logs RUN` for a Vertex AI run: the job's entries in Cloud Logging (resource ml_job, its job id; one replica
+by its task name), labelled by host, every page, a throttled read retried, a denied one one line. Against the
+stand-in Vertex AI API, the storage emulator (the run's record) and the stand-in Cloud Logging API
+(tests/fixtures/loggingfakes.py), fed by the test as the job's replicas would write."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from ground import domain
+
+from clifixtures import error_line, invoke
+from loggingfakes import FakeLogging, vertex_entry
+
+PROJECT = "my-project-1"
+ARTIFACTS, STAGING = "tpuctl-my-project-1-artifacts", "tpuctl-my-project-1-staging"
+OUTPUTS = {"project": PROJECT, "region": "us-central1",
+           "buckets": {"data": "tpuctl-my-project-1-data", "staging": STAGING, "artifacts": ARTIFACTS},
+           "training_service_account": "tpuctl-trainer@my-project-1.iam.gserviceaccount.com"}
+NAME = "logged-job"
+
+
+@pytest.fixture
+def logging_api(monkeypatch):
+    fakes = []
+
+    def make(**kw):
+        fake = FakeLogging(**kw)
+        fakes.append(fake)
+        monkeypatch.setenv("TPUCTL_LOGGING_ENDPOINT", fake.url)
+        return fake
+
+    yield make
+    for fake in fakes:
+        fake.stop()
+
+
+@pytest.fixture
+def vertex_run(gcs, fake_vertex, tools, tmp_path, logging_api):
+    """A two-replica Vertex AI run, finished; its replicas' lines in the stand-in Cloud Logging (``n`` per replica)."""
+    url, storage = gcs
+    for bucket in (ARTIFACTS, STAGING):
+        storage.create_bucket(bucket)
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps(OUTPUTS))
+
+    def run(n: int = 3, **logging_kw):
+        logs = logging_api(**logging_kw)
+        start = time.time() - 600
+
+        def on_state(fake, name, state):
+            if state == "JOB_STATE_RUNNING" and not logs.entries:
+                job_id = name.rsplit("/", 1)[-1]
+                for i in range(n):
+                    for task in ("workerpool0-0", "workerpool1-0"):
+                        logs.add(vertex_entry(PROJECT, job_id, task, f"{task} line {i}", start + i, len(logs.entries)))
+
+        fake = fake_vertex(on_state=on_state)
+        image = domain.VERTEX_TRAINING_IMAGES["cpu"].uri(None)
+        proc = tools.run_cli(["train", "--target", "vertex", "--outputs", str(outputs), "--poll-seconds", "0.01",
+                              "--python-package", "--image", image, "--name", NAME, "--workers", "2"],
+                             env={"TPUCTL_VERTEX_ENDPOINT": fake.url, "STORAGE_EMULATOR_HOST": url}, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        [job] = fake.jobs
+        return outputs, logs, job
+
+    return run
+
+
+def test_logs_prints_every_replicas_lines_labelled_by_host(vertex_run):
+    outputs, logs, job = vertex_run()
+    r = invoke(["logs", NAME, "--outputs", str(outputs)])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines() == [f"[host {h}] workerpool{p}-0 line {i}" for i in range(3)
+                                     for h, p in ((0, 0), (1, 1))]
+    [request] = logs.requests
+    assert request["resourceNames"] == [f"projects/{PROJECT}"] and request["orderBy"] == "timestamp asc"
+    assert 'resource.type="ml_job"' in request["filter"]
+    assert f'resource.labels.job_id="{job.rsplit("/", 1)[-1]}"' in request["filter"]
+
+
+def test_one_host_is_its_replicas_task(vertex_run):
+    outputs, logs, _ = vertex_run()
+    r = invoke(["logs", NAME, "--outputs", str(outputs), "--host", "1"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines() == [f"[host 1] workerpool1-0 line {i}" for i in range(3)]
+    assert 'resource.labels.task_name="workerpool1-0"' in logs.requests[-1]["filter"]
+
+
+def test_every_page_is_read_and_a_throttled_read_is_retried(vertex_run):
+    outputs, logs, _ = vertex_run(n=600, throttle=2)      # 1200 lines: two pages of at most 1000
+    r = invoke(["logs", NAME, "--outputs", str(outputs), "--host", "all"])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert len(lines) == 1200 and lines[0] == "[host 0] workerpool0-0 line 0" and lines[-1].endswith("line 599")
+    # two 429 answers, then the first page, then the second (asked with the first's token)
+    assert len(logs.requests) == 4 and logs.requests[-1]["pageToken"] == "1000"
+
+
+def test_since_and_follow(vertex_run):
+    outputs, logs, _ = vertex_run()
+    r = invoke(["logs", NAME, "--outputs", str(outputs), "--since", "2m"])   # every line is 10 minutes old
+    assert r.exit_code == 0 and r.stdout == "" and "no log lines" in r.stderr, r.output
+    assert 'timestamp>="' in logs.requests[-1]["filter"]
+    # The run has ended (its record says so): --follow prints what is there and stops after one more read.
+    r = invoke(["logs", NAME, "--outputs", str(outputs), "--follow", "--poll-seconds", "0.01"])
+    assert r.exit_code == 0 and len(r.stdout.splitlines()) == 6, r.output
+
+
+def test_denied_logging_is_one_line(vertex_run):
+    outputs, _, _ = vertex_run(deny=True)
+    line = error_line(invoke(["logs", NAME, "--outputs", str(outputs)]), 1)
+    assert "permission denied" in line and "logging.logEntries.list" in line, line
+
+
+@pytest.mark.parametrize("args, needle", [(["--host", "x"], "--host"), (["--since", "40d"], "--since"),
+                                          (["--since", "soon"], "--since")])
+def test_bad_options_are_one_line(vertex_run, args, needle):
+    outputs, logs, _ = vertex_run()
+    before = len(logs.requests)
+    line = error_line(invoke(["logs", NAME, "--outputs", str(outputs), *args]), 2)
+    assert needle in line and len(logs.requests) == before
+
+
+def test_an_unknown_run_is_one_line(vertex_run):
+    outputs, _, _ = vertex_run()
+    line = error_line(invoke(["logs", "nope", "--outputs", str(outputs)]), 2)
+    assert "no cloud run nope" in line
