@@ -63,8 +63,7 @@ def test_a_failed_host_prints_its_last_lines_after_the_error_line(outputs_file, 
     after = r.stderr.splitlines()[r.stderr.splitlines().index(line) + 1:]
     assert after == [f"  host 1 says {i}" for i in range(3)], r.stderr
     # the newest lines of that host, asked newest first: jsonPayload.container.metadata labels of the run and host
-    request = logs.requests[-1]
-    assert request["orderBy"] == "timestamp desc"
+    [request] = [q for q in logs.requests if q["orderBy"] == "timestamp desc"]   # (the others: the live display's)
     assert f'logName="projects/{PROJECT}/logs/gcplogs-docker-driver"' in request["filter"]
     assert f'jsonPayload.container.metadata.tpuctl_run="{NAME}"' in request["filter"]
     assert 'jsonPayload.container.metadata.tpuctl_worker="1"' in request["filter"]
@@ -84,3 +83,41 @@ def test_denied_logging_leaves_the_failure_one_line_with_one_note(outputs_file, 
     notes = [n for n in r.stderr.splitlines() if n.startswith("note: the failed host's log lines cannot be read")]
     assert len(notes) == 1 and "logging.logEntries.list" in notes[0], r.stderr
     assert r.stderr.splitlines()[-1] == line            # nothing after the error line
+
+
+def test_a_tpu_vm_run_shows_the_live_display_built_from_host_0s_logs(outputs_file, tpu_cloud, gcs, logging_api):
+    """Host 0's progress lines (its container's gcplogs entries) make the epoch lines and the run summary a local run
+    has; the other hosts' lines drive nothing."""
+    import json
+
+    logs = logging_api()
+    start = time.time() - 30
+    lines = []
+    for epoch in (1, 2):
+        lines += [f"epoch-start: {epoch}/2", "progress: 1/1",
+                  f"epoch-end: {epoch}/2 accuracy=0.{5 + epoch}000 loss=0.{9 - epoch}000 val_accuracy=0.{6 + epoch}000"]
+
+    def on_get(fake, state, n):
+        if state == "ACTIVE" and n == 1:
+            for i, text in enumerate(lines):
+                logs.add(docker_entry(PROJECT, NAME, 0, text, start + i, 2 * i))
+                logs.add(docker_entry(PROJECT, NAME, 1, "epoch-start: 9/9", start + i, 2 * i + 1))
+        if state == "ACTIVE" and n == 4:
+            bucket = gcs.bucket(ARTIFACTS)
+            for worker in range(4):
+                bucket.blob(f"runs/{NAME}/tpuctl/hosts/worker-{worker}.exit").upload_from_string("0\n")
+            bucket.blob(f"runs/{NAME}/result.json").upload_from_string(json.dumps(
+                {"export_dir": f"gs://{ARTIFACTS}/runs/{NAME}/export/small_cnn/1", "val_accuracy": 0.8,
+                 "exported_epoch": 2, "export": "best"}))
+
+    tpu_cloud(states=["ACTIVE"], on_get=on_get)
+    r = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-16", "--name", NAME, "--outputs", str(outputs_file),
+                "--image", "us-central1-docker.pkg.dev/my-tpu-project/tpuctl-trainer/trainer-tpu:1",
+                "--poll-seconds", "0.2"])
+    assert r.exit_code == 0, r.output
+    err = r.stderr.splitlines()
+    assert [line.split(":")[0] for line in err if line.startswith("epoch ")] == ["epoch 1/2", "epoch 2/2"], r.stderr
+    summary = err[err.index("run summary"):]
+    assert summary[1].split() == ["best", "val_accuracy", "0.8000", "(epoch", "2)"], summary
+    assert any(line.split()[:3] == ["exported", "epoch", "2,"] for line in summary), summary
+    assert "9/9" not in r.stderr

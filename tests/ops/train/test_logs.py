@@ -47,8 +47,10 @@ def vertex_run(gcs, fake_vertex, tools, tmp_path, logging_api):
     outputs = tmp_path / "outputs.json"
     outputs.write_text(json.dumps(OUTPUTS))
 
-    def run(n: int = 3, **logging_kw):
-        logs = logging_api(**logging_kw)
+    def run(n: int = 3, during: dict | None = None, **after):
+        """``during``: how the stand-in answers while the run goes (its live display reads it); ``after``: how it
+        answers the `tpuctl logs` of the test (its requests are the test's only)."""
+        logs = logging_api(**(during or {}))
         start = time.time() - 600
 
         def on_state(fake, name, state):
@@ -65,6 +67,10 @@ def vertex_run(gcs, fake_vertex, tools, tmp_path, logging_api):
                              env={"TPUCTL_VERTEX_ENDPOINT": fake.url, "STORAGE_EMULATOR_HOST": url}, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
         [job] = fake.jobs
+        logs.run_stderr, logs.run_requests = proc.stderr, list(logs.requests)
+        logs.requests.clear()
+        for key, value in after.items():
+            setattr(logs, key, value)
         return outputs, logs, job
 
     return run
@@ -129,3 +135,55 @@ def test_an_unknown_run_is_one_line(vertex_run):
     outputs, _, _ = vertex_run()
     line = error_line(invoke(["logs", "nope", "--outputs", str(outputs)]), 2)
     assert "no cloud run nope" in line
+
+
+def _protocol_lines() -> list[str]:
+    """What the trainer's chief prints on a two-epoch run (trainer/protocol.py)."""
+    lines = []
+    for epoch in (1, 2):
+        lines += [f"epoch-start: {epoch}/2", "Epoch noise from Keras", "progress: 1/2", "progress: 2/2",
+                  f"epoch-end: {epoch}/2 accuracy=0.{5 + epoch}000 examples_per_second=12{epoch}.0000 "
+                  f"loss=0.{9 - epoch}000 val_accuracy=0.{6 + epoch}000 val_loss=0.{8 - epoch}000"]
+    return lines
+
+
+def test_a_vertex_run_shows_the_live_display_built_from_its_logs(gcs, fake_vertex, tools, tmp_path, logging_api):
+    """The chief's progress lines, read back from Cloud Logging while the job runs, make the same epoch lines (a pipe:
+    one line per epoch) and the same run summary a local run has; the other lines are not shown without -v."""
+    url, storage = gcs
+    for bucket in (ARTIFACTS, STAGING):
+        storage.create_bucket(bucket)
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps(OUTPUTS))
+    logs = logging_api()
+
+    def on_state(fake, name, state):
+        if state == "JOB_STATE_RUNNING" and not logs.entries:
+            job_id, start = name.rsplit("/", 1)[-1], time.time() - 30
+            for i, text in enumerate(_protocol_lines()):
+                logs.add(vertex_entry(PROJECT, job_id, "workerpool0-0", text, start + i * 0.1, i))
+
+    fake = fake_vertex(states=["JOB_STATE_PENDING", *["JOB_STATE_RUNNING"] * 5, "JOB_STATE_SUCCEEDED"],
+                       on_state=on_state)
+    image = domain.VERTEX_TRAINING_IMAGES["cpu"].uri(None)
+    proc = tools.run_cli(["train", "--target", "vertex", "--outputs", str(outputs), "--poll-seconds", "0.05",
+                          "--python-package", "--image", image, "--name", NAME],
+                         env={"TPUCTL_VERTEX_ENDPOINT": fake.url, "STORAGE_EMULATOR_HOST": url,
+                              "TPUCTL_LOGGING_ENDPOINT": logs.url}, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    err = proc.stderr.splitlines()
+    epochs = [line for line in err if line.startswith("epoch ")]
+    assert [line.split(":")[0] for line in epochs] == ["epoch 1/2", "epoch 2/2"], proc.stderr
+    assert "loss=0.8000" in epochs[0] and "121 examples/s" in epochs[0], epochs
+    summary = err[err.index("run summary"):]
+    assert summary[1].split() == ["best", "val_accuracy", "0.8000", "(epoch", "2)"], summary
+    assert "Epoch noise" not in proc.stderr and "progress:" not in proc.stderr
+    assert "JOB_STATE_SUCCEEDED" in proc.stdout
+
+
+def test_denied_logs_leave_a_vertex_run_unaffected_with_one_note(vertex_run):
+    outputs, logs, _ = vertex_run(during={"deny": True})     # vertex_run asserts the run succeeded
+    assert logs.run_requests                                   # the live display asked, and was refused
+    notes = [line for line in logs.run_stderr.splitlines() if "no live progress from the run's logs" in line]
+    assert len(notes) == 1 and notes[0].startswith("note: ") and "logging.logEntries.list" in notes[0], notes
+    assert "error:" not in logs.run_stderr

@@ -21,6 +21,7 @@ Which entries are a run's:
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from ground.errors import UserError
 from ground.files import printable
 from ground.outputs import StackOutputs
 from tpuctl.services.runs import records
+from trainer import protocol
 
 #: The log Docker's gcplogs driver writes to (its ``c.Logger("gcplogs-docker-driver")``).
 DOCKER_LOG = "gcplogs-docker-driver"
@@ -244,3 +246,44 @@ def run_logs(name: str, *, base: str | None = None, outputs: StackOutputs | None
         return again.get("finished") is not None
 
     return RunLogs(name, folder, source, ended)
+
+
+class LogFeed:
+    """The chief's lines of a running cloud run, followed in a thread and handed to ``on_line`` (the live display
+    reads the trainer's protocol lines from them); a read that fails is one ``note`` and ends the feed, never the
+    run. Used as a context manager around the wait for the run: on the way out one last read takes what is left."""
+
+    def __init__(self, source: Source, on_line: Callable[[LogLine], None], note: Callable[[str], None], *,
+                 interval: float = 5.0, since: float | None = None):
+        self.source, self.on_line, self.note, self.interval = source, on_line, note, interval
+        self.since = time.time() - 60 if since is None else since
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="tpuctl-log-feed", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            for line in follow(self.source, since=self.since, done=self.stop.is_set, interval=self.interval,
+                               sleep=self.stop.wait):
+                self.on_line(line)
+        except LogsUnavailable as exc:
+            self.note(f"note: no live progress from the run's logs: {exc}")
+
+    def __enter__(self) -> LogFeed:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=RETRY_SECONDS + 30)
+
+
+def feed_display(display) -> Callable[[LogLine], None]:
+    """A log line of the chief to the live display (the CLI's TrainDisplay: ``on_message``, ``event``, ``verbose``):
+    a protocol line drives it (epoch, steps, metrics), as a local trainer's stdout does; with --verbose every line is
+    shown as it was logged."""
+    def on_line(line: LogLine) -> None:
+        message = protocol.parse(line.text)
+        consumed = message is not None and display.on_message("chief", message)
+        if not consumed and display.verbose:
+            display.event(f"[{line.host}] {line.text}")
+    return on_line

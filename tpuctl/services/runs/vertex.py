@@ -18,6 +18,7 @@ a job it stopped watching).
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -34,7 +35,7 @@ from ground.errors import EXIT_INTERRUPTED, UserError
 from ground.polling import poll
 from ground.storagepath import GsPath
 from tpuctl.services import image as images
-from tpuctl.services.runs import cost, records
+from tpuctl.services.runs import cost, logs, records
 from tpuctl.services.runs.spec import RunSpec, refuse_finished
 from tpuctl.services.runs.target import FAILED, SUBMITTED, SUCCEEDED, Outcome
 from tpuctl.services.trainer_package import TRAINER_MODULE, build_trainer_sdist
@@ -218,7 +219,7 @@ class VertexTarget:
 
     name: ClassVar[str] = "vertex"
     flags: ClassVar[frozenset[str]] = frozenset({"region", "image", "python_package", "spot", "max_run_time",
-                                                 "budget", "wait", "poll_seconds", "parameter_servers"})
+                                                 "budget", "wait", "poll_seconds", "parameter_servers", "verbose"})
 
     spec: RunSpec
     note: Echo = print
@@ -233,6 +234,8 @@ class VertexTarget:
     estimate: Any = None
     #: the run's record could not be written once (said in one note): not tried again
     unrecorded: bool = False
+    #: the live display (the CLI's TrainDisplay), fed with the chief's protocol lines read back from Cloud Logging
+    display: Any = None
 
     def preflight(self) -> None:
         """The quota pre-flight, then the request and its cost estimate (refused over --budget): before anything
@@ -270,8 +273,9 @@ class VertexTarget:
         outputs = self.spec.model_dir
         if not self.wait:
             return Outcome(self.name, created.name, SUBMITTED, outputs, console_url=created.console_url)
-        final = follow_job(created.client, created.name, poll_seconds=self.poll_seconds, echo=self.say,
-                           sleep=self.sleep)
+        with self._progress_from_logs(created.name):
+            final = follow_job(created.client, created.name, poll_seconds=self.poll_seconds, echo=self.say,
+                               sleep=self.sleep)
         self._record(final)
         state = state_name(final)
         if state == "JOB_STATE_SUCCEEDED":
@@ -280,6 +284,13 @@ class VertexTarget:
         return Outcome(self.name, created.name, FAILED, outputs, console_url=created.console_url,
                        error=f"job {created.name} ended in {state}{detail} ({created.console_url})")
 
+
+    def _progress_from_logs(self, job_name: str):
+        """While the job runs, its chief's log lines drive the display (``logs.LogFeed``); nothing without one."""
+        if self.display is None or not self.spec.project:
+            return contextlib.nullcontext()
+        return logs.LogFeed(logs.vertex_source(self.spec.project, job_name, host=0), logs.feed_display(self.display),
+                            self.note, interval=min(self.poll_seconds, 5.0), since=time.time() - 60)
 
     def _record(self, job) -> None:
         """The run record ``runs show`` reads (``<model_dir>/tpuctl-run.json``), from Vertex AI's own times of the

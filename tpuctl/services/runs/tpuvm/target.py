@@ -7,6 +7,7 @@ context deletes the queued resource that was created, on success, failure, Ctrl-
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -22,7 +23,7 @@ from ground.durations import format_duration
 from ground.errors import EXIT_INTERRUPTED, UserError
 from ground.outputs import StackOutputs, require_outputs
 from ground.storagepath import GsPath
-from tpuctl.services.runs import cost, records
+from tpuctl.services.runs import cost, logs, records
 from tpuctl.services.runs.spec import RunSpec, gs_folder, refuse_finished
 from tpuctl.services.runs.target import SUCCEEDED, Outcome
 from tpuctl.services.runs.tpuvm.api import (
@@ -95,7 +96,7 @@ class TpuVmTarget:
 
     name: ClassVar[str] = "tpu-vm"
     flags: ClassVar[frozenset[str]] = frozenset({"zone", "keep", "recover", "zones", "image", "spot", "budget",
-                                                 "poll_seconds", "max_run_time", "max_wait"})
+                                                 "poll_seconds", "max_run_time", "max_wait", "verbose"})
 
     run: RunSpec
     progress: Progress = print
@@ -121,6 +122,8 @@ class TpuVmTarget:
     prices: Any = None
     #: the run's record could not be written once (said in one note): not tried again
     unrecorded: bool = False
+    #: the live display (the CLI's TrainDisplay), fed with host 0's protocol lines read back from Cloud Logging
+    display: Any = None
 
     @property
     def keep(self) -> bool:
@@ -314,7 +317,13 @@ class TpuVmTarget:
         """Create, follow, and on a preemption delete and re-queue the slice in the first of the zones that takes
         it (the same backup folder: the trainer resumes), at most ``recover`` times. Training (the slices' ACTIVE
         time) is bounded by ``run_timeout`` in total, so the cost estimate still holds, and its spend by ``budget``."""
-        result = self._recovering(held, self.order())
+        feed = contextlib.nullcontext()
+        if self.display is not None and self.run.project:
+            feed = logs.LogFeed(logs.tpu_vm_source(self.run.project, self.run.name, 0), logs.feed_display(self.display),
+                                self.progress, interval=min(self.poll_seconds, 5.0),
+                                since=(held.submitted or self.wall()) - 60)
+        with feed:
+            result = self._recovering(held, self.order())
         self._record(held)
         current = held.created.run or self.run
         return Outcome(self.name, current.name, SUCCEEDED, self.run.model_dir, result=result,
