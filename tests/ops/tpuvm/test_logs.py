@@ -121,3 +121,43 @@ def test_a_tpu_vm_run_shows_the_live_display_built_from_host_0s_logs(outputs_fil
     assert summary[1].split() == ["best", "val_accuracy", "0.8000", "(epoch", "2)"], summary
     assert any(line.split()[:3] == ["exported", "epoch", "2,"] for line in summary), summary
     assert "9/9" not in r.stderr
+
+
+def test_follow_prints_lines_as_they_arrive_once_each_until_the_run_ends(logging_api):
+    """`logs.follow` (what `tpuctl logs --follow` and the live display run): each read asks from the newest time seen,
+    a line that arrives between reads is printed once, and after the run ended one more read ends it."""
+    from tpuctl.services.runs import logs as logs_svc
+
+    logs = logging_api()
+    start = time.time() - 60
+    logs.add(docker_entry(PROJECT, NAME, 0, "first", start, 0))
+    reads = {"n": 0}
+
+    def between_reads(_seconds):          # the hosts write while tpuctl waits
+        reads["n"] += 1
+        if reads["n"] == 1:
+            logs.add(docker_entry(PROJECT, NAME, 1, "second", start + 1, 1))
+        if reads["n"] == 2:
+            logs.add(docker_entry(PROJECT, NAME, 0, "third", start + 2, 2))
+
+    lines = logs_svc.follow(logs_svc.tpu_vm_source(PROJECT, NAME), since=start - 1, done=lambda: reads["n"] >= 3,
+                            interval=0, sleep=between_reads)
+    assert [(line.host, line.text) for line in lines] == [("host 0", "first"), ("host 1", "second"),
+                                                          ("host 0", "third")]
+    assert len(logs.requests) == 5        # 4 reads while running, one after it ended
+    assert all('timestamp>=' in q["filter"] for q in logs.requests)
+
+
+def test_a_stalled_read_is_retried_and_one_that_keeps_stalling_is_one_line(logging_api):
+    from tpuctl.services.runs import logs as logs_svc
+
+    logs = logging_api(stall=1, stall_seconds=2.0)
+    logs.add(docker_entry(PROJECT, NAME, 0, "hello", time.time() - 60, 0))
+    source = logs_svc.tpu_vm_source(PROJECT, NAME)
+    assert [line.text for line in logs_svc.entries(source, request_seconds=0.5)] == ["hello"]
+    assert len(logs.requests) == 2                     # the stalled one, then its retry
+
+    logs.stall = 100
+    with pytest.raises(logs_svc.LogsUnavailable) as caught:
+        logs_svc.entries(source, request_seconds=0.3, retry_seconds=2.0)
+    assert "kept failing for 2 s" in str(caught.value) and "no answer within 0.3 s" in str(caught.value)

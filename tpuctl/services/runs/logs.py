@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cloud import clients
-from cloud.google import api_exceptions, api_retry
+from cloud.google import api_exceptions, api_retry, requests
 from ground import domain
 from ground.errors import UserError
 from ground.files import printable
@@ -120,16 +120,25 @@ def rfc3339(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _post(session, url: str, body: dict[str, Any]) -> dict[str, Any]:
-    """One ``entries:list`` call; Google's error answers as api_core exceptions (so 429/5xx are retried)."""
-    resp = session.post(url, json=body, timeout=60)
+#: Seconds one ``entries:list`` request may take; a stalled answer is retried like a 503.
+REQUEST_SECONDS = 60.0
+
+
+def _post(session, url: str, body: dict[str, Any], timeout: float = REQUEST_SECONDS) -> dict[str, Any]:
+    """One ``entries:list`` call; Google's error answers as api_core exceptions (so 429/5xx are retried), and an answer
+    that stalls past ``timeout`` as a 503."""
+    try:
+        resp = session.post(url, json=body, timeout=timeout)
+    except requests.exceptions.Timeout:
+        raise api_exceptions.ServiceUnavailable(f"no answer within {timeout:g} s") from None
     if resp.status_code >= 400:
         raise api_exceptions.from_http_response(resp)
     return resp.json()
 
 
 def entries(source: Source, *, since: float | None = None, from_time: str | None = None, limit: int | None = None,
-            session=None, page_size: int = PAGE_SIZE, retry_seconds: float = RETRY_SECONDS) -> list[LogLine]:
+            session=None, page_size: int = PAGE_SIZE, retry_seconds: float = RETRY_SECONDS,
+            request_seconds: float = REQUEST_SECONDS) -> list[LogLine]:
     """The run's lines, oldest first (``since``: epoch seconds; ``from_time``: an RFC 3339 time, both inclusive),
     every page; the newest ``limit`` lines when given. Raises ``LogsUnavailable`` (one line) when the API cannot be
     read."""
@@ -149,7 +158,7 @@ def entries(source: Source, *, since: float | None = None, from_time: str | None
         lines: list[LogLine] = []
         seen_tokens: set[str] = set()
         for _ in range(MAX_PAGES):
-            page = retry(_post)(session, url, body)
+            page = retry(_post)(session, url, body, request_seconds)
             for entry in page.get("entries") or []:
                 if isinstance(entry, dict):
                     lines.append(LogLine(source.host_of(entry), str(entry.get("timestamp") or ""), _text(entry),
