@@ -321,8 +321,7 @@ FAILED_HOST_LINES = 20
 
 def host_failed(run: RunSpec, listed: str, host: str, progress: Progress) -> UserError:
     """The error of a host whose trainer failed, its last log lines (Cloud Logging: the container's output through
-    the gcplogs driver) after the error line; logs that cannot be read are one note, and the error stays the one
-    line it is."""
+    the gcplogs driver) after the error line; logs that cannot be read are said in the error line itself, why."""
     index = host.removeprefix("worker-")
     message = f"the trainer failed on the TPU VM ({listed})"
     if not index.isdigit() or not run.project:
@@ -331,8 +330,7 @@ def host_failed(run: RunSpec, listed: str, host: str, progress: Progress) -> Use
         lines = logs.last_lines(logs.tpu_vm_source(run.project, run.name, int(index)), FAILED_HOST_LINES,
                                 retry_seconds=20.0)
     except logs.LogsUnavailable as exc:
-        progress(f"note: the failed host's log lines cannot be read: {exc}")
-        return UserError(f"{message}; its log lines could not be read (`tpuctl logs {run.name} --host {index}`)", 1)
+        return UserError(f"{message}; its log lines could not be read ({exc})", 1)
     if not lines:
         return UserError(f"{message}; Cloud Logging has no lines of host {index} (`tpuctl logs {run.name} --host "
                          f"{index}` once they arrive)", 1)
