@@ -142,6 +142,7 @@ def _protocol_lines() -> list[str]:
     lines = []
     for epoch in (1, 2):
         lines += [f"epoch-start: {epoch}/2", "Epoch noise from Keras", "progress: 1/2", "progress: 2/2",
+                  *(["warning: the input is slow \x1b[31mred\x1b[0m"] if epoch == 1 else []),
                   f"epoch-end: {epoch}/2 accuracy=0.{5 + epoch}000 examples_per_second=12{epoch}.0000 "
                   f"loss=0.{9 - epoch}000 val_accuracy=0.{6 + epoch}000 val_loss=0.{8 - epoch}000"]
     return lines
@@ -178,6 +179,7 @@ def test_a_vertex_run_shows_the_live_display_built_from_its_logs(gcs, fake_verte
     summary = err[err.index("run summary"):]
     assert summary[1].split() == ["best", "val_accuracy", "0.8000", "(epoch", "2)"], summary
     assert "Epoch noise" not in proc.stderr and "progress:" not in proc.stderr
+    assert "[host 0] warning: the input is slow red" in err           # the trainer's warning, without its escapes
     assert "JOB_STATE_SUCCEEDED" in proc.stdout
 
 

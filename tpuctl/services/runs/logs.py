@@ -288,11 +288,15 @@ class LogFeed:
 
 def feed_display(display) -> Callable[[LogLine], None]:
     """A log line of the chief to the live display (the CLI's TrainDisplay: ``on_message``, ``event``, ``verbose``):
-    a protocol line drives it (epoch, steps, metrics), as a local trainer's stdout does; with --verbose every line is
-    shown as it was logged."""
+    a protocol line drives it (epoch, steps, metrics), as a local trainer's stdout does; the trainer's own ``error:``
+    and ``warning:`` lines are shown, labelled by host; with --verbose every line is shown as it was logged."""
     def on_line(line: LogLine) -> None:
         message = protocol.parse(line.text)
         consumed = message is not None and display.on_message("chief", message)
-        if not consumed and display.verbose:
-            display.event(f"[{line.host}] {line.text}")
+        if not consumed and (display.verbose or line.text.startswith(SAID_LINES)):
+            display.event(f"[{line.host}] {printable(line.text, 2000)}")
     return on_line
+
+
+#: The trainer's lines a live display shows without --verbose (its one-line errors and warnings).
+SAID_LINES = ("error: ", "warning: ")
