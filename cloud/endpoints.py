@@ -37,6 +37,7 @@ SERVICES: dict[str, tuple[str, str]] = {
     "cloudbuild": ("TPUCTL_CLOUDBUILD_ENDPOINT", "https://cloudbuild.googleapis.com"),
     "artifactregistry": ("TPUCTL_ARTIFACTREGISTRY_ENDPOINT", "https://artifactregistry.googleapis.com"),
     "cloudbilling": ("TPUCTL_CLOUDBILLING_ENDPOINT", "https://cloudbilling.googleapis.com"),
+    "logging": ("TPUCTL_LOGGING_ENDPOINT", "https://logging.googleapis.com"),
 }
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"

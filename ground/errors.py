@@ -19,12 +19,15 @@ class UserError(Exception):
     """A problem the user can fix. ``str()`` is the one-line message; ``exit_code`` the process status.
 
     ``abandoned_threads``: threads of a library are still blocked (in network I/O) and the user chose not to wait
-    for them; the interpreter would join them at exit, so the CLI ends the process at once after the line."""
+    for them; the interpreter would join them at exit, so the CLI ends the process at once after the line.
+    ``details``: lines the CLI prints after the error line, indented (a failed host's last log lines)."""
 
-    def __init__(self, message: str, exit_code: int = EXIT_BAD_INPUT, *, abandoned_threads: bool = False):
+    def __init__(self, message: str, exit_code: int = EXIT_BAD_INPUT, *, abandoned_threads: bool = False,
+                 details: tuple[str, ...] = ()):
         super().__init__(message)
         self.exit_code = exit_code
         self.abandoned_threads = abandoned_threads
+        self.details = tuple(details)
 
 
 class DomainError(UserError, ValueError):

@@ -55,6 +55,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                            "or a tuning trial starts without provisioning."),
     "runs": ("tpuctl.commands.runs", "Training runs under ./runs (or the stack's artifacts bucket): list, show, "
                                      "compare."),
+    "logs": ("tpuctl.commands.logs", "A cloud run's log lines (every Vertex AI replica, every TPU VM host), labelled "
+                                     "by host; --follow until the run ends."),
     "board": ("tpuctl.commands.runs", "Start TensorBoard (trainer environment) on a run's logs, or on every run, and "
                                       "print its URL."),
     "serve": ("tpuctl.commands.serve", "Serve an export with TF Serving in docker (or podman), in the foreground; "
@@ -221,6 +223,8 @@ def run(argv: Sequence[str] | None = None) -> int:
             rv = command(args=args, prog_name="tpuctl", standalone_mode=False)
         except UserError as exc:
             code = _error(str(exc), exc.exit_code)
+            for line in getattr(exc, "details", ()):     # after the one error line (a failed host's last lines)
+                typer.echo("  " + printable(line, 1000), err=True)
             if exc.abandoned_threads:
                 _end_now(code)
             return code

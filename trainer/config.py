@@ -18,12 +18,14 @@ from trainer.flags import (
     EXPORT_CHOICES,
     HPARAM_PREFIX,
     LR_SCHEDULES,
+    MAX_PROFILE_SPAN,
     MIXED_PRECISION,
     MODELS,
     STRATEGIES,
     TASK_BOUNDS,
     Bound,
     is_plugin_ref,
+    parse_profile_steps,
 )
 from trainer.paths import join_path
 
@@ -84,6 +86,7 @@ class TrainConfig:
     dataset: str | None = None  # a plug-in dataset function (trainer.plugin), else the TFRecords of --data_dir
     code_dir: str | None = None  # the user's project folder the plug-ins are imported from (default: cwd)
     hparams: tuple[tuple[str, str], ...] = ()  # --hp_NAME VALUE: the plug-in's own hyperparameters
+    profile_steps: tuple[int, int] | None = None  # (first, last) training step a TensorFlow profile is captured for
 
     @property
     def plugin_model(self) -> bool:
@@ -218,6 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "with --virtual_gpus); needs a GPU")
     number("virtual_gpus", f"split GPU 0 into N logical GPUs of --gpu_memory MB each (default "
                            f"{DEFAULT_VIRTUAL_GPU_MB}); needs a GPU")
+    p.add_argument("--profile_steps", type=parse_profile_steps, default=None, metavar="FIRST-LAST",
+                   help="capture a TensorFlow profile of these training steps (e.g. 10-15, at most "
+                        f"{MAX_PROFILE_SPAN}; each process counts its steps from 1) on every worker into "
+                        "<logs>/profile/<worker>, for TensorBoard's Profile tab")
     return p
 
 

@@ -124,6 +124,31 @@ TASK_BOUNDS: dict[str, Bound] = {
 }
 
 
+#: ``--profile_steps FIRST-LAST``: the training steps a profile is captured for (each process counts the steps it
+#: trains, from 1, as Keras' TensorBoard callback counts ``profile_batch``). A profile holds every op of every step:
+#: a range is at most this many steps.
+PROFILE_STEPS = Bound(1, 1_000_000)
+MAX_PROFILE_SPAN = 100
+
+
+def parse_profile_steps(text: str) -> tuple[int, int]:
+    """``10-15`` -> (10, 15); ``12`` -> (12, 12). argparse.ArgumentTypeError saying what to write otherwise."""
+    raw = str(text).strip()
+    shown = raw if len(raw) <= 40 else raw[:37] + "..."
+    m = re.fullmatch(r"(\d{1,7})(?:\s*-\s*(\d{1,7}))?", raw)
+    if not m:
+        raise argparse.ArgumentTypeError(f"expected a step or a range of steps FIRST-LAST like 10-15, got {shown!r}")
+    first, last = int(m.group(1)), int(m.group(2) or m.group(1))
+    for value in (first, last):
+        if not PROFILE_STEPS.contains(value):
+            raise argparse.ArgumentTypeError(f"steps are {PROFILE_STEPS.describe()}, got {shown!r}")
+    if last < first:
+        raise argparse.ArgumentTypeError(f"the last step comes before the first in {shown!r}")
+    if last - first + 1 > MAX_PROFILE_SPAN:
+        raise argparse.ArgumentTypeError(f"at most {MAX_PROFILE_SPAN} steps are profiled at once, got {shown!r}")
+    return first, last
+
+
 #: ``python -m trainer.make_tfrecords`` (and ``tpuctl data make-tfrecords``, which passes its flags on).
 MAKE_TFRECORDS_BOUNDS: dict[str, Bound] = {
     "shard_mb": Bound(0.001, 10_000, integer=False),

@@ -30,6 +30,8 @@ from trainer.config import (
 )
 from trainer.errors import DataError, HardwareError, UsageError, run_cli, unreachable_storage
 from trainer.paths import join_path
+from trainer.profiling import profile_callback, worker_label
+from trainer.timing import step_timer
 
 RESULT_FILE = "result.json"
 #: Held (flock) by the chief of a run for as long as it trains in a local model folder.
@@ -293,10 +295,14 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
     if log_batches:
         os.makedirs(log_batches, exist_ok=True)
         _log_batches(model, os.path.join(log_batches, f"batches-{info.task_type or 'chief'}-{info.task_id}.txt"))
+    callbacks = training_callbacks(keras, cfg, dirs, info, env, steps_per_epoch, input_steps)
+    timer = step_timer(keras, dirs.checkpoints, cfg.train_batch_size, input_steps or 0) if info.is_chief else None
+    if cfg.profile_steps is not None:   # on every process that runs the training loop (a ps coordinator: its own)
+        callbacks.append(profile_callback(keras, dirs.logs, worker_label(info, env), cfg.profile_steps))
     try:
         history = model.fit(train_ds, epochs=cfg.train_epochs, steps_per_epoch=steps_per_epoch,
                             validation_data=val_ds, validation_steps=validation_steps,
-                            callbacks=training_callbacks(keras, cfg, dirs, info, env, steps_per_epoch, input_steps),
+                            callbacks=[*callbacks, *([timer] if timer is not None else [])],
                             verbose=0)   # the epoch lines are the trainer's own (EpochLog); Keras' logger cost a step
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as err:
         if cfg.dataset is not None:   # the user's examples (a label out of range, a shape that changed): say so
@@ -354,6 +360,7 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         "validation_examples": val_examples,
         "validation_exact": exact_validation,
         "skipped_records": skipped,
+        "timing": timer.timing() if timer is not None else None,
     }
     export.write_atomically(join_path(cfg.model_dir, RESULT_FILE), json.dumps(result, indent=2) + "\n")
     return result

@@ -265,3 +265,20 @@ VERTEX_CUSTOM_JOB_CONSOLE_URL = (
 )
 #: Regional Vertex AI API host (REST and gRPC).
 VERTEX_API_HOST = "{region}-aiplatform.googleapis.com"
+
+#: Facts of this module no Google page confirmed (ids named in docs/; tests/ops/test_domain.py keeps them in step).
+UNVERIFIED_VERTEX_FACTS: dict[str, str] = {
+    "vertex-task-name": "a custom job replica's log entries carry resource.labels.task_name workerpool<P>-<R>",
+}
+#: Cloud Logging's monitored resource of a Vertex AI custom job's entries and the labels that pick one job and one
+#: replica: the filter `gcloud ai custom-jobs stream-logs` sends (Google Cloud SDK 528.0.0,
+#: lib/googlecloudsdk/command_lib/ai/log_util.py ``_LogFilters``: resource.type="ml_job",
+#: resource.labels.job_id="<id>", resource.labels.task_name="<task>"; read 2026-11-27).
+VERTEX_JOB_LOG_RESOURCE = "ml_job"
+
+
+def vertex_task_name(pool: int, replica: int) -> str:
+    """The task name of replica ``replica`` of worker pool ``pool`` in a job's log entries.
+
+    [unverified: vertex-task-name] gcloud reads the label; its form is on no Google page found."""
+    return f"workerpool{pool}-{replica}"

@@ -439,7 +439,8 @@ def test_tpu_admin_is_not_offered_for_the_tpu_vm_agent():
 #: Catalogue modules and their list of facts no Google page confirmed (prices.py keeps its own notes).
 UNVERIFIED_LISTS = {"quotas": "UNVERIFIED_QUOTA_FACTS", "storage_iam": "UNVERIFIED_IAM_FACTS",
                     "tpu": "UNVERIFIED_TPU_FACTS", "prediction": "UNVERIFIED_PREDICTION_FACTS",
-                    "tpuvm": "UNVERIFIED_TPUVM_FACTS", "capacity": "UNVERIFIED_CAPACITY_FACTS"}
+                    "tpuvm": "UNVERIFIED_TPUVM_FACTS", "capacity": "UNVERIFIED_CAPACITY_FACTS",
+                    "accelerators": "UNVERIFIED_VERTEX_FACTS"}
 _MARKER = re.compile(r"\[unverified: ([a-z0-9-]+)\]")
 _UNMARKED = re.compile(r"(?i)\bun-?verified\b|\bnot (?:re-)?verified\b|\bnot re-checked\b|\bnot from a google\b")
 

@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -91,13 +92,23 @@ def render(result: Any) -> None:
     for res in result.resources:
         groups.setdefault(res.component, []).append(res)
     for component, members in groups.items():
+        rows = [[res.short_type, res.name, "  ".join(f"{k}={_cell(v)}" for k, v in res.properties.items())]
+                for res in members]
+        if natural_width(["type", "name", "key properties"], rows) > console.width and console.width < 120:
+            # too narrow for the table (issue 44: 80 columns made cells break mid-word over ~400 lines): a document,
+            # one entry per resource, its properties wrapped between properties, never inside a word
+            console.print(Text(f"{component} ({len(members)})", style="italic"))
+            for short_type, name, props in rows:
+                console.print(Text.assemble("  ", (short_type, "cyan"), f"  {name}"))
+                if props:
+                    console.print(Padding(Text(props.replace("  ", " ")), (0, 0, 0, 4)))
+            continue
         table = Table(title=f"{component} ({len(members)})", title_justify="left", expand=False)
         table.add_column("type", style="cyan", no_wrap=True)
         table.add_column("name", overflow="fold", max_width=48)
         table.add_column("key properties", overflow="fold")
-        for res in members:
-            props = "  ".join(f"{k}={_cell(v)}" for k, v in res.properties.items())
-            table.add_row(res.short_type, res.name, props)
+        for row in rows:
+            table.add_row(*row)
         console.print(table)
     for line in declared_cluster_lines(result.settings):
         console.print(Text(line), soft_wrap=True)
@@ -148,7 +159,16 @@ def render(result: Any) -> None:
     if not result.policy_checked:
         console.print(Text("Policy: skipped (--no-policy)", style="yellow"))
         return
-    if result.violations:
+    ordered = sorted(result.violations, key=lambda v: (not v.mandatory, v.rule, v.resource or ""))
+    narrow = natural_width(["level", "rule", "resource", "message"],
+                           [[v.level, v.rule, v.resource or "(stack)", v.message] for v in ordered]) > console.width
+    if result.violations and narrow and console.width < 120:     # a document, as above
+        console.print(Text("Policy verdicts", style="italic"))
+        for v in ordered:
+            console.print(Text.assemble("  ", (v.level, "bold red" if v.mandatory else "yellow"),
+                                        f"  {v.rule}  {v.resource or '(stack)'}"))
+            console.print(Padding(Text(v.message), (0, 0, 0, 4)))
+    elif result.violations:
         verdicts = Table(title="Policy verdicts", title_justify="left")
         verdicts.add_column("level", no_wrap=True)
         verdicts.add_column("rule", no_wrap=True)

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ground.durations import format_duration
+from ground.envs import trainer_python
 from ground.errors import UserError
 from ground.localtree import user_path
 from ground.outputs import load_outputs
@@ -46,6 +47,40 @@ def _fmt(value, digits: int = 4, *, markup: bool = False) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}f}"
     return shown(value, markup=markup)
+
+
+#: The run's timings (``Run.row``'s keys) as `runs show` and `runs compare` label them.
+TIMING_LABELS = {"to_provisioned": "provisioned", "to_first_step": "first step", "step_seconds": "step time",
+                 "examples_per_second": "examples/s", "goodput": "goodput", "spent_usd": "spend"}
+
+
+def timing_cell(key: str, value) -> str:
+    """A timing of ``Run.row`` as text: times after submission, the step time, a rate, a share, dollars."""
+    if value is None:
+        return "-"
+    if key in ("to_provisioned", "to_first_step"):
+        return f"{format_duration(value)} after submission"
+    if key == "step_seconds":
+        return f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s"
+    if key == "examples_per_second":
+        return f"{value:.1f}"
+    if key == "goodput":
+        return f"{value:.0%}"
+    return f"${value:.2f}"
+
+
+def _cell(key: str, value, *, markup: bool = False) -> str:
+    if key == "seconds":
+        return format_duration(value)
+    if key in TIMING_LABELS:
+        return timing_cell(key, value)
+    return _fmt(value, markup=markup)
+
+
+def _lost(history: list[dict]) -> str:
+    if not history:
+        return "-"
+    return f"{format_duration(sum(e['seconds_lost'] for e in history))} in {len(history)} preemption(s)"
 
 
 def sparkline(values: list[float]) -> str:
@@ -117,7 +152,7 @@ def show(run: str = typer.Argument(..., help="Run folder name (or a unique prefi
     typer.echo(f"run {shown(found.name)}  ({shown(found.path)})")
     for key, value in found.row().items():
         if key != "run":
-            typer.echo(f"  {key:<13} {format_duration(value) if key == 'seconds' else _fmt(value)}")
+            typer.echo(f"  {TIMING_LABELS.get(key, key):<13} {_cell(key, value)}")
     if found.launch.get("args"):
         typer.echo(f"  {'trainer args':<13} {shown(' '.join(map(str, found.launch['args'])))}")
     for i, event in enumerate(history, 1):
@@ -129,8 +164,7 @@ def show(run: str = typer.Argument(..., help="Run folder name (or a unique prefi
                    + (f"; resumed in {shown(resumed)} {format_duration(down)} later" if resumed else "; not resumed")
                    + (f"; ${event['spent_usd']:.2f} spent by then" if event.get("spent_usd") is not None else ""))
     if history:
-        typer.echo(f"  {'time lost':<13} {format_duration(sum(e['seconds_lost'] for e in history))} in "
-                   f"{len(history)} preemption(s)")
+        typer.echo(f"  {'time lost':<13} {_lost(history)}")
     problem = runs.logs_problem(found)
     if problem:
         typer.echo(f"  {'curves':<13} not read: {shown(problem)}")
@@ -164,15 +198,29 @@ def compare(a: str = typer.Argument(..., help="First run."), b: str = typer.Argu
     for key in lrow:
         if key == "run":
             continue
-        if key == "seconds":
-            table.add_row(key, format_duration(lrow[key]), format_duration(rrow[key]))
-        else:
-            table.add_row(key, _fmt(lrow[key], markup=True), _fmt(rrow[key], markup=True))
+        table.add_row(TIMING_LABELS.get(key, key), _cell(key, lrow[key], markup=True),
+                      _cell(key, rrow[key], markup=True))
+    table.add_row("time lost", _lost(runs.recoveries(left)), _lost(runs.recoveries(right)))
     lc, rc = curves.get(left.path, {}), curves.get(right.path, {})
     for tag in sorted(set(lc) | set(rc)):
         table.add_row(shown(tag, markup=True), _fmt(lc[tag][-1][1]) if tag in lc else "-",
                       _fmt(rc[tag][-1][1]) if tag in rc else "-")
     Console().print(table)
+
+
+def _say_profiles(handle) -> None:
+    """One line when the logs hold profiles (``--profile-steps``): where TensorBoard shows them, or that its Profile tab
+    needs a package the trainer environment does not have."""
+    found = board_svc.profiles(handle.logdir)
+    if not found:
+        return
+    where = ", ".join(shown(f) for f in found[:4]) + (f" and {len(found) - 4} more" if len(found) > 4 else "")
+    if "profile" in handle.plugins():
+        typer.echo(f"profiles: {where} (the Profile tab: {handle.url}#profile)")
+    else:
+        typer.echo(f"note: profiles in {where}; TensorBoard's Profile tab needs {board_svc.PROFILE_PLUGIN} in the "
+                   f"trainer environment: {shown(str(trainer_python()))} -m pip install {board_svc.PROFILE_PLUGIN}",
+                   err=True)
 
 
 def board(
@@ -206,6 +254,7 @@ def board(
             raise UserError(f"{problem} (TensorBoard would walk it); name one run: `tpuctl board RUN`")
     handle = board_svc.start(logdir, port=port)
     typer.echo(f"TensorBoard on {shown(logdir)}: {handle.url}  (Ctrl-C stops it)")
+    _say_profiles(handle)
     try:
         while handle.task.proc.poll() is None:
             time.sleep(0.5)

@@ -63,6 +63,7 @@ def train(
     hub_cache_dir: Optional[str] = option("hub_cache_dir"),
     epochs: Optional[int] = option("epochs"),
     batch_size: Optional[int] = option("batch_size"),
+    profile_steps: Optional[str] = option("profile_steps"),
     stack: Optional[str] = STACK,
     outputs: Optional[Path] = OUTPUTS,
     region: Optional[str] = option("region"),
@@ -94,11 +95,15 @@ def train(
     stack_outputs = stack_outputs_for(stack, outputs, dry_run=dry_run)
     spec = runspec.plan(flags, stack_outputs, claim=not flags.dry_run, echo=echo_err)
     if spec.target == "vertex":
-        planned = VertexTarget(spec, note=echo_err, say=say, wait=flags.wait, poll_seconds=flags.poll_seconds)
-        show_outcome(launch(planned, dry_run=flags.dry_run))
+        display = None if flags.dry_run or not flags.wait else TrainDisplay(terminal=sys.stderr.isatty(),
+                                                                            verbose=flags.verbose)
+        planned = VertexTarget(spec, note=echo_err, say=say, wait=flags.wait, poll_seconds=flags.poll_seconds,
+                               display=display)
+        _cloud(planned, display, flags.dry_run)
     elif spec.target == "tpu-vm":
-        show_outcome(launch(TpuVmTarget(spec, progress=echo_err, poll_seconds=flags.poll_seconds),
-                            dry_run=flags.dry_run))
+        display = None if flags.dry_run else TrainDisplay(terminal=sys.stderr.isatty(), verbose=flags.verbose)
+        _cloud(TpuVmTarget(spec, progress=echo_err, poll_seconds=flags.poll_seconds, display=display), display,
+               flags.dry_run)
     elif flags.dry_run:
         show_outcome(launch(LocalTarget(spec, note=echo_err), dry_run=True))
     else:
@@ -109,6 +114,22 @@ def refuse_stray_arguments(ctx: typer.Context, example: str) -> None:
     """Extra arguments are the trainer's flags, after ``--``; a word that is no flag is a typo."""
     if ctx.args and not ctx.args[0].startswith("-"):
         raise UserError(f"unexpected argument {ctx.args[0]!r}; trainer flags go after `--`, e.g. `{example}`")
+
+
+def _cloud(target, display: TrainDisplay | None, dry_run: bool) -> None:
+    """A cloud run: its chief's progress lines, read back from Cloud Logging, drive the same live display a local run
+    has, and a run that showed epochs ends with the same run summary."""
+    started = time.time()
+    try:
+        outcome = launch(target, dry_run=dry_run)
+    finally:
+        if display is not None:
+            display.close()
+    if display is not None and display.history and not isinstance(outcome, dict):
+        for line in summary_lines(outcome.result, display.history, time.time() - started, outcome.outputs,
+                                  outcome.name):
+            echo_err(line)
+    show_outcome(outcome)
 
 
 def _train_local(spec: runspec.RunSpec, verbose: bool = False) -> None:

@@ -158,3 +158,30 @@ def test_a_launch_record_without_a_target_is_a_local_run(tmp_path):
     assert row["target"] == "local" and row["val_accuracy"] == 0.75 and row["seconds"] is None
     _run(tmp_path / "runs", "vertex", launch={"target": "vertex"})
     assert runs.find_run(runs.list_runs(str(tmp_path / "runs")), "vertex").row()["target"] == "vertex"
+
+
+@pytest.mark.parametrize("timing, field", [
+    ({"step_seconds": "fast"}, "timing.step_seconds"), ({"first_step_at": 1e20}, "timing.first_step_at"),
+    ({"total_steps": -1}, "timing.total_steps"), ({"step_seconds": 0}, "timing.step_seconds"),
+    ([1, 2], "timing"),
+])
+def test_a_bad_timing_is_a_bad_record_naming_its_field(tmp_path, timing, field):
+    _run(tmp_path / "runs", "good", launch={"target": "local", "started": 1000.0, "finished": 1100.0})
+    _run(tmp_path / "runs", "bad", result={**GOOD, "timing": timing})
+    found = {r.name: r for r in runs.list_runs(str(tmp_path / "runs"))}
+    assert found["good"].problem is None and field in found["bad"].problem, found["bad"].problem
+    r = invoke(["runs", "show", "bad", "--dir", str(tmp_path / "runs")])
+    assert r.exit_code == 1 and r.stderr.count("\n") == 1 and field in r.stderr, r.output
+
+
+def test_timings_that_cannot_hold_are_not_shown(tmp_path, monkeypatch):
+    """A first step before the submission (a clock off, a record edited), no launch times: `-`, never negative."""
+    monkeypatch.setattr(runs, "scalars", lambda found: {})
+    _run(tmp_path / "runs", "skewed", result={**GOOD, "timing": {"first_step_at": 900.0, "step_seconds": 0.5,
+                                                                 "total_steps": 10}},
+         launch={"target": "local", "started": 1000.0, "finished": 1004.0})
+    row = runs.list_runs(str(tmp_path / "runs"))[0].row()
+    assert row["to_first_step"] is None and row["goodput"] == 1.0          # 5 s of steps in 4 s: at most 100 %
+    _run(tmp_path / "runs", "no-times", result={**GOOD, "timing": {"step_seconds": 0.5, "total_steps": 10}})
+    row = runs.find_run(runs.list_runs(str(tmp_path / "runs")), "no-times").row()
+    assert row["goodput"] is None and row["to_first_step"] is None and row["step_seconds"] == 0.5

@@ -126,3 +126,28 @@ def test_the_watcher_waits_again_on_an_answer_that_is_not_true_and_ends_with_the
 def test_an_on_demand_slice_has_no_watcher(outputs_file, metadata):
     assert "preempted" in _script(outputs_file, metadata)
     assert "preempted" not in _script(outputs_file, metadata, spot=False)
+
+
+LOGGING_REFUSED_DOCKER = r"""#!/bin/bash
+# docker run with the gcplogs driver fails to start the container (exit 125: Docker's own failure), as it does when
+# Cloud Logging refuses the VM's service account; without the driver the trainer runs and exits 0.
+echo "$*" >> "$STUBS/runs"
+case " $* " in *" --log-driver gcplogs "*) echo "docker: Error response from daemon: failed to initialize logging \
+driver: unable to connect or authenticate with Google Cloud Logging" >&2; exit 125 ;; esac
+exit 0
+"""
+
+
+def test_a_host_whose_cloud_logging_is_refused_still_trains(outputs_file, gcs, host, metadata):
+    """Unreachable or denied Cloud Logging never stops the run: the script starts the container again without the
+    gcplogs driver (one line on the host's stderr), and the host's report is the trainer's own exit status."""
+    env, stubs = host
+    (stubs / "bin" / "docker").write_text(LOGGING_REFUSED_DOCKER)
+    with Watched(["bash", "-c", _script(outputs_file, metadata, spot=False)], env=env) as script:
+        assert script.finish(timeout=60) == 0, script.tail()
+    first, second = (stubs / "runs").read_text().splitlines()
+    assert "--log-driver gcplogs --log-opt labels=tpuctl_run,tpuctl_worker" in first
+    assert "--label tpuctl_run=tpuctl-watched --label tpuctl_worker=2" in first     # the run and this host
+    assert "gcplogs" not in second and "tpuctl_run" not in second
+    assert [line for line in script.err if "did not start with Cloud Logging" in line]
+    assert _report(gcs) == "0\n"

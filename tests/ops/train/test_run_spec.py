@@ -61,6 +61,25 @@ def test_the_same_bad_value_is_refused_the_same_way_on_every_target(target, flag
     assert r.stderr.startswith("error: ") and flag in r.stderr
 
 
+@pytest.mark.parametrize("target", ["local", "vertex", "tpu-vm"])
+def test_profile_steps_reach_the_trainer_on_every_target(target):
+    outputs = parse_outputs(OUTPUTS)
+    spec = planned(target, outputs, accelerator="tpu-v5e-8" if target != "local" else "cpu", profile_steps=" 10 - 15",
+                   **{**SHARED, "image": None if target == "local" else SHARED["image"]})
+    argv = spec.trainer.argv()
+    assert argv[argv.index("--profile_steps") + 1] == "10-15"
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--profile-steps", "15-10"], "before the first"), (["--profile-steps", "1-101"], "at most 100"),
+    (["--profile-steps", "x"], "like 10-15"), (["--profile-steps", "3-4", "--", "--profile_steps", "5-6"], "not both"),
+])
+def test_a_bad_profile_range_is_one_line_before_anything_runs(args, needle, tmp_path):
+    r = invoke(["train", "--dry-run", "--data-dir", str(tmp_path), *args])
+    line = error_line(r, 2)
+    assert "--profile" in line and needle in line, line
+
+
 @pytest.mark.parametrize("command", [["train", "--target", "vertex"], ["train", "--target", "tpu-vm", "-a", "v5e-8"],
                                      ["tune", "--target", "vertex"]])
 def test_a_bad_image_reference_is_refused_the_same_way_on_every_cloud_target(command, tmp_path):

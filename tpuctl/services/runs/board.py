@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 import subprocess
 import tempfile
@@ -19,6 +21,14 @@ from tpuctl.services.supervisor import Task, describe_status, free_ports, stop_t
 START_TIMEOUT_SECONDS = 120.0
 
 
+#: What TensorBoard's Profile tab reads: ``<run>/plugins/profile/<time>/<host>.xplane.pb`` (the trainer's
+#: ``--profile_steps`` writes ``<logs>/profile/<worker>/plugins/profile/…``, trainer/profiling.py).
+PROFILE_FOLDER = ("plugins", "profile")
+#: The package that gives TensorBoard its Profile tab (TensorBoard itself only shows how to install it: its
+#: ``profile_redirect`` plugin, tensorboard/plugins/profile_redirect in tensorboard 2.21).
+PROFILE_PLUGIN = "tensorboard-plugin-profile"
+
+
 @dataclass
 class Board:
     url: str
@@ -27,6 +37,31 @@ class Board:
 
     def stop(self) -> None:
         stop_tasks([self.task])
+
+    def plugins(self) -> set[str]:
+        """The plugins the running TensorBoard loaded (``/data/plugins_listing``: the Profile tab is ``profile``)."""
+        body = get_local(self.url + "data/plugins_listing", timeout=10)
+        try:
+            listing = json.loads(body) if body else {}
+        except ValueError:
+            return set()
+        return set(listing) if isinstance(listing, dict) else set()
+
+
+def profiles(logdir: str, limit: int = 10_000) -> list[str]:
+    """The folders under a local ``logdir`` that hold a captured profile (``…/plugins/profile/<time>/*.xplane.pb``),
+    as TensorBoard names their runs (relative to ``logdir``); a ``gs://`` folder is not walked ([])."""
+    if is_gs(logdir):
+        return []
+    found, seen = [], 0
+    for top, dirs, files in os.walk(logdir):        # never into a symlinked folder
+        seen += len(dirs) + len(files)
+        if seen > limit:
+            break
+        parts = os.path.relpath(top, logdir).split(os.sep)
+        if len(parts) >= 3 and tuple(parts[-3:-1]) == PROFILE_FOLDER and any(f.endswith(".xplane.pb") for f in files):
+            found.append("/".join(parts[:-3]) or ".")
+    return sorted(set(found))
 
 
 def start(logdir: str, *, port: int | None = None, timeout: float = START_TIMEOUT_SECONDS) -> Board:

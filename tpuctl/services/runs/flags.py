@@ -9,6 +9,7 @@ is declared on each target (``flags`` on its class, ``tpuctl.services.runs.targe
 
 from __future__ import annotations
 
+import argparse
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
@@ -18,7 +19,7 @@ from ground.domain.capacity import check_reservation
 from ground.domain.names import validate_image_ref
 from ground.durations import parse_duration
 from ground.errors import UserError
-from trainer.flags import HPARAM_NAME, MODELS, TASK_BOUNDS, is_plugin_ref
+from trainer.flags import HPARAM_NAME, MAX_PROFILE_SPAN, MODELS, TASK_BOUNDS, is_plugin_ref, parse_profile_steps
 
 #: Where a run goes (``--target``): this machine, a Vertex AI CustomJob, a slice of TPU VMs.
 TARGETS = ("local", "vertex", "tpu-vm")
@@ -84,6 +85,18 @@ def _hparams(value: Any) -> Any:
     return pairs
 
 
+def _profile_steps(value: Any) -> Any:
+    """``--profile-steps 10-15``: checked by the trainer's own reader (trainer.flags.parse_profile_steps), kept as
+    the text the trainer is given."""
+    if value is None:
+        return None
+    try:
+        first, last = parse_profile_steps(str(value))
+    except argparse.ArgumentTypeError as exc:
+        raise ValueError(f"--profile-steps: {exc}") from None
+    return f"{first}-{last}"
+
+
 def _zones(value: Any) -> Any:
     """``--zones a,b``: a comma-separated list (an empty entry is refused: a typo like ``a,,b``)."""
     if value is None or isinstance(value, (list, tuple)):
@@ -139,6 +152,9 @@ class RunFlags(BaseModel):
     batch_size: int | None = _flag(None, "Global training batch size (trainer default if omitted).",
                                    ge=TASK_BOUNDS["train_batch_size"].low, le=TASK_BOUNDS["train_batch_size"].high)
     trainer_args: tuple[str, ...] = _flag((), "Trainer flags after `--`, passed to python -m trainer.task unchanged.")
+    profile_steps: Annotated[str | None, BeforeValidator(_profile_steps)] = _flag(
+        None, f"Capture a TensorFlow profile of these training steps (FIRST-LAST, e.g. 10-15, at most "
+              f"{MAX_PROFILE_SPAN}) on every worker into the run's logs/profile/, for `tpuctl board`'s Profile tab.")
     image: Annotated[str | None, BeforeValidator(_image)] = _flag(
         None, "Vertex/TPU VM: run this image instead of the trainer's own (`tpuctl image build`).")
     python_package: bool = _flag(False, "Vertex: ship trainer/ as a package onto Google's prebuilt TensorFlow image "

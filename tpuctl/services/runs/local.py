@@ -186,23 +186,36 @@ class LocalTarget:
     def follow(self, started: float) -> Outcome:
         display = self.display
         sinks: dict[str, Any] = dict(out=self.out, err=self.err)
+        say = None
         if display is not None:
             sinks = dict(out=display.stdout_sink(), err=display.stderr_sink(), on_message=display.on_message)
             if self.say_started:
-                sinks["on_started"] = lambda task: display.event(f"started {task.label} (pid {task.pid})")
+                say = lambda task: display.event(f"started {task.label} (pid {task.pid})")  # noqa: E731
+        provisioned: list[float] = []
+
+        def on_started(task: Task) -> None:
+            # a local run's resources are there once its processes run (the time the run record keeps, as a cloud
+            # run's is when its job or slice is)
+            provisioned.append(time.time())
+            if say is not None:
+                say(task)
+
         outcome = run_local(self.spec.argv, workers=self.spec.workers, env=self.spec.env,
                             parameter_servers=self.spec.parameter_servers, command=self.spec.command,
-                            cwd=self.spec.code if self.spec.command else None, **sinks)
-        self._record(started)
+                            cwd=self.spec.code if self.spec.command else None, on_started=on_started, **sinks)
+        self._record(started, provisioned=min(provisioned, default=None))
         return Outcome(self.name, Path(self.spec.model_dir).name, SUCCEEDED, self.spec.model_dir,
                        result=outcome.result)
 
-    def _record(self, started: float, state: str | None = None) -> None:
+    def _record(self, started: float, state: str | None = None, provisioned: float | None = None) -> None:
         """The launch record ``runs ls`` reads. An interrupted run is recorded only when it left work behind
-        (checkpoints, logs) and no result."""
-        record = self.spec.launch_record(started=started, finished=time.time(), state=state)
+        (checkpoints, logs) and no result. A run that continues an interrupted one keeps its first start."""
+        earlier = records.earlier_start(self.spec.model_dir)
+        record = self.spec.launch_record(started=earlier if earlier is not None and earlier <= started else started,
+                                         provisioned=provisioned, finished=time.time(), state=state)
         if state is None:
-            records.write_launch_record(self.spec.model_dir, record)
+            if not is_gs(self.spec.model_dir):   # a local run into gs:// keeps no record (as before: no credentials asked)
+                records.write_launch_record(self.spec.model_dir, record)
             return
         folder = Path(self.spec.model_dir)
         if is_gs(self.spec.model_dir) or not folder.is_dir() or (folder / records.RESULT_FILE).exists():

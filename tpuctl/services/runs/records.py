@@ -50,6 +50,17 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
 
 
+class Timing(_Record):
+    """The trainer's measure of its steps (result.json ``timing``, trainer/timing.py): when the run's first training
+    step ended, the steady step time, examples/s and the steps the exported model had in all."""
+    first_step_at: float | None = Field(None, ge=0, lt=_LATEST)
+    process_first_step_at: float | None = Field(None, ge=0, lt=_LATEST)
+    step_seconds: float | None = Field(None, gt=0, le=1e6)
+    examples_per_second: float | None = Field(None, ge=0, le=1e12)
+    steps: int | None = Field(None, ge=0, le=10**12)
+    total_steps: int | None = Field(None, ge=0, le=10**12)
+
+
 class ResultRecord(_Record):
     """The trainer's result.json (trainer/task.py)."""
     export_dir: str | None = None
@@ -58,6 +69,7 @@ class ResultRecord(_Record):
     model: str | None = None
     strategy: str | None = None
     num_workers: int | None = Field(None, ge=1, le=100_000)
+    timing: Timing | None = None
 
 
 class LaunchRecord(_Record):
@@ -68,9 +80,19 @@ class LaunchRecord(_Record):
     workers: int | None = Field(None, ge=1, le=100_000)
     parameter_servers: int | None = Field(None, ge=0, le=100_000)
     args: list[str] | None = None
+    #: when the run was submitted (a local run: started; a Vertex AI job: created; a TPU VM run: its first slice
+    #: queued), its resources were there (the processes started, the job RUNNING, the first slice ACTIVE) and it ended
     started: float | None = Field(None, ge=0, lt=_LATEST)
+    provisioned: float | None = Field(None, ge=0, lt=_LATEST)
     finished: float | None = Field(None, ge=0, lt=_LATEST)
     state: str | None = None   # "interrupted": stopped (Ctrl-C, SIGTERM) before the trainer's result.json
+    spot: bool | None = None
+    #: a cloud run's project and, on Vertex AI, its CustomJob (projects/P/locations/R/customJobs/ID): where
+    #: `tpuctl logs` finds its lines
+    project: str | None = Field(None, max_length=100)
+    job: str | None = Field(None, max_length=1000)
+    #: what the run's machines cost at list price for the time they ran (compute only; None: not known)
+    spent_usd: float | None = Field(None, ge=0, le=1e9)
 
 
 class Recovery(_Record):
@@ -135,6 +157,28 @@ class Run:
             return None
         return folder.rstrip("/").rsplit("/", 1)[-1]
 
+    @property
+    def timing(self) -> dict[str, Any]:
+        timing = self.result.get("timing")
+        return timing if isinstance(timing, dict) else {}
+
+    def _since_start(self, when: Any) -> float | None:
+        start = self.launch.get("started")
+        if isinstance(start, float) and isinstance(when, float) and when >= start:
+            return when - start
+        return None
+
+    @property
+    def goodput(self) -> float | None:
+        """Productive training time / wall time: the steps the exported model had in all at the steady step time,
+        over submitted → end (the first steps' compilation, provisioning, waiting, lost and redone steps and
+        everything after the last step are the rest). None without the timing or the launch times."""
+        steps, step = self.timing.get("total_steps"), self.timing.get("step_seconds")
+        seconds = self.seconds
+        if not isinstance(steps, int) or not isinstance(step, float) or not seconds:
+            return None
+        return min(steps * step / seconds, 1.0)
+
     def row(self) -> dict[str, Any]:
         r = self.result
         return {
@@ -150,15 +194,55 @@ class Run:
             "seconds": self.seconds,
             "export_dir": r.get("export_dir"),
             "state": self.state,
+            "to_provisioned": self._since_start(self.launch.get("provisioned")),
+            "to_first_step": self._since_start(self.timing.get("first_step_at")),
+            "step_seconds": self.timing.get("step_seconds"),
+            "examples_per_second": self.timing.get("examples_per_second"),
+            "goodput": self.goodput,
+            "spent_usd": self.launch.get("spent_usd"),
         }
 
 
-def write_launch_record(model_dir: str, record: LaunchRecord) -> None:
-    """What ``tpuctl train`` asked for, next to the trainer's result (local model folders only)."""
-    if is_gs(model_dir):
-        return
+def write_launch_record(model_dir: str, record: LaunchRecord, *, storage_client=None) -> None:
+    """What ``tpuctl train`` asked for and when it ran, next to the trainer's result (a ``gs://`` folder: uploaded
+    with ``storage_client``, else the local file is replaced whole)."""
     text = json.dumps(record.model_dump(exclude_none=True), indent=2, sort_keys=True) + "\n"
+    if is_gs(model_dir):
+        file = GsPath.parse(model_dir).join(RUN_FILE)
+        storage_client = storage_client or clients.storage_client()
+        with clients.google_errors(f"writing {model_dir}/{RUN_FILE}"):
+            storage_client.bucket(file.bucket).blob(file.path).upload_from_string(text, content_type="application/json")
+        return
     write_atomically(Path(model_dir) / RUN_FILE, text)
+
+
+def read_launch_record(model_dir: str, *, storage_client=None) -> dict[str, Any] | None:
+    """A run folder's launch record (validated), None when it has none."""
+    where = f"{model_dir.rstrip('/')}/{RUN_FILE}"
+    if is_gs(model_dir):
+        file = GsPath.parse(model_dir).join(RUN_FILE)
+        storage_client = storage_client or clients.storage_client()
+        with clients.google_errors(f"reading {where}",
+                                   forbidden=f"permission denied reading {where}: you need storage.objects.get"):
+            blob = storage_client.bucket(file.bucket).get_blob(file.path)
+            if blob is None:
+                return None
+            data = clients.download_bounded(blob, MAX_RUN_FILE_BYTES, where, "not a tpuctl run record")
+        return _record(data, where, LaunchRecord)
+    folder = Path(model_dir)
+    if not os.path.lexists(folder / RUN_FILE):
+        return None
+    return _read_run_file(folder, RUN_FILE, LaunchRecord)
+
+
+def earlier_start(model_dir: str) -> float | None:
+    """When the interrupted run a local run continues was started (its launch record's ``started``): a continued run
+    is one run from its first start. None for a fresh folder or one that holds no interrupted run."""
+    if is_gs(model_dir):
+        return None
+    run = _read_interrupted(Path(model_dir), None)
+    started = run.launch.get("started") if run is not None else None
+    return started if isinstance(started, float) else None
 
 
 def _json_object(text: bytes | str, where: str) -> dict[str, Any]:

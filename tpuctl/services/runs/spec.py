@@ -318,7 +318,9 @@ def plan(flags: RunFlags, outputs: StackOutputs | None, *, command: str = "train
         distribution_strategy=strategy(target, accel, flags.workers, flags.parameter_servers),
         num_gpus=accel.gpu_count if accel is not None and accel.kind == "gpu" else None,
         model=model, dataset=flags.dataset, code_dir=code_dir, hub_handle=flags.hub_handle,
-        train_epochs=flags.epochs, train_batch_size=flags.batch_size, extra=(*hparams, *flags.trainer_args))
+        train_epochs=flags.epochs, train_batch_size=flags.batch_size,
+        extra=(*hparams, *(("--profile_steps", flags.profile_steps) if flags.profile_steps else ()),
+               *flags.trainer_args))
 
     env = {"TF_USE_LEGACY_KERAS": "1"}
     if program:
@@ -391,7 +393,8 @@ def _check_combination(flags: RunFlags, accel: domain.Accelerator | None, tpu: d
             raise UserError(f"--{flag} after `--`: tpuctl sets it; use {option}")
     for flag, option, given in (("train_epochs", "--epochs", flags.epochs), ("train_batch_size", "--batch-size",
                                 flags.batch_size), ("model", "--model", flags.model),
-                                ("hub_handle", "--hub-handle", flags.hub_handle)):
+                                ("hub_handle", "--hub-handle", flags.hub_handle),
+                                ("profile_steps", "--profile-steps", flags.profile_steps)):
         if given is not None and flag_value(flags.trainer_args, flag) is not None:
             raise UserError(f"give {option} or --{flag} after `--`, not both")
     if flags.budget is not None and flags.keep:
@@ -624,6 +627,7 @@ def _command(flags: RunFlags) -> tuple[str, ...]:
     trainer_only = [flag_name for flag_name, given in (
         ("--model", flags.model), ("--dataset", flags.dataset), ("--hparam", flags.hparam or None),
         ("--hub-handle", flags.hub_handle), ("--epochs", flags.epochs), ("--batch-size", flags.batch_size),
+        ("--profile-steps", flags.profile_steps),
         ("flags after `--`", flags.trainer_args or None), ("--parameter-servers", flags.parameter_servers or None),
         ("--python-package", flags.python_package or None)) if given is not None]
     if trainer_only:

@@ -18,6 +18,7 @@ a job it stopped watching).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import tempfile
 import time
@@ -36,7 +37,7 @@ from ground.files import printable
 from ground.polling import poll
 from ground.storagepath import GsPath
 from tpuctl.services import image as images
-from tpuctl.services.runs import cost
+from tpuctl.services.runs import cost, logs, records
 from tpuctl.services.runs.spec import RunSpec, refuse_finished
 from tpuctl.services.runs.target import FAILED, SUBMITTED, SUCCEEDED, Outcome
 from tpuctl.services.trainer_package import TRAINER_MODULE, build_trainer_sdist
@@ -272,7 +273,7 @@ class VertexTarget:
     name: ClassVar[str] = "vertex"
     flags: ClassVar[frozenset[str]] = frozenset({"region", "image", "python_package", "spot", "max_run_time",
                                                  "budget", "wait", "poll_seconds", "parameter_servers",
-                                                 "provisioning", "reservation", "max_wait", "cluster"})
+                                                 "provisioning", "reservation", "max_wait", "cluster", "verbose"})
 
     spec: RunSpec
     note: Echo = print
@@ -287,6 +288,10 @@ class VertexTarget:
     poll_seconds: float = 30.0
     custom_job: Any = None
     estimate: Any = None
+    #: the run's record could not be written once (said in one note): not tried again
+    unrecorded: bool = False
+    #: the live display (the CLI's TrainDisplay), fed with the chief's protocol lines read back from Cloud Logging
+    display: Any = None
 
     def preflight(self) -> None:
         """The quota pre-flight, then the request and its cost estimate (refused over --budget): before anything
@@ -314,6 +319,8 @@ class VertexTarget:
         job = create("job", lambda: client.create_custom_job(parent=self.spec.parent, custom_job=self.request()))
         created = SubmittedJob(client, job.name, console_url(job.name))
         self.say(f"submitted {created.name}")
+        self._write_record(self.spec.launch_record(started=time.time(), spot=self.spec.spot, project=self.spec.project,
+                                                   job=created.name))   # `tpuctl logs` finds the job while it runs
         self.say(f"console: {created.console_url}")
         with watching(created):
             yield created
@@ -323,14 +330,54 @@ class VertexTarget:
         outputs = self.spec.model_dir
         if not self.wait:
             return Outcome(self.name, created.name, SUBMITTED, outputs, console_url=created.console_url)
-        final = follow_job(created.client, created.name, poll_seconds=self.poll_seconds, echo=self.say,
-                           sleep=self.sleep)
+        with self._progress_from_logs(created.name):
+            final = follow_job(created.client, created.name, poll_seconds=self.poll_seconds, echo=self.say,
+                               sleep=self.sleep)
+        self._record(final)
         state = state_name(final)
         if state == "JOB_STATE_SUCCEEDED":
             return Outcome(self.name, created.name, SUCCEEDED, outputs, console_url=created.console_url)
         detail = f": {final.error.message}" if final.error.message else ""
         return Outcome(self.name, created.name, FAILED, outputs, console_url=created.console_url,
                        error=f"job {created.name} ended in {state}{detail} ({created.console_url})")
+
+
+    def _progress_from_logs(self, job_name: str):
+        """While the job runs, its chief's log lines drive the display (``logs.LogFeed``); nothing without one."""
+        if self.display is None or not self.spec.project:
+            return contextlib.nullcontext()
+        return logs.LogFeed(logs.vertex_source(self.spec.project, job_name, host=0), logs.feed_display(self.display),
+                            self.note, interval=min(self.poll_seconds, 5.0), since=time.time() - 60)
+
+    def _record(self, job) -> None:
+        """The run record ``runs show`` reads (``<model_dir>/tpuctl-run.json``), from Vertex AI's own times of the
+        job: created, first RUNNING, ended (CustomJob.create_time / start_time / end_time,
+        google/cloud/aiplatform/v1/custom_job.proto as installed in google-cloud-aiplatform 2.7); the spend is the
+        estimate's hourly list price for the time it ran. A record that cannot be written is one note."""
+        created, started, ended = (job_time(job, f) for f in ("create_time", "start_time", "end_time"))
+        hourly = self.estimate.hourly if self.estimate is not None else None
+        spent = hourly * (ended - started) / 3600 if hourly is not None and started and ended else None
+        record = self.spec.launch_record(started=created, provisioned=started, finished=ended, spot=self.spec.spot,
+                                         spent_usd=round(spent, 4) if spent is not None else None,
+                                         project=self.spec.project, job=job.name)
+        self._write_record(record)
+
+    def _write_record(self, record) -> None:
+        if self.unrecorded:
+            return
+        try:
+            with clients.google_errors(f"recording the run's times in {self.spec.model_dir}"):
+                storage = clients.storage_client(self.spec.project)
+            records.write_launch_record(self.spec.model_dir, record, storage_client=storage)
+        except UserError as exc:
+            self.unrecorded = True
+            self.note(f"note: the run's times were not recorded: {exc}")
+
+
+def job_time(job, field: str) -> float | None:
+    """One of a job's times (seconds since 1970), None when Vertex AI has not set it."""
+    value = getattr(job, field, None)
+    return value.timestamp() if value else None
 
 
 def follow_job(client, name: str, *, poll_seconds: float, echo: Echo, sleep: Callable[[float], None] = time.sleep):

@@ -18,6 +18,7 @@ from ground.errors import UserError
 from ground.files import printable
 from ground.polling import poll
 from ground.storagepath import GsPath
+from tpuctl.services.runs import logs
 from tpuctl.services.runs.records import RECOVERIES_FILE, RESULT_FILE, RecoveriesRecord
 from tpuctl.services.runs.spec import DEFAULT_MAX_WAIT, DEFAULT_TPU_VM_RUN_TIME, RunSpec
 from tpuctl.services.runs.tpuvm.script import HOST_STATUS_DIR, api_version, build_queued_resource, v2alpha1_body
@@ -344,13 +345,35 @@ def follow(client, storage, run: RunSpec, *, progress: Progress, poll_seconds: f
                              f"host gone ({gone})")
         if failures:
             listed = ", ".join(f"{host} exited {code}" for host, code in failures)
-            raise UserError(f"the trainer failed on the TPU VM ({listed}); see the VM's serial console "
-                            f"or Cloud Logging for {run.name}", 1)
+            raise host_failed(run, listed, failures[0][0], progress)
         return None
 
     return poll(read, lambda result: result is not None, interval=poll_seconds, timeout=timeout, sleep=sleep,
                 clock=clock, expired=lambda _: f"no {result_uri(run)} after {timeout:.0f} s of training (waited for "
                                                f"the chief's result); the slice is {seen['state']}")
+
+
+#: Lines of a failed host's log printed after the error line.
+FAILED_HOST_LINES = 20
+
+
+def host_failed(run: RunSpec, listed: str, host: str, progress: Progress) -> UserError:
+    """The error of a host whose trainer failed, its last log lines (Cloud Logging: the container's output through
+    the gcplogs driver) after the error line; logs that cannot be read are said in the error line itself, why."""
+    index = host.removeprefix("worker-")
+    message = f"the trainer failed on the TPU VM ({listed})"
+    if not index.isdigit() or not run.project:
+        return UserError(f"{message}; see its log: `tpuctl logs {run.name} --host all`", 1)
+    try:
+        lines = logs.last_lines(logs.tpu_vm_source(run.project, run.name, int(index)), FAILED_HOST_LINES,
+                                retry_seconds=20.0)
+    except logs.LogsUnavailable as exc:
+        return UserError(f"{message}; its log lines could not be read ({exc})", 1)
+    if not lines:
+        return UserError(f"{message}; Cloud Logging has no lines of host {index} (`tpuctl logs {run.name} --host "
+                         f"{index}` once they arrive)", 1)
+    return UserError(f"{message}; the last {len(lines)} log line(s) of host {index} follow", 1,
+                     details=tuple(line.text for line in lines))
 
 
 def last_backup(storage, run: RunSpec) -> float | None:

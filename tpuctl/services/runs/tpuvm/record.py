@@ -34,11 +34,17 @@ class RunPlanRecord(BaseModel):
     #: slice became ACTIVE (None while it is queued): a run attached to goes on counting
     hourly_usd: float | None = Field(None, ge=0, allow_inf_nan=False)
     active_since: float | None = Field(None, ge=0, allow_inf_nan=False)
+    #: when (epoch seconds) the run's first slice was queued and first became ACTIVE: the run record's times, kept
+    #: for a run attached to
+    submitted: float | None = Field(None, ge=0, allow_inf_nan=False)
+    provisioned: float | None = Field(None, ge=0, allow_inf_nan=False)
 
 
 def write_plan(storage, run: RunSpec, *, zones: list[str], earlier: dict[str, int], hourly_usd: float | None = None,
-               active_since: float | None = None) -> None:
-    record = RunPlanRecord(spec=run, zones=zones, earlier=earlier, hourly_usd=hourly_usd, active_since=active_since)
+               active_since: float | None = None, submitted: float | None = None,
+               provisioned: float | None = None) -> None:
+    record = RunPlanRecord(spec=run, zones=zones, earlier=earlier, hourly_usd=hourly_usd, active_since=active_since,
+                           submitted=submitted, provisioned=provisioned)
     where = GsPath.parse(run.model_dir).join(RUN_PLAN_FILE)
     with clients.google_errors(f"writing {where}"):
         storage.bucket(where.bucket).blob(where.path).upload_from_string(record.model_dump_json(indent=2) + "\n",

@@ -60,11 +60,28 @@ def shell_word(word: Word) -> str:
     return "".join(out)
 
 
-def host_command(run: RunSpec, worker: ShellVar | str = WORKER) -> list[Word]:
+#: The container labels Docker's gcplogs driver copies into each of the container's log entries
+#: (``jsonPayload.container.metadata``; tpuctl/services/runs/logs.py reads them): the run and the host.
+LOG_LABELS = ("tpuctl_run", "tpuctl_worker")
+
+
+#: ``docker run``'s exit status when Docker itself failed (the container never ran): a log driver that cannot reach or
+#: write to Cloud Logging fails the container's start this way (the gcplogs driver pings Cloud Logging when it starts).
+DOCKER_FAILED = 125
+
+
+def host_command(run: RunSpec, worker: ShellVar | str = WORKER, *, cloud_logging: bool = True) -> list[Word]:
     """The ``docker run`` every TPU VM host runs, as shell words (``worker``: the host's index, the script's
-    ``$WORKER`` on the VM)."""
+    ``$WORKER`` on the VM). The container's output goes to Cloud Logging through Docker's ``gcplogs`` logging driver
+    (https://docs.docker.com/engine/logging/drivers/gcplogs/, read 2026-11-27: on a Google Cloud VM it takes the
+    project and credentials from the metadata server, i.e. the VM's service account, which needs
+    ``roles/logging.logWriter``), one entry per line, labelled with the run and the host (``LOG_LABELS``)."""
+    run_label, worker_label = LOG_LABELS
     argv: list[Word] = ["docker", "run", "--rm", "--net=host", "--privileged", "--name", "tpuctl-trainer",
                         "--stop-timeout", str(STOP_TIMEOUT_SECONDS)]
+    if cloud_logging:
+        argv += ["--log-driver", "gcplogs", "--log-opt", f"labels={','.join(LOG_LABELS)}",
+                 "--label", f"{run_label}={run.name}", "--label", (f"{worker_label}=", worker)]
     for key, value in sorted(run.env.items()):
         argv += ["-e", f"{key}={value}"]
     argv += ["-e", ("TPUCTL_TPU_WORKER=", worker)]
@@ -73,8 +90,8 @@ def host_command(run: RunSpec, worker: ShellVar | str = WORKER) -> list[Word]:
     return [*argv, run.image, *run.argv]
 
 
-def host_command_line(run: RunSpec) -> str:
-    return " ".join(shell_word(word) for word in host_command(run))
+def host_command_line(run: RunSpec, *, cloud_logging: bool = True) -> str:
+    return " ".join(shell_word(word) for word in host_command(run, cloud_logging=cloud_logging))
 
 
 def host_report(run: RunSpec) -> str:
@@ -121,6 +138,13 @@ def startup_script(run: RunSpec) -> str:
         *watch,
         host_command_line(run),
         "STATUS=$?",
+        # Cloud Logging refused or unreachable (the service account lacks roles/logging.logWriter, say): the trainer
+        # runs all the same, its output in the host's journal only
+        f'if [ "$STATUS" = {DOCKER_FAILED} ]; then',
+        '  echo "tpuctl: the trainer container did not start with Cloud Logging; starting it without" >&2',
+        f"  {host_command_line(run, cloud_logging=False)}",
+        "  STATUS=$?",
+        "fi",
         *(['kill "$WATCHER" 2>/dev/null'] if run.spot else []),
         f'echo "$STATUS" | gcloud storage cp - {host_report(run)}',
         "",

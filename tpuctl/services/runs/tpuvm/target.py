@@ -7,6 +7,7 @@ context deletes the queued resource that was created, on success, failure, Ctrl-
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -22,7 +23,7 @@ from ground.durations import format_duration
 from ground.errors import EXIT_INTERRUPTED, UserError
 from ground.outputs import StackOutputs, require_outputs
 from ground.storagepath import GsPath
-from tpuctl.services.runs import cost
+from tpuctl.services.runs import cost, logs, records
 from tpuctl.services.runs.spec import RunSpec, gs_folder, refuse_finished
 from tpuctl.services.runs.target import SUCCEEDED, Outcome
 from tpuctl.services.runs.tpuvm.api import (
@@ -59,6 +60,9 @@ class Held:
     created: Created
     spend: Spend
     history: list[dict[str, Any]] = field(default_factory=list)
+    #: when (epoch seconds) the run's first slice was queued and first became ACTIVE (the run record's times)
+    submitted: float | None = None
+    provisioned: float | None = None
 
 
 def check_quota(run: RunSpec, *, client=None, echo: Progress = print) -> int | None:
@@ -100,7 +104,7 @@ class TpuVmTarget:
     name: ClassVar[str] = "tpu-vm"
     flags: ClassVar[frozenset[str]] = frozenset({"zone", "keep", "recover", "zones", "image", "spot", "budget",
                                                  "poll_seconds", "max_run_time", "max_wait", "provisioning",
-                                                 "reservation", "autocheckpoint"})
+                                                 "reservation", "autocheckpoint", "verbose"})
 
     run: RunSpec
     progress: Progress = print
@@ -120,7 +124,14 @@ class TpuVmTarget:
     hourly: float | None = None
     #: with ``attach``: when (epoch seconds) the current slice became ACTIVE, from the run's plan (None: not known)
     active_since: float | None = None
+    #: with ``attach``: when the run's first slice was queued and first became ACTIVE, from the run's plan
+    submitted: float | None = None
+    provisioned: float | None = None
     prices: Any = None
+    #: the run's record could not be written once (said in one note): not tried again
+    unrecorded: bool = False
+    #: the live display (the CLI's TrainDisplay), fed with host 0's protocol lines read back from Cloud Logging
+    display: Any = None
 
     @property
     def keep(self) -> bool:
@@ -188,6 +199,7 @@ class TpuVmTarget:
         if not self.attach:
             refuse_finished(self.run.model_dir, held.storage)
         if self.attach:
+            held.submitted, held.provisioned = self.submitted, self.provisioned
             held.history = read_recoveries(held.storage, self.run)
             held.spend.seconds = sum(h["seconds_trained"] for h in held.history)
         outcome: BaseException | None = None
@@ -223,7 +235,7 @@ class TpuVmTarget:
         if isinstance(outcome, KeyboardInterrupt):
             raise UserError(f"interrupted; {cleanup}", EXIT_INTERRUPTED) from None
         if isinstance(outcome, UserError):
-            raise UserError(f"{outcome}; {cleanup}", outcome.exit_code) from None
+            raise UserError(f"{outcome}; {cleanup}", outcome.exit_code, details=outcome.details) from None
         self.progress(cleanup)
         if held.history:
             lost = sum(h["seconds_lost"] for h in held.history)
@@ -241,7 +253,11 @@ class TpuVmTarget:
             current = self.run.model_copy(update={'zone': zone})
             created.run = current
             earlier = earlier_outputs(storage, current)
-            self._write_plan(storage, current, zones, earlier)
+            if held.submitted is None:
+                held.submitted = self.wall()
+                self._write_record(held, self.run.launch_record(started=held.submitted, spot=self.run.spot,
+                                                                project=self.run.project))
+            self._write_plan(held, current, zones, earlier)
             if GsPath.parse(result_uri(current)).path in earlier and first and i == 0:
                 progress(f"{result_uri(current)} is an earlier run's; waiting for this run's to replace it")
             try:
@@ -264,9 +280,26 @@ class TpuVmTarget:
             return current, earlier
         raise AssertionError("the last zone's refusal is raised above")
 
-    def _write_plan(self, storage, current: RunSpec, zones: list[str], earlier: dict[str, int],
+    def _write_plan(self, held: Held, current: RunSpec, zones: list[str], earlier: dict[str, int],
                     active_since: float | None = None) -> None:
-        write_plan(storage, current, zones=zones, earlier=earlier, hourly_usd=self.hourly, active_since=active_since)
+        write_plan(held.storage, current, zones=zones, earlier=earlier, hourly_usd=self.hourly,
+                   active_since=active_since, submitted=held.submitted, provisioned=held.provisioned)
+
+    def _record(self, held: Held) -> None:
+        """The run record ``runs show`` reads (``<model_dir>/tpuctl-run.json``): submitted (the first slice queued),
+        provisioned (first ACTIVE), ended (the result seen), the spend; a record that cannot be written is a note."""
+        record = self.run.launch_record(started=held.submitted, provisioned=held.provisioned, finished=self.wall(),
+                                        spot=self.run.spot, spent_usd=held.spend.usd(), project=self.run.project)
+        self._write_record(held, record)
+
+    def _write_record(self, held: Held, record) -> None:
+        if self.unrecorded:
+            return
+        try:
+            records.write_launch_record(self.run.model_dir, record, storage_client=held.storage)
+        except UserError as exc:
+            self.unrecorded = True
+            self.progress(f"note: the run's times were not recorded: {exc}")
 
     def _attached(self, held: Held, zones: list[str]) -> tuple[RunSpec, str]:
         """The run's queued resource, looked for in the run's zones: the run as it is there, and its state."""
@@ -297,7 +330,14 @@ class TpuVmTarget:
         """Create, follow, and on a preemption delete and re-queue the slice in the first of the zones that takes
         it (the same backup folder: the trainer resumes), at most ``recover`` times. Training (the slices' ACTIVE
         time) is bounded by ``run_timeout`` in total, so the cost estimate still holds, and its spend by ``budget``."""
-        result = self._recovering(held, self.order())
+        feed = contextlib.nullcontext()
+        if self.display is not None and self.run.project:
+            feed = logs.LogFeed(logs.tpu_vm_source(self.run.project, self.run.name, 0), logs.feed_display(self.display),
+                                self.progress, interval=min(self.poll_seconds, 5.0),
+                                since=(held.submitted or self.wall()) - 60)
+        with feed:
+            result = self._recovering(held, self.order())
+        self._record(held)
         current = held.created.run or self.run
         return Outcome(self.name, current.name, SUCCEEDED, self.run.model_dir, result=result,
                        recoveries=held.history)
@@ -321,7 +361,9 @@ class TpuVmTarget:
             else:
                 current, earlier = self._queue(held, zones, waits, first=preempted_at is None)
             zone = current.zone
-            self._write_plan(storage, current, zones, earlier, active_since=self.wall() - before)
+            if held.provisioned is None:
+                held.provisioned = self.wall() - before
+            self._write_plan(held, current, zones, earlier, active_since=self.wall() - before)
             if preempted_at is not None:
                 down = clock() - preempted_at
                 history[-1].update(resumed_zone=zone, seconds_down=round(down, 1))
@@ -382,4 +424,5 @@ def attach_tpu_vm(name: str, outputs: StackOutputs | None, *, model_dir: str | N
     record = read_plan(storage, model_dir, name)
     run = record.spec if keep is None else record.spec.model_copy(update={"keep": keep})
     return TpuVmTarget(run, zone_order=record.zones, attach=True, earlier=record.earlier, storage=storage,
-                       hourly=record.hourly_usd, active_since=record.active_since, **settings)
+                       hourly=record.hourly_usd, active_since=record.active_since, submitted=record.submitted,
+                       provisioned=record.provisioned, **settings)

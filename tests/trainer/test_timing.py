@@ -1,0 +1,33 @@
+"""The run's timing in result.json (trainer/timing.py): when its first step ended, its steady step time and
+examples/s, the steps trained; a run resumed from its backup keeps the first process's first step."""
+
+from __future__ import annotations
+
+import json
+import time
+
+
+def test_a_run_records_its_first_step_and_steady_step_time(tools, demo_data, tmp_path):
+    before = time.time()
+    run = tools.run_module(["trainer.task", *tools.fast_flags(demo_data, tmp_path / "m", "--train_batch_size", "16")])
+    after = time.time()
+    timing = run.result["timing"]
+    assert before < timing["first_step_at"] == timing["process_first_step_at"] < after
+    # 2 epochs x 5 steps; the steady time is measured between steps (4 intervals an epoch), never zero
+    assert timing["steps"] == timing["total_steps"] == 10
+    assert 0 < timing["step_seconds"] < after - before
+    assert abs(timing["examples_per_second"] - 16 / timing["step_seconds"]) < 1e-3 * timing["examples_per_second"]
+    assert json.loads((tmp_path / "m" / "result.json").read_text())["timing"] == timing
+
+
+def test_a_resumed_run_keeps_its_first_processes_first_step(tools, demo_data, tmp_path):
+    flags = tools.fast_flags(demo_data, tmp_path / "m", "--train_epochs", "3")
+    killed = tools.run_module(["trainer.task", *flags], env={"TPUCTL_TRAINER_TEST_EXIT_AFTER_EPOCH": "2"})
+    assert killed.returncode == 75, killed.stderr[-2000:]
+    first = float((tmp_path / "m" / "checkpoints" / "first-step").read_text())
+    resumed = tools.run_module(["trainer.task", *flags]).result["timing"]
+    assert resumed["first_step_at"] == round(first, 3) < resumed["process_first_step_at"]
+    assert resumed["steps"] == 5 and resumed["total_steps"] == 15      # epochs 1-2 came from the backup
+    # A second run in the finished folder restores nothing: its first step is its own.
+    again = tools.run_module(["trainer.task", *flags]).result["timing"]
+    assert again["first_step_at"] == again["process_first_step_at"] > resumed["process_first_step_at"]

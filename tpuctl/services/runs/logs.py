@@ -1,0 +1,302 @@
+"""A cloud run's log lines, read back from Cloud Logging: `tpuctl logs RUN`, and a failed TPU VM host's last lines.
+
+The Cloud Logging API's ``entries.list`` over REST (``POST https://logging.googleapis.com/v2/entries:list`` with
+``resourceNames``, ``filter``, ``orderBy``, ``pageSize``, ``pageToken``; the answer's ``entries`` and
+``nextPageToken``: google/logging/v2/logging.proto ``ListLogEntriesRequest``/``ListLogEntriesResponse``), through
+``cloud.clients.authorized_session`` (``TPUCTL_LOGGING_ENDPOINT`` redirects it). google-cloud-logging is not in the
+ops environment (requirements/ops.lock); its REST transport sends the same request. Throttling (429) and server
+errors are retried with google-api-core's retry; a denied or unreachable API is one ``LogsUnavailable`` line.
+
+Which entries are a run's:
+
+- **Vertex AI** job: its monitored resource (``domain.VERTEX_JOB_LOG_RESOURCE``) and ``resource.labels.job_id``; one
+  replica: ``resource.labels.task_name`` (``domain.vertex_task_name``; the facts and their source are there). Host 0
+  is the chief (pool 0), host N the N-th replica after it (pool 1, replica N-1).
+- **TPU VM** hosts: the trainer container's output goes to Cloud Logging through Docker's ``gcplogs`` logging driver
+  (script.py): log ``gcplogs-docker-driver``, one entry per line, ``jsonPayload.message`` the line and
+  ``jsonPayload.container.metadata`` the container labels the driver was told to copy (``--log-opt labels=…``):
+  ``tpuctl_run`` and ``tpuctl_worker`` (moby/moby daemon/logger/gcplogs/gcplogging.go, the driver's source, and
+  https://docs.docker.com/engine/logging/drivers/gcplogs/, read 2026-11-27).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from cloud import clients
+from cloud.google import api_exceptions, api_retry, requests
+from ground import domain
+from ground.errors import UserError
+from ground.files import printable
+from ground.outputs import StackOutputs
+from tpuctl.services.runs import records
+from trainer import protocol
+
+#: The log Docker's gcplogs driver writes to (its ``c.Logger("gcplogs-docker-driver")``).
+DOCKER_LOG = "gcplogs-docker-driver"
+#: The container labels every TPU VM host's trainer carries, copied into each entry by the gcplogs driver.
+RUN_LABEL, WORKER_LABEL = "tpuctl_run", "tpuctl_worker"
+#: Entries asked for per page (the API allows up to 1000).
+PAGE_SIZE = 1000
+#: At most this many pages are read in one listing (a stream that never ends its pages is bounded).
+MAX_PAGES = 1000
+#: How long throttled or failing requests are retried before the listing gives up (one line).
+RETRY_SECONDS = 60.0
+
+
+class LogsUnavailable(UserError):
+    """Cloud Logging cannot be read (denied, unreachable, throttled too long): one line, never a failed run."""
+
+
+@dataclass(frozen=True)
+class LogLine:
+    host: str           # "host 0", "host 1": the chief is host 0
+    timestamp: str      # RFC 3339, as Cloud Logging gives it
+    text: str
+    insert_id: str = ""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a run's lines are: the project, the filter of its entries, and how to name an entry's host."""
+    project: str
+    filter: str
+    host_of: Callable[[dict[str, Any]], str]
+
+
+def _quoted(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def vertex_source(project: str, job_name: str, host: int | None = None) -> Source:
+    """A Vertex AI CustomJob's entries (``job_name``: projects/P/locations/R/customJobs/ID), one host's with ``host``."""
+    job_id = job_name.rstrip("/").rsplit("/", 1)[-1]
+    clauses = [f"resource.type={_quoted(domain.VERTEX_JOB_LOG_RESOURCE)}", f"resource.labels.job_id={_quoted(job_id)}"]
+    if host is not None:
+        clauses.append(f"resource.labels.task_name={_quoted(vertex_task(host))}")
+
+    def host_of(entry: dict[str, Any]) -> str:
+        task = str(((entry.get("resource") or {}).get("labels") or {}).get("task_name") or "")
+        pool, _, replica = task.removeprefix("workerpool").partition("-")
+        if pool.isdigit() and replica.isdigit():
+            return f"host {int(replica) if pool == '0' else int(replica) + 1}"
+        return f"host {printable(task, 40) or '?'}"
+
+    return Source(project, " AND ".join(clauses), host_of)
+
+
+def vertex_task(host: int) -> str:
+    """The task name of host N of a job tpuctl built (pool 0: the chief; pool 1: the other workers)."""
+    return domain.vertex_task_name(0, 0) if host == 0 else domain.vertex_task_name(1, host - 1)
+
+
+def tpu_vm_source(project: str, run: str, host: int | None = None) -> Source:
+    """A TPU VM run's trainer containers' entries, one host's with ``host``."""
+    clauses = [f"logName={_quoted(f'projects/{project}/logs/{DOCKER_LOG}')}",
+               f"jsonPayload.container.metadata.{RUN_LABEL}={_quoted(run)}"]
+    if host is not None:
+        clauses.append(f"jsonPayload.container.metadata.{WORKER_LABEL}={_quoted(str(host))}")
+
+    def host_of(entry: dict[str, Any]) -> str:
+        metadata = (((entry.get("jsonPayload") or {}).get("container") or {}).get("metadata") or {})
+        return f"host {printable(str(metadata.get(WORKER_LABEL, '?')), 20)}"
+
+    return Source(project, " AND ".join(clauses), host_of)
+
+
+def _text(entry: dict[str, Any]) -> str:
+    payload = entry.get("jsonPayload")
+    if isinstance(payload, dict):
+        return str(payload.get("message") or "")
+    return str(entry.get("textPayload") or "")
+
+
+def rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+#: Seconds one ``entries:list`` request may take; a stalled answer is retried like a 503.
+REQUEST_SECONDS = 60.0
+
+
+def _post(session, url: str, body: dict[str, Any], timeout: float = REQUEST_SECONDS) -> dict[str, Any]:
+    """One ``entries:list`` call; Google's error answers as api_core exceptions (so 429/5xx are retried), and an answer
+    that stalls past ``timeout`` as a 503."""
+    try:
+        resp = session.post(url, json=body, timeout=timeout)
+    except requests.exceptions.Timeout:
+        raise api_exceptions.ServiceUnavailable(f"no answer within {timeout:g} s") from None
+    if resp.status_code >= 400:
+        raise api_exceptions.from_http_response(resp)
+    return resp.json()
+
+
+def entries(source: Source, *, since: float | None = None, from_time: str | None = None, limit: int | None = None,
+            session=None, page_size: int = PAGE_SIZE, retry_seconds: float = RETRY_SECONDS,
+            request_seconds: float = REQUEST_SECONDS) -> list[LogLine]:
+    """The run's lines, oldest first (``since``: epoch seconds; ``from_time``: an RFC 3339 time, both inclusive),
+    every page; the newest ``limit`` lines when given. Raises ``LogsUnavailable`` (one line) when the API cannot be
+    read."""
+    clauses = [source.filter]
+    if since is not None:
+        clauses.append(f'timestamp>="{rfc3339(since)}"')
+    if from_time is not None:
+        clauses.append(f"timestamp>={_quoted(from_time)}")
+    body: dict[str, Any] = {"resourceNames": [f"projects/{source.project}"], "filter": " AND ".join(clauses),
+                            "orderBy": "timestamp desc" if limit else "timestamp asc",
+                            "pageSize": min(page_size, limit or page_size)}
+    retry = api_retry.Retry(predicate=api_retry.if_transient_error, initial=0.5, maximum=10.0, timeout=retry_seconds)
+    where = f"Cloud Logging for project {source.project}"
+    try:
+        session = session or clients.authorized_session("logging")
+        url = f"{clients.base_url('logging')}/v2/entries:list"
+        lines: list[LogLine] = []
+        seen_tokens: set[str] = set()
+        for _ in range(MAX_PAGES):
+            page = retry(_post)(session, url, body, request_seconds)
+            for entry in page.get("entries") or []:
+                if isinstance(entry, dict):
+                    lines.append(LogLine(source.host_of(entry), str(entry.get("timestamp") or ""), _text(entry),
+                                         str(entry.get("insertId") or "")))
+            token = page.get("nextPageToken")
+            if not token or (limit and len(lines) >= limit) or token in seen_tokens:
+                break
+            seen_tokens.add(token)
+            body["pageToken"] = token
+    except (api_exceptions.Forbidden, api_exceptions.PermissionDenied):
+        raise LogsUnavailable(f"permission denied reading {where}: you need logging.logEntries.list "
+                              "(roles/logging.viewer)", 1) from None
+    except api_exceptions.RetryError as exc:
+        cause = exc.cause.message if getattr(exc.cause, "message", None) else exc
+        raise LogsUnavailable(f"{where} kept failing for {retry_seconds:.0f} s ({printable(str(cause), 200)})",
+                              1) from None
+    except api_exceptions.GoogleAPICallError as exc:
+        raise LogsUnavailable(f"reading {where} failed: {printable(exc.message or str(exc), 200)}", 1) from None
+    except UserError as exc:     # unreachable endpoint, no credentials
+        raise LogsUnavailable(str(exc), exc.exit_code) from None
+    except Exception as exc:     # credentials and transport failures, translated once
+        translated = clients.as_user_error(exc, f"reading {where}")
+        if translated is None:
+            raise
+        raise LogsUnavailable(str(translated), 1) from None
+    return lines[:limit][::-1] if limit else lines
+
+
+def follow(source: Source, *, since: float | None, done: Callable[[], bool], interval: float = 5.0,
+           session=None, sleep: Callable[[float], None] = time.sleep) -> Iterator[LogLine]:
+    """The run's lines as they arrive (asked again every ``interval`` seconds from the newest time seen), until
+    ``done()`` says the run ended and one more read found nothing new. An entry is shown once (its insert id)."""
+    shown: set[Any] = set()
+    newest: str | None = None
+    finished = False
+    while True:
+        fresh = [line for line in entries(source, since=since if newest is None else None, from_time=newest,
+                                          session=session)
+                 if (line.insert_id or (line.timestamp, line.host, line.text)) not in shown]
+        for line in fresh:
+            shown.add(line.insert_id or (line.timestamp, line.host, line.text))
+            newest = max(newest or line.timestamp, line.timestamp)
+            yield line
+        if finished and not fresh:
+            return
+        finished = done()
+        if not finished:
+            sleep(interval)
+
+
+def last_lines(source: Source, count: int = 20, **kwargs: Any) -> list[LogLine]:
+    """The newest ``count`` lines (oldest first)."""
+    return entries(source, limit=count, **kwargs)
+
+
+@dataclass(frozen=True)
+class RunLogs:
+    """A cloud run's log source and how to tell that it ended (its record says so, or its result is there)."""
+    name: str
+    folder: str
+    source: Source
+    ended: Callable[[], bool]
+
+
+def run_logs(name: str, *, base: str | None = None, outputs: StackOutputs | None = None, host: int | None = None,
+             storage_client=None) -> RunLogs:
+    """The log source of the cloud run ``name`` in ``base`` (a ``gs://`` folder of runs) or the stack's
+    ``<artifacts>/runs``, from its run record (``tpuctl-run.json``: target, project, the Vertex AI job), written when
+    the run was submitted. One line when there is no such run or it is a local one."""
+    if outputs is not None:
+        base = f"{outputs.require('buckets.artifacts')}/runs"
+    if not base:
+        raise UserError("pass --stack NAME or --outputs FILE (the runs in the stack's artifacts bucket), or --dir "
+                        "gs://BUCKET/runs")
+    folder = f"{base.rstrip('/')}/{name}"
+    record = records.read_launch_record(folder, storage_client=storage_client)
+    if record is None:
+        raise UserError(f"no cloud run {printable(name, 80)} in {printable(base, 200)} (no {records.RUN_FILE}): "
+                        "`tpuctl runs ls` lists the finished ones")
+    target, project = record.get("target"), record.get("project") or (outputs.project if outputs else None)
+    if target == "vertex" and record.get("job") and project:
+        source = vertex_source(project, record["job"], host)
+    elif target == "tpu-vm" and project:
+        source = tpu_vm_source(project, record.get("name") or name, host)
+    elif target in (None, "local"):
+        raise UserError(f"{printable(name, 80)} is a local run: its output was its terminal's (logs are kept for "
+                        "Vertex AI and TPU VM runs)")
+    else:
+        raise UserError(f"the record of {printable(name, 80)} names no project or job; a run from an older tpuctl "
+                        "has no logs to find")
+
+    def ended() -> bool:
+        again = records.read_launch_record(folder, storage_client=storage_client) or {}
+        return again.get("finished") is not None
+
+    return RunLogs(name, folder, source, ended)
+
+
+class LogFeed:
+    """The chief's lines of a running cloud run, followed in a thread and handed to ``on_line`` (the live display
+    reads the trainer's protocol lines from them); a read that fails is one ``note`` and ends the feed, never the
+    run. Used as a context manager around the wait for the run: on the way out one last read takes what is left."""
+
+    def __init__(self, source: Source, on_line: Callable[[LogLine], None], note: Callable[[str], None], *,
+                 interval: float = 5.0, since: float | None = None):
+        self.source, self.on_line, self.note, self.interval = source, on_line, note, interval
+        self.since = time.time() - 60 if since is None else since
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="tpuctl-log-feed", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            for line in follow(self.source, since=self.since, done=self.stop.is_set, interval=self.interval,
+                               sleep=self.stop.wait):
+                self.on_line(line)
+        except LogsUnavailable as exc:
+            self.note(f"note: no live progress from the run's logs: {exc}")
+
+    def __enter__(self) -> LogFeed:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=RETRY_SECONDS + 30)
+
+
+def feed_display(display) -> Callable[[LogLine], None]:
+    """A log line of the chief to the live display (the CLI's TrainDisplay: ``on_message``, ``event``, ``verbose``):
+    a protocol line drives it (epoch, steps, metrics), as a local trainer's stdout does; the trainer's own ``error:``
+    and ``warning:`` lines are shown, labelled by host; with --verbose every line is shown as it was logged."""
+    def on_line(line: LogLine) -> None:
+        message = protocol.parse(line.text)
+        consumed = message is not None and display.on_message("chief", message)
+        if not consumed and (display.verbose or line.text.startswith(SAID_LINES)):
+            display.event(f"[{line.host}] {printable(line.text, 2000)}")
+    return on_line
+
+
+#: The trainer's lines a live display shows without --verbose (its one-line errors and warnings).
+SAID_LINES = ("error: ", "warning: ")

@@ -1,0 +1,71 @@
+"""A TensorFlow profile of a range of training steps (``--profile_steps FIRST-LAST``), captured by every worker into
+its own folder of the run's logs, ``<logs>/profile/<worker>``, where TensorBoard's Profile tab (the
+``tensorboard-plugin-profile`` package) finds it: ``<worker>/plugins/profile/<time>/<host>.xplane.pb``.
+
+``tf.profiler.experimental.start``/``stop`` (the API Keras' TensorBoard callback uses for ``profile_batch``) trace the
+host's CPU and the devices this process drives: a TPU host's TPU chips (the TPU trace), a GPU host's GPUs through
+CUPTI (NVIDIA's profiling library; the trainer's GPU image has it: ``nvidia-cuda-cupti-cu12``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+
+from trainer.paths import join_path
+
+#: Set on every TPU VM host by tpuctl's startup script (tpuctl/services/runs/tpuvm/script.py): the host's index.
+TPU_WORKER_ENV = "TPUCTL_TPU_WORKER"
+
+
+def worker_label(info, environ: Mapping[str, str]) -> str:
+    """The worker's folder under ``<logs>/profile``: ``host-N`` on a TPU VM slice, else ``chief`` / ``worker-N``
+    (TF_CONFIG's task), ``chief`` for a process alone."""
+    host = environ.get(TPU_WORKER_ENV, "")
+    if host.isdigit():
+        return f"host-{host}"
+    if info.is_chief or not info.task_type:
+        return "chief"
+    return f"{info.task_type}-{info.task_id}"
+
+
+def profile_callback(keras, logs: str, label: str, steps: tuple[int, int]):
+    """A Keras callback that profiles training steps ``steps`` (first, last; counted from 1 across this process's
+    epochs) into ``<logs>/profile/<label>``; a range past the end of training is stopped at its end."""
+    import tensorflow as tf
+
+    first, last = steps
+    folder = join_path(logs, "profile", label)
+
+    class StepProfile(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self._supports_tf_logs = True   # reads no logs
+            self.step = 0
+            self.running = False
+
+        def on_train_batch_begin(self, batch, logs=None):
+            self.step += 1
+            if self.step == first and not self.running:
+                try:
+                    tf.profiler.experimental.start(folder)
+                except (tf.errors.AlreadyExistsError, tf.errors.UnavailableError) as err:
+                    print(f"warning: no profile: {err.message.strip().splitlines()[0]}", file=sys.stderr, flush=True)
+                    return
+                self.running = True
+                print(f"profiling: steps {first}-{last} into {folder}", flush=True)
+
+        def on_train_batch_end(self, batch, logs=None):
+            if self.running and self.step >= last:
+                self._stop()
+
+        def on_train_end(self, logs=None):
+            if self.running:
+                self._stop()
+
+        def _stop(self):
+            tf.profiler.experimental.stop()
+            self.running = False
+            print(f"profiled: {folder}", flush=True)
+
+    return StepProfile()
