@@ -3,7 +3,7 @@
 #   tests/ops      .venv          CLI, infra (Pulumi mocks), policy pack (incl. its gRPC analyzer), bootstrap
 #   tests/trainer  .venv-trainer  trainer on CPU (single device, 2 logical devices, 2-process clusters)
 #   tests/e2e      .venv          the user's path end to end (drives both environments)
-#   checkov        .venv-scanners the example stack's exported plans, both access modes (with the ops suite)
+#   checkov        .venv-scanners the example stack's exported plans, both access modes (after e2e)
 # Usage: scripts/test.sh [ops] [trainer] [e2e] [-- extra pytest args]   (default: all three)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -71,19 +71,22 @@ want() { [[ " ${suites[*]} " == *" $1 "* ]]; }
 run_checkov() {
   if [ -x .venv-scanners/bin/checkov ]; then
     echo "=== checkov (Pulumi.example.yaml, accessMode bucket and project)"
-    .venv/bin/python tests/ops/scanners/checkov_gate.py
+    local started=$SECONDS rc=0
+    .venv/bin/python tests/ops/scanners/checkov_gate.py || rc=1
+    echo "=== checkov: $(( SECONDS - started )) s"
+    return $rc
   else
     echo "=== checkov: skipped (.venv-scanners is missing; run scripts/setup.sh --with-scanners)"
   fi
 }
-# Two lanes that share nothing (own interpreters, own temporary folders, free ports): the ops suite and its checkov
-# gate in one, the trainer suite in the other; e2e (a few long tests driving both environments) follows in whichever
-# lane ends first, so the lanes end close together however the suites grow. With more than one core they run side
-# by side, each part's output kept whole and printed as it ends (TPUCTL_TEST_SERIAL=1 runs them
+# Two lanes that share nothing (own interpreters, own temporary folders, free ports): the ops suite in one, the
+# trainer suite in the other; the tail (e2e, a few long tests driving both environments, then the checkov gate)
+# follows in whichever lane ends first, so the lanes end close together however the suites grow. With more than one
+# core they run side by side, each part's output kept whole and printed as it ends (TPUCTL_TEST_SERIAL=1 runs them
 # one after the other).
 lane_ops() {
   local rc=0
-  if want ops; then run_suite ops || rc=1; run_checkov || rc=1; fi
+  if want ops; then run_suite ops || rc=1; fi
   return $rc
 }
 lane_trainer() {
@@ -91,14 +94,15 @@ lane_trainer() {
   if want trainer; then run_suite trainer || rc=1; fi
   return $rc
 }
-lane_e2e() {
+lane_tail() {
   local rc=0
   if want e2e; then run_suite e2e || rc=1; fi
+  if want ops; then run_checkov || rc=1; fi
   return $rc
 }
 if [ "${TPUCTL_TEST_SERIAL:-0}" != 1 ] && [ "$(nproc 2>/dev/null || echo 1)" -gt 1 ] && want trainer \
     && { want ops || want e2e; }; then
-  echo "=== two lanes side by side: ops, checkov | trainer; e2e after the first to end (output follows)"
+  echo "=== two lanes side by side: ops | trainer; e2e and checkov after the first to end (output follows)"
   lane_ops >"$reports/lane-ops.log" 2>&1 &
   ops_pid=$!
   lane_trainer >"$reports/lane-trainer.log" 2>&1 &
@@ -106,18 +110,18 @@ if [ "${TPUCTL_TEST_SERIAL:-0}" != 1 ] && [ "$(nproc 2>/dev/null || echo 1)" -gt
   wait -n -p first "$ops_pid" "$trainer_pid" || status=1
   if [ "$first" = "$ops_pid" ]; then ended=ops; other=trainer; other_pid=$trainer_pid
   else ended=trainer; other=ops; other_pid=$ops_pid; fi
-  lane_e2e >"$reports/lane-e2e.log" 2>&1 &
-  e2e_pid=$!
+  lane_tail >"$reports/lane-tail.log" 2>&1 &
+  tail_pid=$!
   cat "$reports/lane-$ended.log"
-  echo "=== the $ended lane ended first (at $SECONDS s): e2e runs in its place"
+  echo "=== the $ended lane ended first (at $SECONDS s): e2e and checkov run in its place"
   wait "$other_pid" || status=1
   cat "$reports/lane-$other.log"
-  wait "$e2e_pid" || status=1
-  cat "$reports/lane-e2e.log"
+  wait "$tail_pid" || status=1
+  cat "$reports/lane-tail.log"
 else
   lane_ops || status=1
   lane_trainer || status=1
-  lane_e2e || status=1
+  lane_tail || status=1
 fi
 
 .venv/bin/python - "$reports" <<'PY'

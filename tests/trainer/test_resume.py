@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 
-def test_killed_run_resumes_at_the_interrupted_epoch(tools, demo_data, tmp_path):
+def test_killed_run_resumes_at_the_interrupted_epoch_and_a_killed_rerun_keeps_its_result(tools, demo_data, tmp_path):
     model_dir = tmp_path / "model"
     flags = tools.fast_flags(demo_data, model_dir, "--train_epochs", "3")
     # The test hook hard-exits the process (os._exit, no cleanup) right after epoch 2's backup.
@@ -31,6 +31,15 @@ def test_killed_run_resumes_at_the_interrupted_epoch(tools, demo_data, tmp_path)
     assert loss(resumed, 3) < loss(killed, 1)
     # A finished run removes its backup: the next run in this folder starts from epoch 1.
     assert not list((model_dir / "checkpoints" / "backup").rglob("*.index"))
+
+    # A re-run over the finished run's folder, killed mid-training: the finished run's result.json and export are
+    # untouched (before, the re-run deleted result.json at its start and the run vanished from `runs ls`).
+    before = (model_dir / "result.json").read_text()
+    rerun = tools.run_module(["trainer.task", *flags], env={"TPUCTL_TRAINER_TEST_EXIT_AFTER_EPOCH": "1"})
+    assert rerun.returncode == 75, rerun.stderr[-2000:]
+    assert [l for l in rerun.stdout_lines if l.startswith("epoch-start:")] == ["epoch-start: 1/3"]
+    assert (model_dir / "result.json").read_text() == before
+    assert sorted(p.name for p in (model_dir / "export" / "small_cnn").iterdir()) == ["1"]
 
 
 def _variables(path) -> dict:
@@ -79,20 +88,6 @@ def test_the_best_epoch_survives_a_preemption_and_is_exported(tools, demo_data, 
     assert exported and exported.keys() == chosen.keys()
     assert all(np.array_equal(exported[k], chosen[k]) for k in chosen)
     assert not all(np.array_equal(exported[k], last[k]) for k in last)
-
-
-def test_an_interrupted_rerun_keeps_the_finished_runs_result(tools, demo_data, tmp_path):
-    """A re-run over a finished run's folder, killed mid-training: the finished run's result.json and export
-    are untouched (before, the re-run deleted result.json at its start and the run vanished from `runs ls`)."""
-    model_dir = tmp_path / "model"
-    flags = tools.fast_flags(demo_data, model_dir, "--train_epochs", "1")
-    finished = tools.run_module(["trainer.task", *flags])
-    before = (model_dir / "result.json").read_text()
-    assert json.loads(before) == finished.result
-    killed = tools.run_module(["trainer.task", *flags], env={"TPUCTL_TRAINER_TEST_EXIT_AFTER_EPOCH": "1"})
-    assert killed.returncode == 75, killed.stderr[-2000:]
-    assert (model_dir / "result.json").read_text() == before
-    assert sorted(p.name for p in (model_dir / "export" / "small_cnn").iterdir()) == ["1"]
 
 
 def test_a_second_trainer_on_a_claimed_model_dir_refuses_in_one_line(tools, demo_data, tmp_path):

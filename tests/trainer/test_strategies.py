@@ -92,20 +92,6 @@ def test_bfloat16_on_cpu_trains_and_exports_float32_probabilities(tools, demo_da
 
 
 # ---------------------------------------------------------------------------------------------- central storage
-@pytest.mark.slow
-def test_central_storage_on_two_logical_cpus_trains(tools, demo_data, tmp_path):
-    model_dir = tmp_path / "m"
-    run = tools.run_module([str(tools.HERE / "cpu_devices_runner.py"), "2", "--",
-                            *_flags(tools, demo_data, model_dir, "--distribution_strategy", "central_storage")],
-                           python_args=[])
-    result = run.result
-    assert result["strategy"] == "central_storage"
-    assert "replicas=2" in run.stdout
-    losses = [float(_metrics(l)["loss"]) for l in _epoch_ends(run.stdout_lines)]
-    assert len(losses) == 2 and all(np.isfinite(losses))
-    assert (model_dir / "export" / "small_cnn" / "1" / "saved_model.pb").is_file()
-
-
 def test_central_storage_refuses_a_cluster(tools, in_process, demo_data, tmp_path):
     tf_config = json.dumps({"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 0}})
     run = in_process(["trainer.task", *_flags(tools, demo_data, tmp_path / "m", "--distribution_strategy",
@@ -164,34 +150,25 @@ def _result(tools, chief):
 
 
 @pytest.mark.slow
-def test_parameter_server_cluster_trains_and_exports(tools, demo_data, tmp_path):
-    model_dir = tmp_path / "m"
-    chief, servers, alive = _ps_cluster(tools, demo_data, model_dir)
-    result = _result(tools, chief)
-    assert result["strategy"] == "parameter_server" and result["num_workers"] == 2
-    assert alive == set(servers)
-    for (task_type, index), proc in servers.items():
-        assert any(l.startswith(f"serving: {task_type} {index} at 127.0.0.1:") for l in proc.out)
-        assert not any(l.startswith(tools.RESULT_PREFIX) for l in proc.out)
-    ends = _epoch_ends(chief.out)
-    assert len(ends) == 2 and all(float(_metrics(l)["examples_per_second"]) > 0 for l in ends)
-    assert [l for l in chief.out if l.startswith("progress:")][-1] == "progress: 5/5"
-    fn, out = _serve(demo_data, result["export_dir"], tools.validation_jpegs(demo_data, 3))
-    assert list(fn.structured_input_signature[1]) == ["image_bytes"]
-    assert out["probabilities"].dtype == np.float32 and out["probabilities"].shape == (3, 10)
-
-
-@pytest.mark.slow
-def test_parameter_server_training_survives_a_killed_worker(tools, demo_data, tmp_path):
-    """ClusterCoordinator re-schedules the dead worker's closures on the other one; the chief finishes."""
+def test_parameter_server_cluster_trains_exports_and_survives_a_killed_worker(tools, demo_data, tmp_path):
+    """A chief, two workers and a parameter server train and export; ClusterCoordinator re-schedules a killed
+    worker's closures on the other one and the chief finishes."""
     model_dir = tmp_path / "m"
     chief, servers, alive = _ps_cluster(tools, demo_data, model_dir, "--train_epochs", "3", "--steps_per_epoch", "20",
                                         kill_worker_after="epoch-end: 1/3")
     result = _result(tools, chief)
-    assert result["epochs"] == 3
+    assert result["strategy"] == "parameter_server" and result["num_workers"] == 2 and result["epochs"] == 3
     assert alive == {("ps", 0), ("worker", 0)}
-    assert [l.split()[1] for l in _epoch_ends(chief.out)] == ["1/3", "2/3", "3/3"]
-    assert (model_dir / "export" / "small_cnn" / "1" / "saved_model.pb").is_file()
+    for (task_type, index), proc in servers.items():
+        assert any(l.startswith(f"serving: {task_type} {index} at 127.0.0.1:") for l in proc.out)
+        assert not any(l.startswith(tools.RESULT_PREFIX) for l in proc.out)
+    ends = _epoch_ends(chief.out)
+    assert [l.split()[1] for l in ends] == ["1/3", "2/3", "3/3"]
+    assert all(float(_metrics(l)["examples_per_second"]) > 0 for l in ends)
+    assert [l for l in chief.out if l.startswith("progress:")][-1] == "progress: 20/20"
+    fn, out = _serve(demo_data, result["export_dir"], tools.validation_jpegs(demo_data, 3))
+    assert list(fn.structured_input_signature[1]) == ["image_bytes"]
+    assert out["probabilities"].dtype == np.float32 and out["probabilities"].shape == (3, 10)
 
 
 # ---------------------------------------------------------------------------------------------- flags
@@ -257,6 +234,10 @@ def test_the_best_epoch_is_exported_after_a_resume(tools, demo_data, tmp_path, s
     assert rc == 0, err[-3000:]
     result = json.loads(lines[-1][len(tools.RESULT_PREFIX):])
     assert result["strategy"] == strategy and result["epochs"] == 4
+    if strategy == "central_storage":      # variables on the CPU, the two logical CPUs its replicas
+        assert any(line.startswith("training:") and "replicas=2" in line for line in lines)
+    losses = [float(_metrics(line)["loss"]) for line in _epoch_ends(lines)]
+    assert len(losses) == 2 and all(np.isfinite(losses))          # epochs 3 and 4 of the resumed run
     assert result["exported_epoch"] == result["best_epoch"] in (1, 2)
     assert result["best_val_accuracy"] > result["last_val_accuracy"] + 0.2, result
     exported = _layer_variables(Path(result["export_dir"]) / "variables" / "variables")

@@ -12,7 +12,7 @@ import pytest
 
 from ground import domain
 
-from clifixtures import error_line, invoke
+from clifixtures import error_line, invoke, invoke_as_process
 from loggingfakes import FakeLogging, vertex_entry
 
 PROJECT = "my-project-1"
@@ -62,9 +62,9 @@ def vertex_run(gcs, fake_vertex, tools, tmp_path, logging_api):
 
         fake = fake_vertex(on_state=on_state)
         image = domain.VERTEX_TRAINING_IMAGES["cpu"].uri(None)
-        proc = tools.run_cli(["train", "--target", "vertex", "--outputs", str(outputs), "--poll-seconds", "0.01",
-                              "--python-package", "--image", image, "--name", NAME, "--workers", "2"],
-                             env={"TPUCTL_VERTEX_ENDPOINT": fake.url, "STORAGE_EMULATOR_HOST": url}, cwd=tmp_path)
+        proc = invoke_as_process(["train", "--target", "vertex", "--outputs", str(outputs), "--poll-seconds", "0.01",
+                                  "--python-package", "--image", image, "--name", NAME, "--workers", "2"],
+                                 env={"TPUCTL_VERTEX_ENDPOINT": fake.url, "STORAGE_EMULATOR_HOST": url}, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
         [job] = fake.jobs
         logs.run_stderr, logs.run_requests = proc.stderr, list(logs.requests)
@@ -167,10 +167,10 @@ def test_a_vertex_run_shows_the_live_display_built_from_its_logs(gcs, fake_verte
     fake = fake_vertex(states=["JOB_STATE_PENDING", *["JOB_STATE_RUNNING"] * 5, "JOB_STATE_SUCCEEDED"],
                        on_state=on_state)
     image = domain.VERTEX_TRAINING_IMAGES["cpu"].uri(None)
-    proc = tools.run_cli(["train", "--target", "vertex", "--outputs", str(outputs), "--poll-seconds", "0.05",
-                          "--python-package", "--image", image, "--name", NAME],
-                         env={"TPUCTL_VERTEX_ENDPOINT": fake.url, "STORAGE_EMULATOR_HOST": url,
-                              "TPUCTL_LOGGING_ENDPOINT": logs.url}, cwd=tmp_path)
+    proc = invoke_as_process(["train", "--target", "vertex", "--outputs", str(outputs), "--poll-seconds", "0.05",
+                              "--python-package", "--image", image, "--name", NAME],
+                             env={"TPUCTL_VERTEX_ENDPOINT": fake.url, "STORAGE_EMULATOR_HOST": url,
+                                  "TPUCTL_LOGGING_ENDPOINT": logs.url}, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     err = proc.stderr.splitlines()
     epochs = [line for line in err if line.startswith("epoch ")]

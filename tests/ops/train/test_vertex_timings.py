@@ -14,7 +14,7 @@ import pytest
 from ground import domain
 from tpuctl.services.runs import records as runs
 
-from clifixtures import invoke
+from clifixtures import invoke, invoke_as_process
 
 PROJECT = "my-project-1"
 ARTIFACTS, STAGING = "tpuctl-my-project-1-artifacts", "tpuctl-my-project-1-staging"
@@ -55,9 +55,9 @@ def test_runs_show_prints_a_vertex_runs_timings(gcs, fake_vertex, tools, tmp_pat
     fake = fake_vertex(states=["JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"],
                        on_state=on_state)
     image = domain.VERTEX_TRAINING_IMAGES["cpu"].uri(None)
-    proc = tools.run_cli(["train", "--target", "vertex", "--outputs", str(outputs), "--poll-seconds", "0.5",
-                          "--python-package", "--image", image, "--name", NAME],
-                         env={"TPUCTL_VERTEX_ENDPOINT": fake.url, "STORAGE_EMULATOR_HOST": url}, cwd=tmp_path)
+    proc = invoke_as_process(["train", "--target", "vertex", "--outputs", str(outputs), "--poll-seconds", "0.5",
+                              "--python-package", "--image", image, "--name", NAME],
+                             env={"TPUCTL_VERTEX_ENDPOINT": fake.url, "STORAGE_EMULATOR_HOST": url}, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "not recorded" not in proc.stderr, proc.stderr
     [job] = fake.jobs
@@ -96,9 +96,9 @@ def test_a_run_record_that_cannot_be_written_is_one_note_and_the_run_succeeds(gc
     outputs.write_text(json.dumps(OUTPUTS))
     fake = fake_vertex()
     image = domain.VERTEX_TRAINING_IMAGES["cpu"].uri(None)
-    proc = tools.run_cli(["train", "--target", "vertex", "--outputs", str(outputs), "--poll-seconds", "0.01",
-                          "--python-package", "--image", image, "--name", NAME],
-                         env={"TPUCTL_VERTEX_ENDPOINT": fake.url, "STORAGE_EMULATOR_HOST": url}, cwd=tmp_path)
+    proc = invoke_as_process(["train", "--target", "vertex", "--outputs", str(outputs), "--poll-seconds", "0.01",
+                              "--python-package", "--image", image, "--name", NAME],
+                             env={"TPUCTL_VERTEX_ENDPOINT": fake.url, "STORAGE_EMULATOR_HOST": url}, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     notes = [line for line in proc.stderr.splitlines() if "the run's times were not recorded" in line]
     assert len(notes) == 1 and notes[0].startswith("note: "), proc.stderr
