@@ -40,6 +40,10 @@ def _result(stdout: str) -> tuple[Path, float]:
 
 @pytest.mark.slow
 def test_train_with_no_arguments_trains_exports_and_reports(env, tools, tmp_path, cache):
+    """The embedded default, end to end; its record keeps when it started and when its process ran, the trainer's
+    result when its first step ended and its steady step time, and `runs show` works out from them the same rows
+    a cloud run has."""
+    before = time.time()
     proc = tools.run_cli(["train"], env=env, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     export, accuracy = _result(proc.stdout)
@@ -53,6 +57,22 @@ def test_train_with_no_arguments_trains_exports_and_reports(env, tools, tmp_path
     # The demo dataset landed in the cache, complete.
     manifest = json.loads((cache / "demo-data" / "manifest.json").read_text())
     assert manifest["splits"]["train"]["examples"] == result["train_examples"]
+
+    # Timings, from the same events for every target.
+    launch = json.loads((runs[0] / "tpuctl-run.json").read_text())
+    timing = result["timing"]
+    assert before <= launch["started"] <= launch["provisioned"] <= timing["first_step_at"] <= launch["finished"]
+    shown = tools.run_cli(["runs", "show", runs[0].name], env=env, cwd=tmp_path, timeout=300)
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    rows = dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in shown.stdout.splitlines()
+                if re.search(r"\S\s{2,}\S", line.strip()))
+    assert rows["target"] == "local"
+    assert rows["provisioned"].endswith(" after submission") and rows["first step"].endswith(" after submission")
+    assert rows["step time"].endswith(" ms") or rows["step time"].endswith(" s")
+    assert float(rows["examples/s"]) == pytest.approx(timing["examples_per_second"], abs=0.06)
+    goodput = timing["total_steps"] * timing["step_seconds"] / (launch["finished"] - launch["started"])
+    assert rows["goodput"] == f"{goodput:.0%}" and 0 < goodput < 1
+    assert rows["spend"] == "-"                  # a local run has no price
 
 
 @pytest.mark.slow
@@ -132,29 +152,6 @@ def test_sigterm_to_a_local_cluster_backs_up_its_step_and_the_run_continues_ther
     assert (export / "saved_model.pb").is_file()
     result = json.loads((tmp_path / "runs" / "stopped" / "result.json").read_text())
     assert result["num_workers"] == 2 and result["epochs"] == 1 and result["strategy"] == "multi_worker"
-
-
-def test_runs_show_prints_a_local_runs_timings_from_the_same_events(env, tools, tmp_path):
-    """A local run's record keeps when it started and when its process ran, the trainer's result when its first
-    step ended and its steady step time: `runs show` works out the same rows a cloud run has."""
-    before = time.time()
-    proc = tools.run_cli(["train", "--epochs", "2", "--name", "timed", "--", "--steps_per_epoch", "5"], env=env,
-                         cwd=tmp_path, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    launch = json.loads((tmp_path / "runs" / "timed" / "tpuctl-run.json").read_text())
-    timing = json.loads((tmp_path / "runs" / "timed" / "result.json").read_text())["timing"]
-    assert before <= launch["started"] <= launch["provisioned"] <= timing["first_step_at"] <= launch["finished"]
-    shown = tools.run_cli(["runs", "show", "timed"], env=env, cwd=tmp_path, timeout=300)
-    assert shown.returncode == 0, shown.stderr[-3000:]
-    rows = dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in shown.stdout.splitlines()
-                if re.search(r"\S\s{2,}\S", line.strip()))
-    assert rows["target"] == "local"
-    assert rows["provisioned"].endswith(" after submission") and rows["first step"].endswith(" after submission")
-    assert rows["step time"].endswith(" ms") or rows["step time"].endswith(" s")
-    assert float(rows["examples/s"]) == pytest.approx(timing["examples_per_second"], abs=0.06)
-    goodput = 10 * timing["step_seconds"] / (launch["finished"] - launch["started"])
-    assert rows["goodput"] == f"{goodput:.0%}" and 0 < goodput < 1
-    assert rows["spend"] == "-"                  # a local run has no price
 
 
 def test_a_profile_captured_on_a_two_worker_run_is_there_for_board(env, tools, tmp_path):

@@ -1,11 +1,11 @@
 """Spot runs: the CustomJob `vertex.plan_job` builds, with Spot scheduling, a bounded run time and the trainer's
 backup in the run's gs:// folder; sent through the real JobServiceClient to the local Vertex stand-in and parsed
-strictly. And the resume it relies on: a 2-process local run stopped after an epoch's backup and started again
-with the same model folder continues at the interrupted epoch."""
+strictly. The resume it relies on is tested where it happens: a two-worker `tpuctl train -w 2` stopped and continued
+(tests/ops/train/test_real_trainer.py), a chief and a worker resumed at the interrupted epoch
+(tests/trainer/test_multiworker.py)."""
 
 from __future__ import annotations
 
-import io
 import json
 from datetime import timedelta
 
@@ -103,38 +103,3 @@ def test_spot_job_goes_through_the_real_client_to_the_endpoint(outputs, fake_ver
                                              "strategy": int(aiplatform_v1.Scheduling.Strategy.SPOT)}
     assert sent.job_spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.SPOT
     assert sent.job_spec.base_output_directory.output_uri_prefix == spec.model_dir
-
-
-def _epoch_starts(text: str, label: str = "chief") -> list[str]:
-    return [ln.split("] ", 1)[1] for ln in text.splitlines()
-            if ln.startswith(f"[{label}] ") and ln.split("] ", 1)[1].startswith("epoch-start:")]
-
-
-@pytest.mark.slow
-def test_two_process_run_stopped_after_an_epoch_resumes_at_the_interrupted_epoch(tmp_path, tools, monkeypatch):
-    from tpuctl.services.data import ensure_demo_data
-    from tpuctl.services.runs.local import run_local
-    from tpuctl.services.supervisor import TaskFailed
-
-    if not tools.trainer_python.exists():
-        pytest.skip("trainer environment .venv-trainer is missing (scripts/setup.sh)")
-    monkeypatch.setenv("TPUCTL_CACHE_DIR", str(tmp_path / "cache"))
-    model_dir = tmp_path / "run"
-    # The flags `tpuctl train --workers 2 --epochs 3 --model-dir RUN -- --steps_per_epoch 5 --seed 1` resolve to.
-    plan = planned(workers=2, epochs=3, model_dir=str(model_dir), trainer_args=("--steps_per_epoch", "5", "--seed", "1"))
-    ensure_demo_data()     # what the local target's submit does first
-    first = io.StringIO()
-    with pytest.raises(TaskFailed):   # the test hook hard-exits every process right after epoch 2's backup
-        run_local(plan.argv, workers=2, env={**plan.env, "TPUCTL_TRAINER_TEST_EXIT_AFTER_EPOCH": "2"},
-                  out=first, err=io.StringIO())
-    assert _epoch_starts(first.getvalue()) == ["epoch-start: 1/3", "epoch-start: 2/3"], first.getvalue()[-3000:]
-    assert (model_dir / "checkpoints" / "backup" / "chief").is_dir()
-    assert not (model_dir / "result.json").exists()
-
-    second = io.StringIO()
-    outcome = run_local(plan.argv, workers=2, env=plan.env, out=second, err=io.StringIO())
-    assert outcome.returncode == 0
-    assert _epoch_starts(second.getvalue()) == ["epoch-start: 3/3"], second.getvalue()[-3000:]
-    assert _epoch_starts(second.getvalue(), "worker 0") == ["epoch-start: 3/3"]
-    result = json.loads((model_dir / "result.json").read_text())
-    assert result["epochs"] == 3 and result["num_workers"] == 2
