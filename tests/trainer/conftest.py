@@ -48,9 +48,11 @@ def trainer_env(extra: dict | None = None) -> dict:
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["TF_USE_LEGACY_KERAS"] = "1"
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    # Two cores shared by several processes: keep each TensorFlow process from oversubscribing.
+    # Two cores shared by several processes (two xdist workers per suite, two suites side by side): keep each
+    # TensorFlow process from oversubscribing. One thread within an op (its pool's threads spin while they wait,
+    # CPU the other processes need); two for independent ops (a MirroredStrategy's replicas meet in collectives).
     env.setdefault("TF_NUM_INTEROP_THREADS", "2")
-    env.setdefault("TF_NUM_INTRAOP_THREADS", "2")
+    env.setdefault("TF_NUM_INTRAOP_THREADS", "1")
     if extra:
         env.update(extra)
     return env
