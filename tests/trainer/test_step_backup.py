@@ -46,8 +46,10 @@ def _assert_input_continues(killed: dict[int, int], resumed: dict[int, int], tot
     assert sorted(killed) == list(range(len(killed))), "the killed run's log has gaps"
     assert sorted(resumed) == list(range(first, total_steps)), "the resumed run skipped or repeated a step"
     lost = [step for step in sorted(killed) if step >= first]   # trained after the last backup, then lost
-    assert lost, (first, max(killed))
-    assert [resumed[s] for s in lost] == [killed[s] for s in lost], "the resumed input is not where the run stopped"
+    if lost:
+        assert [resumed[s] for s in lost] == [killed[s] for s in lost], "the resumed input is not where the run stopped"
+    else:   # the kill fell right after a backup (a loaded machine reacts steps late): no trained step was lost
+        assert first == len(killed), (first, len(killed))
     assert not set(resumed.values()) & {killed[s] for s in range(first)}, "a batch trained before the backup came again"
     return first
 
