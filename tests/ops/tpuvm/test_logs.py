@@ -10,26 +10,11 @@ import time
 import pytest
 
 from clifixtures import error_line, invoke
-from loggingfakes import FakeLogging, docker_entry
+from loggingfakes import docker_entry
 
 PROJECT = "my-tpu-project"
 ARTIFACTS = "tpuctl-my-tpu-project-artifacts"
 NAME = "tpuctl-logged"
-
-
-@pytest.fixture
-def logging_api(monkeypatch):
-    fakes = []
-
-    def make(**kw):
-        fake = FakeLogging(**kw)
-        fakes.append(fake)
-        monkeypatch.setenv("TPUCTL_LOGGING_ENDPOINT", fake.url)
-        return fake
-
-    yield make
-    for fake in fakes:
-        fake.stop()
 
 
 def _failing_run(tpu_cloud, gcs, logs):

@@ -6,7 +6,6 @@ hosts' backup and result.json (its ``timing``, as trainer/timing.py writes it) w
 from __future__ import annotations
 
 import json
-import re
 import time
 
 import pytest
@@ -16,7 +15,7 @@ from tpuctl.services.runs import records as runs
 from tpuctl.services.runs.target import launch
 from tpuctl.services.runs.tpuvm.target import TpuVmTarget
 
-from clifixtures import invoke
+from clifixtures import invoke, shown_rows
 from runfixtures import planned
 
 ZONE, ZONE_B = "us-central1-a", "us-central1-b"
@@ -31,11 +30,6 @@ TIMING = {"step_seconds": 0.6, "examples_per_second": 213.3, "steps": 1200, "tot
 def _no_curves(monkeypatch):
     monkeypatch.setattr(runs, "scalars", lambda found: {})   # curves need the trainer environment: not read here
 
-
-def _rows(stdout: str) -> dict[str, str]:
-    """`runs show`'s rows: the label (before the first run of two or more spaces) -> the value."""
-    return dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in stdout.splitlines()
-                if re.search(r"\S\s{2,}\S", line.strip()))
 
 
 def _preempted_once(tpu_cloud, gcs, outputs_file, base: float):
@@ -88,7 +82,7 @@ def test_runs_show_prints_a_preempted_tpu_vm_runs_timings_time_lost_and_spend(ou
 
     r = invoke(["runs", "show", NAME, "--outputs", str(outputs_file)])
     assert r.exit_code == 0, r.output
-    rows = _rows(r.stdout)
+    rows = shown_rows(r.stdout)
     assert rows["target"] == "tpu-vm"
     assert rows["provisioned"] == "0s after submission"
     assert rows["first step"] == "5m00s after submission"

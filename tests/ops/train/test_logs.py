@@ -13,7 +13,7 @@ import pytest
 from ground import domain
 
 from clifixtures import error_line, invoke, invoke_as_process
-from loggingfakes import FakeLogging, vertex_entry
+from loggingfakes import vertex_entry
 
 PROJECT = "my-project-1"
 ARTIFACTS, STAGING = "tpuctl-my-project-1-artifacts", "tpuctl-my-project-1-staging"
@@ -21,21 +21,6 @@ OUTPUTS = {"project": PROJECT, "region": "us-central1",
            "buckets": {"data": "tpuctl-my-project-1-data", "staging": STAGING, "artifacts": ARTIFACTS},
            "training_service_account": "tpuctl-trainer@my-project-1.iam.gserviceaccount.com"}
 NAME = "logged-job"
-
-
-@pytest.fixture
-def logging_api(monkeypatch):
-    fakes = []
-
-    def make(**kw):
-        fake = FakeLogging(**kw)
-        fakes.append(fake)
-        monkeypatch.setenv("TPUCTL_LOGGING_ENDPOINT", fake.url)
-        return fake
-
-    yield make
-    for fake in fakes:
-        fake.stop()
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from clifixtures import sigint_as_ctrl_c
+from clifixtures import shown_rows, sigint_as_ctrl_c
 from procfixtures import Watched
 
 
@@ -64,8 +64,7 @@ def test_train_with_no_arguments_trains_exports_and_reports(env, tools, tmp_path
     assert before <= launch["started"] <= launch["provisioned"] <= timing["first_step_at"] <= launch["finished"]
     shown = tools.run_cli(["runs", "show", runs[0].name], env=env, cwd=tmp_path, timeout=300)
     assert shown.returncode == 0, shown.stderr[-3000:]
-    rows = dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in shown.stdout.splitlines()
-                if re.search(r"\S\s{2,}\S", line.strip()))
+    rows = shown_rows(shown.stdout)
     assert rows["target"] == "local"
     assert rows["provisioned"].endswith(" after submission") and rows["first step"].endswith(" after submission")
     assert rows["step time"].endswith(" ms") or rows["step time"].endswith(" s")

@@ -6,7 +6,6 @@ and the storage emulator, where the test writes the trainer's result.json as the
 from __future__ import annotations
 
 import json
-import re
 import time
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from ground import domain
 from tpuctl.services.runs import records as runs
 
-from clifixtures import invoke, invoke_as_process
+from clifixtures import invoke, invoke_as_process, shown_rows
 
 PROJECT = "my-project-1"
 ARTIFACTS, STAGING = "tpuctl-my-project-1-artifacts", "tpuctl-my-project-1-staging"
@@ -30,10 +29,6 @@ NAME = "timed-job"
 def _no_curves(monkeypatch):
     monkeypatch.setattr(runs, "scalars", lambda found: {})   # curves need the trainer environment: not read here
 
-
-def _rows(stdout: str) -> dict[str, str]:
-    return dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in stdout.splitlines()
-                if re.search(r"\S\s{2,}\S", line.strip()))
 
 
 def test_runs_show_prints_a_vertex_runs_timings(gcs, fake_vertex, tools, tmp_path, monkeypatch):
@@ -79,7 +74,7 @@ def test_runs_show_prints_a_vertex_runs_timings(gcs, fake_vertex, tools, tmp_pat
 
     r = invoke(["runs", "show", NAME, "--outputs", str(outputs)])
     assert r.exit_code == 0, r.output
-    rows = _rows(r.stdout)
+    rows = shown_rows(r.stdout)
     assert rows["target"] == "vertex"
     assert rows["provisioned"].endswith(" after submission") and rows["first step"].endswith(" after submission")
     assert rows["step time"] == "10.0 ms" and rows["examples/s"] == "6400.0"
