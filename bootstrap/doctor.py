@@ -155,8 +155,8 @@ def check_image_repository(project: str, region: str, repository: str, principal
         if not email:
             continue
         member = domain.member_for_email(email)
-        roles = sorted(b.role for b in policy.bindings if member in b.members)
-        if any(domain.PULL_PERMISSION in domain.ROLE_PERMISSIONS.get(r, ()) for r in roles):
+        roles, can = _repository_grant(policy, member, domain.PULL_PERMISSION)
+        if can:
             yield Check(f"{keyword} pulls from {repository}", "pass", f"via {', '.join(roles)}, for {where}")
         else:
             yield Check(f"{keyword} pulls from {repository}", "fail",
@@ -168,11 +168,17 @@ def check_image_repository(project: str, region: str, repository: str, principal
         yield from _check_builder(project, region, repository, policy, builder)
 
 
+def _repository_grant(policy, member: str, permission: str) -> tuple[list[str], bool]:
+    """The roles ``member`` holds in a repository's IAM policy, and whether one of them grants ``permission``."""
+    roles = sorted(b.role for b in policy.bindings if member in b.members)
+    return roles, any(permission in domain.ROLE_PERMISSIONS.get(r, ()) for r in roles)
+
+
 def _check_builder(project: str, region: str, repository: str, repository_policy, builder: Builder) -> Iterator[Check]:
     member = domain.member_for_email(builder.email)
     label = "image builder"
-    roles = sorted(b.role for b in repository_policy.bindings if member in b.members)
-    if any(domain.PUSH_PERMISSION in domain.ROLE_PERMISSIONS.get(r, ()) for r in roles):
+    roles, can = _repository_grant(repository_policy, member, domain.PUSH_PERMISSION)
+    if can:
         yield Check(f"{label} pushes to {repository}", "pass", f"via {', '.join(roles)}")
     else:
         yield Check(f"{label} pushes to {repository}", "fail",
