@@ -42,6 +42,7 @@ from cloud.google import (
     auth_requests,
     grpc,
     iam_grpc_transport,
+    logging_v2,
     requests,
     requests_adapters,
     storage,
@@ -161,7 +162,11 @@ def _iam_grpc_transport():
     return iam_grpc_transport.IAMGrpcTransport
 
 
-_GRPC_TRANSPORTS = {"iam": _iam_grpc_transport}
+def _logging_grpc_transport():
+    return logging_v2.services.logging_service_v2.transports.LoggingServiceV2GrpcTransport
+
+
+_GRPC_TRANSPORTS = {"iam": _iam_grpc_transport, "logging": _logging_grpc_transport}
 
 
 def authorized_session(service: str):

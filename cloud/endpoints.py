@@ -12,6 +12,7 @@ Every service can be pointed elsewhere with an environment variable:
     cloudbuild    TPUCTL_CLOUDBUILD_ENDPOINT     Cloud Build v1 (REST)
     artifactregistry TPUCTL_ARTIFACTREGISTRY_ENDPOINT  Artifact Registry v1 (REST)
     cloudbilling  TPUCTL_CLOUDBILLING_ENDPOINT   Cloud Billing Catalog v1 (REST; `tpuctl prices refresh`)
+    logging       TPUCTL_LOGGING_ENDPOINT        Cloud Logging v2 (gRPC; `tpuctl logs`, the live display of cloud runs)
 
 An endpoint that is a loopback ``http://`` URL (127.0.0.1, ::1, localhost) gets anonymous credentials
 (``cloud.clients``); any other endpoint keeps Application Default Credentials.

@@ -58,6 +58,13 @@ def _api_retry() -> ModuleType:
     return retry
 
 
+def _api_timeout() -> ModuleType:
+    """google.api_core.timeout"""
+    from google.api_core import timeout
+
+    return timeout
+
+
 def _api_iam() -> ModuleType:
     """google.api_core.iam"""
     from google.api_core import iam
@@ -149,6 +156,14 @@ def _iam_policy_pb2() -> ModuleType:
     return policy_pb2
 
 
+def _logging_v2() -> ModuleType:
+    """google.cloud.logging_v2 (with its GAPIC client, services.logging_service_v2.LoggingServiceV2Client)"""
+    from google.cloud import logging_v2
+    from google.cloud.logging_v2.services import logging_service_v2  # noqa: F401 - loads logging_v2.services
+
+    return logging_v2
+
+
 def _json_format() -> ModuleType:
     """google.protobuf.json_format"""
     from google.protobuf import json_format
@@ -237,6 +252,7 @@ aiplatform_v1: Any = _OnFirstUse(_aiplatform_v1)
 api_exceptions: Any = _OnFirstUse(_api_exceptions)
 api_retry: Any = _OnFirstUse(_api_retry)
 api_iam: Any = _OnFirstUse(_api_iam)
+api_timeout: Any = _OnFirstUse(_api_timeout)
 artifactregistry_v1: Any = _OnFirstUse(_artifactregistry_v1)
 auth: Any = _OnFirstUse(_auth)
 auth_credentials: Any = _OnFirstUse(_auth_credentials)
@@ -251,6 +267,7 @@ iam_admin_v1: Any = _OnFirstUse(_iam_admin_v1)
 iam_grpc_transport: Any = _OnFirstUse(_iam_grpc_transport)
 iam_policy_pb2: Any = _OnFirstUse(_iam_policy_pb2)
 json_format: Any = _OnFirstUse(_json_format)
+logging_v2: Any = _OnFirstUse(_logging_v2)
 resourcemanager_v3: Any = _OnFirstUse(_resourcemanager_v3)
 service_usage_v1: Any = _OnFirstUse(_service_usage_v1)
 storage: Any = _OnFirstUse(_storage)

@@ -1,11 +1,12 @@
 """A cloud run's log lines, read back from Cloud Logging: `tpuctl logs RUN`, and a failed TPU VM host's last lines.
 
-The Cloud Logging API's ``entries.list`` over REST (``POST https://logging.googleapis.com/v2/entries:list`` with
-``resourceNames``, ``filter``, ``orderBy``, ``pageSize``, ``pageToken``; the answer's ``entries`` and
-``nextPageToken``: google/logging/v2/logging.proto ``ListLogEntriesRequest``/``ListLogEntriesResponse``), through
-``cloud.clients.authorized_session`` (``TPUCTL_LOGGING_ENDPOINT`` redirects it). google-cloud-logging is not in the
-ops environment (requirements/ops.lock); its REST transport sends the same request. Throttling (429) and server
-errors are retried with google-api-core's retry; a denied or unreachable API is one ``LogsUnavailable`` line.
+The Cloud Logging API's ``ListLogEntries`` (google/logging/v2/logging.proto: ``resource_names``, ``filter``,
+``order_by``, ``page_size``, ``page_token``; the answer's ``entries`` and ``next_page_token``) through
+google-cloud-logging's own GAPIC client, ``LoggingServiceV2Client`` on its gRPC transport (``logging_client``;
+``TPUCTL_LOGGING_ENDPOINT`` redirects it). Following a run asks again every few seconds from the newest entry seen,
+as gcloud 528's ``ai custom-jobs stream-logs`` does (command_lib/ai/log_util.py through command_lib/logs/stream.py
+``LogFetcher``, which polls ``entries.list``). Throttling (RESOURCE_EXHAUSTED), server errors and calls that get no
+answer in time are retried with google-api-core's retry; a denied or unreachable API is one ``LogsUnavailable`` line.
 
 Which entries are a run's:
 
@@ -24,12 +25,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from cloud import clients
-from cloud.google import api_exceptions, api_retry, requests
+from cloud.google import api_exceptions, api_retry, api_timeout, json_format, logging_v2
 from ground import domain
 from ground.errors import UserError
 from ground.files import printable
@@ -120,60 +122,42 @@ def rfc3339(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-#: Seconds one ``entries:list`` request may take; a stalled answer is retried like a 503.
+#: Seconds one ``ListLogEntries`` call may take; a stalled answer is retried like an unavailable service.
 REQUEST_SECONDS = 60.0
 
 
-def _post(session, url: str, body: dict[str, Any], timeout: float = REQUEST_SECONDS) -> dict[str, Any]:
-    """One ``entries:list`` call; Google's error answers as api_core exceptions (so 429/5xx are retried), and an answer
-    that stalls past ``timeout`` as a 503."""
-    try:
-        resp = session.post(url, json=body, timeout=timeout)
-    except requests.exceptions.Timeout:
-        raise api_exceptions.ServiceUnavailable(f"no answer within {timeout:g} s") from None
-    if resp.status_code >= 400:
-        raise api_exceptions.from_http_response(resp)
-    return resp.json()
+def logging_client():
+    """google-cloud-logging's GAPIC client (``LoggingServiceV2Client``, its gRPC transport), redirected by
+    ``TPUCTL_LOGGING_ENDPOINT`` and failing fast on an endpoint it cannot reach (``cloud.clients.gapic``)."""
+    return clients.gapic(logging_v2.services.logging_service_v2.LoggingServiceV2Client, "logging", transport="grpc")
 
 
-def entries(source: Source, *, since: float | None = None, from_time: str | None = None, limit: int | None = None,
-            session=None, page_size: int = PAGE_SIZE, retry_seconds: float = RETRY_SECONDS,
-            request_seconds: float = REQUEST_SECONDS) -> list[LogLine]:
-    """The run's lines, oldest first (``since``: epoch seconds; ``from_time``: an RFC 3339 time, both inclusive),
-    every page; the newest ``limit`` lines when given. Raises ``LogsUnavailable`` (one line) when the API cannot be
-    read."""
-    clauses = [source.filter]
-    if since is not None:
-        clauses.append(f'timestamp>="{rfc3339(since)}"')
-    if from_time is not None:
-        clauses.append(f"timestamp>={_quoted(from_time)}")
-    body: dict[str, Any] = {"resourceNames": [f"projects/{source.project}"], "filter": " AND ".join(clauses),
-                            "orderBy": "timestamp desc" if limit else "timestamp asc",
-                            "pageSize": min(page_size, limit or page_size)}
-    retry = api_retry.Retry(predicate=api_retry.if_transient_error, initial=0.5, maximum=10.0, timeout=retry_seconds)
-    where = f"Cloud Logging for project {source.project}"
+def _transient(exc: BaseException) -> bool:
+    """Throttled (429), failing (5xx) or a call that got no answer in time: worth asking again."""
+    return api_retry.if_transient_error(exc) or isinstance(exc, api_exceptions.DeadlineExceeded)
+
+
+def _line(source: Source, entry: Any) -> LogLine:
+    when = entry.timestamp      # a datetime (UTC); written with six digits so the times sort as text
+    as_json = json_format.MessageToDict(type(entry).pb(entry))
+    return LogLine(source.host_of(as_json), rfc3339(when.timestamp()) if when else "", _text(as_json),
+                   entry.insert_id)
+
+
+@contextmanager
+def _reading(project: str, retry_seconds: float = RETRY_SECONDS, request_seconds: float = REQUEST_SECONDS):
+    """Every way reading Cloud Logging fails, as one ``LogsUnavailable`` line."""
+    where = f"Cloud Logging for project {project}"
     try:
-        session = session or clients.authorized_session("logging")
-        url = f"{clients.base_url('logging')}/v2/entries:list"
-        lines: list[LogLine] = []
-        seen_tokens: set[str] = set()
-        for _ in range(MAX_PAGES):
-            page = retry(_post)(session, url, body, request_seconds)
-            for entry in page.get("entries") or []:
-                if isinstance(entry, dict):
-                    lines.append(LogLine(source.host_of(entry), str(entry.get("timestamp") or ""), _text(entry),
-                                         str(entry.get("insertId") or "")))
-            token = page.get("nextPageToken")
-            if not token or (limit and len(lines) >= limit) or token in seen_tokens:
-                break
-            seen_tokens.add(token)
-            body["pageToken"] = token
+        yield
     except (api_exceptions.Forbidden, api_exceptions.PermissionDenied):
         raise LogsUnavailable(f"permission denied reading {where}: you need logging.logEntries.list "
                               "(roles/logging.viewer)", 1) from None
     except api_exceptions.RetryError as exc:
-        cause = exc.cause.message if getattr(exc.cause, "message", None) else exc
-        raise LogsUnavailable(f"{where} kept failing for {retry_seconds:.0f} s ({printable(str(cause), 200)})",
+        cause = exc.cause
+        why = (f"no answer within {request_seconds:g} s" if isinstance(cause, api_exceptions.DeadlineExceeded)
+               else getattr(cause, "message", None) or str(cause or exc))
+        raise LogsUnavailable(f"{where} kept failing for {retry_seconds:.0f} s ({printable(str(why), 200)})",
                               1) from None
     except api_exceptions.GoogleAPICallError as exc:
         raise LogsUnavailable(f"reading {where} failed: {printable(exc.message or str(exc), 200)}", 1) from None
@@ -184,19 +168,50 @@ def entries(source: Source, *, since: float | None = None, from_time: str | None
         if translated is None:
             raise
         raise LogsUnavailable(str(translated), 1) from None
+
+
+def entries(source: Source, *, since: float | None = None, from_time: str | None = None, limit: int | None = None,
+            client=None, page_size: int = PAGE_SIZE, retry_seconds: float = RETRY_SECONDS,
+            request_seconds: float = REQUEST_SECONDS) -> list[LogLine]:
+    """The run's lines, oldest first (``since``: epoch seconds; ``from_time``: an RFC 3339 time, both inclusive),
+    every page; the newest ``limit`` lines when given. Raises ``LogsUnavailable`` (one line) when the API cannot be
+    read."""
+    clauses = [source.filter]
+    if since is not None:
+        clauses.append(f'timestamp>="{rfc3339(since)}"')
+    if from_time is not None:
+        clauses.append(f"timestamp>={_quoted(from_time)}")
+    retry = api_retry.Retry(predicate=_transient, initial=0.5, maximum=10.0, timeout=retry_seconds)
+    with _reading(source.project, retry_seconds, request_seconds):
+        request = logging_v2.types.ListLogEntriesRequest(
+            resource_names=[f"projects/{source.project}"], filter=" AND ".join(clauses),
+            order_by="timestamp desc" if limit else "timestamp asc", page_size=min(page_size, limit or page_size))
+        client = client or logging_client()
+        pages = client.list_log_entries(request=request, retry=retry,
+                                        timeout=api_timeout.ConstantTimeout(request_seconds)).pages
+        lines: list[LogLine] = []
+        seen_tokens: set[str] = set()
+        for number, page in enumerate(pages, start=1):
+            lines.extend(_line(source, entry) for entry in page.entries)
+            token = page.next_page_token
+            if not token or (limit and len(lines) >= limit) or token in seen_tokens or number >= MAX_PAGES:
+                break
+            seen_tokens.add(token)
     return lines[:limit][::-1] if limit else lines
 
 
 def follow(source: Source, *, since: float | None, done: Callable[[], bool], interval: float = 5.0,
-           session=None, sleep: Callable[[float], None] = time.sleep) -> Iterator[LogLine]:
+           client=None, sleep: Callable[[float], None] = time.sleep) -> Iterator[LogLine]:
     """The run's lines as they arrive (asked again every ``interval`` seconds from the newest time seen), until
     ``done()`` says the run ended and one more read found nothing new. An entry is shown once (its insert id)."""
+    with _reading(source.project):
+        client = client or logging_client()      # one channel for the whole follow
     shown: set[Any] = set()
     newest: str | None = None
     finished = False
     while True:
         fresh = [line for line in entries(source, since=since if newest is None else None, from_time=newest,
-                                          session=session)
+                                          client=client)
                  if (line.insert_id or (line.timestamp, line.host, line.text)) not in shown]
         for line in fresh:
             shown.add(line.insert_id or (line.timestamp, line.host, line.text))
