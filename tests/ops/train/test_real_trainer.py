@@ -3,12 +3,14 @@ cluster, and a cluster losing a worker mid-training. CPU only; tiny model, the d
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
 import signal
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -153,11 +155,21 @@ def test_sigterm_to_a_local_cluster_backs_up_its_step_and_the_run_continues_ther
     assert result["num_workers"] == 2 and result["epochs"] == 1 and result["strategy"] == "multi_worker"
 
 
+def _plugin_json(url: str, route: str, **query: str):
+    """An answer of the profile plugin (``/data/plugin/profile/<route>``), gzip-encoded or not."""
+    address = f"{url}data/plugin/profile/{route}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
+    with urllib.request.urlopen(address, timeout=120) as reply:
+        body = reply.read()
+        if reply.headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+    return json.loads(body)
+
+
 def test_a_profile_captured_on_a_two_worker_run_is_there_for_board(env, tools, tmp_path):
     """`tpuctl train -w 2 --profile-steps 3-4`: each worker (the chief and worker 0) captures a TensorFlow profile of
-    its steps 3-4 into the run's logs/profile/<worker>; `tpuctl board RUN` asks its TensorBoard which tabs it has and
-    says where the profiles are (the Profile tab), or that the tab needs tensorboard-plugin-profile in the trainer
-    environment."""
+    its steps 3-4 into the run's logs/profile/<worker>; `tpuctl board RUN` says where the profiles are, and its
+    TensorBoard's Profile tab (tensorboard-plugin-profile in the trainer environment) lists each worker's capture and
+    opens it: the overview page converted from the capture shows the steps' TensorFlow ops."""
     proc = tools.run_cli(["train", "-w", "2", "--epochs", "1", "--name", "profiled", "--profile-steps", "3-4", "--",
                           "--steps_per_epoch", "6"], env=env, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -171,19 +183,19 @@ def test_a_profile_captured_on_a_two_worker_run_is_there_for_board(env, tools, t
             url = board.wait_line("TensorBoard on ", "TensorBoard's address").rsplit(": ", 1)[1].split()[0]
             with urllib.request.urlopen(url + "data/plugins_listing", timeout=30) as reply:
                 plugins = json.loads(reply.read())
-            if "profile" in plugins:
-                line = board.wait_line("profiles: ", "where the profiles are")
-                assert "profile/chief" in line and "profile/worker-0" in line, line
-                # the profile plugin's list of runs with a profile [unverified route: the plugin is not installed
-                # here to check it against]
-                with urllib.request.urlopen(url + "data/plugin/profile/runs", timeout=30) as reply:
-                    runs = json.loads(reply.read())
-                assert {"profile/chief", "profile/worker-0"} <= {r.split("/plugins")[0] for r in runs}, runs
-            else:   # TensorBoard without the plugin shows only how to install it (its profile_redirect plugin)
-                assert "profile_redirect" in plugins
-                line = board.wait_line("note: profiles in ", "the note on the Profile tab", stream="err")
-                assert "profile/chief" in line and "profile/worker-0" in line, line
-                assert "tensorboard-plugin-profile" in line and "pip install" in line, line
+            assert "profile" in plugins, plugins      # the Profile tab (tensorboard-plugin-profile, trainer env)
+            line = board.wait_line("profiles: ", "where the profiles are")
+            assert "profile/chief" in line and "profile/worker-0" in line, line
+            # the Profile tab's own questions (xprof 2.24.2 profile_plugin.py: /runs, /run_tools, /hosts, /data):
+            # each worker's capture is a run, its tools are listed and one of them is converted from the xplane
+            runs = _plugin_json(url, "runs")
+            for worker in ("chief", "worker-0"):
+                [run] = [r for r in runs if r.startswith(f"profile/{worker}/")]
+                assert "trace_viewer@" in _plugin_json(url, "run_tools", run=run), run   # the trace (TPU/GPU: same)
+                [host] = [h["hostname"] for h in _plugin_json(url, "hosts", run=run, tag="overview_page")]
+                overview = _plugin_json(url, "data", run=run, tag="overview_page", host=host)
+                # converted from the worker's capture: the share of host time in TensorFlow ops (the steps' own)
+                assert float(overview[0]["p"]["host_tf_op_percent"].rstrip("%")) > 0, overview[0]["p"]
         finally:      # Ctrl-C: tpuctl stops its TensorBoard (a kill would leave it running)
             if board.proc.poll() is None:
                 board.proc.send_signal(signal.SIGINT)
