@@ -167,6 +167,25 @@ def steps_done(epoch: int, batch: int, steps_per_epoch: int) -> int:
     return epoch * steps_per_epoch + batch + 1
 
 
+def backup_written_at(dirs: OutputDirs) -> float | None:
+    """When the preemption backup a resumed run starts from was written (seconds since 1970: its index file's
+    modification time, a gs:// object's update time), or None when that cannot be read: what
+    trainer.timing measures the time a preemption cost from."""
+    import tensorflow as tf
+
+    try:
+        path = tf.train.latest_checkpoint(join_path(backup_dir(dirs), "chief"))
+        if path is None:
+            return None
+        if "://" in path:
+            when = tf.io.gfile.stat(path + ".index").mtime_nsec / 1e9
+        else:      # TensorFlow's local file system gives whole seconds
+            when = os.stat(path + ".index").st_mtime
+    except (tf.errors.OpError, OSError):
+        return None
+    return when if when > 0 else None
+
+
 def backed_up_steps(dirs: OutputDirs, steps_per_epoch: int) -> int:
     """The training steps the preemption backup holds (0 without one), read before anything is built so the
     input can resume where the interrupted run's was. Every worker reads the chief's backup

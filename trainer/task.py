@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer import protocol
-from trainer.callbacks import MONITOR, backed_up_steps, checkpoint_path, training_callbacks
+from trainer.callbacks import MONITOR, backed_up_steps, backup_written_at, checkpoint_path, training_callbacks
 from trainer.cluster import validate_environment
 from trainer.config import (
     OutputDirs,
@@ -296,7 +296,10 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         os.makedirs(log_batches, exist_ok=True)
         _log_batches(model, os.path.join(log_batches, f"batches-{info.task_type or 'chief'}-{info.task_id}.txt"))
     callbacks = training_callbacks(keras, cfg, dirs, info, env, steps_per_epoch, input_steps)
-    timer = step_timer(keras, dirs.checkpoints, cfg.train_batch_size, input_steps or 0) if info.is_chief else None
+    timer = None
+    if info.is_chief:
+        timer = step_timer(keras, dirs.checkpoints, cfg.train_batch_size, input_steps or 0,
+                           backup_at=backup_written_at(dirs) if input_steps else None)
     if cfg.profile_steps is not None:   # on every process that runs the training loop (a ps coordinator: its own)
         callbacks.append(profile_callback(keras, dirs.logs, worker_label(info, env), cfg.profile_steps))
     try:

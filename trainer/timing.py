@@ -17,14 +17,19 @@ Measured on the chief. Wall-clock times come from the host's clock (NTP-synchron
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 from trainer.paths import join_path
 
-#: Under the checkpoints folder (Vertex AI's AIP_CHECKPOINT_DIR when set), next to the preemption backup: it
-#: survives a preemption as the backup does.
+#: Under the checkpoints folder (Vertex AI's AIP_CHECKPOINT_DIR when set), next to the preemption backup: they
+#: survive a preemption as the backup does.
 FIRST_STEP_FILE = "first-step"
+RESUMES_FILE = "resumes.json"
+#: The resumes a run keeps (the newest), and the bytes of the file read back.
+MAX_RESUMES = 1000
+_MAX_RESUMES_BYTES = 256 * 1024
 
 
 def _read_first_step(path: str) -> float | None:
@@ -51,14 +56,53 @@ def _write_first_step(folder: str, path: str, when: float) -> None:
         pass   # the run's own first step is still in this process' result; a courtesy, never a failure
 
 
-def step_timer(keras, checkpoints: str, global_batch: int, restored_steps: int = 0):
-    """A Keras callback that times the steps (the chief's); ``timer.timing()`` is the result's ``timing``."""
+def _read_resumes(path: str) -> list[dict[str, Any]]:
+    """The run's earlier resumes (``resumes.json``); [] when there is none or it is not a list of them (a courtesy
+    record: never a failure)."""
+    import tensorflow as tf
+
+    try:
+        if not tf.io.gfile.exists(path):
+            return []
+        with tf.io.gfile.GFile(path, "r") as f:
+            data = json.loads(f.read(_MAX_RESUMES_BYTES))
+    except (tf.errors.OpError, ValueError):
+        return []
+    keys = {"from_step": int, "backup_at": (float, type(None)), "resumed_at": float, "seconds_lost": (float, type(None))}
+    if not isinstance(data, list):
+        return []
+    return [e for e in data[-MAX_RESUMES:] if isinstance(e, dict) and set(e) == set(keys)
+            and all(isinstance(e[k], t) and not isinstance(e[k], bool) for k, t in keys.items())]
+
+
+def _write_resumes(folder: str, path: str, resumes: list[dict[str, Any]] | None) -> None:
+    """Write the resumes (None: remove the file, a fresh run's start)."""
+    import tensorflow as tf
+
+    try:
+        if resumes is None:
+            if tf.io.gfile.exists(path):
+                tf.io.gfile.remove(path)
+            return
+        tf.io.gfile.makedirs(folder)
+        with tf.io.gfile.GFile(path, "w") as f:
+            f.write(json.dumps(resumes[-MAX_RESUMES:]) + "\n")
+    except tf.errors.OpError:
+        pass   # this process' own resume is still in its result
+
+
+def step_timer(keras, checkpoints: str, global_batch: int, restored_steps: int = 0, backup_at: float | None = None):
+    """A Keras callback that times the steps (the chief's); ``timer.timing()`` is the result's ``timing``.
+    ``restored_steps``: the steps the preemption backup held (0: a fresh start); ``backup_at``: when that backup was
+    written (trainer.callbacks.backup_written_at)."""
 
     class StepTimer(keras.callbacks.Callback):
         def __init__(self):
             super().__init__()
             self._supports_tf_logs = True   # reads no logs (so parameter servers' RemoteValues are fine)
             self.file = join_path(checkpoints, FIRST_STEP_FILE)
+            self.resumes_file = join_path(checkpoints, RESUMES_FILE)
+            self.resumes: list[dict[str, Any]] = []
             self.first_step_at: float | None = None
             self.run_first_step_at: float | None = None
             self.steps = 0
@@ -80,10 +124,22 @@ def step_timer(keras, checkpoints: str, global_batch: int, restored_steps: int =
                 self.run_first_step_at = earlier if earlier is not None and earlier <= now else now
                 if earlier is None:
                     _write_first_step(checkpoints, self.file, now)
+                self._record_resume(now)
             if self._last is not None:
                 self._span += now - self._last
                 self._intervals += 1
             self._last = now
+
+        def _record_resume(self, now: float) -> None:
+            """A resumed process adds its resume to the run's; a fresh start begins the list anew."""
+            if not restored_steps:
+                _write_resumes(checkpoints, self.resumes_file, None)
+                return
+            known = backup_at is not None and backup_at <= now
+            self.resumes = [*_read_resumes(self.resumes_file), {
+                "from_step": restored_steps, "backup_at": round(backup_at, 3) if known else None,
+                "resumed_at": round(now, 3), "seconds_lost": round(now - backup_at, 1) if known else None}]
+            _write_resumes(checkpoints, self.resumes_file, self.resumes)
 
         def timing(self) -> dict[str, Any]:
             step = self._span / self._intervals if self._intervals else None
@@ -94,6 +150,7 @@ def step_timer(keras, checkpoints: str, global_batch: int, restored_steps: int =
                 "examples_per_second": round(global_batch / step, 3) if step else None,
                 "steps": self.steps,
                 "total_steps": restored_steps + self.steps,
+                "resumes": self.resumes[-MAX_RESUMES:],
             }
 
     return StepTimer()

@@ -20,14 +20,28 @@ def test_a_run_records_its_first_step_and_steady_step_time(tools, demo_data, tmp
     assert json.loads((tmp_path / "m" / "result.json").read_text())["timing"] == timing
 
 
-def test_a_resumed_run_keeps_its_first_processes_first_step(tools, demo_data, tmp_path):
-    flags = tools.fast_flags(demo_data, tmp_path / "m", "--train_epochs", "3")
+def test_a_resumed_run_keeps_its_first_processes_first_step_and_records_each_resume(tools, demo_data, tmp_path):
+    """Killed after epoch 2, resumed and killed after epoch 3, resumed again: the first step stays the first process's,
+    and each resume is recorded (the steps its backup held, when the backup was written, when training went on)."""
+    flags = tools.fast_flags(demo_data, tmp_path / "m", "--train_epochs", "4")
+    backup = tmp_path / "m" / "checkpoints" / "backup" / "chief"
     killed = tools.run_module(["trainer.task", *flags], env={"TPUCTL_TRAINER_TEST_EXIT_AFTER_EPOCH": "2"})
     assert killed.returncode == 75, killed.stderr[-2000:]
     first = float((tmp_path / "m" / "checkpoints" / "first-step").read_text())
+    backed_up = [p.stat().st_mtime for p in backup.glob("*.index")]
+    killed = tools.run_module(["trainer.task", *flags], env={"TPUCTL_TRAINER_TEST_EXIT_AFTER_EPOCH": "3"})
+    assert killed.returncode == 75, killed.stderr[-2000:]
+    backed_up += [p.stat().st_mtime for p in backup.glob("*.index")]
     resumed = tools.run_module(["trainer.task", *flags]).result["timing"]
     assert resumed["first_step_at"] == round(first, 3) < resumed["process_first_step_at"]
-    assert resumed["steps"] == 5 and resumed["total_steps"] == 15      # epochs 1-2 came from the backup
-    # A second run in the finished folder restores nothing: its first step is its own.
+    assert resumed["steps"] == 5 and resumed["total_steps"] == 20      # epochs 1-3 came from the backup
+    one, two = resumed["resumes"]
+    assert (one["from_step"], two["from_step"]) == (10, 15)
+    for event, written in zip((one, two), backed_up):
+        assert event["backup_at"] == round(written, 3) < event["resumed_at"]
+        assert event["seconds_lost"] == round(event["resumed_at"] - event["backup_at"], 1)
+    assert one["resumed_at"] < two["backup_at"] and two["resumed_at"] == resumed["process_first_step_at"]
+    # A second run in the finished folder restores nothing: its first step is its own, and it has no resume.
     again = tools.run_module(["trainer.task", *flags]).result["timing"]
     assert again["first_step_at"] == again["process_first_step_at"] > resumed["process_first_step_at"]
+    assert again["resumes"] == [] and not (tmp_path / "m" / "checkpoints" / "resumes.json").exists()

@@ -77,10 +77,18 @@ def _cell(key: str, value, *, markup: bool = False) -> str:
     return _fmt(value, markup=markup)
 
 
-def _lost(history: list[dict]) -> str:
-    if not history:
+def _lost(history: list[dict], resumes: list[dict] = ()) -> str:
+    """The time preemptions cost: a TPU VM run's recovery history (tpuctl saw each one), else the trainer's own
+    record of its resumes from the backup (every target)."""
+    if history:
+        return f"{format_duration(sum(e['seconds_lost'] for e in history))} in {len(history)} preemption(s)"
+    known = [e["seconds_lost"] for e in resumes if e.get("seconds_lost") is not None]
+    if not resumes:
         return "-"
-    return f"{format_duration(sum(e['seconds_lost'] for e in history))} in {len(history)} preemption(s)"
+    if not known:
+        return f"unknown, {len(resumes)} resume(s) from the backup"
+    more = f" ({len(resumes) - len(known)} unknown)" if len(known) < len(resumes) else ""
+    return f"{format_duration(sum(known))} in {len(resumes)} resume(s) from the backup{more}"
 
 
 def sparkline(values: list[float]) -> str:
@@ -163,8 +171,14 @@ def show(run: str = typer.Argument(..., help="Run folder name (or a unique prefi
                    + (f" (since the {shown(event['since'])})" if event.get("since") else "")
                    + (f"; resumed in {shown(resumed)} {format_duration(down)} later" if resumed else "; not resumed")
                    + (f"; ${event['spent_usd']:.2f} spent by then" if event.get("spent_usd") is not None else ""))
-    if history:
-        typer.echo(f"  {'time lost':<13} {_lost(history)}")
+    if not history:      # the trainer's own record (a TPU VM run's history above says more)
+        for i, event in enumerate(found.resumes, 1):
+            lost = event.get("seconds_lost")
+            typer.echo(f"  {'resume ' + str(i):<13} from the backup of step {event['from_step']}, training again "
+                       + (f"{format_duration(lost)} after it was written" if lost is not None else
+                          "(when the backup was written is not known)"))
+    if history or found.resumes:
+        typer.echo(f"  {'time lost':<13} {_lost(history, found.resumes)}")
     problem = runs.logs_problem(found)
     if problem:
         typer.echo(f"  {'curves':<13} not read: {shown(problem)}")
@@ -200,7 +214,7 @@ def compare(a: str = typer.Argument(..., help="First run."), b: str = typer.Argu
             continue
         table.add_row(TIMING_LABELS.get(key, key), _cell(key, lrow[key], markup=True),
                       _cell(key, rrow[key], markup=True))
-    table.add_row("time lost", _lost(runs.recoveries(left)), _lost(runs.recoveries(right)))
+    table.add_row("time lost", _lost(runs.recoveries(left), left.resumes), _lost(runs.recoveries(right), right.resumes))
     lc, rc = curves.get(left.path, {}), curves.get(right.path, {})
     for tag in sorted(set(lc) | set(rc)):
         table.add_row(shown(tag, markup=True), _fmt(lc[tag][-1][1]) if tag in lc else "-",

@@ -163,7 +163,8 @@ def test_a_launch_record_without_a_target_is_a_local_run(tmp_path):
 @pytest.mark.parametrize("timing, field", [
     ({"step_seconds": "fast"}, "timing.step_seconds"), ({"first_step_at": 1e20}, "timing.first_step_at"),
     ({"total_steps": -1}, "timing.total_steps"), ({"step_seconds": 0}, "timing.step_seconds"),
-    ([1, 2], "timing"),
+    ([1, 2], "timing"), ({"resumes": [{"from_step": -1, "resumed_at": 5.0}]}, "timing.resumes.0.from_step"),
+    ({"resumes": [{"from_step": 3, "resumed_at": 5.0, "seconds_lost": float("nan")}]}, "timing.resumes.0.seconds_lost"),
 ])
 def test_a_bad_timing_is_a_bad_record_naming_its_field(tmp_path, timing, field):
     _run(tmp_path / "runs", "good", launch={"target": "local", "started": 1000.0, "finished": 1100.0})

@@ -153,6 +153,12 @@ def test_sigterm_to_a_local_cluster_backs_up_its_step_and_the_run_continues_ther
     assert (export / "saved_model.pb").is_file()
     result = json.loads((tmp_path / "runs" / "stopped" / "result.json").read_text())
     assert result["num_workers"] == 2 and result["epochs"] == 1 and result["strategy"] == "multi_worker"
+    # the resume and what it cost, in the run's record and `runs show` (the time from the backup to training again)
+    [resume] = result["timing"]["resumes"]
+    assert resume["from_step"] == int(step) and resume["backup_at"] < resume["resumed_at"], resume
+    shown = shown_rows(tools.run_cli(["runs", "show", "stopped"], env=env, cwd=tmp_path, timeout=300).stdout)
+    assert f"from the backup of step {step}, training again " in shown["resume 1"], shown
+    assert shown["time lost"].endswith("in 1 resume(s) from the backup"), shown
 
 
 def _plugin_json(url: str, route: str, **query: str):

@@ -50,15 +50,25 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
 
 
+class Resume(_Record):
+    """One resume from the preemption backup (trainer/timing.py): the steps the backup held, when it was written,
+    when training went on, and the seconds between (the steps trained after it, redone, and the time down)."""
+    from_step: int = Field(ge=0, le=10**12)
+    backup_at: float | None = Field(None, ge=0, lt=_LATEST)
+    resumed_at: float = Field(ge=0, lt=_LATEST)
+    seconds_lost: float | None = Field(None, ge=0, lt=_LATEST)
+
+
 class Timing(_Record):
     """The trainer's measure of its steps (result.json ``timing``, trainer/timing.py): when the run's first training
-    step ended, the steady step time, examples/s and the steps the exported model had in all."""
+    step ended, the steady step time, examples/s, the steps the exported model had in all and its resumes."""
     first_step_at: float | None = Field(None, ge=0, lt=_LATEST)
     process_first_step_at: float | None = Field(None, ge=0, lt=_LATEST)
     step_seconds: float | None = Field(None, gt=0, le=1e6)
     examples_per_second: float | None = Field(None, ge=0, le=1e12)
     steps: int | None = Field(None, ge=0, le=10**12)
     total_steps: int | None = Field(None, ge=0, le=10**12)
+    resumes: list[Resume] | None = Field(None, max_length=100_000)
 
 
 class ResultRecord(_Record):
@@ -167,6 +177,13 @@ class Run:
         if isinstance(start, float) and isinstance(when, float) and when >= start:
             return when - start
         return None
+
+    @property
+    def resumes(self) -> list[dict[str, Any]]:
+        """The trainer's record of its resumes from the preemption backup (every target: a local re-run, a job
+        Vertex AI restarted, a TPU VM slice recreated)."""
+        resumes = self.timing.get("resumes")
+        return resumes if isinstance(resumes, list) else []
 
     @property
     def goodput(self) -> float | None:
