@@ -128,10 +128,14 @@ def plan_grants(req: GrantRequest, client=None, crm_client=None, *, unread: str 
     members = [p.member for p in resolved]
 
     # An agent created on request (tpu-agent, tpu-vm-agent) does not get its service-agent role by itself:
-    # execute() creates it, and this project step grants the role (never revoked: the service needs it).
+    # execute() creates it, and this project step grants the role (never revoked: the service needs it). The
+    # training account gets what the stack gives it on the project (domain.TRAINING_SA_PROJECT_ROLES: the Logs
+    # Writer its TPU VM hosts and Vertex AI jobs log with) in the same step.
     agent_roles = [] if req.revoke or not req.agent_roles or project is None else [
         (p.member, p.agent.project_role) for p in resolved
-        if p.agent is not None and p.agent.created_on_request and p.agent.project_role]
+        if p.agent is not None and p.agent.created_on_request and p.agent.project_role] + [
+        (p.member, role) for p in resolved if p.keyword == domain.TRAINING_SA_KEYWORD
+        for role in domain.TRAINING_SA_PROJECT_ROLES]
 
     steps: list[Step] = []
     if mode == "project":
@@ -172,8 +176,9 @@ def plan_grants(req: GrantRequest, client=None, crm_client=None, *, unread: str 
             changes = grants.plan(target, agent_roles, False, unread=bool(unread))
         except UserError as exc:
             roles = ", ".join(sorted({r for _, r in agent_roles}))
-            raise UserError(f"{exc} (to give the agents their service-agent role {roles}); "
-                            "or leave the project alone with --no-agent-roles", exc.exit_code) from None
+            raise UserError(f"{exc} (to grant {roles} on the project: the agents' service-agent roles, the "
+                            "training account's log writer); or leave the project alone with --no-agent-roles",
+                            exc.exit_code) from None
         steps.append(Step(target, agent_roles, changes))
     return GrantPlan(req, project, mode, resolved, steps, object_acl_buckets, unread)
 

@@ -174,6 +174,27 @@ def _repository_grant(policy, member: str, permission: str) -> tuple[list[str], 
     return roles, any(permission in domain.ROLE_PERMISSIONS.get(r, ()) for r in roles)
 
 
+def _log_writer_roles(project_bindings: list[dict], member: str) -> list[str]:
+    """The roles ``member`` holds on the project (unconditionally) that let it write log entries."""
+    return sorted(b["role"] for b in project_bindings if member in b["members"] and not b["condition"]
+                  and domain.LOG_WRITE_PERMISSION in domain.ROLE_PERMISSIONS.get(b["role"], ()))
+
+
+def check_training_logs(project: str, email: str, project_bindings: list[dict]) -> Check:
+    """The training account may write logs on the project (``domain.TRAINING_SA_PROJECT_ROLES``): a warning, not a
+    failure, when it may not - the run still trains, but its TPU VM hosts' and Vertex AI jobs' lines never reach
+    Cloud Logging (the stack rule ``training-account-writes-logs`` is advisory for the same reason)."""
+    member = domain.member_for_email(email)
+    name = f"{domain.TRAINING_SA_KEYWORD} writes logs"
+    roles = _log_writer_roles(project_bindings, member)
+    if roles:
+        return Check(name, "pass", f"via {', '.join(roles)} on {project}")
+    [(role, why)] = domain.TRAINING_SA_PROJECT_ROLES.items()
+    return Check(name, "warn", f"{member} lacks {domain.LOG_WRITE_PERMISSION} on {project}: {why}; without it "
+                 "`tpuctl logs` and the cloud live display have nothing to read (the run still trains)",
+                 f"gcloud projects add-iam-policy-binding {project} --member {member} --role {role}")
+
+
 def _check_builder(project: str, region: str, repository: str, repository_policy, builder: Builder) -> Iterator[Check]:
     member = domain.member_for_email(builder.email)
     label = "image builder"
@@ -187,8 +208,7 @@ def _check_builder(project: str, region: str, repository: str, repository_policy
                     f"gcloud artifacts repositories add-iam-policy-binding {repository} --location {region} "
                     f"--project {project} --member {member} --role roles/artifactregistry.writer")
     if builder.project_bindings is not None:
-        logs = sorted(b["role"] for b in builder.project_bindings if member in b["members"] and not b["condition"]
-                      and domain.LOG_WRITE_PERMISSION in domain.ROLE_PERMISSIONS.get(b["role"], ()))
+        logs = _log_writer_roles(builder.project_bindings, member)
         if logs:
             yield Check(f"{label} writes build logs", "pass", f"via {', '.join(logs)} on {project}")
         else:
@@ -267,6 +287,8 @@ def run_checks(outputs: StackOutputs | None, project: str | None = None) -> Iter
             yield (Check(f"{keyword} exists", "pass", email) if exists else
                    Check(f"{keyword} exists", "fail", f"{email} does not exist",
                          f"gcloud iam service-accounts create {email.split('@')[0]} --project {project}"))
+            if exists and project_bindings is not None:
+                yield check_training_logs(project, email, project_bindings)
             continue
         agent = domain.SERVICE_AGENTS.get(keyword)
         if agent is None:

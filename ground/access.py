@@ -67,6 +67,9 @@ class AccessModel:
     convenience: dict[str, dict[str, set[str]]] = field(default_factory=dict)
     #: the image builder's member names (infra/builder.py): it builds images, it is never a training principal
     builders: set[str] = field(default_factory=set)
+    #: the training service account's member names (infra/identities.py): the account TPU VMs and Vertex AI jobs
+    #: run as, which also needs ``domain.TRAINING_SA_PROJECT_ROLES`` on the project
+    trainers: set[str] = field(default_factory=set)
 
     @property
     def principals(self) -> list[str]:
@@ -166,6 +169,23 @@ class AccessModel:
             out |= domain.ROLE_PERMISSIONS.get(role, frozenset())
         return frozenset(out)
 
+    def project_roles_granting(self, principal: str, permission: str) -> list[str]:
+        """The project-level roles of ``principal`` (unconditional) that hold ``permission``."""
+        return sorted(role for role in self.project_roles.get(principal, ())
+                      if permission in domain.ROLE_PERMISSIONS.get(role, frozenset()))
+
+
+def _account_members(res: StackResource) -> set[str]:
+    """The member names a service account resource goes by in the model: its e-mail once known (or built from its
+    account id and project), and ``<member of NAME>`` while the engine has not computed it."""
+    out = {f"<member of {res.urn.rsplit('::', 1)[-1]}>"}
+    email, account, project = (r.get(res.props, k) for k in ("email", "accountId", "project"))
+    if not isinstance(email, str) and isinstance(account, str) and isinstance(project, str):
+        email = f"{account}@{project}.iam.gserviceaccount.com"
+    if isinstance(email, str):
+        out.add(f"serviceAccount:{email}")
+    return out
+
 
 def _principal(grant: r.Grant, res: StackResource) -> str:
     if isinstance(grant.member, str):
@@ -195,14 +215,11 @@ def build_model(resources: Iterable[StackResource], settings: StackSettings) -> 
         for member_type, roles in domain.DEFAULT_CONVENIENCE_BINDINGS.items():
             model.convenience.setdefault(bucket.key, {})[member_type] = set(roles)
 
-    for res in resources:     # the image builder: the service account the ImageBuilder component creates
+    for res in resources:     # the image builder (ImageBuilder's account) and the training service account
         if res.type == T.SERVICE_ACCOUNT and f"{T.IMAGE_BUILDER}$" in res.urn:
-            model.builders.add(f"<member of {res.urn.rsplit('::', 1)[-1]}>")
-            email, account, project = (r.get(res.props, k) for k in ("email", "accountId", "project"))
-            if not isinstance(email, str) and isinstance(account, str) and isinstance(project, str):
-                email = f"{account}@{project}.iam.gserviceaccount.com"
-            if isinstance(email, str):
-                model.builders.add(f"serviceAccount:{email}")
+            model.builders |= _account_members(res)
+        elif res.type == T.SERVICE_ACCOUNT and res.name == domain.TRAINING_SA_KEYWORD:
+            model.trainers |= _account_members(res)
 
     def bucket_key(res: StackResource) -> str | None:
         ref = r.strip_bucket(r.get(res.props, "bucket"))
@@ -299,6 +316,20 @@ def check_training_access(resources: Iterable[StackResource], settings: StackSet
     return out
 
 
+def check_training_logs(resources: Iterable[StackResource], settings: StackSettings) -> list[tuple[str, str | None]]:
+    """The stack rule ``training-account-writes-logs``: the training service account the stack creates holds
+    ``domain.TRAINING_SA_PROJECT_ROLES``' permission to write logs (``logging.logEntries.create``) on the project."""
+    model = build_model(resources, settings)
+    # one account, maybe under two names (its e-mail, and <member of training-sa> where a grant's member is unknown)
+    if not model.trainers or any(domain.LOG_WRITE_PERMISSION in model.project_permissions(m) for m in model.trainers):
+        return []
+    trainer = next((m for m in sorted(model.trainers) if m.startswith("serviceAccount:")), min(model.trainers))
+    return [(f"the training service account {trainer} lacks {domain.LOG_WRITE_PERMISSION} on the project (grant "
+             f"{role}: {why}); without it `tpuctl logs` and the cloud live display have nothing to read, the run "
+             "itself still trains", None)
+            for role, why in domain.TRAINING_SA_PROJECT_ROLES.items()]
+
+
 def check_image_builder(resources: Iterable[StackResource], settings: StackSettings) -> list[tuple[str, str | None]]:
     """The stack rule for ``tpuctl image build``: the image builder can push to the trainer image repository, write
     its build logs and read the build context in the staging bucket (``domain.IMAGE_BUILDER_ROLES``), and no training
@@ -332,12 +363,23 @@ def check_image_builder(resources: Iterable[StackResource], settings: StackSetti
     return out
 
 
+#: The access map's cell for what a principal may do on the project itself (not a bucket: no bucket name has
+#: parentheses): ``LOGS_ACCESS`` where it may write log entries (``domain.LOG_WRITE_PERMISSION``).
+PROJECT_CELL = "(project)"
+LOGS_ACCESS = "logs"
+
+
 def access_rows(model: AccessModel) -> list[dict[str, Any]]:
-    """Principal x bucket matrix for display: roles and the read/list/write summary of each cell."""
+    """Principal x bucket matrix for display: roles and the read/list/write summary of each cell, and a
+    ``PROJECT_CELL`` for a principal that may write logs to the project (the training account, the image builder)."""
     rows = []
     buckets = model.training_buckets + sorted(
         (b for b in model.buckets.values() if b.purpose not in domain.BUCKET_PURPOSES), key=lambda b: b.key)
     for principal in model.principals:
+        writers = model.project_roles_granting(principal, domain.LOG_WRITE_PERMISSION)
+        if writers:
+            rows.append({"principal": principal, "bucket": PROJECT_CELL, "purpose": "project", "roles": writers,
+                         "access": LOGS_ACCESS, "note": None})
         for bucket in buckets:
             if bucket.purpose == domain.TRAINER_IMAGES_PURPOSE:    # a repository: its own grants, pull or not
                 own = sorted(model.bucket_roles.get(principal, {}).get(bucket.key, set()))

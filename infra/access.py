@@ -1,5 +1,8 @@
 """AccessGrants: additive grants for the training principals, in the stack's access mode.
 
+The training service account also gets ``domain.TRAINING_SA_PROJECT_ROLES`` on the project in both modes (Logs
+Writer: its TPU VM hosts and Vertex AI jobs write their logs with it).
+
 Additive only: ``BucketIAMMember`` / ``projects.IAMMember`` (and, for the ACL route, single ACL
 entries). Never ``…IAMPolicy`` or ``…IAMBinding``, which would take over roles that other tools
 or people manage on the same project and buckets.
@@ -49,6 +52,15 @@ class AccessGrants(pulumi.ComponentResource):
             wait = list(args.ready.get(keyword, ()))
             child = pulumi.ResourceOptions(parent=self, depends_on=wait)
             entry = self.access_map.setdefault(member, {})
+
+            if keyword == domain.TRAINING_SA_KEYWORD:
+                # What the account jobs run as needs on the project in both modes (its hosts' and jobs' logs).
+                for role in domain.TRAINING_SA_PROJECT_ROLES:
+                    self.grants.append(gcp.projects.IAMMember(
+                        f"project-{keyword}-{role.removeprefix('roles/')}",
+                        gcp.projects.IAMMemberArgs(project=args.project, role=role, member=member_ref),
+                        opts=child,
+                    ))
 
             if args.access_mode == "project":
                 # The classic set, granted on the project: it reaches every bucket of the project.

@@ -7,9 +7,9 @@ from collections.abc import Iterable
 from ground import domain
 from ground import resources as r
 from ground import tokens as T
-from ground.access import StackResource, check_image_builder, check_training_access
+from ground.access import StackResource, check_image_builder, check_training_access, check_training_logs
 from ground.settings import StackSettings
-from policy.rules import MANDATORY, Rule
+from policy.rules import ADVISORY, MANDATORY, Rule
 
 
 def check_hub_models_complete(resources: Iterable[StackResource], settings: StackSettings) -> list[tuple[str, str | None]]:
@@ -48,6 +48,14 @@ STACK_RULES: tuple[Rule, ...] = (
          rationale="The most common TPU job failure is a 403 on storage.objects.list/get minutes into a run. "
                    "Effective permissions are computed from ground.domain's role table over bucket IAM, ACL "
                    "entries and project-level roles; legacyBucketReader/Writer alone lack storage.objects.get."),
+    Rule("training-account-writes-logs",
+         "The training service account may write log entries (logging.logEntries.create) on the project.",
+         ADVISORY, check_training_logs, kind="stack",
+         rationale="TPU VM hosts log through Docker's gcplogs driver with the VM's service account (the training "
+                   "account; docs.docker.com/engine/logging/drivers/gcplogs, read 2026-11-27), and Vertex AI jobs "
+                   "run as it; roles/logging.logWriter holds the permission. Advisory, not mandatory: without it the "
+                   "run still trains and writes its results; only `tpuctl logs`, the cloud live display and a failed "
+                   "host's last lines are lost, so it must not block `pulumi up` the way a 403 on a bucket does."),
     Rule("image-builder-can-build",
          "The image builder can push to the trainer image repository, write its build logs and read the build "
          "context in the staging bucket; no training principal can push to that repository.",

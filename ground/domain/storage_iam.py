@@ -61,11 +61,33 @@ IMAGE_BUILDER_ROLES: dict[str, str] = {
     "roles/logging.logWriter": "project",
     "roles/storage.objectViewer": "staging",
 }
+#: What the training service account (``principals.TRAINING_SA_KEYWORD``) needs on the project, in both access modes,
+#: beside its bucket grants: role -> why (infra/access.py grants it; doctor, plan and the stack rule
+#: ``training-account-writes-logs`` check it). Writing a log entry is ``logging.logEntries.create``
+#: (``LOG_WRITE_PERMISSION``): ``roles/logging.logWriter`` "provides the permissions to write log entries" (Google's
+#: Cloud Logging role list, cloud.google.com/iam/docs/roles-permissions/logging, a stored copy read 2026-11-27) and
+#: holds that one permission only (the role snapshot below). Log entries are written to the project, so it is
+#: granted there. Who writes with it:
+#: - TPU VM hosts: the trainer container logs through Docker's ``gcplogs`` driver, which on a Google Cloud VM takes its
+#:   credentials from the metadata server (https://docs.docker.com/engine/logging/drivers/gcplogs/, read
+#:   2026-11-27), i.e. the VM's service account, which tpuctl sets to the training account;
+#: - Vertex AI jobs that run as the training account (``CustomJob.job_spec.service_account``): that their output reaches
+#:   Cloud Logging with the job's account [unverified: vertex-job-log-writer] - Google's custom service account page
+#:   (https://cloud.google.com/vertex-ai/docs/general/custom-service-account, read 2026-11-27) names no logging role;
+#:   the account a job runs as by default, the custom code agent, holds ``logging.logEntries.create`` through
+#:   roles/aiplatform.customCodeServiceAgent (role snapshot), and the training account replaces it.
+#: Without it the run still trains; only its log lines never reach Cloud Logging (`tpuctl logs` and the cloud live
+#: display have nothing to read; a TPU VM host's output stays in its journal).
+TRAINING_SA_PROJECT_ROLES: dict[str, str] = {
+    "roles/logging.logWriter": "its TPU VM hosts' and Vertex AI jobs' logs reach Cloud Logging through it",
+}
 #: Facts of this module that no Google page confirmed (``[unverified: id]`` where used; docs/access-modes.md).
 UNVERIFIED_IAM_FACTS: dict[str, str] = {
     "vertex-image-puller": "the Vertex AI agent that pulls a job's image is the custom code agent (gcp-sa-aiplatform-cc)",
     "builder-source-read": "Cloud Build reads a Cloud Storage build source as the build's service account "
                            "(storage.objects.get/list on the staging bucket)",
+    "vertex-job-log-writer": "a Vertex AI job's output reaches Cloud Logging with the job's service account (a "
+                             "custom one needs logging.logEntries.create)",
     "convenience-bindings": "a new bucket's IAM policy holds the projectOwner/Editor/Viewer convenience bindings "
                             "of DEFAULT_CONVENIENCE_BINDINGS (doctor reads the real policy instead)",
 }

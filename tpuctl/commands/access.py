@@ -50,7 +50,8 @@ def grant_access(
     agent_roles: bool = typer.Option(
         True, "--agent-roles/--no-agent-roles",
         help="Also grant tpu-agent / tpu-vm-agent their own service-agent role on the project (default; they "
-             "do not get it when created on request). --no-agent-roles touches buckets only."),
+             "do not get it when created on request), and training-sa roles/logging.logWriter (its TPU VM hosts' "
+             "and Vertex AI jobs' logs). --no-agent-roles touches buckets only."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation (required when stdin is not a terminal)."),
 ) -> None:
     """Grant (or revoke) training principals access to buckets, additively and safely."""

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ground import domain
+from ground.access import LOGS_ACCESS, PROJECT_CELL
 from ground.errors import UserError
 from ground.files import write_atomically
 from tpuctl.commands.options import natural_width
@@ -138,6 +139,9 @@ def render(result: Any) -> None:
                       + [cells[principal].get(b, "-") for b in extra])
             access.add_row(labels[principal], *values)
         legend = [f"{purpose} = gs://{buckets[purpose]}" for purpose in columns]
+        if PROJECT_CELL in extra:
+            legend.append(f"{PROJECT_CELL} = project {outputs.get('project')}; {LOGS_ACCESS}: may write log entries "
+                          f"({domain.LOG_WRITE_PERMISSION})")
         legend += [f"{labels[p]} = {p}" for p in sorted(cells) if labels[p] != p]
         heads = [*columns, *extra]
         rows = [[labels[p], *([cells[p].get(buckets[c], "-") for c in columns] + [cells[p].get(b, "-") for b in extra])]

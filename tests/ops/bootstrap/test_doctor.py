@@ -125,6 +125,30 @@ def test_doctor_fails_on_apis_missing_hub_model_and_sa(fake, google_env, iam_adm
     assert fake.set_calls == {}           # doctor only reads
 
 
+def test_a_training_account_that_cannot_write_logs_is_a_warning_with_its_fix(fake, google_env, iam_admin, tmp_path):
+    # TPU VM hosts log through Docker's gcplogs driver as the VM's service account (the training account), Vertex AI
+    # jobs run as it: without logging.logEntries.create their lines never reach Cloud Logging, the run still trains
+    outputs = setup(fake, iam_admin, tmp_path, ["roles/storage.objectViewer"])
+    policy = fake.projects[PROJECT]["policy"]
+    member = f"serviceAccount:{SA}"
+    # a conditional grant is not counted (the access model's rule), nor a role without the permission
+    policy["bindings"] += [{"role": "roles/logging.logWriter", "members": [member],
+                            "condition": {"title": "t", "expression": "request.time < timestamp('2027-01-01T00:00:00Z')"}},
+                           {"role": "roles/logging.viewer", "members": [member]}]
+    r = run("doctor", "--outputs", str(outputs))
+    assert r.exit_code == 0, r.output              # a warning: everything else passes, the run would train
+    status, detail, fix = _checks(r.stdout)["training-sa writes logs"]
+    assert status == "WARN" and detail.startswith(f"{member} lacks {domain.LOG_WRITE_PERMISSION} on {PROJECT}"), detail
+    assert "tpuctl logs" in detail and "TPU VM" in detail and "Vertex AI" in detail, detail
+    assert fix == f"gcloud projects add-iam-policy-binding {PROJECT} --member {member} --role roles/logging.logWriter"
+    assert r.stdout.splitlines()[-1] == "all checks passed"
+
+    policy["bindings"].append({"role": "roles/logging.logWriter", "members": [member]})   # what the stack grants
+    r = run("doctor", "--outputs", str(outputs))
+    assert r.exit_code == 0, r.output
+    assert _checks(r.stdout)["training-sa writes logs"] == ("PASS", f"via roles/logging.logWriter on {PROJECT}", None)
+
+
 def test_doctor_needs_a_target():
     r = run("doctor")
     assert r.exit_code == 2 and "--stack" in r.stderr

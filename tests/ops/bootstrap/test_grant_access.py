@@ -212,6 +212,29 @@ def test_agent_role_is_granted_once_never_revoked_and_can_be_left_out(fake, goog
     assert unconditional(fake.bucket_bindings("data-bkt"), "roles/storage.objectViewer") == {agent}
 
 
+def test_the_training_account_gets_the_log_writer_the_stack_gives_it(fake, google_env, iam_admin):
+    # its TPU VM hosts (Docker's gcplogs driver, the VM's service account) and Vertex AI jobs log with it: the same
+    # project step as the agents' service-agent roles, never revoked, left out with --no-agent-roles
+    fake.add_project("my-proj-1", "123456789012")
+    fake.add_bucket("data-bkt")
+    sa = "serviceAccount:tpuctl-trainer@my-proj-1.iam.gserviceaccount.com"
+    args = ("grant-access", "--project", "my-proj-1", "--read-bucket", "data-bkt", "--principal", "training-sa")
+    dry = run(*args, "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert f"projects/my-proj-1\n  + {sa} roles/logging.logWriter" in dry.stdout, dry.stdout
+    assert fake.set_calls.get("projects/my-proj-1", 0) == 0
+    bucket_only = run(*args, "--no-agent-roles", "--yes")
+    assert bucket_only.exit_code == 0, bucket_only.output
+    assert "projects/my-proj-1" not in bucket_only.stdout and fake.set_calls.get("projects/my-proj-1", 0) == 0
+    r = run(*args, "--yes")
+    assert r.exit_code == 0, r.output
+    assert unconditional(fake.project_bindings("my-proj-1"), "roles/logging.logWriter") == {sa}
+    rev = run(*args, "--revoke", "--yes")
+    assert rev.exit_code == 0, rev.output
+    assert unconditional(fake.bucket_bindings("data-bkt"), "roles/storage.objectViewer") == set()
+    assert unconditional(fake.project_bindings("my-proj-1"), "roles/logging.logWriter") == {sa}
+
+
 def test_a_caller_who_may_not_create_the_training_sa_gets_one_line(fake, google_env, iam_admin):
     fake.add_project("my-proj-1", "123456789012")
     fake.add_bucket("data-bkt")

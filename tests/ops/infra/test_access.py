@@ -50,9 +50,13 @@ def test_bucket_mode_grants_read_roles_on_read_buckets_and_object_user_on_write_
     assert grants(bucket_run) == expected
     assert ("roles/storage.objectViewer" in domain.roles_for("bucket", "data")
             and domain.roles_for("bucket", "artifacts") == ("roles/storage.objectUser",))
-    # Nothing project-wide besides the TPU agents' own service-agent roles (created on request: not automatic).
-    assert {r.inputs["role"] for r in training(bucket_run, T.PROJECT_IAM_MEMBER)} == {
-        domain.SERVICE_AGENTS["tpu-vm-agent"].project_role, domain.SERVICE_AGENTS["tpu-agent"].project_role}
+    # Nothing project-wide besides the TPU agents' own service-agent roles (created on request: not automatic) and
+    # the training account's log writer (no storage permission: it reaches no bucket).
+    assert {(r.inputs["member"], r.inputs["role"]) for r in training(bucket_run, T.PROJECT_IAM_MEMBER)} == {
+        (MEMBERS["tpu-vm-agent"], domain.SERVICE_AGENTS["tpu-vm-agent"].project_role),
+        (MEMBERS["tpu-agent"], domain.SERVICE_AGENTS["tpu-agent"].project_role),
+        (MEMBERS["training-sa"], "roles/logging.logWriter")}
+    assert not domain.storage_permissions(domain.TRAINING_SA_PROJECT_ROLES)
 
 
 def test_bucket_mode_gives_each_principal_what_training_needs_and_no_more(bucket_run):
@@ -90,13 +94,31 @@ def test_bucket_grants_reference_the_bucket_and_wait_for_the_principal(bucket_ru
 def test_project_mode_grants_the_classic_set_on_the_project_only(project_run):
     project_grants = {(r.inputs["member"], r.inputs["role"]) for r in training(project_run, T.PROJECT_IAM_MEMBER)
                       if r.parent_type == T.ACCESS_GRANTS}
-    assert project_grants == {(m, role) for m in MEMBERS.values() for role in domain.PROJECT_MODE_ROLES}
+    assert project_grants == {(m, role) for m in MEMBERS.values() for role in domain.PROJECT_MODE_ROLES} | {
+        (MEMBERS["training-sa"], "roles/logging.logWriter")}     # in both modes (below)
     assert all(r.inputs["project"] == PROJECT for r in training(project_run, T.PROJECT_IAM_MEMBER))
     assert training(project_run, T.BUCKET_IAM_MEMBER) == []
     assert "roles/ml.serviceAgent" not in {role for _, role in project_grants}
     assert project_run.outputs["access_mode"] == "project"
     for member in MEMBERS.values():
         assert project_run.outputs["access_map"][member] == {b: list(domain.PROJECT_MODE_ROLES) for b in BUCKETS.values()}
+
+
+@pytest.mark.parametrize("mode", domain.ACCESS_MODES)
+def test_the_training_account_may_write_logs_on_the_project_in_both_modes(mode):
+    # its TPU VM hosts log through Docker's gcplogs driver as the VM's service account, its Vertex AI jobs run as it
+    run = run_program({"tpuctl:project": PROJECT, "tpuctl:accessMode": mode}, project_number=NUMBER)
+    [grant] = [r for r in training(run, T.PROJECT_IAM_MEMBER) if r.inputs["role"] == "roles/logging.logWriter"]
+    assert grant.name == "project-training-sa-logging.logWriter" and grant.parent_type == T.ACCESS_GRANTS
+    assert (grant.inputs["member"], grant.inputs["project"]) == (MEMBERS["training-sa"], PROJECT)
+    assert run.named(T.SERVICE_ACCOUNT, "training-sa").urn in grant.dependencies
+    assert domain.LOG_WRITE_PERMISSION in domain.ROLE_PERMISSIONS[grant.inputs["role"]]
+
+
+def test_no_training_account_no_log_writer_grant():
+    run = run_program({"tpuctl:project": PROJECT, "tpuctl:principals": ["tpu-agent", "vertex-agent"]},
+                      project_number=NUMBER)
+    assert not [r for r in training(run, T.PROJECT_IAM_MEMBER) if r.inputs["role"] == "roles/logging.logWriter"]
 
 
 def test_existing_data_bucket_via_iam_gets_bucket_grants_on_the_given_name():
@@ -111,8 +133,8 @@ def test_project_mode_still_grants_on_an_existing_bucket_it_may_not_own():
     run = run_program({"tpuctl:project": PROJECT, "tpuctl:accessMode": "project",
                        "tpuctl:existingDataBucket": "shared-imagenet"}, project_number=NUMBER)
     assert {b for _, b, _ in grants(run)} == {"shared-imagenet"}
-    # + the two TPU agents' own service-agent roles
-    assert len(training(run, T.PROJECT_IAM_MEMBER)) == len(MEMBERS) * len(domain.PROJECT_MODE_ROLES) + 2
+    # + the two TPU agents' own service-agent roles and the training account's log writer
+    assert len(training(run, T.PROJECT_IAM_MEMBER)) == len(MEMBERS) * len(domain.PROJECT_MODE_ROLES) + 3
 
 
 def test_acl_route_on_a_fine_grained_existing_bucket():
@@ -180,7 +202,8 @@ def registered_access(run) -> set[tuple[str, str, str]]:
             out.add((domain.member_for_email(r.inputs["entity"][len("user-"):]), r.inputs["bucket"], entry))
     created = {r.inputs["name"] for r in run.of_type(T.BUCKET)}
     for r in training(run, T.PROJECT_IAM_MEMBER):
-        if r.parent_type == T.ACCESS_GRANTS:      # project mode: reaches every bucket of the project
+        # project mode: reaches every bucket of the project (the log writer, in both modes, reaches none)
+        if r.parent_type == T.ACCESS_GRANTS and domain.storage_permissions([r.inputs["role"]]):
             out |= {(r.inputs["member"], bucket, r.inputs["role"]) for bucket in created}
     return out
 

@@ -87,7 +87,8 @@ def test_tpu_vm_agent_gets_its_service_agent_role(run):
 
 
 def test_agents_created_on_request_get_their_roles_and_vertex_first_use_agent_none(run):
-    grants = {r.name: r.inputs["role"] for r in run.of_type(T.PROJECT_IAM_MEMBER) if r.parent_type != T.IMAGE_BUILDER}
+    grants = {r.name: r.inputs["role"] for r in run.of_type(T.PROJECT_IAM_MEMBER)
+              if r.parent_type not in (T.IMAGE_BUILDER, T.ACCESS_GRANTS)}    # the agents' own, from ServiceIdentities
     assert grants == {"tpu-agent-service-agent-role": "roles/tpu.serviceAgent",
                       "tpu-vm-agent-service-agent-role": "roles/cloudtpu.serviceAgent"}
     assert run.named(T.SERVICE_IDENTITY, "tpu-identity").urn in \

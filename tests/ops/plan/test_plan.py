@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ground import domain
+from ground.access import LOGS_ACCESS, PROJECT_CELL
 from ground.outputs import OUTPUT_KEYS, load_outputs, parse_outputs
 from infra.buckets import ACCESS_LOG_WRITER
 from tpuctl.services.plan import plan
@@ -58,11 +59,19 @@ def test_access_map_is_derived_from_the_registered_grants(example_file):
         "purpose": None, "roles": ["roles/storage.objectCreator"], "access": "create"}}
     builder = access.pop(domain.member_for_email(result.outputs["image_builder_service_account"]))
     repository = result.outputs["trainer_image_repository"]
+    writes_logs = {"purpose": "project", "roles": ["roles/logging.logWriter"], "access": LOGS_ACCESS}
     assert builder == {buckets["staging"]: {"purpose": "staging", "roles": ["roles/storage.objectViewer"],
-                                            "access": "read,list"},        # the build context, and push
+                                            "access": "read,list"},        # the build context, push, its build logs
                        repository: {"purpose": domain.TRAINER_IMAGES_PURPOSE,
-                                    "roles": ["roles/artifactregistry.writer"], "access": "pull,push"}}
+                                    "roles": ["roles/artifactregistry.writer"], "access": "pull,push"},
+                       PROJECT_CELL: writes_logs}
     assert set(access) == {domain.member_for_email(e) for e in principals.values()}
+    # the project cell: who may write log entries there; the training account's TPU VM hosts and Vertex AI jobs log
+    # with it (granted by the stack), the TPU VM agent through its service-agent role
+    loggers = {member: cells.pop(PROJECT_CELL) for member, cells in access.items() if PROJECT_CELL in cells}
+    assert loggers == {domain.member_for_email(principals["training-sa"]): writes_logs,
+                       domain.member_for_email(principals["tpu-vm-agent"]): {
+                           "purpose": "project", "roles": ["roles/cloudtpu.serviceAgent"], "access": LOGS_ACCESS}}
     # the trainer image repository: exactly the principals that run jobs may pull from it
     repository = result.outputs["trainer_image_repository"]
     pullers = {member for member, cells in access.items() if repository in cells}
@@ -83,9 +92,11 @@ def test_access_map_is_derived_from_the_registered_grants(example_file):
 def test_project_mode_access_comes_from_project_roles(tmp_path):
     result = plan(config_file=write_stack(tmp_path / "p.yaml", tmp_path / "hub", accessMode="project"))
     assert result.exit_code == 0
-    rows = [row for row in result.access if row["keyword"] == "training-sa"
-            and row["purpose"] != domain.TRAINER_IMAGES_PURPOSE]   # the image repository: pull, in both modes
+    rows = [row for row in result.access if row["keyword"] == "training-sa"    # the image repository (pull) and
+            and row["purpose"] not in (domain.TRAINER_IMAGES_PURPOSE, "project")]  # the project (logs): both modes
     assert {row["access"] for row in rows} == {"read,list,write"}  # storage.admin on every bucket
+    [logs] = [row for row in result.access if row["keyword"] == "training-sa" and row["bucket"] == PROJECT_CELL]
+    assert (logs["roles"], logs["access"]) == (["roles/logging.logWriter"], LOGS_ACCESS)   # roles/viewer gives none
     assert all("roles/storage.admin" in row["roles"] for row in rows)
     assert {v.rule for v in result.violations} == {"project-mode-broad-roles"}
 
@@ -105,6 +116,11 @@ def test_text_output_and_exit_0(example_file):
     for fragment in ("TrainingBuckets buckets", "storage.Bucket", "Access map", "training-sa", "read,list,write",
                      "gs://tpuctl-my-tpu-project-artifacts", "Policy: passed"):
         assert fragment in out, fragment
+    # the training account's row says it may write logs to the project, and the legend says what that cell is
+    [row] = [line for line in out.splitlines() if line.lstrip().startswith("training-sa:")]
+    assert f" {PROJECT_CELL}={LOGS_ACCESS}" in row, row     # 120 columns: one paragraph per principal
+    [legend] = [line for line in out.splitlines() if line.lstrip().startswith(f"{PROJECT_CELL} = ")]
+    assert "project my-tpu-project" in legend and domain.LOG_WRITE_PERMISSION in legend, legend
 
 
 def test_json_output_shape_and_outputs_accepted_by_outputs_file(example_file, tmp_path):

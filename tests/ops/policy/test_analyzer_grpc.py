@@ -155,10 +155,16 @@ def test_analyzer_protocol_end_to_end(analyzer):
     # Stack analysis: legacy roles only -> every bucket fails the access rule, reported on the bucket's URN.
     account = urn(T.SERVICE_ACCOUNT, "training-sa")
 
-    def stack(read_role: str, write_role: str, member: str = SA) -> analyzer_pb2.AnalyzeStackRequest:
+    def stack(read_role: str, write_role: str, member: str = SA, logs: bool = True) -> analyzer_pb2.AnalyzeStackRequest:
         resources = [analyzer_pb2.AnalyzerResource(
             type=T.SERVICE_ACCOUNT, name="training-sa", urn=account,
             properties=struct({"accountId": "tpuctl-trainer", "email": member.partition(":")[2] or member}))]
+        if logs:      # the training account's log writer on the project (infra/access.py, both modes)
+            name = "project-training-sa-logging.logWriter"
+            resources.append(analyzer_pb2.AnalyzerResource(
+                type=T.PROJECT_IAM_MEMBER, name=name, urn=urn(T.PROJECT_IAM_MEMBER, name),
+                properties=struct({"project": "my-tpu-project", "role": "roles/logging.logWriter", "member": member}),
+                propertyDependencies={"member": analyzer_pb2.AnalyzerPropertyDependencies(urns=[account])}))
         for purpose in domain.BUCKET_PURPOSES:
             resources.append(analyzer_pb2.AnalyzerResource(type=T.BUCKET, name=purpose, urn=urn(T.BUCKET, purpose),
                                                            properties=struct(bucket_props(purpose))))
@@ -174,6 +180,11 @@ def test_analyzer_protocol_end_to_end(analyzer):
 
     ok = analyzer.AnalyzeStack(stack("roles/storage.objectViewer", "roles/storage.objectUser"))
     assert list(ok.diagnostics) == []
+    # without the log writer: one advisory, which the engine reports and does not enforce
+    quiet = analyzer.AnalyzeStack(stack("roles/storage.objectViewer", "roles/storage.objectUser", logs=False))
+    assert [(d.policyName, d.enforcementLevel) for d in quiet.diagnostics] == [
+        ("training-account-writes-logs", analyzer_pb2.ADVISORY)]
+    assert domain.LOG_WRITE_PERMISSION in quiet.diagnostics[0].message
     legacy = analyzer.AnalyzeStack(stack("roles/storage.legacyBucketReader", "roles/storage.legacyBucketWriter"))
     diags = list(legacy.diagnostics)
     assert {d.policyName for d in diags} == {"training-principals-storage-access"}

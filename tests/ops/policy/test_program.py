@@ -194,3 +194,31 @@ def test_a_training_principal_that_can_push_images_fails(stack_values, mode):
     [violation] = [v for v in violations if v.rule == "image-builder-can-build"]
     assert violation.message.startswith("training principal serviceAccount:tpuctl-trainer@")
     assert domain.PUSH_PERMISSION in violation.message
+
+
+@pytest.mark.parametrize("mode", ["bucket", "project"])
+def test_a_training_account_that_cannot_write_logs_is_an_advisory(stack_values, mode):
+    # Its TPU VM hosts (Docker's gcplogs driver, the VM's service account) and Vertex AI jobs log with it; without
+    # logging.logEntries.create the run still trains, so the verdict warns and does not block `pulumi up`.
+    run = run_program({**stack_values, "tpuctl:accessMode": mode})
+    assert "training-account-writes-logs" not in {v.rule for v in verdicts(run)}
+    resources = [res for res in run.resources if res.name != "project-training-sa-logging.logWriter"]
+    assert len(resources) == len(run.resources) - 1
+    violations = evaluate(from_mocked(resources), run.config.settings)
+    assert mandatory(violations) == []
+    [violation] = [v for v in violations if v.rule == "training-account-writes-logs"]
+    assert not violation.mandatory
+    assert violation.message.startswith("the training service account serviceAccount:tpuctl-trainer@")
+    assert domain.LOG_WRITE_PERMISSION in violation.message and "roles/logging.logWriter" in violation.message
+
+
+def test_a_log_writer_held_through_another_role_or_an_unknown_member_counts(stack_values):
+    run = run_program(stack_values)
+    # roles/editor holds logging.logEntries.create too (the role snapshot): the rule asks for the permission, not a name
+    resources = with_props(run, lambda res: res.name == "project-training-sa-logging.logWriter",
+                           lambda p: p.update(role="roles/editor"))
+    assert "training-account-writes-logs" not in {v.rule for v in evaluate(from_mocked(resources), run.config.settings)}
+    # a grant to another account is not the training account's
+    resources = with_props(run, lambda res: res.name == "project-training-sa-logging.logWriter",
+                           lambda p: p.update(member="serviceAccount:someone@my-tpu-project.iam.gserviceaccount.com"))
+    assert "training-account-writes-logs" in {v.rule for v in evaluate(from_mocked(resources), run.config.settings)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ground import domain
 from ground import resources as r
 from ground import tokens as T
-from ground.access import AccessModel, StackResource, build_model, check_training_access
+from ground.access import AccessModel, StackResource, build_model, check_training_access, check_training_logs
 from ground.settings import StackSettings
 from policy.stack_rules import check_hub_models_complete
 
@@ -212,3 +212,26 @@ def test_hub_model_folder_without_any_saved_model_fails_under_configured_prefix(
     assert check_hub_models_complete([hub_object(f"tfhub/{HUB}/variables/variables.index")], settings)
     # objects outside the configured prefix are the resource rule's business, not this one's
     assert check_hub_models_complete([hub_object(f"model-cache/{HUB}/variables/variables.index")], settings) == []
+
+
+def training_account(email: str | None = "trainer@proj-123456.iam.gserviceaccount.com") -> StackResource:
+    props = {"accountId": "trainer", "project": "proj-123456", **({"email": email} if email else {})}
+    return StackResource(T.SERVICE_ACCOUNT, domain.TRAINING_SA_KEYWORD, urn(T.SERVICE_ACCOUNT, "training-sa"), props)
+
+
+def test_the_training_account_must_be_able_to_write_logs():
+    stack = buckets() + least_privilege() + [training_account()]
+    [(message, where)] = check_training_logs(stack, StackSettings())
+    assert message.startswith(f"the training service account {SA} lacks {domain.LOG_WRITE_PERMISSION} on the project")
+    assert "roles/logging.logWriter" in message and where is None
+    assert check_training_logs(stack + [project_member("roles/logging.logWriter")], StackSettings()) == []
+    # a bucket-level grant of the role is no log writer, and another account's project grant is not the trainer's
+    assert check_training_logs(stack + [member(NAMES["data"], "roles/logging.logWriter")], StackSettings())
+    assert check_training_logs(stack + [project_member("roles/logging.logWriter", AGENT)], StackSettings())
+    # e-mail unknown (a preview) and no grant at all: named by account id, still flagged
+    [(message, _)] = check_training_logs(buckets() + [training_account(None)], StackSettings())
+    assert SA in message
+
+
+def test_no_training_account_in_the_stack_nothing_to_check():
+    assert check_training_logs(buckets() + least_privilege(AGENT), StackSettings()) == []
