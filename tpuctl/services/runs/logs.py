@@ -295,17 +295,26 @@ class LogFeed:
         self.thread.join(timeout=RETRY_SECONDS + 30)
 
 
+def entry_time(timestamp: str) -> float | None:
+    """An entry's RFC 3339 timestamp (Cloud Logging's, up to nanoseconds) as epoch seconds; None when unreadable."""
+    try:
+        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
 def feed_display(display) -> Callable[[LogLine], None]:
     """A log line of the chief to the live display (the CLI's TrainDisplay: ``on_message``, ``event``, ``verbose``):
     a protocol line drives it (epoch, steps, metrics), as a local trainer's stdout does; the trainer's own ``error:``
     and ``warning:`` lines are shown, labelled by host; with --verbose every line is shown as it was logged."""
     def on_line(line: LogLine) -> None:
         message = protocol.parse(line.text)
-        consumed = message is not None and display.on_message("chief", message)
+        consumed = message is not None and display.on_message("chief", message, at=entry_time(line.timestamp))
         if not consumed and (display.verbose or line.text.startswith(SAID_LINES)):
             display.event(f"[{line.host}] {printable(line.text, 2000)}")
     return on_line
 
 
-#: The trainer's lines a live display shows without --verbose (its one-line errors and warnings).
-SAID_LINES = ("error: ", "warning: ")
+#: The lines a live display shows without --verbose: the trainer's one-line errors and warnings, the startup script's
+#: failures (a TPU VM host: script.failure_logger).
+SAID_LINES = ("error: ", "warning: ", "tpuctl: ")
