@@ -54,10 +54,10 @@ echo "Unable to find image '${@: -1}' locally" >&2
 echo 'docker: Error response from daemon: pull access denied for us-central1-docker.pkg.dev/my-tpu-project/x, "repository does not exist"' >&2
 exit "$(cat "$STUBS/docker.run" 2>/dev/null || echo 0)"
 """
-#: the metadata server: this host is worker 1
+#: the metadata server: this host is worker 1 (or $STUB_WORKER)
 CURL = r"""#!/bin/bash
 { printf '%s\0' curl "$@"; echo; } >> "$STUBS/calls"
-printf 1
+printf '%s' "${STUB_WORKER:-1}"
 """
 
 
@@ -70,10 +70,12 @@ def _host(tmp_path: Path) -> tuple[dict[str, str], Path]:
     return {**os.environ, "PATH": f"{stubs / 'bin'}:{os.environ['PATH']}", "STUBS": str(stubs)}, stubs
 
 
-def _run_host(outputs_file, tmp_path: Path, **failing: str) -> tuple[subprocess.CompletedProcess, list[list[str]], Path]:
-    """The startup script of run NAME, run by bash on a stand-in host whose ``failing`` stand-ins exit as given
-    (``docker_run="125"``, ``gcloud_login="1"``, ``gcloud_report="1"``): (bash's result, the calls, the stubs)."""
+def _run_host(outputs_file, tmp_path: Path, worker: int = 1,
+              **failing: str) -> tuple[subprocess.CompletedProcess, list[list[str]], Path]:
+    """The startup script of run NAME, run by bash on a stand-in host (``worker``) whose ``failing`` stand-ins exit as
+    given (``docker_run="125"``, ``gcloud_login="1"``, ``gcloud_report="1"``): (bash's result, the calls, the stubs)."""
     env, stubs = _host(tmp_path)
+    env["STUB_WORKER"] = str(worker)
     for key, status in failing.items():
         (stubs / key.replace("_", ".", 1)).write_text(status)
     run = planned("tpu-vm", read_outputs_file(outputs_file), accelerator="v5litepod-16", name=NAME, image=IMAGE)
@@ -169,3 +171,30 @@ def test_cloud_logging_refused_leaves_the_journal_line_and_the_report(outputs_fi
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stderr.count("could not be written to Cloud Logging") == 2, done.stderr
     assert (stubs / "report").read_text() == "125\n"
+
+
+def test_the_chiefs_startup_failure_is_shown_live(outputs_file, tmp_path, tpu_cloud, gcs, logging_api):
+    """Host 0's container never starts: the live display shows its startup lines (`[host 0] tpuctl: …`) as they are
+    logged, as it shows the trainer's own error lines, then the run ends with host 0's failure."""
+    done, calls, stubs = _run_host(outputs_file, tmp_path, worker=0, docker_run="125")
+    assert done.returncode == 0, done.stderr[-2000:]
+    writes = _writes(calls)
+    logs = logging_api()
+    start = time.time() - 30
+
+    def on_get(fake, state, n):
+        if state == "ACTIVE" and n == 1:
+            for i, write in enumerate(writes):
+                logs.add(gcloud_write_entry(write, start + i, i))
+        if state == "ACTIVE" and n == 3:       # the report comes after the lines (the script writes them first)
+            gcs.bucket(ARTIFACTS).blob(f"runs/{NAME}/{HOST_STATUS_DIR}/worker-0.exit").upload_from_string(
+                (stubs / "report").read_text())
+
+    tpu_cloud(states=["ACTIVE"], on_get=on_get)
+    r = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-16", "--name", NAME, "--outputs", str(outputs_file),
+                "--image", IMAGE, "--poll-seconds", "0.2"])
+    line = error_line(r, 1)
+    assert "worker-0 exited 125" in line, line
+    live = r.stderr.splitlines()[:r.stderr.splitlines().index(line)]
+    assert [x for x in live if x.startswith("[host 0] tpuctl: ")] == [f"[host 0] {_message(w)}" for w in writes], \
+        r.stderr
