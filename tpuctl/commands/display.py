@@ -22,7 +22,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Column
 
 from ground.envs import trainer_python
-from tpuctl.commands.options import program, shown, tpuctl_program
+from tpuctl.commands.options import echo_err, program, show_outcome, shown, tpuctl_program
+from tpuctl.services.runs.target import launch
 from tpuctl.services.supervisor import write_quietly
 from trainer import protocol
 
@@ -62,23 +63,26 @@ class TrainDisplay:
     _task: Any = None
 
     # -- the protocol (called from the supervisor's reader threads) --------------------------
-    def on_message(self, label: str, message: protocol.Message) -> bool:
+    def on_message(self, label: str, message: protocol.Message, at: float | None = None) -> bool:
         """Consume protocol lines (True: not echoed). Only the chief's (or the single trainer's) progress
-        drives the display."""
+        drives the display. ``at``: when the line was written (a cloud run's log entry time, epoch seconds), so epochs
+        read back later, or in batches, are timed as they ran; None: now."""
         if self.verbose:
             return False
         if label not in ("trainer", "chief"):
             return True
+        now = time.monotonic() if at is None else at
         if message.kind == protocol.EPOCH_START:
             epoch, epochs, _ = message.payload
-            self._epoch_started = time.monotonic()
+            self._epoch_started = now
             self._start_epoch(epoch, epochs)
         elif message.kind == protocol.PROGRESS:
             done, total = message.payload
             self._step(done, total)
         elif message.kind == protocol.EPOCH_END:
             epoch, epochs, metrics = message.payload
-            stats = EpochStats(epoch, epochs, metrics, time.monotonic() - (self._epoch_started or self.started))
+            begin = self._epoch_started or (self.started if at is None else now)
+            stats = EpochStats(epoch, epochs, metrics, max(now - begin, 0.0))
             self.history.append(stats)
             self._end_epoch(stats)
         return True
@@ -205,3 +209,20 @@ def summary_lines(result: dict[str, Any] | None, history: list[EpochStats], seco
                   "--tag_set serve --signature_def serving_default"]
     lines.append(f"  curves             {tpuctl} board {run_name or model_dir}")
     return lines
+
+
+def follow_cloud_run(target, display: TrainDisplay | None, dry_run: bool = False, started: float | None = None) -> None:
+    """A cloud run (``train --target vertex|tpu-vm``, ``tpu attach``): its chief's progress lines, read back from Cloud
+    Logging, drive the same live display a local run has, and a run that showed epochs ends with the same run summary
+    (its time counted from ``started``: now, or an attached run's first submission)."""
+    started = time.time() if started is None else started
+    try:
+        outcome = launch(target, dry_run=dry_run)
+    finally:
+        if display is not None:
+            display.close()
+    if display is not None and display.history and not isinstance(outcome, dict):
+        for line in summary_lines(outcome.result, display.history, time.time() - started, outcome.outputs,
+                                  outcome.name):
+            echo_err(line)
+    show_outcome(outcome)

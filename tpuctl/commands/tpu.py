@@ -4,6 +4,7 @@ resources, single- or multi-host, Spot)."""
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
@@ -13,8 +14,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ground.outputs import load_outputs
-from tpuctl.commands.options import echo_err, show_outcome, shown
-from tpuctl.services.runs.target import launch
+from tpuctl.commands.display import TrainDisplay, follow_cloud_run
+from tpuctl.commands.options import echo_err, shown
 from tpuctl.services.runs.tpuvm.manage import delete as delete_run
 from tpuctl.services.runs.tpuvm.manage import list_runs
 from tpuctl.services.runs.tpuvm.target import attach_tpu_vm
@@ -45,15 +46,20 @@ def attach(
                                                                       "<artifacts bucket>/runs/NAME."),
     keep: Optional[bool] = typer.Option(None, "--keep/--delete", help="Keep or delete the slice when the run ends "
                                                                       "(default: what the run was started with)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every log line of the chief as it was logged "
+                                                                  "(the live display shows the progress lines)."),
     poll_seconds: float = typer.Option(30.0, "--poll-seconds", min=0.01, max=3600, hidden=True,
                                        help="Seconds between status reads."),
 ) -> None:
     """Follow a run that `train --target tpu-vm` started from another shell or machine (a laptop that slept, a closed terminal):
-    its result, its recoveries from preemption (as it was started: --recover, --zones) and the slice's deletion."""
+    the live display from its logs (the epochs already done first), its result, its recoveries from preemption (as it
+    was started: --recover, --zones) and the slice's deletion."""
 
     planned = attach_tpu_vm(name, load_outputs(stack=stack, outputs_file=outputs), model_dir=model_dir, keep=keep,
                             progress=echo_err, poll_seconds=poll_seconds)
-    show_outcome(launch(planned))
+    # the chief's lines from the run's first submission (the plan's): the epochs already done are epoch lines
+    planned.display = TrainDisplay(terminal=sys.stderr.isatty(), verbose=verbose)
+    follow_cloud_run(planned, planned.display, started=planned.submitted)
 
 
 @tpu_app.command("list")

@@ -11,7 +11,7 @@ from typing import List, Optional
 import typer
 
 from ground.errors import UserError
-from tpuctl.commands.display import TrainDisplay, summary_lines
+from tpuctl.commands.display import TrainDisplay, follow_cloud_run, summary_lines
 from tpuctl.commands.options import OUTPUTS, STACK, echo_err, refuse_other_targets, say, show_outcome
 from tpuctl.commands.options import stack_outputs as stack_outputs_for
 from tpuctl.commands.runflags import Provisioning, Target, option, run_flags
@@ -99,11 +99,11 @@ def train(
                                                                             verbose=flags.verbose)
         planned = VertexTarget(spec, note=echo_err, say=say, wait=flags.wait, poll_seconds=flags.poll_seconds,
                                display=display)
-        _cloud(planned, display, flags.dry_run)
+        follow_cloud_run(planned, display, flags.dry_run)
     elif spec.target == "tpu-vm":
         display = None if flags.dry_run else TrainDisplay(terminal=sys.stderr.isatty(), verbose=flags.verbose)
-        _cloud(TpuVmTarget(spec, progress=echo_err, poll_seconds=flags.poll_seconds, display=display), display,
-               flags.dry_run)
+        follow_cloud_run(TpuVmTarget(spec, progress=echo_err, poll_seconds=flags.poll_seconds, display=display),
+                         display, flags.dry_run)
     elif flags.dry_run:
         show_outcome(launch(LocalTarget(spec, note=echo_err), dry_run=True))
     else:
@@ -114,22 +114,6 @@ def refuse_stray_arguments(ctx: typer.Context, example: str) -> None:
     """Extra arguments are the trainer's flags, after ``--``; a word that is no flag is a typo."""
     if ctx.args and not ctx.args[0].startswith("-"):
         raise UserError(f"unexpected argument {ctx.args[0]!r}; trainer flags go after `--`, e.g. `{example}`")
-
-
-def _cloud(target, display: TrainDisplay | None, dry_run: bool) -> None:
-    """A cloud run: its chief's progress lines, read back from Cloud Logging, drive the same live display a local run
-    has, and a run that showed epochs ends with the same run summary."""
-    started = time.time()
-    try:
-        outcome = launch(target, dry_run=dry_run)
-    finally:
-        if display is not None:
-            display.close()
-    if display is not None and display.history and not isinstance(outcome, dict):
-        for line in summary_lines(outcome.result, display.history, time.time() - started, outcome.outputs,
-                                  outcome.name):
-            echo_err(line)
-    show_outcome(outcome)
 
 
 def _train_local(spec: runspec.RunSpec, verbose: bool = False) -> None:

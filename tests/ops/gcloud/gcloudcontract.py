@@ -54,6 +54,12 @@ EXPRESSION_SAMPLES: dict[str, str] = {
     "shown": "gs://tpuctl-my-project-1-data/a.tfrecord gs://tpuctl-my-project-1-data/b.tfrecord",
     "shell_word(registry_host(run))": "us-central1-docker.pkg.dev",
     "host_report(run)": "gs://tpuctl-my-project-1-artifacts/runs/r1/tpuctl/hosts/worker-0.exit",
+    # the startup script's failure line (script.failure_logger): the log, the JSON entry "$entry" holds, the project
+    "STARTUP_LOG": "tpuctl-startup",
+    "ENTRY": shlex.quote('{"message": "tpuctl: the trainer container did not start (exit 125): docker: Error '
+                         'response from daemon: pull access denied", "container": {"metadata": {"tpuctl_run": "r1", '
+                         '"tpuctl_worker": "0"}}}'),
+    "shell_word(run.project or '')": "my-project-1",
     "dims": "zone=us-central1-a",
     "where": "gs://tpuctl-my-project-1-data/datasets/flowers",
 }
@@ -63,7 +69,7 @@ WORD_SAMPLES: dict[str, str] = {
     "REGION": "us-central1", "NAME": "tpuctl-run-1", "R": "team-images",
     "AGENT": "service-123@gcp-sa-tpu.iam.gserviceaccount.com", "ROLE": "roles/cloudtpu.serviceAgent",
     "MEMBER": "serviceAccount:tpuctl-trainer@my-project-1.iam.gserviceaccount.com",
-    "YOUR_EMAIL": "you@example.com", "URL": "gs://tpuctl-my-project-1-artifacts/runs/r1/model", "DIR": "/tmp/model",
+    "YOUR_EMAIL": "you@example.com", "ENTRY": '{"message": "tpuctl: the trainer container did not start (exit 125)"}', "URL": "gs://tpuctl-my-project-1-artifacts/runs/r1/model", "DIR": "/tmp/model",
 }
 #: `gcloud` text that is not a command to check, with the reason.
 NOT_COMMANDS: dict[str, str] = {

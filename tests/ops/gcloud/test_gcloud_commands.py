@@ -81,6 +81,10 @@ MUTATIONS = {
     "gcloud quotas preferences create --service=tpu.googleapis.com --quota-id=Q --preferred-value=8 "
     "--dimensions=zone=Z --project=P --email=YOUR_EMAIL": "Invalid choice: 'quotas'",
     "gcloud compute tpus tpu-vm service-identities create --zone=Z --project=P": "Invalid choice",
+    # the startup script's failure line (script.failure_logger): its entry must be JSON, its severity one of gcloud's
+    "gcloud logging write tpuctl-startup 'tpuctl: not json' --payload-type=json --severity=ERROR --project=P":
+        "Invalid JSON value",
+    "gcloud logging write tpuctl-startup '{}' --payload-type=json --severity=FAILURE --project=P": "Invalid choice",
     # references: a command path that does not exist, a flag the command lacks
     "gcloud iam roles describex": "gcloud has no command",
     "gcloud services enable … --projects P": "has no flag --projects",

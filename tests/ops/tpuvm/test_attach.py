@@ -129,3 +129,68 @@ def test_a_tampered_plan_is_refused_before_anything_is_touched(outputs_file, tpu
     line = error_line(r, 2, alone=True)
     assert "tpu-vm-run.json" in line and f"spec.{field}" in line, line
     assert fake.deleted == [] and list(fake.resources) == [_qr(ZONE)]
+
+
+def _backdate(gcs, hours: float) -> float:
+    """The run's plan says its first slice was queued ``hours`` ago (a run started long before the attach): when."""
+    blob = gcs.bucket(ARTIFACTS).blob(f"runs/{NAME}/tpuctl/tpu-vm-run.json")
+    plan = json.loads(blob.download_as_text())
+    plan["submitted"] -= hours * 3600
+    blob.upload_from_string(json.dumps(plan), content_type="application/json")
+    return plan["submitted"]
+
+
+def _epochs_logged(logs, submitted: float) -> None:
+    """Host 0 (the chief) logged two epochs of 12 s each, the first 50 minutes before the attach; host 1 its own."""
+    from loggingfakes import docker_entry
+
+    lines = [(0, "epoch-start: 1/2"), (6, "progress: 1/1"), (12, "epoch-end: 1/2 accuracy=0.6000 loss=0.8000 "
+                                                                "val_accuracy=0.7000"),
+             (600, "epoch-start: 2/2"), (612, "epoch-end: 2/2 accuracy=0.7000 loss=0.7000 val_accuracy=0.8000")]
+    for i, (after, text) in enumerate(lines):
+        logs.add(docker_entry(PROJECT, NAME, 0, text, submitted + 600 + after, 2 * i))
+        logs.add(docker_entry(PROJECT, NAME, 1, "epoch-start: 9/9", submitted + 600 + after, 2 * i + 1))
+
+
+def test_attach_shows_the_live_display_from_the_runs_start(outputs_file, tpu_cloud, gcs, logging_api):
+    """The epochs done before the attach (read from the run's first submission, not from now) are epoch lines, timed
+    by their log entries; the run summary follows, as after `train`. Host 1's lines drive nothing."""
+    tpu_cloud(states=["ACTIVE"], on_get=_finish(gcs, on_create=1, at_get=3))
+    _start_and_leave(outputs_file, gcs)
+    logs = logging_api()
+    _epochs_logged(logs, _backdate(gcs, 1.0))
+    r = invoke(["tpu", "attach", NAME, "--outputs", str(outputs_file), "--poll-seconds", "0.01"])
+    assert r.exit_code == 0, r.output
+    err = r.stderr.splitlines()
+    epochs = [line for line in err if line.startswith("epoch ")]
+    assert [line.split(":")[0] for line in epochs] == ["epoch 1/2", "epoch 2/2"], r.stderr
+    assert epochs[0].endswith("(12.0s)") and "val_accuracy=0.7000" in epochs[0], epochs
+    summary = err[err.index("run summary"):]
+    assert summary[1].split() == ["best", "val_accuracy", "0.8000", "(epoch", "2)"], summary
+    assert "9/9" not in r.stderr and "epoch-start" not in r.stderr       # protocol lines drive, they are not shown
+    assert r.stdout.splitlines() == [f"SavedModel: {RESULT['export_dir']}", "validation accuracy: 0.8750"]
+    # host 0's lines, from the run's start (an hour ago) on
+    assert all('tpuctl_worker="0"' in q["filter"] for q in logs.requests)
+
+
+def test_attach_verbose_shows_the_raw_log_lines(outputs_file, tpu_cloud, gcs, logging_api):
+    tpu_cloud(states=["ACTIVE"], on_get=_finish(gcs, on_create=1, at_get=3))
+    _start_and_leave(outputs_file, gcs)
+    _epochs_logged(logging_api(), _backdate(gcs, 1.0))
+    r = invoke(["tpu", "attach", NAME, "-v", "--outputs", str(outputs_file), "--poll-seconds", "0.01"])
+    assert r.exit_code == 0, r.output
+    raw = [line for line in r.stderr.splitlines() if line.startswith("[host 0] ")]
+    assert raw[0] == "[host 0] epoch-start: 1/2" and len(raw) == 5, r.stderr
+    assert not [line for line in r.stderr.splitlines() if line.startswith("epoch ")]
+
+
+def test_attach_with_unreadable_logs_is_one_note_and_goes_on(outputs_file, tpu_cloud, gcs, logging_api):
+    fake = tpu_cloud(states=["ACTIVE"], on_get=_finish(gcs, on_create=1, at_get=3))
+    _start_and_leave(outputs_file, gcs)
+    logging_api(deny=True)
+    r = invoke(["tpu", "attach", NAME, "--outputs", str(outputs_file), "--poll-seconds", "0.01"])
+    assert r.exit_code == 0, r.output
+    notes = [line for line in r.stderr.splitlines() if line.startswith("note: ") and "Cloud Logging" in line]
+    assert len(notes) == 1 and "no live progress" in notes[0] and "logging.logEntries.list" in notes[0], r.stderr
+    assert r.stdout.splitlines() == [f"SavedModel: {RESULT['export_dir']}", "validation accuracy: 0.8750"]
+    assert [name for name, _ in fake.deleted] == [_qr(ZONE)]

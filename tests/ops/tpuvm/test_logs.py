@@ -49,7 +49,9 @@ def test_a_failed_host_prints_its_last_lines_after_the_error_line(outputs_file, 
     assert after == [f"  host 1 says {i}" for i in range(3)], r.stderr
     # the newest lines of that host, asked newest first: jsonPayload.container.metadata labels of the run and host
     [request] = [q for q in logs.requests if q["orderBy"] == "timestamp desc"]   # (the others: the live display's)
-    assert f'logName="projects/{PROJECT}/logs/gcplogs-docker-driver"' in request["filter"]
+    # both logs: the container's (gcplogs) and the startup script's own failure lines
+    assert (f'logName=("projects/{PROJECT}/logs/gcplogs-docker-driver" OR "projects/{PROJECT}/logs/tpuctl-startup")'
+            in request["filter"])
     assert f'jsonPayload.container.metadata.tpuctl_run="{NAME}"' in request["filter"]
     assert 'jsonPayload.container.metadata.tpuctl_worker="1"' in request["filter"]
 

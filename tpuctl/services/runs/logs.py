@@ -17,7 +17,12 @@ Which entries are a run's:
   (script.py): log ``gcplogs-docker-driver``, one entry per line, ``jsonPayload.message`` the line and
   ``jsonPayload.container.metadata`` the container labels the driver was told to copy (``--log-opt labels=…``):
   ``tpuctl_run`` and ``tpuctl_worker`` (moby/moby daemon/logger/gcplogs/gcplogging.go, the driver's source, and
-  https://docs.docker.com/engine/logging/drivers/gcplogs/, read 2026-11-27).
+  https://docs.docker.com/engine/logging/drivers/gcplogs/, read 2026-11-27). The startup script's own failures
+  (Docker's login, a container that did not start, the exit report) go to the log ``tpuctl-startup`` through
+  ``gcloud logging write LOG_NAME MESSAGE --payload-type=json`` (https://cloud.google.com/sdk/gcloud/reference/logging/write
+  and the Cloud SDK 528's lib/surface/logging/write.py: the JSON object becomes the entry's ``jsonPayload``), with the
+  same ``message`` and ``container.metadata`` keys, so one filter (``logName=("A" OR "B")``:
+  https://cloud.google.com/logging/docs/view/logging-query-language, read 2026-11-27) and one reader take both.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ from trainer import protocol
 
 #: The log Docker's gcplogs driver writes to (its ``c.Logger("gcplogs-docker-driver")``).
 DOCKER_LOG = "gcplogs-docker-driver"
+#: The log a TPU VM host's startup script writes its own failures to (script.py ``log_failure``).
+STARTUP_LOG = "tpuctl-startup"
 #: The container labels every TPU VM host's trainer carries, copied into each entry by the gcplogs driver.
 RUN_LABEL, WORKER_LABEL = "tpuctl_run", "tpuctl_worker"
 #: Entries asked for per page (the API allows up to 1000).
@@ -98,8 +105,10 @@ def vertex_task(host: int) -> str:
 
 
 def tpu_vm_source(project: str, run: str, host: int | None = None) -> Source:
-    """A TPU VM run's trainer containers' entries, one host's with ``host``."""
-    clauses = [f"logName={_quoted(f'projects/{project}/logs/{DOCKER_LOG}')}",
+    """A TPU VM run's entries (its trainer containers' lines and its startup scripts' failures), one host's with
+    ``host``."""
+    names = " OR ".join(_quoted(f"projects/{project}/logs/{log}") for log in (DOCKER_LOG, STARTUP_LOG))
+    clauses = [f"logName=({names})",
                f"jsonPayload.container.metadata.{RUN_LABEL}={_quoted(run)}"]
     if host is not None:
         clauses.append(f"jsonPayload.container.metadata.{WORKER_LABEL}={_quoted(str(host))}")
@@ -301,17 +310,26 @@ class LogFeed:
         self.thread.join(timeout=RETRY_SECONDS + 30)
 
 
+def entry_time(timestamp: str) -> float | None:
+    """An entry's RFC 3339 timestamp (Cloud Logging's, up to nanoseconds) as epoch seconds; None when unreadable."""
+    try:
+        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
 def feed_display(display) -> Callable[[LogLine], None]:
     """A log line of the chief to the live display (the CLI's TrainDisplay: ``on_message``, ``event``, ``verbose``):
     a protocol line drives it (epoch, steps, metrics), as a local trainer's stdout does; the trainer's own ``error:``
     and ``warning:`` lines are shown, labelled by host; with --verbose every line is shown as it was logged."""
     def on_line(line: LogLine) -> None:
         message = protocol.parse(line.text)
-        consumed = message is not None and display.on_message("chief", message)
+        consumed = message is not None and display.on_message("chief", message, at=entry_time(line.timestamp))
         if not consumed and (display.verbose or line.text.startswith(SAID_LINES)):
             display.event(f"[{line.host}] {printable(line.text, 2000)}")
     return on_line
 
 
-#: The trainer's lines a live display shows without --verbose (its one-line errors and warnings).
-SAID_LINES = ("error: ", "warning: ")
+#: The lines a live display shows without --verbose: the trainer's one-line errors and warnings, the startup script's
+#: failures (a TPU VM host: script.failure_logger).
+SAID_LINES = ("error: ", "warning: ", "tpuctl: ")

@@ -13,6 +13,7 @@ from cloud import clients
 from cloud.google import json_format, tpu_v2, tpu_v2alpha1
 from ground import domain
 from ground.errors import UserError
+from tpuctl.services.runs.logs import RUN_LABEL, STARTUP_LOG, WORKER_LABEL
 from tpuctl.services.runs.spec import RunSpec
 
 #: Where every host reports how its trainer container ended: ``<model_dir>/HOST_STATUS_DIR/worker-<n>.exit``.
@@ -62,7 +63,7 @@ def shell_word(word: Word) -> str:
 
 #: The container labels Docker's gcplogs driver copies into each of the container's log entries
 #: (``jsonPayload.container.metadata``; tpuctl/services/runs/logs.py reads them): the run and the host.
-LOG_LABELS = ("tpuctl_run", "tpuctl_worker")
+LOG_LABELS = (RUN_LABEL, WORKER_LABEL)
 
 
 #: ``docker run``'s exit status when Docker itself failed (the container never ran): a log driver that cannot reach or
@@ -124,9 +125,66 @@ def preemption_watcher(run: RunSpec) -> list[str]:
     ]
 
 
+#: Lines of a failed command's stderr that the script's failure line carries (Docker's own reason, say).
+ERROR_LINES = 5
+#: Characters of one failure line at most (the rest of it stays in the host's journal).
+FAILURE_CHARS = 2000
+#: Seconds one failure line's write to Cloud Logging may take (an unreachable API never holds the exit report).
+LOG_WRITE_SECONDS = 60
+#: The shell word of a failure line's JSON entry inside ``log_failure`` (a field of the printed gcloud command).
+ENTRY = '"$entry"'
+
+
+def entry_format(run: RunSpec) -> str:
+    """``printf``'s format of a failure line's JSON payload (``%s``: the escaped line, then the host's index): the
+    ``message`` and ``container.metadata`` keys of the trainer container's gcplogs entries (``LOG_LABELS``)."""
+    return json.dumps({"message": "%s", "container": {"metadata": {RUN_LABEL: run.name, WORKER_LABEL: "%s"}}})
+
+
+def failure_logger(run: RunSpec) -> list[str]:
+    """Bash lines defining ``with_errors CMD…`` (runs CMD, its stderr passed on to the host's journal and its last
+    ``ERROR_LINES`` lines kept in ``$ERRORS``) and ``log_failure WHAT STATUS`` (one line, with those stderr lines, to
+    the journal and to Cloud Logging's ``STARTUP_LOG`` as a JSON entry labelled like the trainer's lines, through
+    ``gcloud logging write``: logs.py says where Google documents it). A write that fails (Cloud Logging refused or
+    unreachable) is one more journal line; the script goes on."""
+    return [
+        'exec 3>&1',
+        'ERRORS="$(mktemp 2>/dev/null || echo /tmp/tpuctl-startup-errors)"',
+        'trap \'rm -f "$ERRORS"\' EXIT',
+        'keep_errors() {',
+        '  local line lines=()',
+        '  while IFS= read -r line || [ -n "$line" ]; do',
+        '    printf \'%s\\n\' "$line" >&2',
+        '    lines+=("$line")',
+        f'    if [ "${{#lines[@]}}" -gt {ERROR_LINES} ]; then lines=("${{lines[@]:1}}"); fi',
+        '  done',
+        '  printf \'%s\\n\' "${lines[@]}" > "$ERRORS"',
+        '}',
+        'with_errors() {',
+        '  "$@" 2>&1 >&3 3>&- | keep_errors',
+        '  return "${PIPESTATUS[0]}"',
+        '}',
+        'log_failure() {',
+        '  local text entry',
+        '  text="tpuctl: $1 (exit $2)"',
+        '  if [ -s "$ERRORS" ]; then text="$text: $(tr \'\\n\' \' \' < "$ERRORS")"; text="${text% }"; fi',
+        '  echo "$text" >&2',
+        f'  text="$(printf \'%s\' "${{text:0:{FAILURE_CHARS}}}" | tr \'\\001-\\037\\177\' \' \')"',
+        r'  text="${text//\\/\\\\}"',     # JSON: \ and " escaped, control characters were made spaces
+        r'  text="${text//\"/\\\"}"',
+        f'  printf -v entry {shell_word(entry_format(run))} "$text" "$WORKER"',
+        f"  timeout {LOG_WRITE_SECONDS} gcloud logging write {STARTUP_LOG} {ENTRY} --payload-type=json --severity=ERROR "
+        f"--project={shell_word(run.project or '')}",
+        '  if [ "$?" != 0 ]; then echo "tpuctl: that line could not be written to Cloud Logging" >&2; fi',
+        '}',
+    ]
+
+
 def startup_script(run: RunSpec) -> str:
     """The startup script of every TPU VM of the slice: log Docker in, (Spot) watch for the host's preemption, run the
-    trainer, report the exit status. Every value from the run enters it through ``shell_word``."""
+    trainer, report the exit status. What fails on the way (Docker's login, a container that does not start, the
+    report) is one line in Cloud Logging beside the trainer's (``failure_logger``), written before the report, so a
+    failed host's last lines say why. Every value from the run enters it through ``shell_word``."""
     watch = [*preemption_watcher(run), f"{PREEMPTION_WATCHER} &", "WATCHER=$!"] if run.spot else []
     return "\n".join([
         "#!/bin/bash",
@@ -134,19 +192,34 @@ def startup_script(run: RunSpec) -> str:
         "set -uo pipefail",
         f"WORKER=\"$(curl -sf --noproxy '*' -H 'Metadata-Flavor: Google' {METADATA_URL}/agent-worker-number || echo 0)\"",
         'case "$WORKER" in ""|*[!0-9]*) WORKER=0 ;; esac',
-        f"gcloud auth configure-docker {shell_word(registry_host(run))} --quiet",
-        *watch,
-        host_command_line(run),
+        *failure_logger(run),
+        f"with_errors gcloud auth configure-docker {shell_word(registry_host(run))} --quiet",
         "STATUS=$?",
-        # Cloud Logging refused or unreachable (the service account lacks roles/logging.logWriter, say): the trainer
-        # runs all the same, its output in the host's journal only
+        'if [ "$STATUS" != 0 ]; then',
+        f'  log_failure "Docker\'s login to the image\'s registry failed (configure-docker for "{shell_word(registry_host(run))}")" '
+        '"$STATUS"',
+        "fi",
+        *watch,
+        f"with_errors {host_command_line(run)}",
+        "STATUS=$?",
+        # Cloud Logging refused or unreachable (the service account lacks roles/logging.logWriter, say), or the image
+        # not pulled: the trainer is started again without the log driver, its output in the host's journal only
         f'if [ "$STATUS" = {DOCKER_FAILED} ]; then',
-        '  echo "tpuctl: the trainer container did not start with Cloud Logging; starting it without" >&2',
-        f"  {host_command_line(run, cloud_logging=False)}",
+        '  log_failure "the trainer container did not start with Cloud Logging; starting it without" "$STATUS"',
+        f"  with_errors {host_command_line(run, cloud_logging=False)}",
         "  STATUS=$?",
+        f'  if [ "$STATUS" = {DOCKER_FAILED} ]; then',
+        '    log_failure "the trainer container did not start" "$STATUS"',
+        '  elif [ "$STATUS" != 0 ]; then',
+        '    log_failure "the trainer, run without Cloud Logging, failed; its last stderr lines" "$STATUS"',
+        "  fi",
         "fi",
         *(['kill "$WATCHER" 2>/dev/null'] if run.spot else []),
-        f'echo "$STATUS" | gcloud storage cp - {host_report(run)}',
+        f'echo "$STATUS" | with_errors gcloud storage cp - {host_report(run)}',
+        'REPORTED=$?',
+        'if [ "$REPORTED" != 0 ]; then',
+        f'  log_failure "this host\'s exit report "{host_report(run)}" could not be written" "$REPORTED"',
+        "fi",
         "",
     ])
 
