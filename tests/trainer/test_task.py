@@ -187,17 +187,22 @@ def test_a_tpu_name_behind_a_silent_metadata_server_fails_within_the_cluster_tim
     assert elapsed < 150
 
 
-@pytest.mark.parametrize("strategy, env, needle", [
-    ("tpu", {}, "TPU"),
-    ("auto", {"TPU_NAME": "no-such-tpu"}, "TPU_NAME='no-such-tpu'"),  # auto picks TPU when one is configured
-    ("tpu", {"TPU_NAME": "local"}, "cannot initialise the TPU system"),  # what a Vertex TPU VM sets
-    ("gpu", {}, "GPU"),
-    ("gpu", {"CUDA_VISIBLE_DEVICES": ""}, "GPU"),
+@pytest.mark.parametrize("strategy, env, needle, as_process", [
+    # an accelerator asked for and not there: the error paths end before TensorFlow initialises any device for the
+    # run, so the plain cases run in this process (a process adds TensorFlow's import); what depends on the
+    # environment TensorFlow starts with (TPU_NAME, CUDA_VISIBLE_DEVICES) runs as a process
+    ("tpu", {}, "TPU", False),
+    ("auto", {"TPU_NAME": "no-such-tpu"}, "TPU_NAME='no-such-tpu'", True),  # auto picks TPU when one is configured
+    ("tpu", {"TPU_NAME": "local"}, "cannot initialise the TPU system", True),  # what a Vertex TPU VM sets
+    ("gpu", {}, "GPU", False),
+    ("gpu", {"CUDA_VISIBLE_DEVICES": ""}, "GPU", True),
 ])
-def test_missing_accelerator_fails_fast_with_exit_3(tools, demo_data, tmp_path, strategy, env, needle):
+def test_missing_accelerator_fails_fast_with_exit_3(tools, in_process, demo_data, tmp_path, strategy, env, needle,
+                                                     as_process):
     start = time.monotonic()
-    run = tools.run_module(["trainer.task", "--data_dir", str(demo_data), "--model_dir", str(tmp_path / "m"),
-                            "--distribution_strategy", strategy], env=env, timeout=240)
+    args = ["trainer.task", "--data_dir", str(demo_data), "--model_dir", str(tmp_path / "m"),
+            "--distribution_strategy", strategy]
+    run = tools.run_module(args, env=env, timeout=240) if as_process else in_process(args, env=env)
     elapsed = time.monotonic() - start
     assert run.returncode == 3, run.stderr[-2000:]
     line = run.error_line()
