@@ -452,8 +452,35 @@ def evaluation_steps(examples: int, global_batch: int) -> int:
     return max(1, -(-examples // global_batch))
 
 
+#: One evaluation pass's parsed batches stay in memory after the first evaluation when they hold at most this many
+#: bytes (each worker its own copy): validation is then not read and parsed again at every epoch's end
+#: (benchmarks/plugin_loop.py: ~40 ms of a 1 s epoch on the tabular example). A larger pass is read each time.
+VALIDATION_CACHE_BYTES = 256 * 2**20
+
+
+def _pass_bytes(ds: tf.data.Dataset, steps: int, files: Sequence[str]) -> int | None:
+    """The bytes ``steps`` batches of ``ds`` hold in memory: fixed-shape tensors exactly; string tensors (text
+    features) at most twice the split's serialized bytes (its records, and copies of one as padding). None when a
+    shape is not known."""
+    total, strings = 0, False
+    for spec in tf.nest.flatten(ds.element_spec):
+        if spec.dtype == tf.string:
+            strings = True
+        elif spec.shape.is_fully_defined():
+            total += spec.shape.num_elements() * spec.dtype.size * steps
+        else:
+            return None
+    if strings:
+        try:
+            total += 2 * sum(tf.io.gfile.stat(f).length for f in files)
+        except tf.errors.OpError:
+            return None
+    return total
+
+
 def make_eval_dataset(file_pattern: str | Sequence[str], batch_size: int, examples: int, fmt: RecordFormat, *,
-                      skip_corrupt: bool = False, cache: bool = False) -> tf.data.Dataset:
+                      skip_corrupt: bool = False, cache: bool = False,
+                      cache_limit: int = VALIDATION_CACHE_BYTES) -> tf.data.Dataset:
     """Every record of a split exactly once per pass, as ``(features, labels, weights)`` batches of ``batch_size``.
 
     Validation used to repeat its records with ``drop_remainder``: with 22 images and batch 32 ten were counted
@@ -465,7 +492,8 @@ def make_eval_dataset(file_pattern: str | Sequence[str], batch_size: int, exampl
     so each record is evaluated once across the cluster. Records are padded while still serialized and parsed a
     batch at a time (``fmt.batch``: a third of the per-record cost at every evaluation, benchmarks/plugin_loop.py);
     with ``skip_corrupt`` they are parsed one by one (``fmt.one``) so a record that does not parse is dropped, and
-    ``examples`` must be the count left (the trainer's scan).
+    ``examples`` must be the count left (the trainer's scan). A pass of at most ``cache_limit`` bytes, parsed, is
+    kept in memory after the first evaluation (``VALIDATION_CACHE_BYTES``).
     """
     files = list_files(file_pattern)
     read = (lambda f: tf.data.TFRecordDataset(f).ignore_errors()) if skip_corrupt else tf.data.TFRecordDataset
@@ -481,9 +509,11 @@ def make_eval_dataset(file_pattern: str | Sequence[str], batch_size: int, exampl
     weights = tf.data.Dataset.from_tensor_slices(tf.concat([tf.ones([examples]), tf.zeros([padding])], axis=0))
     ds = (tf.data.Dataset.zip((padded, weights)).batch(batch_size, drop_remainder=True)
           .map(lambda serialized, weight: (*fmt.batch(serialized), weight), num_parallel_calls=AUTOTUNE,
-               deterministic=True)
-          .repeat().prefetch(AUTOTUNE))
-    return _evaluation_options(ds)
+               deterministic=True))
+    size = _pass_bytes(ds, steps, files)
+    if size is not None and size <= cache_limit:
+        ds = ds.take(steps).cache()      # exactly one pass: the same batches at every evaluation
+    return _evaluation_options(ds.repeat().prefetch(AUTOTUNE))
 
 
 def exact_passes(examples_ds: tf.data.Dataset, batch_size: int, examples: int) -> tf.data.Dataset:

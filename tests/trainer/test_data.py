@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -196,3 +197,31 @@ def test_records_per_pass_of_each_input_pipeline(demo_data, one_shard_data):
     assert data.records_read(0, 32, num_files=2, input_pipelines=2) == 0
     assert data.records_read(5, 32, num_files=2) == data.records_read(5, 32, num_files=1, input_pipelines=2) == 160
     assert data.records_read(5, 32, num_files=2, input_pipelines=2) == 80
+
+
+@pytest.mark.parametrize("limit, cached", [(data.VALIDATION_CACHE_BYTES, True), (1000, False)])
+def test_a_small_validation_pass_is_kept_parsed_in_memory(demo_data, tmp_path, limit, cached):
+    """An evaluation pass within the cache limit is read and parsed once: the second pass is the same batches with
+    its files gone; a pass over the limit reads its files again (and fails without them)."""
+    import shutil
+
+    for f in demo_data.glob("digits-validation-*"):
+        shutil.copy(f, tmp_path / f.name)
+    manifest = data.read_manifest(str(demo_data))
+    files = sorted(str(p) for p in tmp_path.glob("digits-validation-*"))
+    examples = manifest.splits["validation"].examples
+    steps = data.evaluation_steps(examples, 64)
+    ds = data.make_eval_dataset(files, 64, examples, data.manifest_format(manifest, (32, 32)), cache_limit=limit)
+    batches = iter(ds)
+    first = [next(batches) for _ in range(steps)]
+    for f in files:
+        Path(f).unlink()
+    if not cached:
+        with pytest.raises(tf.errors.NotFoundError):
+            [next(batches) for _ in range(steps)]
+        return
+    second = [next(batches) for _ in range(steps)]
+    for a, b in zip(first, second):
+        assert all(np.array_equal(x, y) for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b)))
+    # the pass stays exact: every record once with weight 1, the padding with weight 0
+    assert sum(float(tf.reduce_sum(w)) for *_, w in second) == examples
