@@ -29,6 +29,20 @@ def worker_label(info, environ: Mapping[str, str]) -> str:
     return f"{info.task_type}-{info.task_id}"
 
 
+def not_profiled(info) -> str | None:
+    """Why this process captures no profile, or None when it does. The workers of a MultiWorkerMirrored cluster other
+    than the chief do not: TensorFlow 2.21's profiler crashed such a worker (glibc "double free or corruption" /
+    "free(): invalid size", SIGABRT, mid-capture) in 10 of 74 local two-worker runs under CPU load on the machine this
+    is tested on (2026-11-27; every crash in worker 0, the same with validation read from its files), and in none of
+    16 where only the chief captured. The workers run the chief's steps in lockstep, so the chief's trace holds each
+    step, its input and its collectives. TPU VM hosts (each driving its own chips) and parameter-server coordinators
+    capture as before."""
+    if info.kind == "multi_worker" and info.num_workers > 1 and not info.is_chief:
+        return ("the chief's profile holds every step (TensorFlow 2.21's profiler crashed the other workers of a "
+                "multi-worker cluster: docs/trainer.md)")
+    return None
+
+
 def profile_callback(keras, logs: str, label: str, steps: tuple[int, int]):
     """A Keras callback that profiles training steps ``steps`` (first, last; counted from 1 across this process's
     epochs) into ``<logs>/profile/<label>``; a range past the end of training is stopped at its end."""

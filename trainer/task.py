@@ -30,7 +30,7 @@ from trainer.config import (
 )
 from trainer.errors import DataError, HardwareError, UsageError, run_cli, unreachable_storage
 from trainer.paths import join_path
-from trainer.profiling import profile_callback, worker_label
+from trainer.profiling import not_profiled, profile_callback, worker_label
 from trainer.timing import step_timer
 
 RESULT_FILE = "result.json"
@@ -301,7 +301,11 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         timer = step_timer(keras, dirs.checkpoints, cfg.train_batch_size, input_steps or 0,
                            backup_at=backup_written_at(dirs) if input_steps else None)
     if cfg.profile_steps is not None:   # on every process that runs the training loop (a ps coordinator: its own)
-        callbacks.append(profile_callback(keras, dirs.logs, worker_label(info, env), cfg.profile_steps))
+        why_not = not_profiled(info)
+        if why_not:
+            print(f"warning: no profile from {worker_label(info, env)}: {why_not}", file=sys.stderr, flush=True)
+        else:
+            callbacks.append(profile_callback(keras, dirs.logs, worker_label(info, env), cfg.profile_steps))
     try:
         history = model.fit(train_ds, epochs=cfg.train_epochs, steps_per_epoch=steps_per_epoch,
                             validation_data=val_ds, validation_steps=validation_steps,

@@ -172,17 +172,19 @@ def _plugin_json(url: str, route: str, **query: str):
 
 
 def test_a_profile_captured_on_a_two_worker_run_is_there_for_board(env, tools, tmp_path):
-    """`tpuctl train -w 2 --profile-steps 3-4`: each worker (the chief and worker 0) captures a TensorFlow profile of
-    its steps 3-4 into the run's logs/profile/<worker>; `tpuctl board RUN` says where the profiles are, and its
-    TensorBoard's Profile tab (tensorboard-plugin-profile in the trainer environment) lists each worker's capture and
-    opens it: the overview page converted from the capture shows the steps' TensorFlow ops."""
+    """`tpuctl train -w 2 --profile-steps 3-4`: the chief captures a TensorFlow profile of its steps 3-4 into the
+    run's logs/profile/chief (worker 0, in lockstep with it, says why it captures none: TensorFlow 2.21's profiler
+    crashed it; trainer/profiling.py); `tpuctl board RUN` says where the profile is, and its TensorBoard's Profile tab
+    (tensorboard-plugin-profile in the trainer environment) lists the capture and opens it: the overview page
+    converted from the capture shows the steps' TensorFlow ops."""
     proc = tools.run_cli(["train", "-w", "2", "--epochs", "1", "--name", "profiled", "--profile-steps", "3-4", "--",
                           "--steps_per_epoch", "6"], env=env, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "no profile from worker-0" in proc.stderr, proc.stderr[-3000:]
     logs = tmp_path / "runs" / "profiled" / "logs"
-    for worker in ("chief", "worker-0"):
-        traces = list((logs / "profile" / worker / "plugins" / "profile").glob("*/*.xplane.pb"))
-        assert len(traces) == 1 and traces[0].stat().st_size > 1000, (worker, traces)
+    traces = list((logs / "profile" / "chief" / "plugins" / "profile").glob("*/*.xplane.pb"))
+    assert len(traces) == 1 and traces[0].stat().st_size > 1000, traces
+    assert not (logs / "profile" / "worker-0").exists()
     with Watched([str(tools.ops_python), "-m", "tpuctl.cli", "board", "profiled"], env={**os.environ, **env},
                  cwd=tmp_path, preexec_fn=sigint_as_ctrl_c) as board:
         try:
@@ -191,17 +193,16 @@ def test_a_profile_captured_on_a_two_worker_run_is_there_for_board(env, tools, t
                 plugins = json.loads(reply.read())
             assert "profile" in plugins, plugins      # the Profile tab (tensorboard-plugin-profile, trainer env)
             line = board.wait_line("profiles: ", "where the profiles are")
-            assert "profile/chief" in line and "profile/worker-0" in line, line
+            assert "profile/chief" in line, line
             # the Profile tab's own questions (xprof 2.24.2 profile_plugin.py: /runs, /run_tools, /hosts, /data):
-            # each worker's capture is a run, its tools are listed and one of them is converted from the xplane
+            # the capture is a run, its tools are listed and one of them is converted from the xplane
             runs = _plugin_json(url, "runs")
-            for worker in ("chief", "worker-0"):
-                [run] = [r for r in runs if r.startswith(f"profile/{worker}/")]
-                assert "trace_viewer@" in _plugin_json(url, "run_tools", run=run), run   # the trace (TPU/GPU: same)
-                [host] = [h["hostname"] for h in _plugin_json(url, "hosts", run=run, tag="overview_page")]
-                overview = _plugin_json(url, "data", run=run, tag="overview_page", host=host)
-                # converted from the worker's capture: the share of host time in TensorFlow ops (the steps' own)
-                assert float(overview[0]["p"]["host_tf_op_percent"].rstrip("%")) > 0, overview[0]["p"]
+            [run] = [r for r in runs if r.startswith("profile/chief/")]
+            assert "trace_viewer@" in _plugin_json(url, "run_tools", run=run), run   # the trace (TPU/GPU: same)
+            [host] = [h["hostname"] for h in _plugin_json(url, "hosts", run=run, tag="overview_page")]
+            overview = _plugin_json(url, "data", run=run, tag="overview_page", host=host)
+            # converted from the capture: the share of host time in TensorFlow ops (the steps' own)
+            assert float(overview[0]["p"]["host_tf_op_percent"].rstrip("%")) > 0, overview[0]["p"]
         finally:      # Ctrl-C: tpuctl stops its TensorBoard (a kill would leave it running)
             if board.proc.poll() is None:
                 board.proc.send_signal(signal.SIGINT)

@@ -154,7 +154,8 @@ class RunFlags(BaseModel):
     trainer_args: tuple[str, ...] = _flag((), "Trainer flags after `--`, passed to python -m trainer.task unchanged.")
     profile_steps: Annotated[str | None, BeforeValidator(_profile_steps)] = _flag(
         None, f"Capture a TensorFlow profile of these training steps (FIRST-LAST, e.g. 10-15, at most "
-              f"{MAX_PROFILE_SPAN}) on every worker into the run's logs/profile/, for `tpuctl board`'s Profile tab.")
+              f"{MAX_PROFILE_SPAN}) into the run's logs/profile/ (the chief's, every TPU VM host's), for "
+              "`tpuctl board`'s Profile tab.")
     image: Annotated[str | None, BeforeValidator(_image)] = _flag(
         None, "Vertex/TPU VM: run this image instead of the trainer's own (`tpuctl image build`).")
     python_package: bool = _flag(False, "Vertex: ship trainer/ as a package onto Google's prebuilt TensorFlow image "
