@@ -40,7 +40,7 @@ class Inputs:
     #: train(global_or_worker_batch, skip=records, shuffle_buffer=…) -> the training batches
     train: Callable[..., tf.data.Dataset]
     #: validation(batch) -> exact passes of (features, labels, weights)
-    validation: Callable[[int], tf.data.Dataset]
+    validation: Callable[..., tf.data.Dataset]     # (global batch, *, keep_parsed=True)
     #: files of the training split (0: a stream with no files, DATA-sharded) and their per-file counts
     train_files: int
     train_split: data.Split | None
@@ -111,9 +111,9 @@ def _record_inputs(cfg: TrainConfig, manifest: data.Manifest, image_size, num_wo
         return data.make_dataset(list(train.files), batch, image_size or (1, 1), True, num_workers=workers,
                                  shuffle_buffer=cfg.shuffle_buffer, skip=skip, **common)
 
-    def val_ds(batch: int) -> tf.data.Dataset:
+    def val_ds(batch: int, *, keep_parsed: bool = True) -> tf.data.Dataset:
         return data.make_eval_dataset(list(val.files), batch, val_examples, fmt, skip_corrupt=cfg.skip_corrupt,
-                                      cache=cfg.cache)
+                                      cache=cfg.cache, cache_limit=data.VALIDATION_CACHE_BYTES if keep_parsed else 0)
 
     def corruption() -> DataError | None:
         for split in ("train", "validation"):
@@ -194,7 +194,7 @@ def _plugin_inputs(cfg: TrainConfig, manifest: data.Manifest | None, hparams: Ma
         return data.example_stream(split_examples("train"), batch, True, shuffle_buffer=cfg.shuffle_buffer,
                                    seed=cfg.seed, skip=skip)
 
-    def val_ds(batch: int) -> tf.data.Dataset:
+    def val_ds(batch: int, *, keep_parsed: bool = True) -> tf.data.Dataset:
         return data.exact_passes(split_examples("validation"), batch, val_examples)
 
     return Inputs(classes, features, named, None, train_examples, val_examples, 0, train_ds, val_ds, 0, None,

@@ -240,8 +240,10 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         def train_fn(input_context):
             return source.train(input_context.get_per_replica_batch_size(cfg.train_batch_size), workers=1)
 
-        def eval_fn(input_context):
-            return source.validation(input_context.get_per_replica_batch_size(cfg.validation_batch_size))
+        def eval_fn(input_context):     # read at each evaluation, as before validation was kept parsed (not
+            # measured under parameter servers, whose workers take validation steps as they come)
+            return source.validation(input_context.get_per_replica_batch_size(cfg.validation_batch_size),
+                                     keep_parsed=False)
 
         train_ds = keras.utils.experimental.DatasetCreator(train_fn)
         val_ds = keras.utils.experimental.DatasetCreator(eval_fn)
