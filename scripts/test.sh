@@ -26,8 +26,12 @@ for venv in .venv .venv-trainer; do
   fi
 done
 
-reports=$(mktemp -d)
-trap 'rm -rf "$reports"' EXIT
+# TPUCTL_TEST_REPORTS=DIR keeps the JUnit reports (per-test durations) in DIR; by default they go with the run.
+if [ -n "${TPUCTL_TEST_REPORTS:-}" ]; then
+  reports=$TPUCTL_TEST_REPORTS; mkdir -p "$reports" || exit 2
+else
+  reports=$(mktemp -d); trap 'rm -rf "$reports"' EXIT
+fi
 status=0
 
 # Lint first: ruff (pyproject [tool.ruff]) and the layers contract (pyproject [tool.importlinter]).
@@ -142,5 +146,9 @@ for f in pathlib.Path(sys.argv[1]).glob("*.xml"):
 top = sorted(modules.items(), key=lambda kv: -kv[1])[:15]
 print("slowest modules (s, tests' own time summed; xdist runs 2 at once): "
       + ", ".join(f"{name.replace('tests.', '')} {seconds:.0f}" for name, seconds in top))
+cases = sorted(((float(c.get("time", 0) or 0), f"{c.get('classname', '?').replace('tests.', '')}::{c.get('name')}")
+                for f in pathlib.Path(sys.argv[1]).glob("*.xml") for c in ET.parse(f).getroot().iter("testcase")),
+               reverse=True)[:10]
+print("slowest tests (s): " + ", ".join(f"{name} {seconds:.0f}" for seconds, name in cases))
 PY
 exit $status

@@ -185,9 +185,17 @@ def _unreadable(err: OSError) -> Skip:
     return err.skip if isinstance(err, _Refused) else Skip("unreadable", f"cannot read it: {describe(err)}")
 
 
-def _ignore_sigint() -> None:
-    # Ctrl-C reaches the whole process group: only the parent reacts (and then shuts the pool down).
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+def _ignore_stop_signals() -> None:
+    """In a worker: Ctrl-C and the supervisor's SIGTERM reach the whole process group; only the parent reacts (it
+    cancels what was not started and waits for the chunks in progress). A worker killed by the signal could die
+    while writing its result to the executor's pipe, and the executor's manager thread then waits for the rest of
+    that message forever (seen: 3 of 40 group SIGTERMs beside three CPU-bound processes, Python 3.11.7)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)   # blocked from the start (:func:`_decoded`)
 
 
 def _prepare(task: tuple[str, int, str, str], full_decode: bool = False,
@@ -230,10 +238,11 @@ def _decoded(tasks: list[tuple[str, int, str, str]], workers: int, full_decode: 
     waits for a result leaves the iterator at once; the pool is stopped only when this block is left, so a block
     opened inside this one (the output folder) is cleaned up first.
 
-    ``concurrent.futures.ProcessPoolExecutor``, not ``multiprocessing.Pool``: the supervisor's SIGTERM reaches the
-    workers too (one process group), and a Pool whose worker died holding its result queue's lock deadlocks in
-    ``terminate()`` (seen on a loaded machine: the tool then outlived the SIGTERM grace and was SIGKILLed, leaving
-    its output folder's lock behind); the executor notices dead workers and shuts down without them.
+    ``concurrent.futures.ProcessPoolExecutor``, not ``multiprocessing.Pool``: a Pool whose worker died holding its
+    result queue's lock deadlocks in ``terminate()`` (seen on a loaded machine: the tool then outlived the SIGTERM
+    grace and was SIGKILLed, leaving its output folder's lock behind); the executor notices a worker that dies
+    between results (killed, out of memory) and shuts down without it. The workers ignore the stop signals the
+    process group gets (:func:`_ignore_stop_signals`): one killed while sending a result hung the executor too.
     """
     from concurrent.futures import ProcessPoolExecutor
 
@@ -242,12 +251,20 @@ def _decoded(tasks: list[tuple[str, int, str, str]], workers: int, full_decode: 
         yield (prepare(task) for task in tasks)
         return
     pool = ProcessPoolExecutor(min(workers, len(tasks)), mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_ignore_sigint)
+                               initializer=_ignore_stop_signals)
     previous_hook = threading.excepthook
     threading.excepthook = functools.partial(_quiet_cancelled_race, previous_hook)
     try:
         chunk = max(1, min(64, len(tasks) // (workers * 8)))
-        yield pool.map(prepare, tasks, chunksize=chunk)
+        # map() submits every chunk and so starts the workers now: with the stop signals blocked meanwhile, a worker
+        # starts with them blocked (the mask survives exec) and a signal in its first moments, before its
+        # initializer ran, cannot kill it; this process gets a signal that came meanwhile when they are unblocked.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        try:
+            results = pool.map(prepare, tasks, chunksize=chunk)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        yield results
     finally:
         pool.shutdown(wait=True, cancel_futures=True)     # joins the executor's manager thread
         threading.excepthook = previous_hook

@@ -42,9 +42,11 @@ TUNING_METRIC_TAG = "training/hptuning/metric"
 
 # Test-only hooks (documented in docs/trainer.md): dump each worker's final weights so tests can compare replicas
 # across processes; log a fingerprint of every batch each worker trains on, so tests can follow the data
-# position over a preemption (the preemption hook is trainer.callbacks'.)
+# position over a preemption; pause after every step, so a test's signal sent at one step's progress line lands
+# within the same epoch however busy the machine is (the preemption hook is trainer.callbacks'.)
 _DUMP_WEIGHTS_ENV = "TPUCTL_TRAINER_TEST_DUMP_WEIGHTS"
 _LOG_BATCHES_ENV = "TPUCTL_TRAINER_TEST_LOG_BATCHES"
+_STEP_PAUSE_ENV = "TPUCTL_TRAINER_TEST_STEP_PAUSE"
 
 
 def select_export(model, cfg: TrainConfig, dirs: OutputDirs, history, evaluate) -> dict:
@@ -126,6 +128,15 @@ def _log_batches(model, path: str) -> None:
         return train_step(data)
 
     model.train_step = logged
+
+
+def _step_pause(keras, seconds: float):
+    """Test hook: sleep ``seconds`` after every training step (a sleep, not work: the machine stays free)."""
+    class StepPause(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            time.sleep(seconds)
+
+    return StepPause()
 
 
 def _peer_lost(err) -> HardwareError:
@@ -298,6 +309,8 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         os.makedirs(log_batches, exist_ok=True)
         _log_batches(model, os.path.join(log_batches, f"batches-{info.task_type or 'chief'}-{info.task_id}.txt"))
     callbacks = training_callbacks(keras, cfg, dirs, info, env, steps_per_epoch, input_steps)
+    if env.get(_STEP_PAUSE_ENV):
+        callbacks.append(_step_pause(keras, float(env[_STEP_PAUSE_ENV])))
     timer = None
     if info.is_chief:
         timer = step_timer(keras, dirs.checkpoints, cfg.train_batch_size, input_steps or 0,

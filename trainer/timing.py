@@ -32,63 +32,56 @@ MAX_RESUMES = 1000
 _MAX_RESUMES_BYTES = 256 * 1024
 
 
-def _read_first_step(path: str) -> float | None:
+def _read_courtesy(path: str, limit: int) -> str | None:
+    """A courtesy file's text (the first step's time, the resumes), None when it is missing or unreadable: these
+    records help the run's report and are never a failure."""
     import tensorflow as tf
 
     try:
         if not tf.io.gfile.exists(path):
             return None
         with tf.io.gfile.GFile(path, "r") as f:
-            value = float(f.read(64).strip())
-    except (tf.errors.OpError, ValueError):
+            return f.read(limit)
+    except tf.errors.OpError:
+        return None
+
+
+def _write_courtesy(folder: str, path: str, text: str | None) -> None:
+    """Write a courtesy file (None: remove it, a fresh run's start); a failure is ignored (this process' own
+    figures are still in its result)."""
+    import tensorflow as tf
+
+    try:
+        if text is None:
+            if tf.io.gfile.exists(path):
+                tf.io.gfile.remove(path)
+            return
+        tf.io.gfile.makedirs(folder)   # before the first checkpoint the folder may not exist yet
+        with tf.io.gfile.GFile(path, "w") as f:
+            f.write(text)
+    except tf.errors.OpError:
+        pass
+
+
+def _read_first_step(path: str) -> float | None:
+    try:
+        value = float((_read_courtesy(path, 64) or "").strip())
+    except ValueError:
         return None
     return value if value > 0 else None
 
 
-def _write_first_step(folder: str, path: str, when: float) -> None:
-    import tensorflow as tf
-
-    try:
-        tf.io.gfile.makedirs(folder)   # the epoch's checkpoint makes it later
-        with tf.io.gfile.GFile(path, "w") as f:
-            f.write(f"{when:.3f}\n")
-    except tf.errors.OpError:
-        pass   # the run's own first step is still in this process' result; a courtesy, never a failure
-
-
 def _read_resumes(path: str) -> list[dict[str, Any]]:
-    """The run's earlier resumes (``resumes.json``); [] when there is none or it is not a list of them (a courtesy
-    record: never a failure)."""
-    import tensorflow as tf
-
+    """The run's earlier resumes (``resumes.json``); [] when there is none or it is not a list of them."""
     try:
-        if not tf.io.gfile.exists(path):
-            return []
-        with tf.io.gfile.GFile(path, "r") as f:
-            data = json.loads(f.read(_MAX_RESUMES_BYTES))
-    except (tf.errors.OpError, ValueError):
+        data = json.loads(_read_courtesy(path, _MAX_RESUMES_BYTES) or "[]")
+    except ValueError:
         return []
     keys = {"from_step": int, "backup_at": (float, type(None)), "resumed_at": float, "seconds_lost": (float, type(None))}
     if not isinstance(data, list):
         return []
     return [e for e in data[-MAX_RESUMES:] if isinstance(e, dict) and set(e) == set(keys)
             and all(isinstance(e[k], t) and not isinstance(e[k], bool) for k, t in keys.items())]
-
-
-def _write_resumes(folder: str, path: str, resumes: list[dict[str, Any]] | None) -> None:
-    """Write the resumes (None: remove the file, a fresh run's start)."""
-    import tensorflow as tf
-
-    try:
-        if resumes is None:
-            if tf.io.gfile.exists(path):
-                tf.io.gfile.remove(path)
-            return
-        tf.io.gfile.makedirs(folder)
-        with tf.io.gfile.GFile(path, "w") as f:
-            f.write(json.dumps(resumes[-MAX_RESUMES:]) + "\n")
-    except tf.errors.OpError:
-        pass   # this process' own resume is still in its result
 
 
 def step_timer(keras, checkpoints: str, global_batch: int, restored_steps: int = 0, backup_at: float | None = None):
@@ -123,7 +116,7 @@ def step_timer(keras, checkpoints: str, global_batch: int, restored_steps: int =
                 earlier = _read_first_step(self.file) if restored_steps else None
                 self.run_first_step_at = earlier if earlier is not None and earlier <= now else now
                 if earlier is None:
-                    _write_first_step(checkpoints, self.file, now)
+                    _write_courtesy(checkpoints, self.file, f"{now:.3f}\n")
                 self._record_resume(now)
             if self._last is not None:
                 self._span += now - self._last
@@ -133,13 +126,13 @@ def step_timer(keras, checkpoints: str, global_batch: int, restored_steps: int =
         def _record_resume(self, now: float) -> None:
             """A resumed process adds its resume to the run's; a fresh start begins the list anew."""
             if not restored_steps:
-                _write_resumes(checkpoints, self.resumes_file, None)
+                _write_courtesy(checkpoints, self.resumes_file, None)
                 return
             known = backup_at is not None and backup_at <= now
             self.resumes = [*_read_resumes(self.resumes_file), {
                 "from_step": restored_steps, "backup_at": round(backup_at, 3) if known else None,
                 "resumed_at": round(now, 3), "seconds_lost": round(now - backup_at, 1) if known else None}]
-            _write_resumes(checkpoints, self.resumes_file, self.resumes)
+            _write_courtesy(checkpoints, self.resumes_file, json.dumps(self.resumes[-MAX_RESUMES:]) + "\n")
 
         def timing(self) -> dict[str, Any]:
             step = self._span / self._intervals if self._intervals else None

@@ -119,7 +119,10 @@ def run_in_process(module_args: list[str], monkeypatch, *, env: dict | None = No
 def killed_at_step(module_args: list[str], *, step: int, epoch: str, env: dict | None = None,
                    sig: int = signal.SIGKILL, stderr: bool = False) -> Watched:
     """``python -m MODULE ARGS`` sent ``sig`` once its progress line of ``step`` in epoch ``epoch`` ("2/3") is out
-    (SIGKILL: a preemption without notice). Returns the ended process, its output collected whole."""
+    (SIGKILL: a preemption without notice). Returns the ended process, its output collected whole. Each step is
+    followed by a 50 ms pause (TPUCTL_TRAINER_TEST_STEP_PAUSE): on a busy machine the signal could otherwise land
+    tens of steps after the line was printed, past the epoch's end."""
+    env = {"TPUCTL_TRAINER_TEST_STEP_PAUSE": "0.05", **(env or {})}
     with Watched([sys.executable, "-m", *module_args], stderr=stderr, cwd=REPO, env=trainer_env(env)) as proc:
         proc.wait_line(f"progress: {step}/", f"step {step} of epoch {epoch}", after=f"epoch-start: {epoch}")
         os.kill(proc.pid, sig)

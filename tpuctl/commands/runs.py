@@ -82,9 +82,9 @@ def _lost(history: list[dict], resumes: list[dict] = ()) -> str:
     record of its resumes from the backup (every target)."""
     if history:
         return f"{format_duration(sum(e['seconds_lost'] for e in history))} in {len(history)} preemption(s)"
-    known = [e["seconds_lost"] for e in resumes if e.get("seconds_lost") is not None]
     if not resumes:
         return "-"
+    known = [e["seconds_lost"] for e in resumes if e.get("seconds_lost") is not None]
     if not known:
         return f"unknown, {len(resumes)} resume(s) from the backup"
     more = f" ({len(resumes) - len(known)} unknown)" if len(known) < len(resumes) else ""

@@ -95,6 +95,19 @@ def _message(write: list[str]) -> str:
     return gcloud_write_entry(write, time.time(), 0)["jsonPayload"]["message"]
 
 
+def _replay(logs, gcs, writes, stubs, start: float, *, worker: int, report_at: int):
+    """The fake TPU API's `on_get`: at the first ACTIVE poll the host's `gcloud logging write` lines reach the Cloud
+    Logging fake; at poll `report_at` its exit report reaches the bucket."""
+    def on_get(fake, state, n):
+        if state == "ACTIVE" and n == 1:
+            for i, write in enumerate(writes):
+                logs.add(gcloud_write_entry(write, start + i, i))
+        if state == "ACTIVE" and n == report_at:
+            gcs.bucket(ARTIFACTS).blob(f"runs/{NAME}/{HOST_STATUS_DIR}/worker-{worker}.exit").upload_from_string(
+                (stubs / "report").read_text())
+    return on_get
+
+
 def test_a_container_that_never_starts_is_a_failure_line_in_cloud_logging(outputs_file, tmp_path, tpu_cloud, gcs,
                                                                           logging_api):
     done, calls, stubs = _run_host(outputs_file, tmp_path, docker_run="125")
@@ -123,15 +136,8 @@ def test_a_container_that_never_starts_is_a_failure_line_in_cloud_logging(output
     logs = logging_api()
     start = time.time() - 60
 
-    def on_get(fake, state, n):
-        if state == "ACTIVE" and n == 1:
-            logs.add(docker_entry(PROJECT, NAME, 0, "epoch-start: 1/2", start, 0))
-            for i, write in enumerate(writes):
-                logs.add(gcloud_write_entry(write, start + 1 + i, i))
-            gcs.bucket(ARTIFACTS).blob(f"runs/{NAME}/{HOST_STATUS_DIR}/worker-1.exit").upload_from_string(
-                (stubs / "report").read_text())
-
-    tpu_cloud(states=["ACTIVE"], on_get=on_get)
+    logs.add(docker_entry(PROJECT, NAME, 0, "epoch-start: 1/2", start, 0))
+    tpu_cloud(states=["ACTIVE"], on_get=_replay(logs, gcs, writes, stubs, start + 1, worker=1, report_at=1))
     r = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-16", "--name", NAME, "--outputs", str(outputs_file),
                 "--image", IMAGE, "--poll-seconds", "0.01"])
     line = error_line(r, 1)
@@ -182,15 +188,8 @@ def test_the_chiefs_startup_failure_is_shown_live(outputs_file, tmp_path, tpu_cl
     logs = logging_api()
     start = time.time() - 30
 
-    def on_get(fake, state, n):
-        if state == "ACTIVE" and n == 1:
-            for i, write in enumerate(writes):
-                logs.add(gcloud_write_entry(write, start + i, i))
-        if state == "ACTIVE" and n == 3:       # the report comes after the lines (the script writes them first)
-            gcs.bucket(ARTIFACTS).blob(f"runs/{NAME}/{HOST_STATUS_DIR}/worker-0.exit").upload_from_string(
-                (stubs / "report").read_text())
-
-    tpu_cloud(states=["ACTIVE"], on_get=on_get)
+    # the report comes after the lines (the script writes them first)
+    tpu_cloud(states=["ACTIVE"], on_get=_replay(logs, gcs, writes, stubs, start, worker=0, report_at=3))
     r = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-16", "--name", NAME, "--outputs", str(outputs_file),
                 "--image", IMAGE, "--poll-seconds", "0.2"])
     line = error_line(r, 1)

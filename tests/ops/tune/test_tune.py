@@ -151,14 +151,14 @@ def test_local_grid_sampling_and_random_sampling_stay_in_the_spec():
 
 
 @pytest.mark.slow
-def test_local_tuning_runs_three_real_trials_and_ranks_them_by_the_trainer_metric(trainer_env, tmp_path):
-    spec = tuning_spec.parse_spec({"parameters": {"learning_rate": {"values": [0.3, 0.003, 0.00001]}},
-                              "algorithm": "grid", "max_trials": 3, "parallel_trials": 1}, "t.yaml")
+def test_local_tuning_runs_real_trials_and_ranks_them_by_the_trainer_metric(trainer_env, tmp_path):
+    spec = tuning_spec.parse_spec({"parameters": {"learning_rate": {"values": [0.3, 0.00001]}},
+                              "algorithm": "grid", "max_trials": 2, "parallel_trials": 1}, "t.yaml")
     opts = planned(epochs=1, model_dir=str(tmp_path / "tune"), plan_as="tune",
                    trainer_args=("--steps_per_epoch", "10", "--seed", "1", "--validation_batch_size", "64"))
     log = io.StringIO()
-    base, rows = tuning_local.run_local_tuning(opts, spec, trials=3, echo=lambda m: None, out=log, err=io.StringIO())
-    assert base == str(tmp_path / "tune") and len(rows) == 3
+    base, rows = tuning_local.run_local_tuning(opts, spec, trials=2, echo=lambda m: None, out=log, err=io.StringIO())
+    assert base == str(tmp_path / "tune") and len(rows) == 2
     assert all(r.state == "SUCCEEDED" for r in rows), log.getvalue()[-3000:]
     for row in rows:
         result = json.loads((Path(base) / f"trial-{row.trial}" / "result.json").read_text())
@@ -166,7 +166,7 @@ def test_local_tuning_runs_three_real_trials_and_ranks_them_by_the_trainer_metri
         assert row.export == result["export_dir"] and Path(row.export).is_relative_to(Path(base) / f"trial-{row.trial}")
         assert (Path(row.export) / "saved_model.pb").is_file()
     assert [r.metric for r in rows] == sorted((r.metric for r in rows), reverse=True)
-    assert {r.params["learning_rate"] for r in rows} == {0.3, 0.003, 0.00001}
+    assert {r.params["learning_rate"] for r in rows} == {0.3, 0.00001}
 
 
 def test_a_local_search_of_a_stack_plans_what_it_can_run(outputs_file, tmp_path, monkeypatch):
