@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from ground.errors import UserError
+from ground.interrupts import raise_lost
 
 T = TypeVar("T")
 
@@ -30,6 +31,7 @@ def poll(read: Callable[[], T], done: Callable[[T], bool], *, interval: float, t
       (a state change is said once, not at every poll).
     - ``timeout`` seconds after the first read (None: no deadline) the wait ends with
       ``UserError(expired(value), 1)``, ``value`` being the last one read.
+    - A Ctrl-C that Python swallowed (:mod:`ground.interrupts`) is raised again before each sleep.
     """
     if timeout is not None and expired is None:
         raise ValueError("a poll with a timeout needs `expired` (the message when it runs out)")
@@ -47,4 +49,5 @@ def poll(read: Callable[[], T], done: Callable[[T], bool], *, interval: float, t
         if deadline is not None and clock() >= deadline:
             assert expired is not None
             raise UserError(expired(value), 1)
+        raise_lost()
         sleep(interval)

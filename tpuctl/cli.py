@@ -22,6 +22,7 @@ from typer._click import exceptions as click_exc
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from cloud.errors import as_user_error
+from ground import interrupts
 from ground.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, UserError
 from ground.files import printable
 from tpuctl import __version__
@@ -215,8 +216,9 @@ def run(argv: Sequence[str] | None = None) -> int:
     abandoned threads (``UserError.abandoned_threads``) ends the process instead, after its line."""
     args = list(sys.argv[1:] if argv is None else argv)
     # SIGTERM behaves like Ctrl-C (cleanup in ``finally`` blocks, "interrupted", exit 130) instead of killing
-    # the process mid-write. Commands that supervise work install their own handlers on top.
-    with signal_handlers(raise_interrupt, (signal.SIGTERM,)):
+    # the process mid-write. Commands that supervise work install their own handlers on top. An interrupt Python
+    # swallowed (raised inside a weakref callback) is raised again by the wait loop (ground.interrupts).
+    with signal_handlers(raise_interrupt, (signal.SIGTERM,)), interrupts.kept():
         try:
             command = typer.main.get_command(app)
             _metavars(command)      # the root's own options (each command's are set when it is loaded)
