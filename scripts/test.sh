@@ -83,10 +83,11 @@ run_checkov() {
     echo "=== checkov: skipped (.venv-scanners is missing; run scripts/setup.sh --with-scanners)"
   fi
 }
-# Two lanes that share nothing (own interpreters, own temporary folders, free ports): the ops suite in one, the
-# trainer suite in the other; the tail (e2e, a few long tests driving both environments, then the checkov gate)
-# follows in whichever lane ends first, so the lanes end close together however the suites grow. With more than one
-# core they run side by side, each part's output kept whole and printed as it ends (TPUCTL_TEST_SERIAL=1 runs them
+# Three lanes that share nothing (own interpreters, own temporary folders, free ports), side by side from the start:
+# the ops suite, the trainer suite, and the tail (e2e, a few long tests driving both environments, then the checkov
+# gate). Started together, the tail's tests fill the time the suites' workers wait, instead of running alone after
+# the first suite ends (on a busy machine that serial tail got the smallest share of the CPU). With more than one
+# core they run side by side, each lane's output kept whole and printed as it ends (TPUCTL_TEST_SERIAL=1 runs them
 # one after the other).
 lane_ops() {
   local rc=0
@@ -104,24 +105,19 @@ lane_tail() {
   if want ops; then run_checkov || rc=1; fi
   return $rc
 }
-if [ "${TPUCTL_TEST_SERIAL:-0}" != 1 ] && [ "$(nproc 2>/dev/null || echo 1)" -gt 1 ] && want trainer \
-    && { want ops || want e2e; }; then
-  echo "=== two lanes side by side: ops | trainer; e2e and checkov after the first to end (output follows)"
-  lane_ops >"$reports/lane-ops.log" 2>&1 &
-  ops_pid=$!
-  lane_trainer >"$reports/lane-trainer.log" 2>&1 &
-  trainer_pid=$!
-  wait -n -p first "$ops_pid" "$trainer_pid" || status=1
-  if [ "$first" = "$ops_pid" ]; then ended=ops; other=trainer; other_pid=$trainer_pid
-  else ended=trainer; other=ops; other_pid=$ops_pid; fi
-  lane_tail >"$reports/lane-tail.log" 2>&1 &
-  tail_pid=$!
-  cat "$reports/lane-$ended.log"
-  echo "=== the $ended lane ended first (at $SECONDS s): e2e and checkov run in its place"
-  wait "$other_pid" || status=1
-  cat "$reports/lane-$other.log"
-  wait "$tail_pid" || status=1
-  cat "$reports/lane-tail.log"
+if [ "${TPUCTL_TEST_SERIAL:-0}" != 1 ] && [ "$(nproc 2>/dev/null || echo 1)" -gt 1 ]; then
+  echo "=== three lanes side by side: ops | trainer | e2e, then checkov (each lane's output follows as it ends)"
+  declare -A lane_of=()
+  for lane in ops trainer tail; do
+    "lane_$lane" >"$reports/lane-$lane.log" 2>&1 &
+    lane_of[$!]=$lane
+  done
+  while [ ${#lane_of[@]} -gt 0 ]; do
+    wait -n -p ended "${!lane_of[@]}" || status=1
+    cat "$reports/lane-${lane_of[$ended]}.log"
+    echo "=== the ${lane_of[$ended]} lane ended at $SECONDS s"
+    unset "lane_of[$ended]"
+  done
 else
   lane_ops || status=1
   lane_trainer || status=1

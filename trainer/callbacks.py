@@ -22,7 +22,7 @@ from trainer.paths import join_path
 #: The validation metric that picks the exported epoch (--export best) and drives --early_stopping_patience.
 MONITOR = "val_accuracy"
 # Test-only hook (documented in docs/trainer.md): simulate a preemption after an epoch's backup.
-_EXIT_AFTER_EPOCH_ENV = "TPUCTL_TRAINER_TEST_EXIT_AFTER_EPOCH"
+EXIT_AFTER_EPOCH_ENV = "TPUCTL_TRAINER_TEST_EXIT_AFTER_EPOCH"
 
 
 def progress_every(steps_per_epoch: int) -> int:
@@ -133,7 +133,7 @@ def training_callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, environ:
     if info.is_chief:
         callbacks.append(StepProgress())
         callbacks.append(EpochScalars(dirs.logs, hparams_of(cfg)))
-    exit_after = environ.get(_EXIT_AFTER_EPOCH_ENV)
+    exit_after = environ.get(EXIT_AFTER_EPOCH_ENV)
     if exit_after:
         class ExitAfterEpoch(keras.callbacks.Callback):
             def on_epoch_end(self, epoch, logs=None):

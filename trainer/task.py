@@ -21,7 +21,14 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer import protocol
-from trainer.callbacks import MONITOR, backed_up_steps, backup_written_at, checkpoint_path, training_callbacks
+from trainer.callbacks import (
+    EXIT_AFTER_EPOCH_ENV,
+    MONITOR,
+    backed_up_steps,
+    backup_written_at,
+    checkpoint_path,
+    training_callbacks,
+)
 from trainer.cluster import validate_environment
 from trainer.config import (
     OutputDirs,
@@ -47,6 +54,27 @@ TUNING_METRIC_TAG = "training/hptuning/metric"
 _DUMP_WEIGHTS_ENV = "TPUCTL_TRAINER_TEST_DUMP_WEIGHTS"
 _LOG_BATCHES_ENV = "TPUCTL_TRAINER_TEST_LOG_BATCHES"
 _STEP_PAUSE_ENV = "TPUCTL_TRAINER_TEST_STEP_PAUSE"
+#: The longest pause after a step the hook accepts (seconds): a test's slow-down, not a hang.
+MAX_STEP_PAUSE = 10.0
+
+
+def check_test_hooks(env: Mapping[str, str]) -> float | None:
+    """The numeric test hooks, checked before TensorFlow loads (one line naming the variable, not a traceback at
+    the first step or epoch). Returns the step pause in seconds (None: no pause)."""
+    exit_after = env.get(EXIT_AFTER_EPOCH_ENV)
+    if exit_after and not (exit_after.isascii() and exit_after.isdigit() and int(exit_after) >= 1):
+        raise UsageError(f"{EXIT_AFTER_EPOCH_ENV}={exit_after!r} must be an epoch number (1 or more)")
+    pause = env.get(_STEP_PAUSE_ENV)
+    if not pause:
+        return None
+    try:
+        seconds = float(pause)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds <= MAX_STEP_PAUSE:   # also refuses nan and inf
+        raise UsageError(f"{_STEP_PAUSE_ENV}={pause!r} must be a number of seconds above 0 and at most "
+                         f"{MAX_STEP_PAUSE:g}")
+    return seconds
 
 
 def select_export(model, cfg: TrainConfig, dirs: OutputDirs, history, evaluate) -> dict:
@@ -191,6 +219,7 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
 
 def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -> dict | None:
     validate_environment(env)  # TF_CONFIG, TPU_NAME: one line before TensorFlow even loads
+    step_pause = check_test_hooks(env)
     dirs = OutputDirs.resolve(cfg.model_dir, env)
 
     # The strategy comes first: MultiWorkerMirrored must be created before any other TensorFlow op.
@@ -309,8 +338,8 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         os.makedirs(log_batches, exist_ok=True)
         _log_batches(model, os.path.join(log_batches, f"batches-{info.task_type or 'chief'}-{info.task_id}.txt"))
     callbacks = training_callbacks(keras, cfg, dirs, info, env, steps_per_epoch, input_steps)
-    if env.get(_STEP_PAUSE_ENV):
-        callbacks.append(_step_pause(keras, float(env[_STEP_PAUSE_ENV])))
+    if step_pause:
+        callbacks.append(_step_pause(keras, step_pause))
     timer = None
     if info.is_chief:
         timer = step_timer(keras, dirs.checkpoints, cfg.train_batch_size, input_steps or 0,

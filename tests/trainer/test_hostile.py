@@ -320,6 +320,22 @@ def test_tf_config_peer_that_never_starts_fails_within_the_timeout(tools, demo_d
     assert not (tmp_path / "m").exists()
 
 
+@pytest.mark.parametrize("variable, value", [
+    ("TPUCTL_TRAINER_TEST_STEP_PAUSE", "soon"),     # old: a float() traceback after TensorFlow loaded
+    ("TPUCTL_TRAINER_TEST_STEP_PAUSE", "nan"),      # old: a pause the sleep refused at the first step
+    ("TPUCTL_TRAINER_TEST_STEP_PAUSE", "1e9"),      # old: a run that never ended
+    ("TPUCTL_TRAINER_TEST_STEP_PAUSE", "-1"),
+    ("TPUCTL_TRAINER_TEST_EXIT_AFTER_EPOCH", "two"),  # old: an int() traceback at the first epoch's end
+    ("TPUCTL_TRAINER_TEST_EXIT_AFTER_EPOCH", "0"),    # old: a hook that never fired
+])
+def test_a_test_hook_out_of_bounds_is_one_line_before_anything_is_written(in_process, tools, demo_data, tmp_path,
+                                                                           variable, value):
+    run = in_process(["trainer.task", *tools.fast_flags(demo_data, tmp_path / "m")], env={variable: value})
+    assert run.returncode == 2, run.stderr[-3000:]
+    assert variable in _one_error_line(run)
+    assert not (tmp_path / "m").exists()
+
+
 def test_invalid_tf_config_fails_before_tensorflow_starts(tools, demo_data, tmp_path):
     run = tools.run_module(["trainer.task", *tools.fast_flags(demo_data, tmp_path / "m")],
                            env={"TF_CONFIG": '{"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, '
