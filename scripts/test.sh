@@ -126,25 +126,25 @@ fi
 
 .venv/bin/python - "$reports" <<'PY'
 import sys, pathlib, xml.etree.ElementTree as ET
+roots = [ET.parse(f).getroot() for f in sorted(pathlib.Path(sys.argv[1]).glob("*.xml"))]    # each report read once
 passed = failed = skipped = 0
-for f in sorted(pathlib.Path(sys.argv[1]).glob("*.xml")):
-    for suite in ET.parse(f).getroot().iter("testsuite"):
-        t, fl, e, s = (int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped"))
-        passed += t - fl - e - s; failed += fl + e; skipped += s
+for suite in (s for root in roots for s in root.iter("testsuite")):
+    t, fl, e, s = (int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped"))
+    passed += t - fl - e - s; failed += fl + e; skipped += s
 print(f"total: {passed} passed, {failed} failed, {skipped} skipped")
 # Where the time goes: pytest's per-test durations (setup + call + teardown, from the JUnit reports) summed per module.
+cases = [(float(c.get("time", 0) or 0), c.get("classname", "?"), c.get("name")) for root in roots
+         for c in root.iter("testcase")]
 modules = {}
-for f in pathlib.Path(sys.argv[1]).glob("*.xml"):
-    for case in ET.parse(f).getroot().iter("testcase"):
-        parts = case.get("classname", "?").split(".")
-        name = ".".join(parts[:-1] if parts[-1][:1].isupper() else parts)    # a test class's module
-        modules[name] = modules.get(name, 0.0) + float(case.get("time", 0) or 0)
+for seconds, classname, _ in cases:
+    parts = classname.split(".")
+    name = ".".join(parts[:-1] if parts[-1][:1].isupper() else parts)    # a test class's module
+    modules[name] = modules.get(name, 0.0) + seconds
 top = sorted(modules.items(), key=lambda kv: -kv[1])[:15]
 print("slowest modules (s, tests' own time summed; xdist runs 2 at once): "
       + ", ".join(f"{name.replace('tests.', '')} {seconds:.0f}" for name, seconds in top))
-cases = sorted(((float(c.get("time", 0) or 0), f"{c.get('classname', '?').replace('tests.', '')}::{c.get('name')}")
-                for f in pathlib.Path(sys.argv[1]).glob("*.xml") for c in ET.parse(f).getroot().iter("testcase")),
-               reverse=True)[:10]
-print("slowest tests (s): " + ", ".join(f"{name} {seconds:.0f}" for seconds, name in cases))
+slowest = sorted(cases, key=lambda case: -case[0])[:10]
+print("slowest tests (s): " + ", ".join(f"{classname.replace('tests.', '')}::{name} {seconds:.0f}"
+                                        for seconds, classname, name in slowest))
 PY
 exit $status
