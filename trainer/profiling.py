@@ -36,9 +36,9 @@ def not_profiled(info) -> str | None:
     to 10 CPU-bound processes on the machine this is tested on (2026-11-27; every crash in worker 0, the same with
     validation read from its files), and in none of 28 where only the chief captured; turning the device tracer off
     or the host tracer down (ProfilerOptions) did not help (2 and 4 of 30 runs, against 4 of 30), nor a profiler
-    server in the worker traced from the chief (2 of 10). The workers run the
-    chief's steps in lockstep, so the chief's trace holds each step, its input and its collectives. TPU VM hosts
-    (each driving its own chips) and parameter-server coordinators capture as before."""
+    server in the worker traced from the chief (2 of 10). The workers run the chief's steps in lockstep, so the
+    chief's trace holds each step, its input and its collectives. TPU VM hosts (each driving its own chips) and
+    parameter-server coordinators capture as before."""
     if info.kind == "multi_worker" and info.num_workers > 1 and not info.is_chief:
         return ("the chief's profile holds every step (TensorFlow 2.21's profiler crashed the other workers of a "
                 "multi-worker cluster: docs/trainer.md)")
