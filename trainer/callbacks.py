@@ -11,7 +11,6 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
 
 from trainer import protocol
 from trainer.config import OutputDirs, TrainConfig
@@ -21,8 +20,6 @@ from trainer.paths import join_path
 
 #: The validation metric that picks the exported epoch (--export best) and drives --early_stopping_patience.
 MONITOR = "val_accuracy"
-# Test-only hook (documented in docs/trainer.md): simulate a preemption after an epoch's backup.
-EXIT_AFTER_EPOCH_ENV = "TPUCTL_TRAINER_TEST_EXIT_AFTER_EPOCH"
 
 
 def progress_every(steps_per_epoch: int) -> int:
@@ -40,8 +37,10 @@ def _current_learning_rate(optimizer) -> float:
     return float(keras.backend.get_value(rate))
 
 
-def training_callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, environ: Mapping[str, str], steps_per_epoch: int,
-                       input_steps: int | None = None):
+def training_callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_per_epoch: int,
+                       input_steps: int | None = None, exit_after_epoch: int | None = None):
+    """The run's callbacks. ``exit_after_epoch``: the test hook that simulates a preemption right after that epoch's
+    backup (``TPUCTL_TRAINER_TEST_EXIT_AFTER_EPOCH``, read and checked by :func:`trainer.task.check_test_hooks`)."""
     import tensorflow as tf
 
     from trainer.summaries import EpochScalars, hparams_of
@@ -133,11 +132,10 @@ def training_callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, environ:
     if info.is_chief:
         callbacks.append(StepProgress())
         callbacks.append(EpochScalars(dirs.logs, hparams_of(cfg)))
-    exit_after = environ.get(EXIT_AFTER_EPOCH_ENV)
-    if exit_after:
+    if exit_after_epoch:
         class ExitAfterEpoch(keras.callbacks.Callback):
             def on_epoch_end(self, epoch, logs=None):
-                if epoch + 1 == int(exit_after):
+                if epoch + 1 == exit_after_epoch:
                     print(f"test hook: exiting after epoch {epoch + 1}", flush=True)
                     sys.stderr.flush()
                     os._exit(75)

@@ -18,17 +18,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from typing import NamedTuple
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer import protocol
-from trainer.callbacks import (
-    EXIT_AFTER_EPOCH_ENV,
-    MONITOR,
-    backed_up_steps,
-    backup_written_at,
-    checkpoint_path,
-    training_callbacks,
-)
+from trainer.callbacks import MONITOR, backed_up_steps, backup_written_at, checkpoint_path, training_callbacks
 from trainer.cluster import validate_environment
 from trainer.config import (
     OutputDirs,
@@ -50,31 +44,37 @@ TUNING_METRIC_TAG = "training/hptuning/metric"
 # Test-only hooks (documented in docs/trainer.md): dump each worker's final weights so tests can compare replicas
 # across processes; log a fingerprint of every batch each worker trains on, so tests can follow the data
 # position over a preemption; pause after every step, so a test's signal sent at one step's progress line lands
-# within the same epoch however busy the machine is (the preemption hook is trainer.callbacks'.)
+# within the same epoch however busy the machine is; simulate a preemption after an epoch's backup.
 _DUMP_WEIGHTS_ENV = "TPUCTL_TRAINER_TEST_DUMP_WEIGHTS"
 _LOG_BATCHES_ENV = "TPUCTL_TRAINER_TEST_LOG_BATCHES"
 _STEP_PAUSE_ENV = "TPUCTL_TRAINER_TEST_STEP_PAUSE"
+_EXIT_AFTER_EPOCH_ENV = "TPUCTL_TRAINER_TEST_EXIT_AFTER_EPOCH"
 #: The longest pause after a step the hook accepts (seconds): a test's slow-down, not a hang.
 MAX_STEP_PAUSE = 10.0
 
 
-def check_test_hooks(env: Mapping[str, str]) -> float | None:
-    """The numeric test hooks, checked before TensorFlow loads (one line naming the variable, not a traceback at
-    the first step or epoch). Returns the step pause in seconds (None: no pause)."""
-    exit_after = env.get(EXIT_AFTER_EPOCH_ENV)
-    if exit_after and not (exit_after.isascii() and exit_after.isdigit() and int(exit_after) >= 1):
-        raise UsageError(f"{EXIT_AFTER_EPOCH_ENV}={exit_after!r} must be an epoch number (1 or more)")
-    pause = env.get(_STEP_PAUSE_ENV)
-    if not pause:
-        return None
-    try:
-        seconds = float(pause)
-    except ValueError:
-        seconds = float("nan")
-    if not 0 < seconds <= MAX_STEP_PAUSE:   # also refuses nan and inf
-        raise UsageError(f"{_STEP_PAUSE_ENV}={pause!r} must be a number of seconds above 0 and at most "
-                         f"{MAX_STEP_PAUSE:g}")
-    return seconds
+class TrainerTestHooks(NamedTuple):
+    step_pause: float | None        # seconds after every step (None: no pause)
+    exit_after_epoch: int | None    # the epoch after whose backup the process hard-exits (None: never)
+
+
+def check_test_hooks(env: Mapping[str, str]) -> TrainerTestHooks:
+    """The numeric test hooks, read and checked once, before TensorFlow loads (one line naming the variable, not a
+    traceback at the first step or epoch)."""
+    exit_after = env.get(_EXIT_AFTER_EPOCH_ENV) or None
+    if exit_after is not None and not (exit_after.isascii() and exit_after.isdigit() and int(exit_after) >= 1):
+        raise UsageError(f"{_EXIT_AFTER_EPOCH_ENV}={exit_after!r} must be an epoch number (1 or more)")
+    pause = env.get(_STEP_PAUSE_ENV) or None
+    seconds = None
+    if pause is not None:
+        try:
+            seconds = float(pause)
+        except ValueError:
+            seconds = float("nan")
+        if not 0 < seconds <= MAX_STEP_PAUSE:   # also refuses nan and inf
+            raise UsageError(f"{_STEP_PAUSE_ENV}={pause!r} must be a number of seconds above 0 and at most "
+                             f"{MAX_STEP_PAUSE:g}")
+    return TrainerTestHooks(step_pause=seconds, exit_after_epoch=int(exit_after) if exit_after is not None else None)
 
 
 def select_export(model, cfg: TrainConfig, dirs: OutputDirs, history, evaluate) -> dict:
@@ -219,7 +219,7 @@ def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | No
 
 def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -> dict | None:
     validate_environment(env)  # TF_CONFIG, TPU_NAME: one line before TensorFlow even loads
-    step_pause = check_test_hooks(env)
+    hooks = check_test_hooks(env)
     dirs = OutputDirs.resolve(cfg.model_dir, env)
 
     # The strategy comes first: MultiWorkerMirrored must be created before any other TensorFlow op.
@@ -337,9 +337,10 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
     if log_batches:
         os.makedirs(log_batches, exist_ok=True)
         _log_batches(model, os.path.join(log_batches, f"batches-{info.task_type or 'chief'}-{info.task_id}.txt"))
-    callbacks = training_callbacks(keras, cfg, dirs, info, env, steps_per_epoch, input_steps)
-    if step_pause:
-        callbacks.append(_step_pause(keras, step_pause))
+    callbacks = training_callbacks(keras, cfg, dirs, info, steps_per_epoch, input_steps,
+                                   exit_after_epoch=hooks.exit_after_epoch)
+    if hooks.step_pause:
+        callbacks.append(_step_pause(keras, hooks.step_pause))
     timer = None
     if info.is_chief:
         timer = step_timer(keras, dirs.checkpoints, cfg.train_batch_size, input_steps or 0,

@@ -16,7 +16,7 @@ def _setup(tmp_path, **overrides):
     cfg = TrainConfig(model_dir=str(tmp_path), data_dir=str(tmp_path), train_epochs=6, **overrides)
     model = models.build_model(cfg, 3, (8, 8), steps_per_epoch=2)
     info = types.SimpleNamespace(kind="default", is_chief=False, num_workers=1)
-    callbacks = training_callbacks(keras, cfg, OutputDirs.resolve(str(tmp_path), {}), info, {}, 2)
+    callbacks = training_callbacks(keras, cfg, OutputDirs.resolve(str(tmp_path), {}), info, 2)
     [best] = [c for c in callbacks if type(c).__name__ == "BestEpoch"]
     best.set_model(model)
     return cfg, model, best
@@ -65,7 +65,7 @@ def test_a_resumed_epoch_counts_only_the_steps_it_ran_in_examples_per_second(tmp
     cfg = TrainConfig(model_dir=str(tmp_path), data_dir=str(tmp_path), train_epochs=2, train_batch_size=8)
     model = models.build_model(cfg, 3, (8, 8), steps_per_epoch=40)
     info = types.SimpleNamespace(kind="default", is_chief=False, num_workers=1)
-    callbacks = training_callbacks(keras, cfg, OutputDirs.resolve(str(tmp_path), {}), info, {}, 40)
+    callbacks = training_callbacks(keras, cfg, OutputDirs.resolve(str(tmp_path), {}), info, 40)
     [log] = [c for c in callbacks if type(c).__name__ == "EpochLog"]
     log.set_model(model)
     now = [100.0]
