@@ -22,7 +22,14 @@ from typing import NamedTuple
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer import protocol
-from trainer.callbacks import MONITOR, backed_up_steps, backup_written_at, checkpoint_path, training_callbacks
+from trainer.callbacks import (
+    MONITOR,
+    backed_up_steps,
+    backup_written_at,
+    callback_list,
+    checkpoint_path,
+    training_callbacks,
+)
 from trainer.cluster import validate_environment
 from trainer.config import (
     OutputDirs,
@@ -354,7 +361,8 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
     try:
         history = model.fit(train_ds, epochs=cfg.train_epochs, steps_per_epoch=steps_per_epoch,
                             validation_data=val_ds, validation_steps=validation_steps,
-                            callbacks=[*callbacks, *([timer] if timer is not None else [])],
+                            callbacks=callback_list(keras, [*callbacks, *([timer] if timer is not None else [])],
+                                                    model=model, epochs=cfg.train_epochs, steps=steps_per_epoch),
                             verbose=0)   # the epoch lines are the trainer's own (EpochLog); Keras' logger cost a step
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as err:
         if cfg.dataset is not None:   # the user's examples (a label out of range, a shape that changed): say so

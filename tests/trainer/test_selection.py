@@ -73,7 +73,7 @@ def test_a_resumed_epoch_counts_only_the_steps_it_ran_in_examples_per_second(tmp
     for first, expected in ((30, 8 * 10 / 2.0), (0, 8 * 40 / 2.0)):
         log.on_epoch_begin(1)
         for batch in range(first, 40):
-            log.on_train_batch_begin(batch)
+            log.on_train_batch_end(batch)
         now[0] += 2.0
         logs = {}
         log.on_epoch_end(1, logs)
