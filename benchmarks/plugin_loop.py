@@ -7,7 +7,8 @@ its warm-up + cosine learning-rate schedule, trainer.models.learning_rate_schedu
 ``--bare-optimizer constant`` compiles it with Adam at a constant 1e-3 instead, which adds the schedule's own cost
 (~3 % of a step of this small model on CPU) to the bundled side.
 
-    .venv-trainer/bin/python benchmarks/plugin_loop.py [--pairs 3] [--epochs 4] [--steps 200 2000]
+    .venv-trainer/bin/python benchmarks/plugin_loop.py [--pairs 3] [--epochs 4] [--steps 200 2000] \
+        [--bare-optimizer trainer|constant]
 
 What the bundled loop adds is a cost per epoch, not per step (the epoch's checkpoint for --export best, the
 preemption backup, TensorBoard scalars, validation weighted for exactness): the benchmark reports it in ms

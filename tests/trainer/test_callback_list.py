@@ -66,4 +66,3 @@ def test_each_implemented_step_hook_is_called_at_every_step_in_order():
     # fit's History is there (fit returns it) and the callbacks know the run's parameters
     assert len(history.history["loss"]) == EPOCHS
     assert ends.params == {"verbose": 0, "epochs": EPOCHS, "steps": STEPS}
-
