@@ -151,12 +151,6 @@ _SAVED_EPOCH = "ckpt_saved_epoch/.ATTRIBUTES/VARIABLE_VALUE"
 _SAVED_BATCH = "ckpt_saved_batch/.ATTRIBUTES/VARIABLE_VALUE"
 
 
-def _is_default(method) -> bool:
-    """A Callback hook left as tf_keras' no-op (its base methods carry ``_is_default``, the mark tf_keras itself
-    reads in ``Callback._implements_train_batch_hooks``)."""
-    return getattr(method, "_is_default", False)
-
-
 def callback_list(keras, callbacks, *, model, epochs: int, steps: int):
     """The run's callbacks for ``fit`` as a tf_keras CallbackList (with Keras' History, no progress bar: ``fit`` with
     ``verbose=0`` builds the same) whose per-step hooks call only the callbacks that implement them.
@@ -167,6 +161,8 @@ def callback_list(keras, callbacks, *, model, epochs: int, steps: int):
     2,000-step epoch). Here a step costs one call per hook that does something (5 us for the run's four). Epoch, test
     and predict hooks, and the logs each hook receives, are tf_keras' own.
     """
+    # tf_keras' own test for a hook left as its no-op (what Callback._implements_train_batch_hooks asks)
+    from tf_keras.src.utils.generic_utils import is_default
 
     class StepHooks(keras.callbacks.CallbackList):
         def __init__(self):
@@ -177,21 +173,21 @@ def callback_list(keras, callbacks, *, model, epochs: int, steps: int):
             # legacy on_batch_* counts as overridden when that one is).
             takes = [cb for cb in self.callbacks if cb._implements_train_batch_hooks()]
             self._begin = [cb.on_train_batch_begin for cb in takes
-                           if not (_is_default(cb.on_train_batch_begin) and _is_default(cb.on_batch_begin))]
+                           if not (is_default(cb.on_train_batch_begin) and is_default(cb.on_batch_begin))]
             self._end = [cb.on_train_batch_end for cb in takes
-                         if not (_is_default(cb.on_train_batch_end) and _is_default(cb.on_batch_end))]
+                         if not (is_default(cb.on_train_batch_end) and is_default(cb.on_batch_end))]
+
+        def _call(self, hooks, batch, logs):
+            if hooks:
+                logs = self._process_logs(logs, is_batch_hook=True)
+                for hook in hooks:
+                    hook(batch, logs)
 
         def on_train_batch_begin(self, batch, logs=None):
-            if self._begin:
-                logs = self._process_logs(logs, is_batch_hook=True)
-                for hook in self._begin:
-                    hook(batch, logs)
+            self._call(self._begin, batch, logs)
 
         def on_train_batch_end(self, batch, logs=None):
-            if self._end:
-                logs = self._process_logs(logs, is_batch_hook=True)
-                for hook in self._end:
-                    hook(batch, logs)
+            self._call(self._end, batch, logs)
 
     return StepHooks()
 
