@@ -2,14 +2,16 @@
 
 Every long-running Google operation tpuctl follows (a Vertex AI CustomJob, a Cloud Build, a queued TPU
 resource being created, trained on or deleted, a service agent being generated) and a local server coming up
-(TensorBoard) is waited for by :func:`poll`, so they share one shape: the same deadline arithmetic, the same
-"print a state once, when it changes", and one place to inject a fake clock in tests.
+(TensorBoard, a served model) is waited for by :func:`poll`, so they share one shape: the same deadline arithmetic,
+the same "print a state once, when it changes", and one place to inject a fake clock in tests. A loop that does
+work in each round and decides itself when it is done (a stream of log lines, supervised processes) takes its
+rounds from :func:`ticks`, which sleeps between them the same way.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from ground.errors import UserError
@@ -49,5 +51,17 @@ def poll(read: Callable[[], T], done: Callable[[T], bool], *, interval: float, t
         if deadline is not None and clock() >= deadline:
             assert expired is not None
             raise UserError(expired(value), 1)
+        raise_lost()
+        sleep(interval)
+
+
+def ticks(interval: float, *, sleep: Callable[[float], None] = time.sleep) -> Iterator[int]:
+    """The rounds (0, 1, 2 …) of a loop that reads something every ``interval`` seconds and ends itself (``break``,
+    ``return``): the next round comes ``interval`` seconds after the last one ended; as in :func:`poll`, a Ctrl-C
+    that Python swallowed is raised again before each sleep."""
+    round_ = 0
+    while True:
+        yield round_
+        round_ += 1
         raise_lost()
         sleep(interval)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 from typing import Optional
 
@@ -17,6 +16,7 @@ from ground.envs import trainer_python
 from ground.errors import UserError
 from ground.localtree import user_path
 from ground.outputs import load_outputs
+from ground.polling import poll
 from ground.storagepath import is_gs, normalized
 from tpuctl.commands.options import natural_width, shown, strict_json
 from tpuctl.services.runs import board as board_svc
@@ -270,7 +270,6 @@ def board(
     typer.echo(f"TensorBoard on {shown(logdir)}: {handle.url}  (Ctrl-C stops it)")
     _say_profiles(handle)
     try:
-        while handle.task.proc.poll() is None:
-            time.sleep(0.5)
+        poll(handle.task.proc.poll, lambda code: code is not None, interval=0.5)   # until it ends, or Ctrl-C
     finally:
         handle.stop()

@@ -41,6 +41,7 @@ from ground import domain
 from ground.errors import UserError
 from ground.files import printable
 from ground.outputs import StackOutputs
+from ground.polling import ticks
 from tpuctl.services.runs import records
 from trainer import protocol
 
@@ -218,7 +219,7 @@ def follow(source: Source, *, since: float | None, done: Callable[[], bool], int
     shown: set[Any] = set()
     newest: str | None = None
     finished = False
-    while True:
+    for _ in ticks(interval, sleep=sleep):
         fresh = [line for line in entries(source, since=since if newest is None else None, from_time=newest,
                                           client=client)
                  if (line.insert_id or (line.timestamp, line.host, line.text)) not in shown]
@@ -228,9 +229,7 @@ def follow(source: Source, *, since: float | None, done: Callable[[], bool], int
             yield line
         if finished and not fresh:
             return
-        finished = done()
-        if not finished:
-            sleep(interval)
+        finished = done()   # ended: one more read, a round later (Cloud Logging may still take the last lines)
 
 
 def last_lines(source: Source, count: int = 20, **kwargs: Any) -> list[LogLine]:

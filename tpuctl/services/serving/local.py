@@ -8,7 +8,6 @@ import shlex
 import shutil
 import subprocess
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from ground import domain
 from ground.errors import UserError
 from ground.files import write_atomically
 from ground.loopback import get_local
+from ground.polling import poll
 from tpuctl.services.serving.exports import Export
 
 
@@ -97,12 +97,13 @@ def _say_when_ready(proc: subprocess.Popen, status_url: str | None, on_ready: Ca
                     poll_seconds: float = 0.5) -> None:
     """Call ``on_ready`` once the served model is AVAILABLE; never when the container ends first (docker could
     not start it, TF Serving failed to load the export): then only the failure is said."""
-    while proc.poll() is None:
-        if status_url is None or model_available(status_url):
-            if proc.poll() is None:
-                on_ready()
-            return
-        time.sleep(poll_seconds)
+    def state() -> str:
+        if proc.poll() is not None:
+            return "ended"
+        return "ready" if status_url is None or model_available(status_url) else "loading"
+
+    if poll(state, lambda now: now != "loading", interval=poll_seconds) == "ready" and proc.poll() is None:
+        on_ready()
 
 
 def run_serve(plan: ServePlan, on_start: Callable[[], None] = lambda: None) -> int:
