@@ -203,7 +203,7 @@ def render_diff(plan: GrantPlan) -> list[str]:
     return lines
 
 
-def execute(plan: GrantPlan, log: Callable[[str], None] = print,
+def execute(plan: GrantPlan, log: Callable[[str], None],
             object_progress: Callable[[str], Any] | None = None, ensure_accounts: bool = True) -> list[grants.Change]:
     """Write the plan. Returns the changes written (re-computed per resource at write time)."""
     if ensure_accounts and not plan.request.revoke:

@@ -11,6 +11,7 @@ IAM admin API (google-cloud-iam ``iam_admin_v1``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from cloud import clients
@@ -204,7 +205,7 @@ def role_command(project: str, email: str, role: str) -> str:
             f"--role={role} --condition=None")
 
 
-def ensure_exists(principals: list[Principal], project: str | None, log=print, zone: str = domain.DEFAULT_ZONE) -> None:
+def ensure_exists(principals: list[Principal], project: str | None, log: Callable[[str], None], zone: str = domain.DEFAULT_ZONE) -> None:
     """Create missing agents / the training SA (called after confirmation, before IAM writes).
 
     An agent created on request does not get its service-agent role automatically: the caller's plan

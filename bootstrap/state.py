@@ -169,7 +169,7 @@ def apply_safe_defaults(bucket) -> None:
     bucket.patch(if_metageneration_match=bucket.metageneration)
 
 
-def execute(plan: BootstrapPlan, log: Callable[[str], None] = print,
+def execute(plan: BootstrapPlan, log: Callable[[str], None],
             storage_client=None, usage_client=None, crm_client=None) -> None:
     _execute_apis_and_bucket(plan, log, storage_client, usage_client)
     for step in plan.agents:   # after the APIs: an agent is created through its own service

@@ -310,7 +310,7 @@ def install_local(m: Materialized, dest_root: Path, created_by: str = "tpuctl hu
             except OSError as exc:
                 raise localtree.os_error(exc, f"{what}: {target}") from None
         layout = domain.hub_layout("", m.handle, {f.rel: (f.size, f.crc32c()) for f in m.files}, created_by, utc_now())
-        (model / domain.HUB_MANIFEST).write_text(layout.manifest[1])
+        write_atomically(model / domain.HUB_MANIFEST, layout.manifest[1])
         replaced = replace_folder(model, final)
         write_atomically(dest_root / layout.descriptor[0], layout.descriptor[1])
         return final, replaced
