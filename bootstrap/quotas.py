@@ -1,11 +1,13 @@
-"""Cloud Quotas: read what a project may use, and the pre-flight checks a run makes before anything is created.
+"""Cloud Quotas: read what a project may use, and say how to ask for more.
 
 A Vertex AI job needs its accelerator's per-region quota (GPUs, or TPU cores, over all replicas); a TPU VM slice
 needs the Cloud TPU API's per-zone quota of its generation (on-demand or Spot). Both are read with the real
-``google-cloud-quotas`` client (``CloudQuotasClient.list_quota_infos``). A quota that cannot be read (no
-credentials, an unlisted id) is one ``note:`` line and the run goes on: Google enforces the quota itself. A quota
-that is read and too small is a ``UserError`` with the stack key and the exact gcloud command that asks for more.
-``tpuctl doctor`` shows the same quotas as checks (bootstrap/doctor.py).
+``google-cloud-quotas`` client (``CloudQuotasClient.list_quota_infos``). Each run target's pre-flight asks through
+these functions (``tpuctl.services.runs.vertex.check_quota``, ``tpuctl.services.runs.tpuvm.target.check_quota``): a
+quota that cannot be read (no credentials, an unlisted id) is one ``note:`` line and the run goes on, Google enforces
+the quota itself; one that is read and too small is a ``UserError`` with the stack key and the exact gcloud command
+that asks for more (``vertex_quota_fix``, ``tpu_vm_quota_fix``). ``tpuctl doctor`` shows the same quotas as checks
+(bootstrap/doctor.py).
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ def limit_in(info, location: str, dimension: str = "region") -> int | None:
 
 
 def preflight_limit(lookup, location: str, *, dimension: str = "region", client=None,
-                    echo=print) -> tuple[Any, int] | None:
+                    echo: Echo) -> tuple[Any, int] | None:
     """What a pre-flight quota check reads: ``(QuotaInfo, limit in location)``, or None after one ``note:`` line
     saying why it cannot (no credentials, the quotas cannot be listed, ``lookup(client)`` returned a reason
     string instead of a QuotaInfo, no value for ``location``) -- the job then goes on and Google enforces it."""
@@ -119,69 +121,3 @@ def vertex_quota_fix(project: str, region: str, accel: domain.Accelerator, metri
     return (f"add the {entry} and run `pulumi up`, or run `gcloud beta quotas preferences create "
             f"--service={service} --quota-id={quota_id} --preferred-value={need} --dimensions=region={region} "
             f"--project={project} --email=YOUR_EMAIL`; Google reviews the request")
-
-
-def check_vertex_room(project: str, region: str, accel: domain.Accelerator, replicas: int, *, spot: bool = False,
-                      flex_start: bool = False, client=None, echo: Echo = print) -> int | None:
-    """Raise ``UserError`` when the region's Vertex AI quota for ``accel`` (its Spot quota with ``spot``) is
-    below what ``replicas`` replicas need (GPUs, or TPU cores). Returns the limit, or None when there was nothing
-    to check or it could not be read: then a note is printed and the job goes on (Vertex AI enforces the quota).
-
-    ``flex_start``: the preemptible quota is read too, and a shortfall is a note, not a refusal: Google says
-    flex-start draws on Vertex AI's preemptible quota for inference (vertex-ai/docs/predictions/use-flex-start-vms,
-    read 2026-11-27) but its training page (vertex-ai/docs/training/schedule-jobs-dws) names no quota.
-    """
-    need = domain.job_quota_need(accel, replicas, spot=spot or flex_start)
-    if need is None:
-        return None
-    metric, units = need
-    try:
-        got = preflight_limit(lambda c: quota_info_for_metric(project, metric, c), region, client=client, echo=echo)
-    except DomainError as exc:          # no quota of the service has the metric: the catalogue is wrong
-        fact = domain.unverified_metric_fact(metric)
-        if fact is None:
-            raise UserError(str(exc), 1) from None
-        # a metric no Google page confirmed: not grounds to stop a job Vertex AI may well accept
-        echo(f"note: quota check skipped: {exc} (tpuctl's metric is unverified: {fact}; Vertex AI enforces the "
-             "quota itself)")
-        return None
-    if got is None:
-        return None
-    info, limit = got
-    if 0 <= limit < units:   # -1: unlimited
-        short = (f"Vertex AI quota {info.quota_id} ({metric}) in {region} is {limit}, the job needs {units}; "
-                 + vertex_quota_fix(project, region, accel, metric, info.quota_id, units))
-        if flex_start:
-            echo(f"note: {short} (a flex-start training job may draw on it: Google documents the preemptible quota "
-                 "for flex-start inference only; the job is submitted and Vertex AI decides)")
-            return limit
-        raise UserError(short, 1)
-    return limit
-
-
-def check_tpu_vm_room(project: str, zone: str, accel: domain.TpuSlice, *, spot: bool = False, client=None,
-                      echo: Echo = print) -> int | None:
-    """Raise ``UserError`` when the zone's Cloud TPU quota (on-demand, or Spot with ``spot``) is below what one
-    slice of ``accel`` needs. Returns the limit, or None when it could not be read (a note says why and the run
-    goes on: the Cloud TPU API enforces the quota itself)."""
-    quota_id, units, unit = domain.tpu_vm_quota_need(accel, spot)
-    kind = "Spot" if spot else "on-demand"
-    generation = accel.generation
-    if quota_id is None:
-        echo(f"note: quota check skipped: tpuctl does not know the {kind} quota id of TPU {generation}")
-        return None
-
-    def lookup(c):
-        infos = quota_infos(project, domain.TPU_VM_QUOTA_SERVICE, c)
-        return next((i for i in infos if i.quota_id == quota_id),
-                    f"the Cloud TPU API lists no quota {quota_id} (renamed? please report it)")
-
-    got = preflight_limit(lookup, zone, dimension="zone", client=client, echo=echo)
-    if got is None:
-        return None
-    limit = got[1]
-    if 0 <= limit < units:   # -1: unlimited
-        raise UserError(
-            f"Cloud TPU {kind} quota {quota_id} in {zone} is {limit} {unit}, a {accel.name} slice needs {units}; "
-            + tpu_vm_quota_fix(project, zone, quota_id, generation, units, spot), 1)
-    return limit

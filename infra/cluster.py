@@ -22,7 +22,7 @@ def training_cluster(*, project: str, region: str, spec: str, labels: Mapping[st
                      depends_on: Sequence[pulumi.Resource] = ()) -> str:
     """Register the persistent resource of ``spec`` (``NAME:ACCELERATOR[:REPLICAS]``); returns its name."""
     name, accelerator, replicas = domain.parse_training_cluster(spec)
-    accel = domain.parse_accelerator(accelerator)
+    accel = domain.vertex_accelerator(accelerator)
     machine: dict[str, object] = {"machine_type": accel.machine_type}
     if accel.kind == "gpu" and accel.gpu is not None:
         machine.update(accelerator_type=accel.gpu.vertex_accelerator, accelerator_count=accel.gpu_count)

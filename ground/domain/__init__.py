@@ -20,8 +20,8 @@ from ground.errors import DomainError
 #: Each module's facts used outside it (the package's exports).
 EXPORTS: dict[str, tuple[str, ...]] = {
     "accelerators": ("GPU_TYPES", "MIN_VCPUS_PER_GPU", "VERTEX_API_HOST", "VERTEX_CUSTOM_JOB_CONSOLE_URL",
-        "VERTEX_JOB_LOG_RESOURCE", "VERTEX_TRAINING_IMAGES", "vertex_task_name", "Accelerator", "TrainingImage", "check_accelerator_region", "check_end_of_support",
-        "parse_accelerator", "prebuilt_training_image"),
+        "VERTEX_JOB_LOG_RESOURCE", "vertex_task_name", "Accelerator", "check_accelerator_region",
+        "check_end_of_support", "parse_accelerator", "tpu_vm_accelerator", "vertex_accelerator"),
     "capacity": ("ANY_RESERVATION", "AUTOCHECKPOINT_GENERATIONS", "FLEX_MAX_RUN_DAYS", "PROVISIONING", "TPU_FLEX_PROVISIONING_MODEL",
         "TPU_FLEX_ZONES", "UNVERIFIED_CAPACITY_FACTS", "VERTEX_FLEX_DEFAULT_WAIT_HOURS", "VERTEX_FLEX_GPUS", "VERTEX_RESERVATION_KEY",
         "VERTEX_STRATEGY", "Provisioning", "Reservation", "check_reservation", "CLUSTER_ID", "MAX_CLUSTER_REPLICAS",

@@ -1,4 +1,4 @@
-"""Accelerators: the GPU catalogue, what ``--accelerator`` names, Vertex AI prebuilt training images.
+"""Accelerators: the GPU catalogue, the one record of what ``--accelerator`` names, Vertex AI facts.
 
 TPU slices are catalogued in ``tpu`` (one record per slice, every name users type); quota facts in ``quotas``.
 """
@@ -10,8 +10,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ground.domain.names import AVAILABILITY_WARNING_DAYS, nearest_multi_region, validate_region
-from ground.domain.tpu import TpuSlice, refused_tpu, tpu_slice_key, vertex_tpu, vertex_tpu_names
+from ground.domain.names import AVAILABILITY_WARNING_DAYS, validate_region
+from ground.domain.tpu import (
+    TPU_VM_GENERATIONS,
+    TpuSlice,
+    find_tpu_slice,
+    refused_tpu,
+    tpu_slice_key,
+    tpu_vm_refusal,
+    vertex_tpu_names,
+)
 from ground.domain.vertexdata import REFRESH_SCRIPT, vertex_tables
 from ground.errors import DomainError
 
@@ -103,22 +111,28 @@ def gpu_type(name: str) -> GpuType:
 
 @dataclass(frozen=True)
 class Accelerator:
-    """What ``--accelerator`` names: where the trainer runs and with which strategy."""
+    """One accelerator, parsed once from any name users type for it (xpk's one record per system): what it is
+    (``kind``; its GPU and their count, or its TPU slice with chips, hosts and topology), how Vertex AI asks for it
+    (``machine_type``, ``label``) and which run targets take it (``targets``). A run carries this record, never the
+    string; ``name`` is how tpuctl prints it (``cpu``, ``gpu-t4x2``, ``tpu-v5e-8``)."""
     name: str
     kind: str                         # cpu | gpu | tpu
     gpu: GpuType | None = None
     gpu_count: int = 0
-    tpu: TpuSlice | None = None       # a slice Vertex AI offers (its ``vertex`` is set)
+    #: the TPU slice (``domain.TPU_SLICES``): its ``vertex`` says how Vertex AI asks for it (None: not offered
+    #: there), its ``tpu_vm`` whether tpuctl creates it as TPU VMs
+    tpu: TpuSlice | None = None
     cpu_machine_type: str = "n1-standard-4"
     strategy: str = field(default="cpu")   # trainer --distribution_strategy
 
     @property
     def machine_type(self) -> str:
+        """The machine of one Vertex AI replica."""
         if self.kind == "gpu":
             assert self.gpu is not None
             return self.gpu.machine_types[self.gpu_count]
         if self.kind == "tpu":
-            assert self.tpu is not None and self.tpu.vertex is not None
+            assert self.tpu is not None and self.tpu.vertex is not None, f"{self.name} is not offered on Vertex AI"
             return self.tpu.vertex.machine_type
         return self.cpu_machine_type
 
@@ -139,16 +153,41 @@ class Accelerator:
         offer = vertex_tables().offer(self.label)
         return offer.training if offer is not None else frozenset()
 
+    @property
+    def generation(self) -> str | None:
+        """A TPU's generation (``v5e``); None for CPUs and GPUs."""
+        return self.tpu.generation if self.tpu is not None else None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name users type for it: ``tpu-v5e-8``, ``v5e-8`` and the Cloud TPU API's ``v5litepod-8``."""
+        if self.tpu is not None:
+            return tuple(dict.fromkeys((self.name, *self.tpu.aliases, self.tpu.name)))
+        return (self.name,)
+
+    @property
+    def targets(self) -> frozenset[str]:
+        """The run targets that take it (as ``--target`` spells them): this machine always (the trainer uses what
+        the machine has); Vertex AI for CPUs, GPUs and the TPU slices it offers (``tpu.vertex``); TPU VMs for the
+        slices tpuctl creates through the Cloud TPU API (``tpu.tpu_vm``)."""
+        if self.tpu is None:
+            return frozenset({"local", "vertex"})
+        return frozenset({"local", *(("vertex",) if self.tpu.vertex is not None else ()),
+                          *(("tpu-vm",) if self.tpu.tpu_vm else ())})
+
 
 _GPU_ACCEL = re.compile(r"^gpu(?:-(?P<type>[a-z0-9-]+?))?(?:x(?P<count>\d+))?$")
 
+
 def parse_accelerator(name: str) -> Accelerator:
-    """``cpu``, ``gpu`` (one T4), ``gpu-t4``, ``gpu-t4x2``, ``gpu-l4x4``, ``gpu-h200`` (its one count, 8),
-    ``tpu-v3-8``, ``tpu-v5e-16``…"""
+    """The one record of any accelerator name users type: ``cpu``, ``gpu`` (one T4), ``gpu-t4``, ``gpu-t4x2``,
+    ``gpu-l4x4``, ``gpu-h200`` (its one count, 8), and every TPU slice of the catalogue under each of its names
+    (``tpu-v3-8``, ``tpu-v5e-16``, ``v5e-16``, ``v5litepod-16``, ``v6e-8``). Which targets take it is the record's
+    ``targets``; ``vertex_accelerator`` and ``tpu_vm_accelerator`` refuse what a target does not."""
     key = name.strip().lower()
     if key == "cpu":
         return Accelerator("cpu", "cpu", strategy="cpu")
-    tpu = vertex_tpu(key)
+    tpu = find_tpu_slice(key)
     if tpu is not None:
         return Accelerator(tpu.vertex_name, "tpu", tpu=tpu, strategy="tpu")
     m = _GPU_ACCEL.match(key)
@@ -164,10 +203,30 @@ def parse_accelerator(name: str) -> Accelerator:
     if refused:
         raise DomainError(f"accelerator {name!r}: {refused}")
     known = ["cpu", "gpu", *(f"gpu-{g.short}[xN]" for g in GPU_TYPES.values()), *vertex_tpu_names()]
-    hint = ""
-    if tpu_slice_key(key) is not None:
-        hint = " (a TPU slice Vertex AI does not offer in tpuctl's catalogue; TPU VM slices run with --target tpu-vm)"
-    raise DomainError(f"unknown accelerator {name!r}{hint}; known: {', '.join(known)}")
+    hint = " (a TPU slice not in tpuctl's catalogue)" if tpu_slice_key(key) is not None else ""
+    tpu_vm = ", ".join(f"{g.version}-N" for g in TPU_VM_GENERATIONS.values())
+    raise DomainError(f"unknown accelerator {name!r}{hint}; known: {', '.join(known)}; TPU VM slices (--target "
+                      f"tpu-vm): {tpu_vm}")
+
+
+def vertex_accelerator(accel: Accelerator | str, typed: str | None = None) -> Accelerator:
+    """``accel`` when Vertex AI custom training offers it in tpuctl's catalogue (CPUs, GPUs, the TPU slices of
+    ``tpu.vertex``), else one DomainError naming what to use instead. ``typed``: the name the user gave."""
+    accel = parse_accelerator(accel) if isinstance(accel, str) else accel
+    if "vertex" in accel.targets:
+        return accel
+    known = ["cpu", "gpu", *(f"gpu-{g.short}[xN]" for g in GPU_TYPES.values()), *vertex_tpu_names()]
+    raise DomainError(f"unknown accelerator {(typed or accel.name)!r} (a TPU slice Vertex AI does not offer in "
+                      f"tpuctl's catalogue; TPU VM slices run with --target tpu-vm); known: {', '.join(known)}")
+
+
+def tpu_vm_accelerator(accel: Accelerator | str, typed: str | None = None) -> Accelerator:
+    """``accel`` when it is a TPU slice tpuctl creates as TPU VMs (``tpu.tpu_vm``), else one DomainError listing
+    the valid names. ``typed``: the name the user gave."""
+    accel = parse_accelerator(accel) if isinstance(accel, str) else accel
+    if "tpu-vm" in accel.targets:
+        return accel
+    raise DomainError(tpu_vm_refusal(typed or accel.name))
 
 
 def check_accelerator_region(accel: Accelerator, region: str) -> str | None:
@@ -209,54 +268,12 @@ def check_end_of_support(accel: Accelerator, today: datetime.date) -> str | None
 
 
 # --------------------------------------------------------------------------------------------
-# Vertex AI custom training: prebuilt images, console links
+# Vertex AI custom training: console links, logs
 # --------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class TrainingImage:
-    """A Vertex AI prebuilt training container (python_package_spec.executor_image_uri)."""
-    name: str          # image name under <multi-region>-docker.pkg.dev/vertex-ai/training/
-    tensorflow: str    # TensorFlow minor version inside: the trainer package pins tf-keras to it
-    #: Vertex AI's published end-of-availability date (jobs using the image are rejected from then on);
-    #: None: not known. `train --python-package` refuses a past date and warns 90 days ahead.
-    end_of_availability: datetime.date | None = None
-    #: TPU versions the image runs on (TPU images only).
-    tpu_versions: frozenset[str] = frozenset()
-
-    def uri(self, region: str | None = None) -> str:
-        """Same image in the Artifact Registry multi-region nearest to ``region`` (us/europe/asia)."""
-        return f"{nearest_multi_region(region)}-docker.pkg.dev/vertex-ai/training/{self.name}:latest"
-
-
-#: Newest TensorFlow prebuilt training containers in Vertex AI's list
-#: (cloud.google.com/vertex-ai/docs/training/pre-built-containers, checked 2026-11): TF 2.17 for
-#: CPU/GPU, TF 2.15 for TPU VMs (no newer TF TPU image is published). Only ``:latest`` tags work.
-#: ``tpuctl train --image`` overrides the choice.
-#: End of availability: Google's "Supported frameworks for custom training" table
-#: (https://docs.cloud.google.com/vertex-ai/docs/supported-frameworks-list, now also published as
-#: docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/supported-frameworks): TF 2.17
-#: cpu/gpu 2026-07-11, TF 2.15 tpu 2025-10-23 - both past on 2026-11-24, so `--python-package` without
-#: `--image` is refused. The dates are the audit of issue 26 (2026-11-24, shared/REFERENCE.md); this session's
-#: search tool returned the page's heading but not the rows, so they were not re-read here.
-#: TPU versions: v2 and v3 only - "Prebuilt containers for TPU v5e are not available"
-#: (https://docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/training/training-with-tpu-vm,
-#: "TensorFlow training > Prebuilt container", read 2026-11-24); v5e runs a custom container (the trainer image).
-VERTEX_TRAINING_IMAGES: dict[str, TrainingImage] = {
-    "cpu": TrainingImage("tf-cpu.2-17.py310", "2.17", datetime.date(2026, 7, 11)),
-    "gpu": TrainingImage("tf-gpu.2-17.py310", "2.17", datetime.date(2026, 7, 11)),
-    "tpu": TrainingImage("tf-tpu.2-15.cp310", "2.15", datetime.date(2025, 10, 23), frozenset({"v2", "v3"})),
-}
-
-
-def prebuilt_training_image(accel: Accelerator) -> TrainingImage:
-    """The prebuilt image for ``accel``; a DomainError where Google publishes none (TPU v5e)."""
-    image = VERTEX_TRAINING_IMAGES[accel.kind]
-    if accel.tpu is not None and accel.tpu.generation not in image.tpu_versions:
-        raise DomainError(f"Vertex AI publishes no prebuilt TensorFlow image for TPU {accel.tpu.generation} "
-                          f"({accel.name}); drop --python-package to run the trainer's own image "
-                          "(`tpuctl image build --variant tpu`)")
-    return image
-
+# Google's prebuilt TensorFlow training images (the old ``--python-package`` route) are not catalogued any more:
+# every one it could use was past its end of availability (TF 2.17 cpu/gpu 2026-07-11, TF 2.15 tpu 2025-10-23:
+# docs.cloud.google.com/vertex-ai/docs/supported-frameworks-list, the audit of issue 26, 2026-11-24), and there is
+# none for TPU v5e or later; every run uses the trainer's own image.
 
 #: Console page of a CustomJob (job_id = last segment of projects/P/locations/R/customJobs/ID), as
 #: google-cloud-aiplatform 2.x links it (Vertex AI's console moved under "agent-platform").

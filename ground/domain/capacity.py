@@ -92,14 +92,14 @@ def parse_training_cluster(text: str, key: str = "trainingCluster") -> tuple[str
     """``NAME:ACCELERATOR[:REPLICAS]`` (tpuctl:trainingCluster) -> (name, accelerator as `train -a` names it,
     replicas). A GPU or CPU machine only: pulumi-gcp 10.2's ``AiPersistentResourceResourcePoolMachineSpec`` has
     machine type, accelerator type and count but no TPU topology."""
-    from ground.domain.accelerators import parse_accelerator
+    from ground.domain.accelerators import vertex_accelerator
     from ground.errors import DomainError
 
     parts = text.split(":")
     if len(parts) not in (2, 3) or not CLUSTER_ID.fullmatch(parts[0]):
         raise DomainError(f"{key} {text[:80]!r}: give NAME:ACCELERATOR[:REPLICAS], e.g. team-t4:gpu-t4x2:2 (NAME 1-63 "
                           "lowercase letters, digits and '-', starting with a letter)")
-    accel = parse_accelerator(parts[1])
+    accel = vertex_accelerator(parts[1])
     if accel.kind == "tpu":
         raise DomainError(f"{key} {text[:80]!r}: a TPU cluster cannot be declared (pulumi-gcp's persistent resource "
                           "has no TPU topology); make it with `tpuctl cluster create NAME -a "

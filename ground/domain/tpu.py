@@ -263,14 +263,19 @@ def parse_tpu_vm_accelerator(name: str) -> TpuSlice:
     found = find_tpu_slice(name)
     if found is not None and found.tpu_vm:
         return found
+    raise DomainError(tpu_vm_refusal(name))
+
+
+def tpu_vm_refusal(name: str) -> str:
+    """Why ``name`` is no slice tpuctl creates as TPU VMs, in one line that lists the valid names."""
     refused = refused_tpu(name)
     if refused:
-        raise DomainError(f"accelerator {name!r}: {refused}")
+        return f"accelerator {name!r}: {refused}"
     key = tpu_slice_key(name)
     hint = ""
     if key is not None and key[0] in ("v2", "v3"):
         hint = " (v2/v3 run through Vertex AI here: `tpuctl train --target vertex --accelerator tpu-v3-8`)"
-    raise DomainError(f"unknown TPU VM accelerator type {name!r}{hint}; valid: {', '.join(tpu_vm_names())}")
+    return f"unknown TPU VM accelerator type {name!r}{hint}; valid: {', '.join(tpu_vm_names())}"
 
 
 #: TensorFlow on TPU v5e runs through the PJRT runtime, switched on by two environment variables in the container:

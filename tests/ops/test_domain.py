@@ -1,6 +1,5 @@
 """The shared catalogue: naming rules, role sets, agents, accelerators, hub hashing."""
 
-import datetime
 import hashlib
 import re
 from pathlib import Path
@@ -328,24 +327,6 @@ def test_good_member_strings_pass_unchanged():
 # --------------------------------------------------------------------------------------------
 # Issue 26: facts corrected from Google's own pages (each test fails on the catalogue before it)
 # --------------------------------------------------------------------------------------------
-
-def test_prebuilt_training_images_carry_googles_end_of_availability():
-    # Google's supported-frameworks table: TF 2.17 cpu/gpu 2026-07-11, TF 2.15 tpu 2025-10-23
-    dates = {kind: img.end_of_availability for kind, img in domain.VERTEX_TRAINING_IMAGES.items()}
-    assert dates == {"cpu": datetime.date(2026, 7, 11), "gpu": datetime.date(2026, 7, 11),
-                     "tpu": datetime.date(2025, 10, 23)}
-    with pytest.raises(DomainError, match=r"end of availability\b.*\b2026-07-11"):
-        domain.availability_warning("x", dates["cpu"], datetime.date(2026, 11, 24), past="", soon="")
-
-
-def test_no_prebuilt_training_image_for_tpu_v5e():
-    # "Prebuilt containers for TPU v5e are not available" (Vertex AI, training with TPU VMs)
-    for name in ("tpu-v5e-1", "tpu-v5e-4", "tpu-v5e-8"):
-        with pytest.raises(DomainError, match=r"prebuilt\b.*\bTPU v5e\b.*--python-package"):
-            domain.prebuilt_training_image(domain.parse_accelerator(name))
-    assert domain.prebuilt_training_image(domain.parse_accelerator("tpu-v3-8")).name == "tf-tpu.2-15.cp310"
-    assert domain.prebuilt_training_image(domain.parse_accelerator("gpu-t4")).name == "tf-gpu.2-17.py310"
-
 
 @pytest.mark.parametrize("zone, region", [("us-central1-ai1a", "us-central1"), ("us-south1-ai1b", "us-south1")])
 def test_ai_zones_are_zones(zone, region):

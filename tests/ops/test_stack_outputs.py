@@ -76,8 +76,6 @@ def _without(document: dict, key: str) -> dict:
 
 
 @pytest.mark.parametrize(("args", "missing", "fix"), [
-    (["train", "--target", "vertex", "--python-package", "--dry-run"], "buckets.staging",
-     "the trainer package is staged there"),
     (["train", "--target", "vertex", "--dry-run"], "region", "pass --region"),
     (["train", "--target", "tpu-vm", "-a", "v5litepod-8", "--dry-run"], "zone", "pass --zone"),
     (["train", "--target", "tpu-vm", "-a", "v5litepod-8", "--zone", "us-central1-a", "--dry-run"],

@@ -9,7 +9,6 @@ import os
 import shlex
 import shutil
 import sys
-from collections.abc import Collection, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -154,30 +153,6 @@ def show_outcome(outcome) -> None:
         echo_result(outcome.result)
     else:
         typer.echo(f"training finished; outputs in {shown(outcome.outputs)}")
-
-
-def refuse_other_targets(ctx: typer.Context, target: str, takes: Mapping[str, Collection[str]],
-                         notes: Mapping[str, str] | None = None) -> None:
-    """Refuse a flag given on the command line (click's parameter source, not its value) that ``target`` does not
-    take. ``takes``: each target's own flags (parameter names), declared once per command; a parameter no target
-    lists is common to all. One line: ``--zone only applies to --target tpu-vm`` (+ ``notes[name]``)."""
-    owners: dict[str, list[str]] = {}
-    for name, params in takes.items():
-        for param in params:
-            owners.setdefault(param, []).append(name)
-    for param in ctx.command.params:
-        name = param.name or ""
-        wanted = owners.get(name)
-        if wanted is None or target in wanted:
-            continue
-        source = ctx.get_parameter_source(name)   # typer's own click: compared by name
-        if source is None or source.name in ("DEFAULT", "DEFAULT_MAP"):
-            continue
-        long = [o for o in param.opts if o.startswith("--")] or param.opts
-        negative = ctx.params.get(name) is False and getattr(param, "secondary_opts", None)
-        flag = param.secondary_opts[0] if negative else long[0]
-        note = (notes or {}).get(name)
-        raise UserError(f"{flag} only applies to --target {' or '.join(wanted)}" + (f" ({note})" if note else ""))
 
 
 @contextmanager

@@ -67,7 +67,7 @@ def show(
         title = f"{slice_.name} (TPU VM slice)"
     else:
 
-        spec = machine_spec(domain.parse_accelerator(accelerator))
+        spec = machine_spec(domain.vertex_accelerator(accelerator))
         title = f"{accelerator.strip().lower()} on {spec['machine_type']} (one Vertex AI training replica)"
     book = prices.load_prices()          # after the input is checked: a typo never waits for a refresh
     for note in book.notes:

@@ -14,8 +14,10 @@ from rich.console import Console
 from rich.table import Table
 
 from ground.outputs import load_outputs
-from tpuctl.commands.display import TrainDisplay, follow_cloud_run
-from tpuctl.commands.options import echo_err, shown
+from tpuctl.commands.display import TrainDisplay
+from tpuctl.commands.options import echo_err, say, shown
+from tpuctl.commands.train import run_target
+from tpuctl.services.runs.target import Report
 from tpuctl.services.runs.tpuvm.manage import delete as delete_run
 from tpuctl.services.runs.tpuvm.manage import list_runs
 from tpuctl.services.runs.tpuvm.target import attach_tpu_vm
@@ -55,11 +57,11 @@ def attach(
     the live display from its logs (the epochs already done first), its result, its recoveries from preemption (as it
     was started: --recover, --zones) and the slice's deletion."""
 
-    planned = attach_tpu_vm(name, load_outputs(stack=stack, outputs_file=outputs), model_dir=model_dir, keep=keep,
-                            progress=echo_err, poll_seconds=poll_seconds)
     # the chief's lines from the run's first submission (the plan's): the epochs already done are epoch lines
-    planned.display = TrainDisplay(terminal=sys.stderr.isatty(), verbose=verbose)
-    follow_cloud_run(planned, planned.display, started=planned.submitted)
+    display = TrainDisplay(terminal=sys.stderr.isatty(), verbose=verbose)
+    planned = attach_tpu_vm(name, load_outputs(stack=stack, outputs_file=outputs), model_dir=model_dir, keep=keep,
+                            report=Report(note=echo_err, say=say, display=display), poll_seconds=poll_seconds)
+    run_target(planned, display, started=planned.submitted)
 
 
 @tpu_app.command("list")

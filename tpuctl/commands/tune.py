@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
@@ -14,30 +14,22 @@ from rich.table import Table
 from ground.errors import UserError
 from ground.outputs import load_outputs
 from tpuctl.commands.display import TrainDisplay
-from tpuctl.commands.options import OUTPUTS, STACK, echo_err, refuse_other_targets, say, show_outcome, shown
+from tpuctl.commands.options import OUTPUTS, STACK, echo_err, say, show_outcome, shown
 from tpuctl.commands.options import stack_outputs as stack_outputs_for
-from tpuctl.commands.runflags import Provisioning, TuneTarget, option, run_flags
+from tpuctl.commands.runflags import run_request, with_run_flags
 from tpuctl.commands.train import refuse_stray_arguments
-from tpuctl.services.runs import spec as runspec
-from tpuctl.services.runs.target import launch
+from tpuctl.services.runs import targets
+from tpuctl.services.runs.target import Report, launch
 from tpuctl.services.runs.target import target_flags as flags_of
-from tpuctl.services.runs.tuning.local import LocalTuningTarget
 from tpuctl.services.runs.tuning.spec import MAX_TRIALS, load_spec
-from tpuctl.services.runs.tuning.vertex import VertexTuningTarget, get_tuning_job, resolve_job_name, vertex_rows
+from tpuctl.services.runs.tuning.vertex import get_tuning_job, resolve_job_name, vertex_rows
 from tpuctl.services.runs.vertex import state_name
-
-#: The targets a search runs on (a search of TPU VM slices is not offered).
-TARGETS = {"local": LocalTuningTarget, "vertex": VertexTuningTarget}
-Target = TuneTarget
 
 
 def target_flags() -> dict[str, frozenset[str]]:
-    """The flags only one target takes, as each target declares them (as ``tpuctl train``'s): refused, one line,
+    """The flags each target of ``tune`` takes besides the common ones (as ``tpuctl train``'s): refused, one line,
     for the other."""
-    return flags_of(TARGETS.values())
-
-
-FLAG_NOTES = {"seed": "Vertex AI picks the trials", "verbose": "a Vertex AI job's logs are in the console"}
+    return flags_of(targets.targets_of("tune").values())
 
 
 def register(app: typer.Typer) -> None:
@@ -50,71 +42,36 @@ def register(app: typer.Typer) -> None:
         no_args_is_help=False,
         context_settings={"allow_extra_args": True},
     )
-    group.callback()(tune)
+    group.callback()(with_run_flags("tune")(tune))   # the options of the targets registered now
     group.command("status", help="Trials of a Vertex AI tuning job, best val_accuracy first, with the best export.")(status)
     app.add_typer(group)
 
 
 def tune(
     ctx: typer.Context,
-    target: TuneTarget = option("target", choices=TuneTarget,
-                                help="Where the trials run: this machine, one after another (local), or a Vertex AI "
-                                     "hyperparameter tuning job (vertex)."),
     spec: Optional[Path] = typer.Option(None, "--spec", help="Search space (YAML, see docs/cheaper-runs.md). Default: learning rate × batch size."),
     trials: Optional[int] = typer.Option(None, "--trials", min=1, max=MAX_TRIALS, help=f"Number of trials, 1..{MAX_TRIALS} (default: the spec's max_trials; locally at most 3 of them)."),
-    seed: Optional[int] = typer.Option(None, "--seed", min=0, max=2**32 - 1, help="Local: seed of the random search."),
-    accelerator: Optional[str] = option("accelerator", "-a", help="cpu, gpu (one T4), gpu-t4x2, gpu-l4x4, "
-                                        "gpu-a100x8, tpu-v5e-8, … for every trial. Default: locally what the "
-                                        "machine has, on Vertex AI cpu."),
-    workers: int = option("workers", "-w"),
-    data_dir: Optional[str] = option("data_dir"),
-    model_dir: Optional[str] = option("model_dir"),
-    name: Optional[str] = option("name", help="The search's name: its folder runs/NAME (each trial in NAME/trial-<n>), "
-                                               "or the Vertex AI tuning job's display name. Default: tune-<timestamp> "
-                                               "(Vertex AI: tpuctl-tune-<timestamp>)."),
-    epochs: Optional[int] = option("epochs"),
-    model: Optional[str] = option("model"),
-    dataset: Optional[str] = option("dataset"),
-    hparam: Optional[List[str]] = option("hparam"),
-    code: Optional[str] = option("code"),
     stack: Optional[str] = STACK,
     outputs: Optional[Path] = OUTPUTS,
-    region: Optional[str] = option("region"),
-    image: Optional[str] = option("image"),
-    python_package: bool = option("python_package"),
-    spot: bool = option("spot"),
-    provisioning: Optional[Provisioning] = option("provisioning"),
-    reservation: Optional[str] = option("reservation"),
-    cluster: Optional[str] = option("cluster"),
-    max_wait: Optional[str] = option("max_wait", help="Vertex AI with --provisioning flex-start: how long each "
-                                     "trial's job waits for its resources (Vertex AI's default 24h), 1m..7d."),
-    max_run_time: Optional[str] = option("max_run_time"),
-    budget: Optional[float] = option("budget"),
-    dry_run: bool = option("dry_run"),
-    verbose: bool = option("verbose", "-v"),
+    **_flags: Any,
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
     refuse_stray_arguments(ctx, "tpuctl tune -- --steps_per_epoch 50")
-    refuse_other_targets(ctx, target.value, target_flags(), FLAG_NOTES)
-    flags = run_flags(ctx, verbose=verbose and target.value == "local")
+    request = run_request(ctx, "tune")
     search = load_spec(spec)
-    stack_outputs = stack_outputs_for(stack, outputs, dry_run=dry_run)
-    run = runspec.plan(flags, stack_outputs, command="tune", claim=not flags.dry_run, echo=echo_err)
-    if flags.target == "vertex":
-        show_outcome(launch(VertexTuningTarget(run, search, trials=trials, note=echo_err, say=say),
-                            dry_run=flags.dry_run))
-        return
+    stack_outputs = stack_outputs_for(stack, outputs, dry_run=request.dry_run)
+    run = targets.plan("tune", request, stack_outputs, claim=not request.dry_run, echo=echo_err)
+    verbose = request.option("verbose", False)
 
     def display() -> TrainDisplay:   # per trial: a live bar on a terminal, no epoch lines; -v: everything
         return TrainDisplay(terminal=sys.stderr.isatty() and not verbose, verbose=verbose, epoch_lines=False)
 
-    planned = LocalTuningTarget(run, search, trials or min(search.max_trials, 3), seed=seed, display=display,
-                                note=echo_err)
-    if flags.dry_run:
-        show_outcome(launch(planned, dry_run=True))
+    report = Report(note=echo_err, say=say, display=display)
+    outcome = launch(targets.target("tune", run, report, search=search, trials=trials), dry_run=request.dry_run)
+    if isinstance(outcome, dict) or not outcome.trials:
+        show_outcome(outcome)
         return
-    outcome = launch(planned)
     _render(outcome.trials, f"local tuning: {outcome.outputs}")
     if outcome.state == "FAILED":
         raise UserError(outcome.error or "every trial failed", 1)

@@ -225,9 +225,9 @@ def rendered_commands() -> list[Command]:
                              "buckets": {"data": "d-bucket", "staging": "s-bucket", "artifacts": "a-bucket"},
                              "trainer_image_repository": "team-images"})
     job = planned("vertex", outputs, accelerator="gpu-t4x2", name="j1")
-    metric, need = domain.job_quota_need(job.accel, job.workers)
+    metric, need = domain.job_quota_need(job.accelerator, job.workers)
     texts.append(("quotas.vertex_quota_fix", quotas.vertex_quota_fix(
-        project, region, job.accel, metric, "CustomModelTrainingT4GPUsPerProjectPerRegion", need)))
+        project, region, job.accelerator, metric, "CustomModelTrainingT4GPUsPerProjectPerRegion", need)))
     found = []
     for where, text in texts:
         spans = _spans(text)

@@ -54,12 +54,13 @@ def test_queued_resource_fields_are_in_the_tpu_v2_schema(accelerator, spot):
     assert apischema.problems(schema("tpu", "v2"), "QueuedResource", body) == []
 
 
-@pytest.mark.parametrize("accelerator, workers, ps, python_package", [
-    ("gpu-t4x2", 3, 0, False), ("tpu-v5e-4", 1, 0, False), ("cpu", 2, 1, True)])
-def test_custom_job_fields_are_in_the_aiplatform_v1_schema(accelerator, workers, ps, python_package):
+@pytest.mark.parametrize("accelerator, workers, ps, command", [
+    ("gpu-t4x2", 3, 0, None), ("tpu-v5e-4", 1, 0, None), ("cpu", 2, 1, None), ("cpu", 2, 0, "python train.py")])
+def test_custom_job_fields_are_in_the_aiplatform_v1_schema(accelerator, workers, ps, command, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("print(1)\n")       # the --command's project folder
     job = planned("vertex", parse_outputs(OUTPUTS), accelerator=accelerator, workers=workers, parameter_servers=ps,
-                  name="j1", python_package=python_package,
-                  image="us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest" if python_package else None)
+                  name="j1", command=command, image="us-docker.pkg.dev/my-project-1/team-images/trainer:7")
     body = _json(vertex.build_custom_job(job))
     assert apischema.problems(schema("aiplatform", "v1"), "GoogleCloudAiplatformV1CustomJob", body) == []
 

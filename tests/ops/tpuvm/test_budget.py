@@ -12,7 +12,7 @@ import pytest
 
 from ground.errors import UserError
 from ground.outputs import read_outputs_file
-from tpuctl.services.runs.target import launch
+from tpuctl.services.runs.target import Report, launch
 from tpuctl.services.runs.tpuvm.target import TpuVmTarget
 
 from billingfakes import fake_prices
@@ -130,7 +130,7 @@ def test_without_a_price_the_spend_is_not_tracked_and_that_is_said_once(outputs_
     assert "spent" not in preemption and not any(line.startswith("spent $") for line in lines)
     assert "spent_usd" not in _json(gcs, "tpuctl/recoveries.json")["recoveries"][0]
     with pytest.raises(UserError, match=r"--budget \$5\.00\b.*\bSpot TPU v5e price"):
-        TpuVmTarget(run.run.model_copy(update={"budget": 5.0}), prices=unpriced, progress=lines.append).preflight()
+        TpuVmTarget(run.spec.model_copy(update={"budget": 5.0}), Report(note=lines.append), prices=unpriced).preflight()
 
 
 def test_attach_goes_on_counting_what_the_slice_spent_before(outputs_file, tpu_cloud, gcs):
@@ -151,7 +151,7 @@ def test_attach_goes_on_counting_what_the_slice_spent_before(outputs_file, tpu_c
     assert list(fake.resources) == [QR]
     lines: list[str] = []
     clock = Clock()
-    target = attach_tpu_vm(NAME, read_outputs_file(outputs_file), storage=gcs, progress=lines.append, poll_seconds=0,
+    target = attach_tpu_vm(NAME, read_outputs_file(outputs_file), storage=gcs, report=Report(note=lines.append), poll_seconds=0,
                            sleep=clock.sleep, clock=clock, wall=lambda: time.time() + 1500)
     assert target.budget == 3.0 and target.hourly == 4.8
     with pytest.raises(UserError) as err:

@@ -13,7 +13,7 @@ from google.cloud import tpu_v2, tpu_v2alpha1
 
 from ground.errors import UserError
 from ground.outputs import read_outputs_file
-from tpuctl.services.runs.target import launch
+from tpuctl.services.runs.target import Report, launch
 from tpuctl.services.runs.tpuvm.target import TpuVmTarget
 
 from clifixtures import error_line, invoke
@@ -148,7 +148,7 @@ def _target(outputs_file, gcs, lines, now, **flags) -> TpuVmTarget:
     """A flex-start run whose clock moves 10 minutes per poll (no real waiting)."""
     run = planned("tpu-vm", read_outputs_file(outputs_file), accelerator="v5litepod-16", name=NAME, image=IMAGE,
                   provisioning="flex-start", max_wait="30m", **flags)
-    return TpuVmTarget(run, progress=lines.append, storage=gcs, poll_seconds=0, zone_order=[ZONE, ZONE_B],
+    return TpuVmTarget(run, Report(note=lines.append), storage=gcs, poll_seconds=0, zone_order=[ZONE, ZONE_B],
                        sleep=lambda s: now.__setitem__(0, now[0] + 600.0), clock=lambda: now[0],
                        wall=time.time)
 

@@ -70,8 +70,9 @@ def test_one_record_per_slice_serves_both_targets_under_every_name():
     assert domain.TPU_SLICES["v3-8"].vertex is not None and not domain.TPU_SLICES["v3-8"].tpu_vm
     assert domain.TPU_SLICES["v3-32"].vertex is not None and not domain.TPU_SLICES["v3-32"].tpu_vm
     assert domain.parse_accelerator("v5litepod-16").tpu is domain.TPU_SLICES["v5litepod-16"]
+    assert domain.parse_accelerator("v6e-16").targets == {"local", "tpu-vm"}    # one record, parsed once
     with pytest.raises(domain.DomainError, match=r"--target tpu-vm"):
-        domain.parse_accelerator("v6e-16")
+        domain.vertex_accelerator("v6e-16")
     with pytest.raises(domain.DomainError, match=r"run through Vertex AI"):
         domain.parse_tpu_vm_accelerator("tpu-v3-8")
 

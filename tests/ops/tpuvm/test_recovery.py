@@ -10,6 +10,8 @@ import re
 
 import pytest
 
+from tpuctl.services.runs.target import Report
+
 from clifixtures import error_line, invoke
 from runfixtures import planned
 from tpufakes import CreateRefusal, not_offered, permission_denied, quota_exceeded
@@ -84,7 +86,7 @@ def test_preempted_twice_recovers_once_in_another_zone_and_finishes(outputs_file
     [refused] = [line for line in err.splitlines() if "There is no more capacity" in line]   # Google's own words
     assert f"v5litepod-16 in {ZONE}" in refused and refused.endswith(ZONE_B), refused
     assert f"recovered in {ZONE_B}: training again" in err and f"recovered in {ZONE}: training again" in err
-    summary = err.splitlines()[-2]   # before the spend line
+    [summary] = [line for line in err.splitlines() if line.startswith("recovered from ")]
     assert "2 preemption(s)" in summary and "lost" in summary, summary
     # The earlier slices' exit files (143: a container killed by the preemption) did not end the run.
     assert "trainer failed" not in err
@@ -157,7 +159,7 @@ def test_the_time_lost_is_the_training_since_the_last_backup(outputs_file, tpu_c
     run = planned("tpu-vm", read_outputs_file(outputs_file), accelerator="v5litepod-16", spot=True, recover=2,
                   name=NAME, image="us-central1-docker.pkg.dev/p/r/trainer-tpu:1")
     lines: list[str] = []
-    outcome = launch(TpuVmTarget(run, progress=lines.append, storage=gcs, poll_seconds=0,
+    outcome = launch(TpuVmTarget(run, Report(note=lines.append), storage=gcs, poll_seconds=0,
                                  zone_order=[ZONE, ZONE_B], sleep=lambda s: now.__setitem__(0, now[0] + 600.0),
                                  clock=lambda: now[0], wall=lambda: time.time() + shift[0]))
     assert outcome.result == RESULT
@@ -218,7 +220,7 @@ def test_ctrl_c_while_recovering_deletes_the_slice_in_the_zone_it_was_queued_in(
             raise KeyboardInterrupt
 
     with pytest.raises(UserError) as err:
-        launch(TpuVmTarget(run, progress=progress, storage=gcs, poll_seconds=0.01, zone_order=[ZONE, ZONE_B]))
+        launch(TpuVmTarget(run, Report(note=progress), storage=gcs, poll_seconds=0.01, zone_order=[ZONE, ZONE_B]))
     assert err.value.exit_code == 130 and str(err.value) == f"interrupted; deleted queued resource {NAME}"
     assert [name for name, _ in fake.deleted] == [_qr(ZONE), _qr(ZONE), _qr(ZONE_B)]
     assert fake.resources == {}

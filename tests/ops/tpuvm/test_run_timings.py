@@ -12,7 +12,7 @@ import pytest
 
 from ground.outputs import read_outputs_file
 from tpuctl.services.runs import records as runs
-from tpuctl.services.runs.target import launch
+from tpuctl.services.runs.target import Report, launch
 from tpuctl.services.runs.tpuvm.target import TpuVmTarget
 
 from clifixtures import invoke, shown_rows
@@ -58,7 +58,7 @@ def _preempted_once(tpu_cloud, gcs, outputs_file, base: float):
     run = planned("tpu-vm", read_outputs_file(outputs_file), accelerator="v5litepod-16", spot=True, recover=1,
                   name=NAME, image="us-central1-docker.pkg.dev/p/r/trainer-tpu:1")
     lines: list[str] = []
-    outcome = launch(TpuVmTarget(run, progress=lines.append, storage=gcs, poll_seconds=0, zone_order=[ZONE, ZONE_B],
+    outcome = launch(TpuVmTarget(run, Report(note=lines.append), storage=gcs, poll_seconds=0, zone_order=[ZONE, ZONE_B],
                                  sleep=lambda s: now.__setitem__(0, now[0] + 600.0), clock=lambda: now[0],
                                  wall=lambda: base + now[0]))
     return outcome, lines

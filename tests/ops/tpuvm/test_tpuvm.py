@@ -13,7 +13,7 @@ from google.cloud import tpu_v2, tpu_v2alpha1
 from ground.envs import ops_python
 from ground.errors import UserError
 from ground.outputs import read_outputs_file
-from tpuctl.services.runs.target import launch
+from tpuctl.services.runs.target import Report, launch
 from tpuctl.services.runs.tpuvm.script import build_queued_resource, startup_script
 from tpuctl.services.runs.tpuvm.target import TpuVmTarget
 
@@ -259,7 +259,7 @@ def test_ctrl_c_in_process_deletes_and_exits_130(outputs_file, tpu_cloud, gcs):
             raise KeyboardInterrupt
 
     with pytest.raises(UserError) as err:
-        launch(TpuVmTarget(run, progress=progress, poll_seconds=0.01))
+        launch(TpuVmTarget(run, Report(note=progress), poll_seconds=0.01))
     assert err.value.exit_code == 130 and str(err.value) == f"interrupted; deleted queued resource {NAME}"
     assert [name for name, _ in fake.deleted] == [QR]
 

@@ -13,6 +13,7 @@ from google.cloud import aiplatform_v1
 
 from ground.errors import UserError
 from ground.outputs import read_outputs_file
+from tpuctl.services.runs.target import Report
 from tpuctl.services.runs.vertex import VertexTarget, build_custom_job
 
 from clifixtures import error_line, invoke
@@ -110,8 +111,8 @@ def test_flex_start_and_reservation_jobs_go_through_the_real_client_and_are_foll
                   {"reservation": RESERVATION, "accelerator": "gpu-a100x8"},
                   {"provisioning": "on-demand"}):
         spec = planned("vertex", outputs, name="cap-run", **flags)
-        target = VertexTarget(spec, say=said.append, note=said.append, image_exists=lambda _: True,
-                              poll_seconds=0.01, sleep=lambda _: None)
+        target = VertexTarget(spec.model_copy(update={"poll_seconds": 0.01}), Report(say=said.append, note=said.append),
+                              image_exists=lambda _: True, sleep=lambda _: None)
         with target.submit() as created:
             outcome = target.follow(created)
         assert outcome.state == "SUCCEEDED", outcome
@@ -156,16 +157,16 @@ def test_a_flex_start_cost_is_unknown_naming_why_and_a_reservation_says_how_it_i
     outputs = read_outputs_file(outputs_file)
     notes: list[str] = []
     flex = planned("vertex", outputs, name="cap", accelerator="gpu-a100x8", provisioning="flex-start")
-    target = VertexTarget(flex, prices=fake_prices(), note=notes.append)
+    target = VertexTarget(flex, Report(note=notes.append), prices=fake_prices())
     target.preflight()
     assert target.estimate.maximum is None and target.estimate.provisioning == "flex-start"
     [total] = [line for line in notes if "total:" in line]
     assert "unknown" in total and "Dynamic Workload Scheduler" in total, total
     with pytest.raises(UserError, match=r"cannot check --budget \$5\.00: flex-start"):
-        VertexTarget(flex.model_copy(update={"budget": 5.0}), prices=fake_prices(), note=notes.append).preflight()
+        VertexTarget(flex.model_copy(update={"budget": 5.0}), Report(note=notes.append), prices=fake_prices()).preflight()
     notes.clear()
     reserved = planned("vertex", outputs, name="cap", workers=2, reservation="any")
-    target = VertexTarget(reserved, prices=fake_prices(), note=notes.append)
+    target = VertexTarget(reserved, Report(note=notes.append), prices=fake_prices())
     target.preflight()
     assert target.estimate.maximum is not None and any("on a reservation" in line for line in notes), notes
 

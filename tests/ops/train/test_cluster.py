@@ -13,6 +13,7 @@ from ground.errors import UserError
 from ground.outputs import read_outputs_file
 from tpuctl.services.runs import cluster as clusters
 from tpuctl.services.runs import vertex
+from tpuctl.services.runs.target import Report
 from tpuctl.services.runs.vertex import VertexTarget
 
 from clifixtures import error_line, invoke
@@ -23,7 +24,7 @@ from vertexfakes import FakePersistentResources, FakeTuningJobs
 
 PROJECT, REGION = SAMPLE_OUTPUTS["project"], SAMPLE_OUTPUTS["region"]
 PARENT = f"projects/{PROJECT}/locations/{REGION}"
-EXECUTOR = "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest"
+IMAGE = "us-docker.pkg.dev/my-project-1/team-images/trainer:7"   # not tpuctl's: Vertex AI's to find
 
 
 @pytest.fixture
@@ -101,16 +102,16 @@ def test_a_job_on_a_cluster_carries_it_and_is_checked_against_the_clusters_pools
     outputs = read_outputs_file(outputs_file)
     spec = planned("vertex", outputs, name="on-c1", cluster="c1")
     notes: list[str] = []
-    target = VertexTarget(spec, cluster_api=api, note=notes.append)
+    target = VertexTarget(spec, Report(note=notes.append), cluster_api=api)
     target.preflight()
     assert target.custom_job.job_spec.persistent_resource_id == "c1"
     assert any("quota check skipped" in n and "c1" in n for n in notes), notes
     assert any("not charged separately" in n for n in notes), notes
     gpu = planned("vertex", outputs, name="on-c1", cluster="c1", accelerator="gpu-t4")
     with pytest.raises(UserError, match=r"cluster c1 has no pool of n1-standard-8 \+ 1 × NVIDIA_TESLA_T4 \(its pools: n1-standard-4\)"):
-        VertexTarget(gpu, cluster_api=api, note=notes.append).preflight()
+        VertexTarget(gpu, Report(note=notes.append), cluster_api=api).preflight()
     with pytest.raises(UserError, match="no cluster c2"):
-        VertexTarget(planned("vertex", outputs, name="x", cluster="c2"), cluster_api=api, note=notes.append).preflight()
+        VertexTarget(planned("vertex", outputs, name="x", cluster="c2"), Report(note=notes.append), cluster_api=api).preflight()
     assert fake.creates() == []
 
 
@@ -132,8 +133,8 @@ def test_every_trial_of_a_tuning_job_on_a_cluster_carries_it(outputs_file, monke
             emulated_buckets(monkeypatch, [SAMPLE_OUTPUTS["buckets"]["staging"]]):
         fake = make()
         fake.clusters[f"{PARENT}/persistentResources/c1"] = _running("c1", {"machineType": "n1-standard-4"})
-        r = invoke(["tune", "--target", "vertex", "--outputs", str(outputs_file), "--python-package", "--image",
-                    EXECUTOR, "--name", "t-c1", "--cluster", "c1"])
+        r = invoke(["tune", "--target", "vertex", "--outputs", str(outputs_file), "--image", IMAGE, "--name", "t-c1",
+                    "--cluster", "c1"])
         assert r.exit_code == 0, r.output
     [(_, _, body)] = fake.posts()
     job = aiplatform_v1.HyperparameterTuningJob.from_json(json.dumps(body), ignore_unknown_fields=False)

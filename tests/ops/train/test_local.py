@@ -234,7 +234,7 @@ def test_worker_ignoring_sigterm_is_killed_after_the_grace_period(fake_trainer, 
 
 
 def test_default_run_folder_is_never_reused(monkeypatch, tmp_path):
-    from tpuctl.services.runs import spec
+    from tpuctl.services.runs import local, spec
 
     monkeypatch.setattr(spec, "timestamp", lambda: "20261122-030000")
     monkeypatch.chdir(tmp_path)
@@ -254,10 +254,10 @@ def test_default_run_folder_is_never_reused(monkeypatch, tmp_path):
         claimed = list(pool.map(lambda _: planned(claim=True), range(16)))
     assert len({c.model_dir for c in claimed}) == 16 and str(base / "20261122-030000") not in {c.model_dir for c in claimed}
     # a run that fails before writing anything gives its claimed folder back
-    spec.release(claimed[0])
+    local.release(claimed[0])
     assert not Path(claimed[0].model_dir).exists()
     (Path(claimed[1].model_dir) / "tpuctl-run.json").write_text("{}")
-    spec.release(claimed[1])
+    local.release(claimed[1])
     assert Path(claimed[1].model_dir).is_dir()   # not empty: kept
 
 

@@ -10,8 +10,6 @@ import time
 
 import pytest
 
-from ground import domain
-
 from clifixtures import error_line, invoke, invoke_as_process
 from loggingfakes import vertex_entry
 
@@ -46,9 +44,9 @@ def vertex_run(gcs, fake_vertex, tools, tmp_path, logging_api):
                         logs.add(vertex_entry(PROJECT, job_id, task, f"{task} line {i}", start + i, len(logs.entries)))
 
         fake = fake_vertex(on_state=on_state)
-        image = domain.VERTEX_TRAINING_IMAGES["cpu"].uri(None)
+        image = "us-docker.pkg.dev/my-project-1/team-images/trainer:7"
         proc = invoke_as_process(["train", "--target", "vertex", "--outputs", str(outputs), "--poll-seconds", "0.01",
-                                  "--python-package", "--image", image, "--name", NAME, "--workers", "2"],
+                                  "--image", image, "--name", NAME, "--workers", "2"],
                                  env={"TPUCTL_VERTEX_ENDPOINT": fake.url, "STORAGE_EMULATOR_HOST": url}, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
         [job] = fake.jobs
@@ -151,9 +149,9 @@ def test_a_vertex_run_shows_the_live_display_built_from_its_logs(gcs, fake_verte
 
     fake = fake_vertex(states=["JOB_STATE_PENDING", *["JOB_STATE_RUNNING"] * 5, "JOB_STATE_SUCCEEDED"],
                        on_state=on_state)
-    image = domain.VERTEX_TRAINING_IMAGES["cpu"].uri(None)
+    image = "us-docker.pkg.dev/my-project-1/team-images/trainer:7"
     proc = invoke_as_process(["train", "--target", "vertex", "--outputs", str(outputs), "--poll-seconds", "0.05",
-                              "--python-package", "--image", image, "--name", NAME],
+                              "--image", image, "--name", NAME],
                              env={"TPUCTL_VERTEX_ENDPOINT": fake.url, "STORAGE_EMULATOR_HOST": url,
                                   "TPUCTL_LOGGING_ENDPOINT": logs.url}, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

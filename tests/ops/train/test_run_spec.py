@@ -126,7 +126,7 @@ def test_both_searches_plan_the_run_train_plans_and_their_requests_carry_it(tmp_
     custom = vertex.build_custom_job(search).job_spec.worker_pool_specs[0].container_spec
     assert list(trial.args) == without_flags(list(custom.args), "learning_rate", "train_batch_size")
     assert dict(job.labels) == search.labels and job.trial_job_spec.service_account == search.service_account
-    trials = LocalTuningTarget(local_search, space, 2, seed=1).describe()["trials"]
+    trials = LocalTuningTarget(local_search.model_copy(update={"seed": 1}), search=space, trials=2).describe()["trials"]
     assert [t["model_dir"] for t in trials] == [f"{local_search.model_dir}/trial-{i}" for i in (1, 2)]
 
 

@@ -14,8 +14,8 @@ from google.cloud import aiplatform_v1
 
 from ground.errors import UserError
 from ground.outputs import read_outputs_file
-from tpuctl.services.runs import vertex
-from tpuctl.services.runs.flags import RunFlags
+from tpuctl.services.runs import targets, vertex
+from tpuctl.services.runs.target import Report
 from tpuctl.services.runs.vertex import VertexTarget
 
 from runfixtures import planned
@@ -65,13 +65,13 @@ def test_the_backup_is_in_the_run_folder_the_job_restarts_in(outputs, job):
 @pytest.mark.parametrize("text, seconds", [("10m", 600), ("2h", 7200), ("1h30m", 5400), ("7d", 604800),
                                            ("3600", 3600), ("1.5h", 5400)])
 def test_max_run_time_parses(text, seconds):
-    assert RunFlags.of(max_run_time=text).max_run_time.total_seconds() == seconds
+    assert targets.request("train", {"target": "vertex", "max_run_time": text}).options.max_run_time.total_seconds() == seconds
 
 
 @pytest.mark.parametrize("text", ["9m", "8d", "2 hours", "h", "", "1x", "-1h"])
 def test_max_run_time_out_of_range_or_malformed_is_one_line(text):
     with pytest.raises(UserError, match=r"^--max-run-time") as info:
-        RunFlags.of(max_run_time=text)
+        targets.request("train", {"target": "vertex", "max_run_time": text})
     assert "\n" not in str(info.value)
 
 
@@ -80,18 +80,18 @@ def test_the_preflight_estimates_and_checks_the_budget(outputs):
 
     # 2 replicas of n1-standard-4 at the stand-in catalogue's Spot prices (4 × $0.012 + 15 × $0.0015), 2 h.
     spot = planned("vertex", outputs, workers=2, name="spot-1", spot=True, max_run_time="2h", budget=5)
-    target = VertexTarget(spot, prices=fake_prices(), note=lambda _: None)
+    target = VertexTarget(spot, Report(note=lambda _: None), prices=fake_prices())
     target.preflight()
     assert target.estimate.spot and target.estimate.maximum == pytest.approx(2 * 0.0705 * 2)
     with pytest.raises(UserError, match=r"\$0\.28\b.*--budget \$0\.20\b"):
-        VertexTarget(spot.model_copy(update={"budget": 0.2}), prices=fake_prices(), note=lambda _: None).preflight()
+        VertexTarget(spot.model_copy(update={"budget": 0.2}), Report(note=lambda _: None), prices=fake_prices()).preflight()
 
 
 def test_spot_job_goes_through_the_real_client_to_the_endpoint(outputs, fake_vertex, monkeypatch, gcs):
     fake = fake_vertex()
     monkeypatch.setenv("TPUCTL_VERTEX_ENDPOINT", fake.url)
     spec = planned("vertex", outputs, workers=2, epochs=3, name="spot-1", spot=True, max_run_time="1h")
-    target = VertexTarget(spec, wait=False, say=lambda _: None, image_exists=lambda _: True)
+    target = VertexTarget(spec.model_copy(update={"wait": False}), Report(say=lambda _: None), image_exists=lambda _: True)
     with target.submit() as created:
         outcome = target.follow(created)
     assert outcome.state == "SUBMITTED" and outcome.name.endswith("/customJobs/1000")

@@ -1,5 +1,5 @@
-"""Which flag applies to which target is declared once, on the target (`flags`); a flag given to a target that
-does not take it is one line naming the targets that do, before anything is read or planned."""
+"""Which flag applies to which target is declared once, by the target's options model (a field of it); a flag given
+to a target that does not take it is one line naming the targets that do, before anything is read or planned."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from clifixtures import error_line, invoke
 SAMPLES = {
     "name": ("--name", "n1"), "parameter_servers": ("--parameter-servers", "1"), "verbose": ("--verbose", None),
     "region": ("--region", "us-central1"), "job_name": ("--name", "j1"), "image": ("--image", "img"),
-    "python_package": ("--python-package", None), "spot": ("--spot", None), "max_run_time": ("--max-run-time", "1h"),
+"spot": ("--spot", None), "max_run_time": ("--max-run-time", "1h"),
     "budget": ("--budget", "5"), "dry_run": ("--dry-run", None), "wait": ("--no-wait", None),
     "poll_seconds": ("--poll-seconds", "1"), "zone": ("--zone", "us-central1-a"), "keep": ("--keep", None),
     "recover": ("--recover", "0"), "zones": ("--zones", "us-central1-b"), "seed": ("--seed", "1"),

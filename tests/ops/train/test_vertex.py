@@ -1,11 +1,10 @@
 """`tpuctl train --target vertex` against a local stand-in for the Vertex AI REST API (real aiplatform_v1
-JobServiceClient, REST transport, TPUCTL_VERTEX_ENDPOINT) and gcp-storage-emulator for the staging upload."""
+JobServiceClient, REST transport, TPUCTL_VERTEX_ENDPOINT) and gcp-storage-emulator (nothing is staged: the job runs
+an image)."""
 
 from __future__ import annotations
 
-import io
 import json
-import tarfile
 
 import pytest
 from google.cloud.aiplatform_v1 import AcceleratorType, CustomJob
@@ -25,6 +24,9 @@ OUTPUTS = {
     "labels": {"app": "tpuctl", "env": "test"},
 }
 CREATE_PATH = f"/v1/projects/{PROJECT}/locations/us-central1/customJobs"
+#: An image tpuctl did not build (--image): Vertex AI's to find, so no registry is asked (the trainer's own image
+#: and its build: test_vertex_container.py).
+IMAGE = "us-docker.pkg.dev/my-project-1/team-images/trainer:7"
 
 
 @pytest.fixture
@@ -42,17 +44,8 @@ def vertex(gcs, fake_vertex, tmp_path, tools):
         def run(*args, **fake_kw):
             Ctx.fake = fake_vertex(**fake_kw)
             env = {"TPUCTL_VERTEX_ENDPOINT": Ctx.fake.url, "STORAGE_EMULATOR_HOST": url}
-            # the prebuilt-image route (--python-package); the trainer-image route: test_vertex_container.py.
-            # Every prebuilt image is past its end of availability (refused: test_vertex_container.py), so the
-            # route runs with the executor image named by --image: here the one the catalogue had chosen.
-            given = dict(zip(args, args[1:]))
-            try:
-                kind = domain.parse_accelerator(given.get("--accelerator", "cpu")).kind
-            except domain.DomainError:          # a bad --accelerator: the CLI's own refusal is under test
-                kind = "cpu"
-            image = domain.VERTEX_TRAINING_IMAGES[kind].uri(given.get("--region"))
             return invoke_as_process(["train", "--target", "vertex", "--outputs", str(outputs), "--poll-seconds",
-                                      "0.01", "--python-package", "--image", image, *args], env=env, cwd=tmp_path)
+                                      "0.01", "--image", IMAGE, *args], env=env, cwd=tmp_path)
 
         @staticmethod
         def staged():
@@ -61,18 +54,11 @@ def vertex(gcs, fake_vertex, tmp_path, tools):
     return Ctx
 
 
-def _package(job):
-    return {
-        "executorImageUri": None, "packageUris": [f"gs://{STAGING}/tpuctl/packages/{job}/tpuctl_trainer-0.1.0.tar.gz"],
-        "pythonModule": "trainer.task",
-    }
-
-
 ENV = [{"name": "TFHUB_CACHE_DIR", "value": "gs://tpuctl-my-project-1-hub-cache/model-cache"},
        {"name": "TF_USE_LEGACY_KERAS", "value": "1"}]
 
 
-def _expected(job, accelerator, pools, image, args):
+def _expected(job, accelerator, pools, args):
     body = {
         "displayName": job,
         "jobSpec": {
@@ -87,7 +73,7 @@ def _expected(job, accelerator, pools, image, args):
         body["jobSpec"]["workerPoolSpecs"].append({
             "machineSpec": machine,
             "replicaCount": str(replicas),
-            "pythonPackageSpec": {**_package(job), "executorImageUri": image, "args": args, "env": env},
+            "containerSpec": {"imageUri": IMAGE, "args": args, "env": env},
         })
     return body
 
@@ -101,7 +87,6 @@ def test_tpu_v3_8_job_body_upload_and_follow(vertex):
         "flowers-tpu", "tpu-v3-8",
         [({"machineType": "cloud-tpu", "acceleratorType": int(AcceleratorType.TPU_V3), "acceleratorCount": 8}, 1,
           ENV + [{"name": "TPU_NAME", "value": "local"}])],
-        "us-docker.pkg.dev/vertex-ai/training/tf-tpu.2-15.cp310:latest",
         ["--distribution_strategy", "tpu", "--data_dir", "gs://tpuctl-my-project-1-data",
          "--model_dir", "gs://tpuctl-my-project-1-artifacts/runs/flowers-tpu", "--train_epochs", "10"],
     )
@@ -112,15 +97,7 @@ def test_tpu_v3_8_job_body_upload_and_follow(vertex):
     assert states == ["JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"], proc.stdout
     assert ("console: https://console.cloud.google.com/agent-platform/locations/us-central1/training/1000"
             "?project=my-project-1") in proc.stdout
-    # The staged package is an sdist of trainer/ with tf-keras pinned to the image's TensorFlow.
-    assert vertex.staged() == ["tpuctl/packages/flowers-tpu/tpuctl_trainer-0.1.0.tar.gz"]
-    blob = vertex.storage.bucket(STAGING).blob(vertex.staged()[0]).download_as_bytes()
-    with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
-        names = tar.getnames()
-        requires = tar.extractfile("tpuctl_trainer-0.1.0/tpuctl_trainer.egg-info/requires.txt").read().decode()
-    assert "tpuctl_trainer-0.1.0/trainer/task.py" in names
-    assert not [n for n in names if "__pycache__" in n or n.startswith("tpuctl_trainer-0.1.0/tpuctl/")]
-    assert requires.split() == ["tf-keras~=2.15.0", "tensorflow-hub>=0.16"]
+    assert vertex.staged() == []       # the image carries the trainer: nothing is staged
 
 
 def test_two_t4_gpu_job_body(vertex):
@@ -130,7 +107,6 @@ def test_two_t4_gpu_job_body(vertex):
         "t4-pair", "gpu-t4x2",
         [({"machineType": "n1-standard-16", "acceleratorType": int(AcceleratorType.NVIDIA_TESLA_T4),
            "acceleratorCount": 2}, 1, ENV)],
-        "us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-17.py310:latest",
         ["--distribution_strategy", "gpu", "--num_gpus", "2", "--data_dir", "gs://tpuctl-my-project-1-data",
          "--model_dir", "gs://tpuctl-my-project-1-artifacts/runs/t4-pair"],
     )
@@ -148,7 +124,6 @@ def test_multi_worker_gpu_job_body_and_dry_run_equals_submitted(vertex):
     machine = {"machineType": "g2-standard-8", "acceleratorType": int(AcceleratorType.NVIDIA_L4), "acceleratorCount": 1}
     assert posted == _expected(
         "l4-cluster", "gpu-l4", [(machine, 1, ENV), (machine, 2, ENV)],
-        "us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-17.py310:latest",
         ["--distribution_strategy", "multi_worker", "--num_gpus", "1", "--data_dir", "gs://tpuctl-my-project-1-data",
          "--model_dir", "gs://tpuctl-my-project-1-artifacts/runs/l4-cluster", "--learning_rate", "0.01"],
     )
@@ -163,8 +138,7 @@ def test_tpu_v5e_uses_machine_type_and_topology_in_region(vertex):
     pool = json.loads(dry.stdout)["jobSpec"]["workerPoolSpecs"]
     assert len(pool) == 1
     assert pool[0]["machineSpec"] == {"machineType": "ct5lp-hightpu-4t", "tpuTopology": "2x2"}
-    assert pool[0]["pythonPackageSpec"]["executorImageUri"] == \
-        "us-docker.pkg.dev/vertex-ai/training/tf-tpu.2-15.cp310:latest"
+    assert pool[0]["containerSpec"]["imageUri"] == IMAGE
 
 
 def test_a_region_googles_table_does_not_list_is_a_warning_naming_the_tables_date(vertex):
@@ -220,7 +194,7 @@ def test_no_wait_submits_and_returns(vertex):
     body = vertex.fake.posts()[0][2]
     assert body["jobSpec"]["workerPoolSpecs"][0]["machineSpec"] == {"machineType": "n1-standard-4"}
     # cpu, the default on Vertex AI: the same strategy a local `-a cpu` run gets
-    assert body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["args"][:2] == ["--distribution_strategy", "cpu"]
+    assert body["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["args"][:2] == ["--distribution_strategy", "cpu"]
     assert "console: https://console.cloud.google.com/" in proc.stdout
 
 

@@ -1,10 +1,9 @@
 """`tpuctl train --target vertex` runs the trainer's own image (containerSpec) by default: the image URI follows
-the sources, the job carries the same args/env as the prebuilt-image route, a missing image is one line naming
-the command that builds it, and `--python-package` refuses a prebuilt image past its end of availability."""
+the sources, the job carries the same args/env as a job on an image the user names (--image), and a missing image is
+one line naming the command that builds it."""
 
 from __future__ import annotations
 
-import datetime
 import json
 
 import pytest
@@ -13,7 +12,7 @@ from google.cloud import aiplatform_v1
 from ground import domain
 from ground.errors import UserError
 from tpuctl.services import image
-from tpuctl.services.runs import spec, vertex
+from tpuctl.services.runs import vertex
 
 from buildfakes import FakeBuildCloud
 from clifixtures import invoke
@@ -32,8 +31,8 @@ OUTPUTS = {
 }
 
 
-#: An executor image the user names for the Python-package route (every prebuilt one is past its end of availability).
-EXECUTOR = "us-central1-docker.pkg.dev/my-project-1/team-images/executor:1"
+#: An image the user names (--image): the same program, built their way.
+THEIRS = "us-central1-docker.pkg.dev/my-project-1/team-images/their-trainer:1"
 
 
 @pytest.fixture
@@ -61,15 +60,14 @@ def _dry_run(outputs_file, *args):
 @pytest.mark.parametrize("accelerator, variant", [("cpu", "cpu"), ("gpu-t4x2", "gpu"), ("tpu-v5e-4", "tpu")])
 def test_default_job_runs_the_trainer_image_with_the_same_args_and_env(outputs_file, accelerator, variant):
     _, job = _dry_run(outputs_file, "--accelerator", accelerator, "--epochs", "3")
-    _, legacy = _dry_run(outputs_file, "--accelerator", accelerator, "--epochs", "3", "--python-package",
-                         "--image", EXECUTOR)
-    pool, old = job.job_spec.worker_pool_specs[0], legacy.job_spec.worker_pool_specs[0]
+    _, named = _dry_run(outputs_file, "--accelerator", accelerator, "--epochs", "3", "--image", THEIRS)
+    pool, other = job.job_spec.worker_pool_specs[0], named.job_spec.worker_pool_specs[0]
     tag = image.image_tag(variant)
     assert pool.container_spec.image_uri == f"{REGION}-docker.pkg.dev/{PROJECT}/team-images/trainer-{variant}:{tag}"
-    assert list(pool.container_spec.args) == list(old.python_package_spec.args)
-    assert list(pool.container_spec.env) == list(old.python_package_spec.env)
-    assert not pool.python_package_spec.package_uris    # nothing to upload: the code is in the image
-    assert pool.machine_spec == old.machine_spec
+    assert other.container_spec.image_uri == THEIRS
+    assert list(pool.container_spec.args) == list(other.container_spec.args) and "--train_epochs" in pool.container_spec.args
+    assert list(pool.container_spec.env) == list(other.container_spec.env)
+    assert pool.machine_spec == other.machine_spec
 
 
 def test_a_missing_image_is_one_line_naming_the_build_command_and_nothing_is_submitted(outputs_file, clouds):
@@ -91,19 +89,6 @@ def test_a_missing_image_is_one_line_naming_the_build_command_and_nothing_is_sub
     assert "uploaded trainer package" not in r.stdout
 
 
-def test_prebuilt_image_past_its_end_of_availability_is_refused_and_warned_before():
-    img = domain.TrainingImage("tf-cpu.2-17.py310", "2.17", end_of_availability=datetime.date(2026, 6, 1))
-    with pytest.raises(UserError, match=r"end of availability\b.*\b2026-06-01\b.*--python-package"):
-        spec.check_availability(img, datetime.date(2026, 6, 1))
-    said: list[str] = []
-    spec.check_availability(img, datetime.date(2026, 3, 10), said.append)     # 83 days before
-    assert len(said) == 1 and "end of availability" in said[0] and "2026-06-01" in said[0], said
-    spec.check_availability(img, datetime.date(2025, 12, 1), said.append)     # far ahead: silent
-    unknown = domain.TrainingImage("tf-cpu.2-17.py310", "2.17")
-    spec.check_availability(unknown, datetime.date(2030, 1, 1), said.append)  # no date in the catalogue
-    assert len(said) == 1
-
-
 def test_a_parameter_server_job_is_sent_with_a_ps_pool(outputs_file, clouds):
     fake, registry = clouds
     registry.tags.add(image.image_ref(None, "cpu", project=PROJECT, region=REGION, repository="team-images").uri)
@@ -115,37 +100,6 @@ def test_a_parameter_server_job_is_sent_with_a_ps_pool(outputs_file, clouds):
     pools = sent.job_spec.worker_pool_specs
     assert [p.replica_count for p in pools] == [1, 3, 2]      # chief (coordinator), workers, ps
     assert all(list(p.container_spec.args[:2]) == ["--distribution_strategy", "parameter_server"] for p in pools)
-
-
-def _refused(outputs_file, *args):
-    r = invoke(["train", "--target", "vertex", "--outputs", outputs_file, "--name", "j3", "--dry-run", *args])
-    assert r.exit_code == 2 and r.stdout == "", r.output
-    [line] = r.stderr.splitlines()
-    return line
-
-
-@pytest.mark.parametrize("accelerator, end", [("cpu", "2026-07-11"), ("gpu-t4", "2026-07-11"), ("tpu-v3-8", "2025-10-23")])
-def test_python_package_on_a_prebuilt_image_is_refused_past_googles_end_of_availability(outputs_file, accelerator, end):
-    # Google's supported-frameworks table: both prebuilt TensorFlow training images are past their end of
-    # availability (2026-11-24), so the route would submit jobs Vertex AI rejects
-    line = _refused(outputs_file, "--python-package", "--accelerator", accelerator)
-    assert "end of availability" in line and end in line and "--image" in line, line
-    _, job = _dry_run(outputs_file, "--python-package", "--accelerator", accelerator, "--image", EXECUTOR)
-    assert job.job_spec.worker_pool_specs[0].python_package_spec.executor_image_uri == EXECUTOR
-
-
-def test_python_package_on_tpu_v5e_is_refused_whatever_the_date(outputs_file):
-    # "Prebuilt containers for TPU v5e are not available": tf-tpu.2-15 was never a v5e image
-    line = _refused(outputs_file, "--python-package", "--accelerator", "tpu-v5e-4")
-    assert line.startswith("error: ") and "prebuilt" in line and "TPU v5e (tpu-v5e-4)" in line, line
-    from ground.outputs import parse_outputs
-
-    outputs = parse_outputs(OUTPUTS)
-    # before the images' end of availability v5e is refused all the same; v3 gets the TPU image
-    with pytest.raises(UserError, match=r"\bprebuilt\b.*\bTPU v5e\b"):
-        planned("vertex", outputs, accelerator="tpu-v5e-4", python_package=True, today=datetime.date(2025, 1, 1))
-    job = planned("vertex", outputs, accelerator="tpu-v3-8", python_package=True, today=datetime.date(2025, 1, 1))
-    assert job.image == "us-docker.pkg.dev/vertex-ai/training/tf-tpu.2-15.cp310:latest"
 
 
 def test_an_unverified_quota_metric_google_does_not_list_is_a_note_not_a_refusal(monkeypatch, tmp_path):

@@ -31,11 +31,8 @@ def test_machine_spec_table_matches_the_catalogue():
     for name in expected_names:
         accel = domain.parse_accelerator(name)
         spec = vertex.machine_spec(accel)
-        strategy = f"`{spec_module.strategy('vertex', accel, 1, 0)}`" + (f" `--num_gpus {accel.gpu_count}`" if accel.kind == "gpu" else "")
-        try:
-            image = f"`{domain.prebuilt_training_image(accel).name}`"
-        except domain.DomainError:          # Google publishes no prebuilt image for it (TPU v5e)
-            image = f"– (none for {accel.tpu.generation})"
+        strategy = f"`{spec_module.strategy(accel, 1, 0)}`" + (f" `--num_gpus {accel.gpu_count}`" if accel.kind == "gpu" else "")
+        image = f"`trainer-{vertex.VertexTarget.image_variant(accel)}`"
         assert rows[name] == [
             f"`{spec['machine_type']}`", _cell(spec.get("accelerator_type")), _cell(spec.get("accelerator_count")),
             _cell(spec.get("tpu_topology")), image, strategy,

@@ -10,7 +10,6 @@ import time
 
 import pytest
 
-from ground import domain
 from tpuctl.services.runs import records as runs
 
 from clifixtures import invoke, invoke_as_process, shown_rows
@@ -49,9 +48,9 @@ def test_runs_show_prints_a_vertex_runs_timings(gcs, fake_vertex, tools, tmp_pat
 
     fake = fake_vertex(states=["JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"],
                        on_state=on_state)
-    image = domain.VERTEX_TRAINING_IMAGES["cpu"].uri(None)
+    image = "us-docker.pkg.dev/my-project-1/team-images/trainer:7"
     proc = invoke_as_process(["train", "--target", "vertex", "--outputs", str(outputs), "--poll-seconds", "0.5",
-                              "--python-package", "--image", image, "--name", NAME],
+                              "--image", image, "--name", NAME],
                              env={"TPUCTL_VERTEX_ENDPOINT": fake.url, "STORAGE_EMULATOR_HOST": url}, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "not recorded" not in proc.stderr, proc.stderr
@@ -90,9 +89,9 @@ def test_a_run_record_that_cannot_be_written_is_one_note_and_the_run_succeeds(gc
     outputs = tmp_path / "outputs.json"
     outputs.write_text(json.dumps(OUTPUTS))
     fake = fake_vertex()
-    image = domain.VERTEX_TRAINING_IMAGES["cpu"].uri(None)
+    image = "us-docker.pkg.dev/my-project-1/team-images/trainer:7"
     proc = invoke_as_process(["train", "--target", "vertex", "--outputs", str(outputs), "--poll-seconds", "0.01",
-                              "--python-package", "--image", image, "--name", NAME],
+                              "--image", image, "--name", NAME],
                              env={"TPUCTL_VERTEX_ENDPOINT": fake.url, "STORAGE_EMULATOR_HOST": url}, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     notes = [line for line in proc.stderr.splitlines() if "the run's times were not recorded" in line]

@@ -9,8 +9,7 @@ from datetime import timedelta
 import pytest
 
 from ground.errors import UserError
-from tpuctl.services.runs import cost
-from tpuctl.services.runs.flags import RunFlags
+from tpuctl.services.runs import cost, targets
 
 from billingfakes import FakeCatalog, fake_prices
 from clifixtures import error_line, invoke
@@ -103,7 +102,7 @@ def test_budget_refuses_a_maximum_above_it_and_an_unknown_maximum():
         cost.check_budget(unknown, 100.0)
     for bad in (0.0, -1.0, float("nan"), float("inf"), 1e7):      # the flag's own bounds, checked with the flags
         with pytest.raises(UserError, match="--budget"):
-            RunFlags.of(budget=bad)
+            targets.request("train", {"target": "vertex", "budget": bad})
 
 
 def test_tune_dry_run_prints_the_estimate_and_budget_refuses_in_one_line(outputs_file, catalog):

@@ -51,7 +51,7 @@ def fake_trainer(monkeypatch, tmp_path):
 
 def _tune(data, model_dir, seed):
     return tuning.run_local_tuning(planned(data_dir=str(data), model_dir=str(model_dir), plan_as="tune"), SPEC, trials=2,
-                                   seed=seed, echo=lambda _m: None)
+                                   seed=seed)
 
 
 def test_a_backup_made_with_other_hyperparameters_is_never_resumed(fake_trainer, tmp_path):

@@ -20,8 +20,8 @@ from clifixtures import error_line, invoke
 from runfixtures import planned
 
 HP = aiplatform_v1.HyperparameterTuningJob
-#: --python-package needs a named executor image: every prebuilt one is past its end of availability (issue 26).
-EXECUTOR = "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest"
+#: An image tpuctl did not build (--image): Vertex AI's to find, so no registry is asked.
+IMAGE = "us-docker.pkg.dev/my-project-1/team-images/trainer:7"
 
 
 def _strict(text: str):
@@ -86,7 +86,8 @@ def test_tuned_flags_are_left_to_the_study(tmp_path, outputs_file):
     result = invoke(["tune", "--target", "vertex", "--outputs", outputs_file, "--dry-run", "--spec", spec, "--epochs", "9"])
     assert result.exit_code == 0, result.stderr
     job = _strict(result.stdout)
-    args = list(job.trial_job_spec.worker_pool_specs[0].python_package_spec.args)
+    args = list(job.trial_job_spec.worker_pool_specs[0].container_spec.args)
+    assert "--data_dir" in args                                      # the trial's arguments, read back
     assert "--train_epochs" not in args and "--model" not in args   # the study passes them per trial
     ids = {p.parameter_id: p for p in job.study_spec.parameters}
     assert ids["train_epochs"].integer_value_spec.max_value == 4
@@ -97,7 +98,7 @@ def test_tuned_flags_are_left_to_the_study(tmp_path, outputs_file):
 
 def test_submit_sends_the_strict_request_with_the_real_client(outputs_file, fake_tuning, gcs):
     fake = fake_tuning()
-    result = invoke(["tune", "--target", "vertex", "--outputs", outputs_file, "--python-package", "--image", EXECUTOR, "--name", "t2", "--spot", "--max-run-time", "90m",
+    result = invoke(["tune", "--target", "vertex", "--outputs", outputs_file, "--image", IMAGE, "--name", "t2", "--spot", "--max-run-time", "90m",
                      "--trials", "3"])
     assert result.exit_code == 0, result.stderr
     [(_, path, body)] = fake.posts()
@@ -108,8 +109,8 @@ def test_submit_sends_the_strict_request_with_the_real_client(outputs_file, fake
     assert scheduling.strategy.name == "SPOT" and scheduling.restart_job_on_worker_restart
     assert scheduling.timeout.total_seconds() == 5400
     assert "projects/my-project-1/locations/us-central1/hyperparameterTuningJobs/7000" in result.stdout
-    staged = [b.name for b in gcs.list_blobs("tpuctl-my-project-1-staging")]
-    assert staged == ["tpuctl/packages/t2/tpuctl_trainer-0.1.0.tar.gz"]
+    assert sent.trial_job_spec.worker_pool_specs[0].container_spec.image_uri == IMAGE
+    assert [b.name for b in gcs.list_blobs("tpuctl-my-project-1-staging")] == []     # nothing staged
 
 
 def _trial(tid, lr, batch, acc=None, state="SUCCEEDED"):
@@ -123,7 +124,7 @@ def _trial(tid, lr, batch, acc=None, state="SUCCEEDED"):
 def test_status_ranks_trials_from_the_endpoint_and_names_the_best_export(outputs_file, fake_tuning, gcs):
     fake = fake_tuning(trials=[_trial("1", 0.01, "32", 0.71), _trial("2", 0.003, "16", 0.93),
                                _trial("3", 0.05, "64", None, state="ACTIVE"), _trial("4", 0.0002, "64", 0.42)])
-    submitted = invoke(["tune", "--target", "vertex", "--outputs", outputs_file, "--python-package", "--image", EXECUTOR, "--name", "t3"])
+    submitted = invoke(["tune", "--target", "vertex", "--outputs", outputs_file, "--image", IMAGE, "--name", "t3"])
     assert submitted.exit_code == 0, submitted.stderr
     name = next(iter(fake.jobs))
     result = invoke(["tune", "status", name])
@@ -157,7 +158,7 @@ def test_local_tuning_runs_real_trials_and_ranks_them_by_the_trainer_metric(trai
     opts = planned(epochs=1, model_dir=str(tmp_path / "tune"), plan_as="tune",
                    trainer_args=("--steps_per_epoch", "10", "--seed", "1", "--validation_batch_size", "64"))
     log = io.StringIO()
-    base, rows = tuning_local.run_local_tuning(opts, spec, trials=2, echo=lambda m: None, out=log, err=io.StringIO())
+    base, rows = tuning_local.run_local_tuning(opts, spec, trials=2, out=log, err=io.StringIO())
     assert base == str(tmp_path / "tune") and len(rows) == 2
     assert all(r.state == "SUCCEEDED" for r in rows), log.getvalue()[-3000:]
     for row in rows:

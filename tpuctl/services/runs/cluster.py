@@ -66,7 +66,7 @@ def plan_cluster(name: str, outputs: StackOutputs | None, *, accelerator: str, r
     outputs = require_outputs(outputs, "cluster create")
     project = outputs.require("project")
     region = region or outputs.require("region", "pass --region")
-    accel = domain.parse_accelerator(accelerator)
+    accel = domain.vertex_accelerator(accelerator)
     warning = domain.check_accelerator_region(accel, region)      # a region not for training: DomainError
     if warning and echo is not None:
         echo(warning)
@@ -156,7 +156,7 @@ def declared_cluster_lines(settings, *, prices=None) -> list[str]:
     if settings is None or not settings.training_cluster:
         return []
     name, accelerator, replicas = domain.parse_training_cluster(settings.training_cluster)
-    pools = [{"machine_spec": machine_spec(domain.parse_accelerator(accelerator)), "replica_count": replicas}]
+    pools = [{"machine_spec": machine_spec(domain.vertex_accelerator(accelerator)), "replica_count": replicas}]
     found = cost.estimate_pools(pools, settings.region, prices=prices)
     price = (f"${found.hourly:.4f}/h while it exists (${found.hourly * 24:.2f} a day), jobs or not"
              if found.hourly is not None else "unknown: " + "; ".join(found.missing))

@@ -20,7 +20,7 @@ from cloud.google import aiplatform_v1, json_format
 from ground.durations import format_exact
 from ground.errors import DomainError, UserError
 from tpuctl.services.prices import load_prices, tpu_vm_hourly, vertex_replica_hourly
-from tpuctl.services.runs.flags import MAX_RUN_TIME
+from tpuctl.services.runs.request import MAX_RUN_TIME
 
 #: What Vertex AI applies when no timeout is set: the bound a cost maximum is computed for.
 DEFAULT_RUN_TIME = MAX_RUN_TIME

@@ -1,4 +1,4 @@
-"""The local target: a planned run (``spec.RunSpec``) as processes on this machine, exactly what a cloud worker runs:
+"""The local target: a planned run (``LocalRun``) as processes on this machine, exactly what a cloud worker runs:
 ``python -m trainer.task`` in the trainer environment, one process, or a chief + workers MultiWorkerMirrored cluster
 (or a coordinator + workers + parameter servers) on 127.0.0.1 with TF_CONFIG.
 
@@ -14,17 +14,27 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TextIO
+from typing import Any, ClassVar, Literal, TextIO
 
+from ground import domain
 from ground.envs import trainer_env
 from ground.errors import UserError
-from ground.storagepath import is_gs
-from tpuctl.services.data import ensure_demo_data
+from ground.files import printable
+from ground.storagepath import is_gs, normalized
+from tpuctl.services.data import demo_data_dir, ensure_demo_data, local_folder
 from tpuctl.services.runs import records
-from tpuctl.services.runs.spec import RunSpec, release
-from tpuctl.services.runs.target import SUCCEEDED, Outcome
+from tpuctl.services.runs.request import ClusterOptions, VerboseOptions
+from tpuctl.services.runs.spec import (
+    Planning,
+    RunSpec,
+    aip_folders,
+    check_local_name,
+    local_name,
+    refuse_finished,
+)
+from tpuctl.services.runs.target import SUCCEEDED, Outcome, Report
 from tpuctl.services.supervisor import (
     RunOutcome,
     Task,
@@ -125,22 +135,172 @@ def trainer_help() -> str:
     return proc.stdout
 
 
-@dataclass
-class LocalTarget:
-    """A planned local run. ``display`` filters and shows the trainer's output (``stdout_sink()``, ``stderr_sink()``,
-    ``on_message``, ``event(line)``, ``close()``, as the CLI's ``TrainDisplay``); without one the output goes through
-    unchanged (``out``/``err``: where; None: this process's stdout / stderr)."""
+class LocalOptions(ClusterOptions, VerboseOptions):
+    """``--target local``: a run of processes on this machine (its own flags: parameter servers, verbose)."""
+    target: Literal["local"] = "local"
 
+
+class LocalRun(RunSpec):
+    """A run on this machine."""
+    target: Literal["local"] = "local"
+    #: the demo dataset (made before the first run) is the data
+    demo_data: bool = False
+    #: this plan made the (empty) run folder; it is removed again if the run leaves it empty
+    claimed: bool = False
+
+
+def release(spec: LocalRun) -> None:
+    """Remove the run folder the plan made if the run left it empty (nothing half-created)."""
+    if spec.claimed:
+        try:
+            Path(spec.model_dir).rmdir()
+        except OSError:
+            pass  # not empty (the trainer wrote into it) or already gone
+
+
+def claim_fresh_dir(parent: Path, stem: str, what: str) -> str:
+    """``parent/<stem>``, suffixed ``-2``, ``-3``… if taken: a reused folder would resume its backup.
+
+    The folder is claimed by creating it (``mkdir`` fails if it exists), so runs (or tunes) started in the same
+    second never share one (checking for it first let three concurrent runs pick the same folder)."""
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"cannot create {parent} for the {what} ({err.strerror or err}); pass --model-dir") from None
+    n = 1
+    while True:
+        candidate = parent / (stem if n == 1 else f"{stem}-{n}")
+        try:
+            candidate.mkdir()
+            return str(candidate)
+        except FileExistsError:
+            n += 1
+        except OSError as err:
+            raise UserError(f"cannot create the {what} {candidate} ({err.strerror or err}); pass --model-dir") from None
+
+
+class LocalPlanning:
+    """The planning hooks of a run on this machine (``target.RunTarget``): a folder name, any accelerator the
+    catalogue knows (none: the machine decides), local folders (the demo dataset by default), a claimed run folder."""
     name: ClassVar[str] = "local"
-    flags: ClassVar[frozenset[str]] = frozenset({"parameter_servers", "verbose"})
+    options: ClassVar[type] = LocalOptions
+    Spec: ClassVar[type[RunSpec]] = LocalRun
+    notes: ClassVar[dict[str, str]] = {}
+    TPU_WORKERS: ClassVar[str] = "TPUStrategy runs one process per host: drop --workers"
 
-    spec: RunSpec
-    display: Any = None
-    note: Echo | None = None
+    @classmethod
+    def default_name(cls, command: str) -> str:
+        return local_name(command)
+
+    @classmethod
+    def check_name(cls, name: str) -> str:
+        return check_local_name(name)
+
+    @classmethod
+    def accelerator(cls, p: Planning) -> domain.Accelerator | None:
+        return domain.parse_accelerator(p.request.accelerator) if p.request.accelerator is not None else None
+
+    @classmethod
+    def place(cls, p: Planning, accel: domain.Accelerator | None, name: str) -> dict[str, Any]:
+        return {}
+
+    @classmethod
+    def data_dir(cls, p: Planning) -> tuple[str | None, dict[str, Any]]:
+        """The data folder (the stack's data bucket, else the demo dataset), and whether it is the demo's."""
+        data_dir = p.request.data_dir or (p.outputs.bucket_url("data") if p.outputs else None)
+        if data_dir is None:
+            return str(demo_data_dir()), {"demo_data": True}
+        if is_gs(data_dir):
+            return normalized(data_dir), {}
+        folder = local_folder(data_dir, "data folder", must_exist=False)
+        if not folder.is_dir():
+            raise UserError(f"data folder {printable(data_dir, 200)} does not exist (make one with `tpuctl data "
+                            "make-tfrecords`)")
+        return str(folder), {}
+
+    @classmethod
+    def hub_cache(cls, p: Planning) -> str | None:
+        return p.request.hub_cache_dir or (p.outputs.tfhub_cache_dir if p.outputs else None)
+
+    @classmethod
+    def check_plan(cls, p: Planning) -> None:
+        return None
+
+    @classmethod
+    def image(cls, p: Planning, accel: domain.Accelerator | None, name: str, code: str | None) -> dict[str, Any]:
+        return {}
+
+    @classmethod
+    def model_dir(cls, p: Planning, name: str) -> tuple[str, dict[str, Any]]:
+        """(the run's folder, ``claimed``: whether this plan made it). Default ``<artifacts>/runs/NAME`` for a run of a
+        stack, else ``./runs/NAME``. A folder that holds a finished run is refused: training again there would start
+        over at epoch 1 over its checkpoints; one that holds an interrupted run is continued (its backup)."""
+        request = p.request
+        artifacts = p.outputs.bucket_url("artifacts") if p.outputs else None
+        if request.model_dir:
+            if is_gs(request.model_dir):
+                return normalized(request.model_dir), {}
+            folder = local_folder(request.model_dir, "model folder", must_exist=False)
+            refuse_finished(str(folder))
+            return str(folder), {}
+        if artifacts:
+            return f"{artifacts}/runs/{name}", {}
+        return cls.run_folder(p, Path("runs").resolve(), name, given=request.name is not None)
+
+    @staticmethod
+    def run_folder(p: Planning, base: Path, name: str, *, given: bool) -> tuple[str, dict[str, Any]]:
+        """``base/NAME``: a fresh timestamped folder (suffixed if taken) when the name was not given, else the
+        named one (continued when it holds an interrupted run); claimed by making it unless ``p.claim`` is off."""
+        if not given:       # a fresh timestamped folder, suffixed if taken
+            if not p.claim:
+                return str(base / name), {}
+            return claim_fresh_dir(base, name, "model folder"), {"claimed": True}
+        folder = base / name
+        refuse_finished(str(folder))
+        if folder.exists() or not p.claim:
+            return str(folder), {}          # an interrupted run: continued from its backup
+        try:
+            folder.mkdir(parents=True)
+        except FileExistsError:             # made in the meantime by another run of the same name: continued
+            return str(folder), {}
+        except OSError as err:
+            raise UserError(f"cannot create the model folder {folder} ({err.strerror or err})") from None
+        return str(folder), {"claimed": True}
+
+    @classmethod
+    def code_dir(cls, code: str) -> str:
+        return code
+
+    @classmethod
+    def environment(cls, p: Planning, accel: domain.Accelerator | None, name: str, program: tuple[str, ...],
+                    model_dir: str) -> dict[str, str]:
+        """Vertex AI's output folders for the user's program (as a Vertex AI job gets them:
+        CustomJobSpec.base_output_directory's <base>/model/, <base>/checkpoints/, <base>/logs/), and the TPU
+        runtime's variables on a TPU (attached to this machine)."""
+        env = aip_folders(model_dir) if program else {}
+        if accel is not None and accel.tpu is not None:
+            env["TPU_NAME"] = "local"
+            env.update(domain.tpu_runtime_env(accel.tpu.generation))
+        return env
+
+
+@dataclass
+class LocalTarget(LocalPlanning):
+    """A planned local run. The report's ``display`` filters and shows the trainer's output (``stdout_sink()``,
+    ``stderr_sink()``, ``on_message``, ``event(line)``, ``close()``, as the CLI's ``TrainDisplay``); without one the
+    output goes through unchanged (``out``/``err``: where; None: this process's stdout / stderr)."""
+
+    spec: LocalRun
+    report: Report = field(default_factory=Report)
     out: TextIO | None = None
     err: TextIO | None = None
     #: a line on the display when each process starts (a tuning trial shows only its own line)
     say_started: bool = True
+    display: Any = None
+
+    def __post_init__(self) -> None:
+        if self.display is None:
+            self.display = self.report.new_display()
 
     def preflight(self) -> None:
         """The trainer environment is there (else one line, and the folder the plan made is given back)."""
@@ -149,12 +309,12 @@ class LocalTarget:
         except UserError:
             release(self.spec)
             raise
-        if self.note is not None:
-            if self.spec.data_dir is not None:
-                self.note(f"{'demo dataset' if self.spec.demo_data else 'data'}: {self.spec.data_dir}")
-            if self.spec.command:
-                self.note(f"your program: {' '.join(self.spec.command)} (in {self.spec.code})")
-            self.note(f"model dir: {self.spec.model_dir}")
+        note = self.report.note
+        if self.spec.data_dir is not None:
+            note(f"{'demo dataset' if self.spec.demo_data else 'data'}: {self.spec.data_dir}")
+        if self.spec.command:
+            note(f"your program: {' '.join(self.spec.command)} (in {self.spec.code})")
+        note(f"model dir: {self.spec.model_dir}")
 
     def describe(self) -> dict[str, Any]:
         """The processes the run starts (each also gets TF_CONFIG with a free port on 127.0.0.1 per task)."""
@@ -172,7 +332,7 @@ class LocalTarget:
         started = time.time()
         try:
             if self.spec.demo_data:
-                ensure_demo_data(self.note)
+                ensure_demo_data(self.report.note)
             yield started
         except BaseException as exc:
             release(self.spec)

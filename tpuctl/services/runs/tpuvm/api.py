@@ -19,8 +19,9 @@ from ground.files import printable
 from ground.polling import poll
 from ground.storagepath import GsPath
 from tpuctl.services.runs import logs
+from tpuctl.services.runs.cloud import DEFAULT_MAX_WAIT
 from tpuctl.services.runs.records import RECOVERIES_FILE, RESULT_FILE, RecoveriesRecord
-from tpuctl.services.runs.spec import DEFAULT_MAX_WAIT, DEFAULT_TPU_VM_RUN_TIME, RunSpec
+from tpuctl.services.runs.tpuvm.plan import DEFAULT_TPU_VM_RUN_TIME, TpuVmRun
 from tpuctl.services.runs.tpuvm.script import HOST_STATUS_DIR, api_version, build_queued_resource, v2alpha1_body
 from tpuctl.services.supervisor import signal_handlers
 
@@ -36,11 +37,11 @@ GONE_STATES = frozenset({"SUSPENDING", "SUSPENDED", "DELETING"})
 Progress = Callable[[str], None]
 
 
-def queued_resource_name(run: RunSpec) -> str:
+def queued_resource_name(run: TpuVmRun) -> str:
     return f"{run.parent}/queuedResources/{run.name}"
 
 
-def result_uri(run: RunSpec) -> str:
+def result_uri(run: TpuVmRun) -> str:
     return f"{run.model_dir}/{RESULT_FILE}"
 
 # --------------------------------------------------------------------------------------------
@@ -93,7 +94,7 @@ class Created:
     """What this process created, so every exit path deletes exactly that."""
     def __init__(self) -> None:
         self.maybe = False     # a create call was sent (it may have succeeded even if we never saw the answer)
-        self.run: RunSpec | None = None   # the slice that call was for (a recovery may use another zone)
+        self.run: TpuVmRun | None = None   # the slice that call was for (a recovery may use another zone)
 
 
 def delete_resource(client, name: str) -> str | None:
@@ -118,7 +119,7 @@ def _api_message(exc) -> str:
     return " ".join(str(message if isinstance(message, str) else exc.message or exc).split())
 
 
-def create_and_wait(client, run: RunSpec, *, progress: Progress, created: Created | None = None,
+def create_and_wait(client, run: TpuVmRun, *, progress: Progress, created: Created | None = None,
                     poll_seconds: float = DEFAULT_POLL_SECONDS, timeout: float = DEFAULT_PROVISION_TIMEOUT,
                     sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic):
     """Create the queued resource and wait until it is ACTIVE; returns it. Raises UserError when the API
@@ -164,7 +165,7 @@ def create_and_wait(client, run: RunSpec, *, progress: Progress, created: Create
                        clock=clock)
 
 
-def create_v2alpha1(run: RunSpec) -> None:
+def create_v2alpha1(run: TpuVmRun) -> None:
     """Create the queued resource through the v2alpha1 REST API (``script.v2alpha1_body``: Autocheckpoint, and
     flex-start's fields the google-cloud-tpu client has no type for, so no client method can send them; one route for
     both); an error answer raises the
@@ -178,7 +179,7 @@ def create_v2alpha1(run: RunSpec) -> None:
         raise api_exceptions.from_http_response(response)
 
 
-def wait_active(client, run: RunSpec, *, progress: Progress, poll_seconds: float = DEFAULT_POLL_SECONDS,
+def wait_active(client, run: TpuVmRun, *, progress: Progress, poll_seconds: float = DEFAULT_POLL_SECONDS,
                 timeout: float = DEFAULT_PROVISION_TIMEOUT, sleep: Callable[[float], None] = time.sleep,
                 clock: Callable[[], float] = time.monotonic):
     """Wait until the queued resource is ACTIVE (each phase said once); returns it."""
@@ -221,7 +222,7 @@ def wait_active(client, run: RunSpec, *, progress: Progress, poll_seconds: float
         raise
 
 
-def earlier_outputs(storage, run: RunSpec) -> dict[str, int]:
+def earlier_outputs(storage, run: TpuVmRun) -> dict[str, int]:
     """The generations of the result.json and host reports already in the model folder before this launch
     (an earlier run's: the trainer keeps a finished run's result.json until the next one replaces it), so
     :func:`follow` waits for this run's, not an old one. Keyed by object name."""
@@ -237,7 +238,7 @@ def earlier_outputs(storage, run: RunSpec) -> dict[str, int]:
     return found
 
 
-def _read_result(storage, run: RunSpec, earlier: dict[str, int] | None = None) -> dict[str, Any] | None:
+def _read_result(storage, run: TpuVmRun, earlier: dict[str, int] | None = None) -> dict[str, Any] | None:
     result = GsPath.parse(result_uri(run))
     with clients.google_errors(f"reading {result}",
                                forbidden=f"permission denied reading {result_uri(run)}: you need storage.objects.get "
@@ -260,7 +261,7 @@ def _read_result(storage, run: RunSpec, earlier: dict[str, int] | None = None) -
 HOST_GONE_CODES = frozenset({"143", "preempted"})
 
 
-def _host_failures(storage, run: RunSpec, earlier: dict[str, int] | None = None) -> list[tuple[str, str]]:
+def _host_failures(storage, run: TpuVmRun, earlier: dict[str, int] | None = None) -> list[tuple[str, str]]:
     """The hosts whose exit file says something else than 0: ``(host, what it says)``, sorted."""
     hosts = GsPath.parse(run.model_dir).join(HOST_STATUS_DIR)
     failures = []
@@ -275,7 +276,7 @@ def _host_failures(storage, run: RunSpec, earlier: dict[str, int] | None = None)
     return sorted(failures)
 
 
-def _node_gone(client, run: RunSpec, notes: set[str], progress: Progress) -> str | None:
+def _node_gone(client, run: TpuVmRun, notes: set[str], progress: Progress) -> str | None:
     """What the slice's node says when its hosts are gone (state PREEMPTED/TERMINATED, health UNHEALTHY_MAINTENANCE:
     domain.TPU_VM_NODE_GONE_*), else None. Reading the node only adds to what the queued resource says: a node not
     found or an error is no news (a refused read is noted once and not tried again)."""
@@ -299,7 +300,7 @@ def _node_gone(client, run: RunSpec, notes: set[str], progress: Progress) -> str
     return None
 
 
-def follow(client, storage, run: RunSpec, *, progress: Progress, poll_seconds: float = DEFAULT_POLL_SECONDS,
+def follow(client, storage, run: TpuVmRun, *, progress: Progress, poll_seconds: float = DEFAULT_POLL_SECONDS,
            timeout: float = DEFAULT_RUN_TIMEOUT, sleep: Callable[[float], None] = time.sleep,
            clock: Callable[[], float] = time.monotonic, earlier: dict[str, int] | None = None,
            check: Callable[[], None] | None = None) -> dict[str, Any]:
@@ -357,7 +358,7 @@ def follow(client, storage, run: RunSpec, *, progress: Progress, poll_seconds: f
 FAILED_HOST_LINES = 20
 
 
-def host_failed(run: RunSpec, listed: str, host: str, progress: Progress) -> UserError:
+def host_failed(run: TpuVmRun, listed: str, host: str, progress: Progress) -> UserError:
     """The error of a host whose trainer failed, its last log lines (Cloud Logging: the container's output through
     the gcplogs driver) after the error line; logs that cannot be read are said in the error line itself, why."""
     index = host.removeprefix("worker-")
@@ -376,7 +377,7 @@ def host_failed(run: RunSpec, listed: str, host: str, progress: Progress) -> Use
                      details=tuple(line.text for line in lines))
 
 
-def last_backup(storage, run: RunSpec) -> float | None:
+def last_backup(storage, run: TpuVmRun) -> float | None:
     """When the trainer last wrote its preemption backup (epoch seconds of the newest object under
     ``<model_dir>/checkpoints/backup/``), or None when there is none."""
     backup = GsPath.parse(run.model_dir).join("checkpoints", "backup")
@@ -388,7 +389,7 @@ def last_backup(storage, run: RunSpec) -> float | None:
 
 
 
-def record_recoveries(storage, run: RunSpec, history: list[dict[str, Any]]) -> None:
+def record_recoveries(storage, run: TpuVmRun, history: list[dict[str, Any]]) -> None:
     """Write the run's recovery history to ``<model_dir>/tpuctl/recoveries.json`` (replaced whole each time)."""
     file = GsPath.parse(run.model_dir).join(RECOVERIES_FILE)
     record = RecoveriesRecord.model_validate({"run": run.name, "recoveries": history})   # as `runs` reads it
@@ -397,7 +398,7 @@ def record_recoveries(storage, run: RunSpec, history: list[dict[str, Any]]) -> N
             record.model_dump_json(indent=2, exclude_unset=True) + "\n", content_type="application/json")
 
 
-def delete_and_wait(client, run: RunSpec, *, poll_seconds: float, timeout: float,
+def delete_and_wait(client, run: TpuVmRun, *, poll_seconds: float, timeout: float,
                      sleep: Callable[[float], None], clock: Callable[[], float]) -> None:
     """Delete the queued resource and wait until it is gone (its name is free again in the zone)."""
     failed = delete_resource(client, queued_resource_name(run))

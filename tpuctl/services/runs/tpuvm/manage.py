@@ -10,8 +10,8 @@ from cloud.google import tpu_v2
 from ground import domain
 from ground.errors import UserError
 from ground.outputs import StackOutputs
-from tpuctl.services.runs.spec import stack_zone
 from tpuctl.services.runs.tpuvm.api import delete_resource, is_managed, node_labels, state_name, tpu_client
+from tpuctl.services.runs.tpuvm.plan import stack_zone
 
 # --------------------------------------------------------------------------------------------
 # list / delete: only what tpuctl created (labelled managed-by=tpuctl)

@@ -14,7 +14,7 @@ from ground import domain
 from ground.errors import UserError
 from ground.storagepath import GsPath
 from tpuctl.services.runs import records
-from tpuctl.services.runs.spec import RunSpec
+from tpuctl.services.runs.tpuvm.plan import TpuVmRun
 
 RUN_PLAN_FILE = "tpuctl/tpu-vm-run.json"
 #: A plan is a few kilobytes (the trainer's arguments); anything bigger is not tpuctl's.
@@ -22,10 +22,10 @@ MAX_PLAN_BYTES = 1 << 20
 
 
 class RunPlanRecord(BaseModel):
-    """The run as planned (its ``RunSpec``, written and read through the same model) and where its following is."""
+    """The run as planned (its ``TpuVmRun``, written and read through the same model) and where its following is."""
     model_config = ConfigDict(extra="forbid")
 
-    spec: RunSpec
+    spec: TpuVmRun
     #: the zones a preemption may re-queue the slice in (the run's first), after the quota pre-flight
     zones: list[str] = Field(max_length=100)
     #: the result and host reports that were in the model folder before the current slice was queued
@@ -40,7 +40,7 @@ class RunPlanRecord(BaseModel):
     provisioned: float | None = Field(None, ge=0, allow_inf_nan=False)
 
 
-def write_plan(storage, run: RunSpec, *, zones: list[str], earlier: dict[str, int], hourly_usd: float | None = None,
+def write_plan(storage, run: TpuVmRun, *, zones: list[str], earlier: dict[str, int], hourly_usd: float | None = None,
                active_since: float | None = None, submitted: float | None = None,
                provisioned: float | None = None) -> None:
     record = RunPlanRecord(spec=run, zones=zones, earlier=earlier, hourly_usd=hourly_usd, active_since=active_since,
@@ -72,12 +72,14 @@ def read_plan(storage, model_dir: str, name: str) -> RunPlanRecord:
     if spec.target != "tpu-vm" or spec.name != name or spec.model_dir != model_dir:
         raise UserError(f"{where} is the plan of run {spec.name} ({spec.model_dir}), not of {name}")
     domain.validate_tpu_vm_name(spec.name)
-    domain.parse_tpu_vm_accelerator(spec.accelerator or "")   # a slice tpuctl creates, or one line
+    if spec.accelerator is None:
+        raise UserError(f"{where} is not tpuctl's run plan (spec.accelerator: no slice)")
+    domain.tpu_vm_accelerator(spec.accelerator)     # a slice tpuctl creates, or one line
     for zone in record.zones:
         domain.validate_tpu_vm_zone(zone)
     return record
 
 
-def read_recoveries(storage, run: RunSpec) -> list[dict[str, Any]]:
+def read_recoveries(storage, run: TpuVmRun) -> list[dict[str, Any]]:
     """The run's recovery history so far (``recoveries.json``), validated; [] when it has none."""
     return records.recoveries(records.Run(run.name, run.model_dir, {}), storage_client=storage)

@@ -14,7 +14,7 @@ from cloud.google import json_format, tpu_v2, tpu_v2alpha1
 from ground import domain
 from ground.errors import UserError
 from tpuctl.services.runs.logs import RUN_LABEL, STARTUP_LOG, WORKER_LABEL
-from tpuctl.services.runs.spec import RunSpec
+from tpuctl.services.runs.tpuvm.plan import TpuVmRun
 
 #: Where every host reports how its trainer container ended: ``<model_dir>/HOST_STATUS_DIR/worker-<n>.exit``.
 HOST_STATUS_DIR = "tpuctl/hosts"
@@ -28,7 +28,7 @@ METADATA_URL = f"{METADATA_ROOT}/instance/attributes"
 STOP_TIMEOUT_SECONDS = 25
 
 
-def registry_host(run: RunSpec) -> str:
+def registry_host(run: TpuVmRun) -> str:
     """The registry of the run's image (the startup script logs Docker in to it)."""
     return (run.image or "").split("/", 1)[0]
 
@@ -71,7 +71,7 @@ LOG_LABELS = (RUN_LABEL, WORKER_LABEL)
 DOCKER_FAILED = 125
 
 
-def host_command(run: RunSpec, worker: ShellVar | str = WORKER, *, cloud_logging: bool = True) -> list[Word]:
+def host_command(run: TpuVmRun, worker: ShellVar | str = WORKER, *, cloud_logging: bool = True) -> list[Word]:
     """The ``docker run`` every TPU VM host runs, as shell words (``worker``: the host's index, the script's
     ``$WORKER`` on the VM). The container's output goes to Cloud Logging through Docker's ``gcplogs`` logging driver
     (https://docs.docker.com/engine/logging/drivers/gcplogs/, read 2026-11-27: on a Google Cloud VM it takes the
@@ -91,11 +91,11 @@ def host_command(run: RunSpec, worker: ShellVar | str = WORKER, *, cloud_logging
     return [*argv, run.image, *run.argv]
 
 
-def host_command_line(run: RunSpec, *, cloud_logging: bool = True) -> str:
+def host_command_line(run: TpuVmRun, *, cloud_logging: bool = True) -> str:
     return " ".join(shell_word(word) for word in host_command(run, cloud_logging=cloud_logging))
 
 
-def host_report(run: RunSpec) -> str:
+def host_report(run: TpuVmRun) -> str:
     """Where this host reports how its trainer ended (a shell word): ``<model_dir>/tpuctl/hosts/worker-$WORKER.exit``."""
     return shell_word((f"{run.model_dir}/{HOST_STATUS_DIR}/worker-", WORKER, ".exit"))
 
@@ -104,7 +104,7 @@ def host_report(run: RunSpec) -> str:
 PREEMPTION_WATCHER = "watch_preemption"
 
 
-def preemption_watcher(run: RunSpec) -> list[str]:
+def preemption_watcher(run: TpuVmRun) -> list[str]:
     """Bash lines defining ``watch_preemption``: a hanging GET of the metadata server's preemption flag
     (``domain.TPU_VM_PREEMPTED_METADATA_KEY``, ``wait_for_change=true``; asked again whenever it returns without
     TRUE, 5 s later when the server could not be read) that writes ``preempted`` as this host's report once the flag
@@ -135,13 +135,13 @@ LOG_WRITE_SECONDS = 60
 ENTRY = '"$entry"'
 
 
-def entry_format(run: RunSpec) -> str:
+def entry_format(run: TpuVmRun) -> str:
     """``printf``'s format of a failure line's JSON payload (``%s``: the escaped line, then the host's index): the
     ``message`` and ``container.metadata`` keys of the trainer container's gcplogs entries (``LOG_LABELS``)."""
     return json.dumps({"message": "%s", "container": {"metadata": {RUN_LABEL: run.name, WORKER_LABEL: "%s"}}})
 
 
-def failure_logger(run: RunSpec) -> list[str]:
+def failure_logger(run: TpuVmRun) -> list[str]:
     """Bash lines defining ``with_errors CMD…`` (runs CMD, its stderr passed on to the host's journal and its last
     ``ERROR_LINES`` lines kept in ``$ERRORS``) and ``log_failure WHAT STATUS`` (one line, with those stderr lines, to
     the journal and to Cloud Logging's ``STARTUP_LOG`` as a JSON entry labelled like the trainer's lines, through
@@ -180,7 +180,7 @@ def failure_logger(run: RunSpec) -> list[str]:
     ]
 
 
-def startup_script(run: RunSpec) -> str:
+def startup_script(run: TpuVmRun) -> str:
     """The startup script of every TPU VM of the slice: log Docker in, (Spot) watch for the host's preemption, run the
     trainer, report the exit status. What fails on the way (Docker's login, a container that does not start, the
     report) is one line in Cloud Logging beside the trainer's (``failure_logger``), written before the report, so a
@@ -224,7 +224,7 @@ def startup_script(run: RunSpec) -> str:
     ])
 
 
-def build_queued_resource(run: RunSpec):
+def build_queued_resource(run: TpuVmRun):
     """The real ``google.cloud.tpu_v2.QueuedResource`` for ``run``."""
     node = tpu_v2.Node(
         accelerator_type=run.slice.name,
@@ -246,14 +246,14 @@ def build_queued_resource(run: RunSpec):
     return resource
 
 
-def api_version(run: RunSpec) -> str:
+def api_version(run: TpuVmRun) -> str:
     """The Cloud TPU API version a run's queued resource is created with: v2, or v2alpha1 for what only v2alpha1 has
     (Autocheckpoint: ``Node.autocheckpoint_enabled``; flex-start: ``provisioningModel`` and ``runDuration``;
     ground/domain/capacity.py). It is read and deleted through v2 either way: one queued resource."""
     return "v2alpha1" if run.flex_start or run.autocheckpoint else "v2"
 
 
-def v2alpha1_body(run: RunSpec) -> dict[str, Any]:
+def v2alpha1_body(run: TpuVmRun) -> dict[str, Any]:
     """The v2alpha1 REST body: the v2 request re-read strictly as google-cloud-tpu's ``tpu_v2alpha1.QueuedResource``
     (every field tpuctl sets exists there), with ``tpu.nodeSpec[].node.autocheckpointEnabled`` (Autocheckpoint); for
     a flex-start slice its ``queueingPolicy.validUntilDuration`` the wait in this zone (--max-wait: past it Google
@@ -274,14 +274,14 @@ def v2alpha1_body(run: RunSpec) -> dict[str, Any]:
     return body
 
 
-def queued_resource_body(run: RunSpec) -> dict[str, Any]:
+def queued_resource_body(run: TpuVmRun) -> dict[str, Any]:
     """The queued resource as the REST API of ``api_version(run)`` spells it."""
     if api_version(run) == "v2alpha1":
         return v2alpha1_body(run)
     return json.loads(tpu_v2.QueuedResource.to_json(build_queued_resource(run)))
 
 
-def request_document(run: RunSpec) -> dict[str, Any]:
+def request_document(run: TpuVmRun) -> dict[str, Any]:
     """What ``--dry-run`` prints: the request as the REST API spells it, and the per-host command."""
     return {
         "apiVersion": api_version(run),

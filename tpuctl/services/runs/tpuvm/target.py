@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from bootstrap import quotas
 from cloud import clients
@@ -24,10 +24,9 @@ from ground.errors import EXIT_INTERRUPTED, UserError
 from ground.outputs import StackOutputs, require_outputs
 from ground.storagepath import GsPath
 from tpuctl.services.runs import cost, logs, records
-from tpuctl.services.runs.spec import RunSpec, gs_folder, refuse_finished
-from tpuctl.services.runs.target import SUCCEEDED, Outcome
+from tpuctl.services.runs.spec import refuse_finished
+from tpuctl.services.runs.target import SUCCEEDED, Outcome, Report
 from tpuctl.services.runs.tpuvm.api import (
-    DEFAULT_POLL_SECONDS,
     GONE_STATES,
     Created,
     Preempted,
@@ -46,6 +45,7 @@ from tpuctl.services.runs.tpuvm.api import (
     tpu_client,
     wait_active,
 )
+from tpuctl.services.runs.tpuvm.plan import TpuVmPlanning, TpuVmRun
 from tpuctl.services.runs.tpuvm.record import read_plan, read_recoveries, write_plan
 from tpuctl.services.runs.tpuvm.script import request_document
 from tpuctl.services.runs.tpuvm.spend import Spend
@@ -65,23 +65,48 @@ class Held:
     provisioned: float | None = None
 
 
-def check_quota(run: RunSpec, *, client=None, echo: Progress = print) -> int | None:
-    """The pre-flight of ``bootstrap.quotas.check_tpu_vm_room`` for this slice (before anything is created)."""
-    assert run.project is not None and run.zone is not None
+def _silent(_line: str) -> None:
+    """A note nobody asked to see (a pre-flight called without a report)."""
+
+
+def check_quota(run: TpuVmRun, *, client=None, echo: Progress = _silent) -> int | None:
+    """The slice's quota pre-flight (before anything is created): raise ``UserError`` when the zone's Cloud TPU quota
+    (on-demand, or Spot: flex-start draws on it too, "ensure you have sufficient preemptible quota to use Flex-start",
+    cloud.google.com/tpu/docs/request-using-flex-start, read 2026-11-27) is below what one slice needs. Returns the
+    limit, or None when it could not be read (a note says why and the run goes on: the Cloud TPU API enforces the
+    quota itself). A slice in a reservation is not checked."""
     if run.reservation is not None:
         echo("note: quota check skipped: a slice in a reservation uses reserved capacity (tpuctl does not read "
              "reservations; the Cloud TPU API checks it)")
         return None
-    # flex-start draws on the preemptible quota: "ensure you have sufficient preemptible quota to use Flex-start"
-    # (cloud.google.com/tpu/docs/request-using-flex-start, read 2026-11-27)
-    return quotas.check_tpu_vm_room(run.project, run.zone, run.slice, spot=run.preemptible_quota, client=client,
-                                    echo=echo)
+    spot = run.preemptible_quota
+    quota_id, units, unit = domain.tpu_vm_quota_need(run.slice, spot)
+    kind = "Spot" if spot else "on-demand"
+    generation = run.slice.generation
+    if quota_id is None:
+        echo(f"note: quota check skipped: tpuctl does not know the {kind} quota id of TPU {generation}")
+        return None
+
+    def lookup(c):
+        infos = quotas.quota_infos(run.project, domain.TPU_VM_QUOTA_SERVICE, c)
+        return next((i for i in infos if i.quota_id == quota_id),
+                    f"the Cloud TPU API lists no quota {quota_id} (renamed? please report it)")
+
+    got = quotas.preflight_limit(lookup, run.zone, dimension="zone", client=client, echo=echo)
+    if got is None:
+        return None
+    limit = got[1]
+    if 0 <= limit < units:   # -1: unlimited
+        raise UserError(
+            f"Cloud TPU {kind} quota {quota_id} in {run.zone} is {limit} {unit}, a {run.slice.name} slice needs "
+            f"{units}; " + quotas.tpu_vm_quota_fix(run.project, run.zone, quota_id, generation, units, spot), 1)
+    return limit
 
 
-def recovery_zones(run: RunSpec, *, client=None, echo: Progress = print) -> list[str]:
+def recovery_zones(run: TpuVmRun, *, client=None, echo: Progress = _silent) -> list[str]:
     """The zones a preempted slice may be re-queued in: the run's zone, then each of its ``zones`` whose quota
     pre-flight shows room for the slice (an unreadable quota is a note and the zone stays: the API enforces it)."""
-    order = [run.zone or ""]
+    order = [run.zone]
     for zone in run.zones:
         try:
             check_quota(run.model_copy(update={"zone": zone}), client=client,
@@ -94,21 +119,18 @@ def recovery_zones(run: RunSpec, *, client=None, echo: Progress = print) -> list
 
 
 @dataclass
-class TpuVmTarget:
-    """``run``: the planned slice (``spec.plan``, --target tpu-vm), its bounds included (--recover, --keep, --budget,
+class TpuVmTarget(TpuVmPlanning):
+    """``spec``: the planned slice (``targets.plan``, --target tpu-vm), its bounds included (--recover, --keep, --budget,
     --max-run-time, --max-wait). ``zones``: the zones a preempted slice may be re-queued in, the run's zone first
     (default: what ``preflight`` finds of the run's ``zones``). The spend is stopped at the run's budget
-    (``tpuvm.spend``). ``client``, ``storage``, ``prices`` (of the estimate), ``sleep``, ``clock`` and ``wall`` are
-    there for tests."""
+    (``tpuvm.spend``). The report's ``note`` takes the run's progress, its ``display`` host 0's protocol lines read
+    back from Cloud Logging. ``client``, ``storage``, ``prices`` (of the estimate), ``sleep``, ``clock`` and ``wall``
+    are there for tests."""
 
-    name: ClassVar[str] = "tpu-vm"
-    flags: ClassVar[frozenset[str]] = frozenset({"zone", "keep", "recover", "zones", "image", "spot", "budget",
-                                                 "poll_seconds", "max_run_time", "max_wait", "provisioning",
-                                                 "reservation", "autocheckpoint", "verbose"})
-
-    run: RunSpec
-    progress: Progress = print
-    poll_seconds: float = DEFAULT_POLL_SECONDS
+    spec: TpuVmRun
+    report: Report = field(default_factory=Report)
+    #: seconds between status reads (None: the run's --poll-seconds)
+    poll_seconds: float | None = None
     #: the zones a preempted slice may be re-queued in, the run's zone first (None: ``preflight`` finds them)
     zone_order: list[str] | None = None
     client: Any = None
@@ -130,29 +152,38 @@ class TpuVmTarget:
     prices: Any = None
     #: the run's record could not be written once (said in one note): not tried again
     unrecorded: bool = False
-    #: the live display (the CLI's TrainDisplay), fed with host 0's protocol lines read back from Cloud Logging
     display: Any = None
+
+    def __post_init__(self) -> None:
+        if self.poll_seconds is None:
+            self.poll_seconds = self.spec.poll_seconds
+        if self.display is None:
+            self.display = self.report.new_display()
+
+    @property
+    def progress(self) -> Progress:
+        return self.report.note
 
     @property
     def keep(self) -> bool:
-        return self.run.keep
+        return self.spec.keep
 
     @property
     def recover(self) -> int:
-        return self.run.recover
+        return self.spec.recover
 
     @property
     def budget(self) -> float | None:
-        return self.run.budget
+        return self.spec.budget
 
     @property
     def run_timeout(self) -> float:
         """The slices' training time in all (--max-run-time, default 24h)."""
-        return self.run.run_time.total_seconds()
+        return self.spec.run_time.total_seconds()
 
     @property
     def provision_timeout(self) -> float:
-        return self.run.wait_limit.total_seconds()
+        return self.spec.wait_limit.total_seconds()
 
     def preflight(self) -> None:
         """The cost for at most the run time and the slice's price the spend is counted with (--budget without a
@@ -160,13 +191,13 @@ class TpuVmTarget:
         said when the run was launched: nothing for ``attach``)."""
         if self.attach:
             return
-        assert self.run.zone is not None
-        estimate = cost.estimate_tpu_vm(self.run.slice, self.run.zone, spot=self.run.spot,
+        assert self.spec.zone is not None
+        estimate = cost.estimate_tpu_vm(self.spec.slice, self.spec.zone, spot=self.spec.spot,
                                         run_timeout=self.run_timeout, prices=self.prices,
                                         run_time_flag="--max-run-time")
-        if self.run.flex_start:
+        if self.spec.flex_start:
             estimate = cost.flex_start_estimate(estimate)
-        elif self.run.reservation is not None:
+        elif self.spec.reservation is not None:
             estimate = cost.with_reservation_note(estimate)
         for line in estimate.lines():
             self.progress(line)
@@ -177,30 +208,30 @@ class TpuVmTarget:
         elif self.budget is not None and (estimate.maximum or 0.0) > self.budget:
             self.progress(f"note: the run is stopped when its spend reaches --budget ${self.budget:.2f} (after "
                           f"{format_duration(self.budget / self.hourly * 3600)} of slice time at ${self.hourly:.4f}/h)")
-        check_quota(self.run, echo=self.progress)   # before anything is created; offline: a note
+        check_quota(self.spec, echo=self.progress)   # before anything is created; offline: a note
         if self.recover and self.zone_order is None:
-            self.zone_order = recovery_zones(self.run, echo=self.progress)
+            self.zone_order = recovery_zones(self.spec, echo=self.progress)
 
     def describe(self) -> dict[str, Any]:
-        return request_document(self.run)
+        return request_document(self.spec)
 
     @contextmanager
     def submit(self) -> Iterator[Held]:
         """Delete what was created when the run ends, fails or is interrupted (``keep``: keep it, and say how to
         delete it). An interrupt ends as ``UserError(..., 130)`` naming what was deleted or kept."""
-        self.progress(f"{'attaching to run ' + self.run.name + '; ' if self.attach else ''}model dir: "
-                      f"{self.run.model_dir}")
+        self.progress(f"{'attaching to run ' + self.spec.name + '; ' if self.attach else ''}model dir: "
+                      f"{self.spec.model_dir}")
         order = self.order()
         if self.recover:
             self.progress(f"recovery: up to {self.recover} preemption(s), re-queued in {', '.join(order)}")
-        held = Held(self.client or tpu_client(), self.storage or clients.storage_client(self.run.project), Created(),
+        held = Held(self.client or tpu_client(), self.storage or clients.storage_client(self.spec.project), Created(),
                     Spend(self.hourly, self.budget))
-        held.created.run = self.run
+        held.created.run = self.spec
         if not self.attach:
-            refuse_finished(self.run.model_dir, held.storage)
+            refuse_finished(self.spec.model_dir, held.storage)
         if self.attach:
             held.submitted, held.provisioned = self.submitted, self.provisioned
-            held.history = read_recoveries(held.storage, self.run)
+            held.history = read_recoveries(held.storage, self.spec)
             held.spend.seconds = sum(h["seconds_trained"] for h in held.history)
         outcome: BaseException | None = None
         try:
@@ -212,7 +243,7 @@ class TpuVmTarget:
         self._clean_up(held, outcome)
 
     def _clean_up(self, held: Held, outcome: BaseException | None) -> None:
-        current = held.created.run or self.run
+        current = held.created.run or self.spec
         if not held.created.maybe:
             if isinstance(outcome, KeyboardInterrupt):
                 raise UserError("interrupted before anything was created" if not held.history else
@@ -231,7 +262,7 @@ class TpuVmTarget:
                        f"could NOT delete queued resource {current.name} ({failed}); delete it with "
                        f"`tpuctl tpu delete {current.name} --zone {current.zone}`")
             if failed is not None and outcome is None:
-                raise UserError(f"training finished ({self.run.model_dir}) but {cleanup}", 1)
+                raise UserError(f"training finished ({self.spec.model_dir}) but {cleanup}", 1)
         if isinstance(outcome, KeyboardInterrupt):
             raise UserError(f"interrupted; {cleanup}", EXIT_INTERRUPTED) from None
         if isinstance(outcome, UserError):
@@ -245,18 +276,18 @@ class TpuVmTarget:
         if spent is not None:
             self.progress(spent)
 
-    def _queue(self, held: Held, zones: list[str], waits: dict[str, Any], *, first: bool) -> tuple[RunSpec, dict]:
+    def _queue(self, held: Held, zones: list[str], waits: dict[str, Any], *, first: bool) -> tuple[TpuVmRun, dict]:
         """Queue the slice in the first of ``zones`` that takes it and wait until it is ACTIVE (the run's plan is
         written first, for ``attach``): the run there, and what its folder held before."""
         client, storage, created, progress = held.client, held.storage, held.created, self.progress
         for i, zone in enumerate(zones):
-            current = self.run.model_copy(update={'zone': zone})
+            current = self.spec.model_copy(update={'zone': zone})
             created.run = current
             earlier = earlier_outputs(storage, current)
             if held.submitted is None:
                 held.submitted = self.wall()
-                self._write_record(held, self.run.launch_record(started=held.submitted, spot=self.run.spot,
-                                                                project=self.run.project))
+                self._write_record(held, self.spec.launch_record(started=held.submitted, spot=self.spec.spot,
+                                                                project=self.spec.project))
             self._write_plan(held, current, zones, earlier)
             if GsPath.parse(result_uri(current)).path in earlier and first and i == 0:
                 progress(f"{result_uri(current)} is an earlier run's; waiting for this run's to replace it")
@@ -280,7 +311,7 @@ class TpuVmTarget:
             return current, earlier
         raise AssertionError("the last zone's refusal is raised above")
 
-    def _write_plan(self, held: Held, current: RunSpec, zones: list[str], earlier: dict[str, int],
+    def _write_plan(self, held: Held, current: TpuVmRun, zones: list[str], earlier: dict[str, int],
                     active_since: float | None = None) -> None:
         write_plan(held.storage, current, zones=zones, earlier=earlier, hourly_usd=self.hourly,
                    active_since=active_since, submitted=held.submitted, provisioned=held.provisioned)
@@ -288,34 +319,34 @@ class TpuVmTarget:
     def _record(self, held: Held) -> None:
         """The run record ``runs show`` reads (``<model_dir>/tpuctl-run.json``): submitted (the first slice queued),
         provisioned (first ACTIVE), ended (the result seen), the spend; a record that cannot be written is a note."""
-        record = self.run.launch_record(started=held.submitted, provisioned=held.provisioned, finished=self.wall(),
-                                        spot=self.run.spot, spent_usd=held.spend.usd(), project=self.run.project)
+        record = self.spec.launch_record(started=held.submitted, provisioned=held.provisioned, finished=self.wall(),
+                                        spot=self.spec.spot, spent_usd=held.spend.usd(), project=self.spec.project)
         self._write_record(held, record)
 
     def _write_record(self, held: Held, record) -> None:
         if self.unrecorded:
             return
         try:
-            records.write_launch_record(self.run.model_dir, record, storage_client=held.storage)
+            records.write_launch_record(self.spec.model_dir, record, storage_client=held.storage)
         except UserError as exc:
             self.unrecorded = True
             self.progress(f"note: the run's times were not recorded: {exc}")
 
-    def _attached(self, held: Held, zones: list[str]) -> tuple[RunSpec, str]:
+    def _attached(self, held: Held, zones: list[str]) -> tuple[TpuVmRun, str]:
         """The run's queued resource, looked for in the run's zones: the run as it is there, and its state."""
         for zone in zones:
-            current = self.run.model_copy(update={'zone': zone})
+            current = self.spec.model_copy(update={'zone': zone})
             state = self._state(held, current)
             if state is None:
                 continue
             held.created.run, held.created.maybe = current, True
             self.progress(f"found queued resource {current.name} in {zone}: {state}")
             return current, state
-        raise UserError(f"run {self.run.name} has no queued resource in {', '.join(zones)}: it ended (its outputs "
-                        f"are in {self.run.model_dir}) or was deleted; to resume it, {self.run.resume_hint}", 1)
+        raise UserError(f"run {self.spec.name} has no queued resource in {', '.join(zones)}: it ended (its outputs "
+                        f"are in {self.spec.model_dir}) or was deleted; to resume it, {self.spec.resume_hint}", 1)
 
     @staticmethod
-    def _state(held: Held, run: RunSpec) -> str | None:
+    def _state(held: Held, run: TpuVmRun) -> str | None:
         """The queued resource's state; None when there is none."""
         with clients.google_errors(f"reading queued resource {queued_resource_name(run)}"):
             try:
@@ -324,22 +355,22 @@ class TpuVmTarget:
                 return None
 
     def order(self) -> list[str]:
-        return [self.run.zone or "", *[z for z in (self.zone_order or []) if z != self.run.zone]]
+        return [self.spec.zone or "", *[z for z in (self.zone_order or []) if z != self.spec.zone]]
 
     def follow(self, held: Held) -> Outcome:
         """Create, follow, and on a preemption delete and re-queue the slice in the first of the zones that takes
         it (the same backup folder: the trainer resumes), at most ``recover`` times. Training (the slices' ACTIVE
         time) is bounded by ``run_timeout`` in total, so the cost estimate still holds, and its spend by ``budget``."""
         feed = contextlib.nullcontext()
-        if self.display is not None and self.run.project:
-            feed = logs.LogFeed(logs.tpu_vm_source(self.run.project, self.run.name, 0), logs.feed_display(self.display),
+        if self.display is not None and self.spec.project:
+            feed = logs.LogFeed(logs.tpu_vm_source(self.spec.project, self.spec.name, 0), logs.feed_display(self.display),
                                 self.progress, interval=min(self.poll_seconds, 5.0),
                                 since=(held.submitted or self.wall()) - 60)
         with feed:
             result = self._recovering(held, self.order())
         self._record(held)
-        current = held.created.run or self.run
-        return Outcome(self.name, current.name, SUCCEEDED, self.run.model_dir, result=result,
+        current = held.created.run or self.spec
+        return Outcome(self.name, current.name, SUCCEEDED, self.spec.model_dir, result=result,
                        recoveries=held.history)
 
     def _recovering(self, held: Held, zones: list[str]) -> dict[str, Any]:
@@ -372,7 +403,7 @@ class TpuVmTarget:
             active = clock() - before
             backup = f"{current.model_dir}/checkpoints/backup"
 
-            def within_budget(run: RunSpec = current, active: float = active, backup: str = backup) -> None:
+            def within_budget(run: TpuVmRun = current, active: float = active, backup: str = backup) -> None:
                 spend.check(clock() - active, backup=backup, resume_hint=run.resume_hint)
 
             try:
@@ -419,7 +450,7 @@ def attach_tpu_vm(name: str, outputs: StackOutputs | None, *, model_dir: str | N
     if model_dir is None:
         model_dir = f"{outputs.require('buckets.artifacts', 'pass --model-dir gs://BUCKET/PATH')}/runs/{name}"
     else:
-        model_dir = gs_folder(model_dir, "--model-dir", "write to", "tpu-vm")
+        model_dir = TpuVmPlanning.gs_folder(model_dir, "--model-dir", "write to")
     storage = storage or clients.storage_client(outputs.require("project"))
     record = read_plan(storage, model_dir, name)
     run = record.spec if keep is None else record.spec.model_copy(update={"keep": keep})

@@ -8,18 +8,20 @@ import itertools
 import json
 import math
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from ground.errors import UserError
 from ground.files import read_file, write_atomically
-from tpuctl.services.data import ensure_demo_data
-from tpuctl.services.runs.local import LocalTarget
-from tpuctl.services.runs.spec import RunSpec, release
-from tpuctl.services.runs.target import FAILED, SUCCEEDED, Outcome, launch
+from ground.storagepath import is_gs
+from tpuctl.services.data import ensure_demo_data, local_folder
+from tpuctl.services.runs.local import LocalPlanning, LocalRun, LocalTarget, release
+from tpuctl.services.runs.request import VerboseOptions, flag
+from tpuctl.services.runs.spec import Planning, refuse_finished
+from tpuctl.services.runs.target import FAILED, SUCCEEDED, Outcome, Report, launch
 from tpuctl.services.runs.tuning.spec import METRIC_ID, TuneSpec, check_search, flag_of, tuned_flags
 from tpuctl.services.runs.tuning.trials import TrialRow, rank
 from tpuctl.services.supervisor import TaskFailed
@@ -131,14 +133,15 @@ def claim_trial_dir(base: Path, index: int, record: dict[str, Any]):
     raise UserError(f"no free trial folder for trial {index} under {base} (tried {MAX_TRIAL_FOLDERS})")
 
 
-def run_local_tuning(spec: RunSpec, search: TuneSpec, *, trials: int | None = None, seed: int | None = None,
-                     echo: Callable[[str], None] = print, out=None, err=None,
-                     display: Callable[[], Any] | None = None) -> tuple[str, list[TrialRow]]:
+def run_local_tuning(spec: LocalRun, search: TuneSpec, *, trials: int | None = None, seed: int | None = None,
+                     report: Report | None = None, out=None, err=None) -> tuple[str, list[TrialRow]]:
     """Run ``trials`` real trainer runs one after another, each in ``<the search's folder>/trial-<n>``; returns (that
     folder, the ranked rows). ``spec`` is the search's run (``spec.plan(..., command="tune")``: its folder, data,
     accelerator, the trainer flags after ``--``); every trial runs its arguments but its folder and its
-    hyperparameters. ``display()``: a fresh display per trial (as ``LocalTarget``'s) that filters the trainer's
-    output; without one it goes to ``out``/``err`` as printed."""
+    hyperparameters. ``report``: the search's lines (``note``) and a fresh display per trial (``new_display``, as
+    ``LocalTarget``'s) that filters the trainer's output; without one it goes to ``out``/``err`` as printed."""
+    report = report or Report()
+    echo = report.note
     count = check_search(search, spec.trainer.hub_handle, trials, spec.plugin)
     samples = sample_trials(search, count, seed)
     if spec.demo_data:
@@ -157,9 +160,10 @@ def run_local_tuning(spec: RunSpec, search: TuneSpec, *, trials: int | None = No
             echo(f"trial {index}/{count}: {json.dumps(shown, sort_keys=True)} -> {trial_dir}{how}")
             # a trial is a local run (its launch record included) in a folder the search claimed itself
             trainer = dataclasses.replace(template, model_dir=str(trial_dir)).with_extra(*trial_args(params))
-            trial = LocalTarget(spec.model_copy(update={"trainer": trainer, "claimed": False, "demo_data": False}),
-                                display=display() if display is not None else None, out=out, err=err,
-                                say_started=False)
+            run = {key: value for key, value in spec if key in LocalRun.model_fields}
+            trial = LocalTarget(LocalRun(**{**run, "trainer": trainer, "claimed": False, "demo_data": False}),
+                                Report(note=report.note, say=report.say, display=report.new_display()), out=out,
+                                err=err, say_started=False)
             try:
                 outcome = launch(trial)
             except TaskFailed as exc:
@@ -180,29 +184,70 @@ def run_local_tuning(spec: RunSpec, search: TuneSpec, *, trials: int | None = No
     return base, rank(rows)
 
 
-@dataclass
-class LocalTuningTarget:
-    """Trials of a search run one after another on this machine, each a local run in ``<the search's
-    folder>/trial-<n>`` (``run_local_tuning``); ``display()`` makes a fresh display per trial."""
+class LocalTuneOptions(VerboseOptions):
+    """``tune --target local``: trials one after another on this machine."""
+    target: Literal["local"] = "local"
+    seed: int | None = flag(None, "Local: seed of the random search.", commands=("tune",), ge=0, le=2**32 - 1)
 
-    name: ClassVar[str] = "local"
-    flags: ClassVar[frozenset[str]] = frozenset({"seed", "verbose"})
 
-    spec: RunSpec
-    search: TuneSpec
-    trials: int
+class LocalSearch(LocalRun):
+    """A search on this machine: its folder holds a trial folder per trial."""
+    #: --seed: the random search's seed (None: a fresh search)
     seed: int | None = None
-    display: Callable[[], Any] | None = None
-    note: Callable[[str], None] = print
 
+
+@dataclass
+class LocalTuningTarget(LocalPlanning):
+    """Trials of a search run one after another on this machine, each a local run in ``<the search's
+    folder>/trial-<n>`` (``run_local_tuning``); the report's ``new_display()`` makes a fresh display per trial."""
+
+    options: ClassVar[type] = LocalTuneOptions
+    Spec: ClassVar[type[LocalRun]] = LocalSearch
+
+    spec: LocalSearch
+    report: Report = field(default_factory=Report)
+    search: TuneSpec | None = None
+    #: --trials (None: the spec's max_trials, locally at most 3 of them)
+    trials: int | None = None
+
+    def __post_init__(self) -> None:
+        assert self.search is not None
+        self.trials = self.trials or min(self.search.max_trials, 3)
+
+    # -- planning: a local run's, but the search's folder is always a local one and each trial is one process ------
+    @classmethod
+    def place(cls, p: Planning, accel: Any, name: str) -> dict[str, Any]:
+        return {"seed": p.options.seed}
+
+    @classmethod
+    def check_plan(cls, p: Planning) -> None:
+        if p.request.workers != 1:
+            raise UserError("local tuning runs one process per trial: drop --workers / --parameter-servers")
+
+    @classmethod
+    def model_dir(cls, p: Planning, name: str) -> tuple[str, dict[str, Any]]:
+        """A local folder (its trials lock their folders): --model-dir, else ``./runs/NAME``."""
+        request = p.request
+        if request.model_dir and is_gs(request.model_dir):
+            raise UserError("local tuning writes its trials to a local folder; pass a local --model-dir (or tune in "
+                            "Vertex AI with --target vertex)")
+        if request.model_dir:
+            folder = local_folder(request.model_dir, "model folder", must_exist=False)
+            refuse_finished(str(folder))
+            return str(folder), {}
+        return cls.run_folder(p, Path("runs").resolve(), name, given=request.name is not None)
+
+    # -- the search -------------------------------------------------------------------------------------------------
     def preflight(self) -> None:
+        assert self.search is not None
         check_search(self.search, self.spec.trainer.hub_handle, self.trials, self.spec.plugin)
         if self.spec.demo_data:
-            self.note(f"demo dataset: {self.spec.data_dir}")
+            self.report.note(f"demo dataset: {self.spec.data_dir}")
 
     def describe(self) -> dict[str, Any]:
         """The trials the search would run (sampled with --seed, as the run samples them)."""
-        samples = sample_trials(self.search, self.trials, self.seed)
+        assert self.search is not None and self.trials is not None
+        samples = sample_trials(self.search, self.trials, self.spec.seed)
         return {"target": self.name, "name": self.spec.name, "folder": self.spec.model_dir,
                 "data_dir": self.spec.data_dir,
                 "trials": [{"trial": i, "model_dir": f"{self.spec.model_dir}/trial-{i}", "flags": trial_args(params)}
@@ -217,8 +262,9 @@ class LocalTuningTarget:
             raise
 
     def follow(self, _handle: None) -> Outcome:
-        base, rows = run_local_tuning(self.spec, self.search, trials=self.trials, seed=self.seed, echo=self.note,
-                                      display=self.display)
+        assert self.search is not None
+        base, rows = run_local_tuning(self.spec, self.search, trials=self.trials, seed=self.spec.seed,
+                                      report=self.report)
         failed = bool(rows) and all(row.state == "FAILED" for row in rows)
         return Outcome(self.name, Path(base).name, FAILED if failed else SUCCEEDED, base, trials=rows,
                        error=f"every trial failed ({len(rows)} of {len(rows)}; the lines above say why)"

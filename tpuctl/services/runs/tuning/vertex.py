@@ -4,19 +4,20 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
 
 from cloud.google import aiplatform_v1, api_exceptions
 from ground import domain
 from ground.errors import DomainError, UserError
 from tpuctl.services.runs import cost, vertex
-from tpuctl.services.runs.spec import RunSpec
-from tpuctl.services.runs.target import SUBMITTED, Outcome
+from tpuctl.services.runs.request import CloudOptions
+from tpuctl.services.runs.target import SUBMITTED, Outcome, Report
 from tpuctl.services.runs.tuning.spec import ALGORITHMS, METRIC_ID, TRAINER_FLAGS, TuneSpec, check_search, tuned_flags
 from tpuctl.services.runs.tuning.trials import TrialRow, cell_value, rank
+from tpuctl.services.runs.vertex import VertexPlanning, VertexRun, VertexSite
 from trainer.flags import HPARAM_PREFIX, flag_value, without_flags
 
 
@@ -57,7 +58,7 @@ def parameter_specs(spec: TuneSpec) -> list[dict[str, Any]]:
     return out
 
 
-def build_tuning_job(spec: RunSpec, search: TuneSpec, *, max_trials: int | None = None):
+def build_tuning_job(spec: VertexRun, search: TuneSpec, *, max_trials: int | None = None):
     """The ``aiplatform_v1.HyperparameterTuningJob`` for a planned run: ``trial_job_spec`` is its CustomJob's
     ``job_spec`` (with Spot and the run time on every trial) minus the trainer flags the study sets per trial.
     ``max_trials`` overrides the search's (``--trials``)."""
@@ -86,8 +87,8 @@ def build_tuning_job(spec: RunSpec, search: TuneSpec, *, max_trials: int | None 
 
 
 def code_spec(pool):
-    """A worker pool's code: its ``container_spec`` (the trainer's own image) or ``python_package_spec``
-    (the trainer package on a prebuilt image, ``--python-package``)."""
+    """A worker pool's code: its ``container_spec`` (a job tpuctl made), else its ``python_package_spec`` (a job
+    another tool made, or an older tpuctl's ``--python-package``: its trials are read back all the same)."""
     return pool.container_spec if type(pool).pb(pool).HasField("container_spec") else pool.python_package_spec
 
 
@@ -158,21 +159,25 @@ def get_tuning_job(name: str, *, client=None):
         raise UserError(f"cannot read tuning job {name}: {exc.message or exc}", 1) from None
 
 
+class VertexTuneOptions(CloudOptions, VertexSite):
+    """``tune --target vertex``: a Vertex AI hyperparameter tuning job."""
+    target: Literal["vertex"] = "vertex"
+
+
 @dataclass
-class VertexTuningTarget:
+class VertexTuningTarget(VertexPlanning):
     """A planned HyperparameterTuningJob over the run's CustomJob and a search. It is submitted, not followed:
     ``tpuctl tune status JOB`` reads its trials."""
 
-    name: ClassVar[str] = "vertex"
-    flags: ClassVar[frozenset[str]] = frozenset({"region", "image", "python_package", "spot", "max_run_time",
-                                                 "budget", "provisioning", "reservation", "max_wait",
-                                                 "cluster"})
+    options: ClassVar[type] = VertexTuneOptions
+    notes: ClassVar[dict[str, str]] = {"seed": "Vertex AI picks the trials",
+                                       "verbose": "a Vertex AI job's logs are in the console"}
 
-    spec: RunSpec
-    search: TuneSpec
+    spec: VertexRun
+    report: Report = field(default_factory=Report)
+    search: TuneSpec | None = None
+    #: --trials (None: the spec's max_trials)
     trials: int | None = None
-    note: Callable[[str], None] = print
-    say: Callable[[str], None] = print
     client: Any = None
     prices: Any = None
     hp_job: Any = None
@@ -182,12 +187,12 @@ class VertexTuningTarget:
     def preflight(self) -> None:
         """The request (Spot / timeout on every trial) and the cost of the study, refused over --budget; --cluster
         checked (every trial runs on it)."""
-        vertex.check_cluster(self.spec, api=self.cluster_api, echo=self.note)
+        assert self.search is not None
+        vertex.check_cluster(self.spec, api=self.cluster_api, echo=self.report.note)
         self.hp_job = build_tuning_job(self.spec, self.search, max_trials=self.trials)
-        assert self.spec.region is not None
         estimate = estimate_tuning(self.hp_job, self.spec.region, prices=self.prices)
         for line in estimate.lines():
-            self.note(line)
+            self.report.note(line)
         cost.check_budget(estimate, self.spec.budget)
 
     def describe(self) -> dict[str, Any]:
@@ -195,14 +200,14 @@ class VertexTuningTarget:
 
     @contextmanager
     def submit(self) -> Iterator[vertex.SubmittedJob]:
-        vertex.stage_trainer(self.spec, self.say)
-        client = self.client or vertex.job_client(self.spec.region or "")
+        vertex.require_image(self.spec)
+        client = self.client or vertex.job_client(self.spec.region)
         job = vertex.create("tuning job", lambda: client.create_hyperparameter_tuning_job(
             parent=self.spec.parent, hyperparameter_tuning_job=self.hp_job))
         created = vertex.SubmittedJob(client, job.name, tuning_console_url(job.name))
-        self.say(f"submitted {created.name}")
-        self.say(f"console: {created.console_url}")
-        self.say(f"follow it with: tpuctl tune status {created.name}")
+        self.report.say(f"submitted {created.name}")
+        self.report.say(f"console: {created.console_url}")
+        self.report.say(f"follow it with: tpuctl tune status {created.name}")
         with vertex.watching(created):
             yield created
 
