@@ -26,6 +26,7 @@ from ground import interrupts
 from ground.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, UserError
 from ground.files import printable
 from tpuctl import __version__
+from tpuctl.commands.layout import show_help
 from tpuctl.services.supervisor import raise_interrupt, signal_handlers
 
 # google-api-core warns about the interpreter's end of life on every import; the CLI's stderr is for the
@@ -78,13 +79,22 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def load_command(name: str) -> Command:
-    """The command ``name`` as its module defines it (imported now), with the help's value words set."""
+    """The command ``name`` as its module defines it (imported now), with the help's value words and layout set."""
     module = importlib.import_module(COMMANDS[name][0])
     holder = typer.Typer()
     module.register(holder)
     command = typer.main.get_group(holder).commands[name]
     _metavars(command)
+    _own_help(command)
     return command
+
+
+def _own_help(command) -> None:
+    """Every command and subcommand shows its help through ``layout.show_help`` (laid out for the terminal's
+    width, no cell cut) instead of typer's table."""
+    for sub in getattr(command, "commands", {}).values() if isinstance(command, TyperGroup) else ():
+        _own_help(sub)
+    command.format_help = lambda ctx, formatter: show_help(command, ctx)
 
 
 class _Commands(TyperGroup):
@@ -106,7 +116,7 @@ class _Commands(TyperGroup):
     def format_help(self, ctx: Context, formatter) -> None:
         self.listing = True
         try:
-            super().format_help(ctx, formatter)
+            show_help(self, ctx)
         finally:
             self.listing = False
 

@@ -87,6 +87,6 @@ def test_help_pages_say_what_to_type_not_the_python_type(monkeypatch):
             bad[path] = sorted(set(found))
     assert not bad, bad
     r = invoke(["train", "--help"])
-    assert re.search(r"--workers\s+-w\s+N\s.*\[1\.\.64\]", r.stdout) and "[default: 1]" in r.stdout
-    assert re.search(r"--zone\s+ZONE\s", r.stdout) and re.search(r"--max-run-time\s+DURATION\s", r.stdout)
-    assert re.search(r"--max-wait\s+DURATION\s", r.stdout)
+    assert re.search(r"-w, --workers N\s.*\[1\.\.64\]", r.stdout) and "[default: 1]" in r.stdout
+    assert re.search(r"--zone ZONE\s", r.stdout) and re.search(r"--max-run-time DURATION\s", r.stdout)
+    assert re.search(r"--max-wait DURATION\s", r.stdout)
