@@ -39,6 +39,8 @@ warnings.filterwarnings("ignore", message=r"You are using a Python version .* wh
 #: place the CLI loads lazily, so `tpuctl --help` imports no command, service or client
 #: (tests/ops/test_cli_imports.py; benchmarks/startup.py); every other import is at the top of its module.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "init": ("tpuctl.commands.init", "Start a team's own folder (its git repository): its stack config "
+                                     "Pulumi.dev.yaml, a .gitignore and a README of the next commands."),
     "plan": ("tpuctl.commands.plan", "Preview a stack offline: the resources it would create, who can read/write which "
                                      "bucket, policy verdicts."),
     "grant-access": ("tpuctl.commands.access", "Grant (or revoke) training principals access to buckets, additively "

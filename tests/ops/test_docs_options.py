@@ -15,7 +15,7 @@ from tpuctl.cli import COMMANDS as TABLE
 from tpuctl.cli import load_command
 
 #: command (or its group) -> the page that documents its options
-PAGES = {"train": "train.md", "data": "train.md", "grant-access": "grant-access.md", "bootstrap": "grant-access.md",
+PAGES = {"init": "stack-config.md", "train": "train.md", "data": "train.md", "grant-access": "grant-access.md", "bootstrap": "grant-access.md",
          "doctor": "doctor.md", "plan": "plan.md", "tune": "cheaper-runs.md", "runs": "runs.md", "board": "runs.md", "logs": "runs.md",
          "hub-cache": "hub-cache.md", "serve": "serving.md", "predict": "serving.md", "deploy": "serving.md",
          "prices": "prices.md", "image": "image.md", "tpu": "tpu-vm.md",

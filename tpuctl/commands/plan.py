@@ -32,7 +32,9 @@ def register(app: typer.Typer) -> None:
 
 def plan_command(
     stack: Optional[str] = typer.Option(None, "--stack", "-s", metavar="NAME",
-                                        help="Stack whose Pulumi.<NAME>.yaml to plan (default: example)."),
+                                        help="Stack whose Pulumi.<NAME>.yaml to plan (default: example): from "
+                                             "$TPUCTL_STACK_DIR when set, else the current folder or a parent up to "
+                                             "its git repository's top, else tpuctl's checkout."),
     config: Optional[Path] = typer.Option(None, "--config", "-c", metavar="FILE",
                                           help="Plan this stack config file instead of a stack."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object: resources, access, violations, outputs."),
