@@ -49,7 +49,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                          "preferences."),
     "bootstrap": ("tpuctl.commands.access", "Create the Pulumi state bucket and enable the APIs Pulumi needs before "
                                             "the first `pulumi up`."),
-    "train": ("tpuctl.commands.train", "Train with the bundled trainer."),
+    "train": ("tpuctl.commands.train", "Train locally, as a cluster, on Vertex AI or on TPU VMs: a bundled model, your "
+                                       "model and dataset functions in the bundled trainer (--model model.py:NAME, "
+                                       "--dataset data.py:NAME), or your own program (--command \"python train.py\")."),
     "tune": ("tpuctl.commands.tune", "Search hyperparameters (learning rate, batch size, model, epochs) for the "
                                      "bundled trainer: trials on this machine (local, one after another) or a Vertex "
                                      "AI hyperparameter tuning job."),
@@ -126,7 +128,9 @@ class _Commands(TyperGroup):
 app = typer.Typer(
     name="tpuctl",
     cls=_Commands,
-    help="Set up Google Cloud for TensorFlow training on TPUs and GPUs, and run the bundled trainer.",
+    help="Set up Google Cloud for TensorFlow training on TPUs and GPUs, and train there: the bundled models, your own "
+         "model and dataset functions plugged into the bundled trainer (`tpuctl train --model model.py:NAME`), or "
+         "your own program on every worker (`tpuctl train --command \"python train.py\"`).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -79,6 +79,10 @@ def test_every_help_page_fits_80_columns_with_nothing_cut():
             broken = [w for w in record.split() if len(w) <= WHOLE and w not in words]
             assert not broken, (path, broken, record)                   # no word that fits broken
 
+    # the top-level help says both routes for a user's own code (issue 57: it said "the bundled trainer" only)
+    top = " ".join(" ".join(pages[()]).split())
+    assert "--model model.py:NAME" in top and '--command "python train.py"' in top
+
     train = pages[("train",)]
     assert len(train) < 150, len(train)                                  # was 347 lines
     # the plug-in syntax, readable: both spellings whole, in the help of --model and --dataset
