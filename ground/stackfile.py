@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,15 +44,15 @@ def stack_file_name(stack: str) -> str:
     return f"Pulumi.{parts[-1]}.yaml"
 
 
-def stack_folders(cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> list[Path]:
+def stack_folders() -> list[Path]:
     """Where ``find_stack_file`` looks, in order: ``[$TPUCTL_STACK_DIR]`` when set; else the current folder and its
     parents up to the first that holds ``.git`` (outside a git repository: the current folder alone), then tpuctl's
     checkout."""
-    named = (os.environ if environ is None else environ).get(STACK_DIR_VAR)
+    named = os.environ.get(STACK_DIR_VAR)
     if named:
         return [Path(named)]
     try:
-        here = Path(cwd) if cwd is not None else Path.cwd()
+        here = Path.cwd()
     except OSError:            # the current folder was removed: the checkout is all there is
         return [REPO_ROOT]
     chain: list[Path] = []
@@ -66,15 +65,15 @@ def stack_folders(cwd: Path | None = None, environ: Mapping[str, str] | None = N
     return chain if REPO_ROOT in chain else [*chain, REPO_ROOT]
 
 
-def find_stack_file(stack: str, *, cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> Path:
+def find_stack_file(stack: str) -> Path:
     """The ``Pulumi.<NAME>.yaml`` of stack ``stack``: the first of ``stack_folders`` that has it. Not found: a
     ``DomainError`` naming every folder looked in and the two ways to fix it."""
     name = stack_file_name(stack)
-    folders = stack_folders(cwd, environ)
+    folders = stack_folders()
     for folder in folders:
         if (folder / name).exists():      # a folder of that name too: the reader says what it is
             return folder / name
-    if (os.environ if environ is None else environ).get(STACK_DIR_VAR):
+    if os.environ.get(STACK_DIR_VAR):
         raise DomainError(f"no {name} in {folders[0]} (${STACK_DIR_VAR}); write it there (`tpuctl init "
                           f"{folders[0]}` starts one) or unset {STACK_DIR_VAR} to look in the current folder")
     raise DomainError(f"no {name} for stack {stack}: looked in {', '.join(map(str, folders))}; write one (`tpuctl "
