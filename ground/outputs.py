@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -23,6 +24,7 @@ from ground import domain
 from ground.envs import REPO_ROOT
 from ground.errors import UserError
 from ground.files import read_head
+from ground.stackfile import stack_file_name
 
 #: Keys of the stack outputs (`pulumi stack output --json`), documented in docs/stack-outputs.md.
 OUTPUT_KEYS: tuple[str, ...] = (
@@ -307,13 +309,24 @@ def pulumi_cli() -> str | None:
     return shutil.which("pulumi")
 
 
+def _program_folder() -> str:
+    """`` --cwd CHECKOUT`` for a `pulumi` line a user runs from another folder (a team's own): the stack belongs to
+    the bundled program's project (Pulumi.yaml in tpuctl's checkout); empty in the checkout itself."""
+    try:
+        here = Path.cwd().resolve()
+    except OSError:
+        here = None
+    return "" if here == REPO_ROOT else f" --cwd {shlex.quote(str(REPO_ROOT))}"
+
+
 def read_stack_outputs(stack: str) -> StackOutputs:
+    stack_file_name(stack)         # a name Pulumi takes, checked before any process starts
     pulumi = pulumi_cli()
     if pulumi is None:
         raise UserError(
             f"--stack {stack} reads the deployed stack's outputs with the Pulumi CLI, which is not on PATH: install "
             f"it (`{PULUMI_INSTALL}`), or where it is installed run `pulumi stack output --json --show-secrets "
-            f"--stack {stack} > outputs.json` and pass --outputs outputs.json"
+            f"--stack {stack}{_program_folder()} > outputs.json` and pass --outputs outputs.json"
         )
     try:
         proc = subprocess.run(

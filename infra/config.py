@@ -19,7 +19,6 @@ from ground.envs import REPO_ROOT
 from ground.errors import ConfigError, UserError
 from ground.localtree import scan_tree, user_path
 from ground.settings import ARRAY_KEYS, NAMESPACE, PROVIDER_PROJECT_KEY, StackSettings
-from ground.stackfile import stack_file_keys
 
 
 @dataclass(frozen=True)
@@ -95,12 +94,14 @@ def from_pulumi_config(root: Path = REPO_ROOT) -> InfraConfig:
     """Config as the engine hands it to the program (defaults from Pulumi.yaml already applied), through the
     public ``pulumi.Config`` API only.
 
-    A key the model does not declare (a typo such as ``tpuctl:regoin``) cannot be read that way, so the keys
-    written in the stack's file (``Pulumi.<stack>.yaml`` beside Pulumi.yaml) are checked too, and an unknown
-    one is named instead of silently ignored. Relative paths are anchored at the project root (the folder
-    of Pulumi.yaml), not at the engine's working directory, which is ``main`` (infra/).
+    A key the model does not declare (a typo such as ``tpuctl:regoin``) cannot be read that way, so every key the
+    engine handed the program is checked too, and an unknown one is named instead of silently ignored. Those keys
+    are ``pulumi.runtime.get_config_env()``: the language host passes the stack's whole config as ``PULUMI_CONFIG``
+    (pulumi/pulumi sdk/python/cmd/pulumi-language-python, read 2026-12-07), from whichever file the engine read:
+    the project's own ``Pulumi.<stack>.yaml`` or a team's, given with ``pulumi up --config-file``. Relative paths
+    are anchored at the project root (the folder of Pulumi.yaml), not at the engine's working directory, which is
+    ``main`` (infra/).
     """
-
 
     cfg = pulumi.Config(NAMESPACE)
     known = StackSettings.keys()
@@ -109,7 +110,7 @@ def from_pulumi_config(root: Path = REPO_ROOT) -> InfraConfig:
         value = cfg.get_object(name) if name in ARRAY_KEYS else cfg.get(name)
         if value is not None:
             values[name] = value
-    for key in stack_file_keys(pulumi.get_stack(), root):
+    for key in pulumi.runtime.get_config_env():
         ns, _, bare = key.partition(":")
         if ns == NAMESPACE and bare not in known:
             values[bare] = cfg.get(bare)

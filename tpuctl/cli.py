@@ -26,6 +26,7 @@ from ground import interrupts
 from ground.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, UserError
 from ground.files import printable
 from tpuctl import __version__
+from tpuctl.commands.layout import show_help
 from tpuctl.services.supervisor import raise_interrupt, signal_handlers
 
 # google-api-core warns about the interpreter's end of life on every import; the CLI's stderr is for the
@@ -38,6 +39,8 @@ warnings.filterwarnings("ignore", message=r"You are using a Python version .* wh
 #: place the CLI loads lazily, so `tpuctl --help` imports no command, service or client
 #: (tests/ops/test_cli_imports.py; benchmarks/startup.py); every other import is at the top of its module.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "init": ("tpuctl.commands.init", "Start a team's own folder (its git repository): its stack config "
+                                     "Pulumi.dev.yaml, a .gitignore and a README of the next commands."),
     "plan": ("tpuctl.commands.plan", "Preview a stack offline: the resources it would create, who can read/write which "
                                      "bucket, policy verdicts."),
     "grant-access": ("tpuctl.commands.access", "Grant (or revoke) training principals access to buckets, additively "
@@ -46,7 +49,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                          "preferences."),
     "bootstrap": ("tpuctl.commands.access", "Create the Pulumi state bucket and enable the APIs Pulumi needs before "
                                             "the first `pulumi up`."),
-    "train": ("tpuctl.commands.train", "Train with the bundled trainer."),
+    "train": ("tpuctl.commands.train", "Train locally, as a cluster, on Vertex AI or on TPU VMs: a bundled model, your "
+                                       "model and dataset functions in the bundled trainer (--model model.py:NAME, "
+                                       "--dataset data.py:NAME), or your own program (--command \"python train.py\")."),
     "tune": ("tpuctl.commands.tune", "Search hyperparameters (learning rate, batch size, model, epochs) for the "
                                      "bundled trainer: trials on this machine (local, one after another) or a Vertex "
                                      "AI hyperparameter tuning job."),
@@ -78,13 +83,22 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def load_command(name: str) -> Command:
-    """The command ``name`` as its module defines it (imported now), with the help's value words set."""
+    """The command ``name`` as its module defines it (imported now), with the help's value words and layout set."""
     module = importlib.import_module(COMMANDS[name][0])
     holder = typer.Typer()
     module.register(holder)
     command = typer.main.get_group(holder).commands[name]
     _metavars(command)
+    _own_help(command)
     return command
+
+
+def _own_help(command) -> None:
+    """Every command and subcommand shows its help through ``layout.show_help`` (laid out for the terminal's
+    width, no cell cut) instead of typer's table."""
+    for sub in getattr(command, "commands", {}).values() if isinstance(command, TyperGroup) else ():
+        _own_help(sub)
+    command.format_help = lambda ctx, formatter: show_help(command, ctx)
 
 
 class _Commands(TyperGroup):
@@ -106,7 +120,7 @@ class _Commands(TyperGroup):
     def format_help(self, ctx: Context, formatter) -> None:
         self.listing = True
         try:
-            super().format_help(ctx, formatter)
+            show_help(self, ctx)
         finally:
             self.listing = False
 
@@ -114,7 +128,9 @@ class _Commands(TyperGroup):
 app = typer.Typer(
     name="tpuctl",
     cls=_Commands,
-    help="Set up Google Cloud for TensorFlow training on TPUs and GPUs, and run the bundled trainer.",
+    help="Set up Google Cloud for TensorFlow training on TPUs and GPUs, and train there: the bundled models, your own "
+         "model and dataset functions plugged into the bundled trainer (`tpuctl train --model model.py:NAME`), or "
+         "your own program on every worker (`tpuctl train --command \"python train.py\"`).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -3,8 +3,9 @@
 A fresh clone (``git clone`` of this checkout's committed tree: no Pulumi.dev.yaml, no runs, no caches), no Pulumi
 CLI and no network (``netfixtures.OFFLINE``: DNS fails, only loopback connects). Each command is taken from README.md
 as written (the test fails when the README no longer shows it) and what it prints is compared with what the README
-says it does. The steps that need Google (bootstrap, pulumi up, doctor, real cloud runs) are left out; their offline
-failure is tests/ops/offline's.
+says it does. The stack lives in the team's own folder outside the clone (issue 57: `tpuctl init` starts it), and
+every command after step 2 runs from there. The steps that need Google (bootstrap, pulumi up, doctor, real cloud
+runs) are left out; their offline failure is tests/ops/offline's.
 """
 
 from __future__ import annotations
@@ -55,11 +56,13 @@ def fresh_clone(tmp_path_factory):
     return clone, env
 
 
-def tpuctl(line: str, clone: Path, env: dict) -> subprocess.CompletedProcess:
-    words = shlex.split(line)
+def tpuctl(line: str, here: Path, env: dict) -> subprocess.CompletedProcess:
+    """``line`` (``tpuctl …``, a ``~/`` as the shell would expand it) run from the folder ``here`` with the clone's
+    sources."""
+    words = [word.replace("~/", env["HOME"] + "/", 1) if word.startswith("~/") else word for word in shlex.split(line)]
     assert words[0] == "tpuctl", line
     start = time.monotonic()
-    proc = subprocess.run([str(ops_python()), "-m", "tpuctl.cli", *words[1:]], cwd=clone, env=env,
+    proc = subprocess.run([str(ops_python()), "-m", "tpuctl.cli", *words[1:]], cwd=here, env=env,
                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     proc.seconds = time.monotonic() - start
     return proc
@@ -69,20 +72,25 @@ def test_the_offline_walkthrough_runs_as_written(fresh_clone):
     clone, env = fresh_clone
     assert not (clone / "Pulumi.dev.yaml").exists() and not (clone / "runs").exists()
 
-    # 2. Configure a stack: the README's cp line, as written
-    cp = _readme_command(r"cp Pulumi\.example\.yaml Pulumi\.dev\.yaml")
-    subprocess.run(shlex.split(cp), cwd=clone, check=True)
+    # 2. The team's own folder (its git repository) and its stack, outside the clone, as the README writes them
+    team = Path(env["HOME"]) / "src" / "vision-team"
+    git_init = _readme_command(r"git init ~/src/vision-team")
+    subprocess.run(shlex.split(git_init.replace("~/", env["HOME"] + "/")), check=True, capture_output=True, timeout=60)
+    init = tpuctl(_readme_command(r"tpuctl init ~/src/vision-team"), clone, env)
+    assert init.returncode == 0, init.stderr
+    assert (team / "Pulumi.dev.yaml").is_file() and "/runs/" in (team / ".gitignore").read_text()
+    assert not (clone / "Pulumi.dev.yaml").exists()
 
-    # 3. Preview without credentials: every resource, the access map and the policy verdicts
-    plan = tpuctl(_readme_command(r"tpuctl plan --stack dev"), clone, env)
+    # 3. Preview without credentials, from the team's folder: every resource, the access map and the policy verdicts
+    plan = tpuctl(_readme_command(r"tpuctl plan --stack dev"), team, env)
     assert plan.returncode == 0, plan.stderr
     assert "access" in plan.stdout.lower() and "polic" in plan.stdout.lower()
 
     # the route the prerequisites give without the Pulumi CLI: plan's outputs as an --outputs file
     assert "tpuctl plan --stack dev --json | jq .outputs > outputs.json" in README
-    planned = tpuctl("tpuctl plan --stack dev --json", clone, env)
+    planned = tpuctl("tpuctl plan --stack dev --json", team, env)
     assert planned.returncode == 0, planned.stderr
-    (clone / "outputs.json").write_text(json.dumps(json.loads(planned.stdout)["outputs"]))
+    (team / "outputs.json").write_text(json.dumps(json.loads(planned.stdout)["outputs"]))
 
     note = ("no Pulumi CLI: using the outputs `tpuctl plan --stack dev` computes from Pulumi.dev.yaml (enough for a "
             "dry run; a real run needs the deployed stack)")
@@ -90,38 +98,38 @@ def test_the_offline_walkthrough_runs_as_written(fresh_clone):
     # 9. Train on Vertex AI: `--dry-run` prints the CustomJob request and the cost estimate
     vertex = _readme_command(r"tpuctl train --target vertex --stack dev --accelerator tpu-v5e-4")
     assert "`--dry-run` prints the CustomJob request and the cost estimate" in README
-    r = tpuctl(vertex + " --dry-run", clone, env)
+    r = tpuctl(vertex + " --dry-run", team, env)
     assert r.returncode == 0, r.stderr
     assert r.stderr.splitlines()[0] == note and "cost estimate (Vertex AI" in r.stderr
     assert json.loads(r.stdout)["jobSpec"]["workerPoolSpecs"]
 
     # 10. Cheaper runs and tuning (dry runs)
     spot = _readme_command(r"tpuctl train --target vertex --stack dev --spot --max-run-time 2h --budget 5")
-    r = tpuctl(spot + " --dry-run", clone, env)
+    r = tpuctl(spot + " --dry-run", team, env)
     assert r.stderr.splitlines()[0] == note
     # offline and before `tpuctl prices refresh` (the step's first command) no Vertex AI price is known, so the
     # --budget cannot be checked: one line that says to refresh, exit 2
     assert r.returncode == 2, r.stderr
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("error: cannot check --budget $5.00") and last.endswith("run `tpuctl prices refresh`")
-    r = tpuctl(_readme_command(r"tpuctl tune --stack dev --dry-run"), clone, env)
+    r = tpuctl(_readme_command(r"tpuctl tune --stack dev --dry-run"), team, env)
     assert r.returncode == 0, r.stderr
     assert r.stderr.splitlines()[0] == note
 
     # 11. Past one host: a dry run of the TPU VM slice
     r = tpuctl(_readme_command(r"tpuctl train --target tpu-vm --stack dev --accelerator v5litepod-16") + " --dry-run",
-               clone, env)
+               team, env)
     assert r.returncode == 0, r.stderr
     assert r.stderr.splitlines()[0] == note and "slice v5litepod-16" in r.stderr
 
     # 5. Check it: doctor needs the deployed stack, and says what to install
-    r = tpuctl(_readme_command(r"tpuctl doctor --stack dev"), clone, env)
+    r = tpuctl(_readme_command(r"tpuctl doctor --stack dev"), team, env)
     assert r.returncode == 2 and r.stderr.count("\n") == 1
     assert "curl -fsSL https://get.pulumi.com | sh" in r.stderr and "curl -fsSL https://get.pulumi.com | sh" in README
-    r = tpuctl("tpuctl doctor --outputs outputs.json", clone, env)   # ... or --outputs: offline, one error line
+    r = tpuctl("tpuctl doctor --outputs outputs.json", team, env)   # ... or --outputs: offline, one error line
     assert r.returncode == 1 and r.seconds < 30, r.stderr     # offline fails fast (not the client's minutes)
     assert r.stderr.strip().splitlines()[-1].startswith("error: ")
 
-    # 12. Compare runs: a fresh clone has none
-    r = tpuctl(_readme_command(r"tpuctl runs ls"), clone, env)
+    # 12. Compare runs: a new team folder has none
+    r = tpuctl(_readme_command(r"tpuctl runs ls"), team, env)
     assert r.returncode == 0, r.stderr

@@ -15,7 +15,7 @@ from tpuctl.cli import COMMANDS as TABLE
 from tpuctl.cli import load_command
 
 #: command (or its group) -> the page that documents its options
-PAGES = {"train": "train.md", "data": "train.md", "grant-access": "grant-access.md", "bootstrap": "grant-access.md",
+PAGES = {"init": "stack-config.md", "train": "train.md", "data": "train.md", "grant-access": "grant-access.md", "bootstrap": "grant-access.md",
          "doctor": "doctor.md", "plan": "plan.md", "tune": "cheaper-runs.md", "runs": "runs.md", "board": "runs.md", "logs": "runs.md",
          "hub-cache": "hub-cache.md", "serve": "serving.md", "predict": "serving.md", "deploy": "serving.md",
          "prices": "prices.md", "image": "image.md", "tpu": "tpu-vm.md",
@@ -87,6 +87,6 @@ def test_help_pages_say_what_to_type_not_the_python_type(monkeypatch):
             bad[path] = sorted(set(found))
     assert not bad, bad
     r = invoke(["train", "--help"])
-    assert re.search(r"--workers\s+-w\s+N\s.*\[1\.\.64\]", r.stdout) and "[default: 1]" in r.stdout
-    assert re.search(r"--zone\s+ZONE\s", r.stdout) and re.search(r"--max-run-time\s+DURATION\s", r.stdout)
-    assert re.search(r"--max-wait\s+DURATION\s", r.stdout)
+    assert re.search(r"-w, --workers N\s.*\[1\.\.64\]", r.stdout) and "[default: 1]" in r.stdout
+    assert re.search(r"--zone ZONE\s", r.stdout) and re.search(r"--max-run-time DURATION\s", r.stdout)
+    assert re.search(r"--max-wait DURATION\s", r.stdout)

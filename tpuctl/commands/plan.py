@@ -8,7 +8,6 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
-from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -16,12 +15,15 @@ from ground import domain
 from ground.access import LOGS_ACCESS, PROJECT_CELL
 from ground.errors import UserError
 from ground.files import write_atomically
+from tpuctl.commands.layout import wrap_words
 from tpuctl.commands.options import natural_width
 from tpuctl.services.plan import checkov_baseline, plan, to_tfplan
 from tpuctl.services.runs.cluster import declared_cluster_lines
 
 EXIT_VIOLATIONS = 1
 FORMATS = ("table", "json", "tfplan")
+#: What a rich table of three columns (default box, padding 1) takes besides its cells.
+TABLE_EDGES = 10
 
 
 def register(app: typer.Typer) -> None:
@@ -30,7 +32,9 @@ def register(app: typer.Typer) -> None:
 
 def plan_command(
     stack: Optional[str] = typer.Option(None, "--stack", "-s", metavar="NAME",
-                                        help="Stack whose Pulumi.<NAME>.yaml to plan (default: example)."),
+                                        help="Stack whose Pulumi.<NAME>.yaml to plan (default: example): from "
+                                             "$TPUCTL_STACK_DIR when set, else the current folder or a parent up to "
+                                             "its git repository's top, else tpuctl's checkout."),
     config: Optional[Path] = typer.Option(None, "--config", "-c", metavar="FILE",
                                           help="Plan this stack config file instead of a stack."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object: resources, access, violations, outputs."),
@@ -78,6 +82,14 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def _lines(console: Console, text: str, *, indent: int = 0, hang: int | None = None, style: str = "") -> None:
+    """``text`` wrapped to the console's width between words (``layout.wrap_words``: a word wider than a line is
+    broken after a ``/``, ``:``, ``@`` …, never cut), the first line indented ``indent``, the others ``hang``."""
+    hang = indent if hang is None else hang
+    for number, line in enumerate(wrap_words(text, console.width - max(indent, hang))):
+        console.print(Text(" " * (hang if number else indent) + line, style=style, overflow="fold"))
+
+
 def render(result: Any) -> None:
     console = Console(highlight=False)
     if not console.is_terminal and console.width < 120:  # piped or captured: room for the tables
@@ -93,26 +105,29 @@ def render(result: Any) -> None:
     for res in result.resources:
         groups.setdefault(res.component, []).append(res)
     for component, members in groups.items():
-        rows = [[res.short_type, res.name, "  ".join(f"{k}={_cell(v)}" for k, v in res.properties.items())]
-                for res in members]
-        if natural_width(["type", "name", "key properties"], rows) > console.width and console.width < 120:
-            # too narrow for the table (issue 44: 80 columns made cells break mid-word over ~400 lines): a document,
-            # one entry per resource, its properties wrapped between properties, never inside a word
+        rows = [(res.short_type, res.name, [f"{k}={_cell(v)}" for k, v in res.properties.items()]) for res in members]
+        type_width = max(len("type"), *(len(kind) for kind, _, _ in rows))
+        name_width = max(len("name"), *(len(name) for _, name, _ in rows))
+        props_width = console.width - type_width - name_width - TABLE_EDGES
+        if props_width < max(len("key properties"), *(len(prop) for _, _, props in rows for prop in props)):
+            # a table would break a name or a property inside (issue 44: 80 columns made cells break mid-word over
+            # ~400 lines; issue 57: 120 still broke e-mails): a document, one entry per resource, its properties
+            # wrapped between properties (a member e-mail wider than the line broken after its `serviceAccount:`)
             console.print(Text(f"{component} ({len(members)})", style="italic"))
-            for short_type, name, props in rows:
-                console.print(Text.assemble("  ", (short_type, "cyan"), f"  {name}"))
+            for kind, name, props in rows:
+                console.print(Text.assemble("  ", (kind, "cyan"), f"  {name}"), overflow="fold")
                 if props:
-                    console.print(Padding(Text(props.replace("  ", " ")), (0, 0, 0, 4)))
+                    _lines(console, " ".join(props), indent=4)
             continue
         table = Table(title=f"{component} ({len(members)})", title_justify="left", expand=False)
         table.add_column("type", style="cyan", no_wrap=True)
-        table.add_column("name", overflow="fold", max_width=48)
-        table.add_column("key properties", overflow="fold")
-        for row in rows:
-            table.add_row(*row)
+        table.add_column("name", no_wrap=True)
+        table.add_column("key properties", no_wrap=True)
+        for kind, name, props in rows:
+            table.add_row(kind, name, "\n".join(wrap_words(" ".join(props), props_width)))
         console.print(table)
     for line in declared_cluster_lines(result.settings):
-        console.print(Text(line), soft_wrap=True)
+        _lines(console, line, hang=4)
 
     buckets = outputs.get("buckets") or {}
     columns = [p for p in domain.BUCKET_PURPOSES if p in buckets]
@@ -149,16 +164,23 @@ def render(result: Any) -> None:
 
         if natural_width(["principal", *heads], rows) <= console.width:
             console.print(access)
+        elif console.width < 120:   # a terminal too narrow for the table: each principal on its line, its grants
+            _lines(console, title, style="italic")            # wrapped below it, no name cut (issue 57)
+            for principal in sorted(cells, key=lambda p: (labels[p] == p, labels[p])):
+                values = ([cells[principal].get(buckets[p], "-") for p in columns]
+                          + [cells[principal].get(b, "-") for b in extra])
+                _lines(console, labels[principal], indent=2, hang=4)
+                _lines(console, " ".join(f"{h}={v}" for h, v in zip(heads, values) if v != "-"), indent=4)
         else:   # too narrow for the table: a paragraph per principal, wrapped between grants, no name cut
             console.print(Text(title, style="italic"))
             for principal in sorted(cells, key=lambda p: (labels[p] == p, labels[p])):
                 values = ([cells[principal].get(buckets[p], "-") for p in columns]
                           + [cells[principal].get(b, "-") for b in extra])
                 grants = [f"{h}={v}" for h, v in zip(heads, values) if v != "-"]
-                console.print(Text(f"  {labels[principal]}: " + " ".join(grants)))
+                _lines(console, f"{labels[principal]}: " + " ".join(grants), indent=2, hang=4)
         legend += [f"{'*' * (i + 1)} {note}" for i, note in enumerate(notes)]
         for line in legend:
-            console.print(f"  {line}", soft_wrap=True)
+            _lines(console, line, indent=2, hang=6)
 
     if not result.policy_checked:
         console.print(Text("Policy: skipped (--no-policy)", style="yellow"))
@@ -170,8 +192,8 @@ def render(result: Any) -> None:
         console.print(Text("Policy verdicts", style="italic"))
         for v in ordered:
             console.print(Text.assemble("  ", (v.level, "bold red" if v.mandatory else "yellow"),
-                                        f"  {v.rule}  {v.resource or '(stack)'}"))
-            console.print(Padding(Text(v.message), (0, 0, 0, 4)))
+                                        f"  {v.rule}  {v.resource or '(stack)'}"), overflow="fold")
+            _lines(console, str(v.message), indent=4)
     elif result.violations:
         verdicts = Table(title="Policy verdicts", title_justify="left")
         verdicts.add_column("level", no_wrap=True)
@@ -185,7 +207,7 @@ def render(result: Any) -> None:
     mandatory = len(result.mandatory)
     advisory = len(result.violations) - mandatory
     if mandatory:
-        console.print(Text(f"Policy: {mandatory} mandatory violation(s), {advisory} advisory — `pulumi up` with "
-                           "--policy-pack policy would be blocked", style="bold red"))
+        _lines(console, f"Policy: {mandatory} mandatory violation(s), {advisory} advisory — `pulumi up` with "
+                        "--policy-pack policy would be blocked", style="bold red")
     else:
         console.print(Text(f"Policy: passed ({advisory} advisory)", style="bold green"))

@@ -17,10 +17,9 @@ from typing import Any
 from ground import domain
 from ground import tokens as T
 from ground.access import access_rows, build_model
-from ground.envs import REPO_ROOT
 from ground.errors import UserError
 from ground.resources import TERRAFORM_TYPES
-from ground.stackfile import read_stack_config
+from ground.stackfile import find_stack_file, read_stack_config
 
 DEFAULT_STACK = "example"
 
@@ -67,7 +66,7 @@ class PlannedResource:
 
 @dataclass
 class PlanResult:
-    source: str                                   # "stack example (Pulumi.example.yaml)" / "config FILE"
+    source: str                                   # "stack dev (Pulumi.dev.yaml)" / "config FILE"
     stack: str
     resources: list[PlannedResource]
     access: list[dict[str, Any]]                  # rows: principal, keyword, bucket, purpose, roles, access
@@ -133,7 +132,9 @@ def key_properties(rtype: str, props: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
 
 
-def stack_source(stack: str | None, config_file: Path | None) -> tuple[str, Path | None, str]:
+def stack_source(stack: str | None, config_file: Path | None) -> tuple[str, Path, str]:
+    """The stack's name, its config file and how the plan names it: ``--config FILE`` as given, else the stack's
+    ``Pulumi.<NAME>.yaml`` where ``ground.stackfile.find_stack_file`` finds it (default stack: ``example``)."""
     if stack and config_file:
         raise UserError("give either --stack or --config, not both")
     if config_file is not None:
@@ -144,11 +145,15 @@ def stack_source(stack: str | None, config_file: Path | None) -> tuple[str, Path
         derived = name[len("Pulumi."):-len(".yaml")] if name.startswith("Pulumi.") and name.endswith(".yaml") else "plan"
         return derived or "plan", path, f"config {path}"
     stack = stack or DEFAULT_STACK
-    return stack, None, f"stack {stack} (Pulumi.{stack}.yaml)"
+    path = find_stack_file(stack)
+    try:      # the file's path as the user would type it from here
+        shown = path.relative_to(Path.cwd())
+    except (ValueError, OSError):
+        shown = path
+    return stack.rsplit("/", 1)[-1], path, f"stack {stack} ({shown})"
 
 
-def plan(stack: str | None = None, config_file: Path | None = None, *, check_policy: bool = True,
-         root: Path = REPO_ROOT) -> PlanResult:
+def plan(stack: str | None = None, config_file: Path | None = None, *, check_policy: bool = True) -> PlanResult:
     """Run the program offline for a stack (default ``example``) or a stack config file.
 
     Raises ``DomainError`` (``infra.config.ConfigError`` for a bad value) before anything is shown.
@@ -159,7 +164,7 @@ def plan(stack: str | None = None, config_file: Path | None = None, *, check_pol
     from infra.mocks import run_program
     from policy.evaluate import evaluate, from_mocked
 
-    values = read_stack_config(stack=None if path else name, config_file=path, root=root)
+    values = read_stack_config(config_file=path)
     run = run_program(values, stack=name)
 
     components = {res.urn: f"{res.type.rsplit(':', 1)[-1]} {res.name}" for res in run.resources if not res.custom}

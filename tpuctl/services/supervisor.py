@@ -166,7 +166,29 @@ def write_quietly(sink: TextIO | None, text: str) -> None:
         sink.flush()
 
 
-def _pump(task: Task, stream: TextIO, sink: TextIO | None, prefix: str, is_stdout: bool) -> None:
+class ErrorLines:
+    """The ``error: …`` lines the processes of one run printed on stderr: a line another process of the run printed
+    already is not shown again (issue 57: every worker of a cluster fails on the same bad plug-in, or the same missing
+    TPU, with the same line, and the screen showed it once per process). Pump threads share it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: set[str] = set()
+
+    def first(self, text: str) -> bool:
+        """Whether ``text`` is to be shown: anything but an ``error:`` line, or one no process printed before."""
+        line = text.strip()
+        if not line.startswith("error:"):
+            return True
+        with self._lock:
+            if line in self._seen:
+                return False
+            self._seen.add(line)
+            return True
+
+
+def _pump(task: Task, stream: TextIO, sink: TextIO | None, prefix: str, is_stdout: bool,
+          errors: ErrorLines | None = None) -> None:
     for line in iter(stream.readline, ""):
         text = line.rstrip("\n")
         if is_stdout:
@@ -177,12 +199,14 @@ def _pump(task: Task, stream: TextIO, sink: TextIO | None, prefix: str, is_stdou
                 if task.on_message is not None and task.on_message(message):
                     continue
         else:
-            task.last_stderr.append(text)
+            task.last_stderr.append(text)       # kept whole: the failure names the task's own last line
+            if errors is not None and not errors.first(text):
+                continue
         write_quietly(sink, f"{prefix}{text}\n")
     stream.close()
 
 
-def _start(task: Task, prefix: str, out: TextIO | None, err: TextIO | None) -> None:
+def _start(task: Task, prefix: str, out: TextIO | None, err: TextIO | None, errors: ErrorLines | None = None) -> None:
     try:
         task.proc = subprocess.Popen(
             task.argv, env=task.env, cwd=task.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
@@ -191,7 +215,7 @@ def _start(task: Task, prefix: str, out: TextIO | None, err: TextIO | None) -> N
     except OSError as exc:
         raise UserError(f"cannot start {task.argv[0]}: {exc.strerror or exc}") from None
     for stream, sink, is_stdout in ((task.proc.stdout, out, True), (task.proc.stderr, err, False)):
-        t = threading.Thread(target=_pump, args=(task, stream, sink, prefix, is_stdout), daemon=True)
+        t = threading.Thread(target=_pump, args=(task, stream, sink, prefix, is_stdout, errors), daemon=True)
         t.start()
         task.threads.append(t)
 
@@ -249,7 +273,8 @@ def run_tasks(
     prefix_output: bool = False,
     on_started: Callable[[Task], None] | None = None,
 ) -> RunOutcome:
-    """Start every task, stream its output, and supervise: the first failure stops all the others.
+    """Start every task, stream its output, and supervise: the first failure stops all the others. An ``error:``
+    line one task printed is shown once, however many of the tasks print it (``ErrorLines``).
 
     Raises TaskFailed naming the task that failed first (with its exit status and last stderr line),
     or TaskFailed with exit code 130 on SIGINT/SIGTERM after stopping everything.
@@ -259,11 +284,12 @@ def run_tasks(
     interrupted: list[int] = []
     failed: Task | None = None
     still_running: list[Task] = []
+    errors = ErrorLines()
     try:
         with signal_handlers(lambda signum, _frame: interrupted.append(signum)):
             try:
                 for task in tasks:
-                    _start(task, f"[{task.label}] " if prefix_output else "", out, err)
+                    _start(task, f"[{task.label}] " if prefix_output else "", out, err, errors)
                     if on_started:
                         on_started(task)
                 lost: set[str] = set()

@@ -128,17 +128,19 @@ def test_engine_config_takes_the_project_from_gcp_project_and_refuses_a_mismatch
         from_pulumi_config()
 
 
-def test_engine_config_with_a_typo_names_the_unknown_key(tmp_path):
-    # pulumi.Config reads declared keys only; the typo is found in the stack's own file, through public API.
-    (tmp_path / "Pulumi.typo.yaml").write_text("config:\n  tpuctl:project: my-tpu-project\n"
-                                               "  tpuctl:acessMode: project\n  gcp:region: us-central1\n")
+def test_engine_config_with_a_typo_names_the_unknown_key(monkeypatch):
+    # pulumi.Config reads declared keys only; the typo is found among every key the engine handed the program
+    # (PULUMI_CONFIG, as the language host sets it), whichever file it came from: the project's own or a team's
+    # `pulumi up --config-file` (issue 57), so no stack file is read here.
+    engine = {"tpuctl:project": PROJECT, "tpuctl:acessMode": "project", "gcp:region": "us-central1"}
+    monkeypatch.setenv("PULUMI_CONFIG", json.dumps(engine))
     pulumi.runtime.set_mocks(GcpMocks(PROJECT), project="tpuctl", stack="typo", preview=False)
-    pulumi.runtime.set_all_config({"tpuctl:project": PROJECT, "tpuctl:acessMode": "project"})
+    pulumi.runtime.set_all_config({})
     with pytest.raises(Exception, match=r"^tpuctl:acessMode: unknown config key"):
-        from_pulumi_config(root=tmp_path)
-    # Without a stack file (config kept elsewhere) the declared keys still validate.
-    pulumi.runtime.set_all_config({"tpuctl:project": PROJECT})
-    assert from_pulumi_config(root=tmp_path / "elsewhere").settings.project == PROJECT
+        from_pulumi_config()
+    # Only declared keys: they validate.
+    monkeypatch.setenv("PULUMI_CONFIG", json.dumps({"tpuctl:project": PROJECT}))
+    assert from_pulumi_config().settings.project == PROJECT
 
 
 def test_no_resources_at_import_time():

@@ -98,12 +98,13 @@ def test_example_stack_file_is_valid_config_on_a_fresh_checkout(tmp_path):
     assert cfg.settings.gpu_quota_requests() and cfg.settings.quota_contact_email and not cfg.hub_models
 
 
-def test_read_stack_config_from_an_explicit_file(tmp_path):
+def test_read_stack_config_from_an_explicit_file(tmp_path, monkeypatch):
     f = tmp_path / "Pulumi.ci.yaml"
     f.write_text("config:\n  tpuctl:project: ci-project-1\n  tpuctl:gpuQuotas:\n    - t4:us-central1:1\n")
     assert read_stack_config(config_file=f) == {"tpuctl:project": "ci-project-1",
                                                 "tpuctl:gpuQuotas": ["t4:us-central1:1"]}
-    assert read_stack_config("ci", root=tmp_path) == read_stack_config(config_file=f)
+    monkeypatch.chdir(tmp_path)        # by name: found in the current folder (ground.stackfile.find_stack_file)
+    assert read_stack_config("ci") == read_stack_config(config_file=f)
 
 
 def test_read_stack_config_refuses_secure_values_naming_the_key(tmp_path):

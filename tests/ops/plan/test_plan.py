@@ -101,10 +101,11 @@ def test_project_mode_access_comes_from_project_roles(tmp_path):
     assert {v.rule for v in result.violations} == {"project-mode-broad-roles"}
 
 
-def test_stack_name_reads_pulumi_stack_file_from_root(tmp_path):
+def test_stack_name_reads_pulumi_stack_file_from_the_current_folder(tmp_path, monkeypatch):
     write_stack(tmp_path / "Pulumi.team.yaml", tmp_path / "hub")
-    result = plan(stack="team", root=tmp_path)
-    assert result.stack == "team" and "Pulumi.team.yaml" in result.source
+    monkeypatch.chdir(tmp_path)
+    result = plan(stack="team")
+    assert result.stack == "team" and result.source == "stack team (Pulumi.team.yaml)"
 
 
 # --- the command: text, JSON, exit codes ----------------------------------------------------------
@@ -163,7 +164,8 @@ def test_no_policy_skips_the_rules(greedy_file):
 @pytest.mark.parametrize("args,fragment", [
     (["--config", "{bad}"], "tpuctl:region"),
     (["--config", "{missing}"], "does not exist"),
-    (["--stack", "no-such-stack"], "Pulumi.no-such-stack.yaml does not exist"),
+    (["--stack", "no-such-stack"], "no Pulumi.no-such-stack.yaml for stack no-such-stack: looked in "),
+    (["--stack", "my stack"], "a stack name is letters, digits"),
     (["--stack", "example", "--config", "{bad}"], "either --stack or --config"),
     (["--config", "{folder}"], "is a folder"),
 ])

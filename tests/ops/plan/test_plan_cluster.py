@@ -21,7 +21,9 @@ def test_the_plan_prices_the_stacks_cluster_per_hour(tmp_path, monkeypatch):
     res = invoke(["plan", "--config", str(stack)])
     assert res.exit_code == 0, res.output
     assert "AiPersistentResource" in res.stdout and "team-cpu" in res.stdout
-    [line] = [ln for ln in res.stdout.splitlines() if ln.startswith("Training cluster team-cpu")]
+    # one paragraph, wrapped to the width (issue 57): read it whole
+    line = re.search(r"^Training cluster team-cpu .*?(?=\n\S|\Z)", res.stdout, re.M | re.S).group(0)
+    line = " ".join(line.split())
     assert "2 × cpu" in line and "fake catalogue" in line, line
     hourly = float(re.search(r"\$(\d+\.\d{4})/h while it exists", line).group(1))
     # 2 × n1-standard-4 at the fake catalogue's on-demand prices (what a 2-replica CPU job costs per hour)
