@@ -1,26 +1,41 @@
 #!/usr/bin/env bash
 # Re-resolve requirements/*.in into requirements/*.lock in throw-away virtualenvs.
 #   ops, trainer        pip install + pip freeze (the two environments of scripts/setup.sh)
-#   image-cpu/gpu/tpu   the trainer container's runtime locks (container/Dockerfile installs them with
-#                       --no-deps): resolved with `pip install --dry-run --report` (metadata only, nothing
-#                       downloaded in full), cpu/gpu constrained to trainer.lock so the image runs the tested
-#                       versions; setuptools/wheel/pip left out as pip freeze does (the base image has them).
-#                       The libtpu pin lives in image-tpu.in (see the reason there); tests/ops/image/
-#                       test_libtpu_contract.py fails a lock whose libtpu would crash `import tensorflow`.
+#   image-<variant>     the trainer container's runtime locks (container/Dockerfile installs them with --no-deps;
+#                       variants cpu gpu tpu jax-cpu jax-gpu jax-tpu): resolved with `pip install --dry-run --report`
+#                       (metadata only, nothing downloaded in full), every variant but tpu constrained to trainer.lock
+#                       so the image runs the tested versions; setuptools/wheel/pip left out as pip freeze does (the
+#                       base image has them). The tpu image's libtpu pin lives in image-tpu.in (see the reason there);
+#                       tests/ops/image/test_libtpu_contract.py fails a lock whose libtpu would crash `import
+#                       tensorflow`. jax-tpu takes the libtpu jax[tpu] pins.
+#
+# Usage: scripts/lock.sh [ops] [trainer] [image-VARIANT ...]    (default: every lock)
+# Name the locks to regenerate: a re-resolution moves every unpinned package to the index's newest release, so
+# regenerate only the locks whose .in changed (e.g. scripts/lock.sh image-jax-tpu) and leave the others as they are.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+all=(ops trainer image-cpu image-gpu image-tpu image-jax-cpu image-jax-gpu image-jax-tpu)
+locks=("$@")
+[ ${#locks[@]} -gt 0 ] || locks=("${all[@]}")
+for lock in "${locks[@]}"; do
+  [[ " ${all[*]} " == *" $lock "* ]] || { echo "error: unknown lock '$lock' (use: ${all[*]})" >&2; exit 2; }
+done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for env in ops trainer; do
+  [[ " ${locks[*]} " == *" $env "* ]] || continue
   python3 -m venv "$tmp/$env"
   "$tmp/$env/bin/pip" install -q -r "requirements/$env.in"
   "$tmp/$env/bin/pip" freeze --exclude-editable > "requirements/$env.lock"
   echo "wrote requirements/$env.lock"
 done
+images=()
+for lock in "${locks[@]}"; do [[ "$lock" == image-* ]] && images+=("${lock#image-}"); done
+[ ${#images[@]} -gt 0 ] || exit 0
 python3 -m venv "$tmp/resolve"
 "$tmp/resolve/bin/pip" install -q --upgrade pip
 grep '==' requirements/trainer.lock > "$tmp/constraints.txt"
-for variant in cpu gpu tpu; do
+for variant in "${images[@]}"; do
   constraint=(-c "$tmp/constraints.txt")
   [ "$variant" = tpu ] && constraint=()   # tensorflow-tpu lags: its own TensorFlow and tf-keras
   "$tmp/resolve/bin/pip" install -q --dry-run --ignore-installed --report "$tmp/$variant.json" \
@@ -39,6 +54,9 @@ if build:
     print(f"# tensorflow==X (required by tf-keras) is left out on purpose: {build} installs the same")
     print("# `tensorflow` package files, and the image installs this lock with --no-deps, exactly as listed.")
     skip.add("tensorflow")
+if {"jax", "libtpu"} <= names:
+    print("# libtpu is the one jax[tpu] pins (its own metadata), not a pin of ours: the libtpu contract of")
+    print("# tests/ops/image/test_libtpu_contract.py (TensorFlow's TPU loader) does not apply, TensorFlow is the CPU build.")
 pins = [f"{i['metadata']['name']}=={i['metadata']['version']}" for i in report["install"]
         if i["metadata"]["name"].lower().replace("_", "-") not in skip]
 print("\n".join(sorted(pins, key=str.lower)))

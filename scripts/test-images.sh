@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Build the trainer's container images (container/Dockerfile, variants cpu, gpu, tpu) on this machine with a
-# real container engine, exactly as `tpuctl image build --local` does, and run each one:
+# Build the trainer's container images (container/Dockerfile, variants cpu, gpu, tpu, jax-cpu, jax-gpu, jax-tpu) on
+# this machine with a real container engine, exactly as `tpuctl image build --local` does, and run each one:
 #   cpu  sample data + a 2-epoch demo training as the image's own user into a mounted folder; the exported
 #        SavedModel's serving signature is checked inside the image
 #        and a user's project on it: examples/tabular-plugin as the code layer (container/Dockerfile.code, built
@@ -9,7 +9,12 @@
 #   gpu  TensorFlow imports; a 1-epoch demo run on the CPU (no GPU here)
 #   tpu  TensorFlow imports with libtpu loaded; the demo trains on the CPU inside the tpu image (TensorFlow 2.20),
 #        bounded in time (no TPU here: nothing may wait for one)
-# One summary line per variant (image size, `import tensorflow, tf_keras` time, the demo's result).
+#   jax-cpu, jax-gpu, jax-tpu
+#        Keras 3 on the JAX backend trains inside the image as its own user, on the CPU (two forced JAX devices,
+#        DataParallel), from tf.data, and its TF SavedModel export is loaded and called with TensorFlow in the image
+#        (tests/fixtures/keras3_jax_smoke.py, mounted read-only; the trainer's own JAX engine is checked here once it
+#        is on main). jax-cpu also gets the code layer (examples/tabular-plugin, built twice) and its data written in it.
+# One summary line per variant (image size, import time, the run's result).
 #
 # The engine: a `docker` that answers is used as it is. Otherwise, as root, Debian's dockerd (package docker.io,
 # installed when missing) is started for this run only, on its own socket and data folder, and stopped at the
@@ -20,7 +25,7 @@
 # the Debian mirror this machine's apt sources name, and imported under the same name. Only the stand-in gets this
 # machine's CA bundle (builds may reach the package index through a proxy with its own certificate).
 #
-# Usage: scripts/test-images.sh [cpu] [gpu] [tpu]     (default: all three)
+# Usage: scripts/test-images.sh [cpu] [gpu] [tpu] [jax-cpu] [jax-gpu] [jax-tpu]     (default: all six)
 # Env:   TPUCTL_IMAGE_RUN_TIMEOUT  seconds one smoke-test container may run (default 300)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,11 +34,11 @@ cd "$root"
 variants=()
 for arg in "$@"; do
   case "$arg" in
-    cpu|gpu|tpu) variants+=("$arg") ;;
-    *) echo "error: unknown variant '$arg' (use cpu, gpu, tpu)" >&2; exit 2 ;;
+    cpu|gpu|tpu|jax-cpu|jax-gpu|jax-tpu) variants+=("$arg") ;;
+    *) echo "error: unknown variant '$arg' (use cpu, gpu, tpu, jax-cpu, jax-gpu, jax-tpu)" >&2; exit 2 ;;
   esac
 done
-[ ${#variants[@]} -gt 0 ] || variants=(cpu gpu tpu)
+[ ${#variants[@]} -gt 0 ] || variants=(cpu gpu tpu jax-cpu jax-gpu jax-tpu)
 run_timeout=${TPUCTL_IMAGE_RUN_TIMEOUT:-300}
 if ! [[ "$run_timeout" =~ ^[0-9]{1,6}$ ]] || [ "$run_timeout" -lt 1 ]; then
   echo "error: TPUCTL_IMAGE_RUN_TIMEOUT=$run_timeout must be whole seconds from 1 to 999999" >&2; exit 2
@@ -137,10 +142,12 @@ run_in() {  # docker run with --network none and a time bound; the container is 
 # `import trainer, tensorflow, tf_keras` in seconds (the trainer package first, as every entry point does), with the
 # image's .pyc files and without them (an empty pycache prefix and no writing make Python compile every module from
 # source, as the image did before it shipped byte-compiled files)
+# (the JAX images: `import trainer, tensorflow, jax, keras` on the JAX backend)
 import_probe='import time; t = time.perf_counter(); import trainer, tensorflow, tf_keras; print(f"{time.perf_counter() - t:.2f}")'
-import_seconds() {  # image [extra docker args...]
-  local img=$1; shift
-  run_in "$@" --entrypoint python "$img" -c "$import_probe" 2>>"$work/import.log" | tail -1
+jax_import_probe='import os, time; os.environ["KERAS_BACKEND"] = "jax"; t = time.perf_counter(); import trainer, tensorflow, jax, keras; print(f"{time.perf_counter() - t:.2f}")'
+import_seconds() {  # probe image [extra docker args...]
+  local probe=$1 img=$2; shift 2
+  run_in "$@" --entrypoint python "$img" -c "$probe" 2>>"$work/import.log" | tail -1
 }
 # Inside the image: the export's serving signature takes encoded image bytes and answers one probability per class.
 signature_check='
@@ -164,17 +171,28 @@ assert "hparams" in plugins, plugins
 print(f"serving_default({spec.dtype.name}{spec.shape.as_list()}) -> {sorted(outputs)} {probs.shape.as_list()}; "
       "hyperparameters recorded for TensorBoard")
 '
-# The user's code as a layer on the cpu image (`tpuctl image build --local --code`), and a plug-in run in it.
-code_layer() {  # out-folder; prints one summary phrase
-  local out=$1 code_name again accuracy start=$SECONDS
-  if ! "$tpuctl" image build --local --variant cpu --code examples/tabular-plugin >"$work/code.log" 2>&1; then
+# The user's code as a layer on a trainer image (`tpuctl image build --local --code`), and a plug-in run in it: on the
+# cpu image its data written and its model trained; on jax-cpu its data written (the plug-in is a tf_keras model).
+code_layer() {  # variant out-folder; prints one summary phrase
+  local variant=$1 out=$2 code_name again accuracy start=$SECONDS
+  if ! "$tpuctl" image build --local --variant "$variant" --code examples/tabular-plugin >"$work/code.log" 2>&1; then
     tail -25 "$work/code.log" >&2; return 1
   fi
-  code_name=$(grep -o "tpuctl/code-cpu:sha256-[0-9a-f]*" "$work/code.log" | head -1 || true)
+  code_name=$(grep -o "tpuctl/code-$variant:sha256-[0-9a-f]*" "$work/code.log" | head -1 || true)
   [ -n "$code_name" ] || { echo "error: the code build printed no image name" >&2; tail -5 "$work/code.log" >&2; return 1; }
   built_names+=("$code_name")
-  again=$("$tpuctl" image build --local --variant cpu --code examples/tabular-plugin 2>&1 | tail -1)
+  again=$("$tpuctl" image build --local --variant "$variant" --code examples/tabular-plugin 2>&1 | tail -1)
   [[ "$again" == *"already exists: nothing to build"* ]] || { echo "error: unchanged code was built again: $again" >&2; return 1; }
+  local first; first=$(tail -1 "$work/code.log")
+  [[ "$first" == built* ]] && first="built" || first="already built"
+  if [ "$variant" != cpu ]; then
+    if ! run_in -v "$out:/work" --entrypoint python "$code_name" make_data.py /work/plugin-data >"$work/code-run.log" 2>&1 \
+       || [ ! -s "$out/plugin-data/manifest.json" ]; then
+      tail -15 "$work/code-run.log" >&2; return 1
+    fi
+    echo "code layer $code_name $first, unchanged code not rebuilt, its make_data.py ran in it in $((SECONDS - start))s"
+    return 0
+  fi
   if ! run_in -v "$out:/work" --entrypoint python "$code_name" make_data.py /work/plugin-data >"$work/code-run.log" 2>&1 \
      || ! run_in -v "$out:/work" "$code_name" --code_dir /opt/tpuctl/code --model model.py:build \
           --data_dir /work/plugin-data --model_dir /work/plugin-run --train_epochs 4 --hp_units 16 >>"$work/code-run.log" 2>&1; then
@@ -187,8 +205,6 @@ assert r["model"] == "model.py:build" and r["source"] == "features", r
 print(f"{r['val_accuracy']:.3f}")
 PY
 ) || { tail -5 "$work/code-run.log" >&2; return 1; }
-  local first; first=$(tail -1 "$work/code.log")
-  [[ "$first" == built* ]] && first="built" || first="already built"
   echo "code layer $code_name $first, unchanged code not rebuilt, model.py:build trained 4 epochs in it in $((SECONDS - start))s (val_accuracy $accuracy)"
 }
 failed=0
@@ -211,11 +227,52 @@ for v in "${variants[@]}"; do
   size=$(docker image inspect -f '{{.Size}}' "$name" | awk '{printf "%.2f GB", $1 / 1e9}') || size="?"
   out="$work/out-$v"; mkdir -p "$out"
   chown 10001 "$out" 2>/dev/null || chmod 777 "$out"    # the image runs as its own user, uid 10001
-  cold=$(import_seconds "$name" -e PYTHONPYCACHEPREFIX=/tmp/no-pyc) || cold="?"
-  warm=$(import_seconds "$name") || warm="?"
+  probe=$import_probe; probed="tensorflow+tf_keras"
+  if [[ "$v" == jax-* ]]; then probe=$jax_import_probe; probed="tensorflow+jax+keras"; fi
+  cold=$(import_seconds "$probe" "$name" -e PYTHONPYCACHEPREFIX=/tmp/no-pyc) || cold="?"
+  warm=$(import_seconds "$probe" "$name") || warm="?"
   if [ -z "$warm" ] || [ "$warm" = "?" ]; then
     tail -5 "$work/import.log" >&2
-    summaries+=("image $v: FAILED: import tensorflow, tf_keras (above)"); failed=1; continue
+    summaries+=("image $v: FAILED: import $probed (above)"); failed=1; continue
+  fi
+  if [[ "$v" == jax-* ]]; then
+    train_start=$SECONDS
+    if ! smoke=$(run_in -v "$out:/work" -v "$root/tests/fixtures/keras3_jax_smoke.py:/smoke/keras3_jax_smoke.py:ro" \
+          --entrypoint python "$name" /smoke/keras3_jax_smoke.py /work 2>"$work/smoke-$v.log" | tail -1); then
+      tail -15 "$work/smoke-$v.log" >&2
+      summaries+=("image $v: FAILED: Keras 3 on the JAX backend in the image (above)"); failed=1; continue
+    fi
+    train_s=$((SECONDS - train_start))
+    owner=$(stat -c %u "$out/keras3-jax-export/saved_model.pb" 2>/dev/null || echo "?")
+    if [ "$owner" != 10001 ]; then
+      summaries+=("image $v: FAILED: the export belongs to uid $owner, not the image's user 10001"); failed=1; continue
+    fi
+    # what ran is what the lock pins: jax, keras, and jax-tpu's libtpu / jax-gpu's CUDA plug-in
+    if ! detail=$(python3 - "$smoke" "requirements/image-$v.lock" <<'PY'
+import json, sys
+r = json.loads(sys.argv[1])
+pins = dict(line.split("==") for line in open(sys.argv[2]).read().splitlines() if "==" in line and line[0] != "#")
+pins = {k.lower().replace("_", "-"): v for k, v in pins.items()}
+assert r["backend"] == "jax" and r["devices"] == 2 and r["platform"] == "cpu", r
+assert (r["jax"], r["keras"]) == (pins["jax"], pins["keras"]), (r, pins)
+assert r["libtpu"] == pins.get("libtpu") and r["jax_cuda12_plugin"] == pins.get("jax-cuda12-plugin"), (r, pins)
+extra = f", libtpu {r['libtpu']}" if r["libtpu"] else (f", jax-cuda12-plugin {r['jax_cuda12_plugin']}"
+                                                        if r["jax_cuda12_plugin"] else "")
+print(f"Keras {r['keras']} on JAX {r['jax']}{extra}: DataParallel over {r['devices']} CPU devices from tf.data, "
+      f"{r['epochs']} epochs, val_accuracy {r['val_accuracy']}; its TF SavedModel export loaded by TensorFlow "
+      f"answers within {r['export_vs_model']:.0e} of the model")
+PY
+    ); then
+      summaries+=("image $v: FAILED: the Keras 3 run's report ($smoke)"); failed=1; continue
+    fi
+    if [ "$v" = jax-cpu ]; then
+      if ! code_detail=$(code_layer "$v" "$out"); then
+        summaries+=("image $v: FAILED: the code layer (above)"); failed=1; continue
+      fi
+      detail="$detail; $code_detail"
+    fi
+    summaries+=("image $v: ok — $name, $size, built in ${build_s}s ($built); import $probed ${warm}s (${cold}s without .pyc); $detail; as uid 10001 in ${train_s}s (the trainer's own --backend jax: not on main yet)")
+    continue
   fi
   epochs=2; [ "$v" = gpu ] && epochs=1
   detail=""
@@ -251,12 +308,12 @@ for v in "${variants[@]}"; do
       summaries+=("image $v: FAILED: the exported SavedModel's signature (above)"); failed=1; continue
     fi
     detail="$detail$sig; "
-    if ! code_detail=$(code_layer "$out"); then
+    if ! code_detail=$(code_layer "$v" "$out"); then
       summaries+=("image $v: FAILED: the code layer (above)"); failed=1; continue
     fi
     detail="$detail$code_detail; "
   fi
-  summaries+=("image $v: ok — $name, $size, built in ${build_s}s ($built); import tensorflow+tf_keras ${warm}s (${cold}s without .pyc); ${detail}demo ${epochs} epoch(s) as uid 10001 in ${train_s}s, val_accuracy $accuracy")
+  summaries+=("image $v: ok — $name, $size, built in ${build_s}s ($built); import $probed ${warm}s (${cold}s without .pyc); ${detail}demo ${epochs} epoch(s) as uid 10001 in ${train_s}s, val_accuracy $accuracy")
 done
 # In an engine this run started (its own data folder), older builds of the variants just built are removed so the
 # folder does not grow with every change of the sources; a user's own engine is left as it is.

@@ -75,8 +75,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                               "(<TFHUB_CACHE_DIR>/<sha1(handle)>/)."),
     "data": ("tpuctl.commands.data", "Prepare training data with the trainer's tools (TFRecord shards + manifest), "
                                      "locally or in gs://."),
-    "image": ("tpuctl.commands.image", "The trainer's container image: one Dockerfile, variants cpu/gpu/tpu, tagged "
-                                       "by a hash of its sources."),
+    "image": ("tpuctl.commands.image", "The trainer's container image: one Dockerfile, variants cpu/gpu/tpu and "
+                                       "jax-cpu/jax-gpu/jax-tpu, tagged by a hash of its sources."),
     "prices": ("tpuctl.commands.prices", "List prices from Google's Cloud Billing Catalog: cache them (refresh) and "
                                          "show what an accelerator costs per hour (show)."),
 }

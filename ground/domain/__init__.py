@@ -27,6 +27,8 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "VERTEX_STRATEGY", "Provisioning", "Reservation", "check_reservation", "CLUSTER_ID", "MAX_CLUSTER_REPLICAS",
         "parse_training_cluster"),
     "apis": ("BOOTSTRAP_APIS", "REQUIRED_APIS"),
+    "frameworks": ("FRAMEWORKS", "IMAGE_VARIANTS", "JAX_TPU_REQUIREMENTS", "UNVERIFIED_FRAMEWORK_FACTS", "ImageVariant",
+        "Source", "Support", "backend_support", "check_backend", "default_backend", "image_variant"),
     "hub": ("DEFAULT_HUB_CACHE_PREFIX", "HUB_MANIFEST", "HUB_STAGING", "HubLayout", "hub_cache_key",
         "hub_descriptor", "hub_descriptor_name", "hub_folder", "hub_folder_problem", "hub_layout", "hub_manifest",
         "hub_manifest_name", "hub_object_name", "hub_staging_prefix", "is_hub_cache_key", "parse_hub_manifest",

@@ -421,7 +421,7 @@ def test_tpu_admin_is_not_offered_for_the_tpu_vm_agent():
 UNVERIFIED_LISTS = {"quotas": "UNVERIFIED_QUOTA_FACTS", "storage_iam": "UNVERIFIED_IAM_FACTS",
                     "tpu": "UNVERIFIED_TPU_FACTS", "prediction": "UNVERIFIED_PREDICTION_FACTS",
                     "tpuvm": "UNVERIFIED_TPUVM_FACTS", "capacity": "UNVERIFIED_CAPACITY_FACTS",
-                    "accelerators": "UNVERIFIED_VERTEX_FACTS"}
+                    "accelerators": "UNVERIFIED_VERTEX_FACTS", "frameworks": "UNVERIFIED_FRAMEWORK_FACTS"}
 _MARKER = re.compile(r"\[unverified: ([a-z0-9-]+)\]")
 _UNMARKED = re.compile(r"(?i)\bun-?verified\b|\bnot (?:re-)?verified\b|\bnot re-checked\b|\bnot from a google\b")
 
@@ -431,7 +431,7 @@ def test_every_unverified_fact_is_marked_listed_and_documented():
 
     docs = "\n".join(p.read_text() for p in (REPO / "docs").glob("*.md"))
     for module_name in ("accelerators", "quotas", "tpu", "names", "storage_iam", "principals", "apis", "tpuvm", "hub",
-                        "prediction", "capacity"):
+                        "prediction", "capacity", "frameworks"):
         module = importlib.import_module(f"ground.domain.{module_name}")
         listed = getattr(module, UNVERIFIED_LISTS.get(module_name, ""), {})
         marked = set()

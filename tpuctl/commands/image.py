@@ -15,10 +15,13 @@ from tpuctl.services import image, usercode
 
 image_app = typer.Typer(
     name="image", no_args_is_help=True,
-    help="The trainer's container image: one Dockerfile, variants cpu/gpu/tpu, tagged by a hash of its sources.",
+    help="The trainer's container image: one Dockerfile, variants cpu/gpu/tpu (TensorFlow) and jax-cpu/jax-gpu/jax-tpu "
+         "(Keras 3 on JAX), tagged by a hash of its sources.",
 )
 
-_VARIANT = typer.Option("cpu", "--variant", help="cpu | gpu (TensorFlow's CUDA wheels) | tpu (tensorflow-tpu + libtpu).")
+_VARIANT = typer.Option("cpu", "--variant", help="cpu | gpu (TensorFlow's CUDA wheels) | tpu (tensorflow-tpu + libtpu) | "
+                        "jax-cpu | jax-gpu (JAX's CUDA 12 wheels) | jax-tpu (JAX with the libtpu it pins): Keras 3 on "
+                        "JAX, beside TensorFlow's CPU build.")
 _STACK = typer.Option(None, "--stack", help="Project, region, staging bucket and repository from this stack's outputs.")
 _OUTPUTS = typer.Option(None, "--outputs", help="The same from this outputs JSON (`pulumi stack output --json`).")
 _REPO = typer.Option(None, "--repository", help="Artifact Registry Docker repository (default: the stack's, else tpuctl-trainer).")

@@ -2,7 +2,8 @@
 
 A Vertex AI job that runs this image runs the same program in the same environment as every local run
 and test: ``container/Dockerfile`` installs exactly ``requirements/image-<variant>.lock`` and copies
-``trainer/``. The tag is a content hash of those files, so an unchanged trainer is never rebuilt and a
+``trainer/``. The variants (``domain.IMAGE_VARIANTS``: cpu, gpu, tpu for TensorFlow; jax-cpu, jax-gpu, jax-tpu for
+Keras 3 on JAX) and which run uses which (``domain.image_variant``) are the catalogue's. The tag is a content hash of those files, so an unchanged trainer is never rebuilt and a
 job always names the exact image it runs.
 
 Facts (checked 2026-11):
@@ -46,7 +47,7 @@ from ground.outputs import StackOutputs
 from ground.polling import poll
 from tpuctl.services import usercode
 
-VARIANTS: tuple[str, ...] = ("cpu", "gpu", "tpu")
+VARIANTS: tuple[str, ...] = tuple(domain.IMAGE_VARIANTS)
 DOCKERFILE = "container/Dockerfile"
 #: The user's project folder layered on the trainer image (docs/your-code.md).
 CODE_DOCKERFILE = "container/Dockerfile.code"
@@ -157,7 +158,7 @@ def code_context_files(project: usercode.Project, root: Path = REPO_ROOT) -> lis
 
 
 _URI = re.compile(r"^(?P<region>[a-z0-9-]+)-docker\.pkg\.dev/(?P<project>[a-z][a-z0-9-]+)/(?P<repository>[a-z0-9-]+)"
-                  r"/trainer-(?P<variant>cpu|gpu|tpu):(?P<tag>sha256-[0-9a-f]{20})$")
+                  rf"/trainer-(?P<variant>{'|'.join(map(re.escape, VARIANTS))}):(?P<tag>sha256-[0-9a-f]{{20}})$")
 
 
 def parse_uri(uri: str) -> ImageRef | None:

@@ -45,7 +45,8 @@ REQUIREMENTS = "requirements.txt"
 _TENSORFLOW = ("tensorflow", "tensorflow-cpu", "tensorflow-tpu", "tensorflow-gpu", "tensorflow-intel")
 #: What the trainer image pins and a project may not move (the image installs its lock with --no-deps).
 PINNED = ("tensorflow", "tensorflow-cpu", "tensorflow-tpu", "tf-keras", "keras", "protobuf", "numpy", "libtpu",
-          "tensorflow-hub", "tensorboard", "google-crc32c")
+          "tensorflow-hub", "tensorboard", "google-crc32c", "jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt",
+          "ml-dtypes")
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,7 @@ def check_requirements(project: Project, lock: Path) -> list[str]:
                                 f"{image_tf[0]}=={image_tf[1]}; drop {name} from {REQUIREMENTS}")
         if pinned is not None and not parsed.specifier.contains(pinned, prereleases=True):
             raise UserError(f"{where}: {printable(line, 100)} conflicts with the trainer image's {name}=={pinned}; "
-                            f"drop it or allow {pinned} (the image's TensorFlow stack is pinned: {lock.name})")
+                            f"drop it or allow {pinned} (the image's framework stack is pinned: {lock.name})")
         if parsed.marker is None or parsed.marker.evaluate({"python_version": "3.11", "sys_platform": "linux"}):
             lines.append(line)
     return lines

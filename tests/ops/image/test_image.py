@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ground import domain
 from ground.envs import REPO_ROOT
 from ground.errors import UserError
 from tpuctl.services import image
@@ -84,7 +85,7 @@ def test_tag_follows_the_sources_and_nothing_else(tmp_path):
 def test_bad_variant_and_repository_are_one_line(outputs_file):
     r = invoke(["image", "build", "--variant", "xpu", "--outputs", str(outputs_file), "--dry-run"])
     line = error_line(r, 2, alone=True)
-    assert "variant 'xpu'" in line and line.endswith("cpu, gpu, tpu"), line
+    assert "variant 'xpu'" in line and line.endswith("cpu, gpu, tpu, jax-cpu, jax-gpu, jax-tpu"), line
     r = invoke(["image", "build", "--repository", "Bad_Repo", "--outputs", str(outputs_file), "--dry-run"])
     assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "Bad_Repo" in r.stderr
 
@@ -111,6 +112,65 @@ def test_the_cpu_image_runs_the_versions_every_test_runs():
     assert image_pins.pop("tensorflow-cpu") == tested["tensorflow"] and "tensorflow" not in image_pins
     differ = {name: (version, tested.get(name)) for name, version in image_pins.items() if tested.get(name) != version}
     assert not differ, f"the cpu image pins versions the tests never ran: {differ}"
+
+
+#: What each JAX image adds to the cpu image's packages (requirements/image-jax-*.in): JAX and, per accelerator, the
+#: runtime JAX's own extra brings.
+JAX_ADDS = {"jax-cpu": {"jax", "jaxlib"}, "jax-tpu": {"jax", "jaxlib", "libtpu"},
+            "jax-gpu": {"jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt"}}
+
+
+@pytest.mark.parametrize("variant", sorted(JAX_ADDS))
+def test_a_jax_image_is_the_cpu_image_plus_jax_and_its_accelerators_runtime(variant):
+    pins, cpu = _pins(REPO_ROOT / image.lock_file(variant)), _pins(REPO_ROOT / image.lock_file("cpu"))
+    added = set(pins) - set(cpu)
+    assert {n for n in added if not n.startswith("nvidia-")} == JAX_ADDS[variant]
+    assert all(n.endswith("-cu12") for n in added if n.startswith("nvidia-")) and (variant == "jax-gpu") == any(
+        n.startswith("nvidia-") for n in added)
+    # TensorFlow's CPU build (tf.data, the SavedModel export; JAX owns the accelerator) at the tested versions
+    assert set(cpu) <= set(pins) and {n: pins[n] for n in cpu} == cpu
+    assert pins["keras"] == "3.15.1" and pins["jax"] == domain.JAX_TPU_REQUIREMENTS["jax"] == pins["jaxlib"]
+
+
+def test_the_jax_tpu_image_holds_the_libtpu_jax_pins_not_one_of_ours():
+    pins = _pins(REPO_ROOT / image.lock_file("jax-tpu"))
+    wanted = domain.JAX_TPU_REQUIREMENTS["libtpu"]               # jax 0.10.2's metadata: libtpu==0.0.42.*
+    assert wanted.endswith(".*") and pins["libtpu"].startswith(wanted[:-1])
+    wants = [line for line in (REPO_ROOT / "requirements" / "image-jax-tpu.in").read_text().splitlines()
+             if line and not line.startswith("#")]
+    assert "jax[tpu]==0.10.2" in wants and not any(line.startswith("libtpu") for line in wants)
+    # the TensorFlow tpu image keeps its own, contract-checked pin (tests/ops/image/test_libtpu_contract.py)
+    assert _pins(REPO_ROOT / image.lock_file("tpu"))["libtpu"] != pins["libtpu"]
+
+
+def test_every_run_kind_and_backend_has_an_image_variant_with_its_own_lock_and_tag(tmp_path):
+    root = _copy_sources(tmp_path / "a")
+    assert image.VARIANTS == tuple(domain.IMAGE_VARIANTS)
+    tags = {image.image_tag(v, root) for v in image.VARIANTS}
+    assert len(tags) == len(image.VARIANTS)                       # one lock each: one tag each
+    for kind in ("cpu", "gpu", "tpu"):
+        for backend in domain.FRAMEWORKS:
+            variant = domain.image_variant(kind, backend)
+            assert image.lock_file(variant) in dict(image.context_files(variant))
+            name = image.local_name(variant, root)
+            assert name == f"tpuctl/trainer-{variant}:{image.image_tag(variant, root)}"
+            uri = image.image_ref(None, variant, project=PROJECT, region=REGION, root=root).uri
+            assert image.parse_uri(uri) == image.ImageRef(PROJECT, REGION, image.DEFAULT_REPOSITORY, variant,
+                                                          image.image_tag(variant, root))
+
+
+@pytest.mark.parametrize("line, key", [("jax==0.9.0", "jax==0.10.2"), ("libtpu==0.0.21", "libtpu==0.0.42"),
+                                       ("keras<3", "keras==3.15.1"), ("ml-dtypes==0.4.0", "ml-dtypes==0.6.0")])
+def test_a_project_cannot_move_the_jax_images_runtime(tmp_path, line, key):
+    from tpuctl.services import usercode
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "model.py").write_text("def build(ctx):\n    return None\n")
+    (project / "requirements.txt").write_text(f"pandas>=2\n{line}\n")
+    with pytest.raises(UserError) as err:
+        usercode.check_requirements(usercode.scan_project(project), REPO_ROOT / image.lock_file("jax-tpu"))
+    assert str(err.value).startswith(f"{project / 'requirements.txt'}:2: ") and key in str(err.value)
 
 
 def test_cloud_build_request_then_no_rebuild_of_an_unchanged_trainer(build_cloud, outputs_file, monkeypatch):
@@ -168,13 +228,15 @@ def test_local_build_without_docker_is_one_line(outputs_file, monkeypatch, tmp_p
     assert "--local" in line and "docker" in line and "podman" in line, line
 
 
-def test_dry_run_prints_the_request_and_calls_nothing(build_cloud, outputs_file):
+@pytest.mark.parametrize("variant", ["tpu", "jax-tpu"])
+def test_dry_run_prints_the_request_and_calls_nothing(build_cloud, outputs_file, variant):
     fake = build_cloud()
-    r = invoke(["image", "build", "--outputs", str(outputs_file), "--dry-run", "--variant", "tpu"])
+    r = invoke(["image", "build", "--outputs", str(outputs_file), "--dry-run", "--variant", variant])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
-    assert doc["image"].startswith(f"{REGION}-docker.pkg.dev/{PROJECT}/tpuctl-trainer/trainer-tpu:sha256-")
-    assert "requirements/image-tpu.lock" in doc["context"]
+    assert doc["image"].startswith(f"{REGION}-docker.pkg.dev/{PROJECT}/tpuctl-trainer/trainer-{variant}:sha256-")
+    assert f"requirements/image-{variant}.lock" in doc["context"]
+    assert f"VARIANT={variant}" in doc["build"]["steps"][0]["args"]
     assert fake.requests == []
 
 
@@ -206,7 +268,7 @@ def test_a_bad_build_network_is_one_line_before_any_engine_call(monkeypatch, net
 
 
 @pytest.mark.parametrize("args, env, says", [
-    (["xpu"], {}, "error: unknown variant 'xpu' (use cpu, gpu, tpu)"),
+    (["xpu"], {}, "error: unknown variant 'xpu' (use cpu, gpu, tpu, jax-cpu, jax-gpu, jax-tpu)"),
     (["cpu"], {"TPUCTL_IMAGE_RUN_TIMEOUT": "abc"}, "error: TPUCTL_IMAGE_RUN_TIMEOUT=abc must be whole seconds"),
     (["cpu"], {"TPUCTL_IMAGE_RUN_TIMEOUT": "0"}, "error: TPUCTL_IMAGE_RUN_TIMEOUT=0 must be whole seconds"),
 ])

@@ -135,7 +135,7 @@ def test_single_host_on_demand_uses_the_local_tpu(outputs_file):
                                                ("v4-8", False)])
 def test_tensorflow_gets_the_pjrt_switch_wherever_google_documents_pjrt(outputs_file, accelerator, pjrt):
     # Google documents TensorFlow on v6e, v5e and v5p only through PJRT (its -pjrt TPU software versions,
-    # docs/tensorflow-on-tpus.md); v4 and older keep TensorFlow's default runtime (issue 42: v5e only before).
+    # docs/frameworks-on-tpus.md); v4 and older keep TensorFlow's default runtime (issue 42: v5e only before).
     run = planned("tpu-vm", read_outputs_file(outputs_file), accelerator=accelerator, name=NAME,
                          image="img:1")
     wanted = {"NEXT_PLUGGABLE_DEVICE_USE_C_API": "true", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}
