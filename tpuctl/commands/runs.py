@@ -125,7 +125,7 @@ def ls(base: str = _DIR, stack: Optional[str] = _STACK, outputs: Optional[Path] 
     heads = ["run", "date", "target", "model", "data", "accelerator", "epochs", "val acc", "time", "export"]
     cells = [[*(_fmt(row[key], markup=True) for key in ("run", "date", "target", "model", "data", "accelerator",
                                                         "epochs")),
-              "interrupted" if row["state"] == "interrupted" else _fmt(row["val_accuracy"], markup=True),
+              row["state"] if row["state"] != "finished" else _fmt(row["val_accuracy"], markup=True),
               format_duration(row["seconds"]), _fmt(row["export_dir"], markup=True)] for row in (r.row() for r in good)]
     console = Console()
     plain = [[Text.from_markup(c).plain for c in row] for row in cells]

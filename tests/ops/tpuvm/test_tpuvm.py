@@ -224,6 +224,44 @@ def test_a_failed_host_ends_the_run(outputs_file, tpu_cloud, gcs):
     assert [name for name, _ in fake.deleted] == [QR]
 
 
+def test_a_chief_that_ends_well_without_its_completion_record_fails_the_run(outputs_file, tpu_cloud, gcs):
+    """Issue 56: a plug-in that ends the trainer with exit status 0 (at import, in its model function, os._exit(0))
+    leaves no result.json. The chief host's exit 0 without the trainer's completion record is a failure at once (it
+    was a wait until --max-run-time, the slice billed), the slice deleted; other hosts still training change
+    nothing."""
+    def on_get(fake, state, n):
+        if state == "ACTIVE":
+            _write(gcs, f"runs/{NAME}/tpuctl/hosts/worker-0.exit", "0\n")
+
+    fake = tpu_cloud(states=["ACTIVE"], on_get=on_get)
+    r = invoke(_run_args(outputs_file))
+    assert r.exit_code == 1
+    line = _error_line(r)
+    assert "worker-0 exited 0 without the trainer's completion record" in line and "result.json" in line, line
+    assert "SavedModel" not in r.stdout and [name for name, _ in fake.deleted] == [QR]
+
+
+def test_a_users_program_ends_when_every_host_reported_exit_0(outputs_file, tpu_cloud, gcs, tmp_path, monkeypatch):
+    """--command: the user's program writes no completion record of the trainer's; the run ends well when every
+    host of the slice reported exit 0 (four VMs of v5litepod-16), not before."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text("print('hello')\n")
+    monkeypatch.chdir(project)
+    reported = []
+
+    def on_get(fake, state, n):
+        if state == "ACTIVE" and len(reported) < 4:
+            _write(gcs, f"runs/{NAME}/tpuctl/hosts/worker-{len(reported)}.exit", "0\n")
+            reported.append(n)
+
+    fake = tpu_cloud(states=["ACTIVE"], on_get=on_get)
+    r = invoke(_run_args(outputs_file, "--command", "python train.py"))
+    assert r.exit_code == 0, r.output
+    assert len(reported) == 4 and "training finished" in r.stdout
+    assert [name for name, _ in fake.deleted] == [QR]
+
+
 def test_provisioning_timeout_names_what_it_waited_for(outputs_file, tpu_cloud, gcs):
     """--max-wait 2m, each status read half a minute apart (an injected clock)."""
     fake = tpu_cloud(states=["WAITING_FOR_RESOURCES"])

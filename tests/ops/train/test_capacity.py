@@ -106,11 +106,12 @@ def test_flex_start_and_reservation_jobs_go_through_the_real_client_and_are_foll
     fake = fake_vertex()
     monkeypatch.setenv("TPUCTL_VERTEX_ENDPOINT", fake.url)
     outputs = read_outputs_file(outputs_file)
+    gcs[1].create_bucket(outputs.require("buckets.artifacts").removeprefix("gs://"))   # the trainer writes its result
     said: list[str] = []
-    for flags in ({"provisioning": "flex-start", "accelerator": "gpu-h100x8", "max_wait": "3h"},
-                  {"reservation": RESERVATION, "accelerator": "gpu-a100x8"},
-                  {"provisioning": "on-demand"}):
-        spec = planned("vertex", outputs, name="cap-run", **flags)
+    for i, flags in enumerate(({"provisioning": "flex-start", "accelerator": "gpu-h100x8", "max_wait": "3h"},
+                               {"reservation": RESERVATION, "accelerator": "gpu-a100x8"},
+                               {"provisioning": "on-demand"})):
+        spec = planned("vertex", outputs, name=f"cap-run-{i}", **flags)   # a finished run's folder is not reused
         target = VertexTarget(spec.model_copy(update={"poll_seconds": 0.01}), Report(say=said.append, note=said.append),
                               image_exists=lambda _: True, sleep=lambda _: None)
         with target.submit() as created:

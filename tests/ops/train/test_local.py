@@ -261,6 +261,21 @@ def test_default_run_folder_is_never_reused(monkeypatch, tmp_path):
     assert Path(claimed[1].model_dir).is_dir()   # not empty: kept
 
 
+def test_a_trainer_that_ends_well_without_its_completion_record_is_a_failed_run(fake_trainer, tools, tmp_path):
+    """Issue 56: exit status 0 is not success. A trainer that ends without printing its completion record (a plug-in
+    that called os._exit(0), say) is one line, exit 1, no result shown; the run is recorded as failed, and `runs ls`
+    lists it so."""
+    env = {**fake_trainer, "FAKE_MODE": "no-result"}
+    proc = tools.run_cli(["train", "--name", "r-1", "--epochs", "1"], env=env, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    [line] = [l for l in proc.stderr.splitlines() if l.startswith("error: ")]
+    assert "exit status 0 but without its completion record" in line and "--name r-1" in line, line
+    assert "SavedModel" not in proc.stdout and "run summary" not in proc.stderr
+    listed = tools.run_cli(["runs", "ls"], env=env, cwd=tmp_path)
+    [row] = [l for l in listed.stdout.splitlines() if "r-1" in l]
+    assert "failed" in row, listed.stdout
+
+
 def test_a_local_dry_run_shows_the_processes_and_creates_nothing(fake_trainer, tools, tmp_path):
     proc = tools.run_cli(["train", "--dry-run", "--workers", "2", "--epochs", "1"], env=fake_trainer, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -23,6 +23,11 @@ OUTPUTS = {
     "tfhub_cache_dir": "gs://tpuctl-my-project-1-hub-cache/model-cache",
     "labels": {"app": "tpuctl", "env": "test"},
 }
+def _error_line(proc) -> str:
+    [line] = [l for l in proc.stderr.splitlines() if l.startswith("error: ")]
+    return line
+
+
 CREATE_PATH = f"/v1/projects/{PROJECT}/locations/us-central1/customJobs"
 #: An image tpuctl did not build (--image): Vertex AI's to find, so no registry is asked (the trainer's own image
 #: and its build: test_vertex_container.py).
@@ -33,6 +38,7 @@ IMAGE = "us-docker.pkg.dev/my-project-1/team-images/trainer:7"
 def vertex(gcs, fake_vertex, tmp_path, tools):
     url, client = gcs
     client.create_bucket(STAGING)
+    client.create_bucket(OUTPUTS["buckets"]["artifacts"])   # the runs' folders: the trainer writes its result there
     outputs = tmp_path / "outputs.json"
     outputs.write_text(json.dumps(OUTPUTS))
 
@@ -185,6 +191,20 @@ def test_failed_job_is_reported_with_its_error(vertex):
     assert last.startswith("error: ") and "projects/my-project-1/locations/us-central1/customJobs/1000" in last
     assert "JOB_STATE_FAILED" in last, last
     assert "exited with a non-zero status of 3" in last
+
+
+def test_a_job_that_succeeds_without_the_trainers_completion_record_fails(vertex):
+    """Issue 56: a plug-in that ends the trainer with status 0 (os._exit(0) in its model function) makes the job
+    SUCCEEDED to Vertex AI, but the trainer wrote no result.json: the run failed, one line, exit 1, nothing shown as
+    a result. With the record, the run's result is shown as a local run's is."""
+    proc = vertex.run("--accelerator", "gpu", "--name", "no-record", result=None)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    line = _error_line(proc)
+    assert "JOB_STATE_SUCCEEDED" in line and "no completion record" in line and "no-record/result.json" in line, line
+    assert "SavedModel" not in proc.stdout
+    done = vertex.run("--accelerator", "gpu", "--name", "with-record")
+    assert done.returncode == 0, done.stderr
+    assert "SavedModel: gs://export/1" in done.stdout and "validation accuracy: 0.8750" in done.stdout
 
 
 def test_no_wait_submits_and_returns(vertex):

@@ -46,6 +46,7 @@ def clouds(fake_vertex, monkeypatch, tmp_path, gcs):
     emulator, where a run folder is looked at before a job is created)."""
     fake = fake_vertex()
     monkeypatch.setenv("TPUCTL_VERTEX_ENDPOINT", fake.url)
+    gcs[1].create_bucket(OUTPUTS["buckets"]["artifacts"])   # the runs' folders: the trainer writes its result there
     with fake_factory(FakeBuildCloud, monkeypatch, ["TPUCTL_ARTIFACTREGISTRY_ENDPOINT"],
                       credentials=tmp_path / "none.json") as make:
         yield fake, make()

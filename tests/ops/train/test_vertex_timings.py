@@ -83,9 +83,19 @@ def test_runs_show_prints_a_vertex_runs_timings(gcs, fake_vertex, tools, tmp_pat
     assert rows["spend"] == ("-" if spent is None else f"${spent:.2f}")
 
 
-def test_a_run_record_that_cannot_be_written_is_one_note_and_the_run_succeeds(gcs, fake_vertex, tools, tmp_path):
+def test_a_run_record_that_cannot_be_written_is_one_note_and_the_run_succeeds(gcs, fake_vertex, tools, tmp_path,
+                                                                               monkeypatch):
+    from ground.errors import UserError
+    from tpuctl.services.runs import records
+
     url, storage = gcs
-    storage.create_bucket(STAGING)          # no artifacts bucket: the record's upload fails
+    storage.create_bucket(STAGING)
+    storage.create_bucket(ARTIFACTS)        # the trainer writes its result; tpuctl's record is refused
+
+    def refused(*_args, **_kwargs):
+        raise UserError("writing tpuctl-run.json: permission denied (storage.objects.create)")
+
+    monkeypatch.setattr(records, "write_launch_record", refused)
     outputs = tmp_path / "outputs.json"
     outputs.write_text(json.dumps(OUTPUTS))
     fake = fake_vertex()

@@ -5,20 +5,25 @@ flags. Each cloud target subclasses both and adds its place (a region, a zone) a
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any, ClassVar
 
 from pydantic import Field
 
+from cloud import clients
 from ground import domain
 from ground.errors import UserError
 from ground.outputs import StackOutputs, require_outputs
-from ground.storagepath import cloud_folder, is_gs
+from ground.storagepath import GsPath, cloud_folder, is_gs
 from tpuctl.services import image as images
 from tpuctl.services import usercode
+from tpuctl.services.runs.records import RESULT_FILE
 from tpuctl.services.runs.request import MAX_RUN_TIME, Budget, RunTime, WaitTime
 from tpuctl.services.runs.spec import Planning, RunSpec, check_cloud_name, cloud_name
 
+#: A trainer's result.json is a few hundred bytes: anything larger is not the trainer's.
+MAX_RESULT_BYTES = 1 << 20
 #: Where a run's project folder (--code) is in the image it ships in (container/Dockerfile.code).
 CODE_DIR_IN_IMAGE = "/opt/tpuctl/code"
 #: How long a slice or a flex-start job may wait for its resources when --max-wait does not say.
@@ -180,3 +185,22 @@ class CloudTarget:
     @classmethod
     def code_dir(cls, code: str) -> str:
         return CODE_DIR_IN_IMAGE
+
+
+def read_result(storage, model_dir: str, earlier: dict[str, int] | None = None) -> dict[str, Any] | None:
+    """The trainer's completion record of the run in ``model_dir`` (``result.json``, written last, by the chief, only
+    when training finished), read through ``storage``: None when there is none yet (``earlier``: the generations of
+    objects an earlier run left, ignored) or it is being written; a file that is not the trainer's is one line."""
+    where = GsPath.parse(model_dir).join(RESULT_FILE)
+    with clients.google_errors(f"reading {where}", forbidden=f"permission denied reading {where}: you need "
+                                                            "storage.objects.get on the model bucket"):
+        blob = storage.bucket(where.bucket).get_blob(where.path)
+        if blob is None or (earlier or {}).get(blob.name) == blob.generation:
+            return None   # none yet, or an earlier run's
+        # This generation (a newer one may replace it meanwhile), bounded.
+        data = clients.download_bounded(blob, MAX_RESULT_BYTES, str(where), "not the trainer's result", 1)
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        return None  # being written: read it on the next poll
+    return value if isinstance(value, dict) else None

@@ -363,6 +363,13 @@ class LocalTarget(LocalPlanning):
         outcome = run_local(self.spec.argv, workers=self.spec.workers, env=self.spec.env,
                             parameter_servers=self.spec.parameter_servers, command=self.spec.command,
                             cwd=self.spec.code if self.spec.command else None, on_started=on_started, **sinks)
+        if outcome.result is None and not self.spec.command:
+            # the bundled trainer's run finished only when its chief printed its completion record (written last,
+            # after result.json): an exit status of 0 alone proves nothing (a plug-in may end the process itself)
+            self._record(started, state="failed", provisioned=min(provisioned, default=None))
+            raise UserError("the trainer ended with exit status 0 but without its completion record (result.json "
+                            f"in {self.spec.model_dir}): the run did not finish; the lines above say where it "
+                            f"stopped ({self.spec.resume_hint} once fixed)", 1)
         self._record(started, provisioned=min(provisioned, default=None))
         return Outcome(self.name, Path(self.spec.model_dir).name, SUCCEEDED, self.spec.model_dir,
                        result=outcome.result)

@@ -82,6 +82,10 @@ class ResultRecord(_Record):
     timing: Timing | None = None
 
 
+#: The states of a run that ended without the trainer's completion record, as its launch record says.
+UNFINISHED = frozenset({"interrupted", "failed"})
+
+
 class LaunchRecord(_Record):
     """What ``tpuctl train`` asked for (tpuctl-run.json): written and read through this model."""
     target: str | None = None
@@ -95,7 +99,9 @@ class LaunchRecord(_Record):
     started: float | None = Field(None, ge=0, lt=_LATEST)
     provisioned: float | None = Field(None, ge=0, lt=_LATEST)
     finished: float | None = Field(None, ge=0, lt=_LATEST)
-    state: str | None = None   # "interrupted": stopped (Ctrl-C, SIGTERM) before the trainer's result.json
+    #: "interrupted": stopped (Ctrl-C, SIGTERM) before the trainer's result.json; "failed": the trainer ended without
+    #: its completion record (its exit status 0 or not)
+    state: str | None = None
     spot: bool | None = None
     #: a cloud run's project and, on Vertex AI, its CustomJob (projects/P/locations/R/customJobs/ID): where
     #: `tpuctl logs` finds its lines
@@ -156,8 +162,10 @@ class Run:
 
     @property
     def state(self) -> str:
-        """``finished`` (the trainer's result.json is there) or ``interrupted`` (tpuctl recorded a stop before it)."""
-        return "interrupted" if not self.result and self.launch.get("state") == "interrupted" else "finished"
+        """``finished`` (the trainer's result.json is there), ``interrupted`` (tpuctl recorded a stop before it) or
+        ``failed`` (the trainer ended without it)."""
+        recorded = self.launch.get("state")
+        return recorded if not self.result and recorded in UNFINISHED else "finished"
 
     @property
     def data(self) -> str | None:
@@ -337,8 +345,8 @@ def read_local_run(folder: Path, root: Path | None = None) -> Run | None:
 
 
 def _read_interrupted(folder: Path, root: Path | None) -> Run | None:
-    """A run tpuctl recorded as interrupted (a launch record with state "interrupted", no result.json); None for
-    any other folder without a result."""
+    """A run tpuctl recorded as unfinished (a launch record with state "interrupted" or "failed", no result.json);
+    None for any other folder without a result."""
     if not os.path.lexists(folder / RUN_FILE) or (root is not None and not _inside(folder, root)):
         return None
     try:
@@ -346,7 +354,7 @@ def _read_interrupted(folder: Path, root: Path | None) -> Run | None:
         modified = (folder / RUN_FILE).lstat().st_mtime
     except (UserError, OSError):
         return None
-    return Run(folder.name, str(folder), {}, launch, modified) if launch.get("state") == "interrupted" else None
+    return Run(folder.name, str(folder), {}, launch, modified) if launch.get("state") in UNFINISHED else None
 
 
 def list_runs(base: str = "runs", *, outputs: StackOutputs | None = None, storage_client=None) -> list[Run]:

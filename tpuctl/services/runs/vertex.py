@@ -34,7 +34,8 @@ from ground.files import printable
 from ground.polling import poll
 from tpuctl.services import image as images
 from tpuctl.services.runs import cost, logs, records
-from tpuctl.services.runs.cloud import CloudRun, CloudTarget
+from tpuctl.services.runs.cloud import CloudRun, CloudTarget, read_result
+from tpuctl.services.runs.records import RESULT_FILE
 from tpuctl.services.runs.request import (
     MAX_RUN_TIME,
     CloudOptions,
@@ -480,11 +481,31 @@ class VertexTarget(VertexPlanning):
         self._record(final)
         state = state_name(final)
         if state == "JOB_STATE_SUCCEEDED":
-            return Outcome(self.name, created.name, SUCCEEDED, outputs, console_url=created.console_url)
+            return self._completed(created)
         detail = f": {final.error.message}" if final.error.message else ""
         return Outcome(self.name, created.name, FAILED, outputs, console_url=created.console_url,
                        error=f"job {created.name} ended in {state}{detail} ({created.console_url})")
 
+
+    def _completed(self, created: SubmittedJob) -> Outcome:
+        """A job Vertex AI says SUCCEEDED: the bundled trainer's run finished only when its chief wrote the completion
+        record (result.json in the model folder; a plug-in that ended the process with status 0 leaves none): its
+        result, else the run FAILED. The user's own program (--command) has no such record: the job's state is all.
+        A record that cannot be read at all is said in a note and the job's state stands."""
+        outputs = self.spec.model_dir
+        if self.spec.command:
+            return Outcome(self.name, created.name, SUCCEEDED, outputs, console_url=created.console_url)
+        try:
+            result = read_result(clients.storage_client(self.spec.project), outputs)
+        except UserError as exc:
+            self.note(f"note: the job succeeded; its completion record could not be read: {exc}")
+            return Outcome(self.name, created.name, SUCCEEDED, outputs, console_url=created.console_url)
+        if result is None:
+            return Outcome(self.name, created.name, FAILED, outputs, console_url=created.console_url,
+                           error=f"job {created.name} ended in JOB_STATE_SUCCEEDED but the trainer left no completion "
+                                 f"record ({outputs}/{RESULT_FILE}): it did not finish training (its logs say why: "
+                                 f"`tpuctl logs {self.spec.name}`)")
+        return Outcome(self.name, created.name, SUCCEEDED, outputs, result=result, console_url=created.console_url)
 
     def _progress_from_logs(self, job_name: str):
         """While the job runs, its chief's log lines drive the display (``logs.LogFeed``); nothing without one."""

@@ -4,7 +4,6 @@ training (the chief's result, the hosts' exit reports, a preempted slice), delet
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 from collections.abc import Callable
@@ -19,14 +18,12 @@ from ground.files import printable
 from ground.polling import poll
 from ground.storagepath import GsPath
 from tpuctl.services.runs import logs
-from tpuctl.services.runs.cloud import DEFAULT_MAX_WAIT
+from tpuctl.services.runs.cloud import DEFAULT_MAX_WAIT, read_result
 from tpuctl.services.runs.records import RECOVERIES_FILE, RESULT_FILE, RecoveriesRecord
 from tpuctl.services.runs.tpuvm.plan import DEFAULT_TPU_VM_RUN_TIME, TpuVmRun
 from tpuctl.services.runs.tpuvm.script import HOST_STATUS_DIR, api_version, build_queued_resource, v2alpha1_body
 from tpuctl.services.supervisor import signal_handlers
 
-#: The chief's result.json is a few hundred bytes; more is not the trainer's.
-MAX_RESULT_BYTES = 1 << 20
 DEFAULT_PROVISION_TIMEOUT = DEFAULT_MAX_WAIT.total_seconds()
 DEFAULT_RUN_TIMEOUT = DEFAULT_TPU_VM_RUN_TIME.total_seconds()
 DEFAULT_POLL_SECONDS = 30.0
@@ -239,20 +236,7 @@ def earlier_outputs(storage, run: TpuVmRun) -> dict[str, int]:
 
 
 def _read_result(storage, run: TpuVmRun, earlier: dict[str, int] | None = None) -> dict[str, Any] | None:
-    result = GsPath.parse(result_uri(run))
-    with clients.google_errors(f"reading {result}",
-                               forbidden=f"permission denied reading {result_uri(run)}: you need storage.objects.get "
-                                         "on the model bucket"):
-        blob = storage.bucket(result.bucket).get_blob(result.path)
-        if blob is None or (earlier or {}).get(blob.name) == blob.generation:
-            return None   # none yet, or an earlier run's
-        # This generation (a newer one may replace it meanwhile), bounded: a result is a few hundred bytes.
-        data = clients.download_bounded(blob, MAX_RESULT_BYTES, result_uri(run), "not the trainer's result", 1)
-    try:
-        value = json.loads(data)
-    except (ValueError, RecursionError):
-        return None  # being written: read it on the next poll
-    return value if isinstance(value, dict) else None
+    return read_result(storage, run.model_dir, earlier)
 
 
 #: What a host's exit file says when its VM went away under the trainer rather than the trainer failing: 143 (128 +
@@ -261,19 +245,26 @@ def _read_result(storage, run: TpuVmRun, earlier: dict[str, int] | None = None) 
 HOST_GONE_CODES = frozenset({"143", "preempted"})
 
 
-def _host_failures(storage, run: TpuVmRun, earlier: dict[str, int] | None = None) -> list[tuple[str, str]]:
-    """The hosts whose exit file says something else than 0: ``(host, what it says)``, sorted."""
+def _host_reports(storage, run: TpuVmRun, earlier: dict[str, int] | None = None) -> dict[str, str]:
+    """How each host that ended says its container ended: ``{host: what its exit file says}`` (``worker-0``: ``0``)."""
     hosts = GsPath.parse(run.model_dir).join(HOST_STATUS_DIR)
-    failures = []
+    reports = {}
     with clients.google_errors(f"reading host reports under {hosts}"):
         for blob in storage.list_blobs(hosts.bucket, prefix=hosts.prefix):
             if (earlier or {}).get(blob.name) == blob.generation:
                 continue   # an earlier run's report
             code = printable(blob.download_as_bytes(start=0, end=15).decode("utf-8", "replace").strip(), 16)
-            if code != "0":
-                host = printable(blob.name.rsplit("/", 1)[-1].removesuffix(".exit"), 80)
-                failures.append((host, code or "?"))
-    return sorted(failures)
+            reports[printable(blob.name.rsplit("/", 1)[-1].removesuffix(".exit"), 80)] = code or "?"
+    return reports
+
+
+def _host_failures(reports: dict[str, str]) -> list[tuple[str, str]]:
+    """The hosts whose exit file says something else than 0: ``(host, what it says)``, sorted."""
+    return sorted((host, code) for host, code in reports.items() if code != "0")
+
+
+#: The host whose trainer is the chief (it writes the run's completion record, result.json).
+CHIEF_HOST = "worker-0"
 
 
 def _node_gone(client, run: TpuVmRun, notes: set[str], progress: Progress) -> str | None:
@@ -304,10 +295,12 @@ def follow(client, storage, run: TpuVmRun, *, progress: Progress, poll_seconds: 
            timeout: float = DEFAULT_RUN_TIMEOUT, sleep: Callable[[float], None] = time.sleep,
            clock: Callable[[], float] = time.monotonic, earlier: dict[str, int] | None = None,
            check: Callable[[], None] | None = None) -> dict[str, Any]:
-    """Wait for the chief's result.json in the model folder; raise UserError when a host's trainer fails,
-    the slice fails or is preempted, or ``timeout`` passes. ``earlier``: the generations of the objects that
-    were there before this launch (:func:`earlier_outputs`), ignored. ``check``: called at every poll without a
-    result (the budget: it raises to stop the run)."""
+    """Wait for the chief's result.json in the model folder (the trainer's completion record; a user's program
+    instead ends when every host reported exit 0: its result is ``{}``); raise UserError when a host's trainer fails,
+    the chief's trainer ends without its completion record (whatever its exit status: a plug-in that ended the
+    process cannot make a run succeed), the slice fails or is preempted, or ``timeout`` passes. ``earlier``: the
+    generations of the objects that were there before this launch (:func:`earlier_outputs`), ignored. ``check``:
+    called at every poll without a result (the budget: it raises to stop the run)."""
     progress(f"training on {run.slice.vms} host(s); waiting for {result_uri(run)}")
     name = queued_resource_name(run)
     notes: set[str] = set()
@@ -335,7 +328,8 @@ def follow(client, storage, run: TpuVmRun, *, progress: Progress, poll_seconds: 
         if state == "FAILED":
             raise Preempted(f"queued resource {run.name} FAILED while training: {_reason(current)}; to resume, "
                              f"{run.resume_hint}", f"FAILED: {_reason(current)}")
-        failures = _host_failures(storage, run, earlier)
+        reports = _host_reports(storage, run, earlier)
+        failures = _host_failures(reports)
         # A host gone under the trainer while the queued resource still says ACTIVE: a preemption, not a failure.
         gone = _node_gone(client, run, notes, progress)
         if gone is None and failures and all(code in HOST_GONE_CODES for _, code in failures):
@@ -347,6 +341,14 @@ def follow(client, storage, run: TpuVmRun, *, progress: Progress, poll_seconds: 
         if failures:
             listed = ", ".join(f"{host} exited {code}" for host, code in failures)
             raise host_failed(run, listed, failures[0][0], progress)
+        if run.command and len(reports) >= run.slice.vms:
+            return {}           # the user's program ended on every host, well
+        if not run.command and reports.get(CHIEF_HOST) == "0":
+            result = _read_result(storage, run, earlier)   # written before the trainer exits: read once more
+            if result is not None:
+                return result
+            raise host_failed(run, f"{CHIEF_HOST} exited 0 without the trainer's completion record "
+                                   f"({result_uri(run)}): the run did not finish", CHIEF_HOST, progress)
         return None
 
     return poll(read, lambda result: result is not None, interval=poll_seconds, timeout=timeout, sleep=sleep,

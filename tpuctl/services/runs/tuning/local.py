@@ -174,6 +174,10 @@ def run_local_tuning(spec: LocalRun, search: TuneSpec, *, trials: int | None = N
                 echo(f"trial {index} failed" + ("" if why and why.startswith("error:") else f": {exc}"))
                 rows.append(TrialRow(str(index), "FAILED", shown, None, None))
                 continue
+            except UserError as exc:      # the trainer ended without its completion record
+                echo(f"trial {index} failed: {exc}")
+                rows.append(TrialRow(str(index), "FAILED", shown, None, None))
+                continue
         finally:
             lock.close()
         result = outcome.result or {}
