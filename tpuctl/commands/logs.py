@@ -15,6 +15,7 @@ from ground.errors import UserError
 from ground.outputs import load_outputs
 from tpuctl.commands.options import OUTPUTS, STACK, shown
 from tpuctl.services.runs import logs as logs_svc
+from tpuctl.services.runs import targets
 
 #: How far back ``--since`` may reach (Cloud Logging keeps the _Default bucket's entries 30 days).
 MAX_SINCE = timedelta(days=30)
@@ -52,7 +53,7 @@ def logs(
     if since is not None:
         start = time.time() - parse_duration(since, "--since", timedelta(seconds=1), MAX_SINCE,
                                              "Cloud Logging's default retention").total_seconds()
-    found = logs_svc.run_logs(run, base=base, outputs=load_outputs(stack, outputs), host=which)
+    found = targets.run_logs(run, base=base, outputs=load_outputs(stack, outputs), host=which)
     lines = (logs_svc.follow(found.source, since=start, done=found.ended, interval=interval) if follow else
              logs_svc.entries(found.source, since=start))
     printed = 0

@@ -272,6 +272,11 @@ class LocalPlanning:
         return code
 
     @classmethod
+    def log_source(cls, record: dict[str, Any], name: str, project: str | None, host: int | None) -> Any:
+        raise UserError(f"{printable(name, 80)} is a local run: its output was its terminal's (logs are kept for "
+                        "Vertex AI and TPU VM runs)")
+
+    @classmethod
     def environment(cls, p: Planning, accel: domain.Accelerator | None, name: str, program: tuple[str, ...],
                     model_dir: str) -> dict[str, str]:
         """Vertex AI's output folders for the user's program (as a Vertex AI job gets them:

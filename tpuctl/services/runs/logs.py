@@ -246,38 +246,43 @@ class RunLogs:
     ended: Callable[[], bool]
 
 
-def run_logs(name: str, *, base: str | None = None, outputs: StackOutputs | None = None, host: int | None = None,
+def run_logs(name: str, log_source: Callable[[dict[str, Any], str, str | None, int | None], Source], *,
+             base: str | None = None, outputs: StackOutputs | None = None, host: int | None = None,
              storage_client=None) -> RunLogs:
     """The log source of the cloud run ``name`` in ``base`` (a ``gs://`` folder of runs) or the stack's
     ``<artifacts>/runs``, from its run record (``tpuctl-run.json``: target, project, the Vertex AI job), written when
-    the run was submitted. One line when there is no such run or it is a local one."""
+    the run was submitted; ``log_source(record, name, project, host)`` is the run's target's (``targets.run_logs``
+    picks it by the record's target). One line when there is no such run or it keeps no logs."""
     if outputs is not None:
         base = f"{outputs.require('buckets.artifacts')}/runs"
     if not base:
         raise UserError("pass --stack NAME or --outputs FILE (the runs in the stack's artifacts bucket), or --dir "
                         "gs://BUCKET/runs")
     folder = f"{base.rstrip('/')}/{name}"
-    record = records.read_launch_record(folder, storage_client=storage_client)
-    if record is None:
-        raise UserError(f"no cloud run {printable(name, 80)} in {printable(base, 200)} (no {records.RUN_FILE}): "
-                        "`tpuctl runs ls` lists the finished ones")
-    target, project = record.get("target"), record.get("project") or (outputs.project if outputs else None)
-    if target == "vertex" and record.get("job") and project:
-        source = vertex_source(project, record["job"], host)
-    elif target == "tpu-vm" and project:
-        source = tpu_vm_source(project, record.get("name") or name, host)
-    elif target in (None, "local"):
-        raise UserError(f"{printable(name, 80)} is a local run: its output was its terminal's (logs are kept for "
-                        "Vertex AI and TPU VM runs)")
-    else:
-        raise UserError(f"the record of {printable(name, 80)} names no project or job; a run from an older tpuctl "
-                        "has no logs to find")
+    record = read_run_record(name, folder, base, storage_client)
+    project = record.get("project") or (outputs.project if outputs else None)
+    source = log_source(record, name, project, host)
 
     def ended() -> bool:
         again = records.read_launch_record(folder, storage_client=storage_client) or {}
         return again.get("finished") is not None
 
     return RunLogs(name, folder, source, ended)
+
+
+def read_run_record(name: str, folder: str, base: str, storage_client=None) -> dict[str, Any]:
+    """A cloud run's launch record, or one line saying there is no such run."""
+    record = records.read_launch_record(folder, storage_client=storage_client)
+    if record is None:
+        raise UserError(f"no cloud run {printable(name, 80)} in {printable(base, 200)} (no {records.RUN_FILE}): "
+                        "`tpuctl runs ls` lists the finished ones")
+    return record
+
+
+def no_source(record: dict[str, Any], name: str, what: str = "a project or job") -> UserError:
+    """The line for a record that does not say where its logs are."""
+    return UserError(f"the record of {printable(name, 80)} names no {what}; a run from an older tpuctl has no logs "
+                     "to find")
 
 
 class LogFeed:

@@ -105,6 +105,11 @@ class RunTarget(Protocol):
     def environment(cls, p: Planning, accel: domain.Accelerator | None, name: str, program: tuple[str, ...],
                     model_dir: str) -> dict[str, str]: ...
 
+    @classmethod
+    def log_source(cls, record: dict[str, Any], name: str, project: str | None, host: int | None) -> Any:
+        """Where the lines of a run of this target are (``tpuctl logs``), from its run record; one line when it
+        keeps none."""
+
     # -- the run ----------------------------------------------------------------------------------------------------
     def preflight(self) -> None: ...
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from ground.envs import REPO_ROOT
 from ground.outputs import StackOutputs
+from tpuctl.services.runs import logs
 from tpuctl.services.runs import spec as planner
 from tpuctl.services.runs.local import LocalTarget
 from tpuctl.services.runs.request import RunRequest, TargetOptions, build_request
@@ -54,6 +55,18 @@ def plan(command: str, request: RunRequest, outputs: StackOutputs | None, *, cla
     """The run ``request`` asks ``command`` for, planned by its target (``spec.plan``)."""
     return planner.plan(request, REGISTRY[command][request.target], outputs, command=command, claim=claim,
                         echo=echo, today=today, root=root)
+
+
+def run_logs(name: str, **where: Any) -> logs.RunLogs:
+    """``tpuctl logs NAME``: the log source of a run, as its target keeps its logs (its class's ``log_source``, found
+    by the target its run record names; a record without one is a local run's, as tpuctl wrote them first)."""
+    def log_source(record: dict[str, Any], run: str, project: str | None, host: int | None) -> logs.Source:
+        kind = REGISTRY["train"].get(record.get("target") or "local")
+        if kind is None:
+            raise logs.no_source(record, run, "target tpuctl knows")
+        return kind.log_source(record, run, project, host)
+
+    return logs.run_logs(name, log_source, **where)
 
 
 def target(command: str, spec: RunSpec, report: Report, **inputs: Any) -> RunTarget:

@@ -154,6 +154,13 @@ class VertexPlanning(CloudTarget):
                 **({"wait": options.wait} if "wait" in type(options).model_fields else {})}
 
     @classmethod
+    def log_source(cls, record: dict[str, Any], name: str, project: str | None, host: int | None) -> logs.Source:
+        """Where a job's lines are (Cloud Logging, the job's entries; ``host``: one replica's)."""
+        if not (record.get("job") and project):
+            raise logs.no_source(record, name)
+        return logs.vertex_source(project, record["job"], host)
+
+    @classmethod
     def environment(cls, p: Planning, accel: domain.Accelerator | None, name: str, program: tuple[str, ...],
                     model_dir: str) -> dict[str, str]:
         """The TPU runtime's variables (Vertex AI sets the AIP_* folders itself from the base output directory).

@@ -12,6 +12,7 @@ from cloud.google import tpu_v2
 from ground import domain
 from ground.errors import UserError
 from ground.outputs import StackOutputs
+from tpuctl.services.runs import logs
 from tpuctl.services.runs.cloud import CloudRun, CloudTarget
 from tpuctl.services.runs.request import (
     CloudOptions,
@@ -141,6 +142,13 @@ class TpuVmPlanning(CloudTarget):
     @classmethod
     def image_variant(cls, accel: domain.Accelerator | None) -> str:
         return "tpu"
+
+    @classmethod
+    def log_source(cls, record: dict[str, Any], name: str, project: str | None, host: int | None) -> logs.Source:
+        """Where a slice's lines are (Cloud Logging, its hosts' containers; ``host``: one VM's)."""
+        if not project:
+            raise logs.no_source(record, name, "project")
+        return logs.tpu_vm_source(project, record.get("name") or name, host)
 
     @classmethod
     def environment(cls, p: Planning, accel: domain.Accelerator | None, name: str, program: tuple[str, ...],

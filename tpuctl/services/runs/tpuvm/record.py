@@ -69,7 +69,7 @@ def read_plan(storage, model_dir: str, name: str) -> RunPlanRecord:
         why = f"{'.'.join(map(str, first['loc'])) or 'JSON'}: {first['msg']}"
         raise UserError(f"{where} is not tpuctl's run plan ({why})") from None
     spec = record.spec
-    if spec.target != "tpu-vm" or spec.name != name or spec.model_dir != model_dir:
+    if spec.name != name or spec.model_dir != model_dir:
         raise UserError(f"{where} is the plan of run {spec.name} ({spec.model_dir}), not of {name}")
     domain.validate_tpu_vm_name(spec.name)
     if spec.accelerator is None:
