@@ -11,7 +11,8 @@ pages below (fetched, or from ``DIR/<key>.md.txt``), parses their tables and wri
 - ``locations``: the "Using accelerators" table (Region | Location | Accelerators): for each accelerator label
   (``T4``, ``A100 40GB``, ``TPU v5e`` …) the regions where Vertex AI trains on it, and those where Google marks it
   with the footnote "isn't available for training" (the footnote's mark is read from the page, not assumed);
-- ``configure_compute``: the TPU v5e machine type / topology / chips / VMs table, the TPU v2/v3 accelerator counts
+- ``configure_compute``: the TPU machine type / topology / chips / VMs rows of TPU v5e (``ct5lp-…``) and, when the
+  page lists them, TPU v6e (``ct6e-…``; one table or several with these columns), the TPU v2/v3 accelerator counts
   (one board, and the multiple of a Pod), and the GPUs whose end of support the page announces.
 
 Every page is recorded with its address, the day it was read and the SHA-256 of the text parsed. A page whose
@@ -82,11 +83,16 @@ def markdown_tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
     return tables
 
 
+def find_tables(text: str, *columns: str) -> list[tuple[list[str], list[list[str]]]]:
+    """Every table whose header names all ``columns`` (case-insensitive)."""
+    wanted = [c.lower() for c in columns]
+    return [(h, rows) for h, rows in markdown_tables(text)
+            if all(any(w in plain(cell).lower() for cell in h) for w in wanted)]
+
+
 def find_table(text: str, page: str, *columns: str) -> tuple[list[str], list[list[str]]]:
     """The one table whose header names all ``columns`` (case-insensitive); else a TableError naming the page."""
-    wanted = [c.lower() for c in columns]
-    found = [(h, rows) for h, rows in markdown_tables(text)
-             if all(any(w in plain(cell).lower() for cell in h) for w in wanted)]
+    found = find_tables(text, *columns)
     if len(found) != 1:
         raise TableError(f"{page}: expected one table with the columns {', '.join(columns)}, found {len(found)}")
     return found[0]
@@ -149,22 +155,33 @@ def parse_locations(text: str, page: str = "locations") -> dict[str, dict[str, l
     return {label: {k: sorted(v) for k, v in kinds.items()} for label, kinds in sorted(table.items())}
 
 
-def parse_v5e_topologies(text: str, page: str = "configure_compute") -> list[dict[str, object]]:
-    """The TPU v5e table of custom training: machine type, topology, chips and VMs of each row."""
-    header, rows = find_table(text, page, "Machine Type", "Topology", "Number of VMs")
-    at = {name: column(header, name) for name in ("Machine Type", "Topology", "Number of TPU chips", "Number of VMs")}
-    out = []
-    for row in rows:
-        machine = plain(row[at["Machine Type"]])
-        if not machine.startswith("ct5lp-"):
-            continue
-        topology = plain(row[at["Topology"]])
-        if not re.fullmatch(r"\d+x\d+", topology):
-            raise TableError(f"{page}: topology {topology!r} of {machine} is not AxB")
-        out.append({"machine_type": machine, "topology": topology, "chips": int(plain(row[at["Number of TPU chips"]])),
-                    "vms": int(plain(row[at["Number of VMs"]]))})
-    if not out:
-        raise TableError(f"{page}: the TPU v5e table has no ct5lp rows")
+#: The TPU machine families of Vertex AI's TPU tables, by machine type prefix (the GKE machine types of Cloud TPU's
+#: v5e and v6e pages: ct5lp-hightpu-Nt, ct6e-standard-Nt).
+TPU_MACHINE_FAMILIES = {"ct5lp-": "v5e", "ct6e-": "v6e"}
+
+
+def parse_tpu_topologies(text: str, page: str = "configure_compute") -> dict[str, list[dict[str, object]]]:
+    """The TPU machine tables of custom training (one table or one per generation): machine type, topology, chips and
+    VMs of each row, by generation (``{"v5e": [...], "v6e": [...]}``); rows of other machine types are left out. No
+    v5e row at all is a TableError (the page no longer reads as expected); no v6e row is an empty list."""
+    columns = ("Machine Type", "Topology", "Number of VMs")
+    out: dict[str, list[dict[str, object]]] = {generation: [] for generation in TPU_MACHINE_FAMILIES.values()}
+    for header, rows in find_tables(text, *columns):
+        at = {name: column(header, name) for name in ("Machine Type", "Topology", "Number of TPU chips",
+                                                      "Number of VMs")}
+        for row in rows:
+            machine = plain(row[at["Machine Type"]])
+            generation = next((g for prefix, g in TPU_MACHINE_FAMILIES.items() if machine.startswith(prefix)), None)
+            if generation is None:
+                continue
+            topology = plain(row[at["Topology"]])
+            if not re.fullmatch(r"\d+x\d+", topology):
+                raise TableError(f"{page}: topology {topology!r} of {machine} is not AxB")
+            out[generation].append({"machine_type": machine, "topology": topology,
+                                    "chips": int(plain(row[at["Number of TPU chips"]])),
+                                    "vms": int(plain(row[at["Number of VMs"]]))})
+    if not out["v5e"]:
+        raise TableError(f"{page}: no TPU machine table with ct5lp rows (columns {', '.join(columns)})")
     return out
 
 
@@ -216,13 +233,15 @@ def build(texts: dict[str, str], read_on: str, note: str | None = None) -> dict[
             entry["note"] = note
         pages[key] = entry
     compute = texts["configure_compute"]
+    topologies = parse_tpu_topologies(compute)
     return {
         "generated_by": "scripts/refresh_catalogue.py",
         "pages": pages,
         "training_regions": parse_locations(texts["locations"]),
         "gpu_end_of_support": parse_end_of_support(compute),
         "tpu_pod_counts": parse_tpu_pod_counts(compute),
-        "v5e_topologies": parse_v5e_topologies(compute),
+        "v5e_topologies": topologies["v5e"],
+        "v6e_topologies": topologies["v6e"],
     }
 
 
@@ -249,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"refresh_catalogue: {exc}", file=sys.stderr)
         return 1
     args.out.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"wrote {args.out} ({len(data['training_regions'])} accelerators, {len(data['v5e_topologies'])} v5e rows)")
+    print(f"wrote {args.out} ({len(data['training_regions'])} accelerators, {len(data['v5e_topologies'])} v5e rows, "
+          f"{len(data['v6e_topologies'])} v6e rows)")
     return 0
 
 

@@ -65,13 +65,13 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "convenience_member_type", "is_custom_role",
         "is_predefined_role", "required_permissions", "roles_for", "storage_permissions", "validate_access_mode",
         "validate_role"),
-    "tpu": ("TF_PJRT_ENV", "TPU_SLICES", "TPU_VM_GENERATIONS", "UNVERIFIED_TPU_FACTS", "TpuSlice", "VertexTpu",
-        "find_tpu_slice", "parse_tpu_vm_accelerator", "refused_tpu", "tpu_runtime_env", "tpu_slice_key", "tpu_vm_names",
-        "vertex_tpu", "vertex_tpu_names"),
+    "tpu": ("TF_PJRT_ENV", "TPU_SLICES", "TPU_VM_GENERATIONS", "UNVERIFIED_TPU_FACTS", "V6E_VERTEX_DERIVED", "TpuSlice",
+        "VertexTpu", "find_tpu_slice", "parse_tpu_vm_accelerator", "refused_tpu", "tpu_runtime_env", "tpu_slice_key",
+        "tpu_vm_names", "vertex_offer", "vertex_tpu", "vertex_tpu_names"),
     "tpuvm": ("TPU_ONLY_REGIONS", "TPU_VM_MANAGED_LABEL", "TPU_VM_NODE_GONE_HEALTH", "TPU_VM_NODE_GONE_STATES",
         "TPU_VM_PREEMPTED_METADATA_KEY", "PROVISIONING_LABEL", "TPU_VM_ROLE_HINT", "TPU_VM_RUN_LABEL", "UNVERIFIED_TPUVM_FACTS", "is_tpu_vm_zone_refusal",
         "validate_tpu_vm_name", "validate_tpu_vm_zone"),
-    "vertexdata": ("MAX_DATA_AGE", "REFRESH_SCRIPT", "VertexTables", "vertex_tables"),
+    "vertexdata": ("MAX_DATA_AGE", "REFRESH_SCRIPT", "TpuTopology", "VertexTables", "vertex_tables"),
 }
 #: Modules asked for as attributes of the package (``domain.storage_iam.…``).
 MODULES = frozenset({"storage_iam"})

@@ -45,6 +45,8 @@ UNVERIFIED_QUOTA_FACTS: dict[str, str] = {
     "spot-quota-metrics": "Vertex AI's Spot quota metrics are custom_model_training_preemptible_<gpu> (seen in "
                           "errors and listings, on no Google page)",
     "tpu-v2-quota-metric": "Vertex AI's TPU v2 quota metric is custom_model_training_tpu_v2 (the pattern of v3/v5e)",
+    "tpu-v6e-quota-metric": "Vertex AI's TPU v6e quota metric is custom_model_training_tpu_v6e, counting chips (the "
+                            "pattern of v3/v5e; no Google page or public listing read here names it)",
     "new-gpu-quota-metrics": "Vertex AI's quota metrics of H100 Mega, H200, B200 and RTX PRO 6000 are "
                              "custom_model_training_nvidia_<gpu>_gpus (the pattern of the others; h100_mega and h200 "
                              "seen in public repositories, on no Google page read here)",
@@ -73,14 +75,18 @@ QUOTA_METRIC_FORMATS: dict[tuple[str, bool], str] = {
 }
 #: Vertex AI custom-training TPU quota per TPU version: (metric, TensorCores per chip). The quota counts
 #: cores ("Custom model training TPU V2/V3 cores per region" in the Vertex AI quotas console, checked 2026-11).
-#: Metrics: v3 and v5e from the vertex-ai-samples list above; v2 follows the pattern [unverified: tpu-v2-quota-metric].
+#: Metrics: v3 and v5e from the vertex-ai-samples list above; v2 follows the pattern [unverified: tpu-v2-quota-metric],
+#: and so does v6e (searched for 2026-12-07 in Google's quota pages and public code: not found)
+#: [unverified: tpu-v6e-quota-metric].
 #: Cores per chip: v2/v3 two TensorCores per chip, v5e one (cloud.google.com/tpu/docs/system-architecture-tpu-vm,
-#: checked 2026-11). Compute Engine has no quota for Vertex TPUs; TPU VMs you create yourself use the Cloud TPU
+#: checked 2026-11), v6e one ("Each v6e chip contains one TensorCore": docs.cloud.google.com/tpu/docs/v6e.md.txt, read
+#: 2026-12-07). Compute Engine has no quota for Vertex TPUs; TPU VMs you create yourself use the Cloud TPU
 #: API's per-zone quotas (tpu.googleapis.com: ``TPU_VM_QUOTAS``, stack key tpuVmQuotas).
 VERTEX_TPU_QUOTA: dict[str, tuple[str, int]] = {
     "v2": ("aiplatform.googleapis.com/custom_model_training_tpu_v2", 2),
     "v3": ("aiplatform.googleapis.com/custom_model_training_tpu_v3", 2),
     "v5e": ("aiplatform.googleapis.com/custom_model_training_tpu_v5e", 1),
+    "v6e": ("aiplatform.googleapis.com/custom_model_training_tpu_v6e", 1),
 }
 
 
@@ -201,13 +207,15 @@ def parse_tpu_quota(spec: str) -> QuotaRequest:
 
 
 def unverified_metric_fact(metric: str) -> str | None:
-    """The UNVERIFIED_QUOTA_FACTS id ``metric`` rests on (a Spot metric, P100's, TPU v2's), else None."""
+    """The UNVERIFIED_QUOTA_FACTS id ``metric`` rests on (a Spot metric, P100's, TPU v2's or v6e's), else None."""
     if metric.startswith(QUOTA_METRIC_FORMATS[("vertex", True)].split("{", 1)[0]):
         return "spot-quota-metrics"
     if metric == gpu_quota_metric(GPU_TYPES["nvidia-tesla-p100"]):
         return "p100-quota-metric"
     if metric == VERTEX_TPU_QUOTA["v2"][0]:
         return "tpu-v2-quota-metric"
+    if metric == VERTEX_TPU_QUOTA["v6e"][0]:
+        return "tpu-v6e-quota-metric"
     if metric in {gpu_quota_metric(GPU_TYPES[name]) for name in NEW_GPU_METRICS}:
         return "new-gpu-quota-metrics"
     return None

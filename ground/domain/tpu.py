@@ -31,11 +31,23 @@ Sources (checked 2026-11-22 with the search tool):
   ``TPU_V2``/``TPU_V3`` × 8 (a board) or × 32n (a Pod), and for v5e the machine type and ``tpuTopology`` of each row
   of Google's TPU v5e table (``vertexdata.v5e_topologies``: ct5lp-hightpu-1t 1x1, -4t 2x2, -8t 2x4 on one VM;
   ct5lp-hightpu-4t 4x4 … 16x16 on 4 … 64 VMs). Regions: Google's locations table by ``VertexTpu.label``
-  (``TPU v2``, ``TPU v2 Pod``, ``TPU v3``, ``TPU v3 Pod``, ``TPU v5e``). The AcceleratorType names are checked against
-  the aiplatform protos (tests/ops/train/test_vertex_contract.py). v6e and TPU7x are not offered on Vertex AI: Google's
-  TPU VM training page says "Starting with TPU v6e, TensorFlow is no longer supported". On a replica of several VMs the
+  (``TPU v2``, ``TPU v2 Pod``, ``TPU v3``, ``TPU v3 Pod``, ``TPU v5e``, ``TPU v6e``). The AcceleratorType names are
+  checked against the aiplatform protos (tests/ops/train/test_vertex_contract.py). On a replica of several VMs the
   trainer resolves the slice from Vertex AI's ``TPU_CONFIG`` on each of them [unverified: vertex-multihost-tensorflow]:
   Google documents TensorFlow on a Vertex AI TPU Pod only with its ``tf-tpu-pod-base`` image.
+- TPU v6e on Vertex AI (read 2026-12-07 with the search tool): Vertex AI's TPU page says "TPU v6e supports Python
+  3.10+, JAX 0.4.37+, and PyTorch 2.1+ using PJRT as the default runtime" and "Starting with TPU v6e, TensorFlow
+  isn't supported for training on Agent Platform" (docs.cloud.google.com/gemini-enterprise-agent-platform/
+  machine-learning/training/training-with-tpu-vm.md.txt; which framework runs where is ``frameworks``), and its
+  locations table lists "TPU v6e" regions for training (``vertexdata``). Its machine specs are Vertex AI's own v6e
+  rows when a refresh of the configure-compute page found them (``vertexdata.v6e_topologies``), else
+  ``V6E_VERTEX_DERIVED``: the rows of the Cloud TPU v6e page's "Supported configurations" table (topology, chips,
+  VMs and "Machine type (GKE API)": ct6e-standard-1t 1x1, -4t 2x2, -8t 2x4 on one VM; ct6e-standard-4t 4x4 … 16x16
+  on 4 … 64 VMs; docs.cloud.google.com/tpu/docs/v6e.md.txt, read 2026-12-07), since ``MachineSpec.tpuTopology``
+  "corresponds to the TPU topologies available from GKE" (Vertex AI's MachineSpec reference) and Google's Vertex AI
+  TPU v5e table has that very shape (ct5lp-hightpu-1t/4t/8t for 1x1/2x2/2x4 on one VM, -4t on 4 chips per VM past
+  one host) [unverified: vertex-v6e-machine-specs]. Left out: the
+  2x4 slice on two VMs ("only supported when using the GKE API"). TPU7x is offered on no target (``TPU7X_REFUSAL``).
 """
 
 from __future__ import annotations
@@ -44,7 +56,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
-from ground.domain.vertexdata import vertex_tables
+from ground.domain.vertexdata import TpuTopology, VertexTables, vertex_tables
 from ground.errors import DomainError
 
 #: Facts of this module that no Google page confirmed (``[unverified: id]`` where used; listed in docs/tpu-vm.md).
@@ -53,6 +65,9 @@ UNVERIFIED_TPU_FACTS: dict[str, str] = {
                                    "each runs the trainer image and resolves the slice from TPU_CONFIG",
     "other-slice-sizes": "v5p/v4 sizes other than powers of two are left out (Google accepts more)",
     "v4-shapes": "v4 accelerator types and hosts were not re-read from Google's v4 page",
+    "vertex-v6e-machine-specs": "Vertex AI asks for a TPU v6e replica by the GKE machine type and topology of the "
+                                "Cloud TPU v6e page (ct6e-standard-1t/4t/8t), the shape of its own TPU v5e table "
+                                "(ct5lp-hightpu-1t/4t/8t): Vertex AI's own v6e table could not be read here",
 }
 
 
@@ -158,7 +173,7 @@ def _cores(generation: str) -> list[TpuSlice]:
     return out
 
 
-#: Cloud TPU's v2/v3 Pod sizes (TensorCores), each a multiple of Vertex AI's Pod count (checked in ``_vertex``).
+#: Cloud TPU's v2/v3 Pod sizes (TensorCores), each a multiple of Vertex AI's Pod count (checked in ``vertex_offer``).
 _POD_CORES = {"v2": (32, 128, 256, 512), "v3": (32, 64, 128, 256, 512, 1024, 2048)}
 
 
@@ -171,11 +186,26 @@ def _pods(generation: str) -> list[TpuSlice]:
     return out
 
 
-def _vertex() -> dict[str, VertexTpu]:
+#: TPU v6e on Vertex AI until a refresh reads Google's own rows [unverified: vertex-v6e-machine-specs]: the rows of the
+#: Cloud TPU v6e page's "Supported configurations" table (docs.cloud.google.com/tpu/docs/v6e.md.txt, read 2026-12-07),
+#: machine type as its "Machine type (GKE API)" column, VMs as its "VMs" column (see the module docstring).
+V6E_VERTEX_DERIVED: tuple[TpuTopology, ...] = (
+    TpuTopology("ct6e-standard-1t", "1x1", 1, 1),
+    TpuTopology("ct6e-standard-4t", "2x2", 4, 1),
+    TpuTopology("ct6e-standard-8t", "2x4", 8, 1),
+    TpuTopology("ct6e-standard-4t", "4x4", 16, 4),
+    TpuTopology("ct6e-standard-4t", "4x8", 32, 8),
+    TpuTopology("ct6e-standard-4t", "8x8", 64, 16),
+    TpuTopology("ct6e-standard-4t", "8x16", 128, 32),
+    TpuTopology("ct6e-standard-4t", "16x16", 256, 64),
+)
+
+
+def vertex_offer(tables: VertexTables) -> dict[str, VertexTpu]:
     """The slices Vertex AI custom training offers in tpuctl's catalogue, by Cloud TPU API name, from Google's
-    tables (``vertexdata``): v2/v3 boards and Pods on ``cloud-tpu``, every v5e row (one VM before several where a
-    topology has both, as ct5lp-hightpu-8t and -4t do for 2x4)."""
-    tables = vertex_tables()
+    tables (``vertexdata``): v2/v3 boards and Pods on ``cloud-tpu``, every v5e row and every v6e row (Google's when
+    read, else ``V6E_VERTEX_DERIVED``), one VM before several where a topology has both, as ct5lp-hightpu-8t and -4t
+    do for 2x4."""
     out: dict[str, VertexTpu] = {}
     for generation in ("v2", "v3"):
         enum = f"TPU_{generation.upper()}"
@@ -185,14 +215,17 @@ def _vertex() -> dict[str, VertexTpu]:
         for cores in _POD_CORES[generation]:
             if cores % multiple == 0:
                 out[f"{generation}-{cores}"] = VertexTpu("cloud-tpu", enum, cores, f"{label} Pod", vms=cores // 8)
-    for row in sorted(tables.v5e_topologies, key=lambda r: (r.chips, r.vms)):
-        out.setdefault(f"v5litepod-{row.chips}", VertexTpu(row.machine_type, None, 0, "TPU v5e", row.topology, row.vms))
+    for generation, rows in (("v5e", tables.v5e_topologies), ("v6e", tables.v6e_topologies or V6E_VERTEX_DERIVED)):
+        prefix = TPU_VM_GENERATIONS[generation].prefix
+        for row in sorted(rows, key=lambda r: (r.chips, r.vms)):
+            out.setdefault(f"{prefix}{row.chips}",
+                           VertexTpu(row.machine_type, None, 0, f"TPU {generation}", row.topology, row.vms))
     return out
 
 
 #: Every slice of the catalogue by Cloud TPU API name: Vertex-only boards first, then the TPU VM generations by
 #: generation and size (the order of the error messages).
-_VERTEX = _vertex()
+_VERTEX = vertex_offer(vertex_tables())
 TPU_SLICES: dict[str, TpuSlice] = {
     s.name: dataclasses.replace(s, vertex=_VERTEX.get(s.name))
     for s in (*_pods("v2"), *_pods("v3"), *_v6e_v5e("v6e"), *_cores("v5p"), *_v6e_v5e("v5e"), *_cores("v4"))
@@ -238,17 +271,15 @@ def tpu_vm_names() -> list[str]:
     return [s.name for s in TPU_SLICES.values() if s.tpu_vm]
 
 
-#: TPU7x (Ironwood) is not offered, on any target, for two reasons Google states:
-#: - "The Cloud TPU API is not supported on TPU7x and later TPU versions": the API every TPU VM run uses (queued
-#:   resources) "is no longer under active development ... will receive bug fixes and security updates only";
-#:   Google points new generations to Compute Engine or GKE (banner of https://docs.cloud.google.com/tpu/docs/runtimes.md.txt,
-#:   read 2026-11-27);
-#: - TensorFlow is not supported on TPU7x (shared/REFERENCE.md, Google Cloud facts verified 2026-11; Vertex AI's TPU
-#:   training page: "Starting with TPU v6e, TensorFlow is no longer supported"), and tpuctl trains TensorFlow only.
-TPU7X_REFUSAL = ("TPU7x (Ironwood) is not offered: TensorFlow does not support it, and the Cloud TPU API tpuctl's "
-                 "TPU VM runs use is not supported on TPU7x and later (it gets bug and security fixes only; Google "
-                 "runs TPU7x through Compute Engine or GKE); use v6e, v5p or v5e (--target tpu-vm) or tpu-v5e "
-                 "(--target vertex)")
+#: TPU7x (Ironwood) is not offered, on any target, for the reason Google states: "The Cloud TPU API is not supported
+#: on TPU7x and later TPU versions": the API every TPU VM run uses (queued resources) "is no longer under active
+#: development ... will receive bug fixes and security updates only"; Google points new generations to Compute Engine
+#: or GKE (banner of https://docs.cloud.google.com/tpu/docs/runtimes.md.txt, read 2026-11-27), and tpuctl has no
+#: Compute Engine or GKE target yet. Vertex AI's TPU page names no TPU7x (it offers v2, v3, v5e and v6e).
+TPU7X_REFUSAL = ("TPU7x (Ironwood) is not offered: the Cloud TPU API tpuctl's TPU VM runs use is not supported on "
+                 "TPU7x and later (it gets bug and security fixes only; Google runs TPU7x through Compute Engine or "
+                 "GKE), and tpuctl has no Compute Engine or GKE target yet; use v6e, v5p or v5e (--target tpu-vm) or "
+                 "tpu-v6e, tpu-v5e (--target vertex)")
 _TPU7X = re.compile(r"^(?:tpu-?)?v?7x(?:-\d+)?$|^ironwood(?:-\d+)?$")
 
 

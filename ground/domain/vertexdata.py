@@ -10,7 +10,10 @@ day it was read and the SHA-256 of the text parsed):
 - ``gpu_end_of_support``: the GPUs whose end of support the custom-training compute page announces (P100:
   2026-09-15), ``tpu_pod_counts`` (TPU v2/v3: 8 for one board, a multiple of 32 for a Pod) and ``v5e_topologies``
   (machine type, topology, chips and VMs of every TPU v5e row), from the same page's markdown
-  (docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/training/configure-compute).
+  (docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/training/configure-compute);
+  ``v6e_topologies``: the page's TPU v6e rows (``ct6e-…`` machine types) when a refresh found any. The data read on
+  2026-11-26 has none (that parse kept ``ct5lp-…`` rows only), so the catalogue derives Vertex AI's v6e machine
+  specs from the Cloud TPU v6e page instead (``tpu.V6E_VERTEX_DERIVED``) until a refresh reads Google's own rows.
 
 How the catalogue uses it (``accelerators.check_accelerator_region``): a region the table marks "not available
 for training" is refused, naming the regions that work; a region the table does not list for the accelerator is a
@@ -42,7 +45,8 @@ class RegionOffer:
 
 
 @dataclass(frozen=True)
-class V5eTopology:
+class TpuTopology:
+    """One row of a Vertex AI TPU machine table: machine type, ``tpuTopology``, chips and VMs of the replica."""
     machine_type: str
     topology: str
     chips: int
@@ -56,7 +60,8 @@ class VertexTables:
     regions: dict[str, RegionOffer]
     end_of_support: dict[str, datetime.date]
     tpu_pod_counts: dict[str, tuple[int, int]]   # TPU_V2 -> (one board, a Pod's multiple)
-    v5e_topologies: tuple[V5eTopology, ...]
+    v5e_topologies: tuple[TpuTopology, ...]
+    v6e_topologies: tuple[TpuTopology, ...] = ()    # empty: no refresh has read Google's v6e rows
 
     def offer(self, label: str) -> RegionOffer | None:
         return self.regions.get(label)
@@ -78,5 +83,6 @@ def vertex_tables() -> VertexTables:
                  for label, v in raw["training_regions"].items()},
         end_of_support={label: datetime.date.fromisoformat(d) for label, d in raw["gpu_end_of_support"].items()},
         tpu_pod_counts={k: (v["single"], v["pod_multiple"]) for k, v in raw["tpu_pod_counts"].items()},
-        v5e_topologies=tuple(V5eTopology(**row) for row in raw["v5e_topologies"]),
+        v5e_topologies=tuple(TpuTopology(**row) for row in raw["v5e_topologies"]),
+        v6e_topologies=tuple(TpuTopology(**row) for row in raw.get("v6e_topologies") or ()),
     )

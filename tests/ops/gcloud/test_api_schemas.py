@@ -55,7 +55,8 @@ def test_queued_resource_fields_are_in_the_tpu_v2_schema(accelerator, spot):
 
 
 @pytest.mark.parametrize("accelerator, workers, ps, command", [
-    ("gpu-t4x2", 3, 0, None), ("tpu-v5e-4", 1, 0, None), ("cpu", 2, 1, None), ("cpu", 2, 0, "python train.py")])
+    ("gpu-t4x2", 3, 0, None), ("tpu-v5e-4", 1, 0, None), ("tpu-v6e-8", 1, 0, None), ("tpu-v6e-16", 1, 0, None),
+    ("cpu", 2, 1, None), ("cpu", 2, 0, "python train.py")])
 def test_custom_job_fields_are_in_the_aiplatform_v1_schema(accelerator, workers, ps, command, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "train.py").write_text("print(1)\n")       # the --command's project folder

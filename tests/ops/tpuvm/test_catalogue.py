@@ -34,6 +34,23 @@ def test_v5e_topologies_follow_googles_table():
                       "v5litepod-256": "16x16"}
 
 
+@pytest.mark.parametrize("typed, machine_type, topology, vms", [
+    ("tpu-v6e-1", "ct6e-standard-1t", "1x1", 1), ("tpu-v6e-4", "ct6e-standard-4t", "2x2", 1),
+    ("v6e-8", "ct6e-standard-8t", "2x4", 1), ("tpu-v6e-16", "ct6e-standard-4t", "4x4", 4),
+    ("tpu-v6e-32", "ct6e-standard-4t", "4x8", 8), ("tpu-v6e-256", "ct6e-standard-4t", "16x16", 64),
+])
+def test_tpu_v6e_is_a_vertex_ai_slice_by_its_machine_spec(typed, machine_type, topology, vms):
+    # Vertex AI's TPU page offers TPU v6e (JAX 0.4.37+); the machine spec is the Cloud TPU v6e page's GKE machine type
+    # and topology [unverified: vertex-v6e-machine-specs], one replica of `vms` TPU VMs, as the TPU VM route counts them
+    from tpuctl.services.runs.vertex import machine_spec
+
+    accel = domain.vertex_accelerator(typed)
+    assert "vertex" in accel.targets and accel.name in domain.vertex_tpu_names()
+    assert machine_spec(accel) == {"machine_type": machine_type, "tpu_topology": topology}
+    assert accel.tpu.vertex.vms == accel.tpu.vms == vms and accel.tpu.vertex.multi_host == (vms > 1)
+    assert accel.label == "TPU v6e" and accel.regions == domain.vertex_tables().offer("TPU v6e").training
+
+
 @pytest.mark.parametrize("name, hint", [
     ("v5litepod-12", ""), ("tpu-v3-8", "run through Vertex AI"), ("v7-8", ""), ("", ""),
 ])
@@ -65,14 +82,15 @@ def test_one_record_per_slice_serves_both_targets_under_every_name():
     names = [n for s in domain.TPU_SLICES.values() for n in (s.name, *s.aliases)]
     assert len(names) == len(set(names))
     assert all(domain.find_tpu_slice(n) is s for s in domain.TPU_SLICES.values() for n in (s.name, *s.aliases))
-    # v2/v3 boards and Pods run on Vertex AI only; v5e slices of several VMs on both (Google's Vertex AI TPU v5e
-    # table); v6e/v5p on TPU VMs only (Vertex AI: "Starting with TPU v6e, TensorFlow is no longer supported")
+    # v2/v3 boards and Pods run on Vertex AI only; v5e and v6e slices of several VMs on both (Vertex AI's TPU page
+    # offers v6e, for JAX); v5p on TPU VMs only
     assert domain.TPU_SLICES["v3-8"].vertex is not None and not domain.TPU_SLICES["v3-8"].tpu_vm
     assert domain.TPU_SLICES["v3-32"].vertex is not None and not domain.TPU_SLICES["v3-32"].tpu_vm
     assert domain.parse_accelerator("v5litepod-16").tpu is domain.TPU_SLICES["v5litepod-16"]
-    assert domain.parse_accelerator("v6e-16").targets == {"local", "tpu-vm"}    # one record, parsed once
+    assert domain.parse_accelerator("v6e-16").targets == {"local", "tpu-vm", "vertex"}    # one record, parsed once
+    assert domain.parse_accelerator("v5p-16").targets == {"local", "tpu-vm"}
     with pytest.raises(domain.DomainError, match=r"--target tpu-vm"):
-        domain.vertex_accelerator("v6e-16")
+        domain.vertex_accelerator("v5p-16")
     with pytest.raises(domain.DomainError, match=r"run through Vertex AI"):
         domain.parse_tpu_vm_accelerator("tpu-v3-8")
 

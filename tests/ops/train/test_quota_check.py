@@ -118,3 +118,26 @@ def test_flex_start_reads_the_preemptible_quota_and_a_shortfall_is_a_note(l4_quo
     spot = planned("vertex", parse_outputs(OUTPUTS), accelerator="gpu-l4x4", name="q", provisioning="spot")
     with pytest.raises(UserError, match="CustomModelTrainingPreemptibleL4GPUsPerProjectPerRegion"):
         vertex.check_quota(spot, echo=notes.append)       # Spot: the same quota, a refusal
+
+
+V6E = f"{AIP}/custom_model_training_tpu_v6e"
+
+
+def test_a_tpu_v6e_job_draws_on_the_v6e_metric_in_chips_and_an_unlisted_metric_is_a_note(monkeypatch, tmp_path):
+    """TPU v6e on Vertex AI: one TensorCore per chip (Cloud TPU v6e page), a tpu-v6e-16 replica (4 VMs) needs 16; the
+    metric follows the pattern of v3/v5e [unverified: tpu-v6e-quota-metric], so a project whose QuotaInfos lack it
+    gets a note naming the fact, not a refusal."""
+    assert domain.job_quota_need(domain.parse_accelerator("tpu-v6e-16")) == (V6E, 16)
+    assert domain.unverified_metric_fact(V6E) == "tpu-v6e-quota-metric"
+    assert domain.parse_tpu_quota("v6e:us-east5:16").metric == V6E      # the stack's tpuQuotas takes it too
+    with quotas_endpoint(monkeypatch, tmp_path, {AIP: [
+            quota_info(AIP, V6E, "CustomModelTrainingTpuV6ePerProjectPerRegion", {"us-central1": 8})]}):
+        assert vertex.check_quota(job("tpu-v6e-8"), echo=print) == 8
+        with pytest.raises(UserError) as err:
+            vertex.check_quota(job("tpu-v6e-16"), echo=print)
+        assert "needs 16" in str(err.value) and "tpuctl:tpuQuotas entry v6e:us-central1:16" in str(err.value)
+    with quotas_endpoint(monkeypatch, tmp_path, {AIP: []}):
+        notes: list[str] = []
+        assert vertex.check_quota(job("tpu-v6e-8"), echo=notes.append) is None
+        assert len(notes) == 1 and "custom_model_training_tpu_v6e" in notes[0], notes
+        assert "unverified: tpu-v6e-quota-metric" in notes[0], notes

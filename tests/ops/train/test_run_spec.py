@@ -133,12 +133,13 @@ def test_both_searches_plan_the_run_train_plans_and_their_requests_carry_it(tmp_
 @pytest.mark.parametrize("target, accelerator", [("tpu-vm", "tpu7x-8"), ("vertex", "tpu7x-8"), ("tpu-vm", "tpu-v7x-16"),
                                                  ("vertex", "v7x-8")])
 def test_tpu7x_is_refused_in_one_line_naming_why(target, accelerator, tmp_path):
-    # No TensorFlow on TPU7x, and the Cloud TPU API is not supported on TPU7x and later (its runtimes page banner).
+    # The Cloud TPU API is not supported on TPU7x and later (its runtimes page banner), and tpuctl has no Compute
+    # Engine or GKE target yet.
     outputs = write_outputs(tmp_path / "outputs.json", OUTPUTS)
     r = invoke(["train", "--target", target, "-a", accelerator, "--outputs", outputs, "--dry-run"])
     line = error_line(r, 2, alone=True)
     assert r.stdout == "" and accelerator in line and "TPU7x" in line, line
-    assert "TensorFlow" in line and "Cloud TPU API" in line, line     # both reasons, not "unknown accelerator"
+    assert "Cloud TPU API" in line and "no Compute Engine or GKE target" in line, line   # why, not "unknown accelerator"
 
 
 def test_tpu_v2_trains_on_vertex_in_asia_east1(tmp_path):

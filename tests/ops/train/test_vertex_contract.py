@@ -70,6 +70,10 @@ def test_dry_run_request_parses_strictly_as_a_custom_job(outputs_file, name, wor
     if accel.kind == "gpu":
         assert (aiplatform_v1.AcceleratorType(spec.accelerator_type).name, spec.accelerator_count) == (
             accel.gpu.vertex_accelerator, accel.gpu_count)
+    if accel.kind == "tpu":      # v5e/v6e: the machine type and tpuTopology of the slice; v2/v3: the enum and count
+        assert (spec.tpu_topology, aiplatform_v1.AcceleratorType(spec.accelerator_type).name, spec.accelerator_count) \
+            == (accel.tpu.vertex.topology or "", accel.tpu.vertex.accelerator_type or "ACCELERATOR_TYPE_UNSPECIFIED",
+                accel.tpu.vertex.accelerator_count)
     # what the parse kept is everything that was printed (nothing dropped or renamed on the way)
     printed = json.loads(result.stdout)
     assert vertex.job_to_dict(job) == printed
