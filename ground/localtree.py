@@ -143,6 +143,15 @@ def link_hops(link: Path, real_root: Path) -> tuple[str, ...]:
     return tuple(dict.fromkeys(hops))
 
 
+def _resolves(entry: os.DirEntry) -> bool:
+    """Whether the link ``entry`` leads somewhere (so ``is_dir`` may follow it): a loop or a dangling link does not."""
+    try:
+        os.stat(entry.path)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def scan_tree(root: Path, source: str, skip: Skip | None = None, *, max_entries: int = MAX_TREE_ENTRIES,
               max_files: int | None = None, max_bytes: int | None = None, bound_hint: str = "") -> list[TreeFile]:
     """Every file under ``root``, checked BEFORE anything is read, uploaded or copied.
@@ -192,7 +201,10 @@ def scan_tree(root: Path, source: str, skip: Skip | None = None, *, max_entries:
     def walk(folder: Path, rel_dir: str, active: tuple[Path, ...]) -> None:
         for entry in listing(folder, rel_dir):
             rel = f"{rel_dir}{entry.name}"
-            if skip is not None and skip(rel, entry.is_dir(follow_symlinks=False), None):
+            # a link is asked about first as what it leads to (a folder or not), so `data/` in an ignore file leaves
+            # out a link `data -> /mnt/data` too, before it would be refused for leading out
+            if skip is not None and skip(rel, entry.is_dir(follow_symlinks=not entry.is_symlink() or _resolves(entry)),
+                                         None):
                 continue
             if not_utf8(entry.name):
                 raise UserError(f"{source}: a file name in '{shown_name(rel_dir.rstrip('/') or '.')}' is not UTF-8 "

@@ -19,6 +19,7 @@ what ships.
 from __future__ import annotations
 
 import ast
+import base64
 import codecs
 import contextlib
 import hashlib
@@ -33,6 +34,7 @@ import pathspec
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from ground import domain
 from ground.errors import UserError
 from ground.files import printable, read_file, read_head
 from ground.localtree import TreeFile, scan_tree, shown_name, user_path
@@ -48,31 +50,33 @@ ALWAYS_LEFT_OUT = ["__pycache__/", "*.pyc", ".venv/", "venv/", ".venv-*/", "env/
                    ".ruff_cache/", ".ipynb_checkpoints/", ".DS_Store"]
 #: Never shipped, whatever the ignore files say: version control (a token in a remote's URL, the whole history) and
 #: tpuctl's own folders (runs: checkpoints and exports; the hub cache). Matched in any case.
-NEVER_SHIPPED = [".git", ".hg", ".svn", ".tpuctl-cache/", "/runs/"]
+NEVER_SHIPPED = [".git", ".hg", ".svn", ".tpuctl-cache", "/runs"]
 #: A folder holding one of these is a run's, a trial's or a training trainer's (records.RUN_FILE,
 #: tuning.local.TRIAL_FILE, trainer.task.LOCK_FILE; tests/ops/train/test_your_code.py checks they agree).
 RUN_MARKERS = ("tpuctl-run.json", "tpuctl-trial.json", ".tpuctl-train.lock")
 #: Files and folders whose name says credentials: left out, and named. Matched in lower case.
-SECRET_PATTERNS = [".env", ".env.*", "*.env", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore", "*.ppk",
+SECRET_PATTERNS = [".env", ".env.*", "*.env", ".envrc", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore", "*.ppk",
                    "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", "*_rsa", "*_ecdsa", "*_ed25519",
                    ".netrc", "_netrc", ".pypirc", ".git-credentials", ".pgpass", ".boto", ".s3cfg", ".npmrc",
                    "credentials.json", "*credentials*.json", "*service-account*.json",
-                   "*serviceaccount*.json", "*service_account*.json", "application_default_credentials.json",
-                   "credentials.db", "access_tokens.db", "legacy_credentials/",
-                   ".aws/", ".ssh/", ".gnupg/", ".docker/", ".kube/", ".azure/", ".config/gcloud/"]
+                   "*serviceaccount*.json", "*service_account*.json",
+                   ".aws/", ".ssh/", ".gnupg/", ".docker/", ".kube/", ".azure/", ".config/gcloud/",
+                   *domain.GCLOUD_CREDENTIAL_FILES, *(f"{name}/" for name in domain.GCLOUD_CREDENTIAL_FOLDERS)]
 #: A folder with one of these at its top is a copy of gcloud's configuration folder (~/.config/gcloud): the whole
 #: folder is left out (its token databases, its accounts' credentials, its configurations).
-GCLOUD_FOLDER_SHAPE = ("credentials.db", "access_tokens.db", "legacy_credentials")
+GCLOUD_FOLDER_SHAPE = (*domain.GCLOUD_CREDENTIAL_FILES[:2], *domain.GCLOUD_CREDENTIAL_FOLDERS)
 #: What a secret's bytes look like, wherever they are in a file: ``what it is -> patterns``, every one of which
-#: the file holds (a PEM or OpenSSH armour, PuTTY's key header, a service-account key's or OAuth user credentials'
-#: JSON fields, the tables of gcloud's SQLite token databases).
+#: the file holds (a PEM, OpenSSH or PuTTY private key's armour, RFC 7468; a service-account key's or OAuth user
+#: credentials' JSON fields and the tables of gcloud's SQLite token databases: ground/domain/credentials.py).
 _SIGNS: dict[str, tuple[re.Pattern[bytes], ...]] = {
     "a private key": (re.compile(rb"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|PuTTY-User-Key-File-\d"),),
-    "a service-account key": (re.compile(rb'"type"\s*:\s*"service_account"'),),
-    "a private key in JSON": (re.compile(rb'"private_key"\s*:\s*"'),),
-    "OAuth user credentials": (re.compile(rb'"refresh_token"\s*:'), re.compile(rb'"client_(?:secret|id)"\s*:')),
+    "a service-account key": (re.compile(rb'"type"\s*:\s*"' + domain.SERVICE_ACCOUNT_TYPE.encode() + rb'"'),),
+    "a private key in JSON": (re.compile(rb'"' + domain.PRIVATE_KEY_FIELD.encode() + rb'"\s*:\s*"'),),
+    "OAuth user credentials": tuple(re.compile(rb'"' + field.encode() + rb'"\s*:')
+                                    for field in domain.USER_CREDENTIAL_FIELDS[:2]),
     "a token database": (re.compile(rb"\ASQLite format 3\x00"),
-                         re.compile(rb"CREATE TABLE[^(]{0,40}\b(?:credentials|access_tokens)\b", re.I)),
+                         re.compile(rb"CREATE TABLE[^(]{0,40}\b(?:"
+                                    + b"|".join(t.encode() for t in domain.GCLOUD_TOKEN_TABLES) + rb")\b", re.I)),
 }
 REQUIREMENTS = "requirements.txt"
 #: TensorFlow's distributions: an image has one of them.
@@ -136,12 +140,26 @@ def _ignore_lines(root: Path, name: str) -> list[str]:
     return text.decode("utf-8", "replace").splitlines()[:10_000]
 
 
+#: A PEM block written in base64 once more (a Kubernetes secret's ``tls.key: LS0tLS1CRUdJTi…``): "-----BEGIN".
+_BASE64_ARMOUR = re.compile(rb"LS0tLS1CRUdJTi[A-Za-z0-9+/]{40,}")
+
+
 def secret_kind(data: bytes) -> str | None:
     """What secret ``data`` (a file's bytes) holds, by the ``_SIGNS`` it carries; None for none. Text in UTF-16 (a
-    byte-order mark) is searched as UTF-8."""
+    byte-order mark) is searched as UTF-8; a PEM block encoded in base64 once more is decoded and searched too, and a file with NUL bytes (UTF-16 without a
+    byte-order mark) is searched without them."""
     if data[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
         data = data.decode("utf-16", "replace").encode("utf-8", "replace")
-    return next((kind for kind, patterns in _SIGNS.items() if all(p.search(data) for p in patterns)), None)
+    found = next((kind for kind, patterns in _SIGNS.items() if all(p.search(data) for p in patterns)), None)
+    if found is None and b"\x00" in data and not data.startswith(b"SQLite format 3\x00"):
+        # UTF-16 without its byte-order mark, or text padded with NULs: the same signs with the NULs left out
+        found = secret_kind(data.replace(b"\x00", b""))
+    if found is None:
+        for match in _BASE64_ARMOUR.finditer(data):
+            head = base64.b64decode(match.group()[:64])           # 64 base64 characters: the first 48 bytes
+            if _SIGNS["a private key"][0].search(head):
+                return "a private key (in base64)"
+    return found
 
 
 def _read_scanned(f: TreeFile, where: str) -> bytes:

@@ -6,6 +6,7 @@ naming what stays out) and ``tpuctl train``; in-process, quick."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sqlite3
@@ -68,10 +69,12 @@ def test_secrets_are_recognised_by_content_at_any_size_name_or_case(project, tmp
     (project / ".ENV").write_text("TOKEN=1")                                      # a name in capitals
     (project / "Server.PEM").write_text("not armoured")
     (project / "readme.md").write_text("the key looks like '-----BEGIN PRIVATE KEY' (no dashes after)")
+    (project / "tls-secret.yaml").write_text("data:\n  tls.key: " + base64.b64encode(OPENSSH_KEY.encode()).decode())
+    (project / ".envrc").write_text("export TOKEN=1\n")
     context, note = _shipped(project, tmp_path)
     assert context == {"model.py", "readme.md"}, context
     for name in ("KEY.JSON", "sa.json.bak", "padded.json", "deploy_key", "notes.txt", "key16.json", "adc",
-                 "cache.sqlite", ".ENV", "Server.PEM"):
+                 "cache.sqlite", ".ENV", "Server.PEM", "tls-secret.yaml", ".envrc"):
         assert name in note, (name, note)
 
 
