@@ -18,6 +18,8 @@ import signal
 import time
 from contextlib import suppress
 
+from ground.numbers import is_digits
+
 #: The variable every process of a run inherits.
 TOKEN_VARIABLE = "TPUCTL_RUN_TOKEN"
 #: How long a stray process gets between SIGTERM and SIGKILL.
@@ -39,7 +41,7 @@ def carrying(token: str) -> list[int]:
     except OSError:
         return []
     for entry in entries:
-        if not entry.isdigit() or int(entry) == os.getpid():
+        if not is_digits(entry) or int(entry) == os.getpid():
             continue
         if _carries(int(entry), needle) and _alive(int(entry)):
             found.append(int(entry))

@@ -26,6 +26,7 @@ from typing import Any, BinaryIO, TextIO
 
 from ground.envs import trainer_python
 from ground.errors import EXIT_INTERRUPTED, UserError
+from ground.numbers import is_digits
 from tpuctl.services import strays
 from trainer import protocol
 
@@ -190,7 +191,7 @@ def max_line_bytes() -> int:
     if text is None or not text.strip():
         return MAX_LINE_BYTES
     value = text.strip()
-    if not (value.isascii() and value.isdigit()) or not 1024 <= int(value) <= MAX_LINE_CEILING:
+    if not is_digits(value) or len(value) > 12 or not 1024 <= int(value) <= MAX_LINE_CEILING:
         raise UserError(f"{MAX_LINE_VARIABLE}={value[:40]!r}: give the longest output line shown, in bytes, from "
                         f"1024 to {MAX_LINE_CEILING}")
     return int(value)
