@@ -19,7 +19,8 @@ import socket
 import threading
 import time
 import weakref
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -101,6 +102,20 @@ class _Watch:
         with _LOCK:
             self.done = True
             _WATCHES.discard(self)
+
+    @contextmanager
+    def told(self, response: Any = None) -> Iterator[None]:
+        """Around the request's work: an error ends the watch (and closes ``response``), and an error after the
+        deadline shut the socket is said as what it is, ``TooSlow``."""
+        try:
+            yield
+        except BaseException:
+            self.finish()
+            if response is not None:
+                response.close()
+            if self.expired:
+                raise given_up(self.thread) or TooSlow(self.url, self.seconds) from None
+            raise
 
     def finished(self) -> bool:
         """Done, or a streamed answer read whole or closed (its connection back in the pool); under ``_LOCK``."""
@@ -205,19 +220,14 @@ def adapter_class() -> type:
             watch = _Watch(request.url, endpoints.REQUEST_DEADLINE_SECONDS
                            + _body_size(request.body) / endpoints.MIN_BYTES_PER_SECOND)
             try:
-                response = super().send(request, stream=stream, timeout=timeout, verify=verify, cert=cert,
-                                        proxies=proxies)
-            except BaseException:
-                watch.finish()
-                if watch.expired:
-                    raise given_up(thread) or TooSlow(request.url, watch.seconds) from None
-                raise
+                with watch.told():
+                    response = super().send(request, stream=stream, timeout=timeout, verify=verify, cert=cert,
+                                            proxies=proxies)
             finally:
                 _SENDING.pop(thread, None)
-            if watch.expired:
-                watch.finish()
-                response.close()
-                raise given_up(thread) or TooSlow(request.url, watch.seconds)
+            with watch.told(response):
+                if watch.expired:           # the headers came, after the deadline
+                    raise TimeoutError
             length = _announced(response)
             with _LOCK:
                 watch.response = weakref.ref(response)
@@ -228,16 +238,10 @@ def adapter_class() -> type:
             # an answer read whole (requests would read it after this returns, unwatched and unbounded): read here,
             # within the deadline and at most MAX_ANSWER_BYTES
             watch.extend((length or 0) / endpoints.MIN_BYTES_PER_SECOND)
-            try:
+            with watch.told(response):
                 response._content = _read_whole(response, request.url)
                 response._content_consumed = True
-            except BaseException:
-                response.close()
-                if watch.expired:
-                    raise given_up(thread) or TooSlow(request.url, watch.seconds) from None
-                raise
-            finally:
-                watch.finish()
+            watch.finish()
             return response
 
     return DeadlineAdapter

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ground.errors import DomainError
+from ground.errors import DomainError, validation_problem
 
 DEFAULT_HUB_CACHE_PREFIX = "model-cache"
 _HUB_DIR = re.compile(r"^[0-9a-f]{40}$")
@@ -134,9 +134,7 @@ def parse_hub_manifest(text: str | bytes, handle: str | None = None) -> dict[str
     try:
         body = _Manifest.model_validate_json(text)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err.get("loc", ())) or "(top level)"
-        raise DomainError(f"unreadable manifest ({where}: {str(err.get('msg', 'invalid'))[:120]})") from None
+        raise DomainError(f"unreadable manifest ({validation_problem(exc)[:160]})") from None
     if body.format != HUB_MANIFEST_FORMAT:
         raise DomainError(f"unknown manifest format {body.format[:80]!r}")
     files = {f.path: (f.size, f.crc32c) for f in body.files}

@@ -31,7 +31,7 @@ from cloud.clients import as_user_error, base_url, endpoint_for, gapic, google_e
 from cloud.google import billing_v1
 from ground import domain
 from ground.envs import cache_dir
-from ground.errors import DomainError, UserError
+from ground.errors import DomainError, UserError, validation_problem
 from ground.files import read_file, write_atomically
 
 #: A cache younger than this is used without asking Google again (list prices change rarely, and are dated).
@@ -82,9 +82,7 @@ class Catalogue:
         try:
             doc = _CacheFile.model_validate_json(raw)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(str(p) for p in err.get("loc", ())) or "(top level)"
-            raise ValueError(f"{where}: {err.get('msg', 'invalid')}") from None
+            raise ValueError(validation_problem(exc)) from None
         skus = tuple(domain.SkuRecord(**{**s.model_dump(), "regions": tuple(s.regions)}) for s in doc.skus)
         for sku in skus:    # read back with the bound it was written with: a bad price makes the cache unusable
             problem = domain.price_problem(sku)

@@ -18,7 +18,7 @@ import signal
 import time
 from contextlib import suppress
 
-from ground.numbers import is_digits
+from ground import processes
 
 #: The variable every process of a run inherits.
 TOKEN_VARIABLE = "TPUCTL_RUN_TOKEN"
@@ -33,37 +33,8 @@ def new_token() -> str:
 
 
 def carrying(token: str) -> list[int]:
-    """The processes (not this one) whose environment holds ``TOKEN_VARIABLE=token``; [] where there is no /proc."""
-    needle = f"{TOKEN_VARIABLE}={token}".encode()
-    found = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not is_digits(entry) or int(entry) == os.getpid():
-            continue
-        if _carries(int(entry), needle) and _alive(int(entry)):
-            found.append(int(entry))
-    return found
-
-
-def _carries(pid: int, needle: bytes) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return needle in f.read().split(b"\0")
-    except OSError:       # gone, another user's, or a zombie
-        return False
-
-
-def _alive(pid: int) -> bool:
-    """Running: not gone, not a zombie waiting for its parent."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in (b"Z", b"X")
+    """The running processes (not this one) whose environment holds ``TOKEN_VARIABLE=token``; [] without /proc."""
+    return [pid for pid in processes.carrying(TOKEN_VARIABLE, token) if processes.alive(pid)]
 
 
 def _signal(pid: int, sig: int, needle: bytes) -> None:
@@ -74,7 +45,7 @@ def _signal(pid: int, sig: int, needle: bytes) -> None:
     except (AttributeError, OSError):
         fd = None
     try:
-        if not _carries(pid, needle):
+        if not processes.environment_holds(pid, needle):
             return
         with suppress(ProcessLookupError, PermissionError):
             if fd is not None:
@@ -99,7 +70,7 @@ def end(token: str, grace: float = GRACE_SECONDS) -> int:
     left = first
     while left and time.monotonic() < deadline:
         time.sleep(0.05)
-        left = [pid for pid in left if _alive(pid)]
+        left = [pid for pid in left if processes.alive(pid)]
     for _ in range(ROUNDS):
         left = carrying(token)
         if not left:
