@@ -18,6 +18,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
+from cloud.deadlines import adapter_class as deadline_adapter
+from cloud.deadlines import deadline_session
 from cloud.endpoints import (
     CLOUD_PLATFORM_SCOPE,
     CONNECT_TIMEOUT_SECONDS,
@@ -44,14 +46,15 @@ from cloud.google import (
     iam_grpc_transport,
     logging_v2,
     requests,
-    requests_adapters,
     storage,
 )
+from ground import domain
 from ground.errors import UserError
+from ground.numbers import whole_number
 
 __all__ = [
     "CLOUD_PLATFORM_SCOPE", "CONNECT_TIMEOUT_SECONDS", "REQUEST_TIMEOUT_SECONDS", "EndpointUnreachable", "as_user_error", "authorized_session",
-    "base_url", "client_kwargs", "credentials_for", "download_bounded", "endpoint_for", "fail_fast",
+    "base_url", "client_kwargs", "credentials_for", "deadline_session", "download_bounded", "endpoint_for", "fail_fast",
     "fail_fast_adapter", "gapic", "get_bucket", "google_errors", "make_fail_fast", "storage_client",
     "missing_credentials", "unreachable_reason", "uses_anonymous",
 ]
@@ -193,9 +196,10 @@ def _timeouts(timeout: Any) -> Any:
 
 def fail_fast_adapter():
     """A requests adapter that bounds the connect time and turns "cannot connect at all" into
-    ``EndpointUnreachable`` naming the endpoint, which no retry predicate retries. Other failures pass
-    through unchanged, so throttling and server errors are still retried by the client library."""
-    class FailFastAdapter(requests_adapters.HTTPAdapter):
+    ``EndpointUnreachable`` naming the endpoint, which no retry predicate retries, and gives every request its
+    overall deadline (``cloud.deadlines``). Other failures pass through unchanged, so throttling and server errors
+    are still retried by the client library."""
+    class FailFastAdapter(deadline_adapter()):  # type: ignore[misc, valid-type]
         def send(self, request, stream=False, timeout=None, verify=True, cert=None, proxies=None):
             try:
                 return super().send(request, stream=stream, timeout=_timeouts(timeout), verify=verify,
@@ -227,13 +231,15 @@ def fail_fast(session):
 
 def make_fail_fast(client: Any) -> Any:
     """Give an existing google-cloud client (storage and other ``google.cloud.client.Client``s) the fail-fast
-    adapter; anything without a requests session (a test double) is returned unchanged."""
+    adapter and answers checked by shape (``answer_problem``); anything without a requests session (a test double)
+    is returned unchanged."""
     try:
         session = getattr(client, "_http", None)
     except Exception:  # noqa: BLE001 - e.g. no credentials yet: the real call will say so
         return client
     if isinstance(session, requests.Session):
         fail_fast(session)
+        _check_answers(client)
     return client
 
 
@@ -248,6 +254,49 @@ def storage_client(project: str | None = None):
     endpoint_for("storage")        # STORAGE_EMULATOR_HOST is read by the library; checked here first (one line)
     client = storage.Client(project=project or None)
     return make_fail_fast(client)  # mounts on the client's own AuthorizedSession
+
+
+def answer_problem(answer: Any) -> str | None:
+    """Why a storage JSON API answer cannot be used (the library would fail on it with a traceback), or None: an
+    answer is an object (or empty, for a delete), its list fields are lists of their kind, its page token a string."""
+    if answer in (b"", "") or isinstance(answer, bytes):
+        return None
+    if not isinstance(answer, dict):
+        return f"answered {type(answer).__name__ if answer is not None else 'null'} instead of a JSON object"
+    for key, kind in domain.STORAGE_LIST_FIELDS.items():
+        value = answer.get(key)
+        if key in answer and (not isinstance(value, list) or not all(isinstance(v, kind) for v in value)):
+            return f"answered a {key!r} that is not a list of {'objects' if kind is dict else 'names'}"
+    if "nextPageToken" in answer and not isinstance(answer["nextPageToken"], str):
+        return "answered a nextPageToken that is not a string"
+    for item in [answer, *answer.get("items", ())]:        # an object's (or a bucket's) resource: its scalars
+        for key, value in item.items():
+            if key in domain.STORAGE_NUMBER_FIELDS and whole_number(str(value) if isinstance(value, int) else value) is None:
+                return f"answered a {key!r} that is not a whole number"
+            if key in domain.STORAGE_TEXT_FIELDS and not isinstance(value, str):
+                return f"answered a {key!r} that is not text"
+    return None
+
+
+def _check_answers(client: Any) -> None:
+    """Make the storage client's every JSON answer pass ``answer_problem`` before the library reads it: one line
+    naming the endpoint and the request instead of the library's AttributeError on a ``null``."""
+    connection = getattr(client, "_connection", None)
+    request = getattr(connection, "api_request", None)
+    if request is None or getattr(request, "checked", False):
+        return
+
+    def checked(method: str, path: str, *args: Any, **kwargs: Any) -> Any:
+        answer = request(method, path, *args, **kwargs)   # a body that is not JSON: as_user_error says so
+        problem = answer_problem(answer)
+        if problem is not None:
+            where = base_url("storage")
+            raise UserError(f"the storage API at {where} {problem} to {method} {path[:200]}; check the endpoint "
+                            "and any proxy between, then try again", 1)
+        return answer
+
+    checked.checked = True  # type: ignore[attr-defined]
+    connection.api_request = checked
 
 
 def get_bucket(client: Any, name: str, needs: str = "storage.buckets.get"):

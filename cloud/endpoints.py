@@ -46,6 +46,15 @@ CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 #: Seconds to wait for a TCP connection to an endpoint; a request gets ``REQUEST_TIMEOUT_SECONDS`` to answer.
 CONNECT_TIMEOUT_SECONDS = 5.0
 REQUEST_TIMEOUT_SECONDS = 60.0
+#: The whole of one HTTP request (connecting, sending, the answer's headers and body) ends within this many seconds,
+#: plus one second for every ``MIN_BYTES_PER_SECOND`` bytes it sends or its answer announces (``cloud.deadlines``): a
+#: server that sends a byte every few seconds never trips the per-read timeout above, and is given up on here.
+REQUEST_DEADLINE_SECONDS = 120.0
+MIN_BYTES_PER_SECOND = 64 * 1024
+#: An answer read as a stream without an announced length (a download the caller bounds itself) gets this long.
+STREAM_DEADLINE_SECONDS = 2 * 3600.0
+#: An answer read whole (an API's JSON: a page of a listing, a resource) is at most this big.
+MAX_ANSWER_BYTES = 256 * 1024 * 1024
 
 
 def _service(service: str) -> tuple[str, str]:

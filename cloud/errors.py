@@ -14,6 +14,7 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
+from cloud.deadlines import given_up
 from cloud.endpoints import CONNECT_TIMEOUT_SECONDS, describe_endpoint
 from cloud.google import api_exceptions
 from ground.errors import UserError
@@ -79,6 +80,9 @@ def as_user_error(exc: BaseException, doing: str | None = None) -> Exception | N
     is not one. ``doing`` names what was being done ("reading bucket gs://x") for the message."""
     if isinstance(exc, UserError):
         return exc
+    slow = given_up()
+    if slow is not None:         # the error a library raised after the request's deadline shut its socket
+        return UserError(f"{doing}: {slow}" if doing else str(slow), slow.exit_code)
     where = f"{doing}: " if doing else ""
     mod = type(exc).__module__
     first = (str(exc).splitlines() or [""])[0][:300]

@@ -234,6 +234,13 @@ def _urllib3_exceptions() -> ModuleType:
     return exceptions
 
 
+def _urllib3_connectionpool() -> ModuleType:
+    """urllib3.connectionpool (the pools requests sends through: their connections are watched for deadlines)"""
+    from urllib3 import connectionpool
+
+    return connectionpool
+
+
 def _tpu_v2() -> ModuleType:
     """google.cloud.tpu_v2"""
     from google.cloud import tpu_v2
@@ -275,6 +282,7 @@ transfer_manager: Any = _OnFirstUse(_transfer_manager)
 tpu_v2: Any = _OnFirstUse(_tpu_v2)
 tpu_v2alpha1: Any = _OnFirstUse(_tpu_v2alpha1)
 urllib3_exceptions: Any = _OnFirstUse(_urllib3_exceptions)
+urllib3_connectionpool: Any = _OnFirstUse(_urllib3_connectionpool)
 grpc: Any = _OnFirstUse(_grpc)
 requests: Any = _OnFirstUse(_requests)
 requests_adapters: Any = _OnFirstUse(_requests_adapters)

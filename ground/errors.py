@@ -43,3 +43,12 @@ class ConfigError(DomainError):
     def __init__(self, key: str, message: str):
         self.key = key if ":" in key else f"tpuctl:{key}"
         super().__init__(f"{self.key}: {message}")
+
+
+def validation_problem(exc: Exception, top: str = "(top level)") -> str:
+    """The first problem a pydantic ``ValidationError`` names, as ``field.path: message`` (``top`` for the document
+    itself): the one-line detail of a file or an answer read back by its shape."""
+    errors = exc.errors() if hasattr(exc, "errors") else [{}]
+    err = errors[0] if errors else {}
+    where = ".".join(str(p) for p in err.get("loc", ())) or top
+    return f"{where}: {str(err.get('msg', 'invalid')).removeprefix('Value error, ')}"

@@ -81,8 +81,13 @@ def printable(value: object, limit: int | None = None) -> str:
 def write_atomically(path: Path, content: str | bytes) -> Path:
     """Write ``content`` (text as UTF-8, or bytes) to ``path`` so that a reader sees the old file or the new one,
     never half of one: written beside it under a name no other writer uses (process and thread), then swapped in;
-    nothing is left behind when the write fails. The folder is created if needed. The ops side's one file write."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    nothing is left behind when the write fails. The folder is created if needed. The ops side's one file write.
+    What is in the way and is not a file (a folder, a FIFO, a socket, a device) is left as it is: one line."""
+    check_writable(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise UserError(f"cannot write {path}: a parent of it is a file, not a folder") from None
     tmp = _beside(path, "tmp")
     try:
         tmp.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
@@ -90,6 +95,25 @@ def write_atomically(path: Path, content: str | bytes) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def check_writable(path: Path) -> None:
+    """``path`` may be written as a file (``write_atomically``): nothing is there, or a regular file (a link to
+    one); a folder, a FIFO, a socket or a device is one UserError line (checked before any work, by a command that
+    writes its result last)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        mode = None
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
+    except ValueError:
+        raise UserError(f"{str(path)!r}: a path cannot contain a NUL byte") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, device or socket)"
+        raise UserError(f"{path} is {kind}; give the path of a file to write")
+    if mode is None and any(p.exists() and not p.is_dir() for p in path.parents):
+        raise UserError(f"cannot write {path}: a parent of it is a file, not a folder")
 
 
 def replace_folder(new: Path, dest: Path) -> bool:

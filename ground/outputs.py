@@ -24,6 +24,7 @@ from ground import domain
 from ground.envs import REPO_ROOT
 from ground.errors import UserError
 from ground.files import read_head
+from ground.numbers import is_digits
 from ground.stackfile import stack_file_name
 
 #: Keys of the stack outputs (`pulumi stack output --json`), documented in docs/stack-outputs.md.
@@ -146,7 +147,7 @@ class StackOutputs(BaseModel):
         if isinstance(value, bool):
             raise ValueError("must be a string of digits")
         text = str(value)
-        if not text.isascii() or not text.isdigit() or len(text) > 20 or (isinstance(value, int) and value < 0):
+        if not is_digits(text) or len(text) > 20 or (isinstance(value, int) and value < 0):
             raise ValueError(f"must be a string of at most 20 digits (got {_show(value)})")
         return text
 

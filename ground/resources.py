@@ -139,12 +139,15 @@ def iam_grants(rtype: str, props: Any) -> list[Grant]:
         return [Grant(UNKNOWN, UNKNOWN)]
     try:
         policy = json.loads(data) if isinstance(data, str) else {}
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return []
+    bindings = policy.get("bindings") if isinstance(policy, dict) else None
     out: list[Grant] = []
-    for binding in policy.get("bindings") or []:
-        for member in binding.get("members") or []:
-            out.append(Grant(binding.get("role"), member, bool(binding.get("condition"))))
+    for binding in bindings if isinstance(bindings, list) else []:     # a policy of another shape grants nothing
+        members = binding.get("members") if isinstance(binding, dict) else None
+        for member in members if isinstance(members, list) else []:
+            if isinstance(member, str) and isinstance(binding.get("role"), str):
+                out.append(Grant(binding["role"], member, bool(binding.get("condition"))))
     return out
 
 

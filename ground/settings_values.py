@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, ValidationInfo
@@ -81,8 +82,7 @@ def checked(check, *, skip_empty: bool = True):
 
 
 def check_name_prefix(prefix: str) -> str:
-    if not prefix or not prefix[0].isalpha() or not all(c.islower() or c.isdigit() or c == "-" for c in prefix) \
-            or prefix.endswith("-") or len(prefix) > 20:
+    if not re.fullmatch(r"[a-z][a-z0-9-]{0,19}", prefix) or prefix.endswith("-"):
         raise ValueError(f"name prefix {prefix!r} must be 1-20 lowercase letters, digits or '-', start with a letter "
                          "and not end with '-'")
     return prefix

@@ -8,6 +8,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from ground import domain
+from ground.numbers import is_digits
 from ground.outputs import OUTPUT_KEYS
 from ground.settings import PROVIDER_PROJECT_KEY, StackSettings
 from infra.access import AccessGrants, AccessGrantsArgs
@@ -28,7 +29,7 @@ def _project_number(project: str) -> str:
     except Exception as exc:  # noqa: BLE001 - the provider's error text varies: not found, no permission, no credentials
         raise ConfigError("project", f"cannot read project {project!r}: {str(exc).splitlines()[0]}") from None
     number = str(result.number or "")
-    if not number.isdigit():
+    if not is_digits(number):
         raise ConfigError("project", f"project {project!r} has no project number (does it exist?)")
     return number
 

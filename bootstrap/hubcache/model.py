@@ -25,12 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from cloud.deadlines import TooSlow, deadline_session, given_up
 from cloud.errors import unreachable_reason
 from cloud.google import crc32c, requests, urllib3_exceptions
 from ground import domain, localtree
 from ground.errors import UserError
 from ground.files import digest_b64, replace_folder, write_atomically
 from ground.localtree import scan_tree
+from ground.numbers import whole_number
 
 DEFAULT_LOCAL_CACHE = Path(".tpuctl-cache/hub")
 DOWNLOAD_TIMEOUT = 60
@@ -66,11 +68,14 @@ def download(handle: str, dest: Path, progress: Progress | None = None,
     url = handle + ("&" if "?" in handle else "?") + "tf-hub-format=compressed"
     deadline = time.monotonic() + DOWNLOAD_DEADLINE
     try:
-        with requests.get(url, stream=True, allow_redirects=True, timeout=DOWNLOAD_TIMEOUT) as resp:
+        # a session whose requests have an overall deadline (cloud.deadlines): a server dripping its headers, or a
+        # body slower than its announced length allows, is given up on, not only one silent for DOWNLOAD_TIMEOUT
+        with deadline_session() as session, session.get(url, stream=True, allow_redirects=True,
+                                                         timeout=DOWNLOAD_TIMEOUT) as resp:
             if resp.status_code >= 400:
                 raise UserError(f"downloading {handle} failed: HTTP {resp.status_code} from {resp.url}", 1)
             total = resp.headers.get("Content-Length")
-            total = int(total) if total and total.isdigit() else None
+            total = whole_number(total)
             too_big = UserError(f"downloading {handle} stopped: more than {MAX_MODEL_BYTES:,} bytes; a TF-Hub model "
                                 "is a few GB at most (check the handle)", 1)
             if total is not None and total > MAX_MODEL_BYTES:
@@ -92,8 +97,9 @@ def download(handle: str, dest: Path, progress: Progress | None = None,
                     fh.write(chunk)
                     if progress:
                         progress(len(chunk))
-    except (requests.RequestException, urllib3_exceptions.HTTPError) as exc:
-        raise UserError(f"downloading {handle} failed: {_download_failure(exc, url)}", 1) from None
+    except (requests.RequestException, urllib3_exceptions.HTTPError, TooSlow) as exc:
+        slow = exc if isinstance(exc, TooSlow) else given_up()
+        raise UserError(f"downloading {handle} failed: {slow or _download_failure(exc, url)}", 1) from None
     return dest
 
 
@@ -122,9 +128,39 @@ def _inside(root: str, path: str) -> bool:
     return not (norm == ".." or norm.startswith("../") or posixpath.isabs(norm))
 
 
+#: The most in-archive links one path is resolved through (Linux's own limit for a path's links).
+MAX_LINK_HOPS = 40
+
+
+def _resolve(path: str, links: dict[str, str], hops: int = 0) -> str | None:
+    """The archive path ``path`` with every symbolic link of the archive seen so far (``links``: member name ->
+    target) resolved, as the file system will once they are unpacked; None when it leaves the archive or loops."""
+    out: list[str] = []
+    for part in path.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not out:
+                return None
+            out.pop()
+            continue
+        out.append(part)
+        target = links.get("/".join(out))
+        if target is not None:
+            if hops >= MAX_LINK_HOPS or posixpath.isabs(target) or "\\" in target:
+                return None
+            resolved = _resolve(posixpath.join(*out[:-1], target) if len(out) > 1 else target, links, hops + 1)
+            if resolved is None:
+                return None
+            out = resolved.split("/") if resolved else []
+    return "/".join(out)
+
+
 def validate_tar_members(members: Iterable[tarfile.TarInfo], source: str) -> list[tarfile.TarInfo]:
-    """Reject path traversal, absolute paths, odd segments, links leaving the tree, devices. Returns the members."""
+    """Reject path traversal, absolute paths, odd segments, links leaving the tree (resolved through the archive's
+    own links, in the order they are unpacked), devices. Returns the members."""
     checked = []
+    links: dict[str, str] = {}
     for m in members:
         name = m.name
         problem = localtree.path_problem(name)
@@ -134,16 +170,25 @@ def validate_tar_members(members: Iterable[tarfile.TarInfo], source: str) -> lis
             raise UserError(f"{source}: refusing archive member that climbs out of the folder: {name!r}")
         if problem:
             raise UserError(f"{source}: refusing archive member {name!r}: it {problem}")
+        plain = localtree.strip_dot_prefix(name).rstrip("/")
+        folder = posixpath.dirname(plain)
+        if _resolve(folder, links) is None:
+            raise UserError(f"{source}: refusing archive member {name!r}: it is written through a link of the archive "
+                            "that points outside it")
         if m.issym():
             target = m.linkname
-            if ("\\" in target or posixpath.isabs(target)
-                    or not _inside("", posixpath.join(posixpath.dirname(localtree.strip_dot_prefix(name)), target))):
+            if ("\\" in target or posixpath.isabs(target) or not _inside("", posixpath.join(folder, target))
+                    or _resolve(posixpath.join(folder, target) if folder else target, links) is None):
                 raise UserError(f"{source}: refusing symlink {name!r} -> {target!r} that points outside the archive")
+            links[plain] = target
         elif m.islnk():
-            if "\\" in m.linkname or posixpath.isabs(m.linkname) or not _inside("", m.linkname):
+            if ("\\" in m.linkname or posixpath.isabs(m.linkname) or not _inside("", m.linkname)
+                    or _resolve(m.linkname, links) is None):
                 raise UserError(f"{source}: refusing hardlink {name!r} -> {m.linkname!r} that points outside the archive")
         elif not (m.isfile() or m.isdir()):
             raise UserError(f"{source}: refusing special file {name!r} (device, FIFO) in the archive")
+        else:
+            links.pop(plain, None)       # a later member of the same name replaces an earlier link
         checked.append(m)
     return checked
 
@@ -167,6 +212,12 @@ def safe_extract(archive: Path, dest: Path, source: str | None = None) -> None:
                 raise UserError(f"{source} would unpack to {unpacked:,} bytes (at most {MAX_MODEL_BYTES:,}); "
                                 "a TF-Hub model is a few GB at most")
             tar.extractall(dest, members=members, filter="data")
+    except tarfile.FilterError as exc:    # the second guard (tarfile's 'data' filter) found what the first missed
+        member = getattr(getattr(exc, "tarinfo", None), "name", "?")
+        link = getattr(getattr(exc, "tarinfo", None), "linkname", "")
+        raise UserError(f"{source}: refusing {member!r}" + (f" -> {link!r}" if link else "")
+                        + f": {type(exc).__name__.removesuffix('Error')} (unpacked, it would leave the archive's "
+                        "folder)") from None
     except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError) as exc:
         raise UserError(f"{source} is not a readable .tar/.tar.gz archive (truncated or damaged: "
                         f"{exc.__class__.__name__}: {localtree.first_line(exc)})") from None

@@ -31,6 +31,8 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from ground.numbers import is_digits
+
 #: Facts no Google page (or request from here) confirmed, each documented in docs/capacity.md.
 UNVERIFIED_CAPACITY_FACTS = {
     "tpu-v2alpha1-create": "a flex-start queued resource made through v2alpha1 is read and deleted through v2, and "
@@ -105,7 +107,7 @@ def parse_training_cluster(text: str, key: str = "trainingCluster") -> tuple[str
                           "has no TPU topology); make it with `tpuctl cluster create NAME -a "
                           f"{accel.name}`")
     replicas = parts[2] if len(parts) == 3 else "1"
-    if not replicas.isdigit() or not 1 <= int(replicas) <= MAX_CLUSTER_REPLICAS:
+    if not is_digits(replicas) or len(replicas) > 6 or not 1 <= int(replicas) <= MAX_CLUSTER_REPLICAS:
         raise DomainError(f"{key} {text[:80]!r}: REPLICAS is 1..{MAX_CLUSTER_REPLICAS}")
     return parts[0], accel.name, int(replicas)
 

@@ -8,7 +8,9 @@ import json
 import re
 from dataclasses import dataclass
 
-from ground.errors import DomainError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ground.errors import DomainError, validation_problem
 
 DEFAULT_HUB_CACHE_PREFIX = "model-cache"
 _HUB_DIR = re.compile(r"^[0-9a-f]{40}$")
@@ -101,21 +103,43 @@ def hub_manifest(handle: str, files: dict[str, tuple[int, str]], created_by: str
     return json.dumps(body, indent=1, sort_keys=True) + "\n"
 
 
+class _ManifestFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    path: str = Field(min_length=1, max_length=4096)
+    size: int = Field(ge=0, le=2**50)
+    crc32c: str = Field(max_length=64)
+
+    @field_validator("path")
+    @classmethod
+    def _relative(cls, path: str) -> str:
+        parts = path.split("/")
+        if path.startswith("/") or "\\" in path or any(p in ("", ".", "..") for p in parts):
+            raise ValueError("a file's path is relative, without '.', '..' or empty segments")
+        return path
+
+
+class _Manifest(BaseModel):
+    """A hub manifest as ``hub_manifest`` writes it: read back by this shape only (a manifest nested a million
+    levels deep, or with a list where a path goes, is a bad manifest, not a RecursionError or a TypeError)."""
+    model_config = ConfigDict(extra="allow", strict=True)
+    format: str
+    handle: str | None = Field(None, max_length=4096)
+    key: str | None = Field(None, max_length=64)
+    files: list[_ManifestFile] = Field(max_length=1_000_000)
+
+
 def parse_hub_manifest(text: str | bytes, handle: str | None = None) -> dict[str, tuple[int, str]]:
     """Files of a manifest (relative path -> (size, crc32c)); raises DomainError if it is not valid
     (or, with ``handle``, is the manifest of another handle)."""
-
     try:
-        body = json.loads(text)
-        if body.get("format") != HUB_MANIFEST_FORMAT:
-            raise DomainError(f"unknown manifest format {body.get('format')!r}")
-        files = {f["path"]: (int(f["size"]), str(f["crc32c"])) for f in body["files"]}
-    except DomainError:
-        raise
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise DomainError(f"unreadable manifest ({exc.__class__.__name__})") from None
-    if handle is not None and (body.get("handle") != handle or body.get("key") != hub_cache_key(handle)):
-        raise DomainError(f"manifest is for {body.get('handle')!r}, not {handle!r}")
+        body = _Manifest.model_validate_json(text)
+    except ValidationError as exc:
+        raise DomainError(f"unreadable manifest ({validation_problem(exc)[:160]})") from None
+    if body.format != HUB_MANIFEST_FORMAT:
+        raise DomainError(f"unknown manifest format {body.format[:80]!r}")
+    files = {f.path: (f.size, f.crc32c) for f in body.files}
+    if handle is not None and (body.handle != handle or body.key != hub_cache_key(handle)):
+        raise DomainError(f"manifest is for {(body.handle or '')[:200]!r}, not {handle!r}")
     if not files or "saved_model.pb" not in files:
         raise DomainError("manifest lists no saved_model.pb")
     return files

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from ground.domain.names import DEFAULT_ZONE, validate_account_id
 from ground.domain.storage_iam import PUBLIC_MEMBERS
 from ground.errors import DomainError
+from ground.numbers import is_digits
 
 #: How a service agent comes to exist (shared/REFERENCE.md "Google Cloud facts", verified 2026-11):
 #: serviceusage: Service Usage ``generateServiceIdentity`` creates the service's PRIMARY agent (Pulumi
@@ -86,7 +87,7 @@ def agent_email(keyword: str, project_number: str | int) -> str:
     if keyword not in SERVICE_AGENTS:
         raise DomainError(f"unknown service agent {keyword!r}; expected one of {', '.join(SERVICE_AGENTS)}")
     number = str(project_number)
-    if not number.isdigit():
+    if not is_digits(number):
         raise DomainError(f"project number {project_number!r} must be digits")
     return SERVICE_AGENTS[keyword].email_format.format(project_number=number)
 

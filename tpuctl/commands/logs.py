@@ -12,6 +12,7 @@ import typer
 
 from ground.durations import parse_duration
 from ground.errors import UserError
+from ground.numbers import is_digits
 from ground.outputs import load_outputs
 from tpuctl.commands.options import OUTPUTS, STACK, shown
 from tpuctl.services.runs import logs as logs_svc
@@ -29,7 +30,7 @@ def register(app: typer.Typer) -> None:
 def _host(text: str) -> int | None:
     if text == "all":
         return None
-    if not text.isdigit() or int(text) > 100_000:
+    if not is_digits(text) or len(text) > 6 or int(text) > 100_000:
         raise UserError(f"--host {text[:40]!r}: give a host number (0 is the chief) or all")
     return int(text)
 

@@ -14,7 +14,7 @@ from rich.text import Text
 from ground import domain
 from ground.access import LOGS_ACCESS, PROJECT_CELL
 from ground.errors import UserError
-from ground.files import write_atomically
+from ground.files import check_writable, write_atomically
 from tpuctl.commands.layout import wrap_words
 from tpuctl.commands.options import natural_width
 from tpuctl.services.plan import checkov_baseline, plan, to_tfplan
@@ -58,6 +58,8 @@ def plan_command(
     if as_json and fmt not in ("table", "json"):
         raise UserError("give either --json or --format, not both")
     fmt = "json" if as_json else fmt
+    if baseline is not None:
+        check_writable(baseline)        # a FIFO, a folder or a device is refused before the plan's work
     result = plan(stack=stack, config_file=config, check_policy=not no_policy)
     if baseline is not None:
         write_atomically(baseline, json.dumps(checkov_baseline(result, str(baseline.parent / "plan.json")), indent=2)

@@ -175,9 +175,11 @@ def write_context(variant: str, dest: Path, root: Path = REPO_ROOT, project: use
     dest.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
     members = context_files(variant, root) + (code_context_files(project, root) if project is not None else [])
+    shipped = {f"code/{f.rel}": f for f in project.files} if project is not None else {}
     with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=9) as tar:
         for rel, path in members:
-            data = path.read_bytes()
+            # the user's files as they were scanned (project.read): one changed since (a key swapped in) is refused
+            data = project.read(shipped[rel]) if project is not None and rel in shipped else path.read_bytes()
             info = tarfile.TarInfo(rel)
             info.size, info.mode, info.mtime = len(data), 0o644, 0
             tar.addfile(info, io.BytesIO(data))

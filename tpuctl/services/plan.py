@@ -18,6 +18,7 @@ from ground import domain
 from ground import tokens as T
 from ground.access import access_rows, build_model
 from ground.errors import UserError
+from ground.numbers import is_digits
 from ground.resources import TERRAFORM_TYPES
 from ground.stackfile import find_stack_file, read_stack_config
 
@@ -115,7 +116,7 @@ def short_type(token: str) -> str:
 def _dig(props: Any, path: str) -> Any:
     value = props
     for key in path.split("."):
-        if isinstance(value, list) and key.isdigit() and int(key) < len(value):
+        if isinstance(value, list) and is_digits(key) and int(key) < len(value):
             value = value[int(key)]
         elif isinstance(value, dict) and key in value:
             value = value[key]

@@ -23,12 +23,15 @@ import threading
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from cloud.clients import as_user_error, base_url, endpoint_for, gapic, google_errors
 from cloud.google import billing_v1
 from ground import domain
 from ground.envs import cache_dir
-from ground.errors import DomainError, UserError
+from ground.errors import DomainError, UserError, validation_problem
 from ground.files import read_file, write_atomically
 
 #: A cache younger than this is used without asking Google again (list prices change rarely, and are dated).
@@ -73,31 +76,67 @@ class Catalogue:
                 "services": self.services, "skus": [asdict(s) for s in self.skus]}
 
     @classmethod
-    def from_json(cls, raw: dict) -> Catalogue:
-        if raw.get("version") != CACHE_VERSION:
-            raise ValueError(f"cache version {raw.get('version')!r}")
-        skus = tuple(domain.SkuRecord(**{**s, "regions": tuple(s["regions"]), "usd": float(s["usd"])})
-                     for s in raw["skus"])
+    def from_json(cls, raw: bytes | str) -> Catalogue:
+        """The cache file's bytes, validated by shape (``_CacheFile``) before anything is built of them; a file of
+        another shape, a price out of its bounds or a date without a time zone is a ValueError naming what."""
+        try:
+            doc = _CacheFile.model_validate_json(raw)
+        except ValidationError as exc:
+            raise ValueError(validation_problem(exc)) from None
+        skus = tuple(domain.SkuRecord(**{**s.model_dump(), "regions": tuple(s.regions)}) for s in doc.skus)
         for sku in skus:    # read back with the bound it was written with: a bad price makes the cache unusable
             problem = domain.price_problem(sku)
             if problem:
                 raise ValueError(problem)
-        fetched = datetime.fromisoformat(raw["fetched"])
-        if fetched.tzinfo is None:
-            raise ValueError("fetched has no time zone")
-        return cls(skus, fetched, str(raw["endpoint"]), dict(raw.get("services") or {}))
+        return cls(skus, doc.fetched, doc.endpoint, dict(doc.services))
+
+
+class _Cached(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+class _CachedSku(_Cached):
+    """One SKU as ``Catalogue.to_json`` writes it (``domain.SkuRecord``'s fields)."""
+    sku_id: str = Field(max_length=200)
+    description: str = Field(max_length=2000)
+    service: str = Field(max_length=100)
+    resource_family: str = Field(max_length=200)
+    resource_group: str = Field(max_length=200)
+    usage_type: str = Field(max_length=200)
+    regions: list[Annotated[str, Field(max_length=100)]] = Field(max_length=1000)
+    usd: float
+    unit: str = Field(max_length=100)
+
+
+class _CacheFile(_Cached):
+    """The prices cache as ``Catalogue.to_json`` writes it: read back by this shape, or not at all."""
+    version: Literal[CACHE_VERSION]
+    fetched: AwareDatetime
+    endpoint: str = Field(max_length=500)
+    services: dict[str, Annotated[str, Field(max_length=200)]] = Field(default_factory=dict, max_length=100)
+    skus: list[_CachedSku] = Field(max_length=200_000)
+
+
+_UNUSABLE = "the prices cache "
 
 
 def read_cache() -> Catalogue | None:
-    """The cached catalogue; None when there is none, or it cannot be read (then it is as good as absent). Read
-    bounded and non-blocking (``ground.files.read_file``): a FIFO or a device in its place (a link to /dev/zero)
-    is never waited on or read, a file over ``MAX_CACHE_BYTES`` never parsed."""
+    """The cached catalogue; None when there is none or it cannot be used (``cache_state`` says why)."""
+    return cache_state()[0]
+
+
+def cache_state() -> tuple[Catalogue | None, str | None]:
+    """(the cached catalogue or None, why a cache file that is there cannot be used or None). Read bounded and
+    non-blocking (``ground.files.read_file``): a FIFO or a device in its place (a link to /dev/zero) is never waited
+    on or read, a file over ``MAX_CACHE_BYTES`` never parsed, a file of another shape never used."""
     path = cache_path()
+    if not os.path.lexists(path):
+        return None, None
     try:
-        data = read_file(path, "prices cache", MAX_CACHE_BYTES, hint=f"`{domain.REFRESH_COMMAND}` writes it again")
-        return Catalogue.from_json(json.loads(data.decode("utf-8")))
-    except (UserError, ValueError, KeyError, TypeError, RecursionError):
-        return None
+        return Catalogue.from_json(read_file(path, "prices cache", MAX_CACHE_BYTES,
+                                             hint=f"`{domain.REFRESH_COMMAND}` writes it again")), None
+    except (UserError, ValueError) as exc:
+        return None, f"{_UNUSABLE}{path} is not usable ({str(exc)[:200]}); `{domain.REFRESH_COMMAND}` writes it again"
 
 
 def write_cache(catalogue: Catalogue, path: Path | None = None) -> Path:
@@ -230,11 +269,11 @@ class Prices:
 
 
 def load_prices(*, wait: float | None = None, now: datetime | None = None) -> Prices:
-    cached = read_cache()
+    cached, problem = cache_state()
     snapshot = domain.load_snapshot()
     if cached is not None and cached.age(now) <= FRESH_FOR:
         return Prices(cached, snapshot)
-    notes: list[str] = []
+    notes: list[str] = [problem] if problem else []
     if credentials_at_hand():
         fresh, why = bounded_refresh(wait)
         if fresh is not None:
@@ -301,9 +340,10 @@ def vertex_replica_hourly(prices: Prices, machine_type: str, accelerator_type: s
     missing. The snapshot is never used here: it holds Compute Engine prices, not Vertex AI training prices."""
     what = machine_type + (f" + {accelerator_count} × {accelerator_type}" if accelerator_type else "")
     if prices.catalogue is None:
-        raise DomainError(f"no Vertex AI training price for {what} in {region}: the Cloud Billing catalogue is not "
-                          "cached (the shipped snapshot has Compute Engine TPU VM prices, not Vertex AI's); run "
-                          f"`{domain.REFRESH_COMMAND}`")
+        unusable = any(n.startswith(_UNUSABLE) for n in prices.notes)
+        raise DomainError(f"no Vertex AI training price for {what} in {region}: the Cloud Billing catalogue is "
+                          f"{'cached in a file that is not usable' if unusable else 'not cached'} (the shipped snapshot "
+                          f"has Compute Engine TPU VM prices, not Vertex AI's); run `{domain.REFRESH_COMMAND}`")
     skus = prices.catalogue.skus
     tpu = _vertex_tpu(machine_type, accelerator_type, accelerator_count, topology)
     if tpu is not None:

@@ -10,6 +10,7 @@ talk back through the trainer's line protocol (``trainer.protocol``), parsed her
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -21,10 +22,12 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from ground.envs import trainer_python
 from ground.errors import EXIT_INTERRUPTED, UserError
+from ground.numbers import is_digits
+from tpuctl.services import strays
 from trainer import protocol
 
 #: How long a stopped process gets between SIGTERM and SIGKILL: on SIGTERM the trainer backs up its step first (every
@@ -187,35 +190,101 @@ class ErrorLines:
             return True
 
 
-def _pump(task: Task, stream: TextIO, sink: TextIO | None, prefix: str, is_stdout: bool,
+#: A plain output line is shown up to this many bytes; the rest of it is read and dropped, and the line says how
+#: much (a program writing hundreds of MiB without a newline kept them all in memory). ``MAX_LINE_VARIABLE`` lifts it.
+MAX_LINE_BYTES = 64 * 1024
+MAX_LINE_VARIABLE = "TPUCTL_MAX_LINE_BYTES"
+#: The largest bound ``MAX_LINE_VARIABLE`` may set.
+MAX_LINE_CEILING = 256 * 1024 * 1024
+#: A protocol message with a JSON payload (a run's result, a tool's summary: every curve of every run compared) may
+#: be longer than a plain line, up to this.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+_JSON_PREFIXES = tuple(f"{kind}:".encode() for kind in protocol.JSON_KINDS)
+#: stderr lines kept per process to name the failure: each is a short excerpt, never a whole long line.
+STDERR_LINE_KEPT = 1000
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
+def max_line_bytes() -> int:
+    """The bound of a plain output line: ``MAX_LINE_BYTES``, or ``$TPUCTL_MAX_LINE_BYTES`` (one line when it is not
+    a whole number of bytes from 1024 to ``MAX_LINE_CEILING``)."""
+    text = os.environ.get(MAX_LINE_VARIABLE)
+    if text is None or not text.strip():
+        return MAX_LINE_BYTES
+    value = text.strip()
+    if not is_digits(value) or len(value) > 12 or not 1024 <= int(value) <= MAX_LINE_CEILING:
+        raise UserError(f"{MAX_LINE_VARIABLE}={value[:40]!r}: give the longest output line shown, in bytes, from "
+                        f"1024 to {MAX_LINE_CEILING}")
+    return int(value)
+
+
+def bounded_lines(stream: BinaryIO, limit: int) -> Iterator[tuple[bytes, int]]:
+    """The lines of ``stream`` as a text stream splits them (``\\n``, ``\\r\\n``, ``\\r``), each without its end and
+    kept up to ``limit`` bytes (a protocol message with a JSON payload up to ``MAX_MESSAGE_BYTES``): ``(kept, bytes
+    cut)``. Reads what the pipe holds as it comes, so the writer never waits on a long line; memory stays bounded."""
+    line = bytearray()
+    cut = 0
+    after_cr = False
+    read = getattr(stream, "read1", stream.read)
+    while chunk := read(1 << 16):
+        start = 1 if after_cr and chunk[:1] == b"\n" else 0
+        after_cr = False
+        while True:
+            end = _LINE_END.search(chunk, start)
+            piece = chunk[start:end.start() if end else len(chunk)]
+            bound = MAX_MESSAGE_BYTES if (bytes(line[:16]) + piece[:16]).startswith(_JSON_PREFIXES) else limit
+            room = max(bound - len(line), 0)
+            line += piece[:room]
+            cut += max(len(piece) - room, 0)
+            if end is None:
+                break
+            yield bytes(line), cut
+            line.clear()
+            cut = 0
+            start = end.end()
+            if end.group() == b"\r" and start == len(chunk):
+                after_cr = True      # a "\r\n" cut by the chunk's end is one line end
+    if line or cut:
+        yield bytes(line), cut
+
+
+def _cut_note(cut: int, limit: int) -> str:
+    return (f" … [{cut:,} more bytes of this line cut: lines are shown up to {limit:,} bytes; "
+            f"{MAX_LINE_VARIABLE} lifts it]")
+
+
+def _pump(task: Task, stream: BinaryIO, sink: TextIO | None, prefix: str, is_stdout: bool, limit: int,
           errors: ErrorLines | None = None) -> None:
-    for line in iter(stream.readline, ""):
-        text = line.rstrip("\n")
-        if is_stdout:
+    for data, cut in bounded_lines(stream, limit):
+        text = data.decode("utf-8", "replace")
+        if cut:
+            text = text.rstrip("\ufffd") + _cut_note(cut, limit)
+        elif is_stdout:
             message = protocol.parse(text)
             if message is not None:
                 if message.kind in protocol.JSON_KINDS:
                     task.messages[message.kind] = message.payload
                 if task.on_message is not None and task.on_message(message):
                     continue
-        else:
-            task.last_stderr.append(text)       # kept whole: the failure names the task's own last line
+        if not is_stdout:
+            task.last_stderr.append(text[:STDERR_LINE_KEPT])   # the failure names the task's own last line
             if errors is not None and not errors.first(text):
                 continue
         write_quietly(sink, f"{prefix}{text}\n")
     stream.close()
 
 
-def _start(task: Task, prefix: str, out: TextIO | None, err: TextIO | None, errors: ErrorLines | None = None) -> None:
+def _start(task: Task, prefix: str, out: TextIO | None, err: TextIO | None, limit: int = MAX_LINE_BYTES,
+           errors: ErrorLines | None = None) -> None:
     try:
         task.proc = subprocess.Popen(
             task.argv, env=task.env, cwd=task.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-            text=True, encoding="utf-8", errors="replace", bufsize=1, start_new_session=True,
+            start_new_session=True,
         )
     except OSError as exc:
         raise UserError(f"cannot start {task.argv[0]}: {exc.strerror or exc}") from None
     for stream, sink, is_stdout in ((task.proc.stdout, out, True), (task.proc.stderr, err, False)):
-        t = threading.Thread(target=_pump, args=(task, stream, sink, prefix, is_stdout, errors), daemon=True)
+        t = threading.Thread(target=_pump, args=(task, stream, sink, prefix, is_stdout, limit, errors), daemon=True)
         t.start()
         task.threads.append(t)
 
@@ -281,6 +350,8 @@ def run_tasks(
     """
     out = out or sys.stdout
     err = (err or sys.stderr) if echo_stderr else None
+    limit = max_line_bytes()
+    token = strays.new_token()        # in every process of the run: what detaches from its group is found by it
     interrupted: list[int] = []
     failed: Task | None = None
     still_running: list[Task] = []
@@ -289,7 +360,8 @@ def run_tasks(
         with signal_handlers(lambda signum, _frame: interrupted.append(signum)):
             try:
                 for task in tasks:
-                    _start(task, f"[{task.label}] " if prefix_output else "", out, err, errors)
+                    task.env = {**task.env, strays.TOKEN_VARIABLE: token}
+                    _start(task, f"[{task.label}] " if prefix_output else "", out, err, limit, errors)
                     if on_started:
                         on_started(task)
                 lost: set[str] = set()
@@ -310,6 +382,7 @@ def run_tasks(
                     time.sleep(POLL_SECONDS)
             finally:
                 stop_tasks(tasks)
+                _end_strays(token, err)
     finally:
         _join(tasks)
     if interrupted:
@@ -325,6 +398,14 @@ def run_tasks(
         raise TaskFailed(f"{failed.label} (pid {failed.pid}) {why}{detail}{stopped}", exit_code, failed)
     result = next((t.result for t in tasks if t.result is not None), None)
     return RunOutcome(0, result, list(tasks))
+
+
+def _end_strays(token: str, err: TextIO | None) -> None:
+    """Stop what the run's processes left running outside their process groups (``strays``), and say so."""
+    count = strays.end(token)
+    if count:
+        write_quietly(err, f"stopped {count} process{'es' if count > 1 else ''} the run left running outside its "
+                           "process group (detached with setsid)\n")
 
 
 def _names(tasks: Sequence[Task]) -> str:

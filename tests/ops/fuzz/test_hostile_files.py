@@ -85,6 +85,14 @@ def test_a_huge_spec_is_refused_by_its_size_before_parsing(tmp_path):
     (b"parameters: {epochs: {min: 1, max: " + b"9" * 5000 + b"}}", "YAML cannot carry"),
     (b"parameters: {learning_rate: {min: .nan, max: 1e400}}", "learning_rate"),
     (b"\x00\x01\x02", "not valid YAML"),
+    (b"parameters: {hparams: {units: {values: [.nan, 2]}}}", "units.values.0: Input should be a finite number"),
+    (b"parameters: {hparams: {units: {min: 1, max: .inf}}}", "units.max: Input should be a finite number"),
+    (b"parameters: {epochs: {min: 1, max: 2}}\nmax_trials: -.inf", "max_trials: Input should be a finite number"),
+    (b"parameters: {units: {values: [32, 64]}}", "goes under parameters.hparams.units"),   # issue 57
+    (b"parameters: {hparams: {units: {values: [1" + b"0" * 400 + b"]}}}", "within"),    # old: passed to the trial
+    (b"learning_rate: {min: 0.01, max: 0.1}", "'learning_rate' belongs under parameters, not the top level"),
+    (b"parameters: {max_trials: 3, epochs: {min: 1, max: 2}}", "'max_trials' belongs at the top level"),
+    (b"parameters: {learning_rate: {min: 0.01, max: 0.1, step: 2}}", "(its keys: min, max, values)"),
 ])
 def test_hostile_specs_are_one_line(tmp_path, content, fragment):
     spec = tmp_path / "spec.yaml"
@@ -93,6 +101,7 @@ def test_hostile_specs_are_one_line(tmp_path, content, fragment):
 
 
 _YAML_BITS = st.sampled_from([b"parameters:", b" learning_rate:", b" {min: ", b"max: ", b"values: [", b"]", b"}",
+                              b" hparams:", b" units:", b".inf", b"-.Inf",
                               b"\n", b"  ", b"&a ", b"*a", b"!!python/object:os.system", b"1e400", b".nan", b"-",
                               b"9" * 40, b"\xff\xfe", b"\x00", b"'", b'"', b"[" * 50, b"{" * 50, b"? ", b"batch_size:",
                               b"epochs:", b"2020-13-45", b"0x1F", b"~"])
@@ -108,6 +117,7 @@ def test_any_spec_bytes_give_a_spec_or_one_line(tmp_path_factory, data):
         assert "\n" not in str(exc)
     else:
         assert isinstance(found, tuning.TuneSpec)
+        assert "nan" not in found.model_dump_json() and "inf" not in found.model_dump_json().lower(), found
 
 
 _JSON = st.recursive(
@@ -206,3 +216,22 @@ def test_a_folder_is_replaced_whole_or_put_back(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         replace_folder(new, dest)
     assert sorted(os.listdir(dest)) == ["b"] and sorted(os.listdir(tmp_path)) == [".staging", "model"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "socket"])
+def test_a_file_to_write_that_is_not_a_file_is_one_line_and_left_alone(tmp_path, kind):
+    """``plan --checkov-baseline`` (issue 56, class 7; the one writer, files.write_atomically): a FIFO was replaced
+    by a file (a folder: an IsADirectoryError); now refused before the plan's work, and left as it was. (Never a
+    device here: the old writer, run as root, replaced /dev/null with a file.)"""
+    import socket
+
+    target = {"fifo": tmp_path / "baseline", "folder": tmp_path, "socket": tmp_path / "s.sock"}[kind]
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "socket":
+        held = socket.socket(socket.AF_UNIX)
+        held.bind(str(target))
+        held.close()
+    line = _one_line(invoke(["plan", "--checkov-baseline", str(target)]))
+    assert str(target) in line and ("FIFO" in line or "folder" in line), line
+    assert (kind != "fifo" or target.is_fifo()) and (kind != "socket" or target.is_socket())

@@ -125,6 +125,12 @@ def _evil_tar(path: Path, kind: str) -> Path:
             add("variables/link", type=tarfile.SYMTYPE, linkname="../../../etc/passwd")
         elif kind == "hardlink":
             add("variables/hard", type=tarfile.LNKTYPE, linkname="../outside.txt")
+        elif kind == "through-a-link":       # each link alone stays inside; resolved through the first, it leaves
+            add("variables/here", type=tarfile.SYMTYPE, linkname=".")
+            add("variables/here/up", type=tarfile.SYMTYPE, linkname="../../escape.txt")
+        elif kind == "hardlink-through-a-link":
+            add("variables/top", type=tarfile.SYMTYPE, linkname="..")
+            add("hard", type=tarfile.LNKTYPE, linkname="variables/top/../escape.txt")
     return path
 
 
@@ -133,6 +139,8 @@ def _evil_tar(path: Path, kind: str) -> Path:
     ("absolute", "absolute path"),
     ("symlink", "points outside the archive"),
     ("hardlink", "points outside the archive"),
+    ("through-a-link", "refusing symlink 'variables/here/up'"),       # old: "not a readable … archive (… damaged"
+    ("hardlink-through-a-link", "refusing hardlink 'hard'"),
 ])
 def test_malicious_tarball_rejected_nothing_written(gcs, model_server, tmp_path, kind, message):
     archive = _evil_tar(tmp_path / f"{kind}.tar.gz", kind)
@@ -414,6 +422,9 @@ def test_a_handle_from_a_hub_manifest_reaches_the_terminal_without_escape_sequen
 @pytest.mark.parametrize("manifest, expected", [
     (b"[1, 2]", "INCOMPLETE"),                       # old: AttributeError traceback ('list' has no .get)
     (b"{" + b" " * 5000 + b"}", "larger than 4096 bytes"),   # read bounded: never downloaded whole
+    (b"[" * 4000, "INCOMPLETE"),                     # old: RecursionError traceback (issue 56)
+    (b'{"format": "tpuctl-hub-manifest/1", "files": [{"path": ["saved_model.pb"], "size": 2, "crc32c": "x"}]}',
+     "INCOMPLETE"),
 ])
 def test_a_hostile_hub_manifest_in_the_bucket_is_read_bounded_and_shown_in_one_line(gcs, monkeypatch, manifest,
                                                                                    expected):

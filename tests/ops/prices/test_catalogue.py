@@ -304,3 +304,26 @@ def test_a_run_priced_at_zero_cannot_be_held_to_a_budget(catalog, outputs_file):
                       "--budget", "100"])
     line = error_line(refused, 2)
     assert "--budget $100.00" in line and "costs $0.00" in line, line
+
+
+@pytest.mark.parametrize("cache", [
+    "[]",                                                                  # old: AttributeError traceback
+    '{"version": 1}',
+    '{"version": 1, "fetched": "2026-12-01T00:00:00+00:00", "endpoint": "x", "skus": {"a": 1}}',
+    '{"version": 1, "fetched": "2026-12-01T00:00:00+00:00", "endpoint": "x", "skus": [{"sku_id": 1, '
+    '"description": ["a"], "service": "vertex", "resource_family": "x", "resource_group": "x", "usage_type": '
+    '"OnDemand", "regions": "us-central1", "usd": 1, "unit": "h"}]}',      # old: accepted, regions read letter by letter
+    '{"version": 1, "fetched": "2026-12-01T00:00:00", "endpoint": "x", "skus": []}',
+    '{"version": 1, "fetched": "2026-12-01T00:00:00+00:00", "endpoint": {"a": 1}, "skus": []}',   # old: accepted
+    "[" * 100_000,
+])
+def test_a_cache_of_another_shape_is_never_used_and_said(cache):
+    """Every file tpuctl reads back is validated by shape before use (issue 56, class 7): the estimate goes on
+    without the cache, and says why it did not use it."""
+    path = prices.cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(cache)
+    result = invoke(["prices", "show", "-a", "gpu-t4"])
+    assert "Traceback" not in result.output and result.exit_code == 2, result.output
+    assert f"the prices cache {path} is not usable" in result.stderr, result.stderr
+    assert "cached in a file that is not usable" in result.stderr.splitlines()[-1], result.stderr

@@ -106,7 +106,8 @@ def test_denied_logging_is_one_line(vertex_run):
 
 
 @pytest.mark.parametrize("args, needle", [(["--host", "x"], "--host"), (["--since", "40d"], "--since"),
-                                          (["--since", "soon"], "--since")])
+                                          (["--since", "soon"], "--since"),
+                                          (["--host", "¹"], "--host"), (["--host", "٣"], "--host")])   # issue 56
 def test_bad_options_are_one_line(vertex_run, args, needle):
     outputs, logs, _ = vertex_run()
     before = len(logs.requests)
@@ -118,6 +119,18 @@ def test_an_unknown_run_is_one_line(vertex_run):
     outputs, _, _ = vertex_run()
     line = error_line(invoke(["logs", "nope", "--outputs", str(outputs)]), 2)
     assert "no cloud run nope" in line
+
+
+def test_a_run_name_is_looked_up_in_the_named_place_only(tmp_path):
+    """A run is one folder of --dir (issue 56, class 6): `..` or a path read a record outside it (here: the run
+    folder's parent holds a record of its own). Refused before anything is read or asked."""
+    runs = tmp_path / "place" / "runs"
+    runs.mkdir(parents=True)
+    (tmp_path / "place" / "tpuctl-run.json").write_text('{"target": "vertex", "project": "p", "job": "1"}')
+    for name in ("..", ".", "../runs/" + NAME, f"x/../{NAME}", "", "a\\b"):
+        for base in (str(runs), "gs://some-bucket/runs"):
+            line = error_line(invoke(["logs", name, "--dir", base]), 2)
+            assert "is not a run's name" in line, (name, line)
 
 
 def _protocol_lines() -> list[str]:

@@ -38,7 +38,7 @@ def _strict(text: str):
     ("parameters: {batch_size: {values: [8]}}\nmax_trials: 2\nparallel_trials: 3", "(top level)", "parallel_trials (3)"),
     ("parameters: {learning_rate: {min: 0.001, max: 0.1}}\nalgorithm: grid", "(top level)", "grid search needs"),
     ("parameters: {}", "parameters", "at least one of"),
-    ("parameters: {dropout: {min: 0.1, max: 0.5}}", "parameters.dropout", "Extra inputs"),
+    ("parameters: {dropout: {min: 0.1, max: 0.5}}", "parameters.dropout", "goes under parameters.hparams.dropout"),
 ])
 def test_spec_errors_are_one_line_naming_file_and_field(tmp_path, yaml_text, field, message):
     path = tmp_path / "tune.yaml"

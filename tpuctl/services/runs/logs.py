@@ -40,6 +40,7 @@ from cloud.google import api_exceptions, api_retry, api_timeout, json_format, lo
 from ground import domain
 from ground.errors import UserError
 from ground.files import printable
+from ground.numbers import is_digits
 from ground.outputs import StackOutputs
 from ground.polling import ticks
 from tpuctl.services.runs import records
@@ -93,7 +94,7 @@ def vertex_source(project: str, job_name: str, host: int | None = None) -> Sourc
     def host_of(entry: dict[str, Any]) -> str:
         task = str(((entry.get("resource") or {}).get("labels") or {}).get("task_name") or "")
         pool, _, replica = task.removeprefix("workerpool").partition("-")
-        if pool.isdigit() and replica.isdigit():
+        if is_digits(pool) and is_digits(replica) and len(pool) + len(replica) < 20:
             return f"host {int(replica) if pool == '0' else int(replica) + 1}"
         return f"host {printable(task, 40) or '?'}"
 
@@ -258,6 +259,9 @@ def run_logs(name: str, log_source: Callable[[dict[str, Any], str, str | None, i
     if not base:
         raise UserError("pass --stack NAME or --outputs FILE (the runs in the stack's artifacts bucket), or --dir "
                         "gs://BUCKET/runs")
+    if name in ("", ".", "..") or any(c in name for c in "/\\\x00") or len(name) > 255:
+        raise UserError(f"{printable(name, 80)!r} is not a run's name: a run is one folder in {printable(base, 200)} "
+                        "(`tpuctl runs ls` lists them)")
     folder = f"{base.rstrip('/')}/{name}"
     record = read_run_record(name, folder, base, storage_client)
     project = record.get("project") or (outputs.project if outputs else None)

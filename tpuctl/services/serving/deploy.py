@@ -18,6 +18,7 @@ from cloud.google import aiplatform_v1, json_format
 from cloud.uploads import Upload
 from ground import domain
 from ground.errors import UserError
+from ground.numbers import is_digits
 from ground.outputs import StackOutputs, require_outputs
 from ground.storagepath import GsPath
 from tpuctl.services.serving.exports import MAX_EXPORT_BYTES, Export, export_files
@@ -234,7 +235,7 @@ def check_remote_export(uri: str, storage_client=None, project: str | None = Non
     shards = [n for n in names if n.startswith("variables/variables.data-")]
     for shard in shards:
         count = shard.rsplit("-of-", 1)[-1]
-        if count.isdigit():
+        if is_digits(count) and len(count) <= 5:
             missing += [want for i in range(int(count))
                         if (want := f"variables/variables.data-{i:05d}-of-{count}") not in names]
             break

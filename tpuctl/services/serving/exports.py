@@ -18,6 +18,7 @@ from ground import domain
 from ground.errors import DomainError, UserError
 from ground.files import read_file
 from ground.localtree import user_path
+from ground.numbers import is_digits
 from ground.outputs import StackOutputs
 from ground.storagepath import GsPath, is_gs
 from tpuctl.services.runs import records as runs
@@ -83,7 +84,7 @@ def resolve_export(ref: str, *, runs_dir: str = "runs", model_name: str | None =
     if is_gs(ref):
         return check_export_dir(ref, model_name)
     local = user_path(ref, "model")
-    if local.is_dir() and ((local / "saved_model.pb").exists() or local.name.isdigit()):
+    if local.is_dir() and ((local / "saved_model.pb").exists() or is_digits(local.name)):
         return check_export_dir(ref, model_name)
     if local.is_dir() and (local / runs.RESULT_FILE).is_file():
         run = runs.read_local_run(local)
@@ -92,7 +93,7 @@ def resolve_export(ref: str, *, runs_dir: str = "runs", model_name: str | None =
                             + (f" ({run.problem})" if run is not None else ""))
         return _run_export(run, model_name)
     if local.is_dir():
-        if any(p.is_dir() and p.name.isdigit() for p in local.iterdir()):
+        if any(p.is_dir() and is_digits(p.name) for p in local.iterdir()):
             raise UserError(f"{ref} is a model folder: name one of its version folders (…/{ref.rstrip('/').rsplit('/', 1)[-1]}/N)")
         raise UserError(f"{ref}: neither an export (no saved_model.pb) nor a run folder (no {runs.RESULT_FILE})")
     found = runs.list_runs(runs_dir)

@@ -86,7 +86,7 @@ def model_available(status_url: str, timeout: float = 2.0) -> bool:
 
     try:
         body = json.loads(get_local(status_url, timeout=timeout) or b"{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     versions = body.get("model_version_status") if isinstance(body, dict) else None
     return isinstance(versions, list) and any(isinstance(v, dict) and v.get("state") == "AVAILABLE"

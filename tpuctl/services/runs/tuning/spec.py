@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,12 +22,17 @@ ALGORITHMS = {"random": "RANDOM_SEARCH", "grid": "GRID_SEARCH", "bayesian": "ALG
 MAX_TRIALS = 100
 MAX_BATCH = int(TASK_BOUNDS["train_batch_size"].high)
 MAX_EPOCHS = int(TASK_BOUNDS["train_epochs"].high)
+#: tpuctl's bound on a plug-in hyperparameter's number: integers up to it are exact as doubles (2**53 is about
+#: 9e15), which is how Vertex AI's parameter specs carry them (google/cloud/aiplatform/v1/study.proto:
+#: DiscreteValueSpec.values and DoubleValueSpec are doubles; read in the installed aiplatform_v1, 2026-12-07).
+MAX_HPARAM_NUMBER = 1e15
 #: A spec is a few lines; a larger file is refused by its size before it is parsed.
 MAX_SPEC_BYTES = 64 * 1024
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    #: every number finite (a NaN or an infinity in a spec is refused, wherever it is)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class LearningRate(_Strict):
@@ -97,15 +103,31 @@ class HParam(_Strict):
                 raise ValueError("values must be distinct")
             if any(isinstance(v, str) and (not v or len(v) > 200 or "\x00" in v) for v in self.values):
                 raise ValueError("a word value must be 1-200 characters")
+            if any(isinstance(v, str) and not _finite_word(v) for v in self.values):
+                raise ValueError("a word value that reads as a number must be a finite one (the trial's function gets "
+                                 "it as a number: 'nan' and 'inf' are refused)")
+            if any(not isinstance(v, str) and abs(v) > MAX_HPARAM_NUMBER for v in self.values):
+                raise ValueError(f"a number value must be within ±{MAX_HPARAM_NUMBER:.0e} (Vertex AI passes doubles)")
         elif self.min is None or self.max is None:
             raise ValueError("needs min and max, or values")
         elif not self.min < self.max:
             raise ValueError(f"min ({self.min:g}) must be below max ({self.max:g})")
+        elif max(abs(self.min), abs(self.max)) > MAX_HPARAM_NUMBER:
+            raise ValueError(f"min and max must be within ±{MAX_HPARAM_NUMBER:.0e} (Vertex AI passes doubles)")
         elif self.scale == "log" and self.min <= 0:
             raise ValueError("a log scale needs min above 0")
         elif self.type == "int" and not (float(self.min).is_integer() and float(self.max).is_integer()):
             raise ValueError("an int range needs whole min and max")
         return self
+
+
+def _finite_word(word: str) -> bool:
+    """A word value is passed as ``--hp_NAME WORD`` and the trial reads a word that is a number as one
+    (trainer/plugin.py): one that reads as NaN or an infinity would stop the trial, so it is refused here."""
+    try:
+        return math.isfinite(float(word))
+    except (ValueError, OverflowError):
+        return True
 
 
 class Parameters(_Strict):
@@ -158,10 +180,56 @@ def parse_spec(data: Any, source: str) -> TuneSpec:
     try:
         return TuneSpec.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
+        errors = exc.errors()
+        # a NaN, or a key in the wrong place, says more than what follows from it ("parameters: Field required")
+        err = next((e for kind in ("finite_number", "extra_forbidden") for e in errors if e.get("type") == kind),
+                   errors[0])
+        loc = tuple(str(p) for p in err.get("loc", ()))
+        if err.get("type") == "finite_number":
+            loc = tuple(p for p in loc if p not in ("int", "float", "str"))    # the union's member names
         message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-        location = ".".join(str(p) for p in err.get("loc", ())) or "(top level)"
+        if err.get("type") == "extra_forbidden" and loc:
+            message = _misplaced(loc[:-1], loc[-1])
+        location = ".".join(loc) or "(top level)"
         raise UserError(f"{source}: {location}: {message}") from None
+
+
+#: Where each key of a spec belongs: the top level's and ``parameters``' own keys.
+_PLACES = {**{key: "the top level" for key in ("parameters", "max_trials", "parallel_trials", "max_failed_trials",
+                                               "algorithm")},
+           **{key: "parameters" for key in ("learning_rate", "batch_size", "model", "epochs", "hparams")}}
+
+
+def _model_at(loc: tuple[str, ...]) -> type[BaseModel] | None:
+    """The spec's model at ``loc`` (a mapping in the document), if any."""
+    if loc == ():
+        return TuneSpec
+    if loc == ("parameters",):
+        return Parameters
+    if len(loc) == 2 and loc[0] == "parameters" and loc[1] in Parameters.model_fields:
+        found = getattr(Parameters.model_fields[loc[1]].annotation, "__args__", (None,))[0]
+        return found if isinstance(found, type) and issubclass(found, BaseModel) else None
+    if len(loc) == 3 and loc[:2] == ("parameters", "hparams"):
+        return HParam
+    return None
+
+
+def _misplaced(loc: tuple[str, ...], key: str) -> str:
+    """What a key pydantic calls an "extra input" is, and where it belongs (issue 57: "Extra inputs are not
+    permitted" said neither)."""
+    here = ".".join(loc) or "the top level"
+    shown = key[:40]
+    place = _PLACES.get(key)
+    if place is not None and place != here:
+        return f"{shown!r} belongs under {place}, not {here}" if place != "the top level" else \
+            f"{shown!r} belongs at the top level of the spec, not under {here}"
+    if loc == ("parameters",) and HPARAM_NAME.match(key):
+        return (f"{shown!r} is not one of the trainer's parameters (learning_rate, batch_size, model, epochs): a "
+                f"hyperparameter of your model or dataset function goes under parameters.hparams.{key} (it is "
+                f"passed as --hp_{key})")
+    model = _model_at(loc)
+    keys = ", ".join(model.model_fields) if model is not None else ""
+    return f"{shown!r} is not a key of {here}" + (f" (its keys: {keys})" if keys else "")
 
 
 def tuned_flags(spec: TuneSpec) -> set[str]:

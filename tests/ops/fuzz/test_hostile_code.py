@@ -1,0 +1,260 @@
+"""The user's project folder, hostile (issue 56, classes 4 and 5): secrets never ship, whatever their name, case,
+size or link; version control and tpuctl's own run folders never ship, whatever the ignore files say; names that are
+not UTF-8 and walks past the bounds are one line; a plug-in reference is checked against what ships
+(``usercode.resolve_ref``). Through ``tpuctl image build --code DIR --dry-run`` (the context it would send, the note
+naming what stays out) and ``tpuctl train``; in-process, quick."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sqlite3
+
+import pytest
+
+from ground.errors import UserError
+from tpuctl.services import image, usercode
+
+from clifixtures import error_line, invoke
+from stackfixtures import write_outputs
+
+OUTPUTS = {"project": "my-project-1", "region": "us-central1", "zone": "us-central1-a",
+           "buckets": {"data": "tpuctl-my-project-1-data", "staging": "tpuctl-my-project-1-staging",
+                       "artifacts": "tpuctl-my-project-1-artifacts"},
+           "training_service_account": "tpuctl-trainer@my-project-1.iam.gserviceaccount.com"}
+SA_KEY = json.dumps({"type": "service_account", "project_id": "p", "private_key_id": "abc",
+                     "private_key": "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n",
+                     "client_email": "sa@p.iam.gserviceaccount.com"})
+USER_CREDENTIALS = json.dumps({"client_id": "1.apps.googleusercontent.com", "client_secret": "s",
+                               "refresh_token": "1//0g", "type": "authorized_user"})
+OPENSSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
+
+
+@pytest.fixture
+def project(tmp_path):
+    folder = tmp_path / "my-project"
+    folder.mkdir()
+    (folder / "model.py").write_text("def build(ctx):\n    pass\n")
+    return folder
+
+
+def _shipped(project, tmp_path):
+    """(the files the code layer's context holds, the note naming the secrets) of ``image build --dry-run``."""
+    outputs = write_outputs(tmp_path / "outputs.json", OUTPUTS)
+    result = invoke(["image", "build", "--code", str(project), "--outputs", str(outputs), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    context = {name.removeprefix("code/") for name in json.loads(result.stdout)["context"] if name.startswith("code/")}
+    notes = [line for line in result.stderr.splitlines() if "left out of the image as secrets" in line]
+    return context, notes[0] if notes else ""
+
+
+def _token_db(path, table):
+    db = sqlite3.connect(path)
+    db.execute(f'CREATE TABLE IF NOT EXISTS "{table}" (account_id TEXT PRIMARY KEY, value BLOB)')
+    db.execute(f'INSERT INTO "{table}" VALUES (?, ?)', ("me@example.com", b"ya29.token"))
+    db.commit()
+    db.close()
+
+
+def test_secrets_are_recognised_by_content_at_any_size_name_or_case(project, tmp_path):
+    (project / "KEY.JSON").write_text(SA_KEY)                                     # capitals
+    (project / "sa.json.bak").write_text(SA_KEY)                                  # another suffix
+    (project / "padded.json").write_text(SA_KEY[:-1] + ', "note": "' + "x" * 100_000 + '"}')   # over 64 KiB
+    (project / "deploy_key").write_text(OPENSSH_KEY)                              # not named id_*
+    (project / "notes.txt").write_text("a" * (2 << 20) + "\n-----BEGIN RSA PRIVATE KEY-----\nMII\n")  # deep inside
+    (project / "key16.json").write_bytes(SA_KEY.encode("utf-16"))                 # UTF-16 with its BOM
+    (project / "adc").write_text(USER_CREDENTIALS)                                # OAuth user credentials
+    _token_db(project / "cache.sqlite", "access_tokens")                          # a token database, any name
+    (project / ".ENV").write_text("TOKEN=1")                                      # a name in capitals
+    (project / "Server.PEM").write_text("not armoured")
+    (project / "readme.md").write_text("the key looks like '-----BEGIN PRIVATE KEY' (no dashes after)")
+    (project / "tls-secret.yaml").write_text("data:\n  tls.key: " + base64.b64encode(OPENSSH_KEY.encode()).decode())
+    (project / ".envrc").write_text("export TOKEN=1\n")
+    context, note = _shipped(project, tmp_path)
+    assert context == {"model.py", "readme.md"}, context
+    for name in ("KEY.JSON", "sa.json.bak", "padded.json", "deploy_key", "notes.txt", "key16.json", "adc",
+                 "cache.sqlite", ".ENV", "Server.PEM", "tls-secret.yaml", ".envrc"):
+        assert name in note, (name, note)
+
+
+def test_a_copied_gcloud_folder_is_left_out_whole(project, tmp_path):
+    gcloud = project / "conf" / "gcloud"
+    (gcloud / "legacy_credentials" / "me@example.com").mkdir(parents=True)
+    (gcloud / "configurations").mkdir()
+    (gcloud / "configurations" / "config_default").write_text("[core]\naccount = me@example.com\n")
+    (gcloud / "active_config").write_text("default")
+    _token_db(gcloud / "credentials.db", "credentials")
+    _token_db(gcloud / "access_tokens.db", "access_tokens")
+    (gcloud / "legacy_credentials" / "me@example.com" / "adc.json").write_text(USER_CREDENTIALS)
+    (project / "conf" / "settings.py").write_text("X = 1\n")
+    copied = project / "backup"                                   # the token databases alone, under other names
+    copied.mkdir()
+    _token_db(copied / "credentials.DB", "credentials")
+    context, note = _shipped(project, tmp_path)
+    assert context == {"model.py", "conf/settings.py"}, context
+    assert "conf/gcloud" in note and "backup/credentials.DB" in note, note
+
+
+def test_a_link_is_judged_by_its_target(project, tmp_path):
+    (project / ".env").write_text("TOKEN=1")
+    (project / "settings.txt").symlink_to(".env")                 # a harmless name pointing at .env
+    (project / "chain").symlink_to("settings.txt")                # a link to that link
+    (project / "keys").mkdir()
+    (project / "keys" / "config").write_text("Host *\n")
+    (project / ".ssh").symlink_to("keys")                         # a secret name pointing at a harmless folder
+    (project / "ssh-copy").symlink_to(".ssh")                     # and a harmless name pointing at that
+    os.link(project / ".env", project / "hard.txt")               # a hard link: the same file as .env
+    (project / ".git").mkdir()
+    (project / ".git" / "config").write_text('[remote "origin"]\nurl = https://user:ghp_token@github.com/x\n')
+    (project / "vcs").symlink_to(".git")                          # version control through a link
+    context, note = _shipped(project, tmp_path)
+    assert context == {"model.py", "keys/config"}, context
+    for name in ("settings.txt", "chain", "ssh-copy", "hard.txt", ".ssh"):
+        assert name in note, (name, note)
+
+
+def test_version_control_and_run_folders_never_ship_whatever_the_ignore_files_say(project, tmp_path):
+    (project / ".git").mkdir()
+    (project / ".git" / "config").write_text('[remote "origin"]\nurl = https://user:ghp_token@github.com/x\n')
+    (project / ".GIT").mkdir()
+    (project / ".GIT" / "HEAD").write_text("ref")
+    (project / "sub").mkdir()
+    (project / "sub" / ".git").write_text("gitdir: ../.git/modules/sub\n")   # a submodule's .git is a file
+    for ignore in (".gitignore", ".dockerignore"):
+        (project / ignore).write_text("!.git/\n!.git\n!runs/\n!/runs/\n!.tpuctl-cache/\n")
+    (project / "runs" / "20261201-101010").mkdir(parents=True)
+    (project / "runs" / "20261201-101010" / "ckpt.index").write_text("w")
+    (project / "out" / "my-run").mkdir(parents=True)                        # a run folder elsewhere (--model-dir)
+    (project / "out" / "my-run" / "tpuctl-run.json").write_text("{}")
+    (project / "out" / "my-run" / "weights.h5").write_text("w")
+    (project / "out" / "keep.py").write_text("")
+    context, _ = _shipped(project, tmp_path)
+    assert context == {"model.py", ".gitignore", ".dockerignore", "out/keep.py"}, context
+
+
+def test_the_run_markers_are_the_ones_runs_and_trials_write():
+    from ground.envs import REPO_ROOT
+    from tpuctl.services.runs import records
+    from tpuctl.services.runs.tuning import local
+
+    assert records.RUN_FILE in usercode.RUN_MARKERS and local.TRIAL_FILE in usercode.RUN_MARKERS
+    assert f'LOCK_FILE = "{usercode.RUN_MARKERS[2]}"' in (REPO_ROOT / "trainer" / "task.py").read_text()
+
+
+def test_a_large_file_in_a_run_folder_no_longer_blocks_a_local_run(project, monkeypatch):
+    (project / "runs" / "20261201-101010").mkdir(parents=True)
+    with open(project / "runs" / "20261201-101010" / "model.ckpt", "wb") as fh:
+        fh.truncate(usercode.MAX_PROJECT_BYTES + 1)                          # sparse: never read
+    monkeypatch.chdir(project)
+    result = invoke(["train", "--model", "model.py:build", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout[result.stdout.index("{"):])["processes"]
+
+
+def test_a_file_name_that_is_not_utf8_is_one_line_naming_its_folder(project, tmp_path):
+    (project / "data").mkdir()
+    (project / "data").joinpath(os.fsdecode(b"caf\xe9.csv")).write_text("1")
+    outputs = write_outputs(tmp_path / "outputs.json", OUTPUTS)
+    line = error_line(invoke(["image", "build", "--code", str(project), "--outputs", str(outputs), "--dry-run"]))
+    assert "not UTF-8" in line and "'data'" in line and "caf\\xe9.csv" in line, line
+    (project / ".dockerignore").write_text("data/\n")                       # left out: no longer in the way
+    assert "data" not in str(_shipped(project, tmp_path)[0])
+
+
+def test_the_walk_stops_where_the_file_bound_is_passed(project, monkeypatch):
+    monkeypatch.setattr(usercode, "MAX_PROJECT_FILES", 10)
+    for folder in ("a", "z"):
+        (project / folder).mkdir()
+        for i in range(11 if folder == "a" else 300):
+            (project / folder / f"f{i:03}.txt").write_text("")
+    seen = []
+    real_scandir = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path: (seen.append(os.path.basename(path)), real_scandir(path))[1])
+    monkeypatch.chdir(project)
+    line = error_line(invoke(["train", "--model", "model.py:build", "--dry-run"]))
+    assert "more than 10 files" in line and "a/f0" in line and ".dockerignore" in line, line
+    assert "z" not in seen, seen                                            # never walked past the bound
+
+
+def test_a_file_swapped_after_the_scan_is_never_packed(project, tmp_path):
+    shipped = usercode.scan_project(project)
+    (project / "model.py").write_text(OPENSSH_KEY)                           # the same size or not: a new content
+    with pytest.raises(UserError, match="changed"):
+        image.write_context("cpu", tmp_path / "ctx.tar.gz", project=shipped)
+    (project / "model.py").unlink()
+    os.mkfifo(project / "model.py")                                          # a FIFO now: never waited on
+    with pytest.raises(UserError):
+        shipped.read(shipped.files[0])
+
+
+# ------------------------------------------------------------------------------ class 5: what a cloud run refers to
+
+@pytest.fixture
+def refs(project):
+    (project / "pkg" / "sub").mkdir(parents=True)
+    (project / "pkg" / "__init__.py").write_text("")
+    (project / "pkg" / "sub" / "__init__.py").write_text("from .models import *\n")
+    (project / "pkg" / "models.py").write_text("import os\nif os.environ.get('X'):\n    def build(ctx): pass\n"
+                                               "else:\n    build = None\nexamples = lambda ctx: None\n")
+    (project / "ignored").mkdir()
+    (project / "ignored" / "m.py").write_text("def build(ctx): pass\n")
+    (project / ".dockerignore").write_text("ignored/\nescape.py\n")
+    (project / "broken.py").write_text("def build(ctx:\n")
+    (project / "requirements.txt").write_text("my-models>=1\n")
+    (project.parent / "outside.py").write_text("def build(ctx): pass\n")
+    (project / "escape.py").symlink_to(project.parent / "outside.py")
+    return usercode.scan_project(project)
+
+
+@pytest.mark.parametrize("ref, seen", [
+    ("model.py:build", "model.py:build"),
+    ("./pkg/../model.py:build", "model.py:build"),
+    ("pkg/models.py:examples", "pkg/models.py:examples"),
+    ("pkg.models:build", "pkg.models:build"),
+    ("pkg.sub:anything", "pkg.sub:anything"),            # a star import: taken on trust
+    ("my_models.zoo:build", "my_models.zoo:build"),      # a requirement the image installs
+])
+def test_a_reference_to_what_ships_is_given_as_the_image_sees_it(refs, ref, seen):
+    assert usercode.resolve_ref(refs, ref, "--model") == seen
+
+
+def test_an_absolute_path_inside_the_folder_is_made_relative(refs):
+    assert usercode.resolve_ref(refs, f"{refs.root}/pkg/models.py:build", "--model") == "pkg/models.py:build"
+
+
+@pytest.mark.parametrize("ref, key", [
+    ("../outside.py:build", "is outside --code"),
+    ("/etc/passwd.py:build", "is outside --code"),
+    ("escape.py:build", "is left out of the image"),      # an ignored link that leads out
+    ("missing.py:build", "does not exist"),
+    ("ignored/m.py:build", "is left out of the image"),
+    ("model.py:nothing", "defines no nothing"),
+    ("broken.py:build", "does not compile"),
+    ("os.path:join", "no module os.path"),
+    ("pkg.missing:build", "no module pkg.missing"),
+    ("model.py", "name a function"),
+    ("a\\b.py:build", "is outside --code"),
+])
+def test_a_reference_the_image_cannot_satisfy_is_one_line(refs, ref, key):
+    with pytest.raises(UserError) as err:
+        usercode.resolve_ref(refs, ref, "--model")
+    assert key in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_a_reference_to_a_secret_says_so(project):
+    (project / "keys.py").write_text("def build(ctx): pass\nKEY = '''" + OPENSSH_KEY + "'''\n")
+    with pytest.raises(UserError, match="left out of the image as a secret"):
+        usercode.resolve_ref(usercode.scan_project(project), "keys.py:build", "--dataset")
+
+
+@pytest.mark.xfail(strict=True, reason="the planner (the lead's tpuctl/services/runs/spec.py) is to call "
+                                       "usercode.resolve_ref for every cloud target; remove this mark then")
+@pytest.mark.parametrize("ref", ["../outside.py:build"])      # the other cases: resolve_ref's tests above
+def test_a_vertex_dry_run_refuses_a_reference_the_image_cannot_satisfy(project, tmp_path, monkeypatch, ref):
+    (project.parent / "outside.py").write_text("def build(ctx): pass\n")
+    outputs = write_outputs(tmp_path / "outputs.json", OUTPUTS)
+    monkeypatch.chdir(project)
+    result = invoke(["train", "--target", "vertex", "--outputs", str(outputs), "--model", ref,
+                     "--data-dir", "gs://tpuctl-my-project-1-data/t", "--dry-run"])
+    assert "--model" in error_line(result)
