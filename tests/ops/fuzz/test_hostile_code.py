@@ -248,13 +248,11 @@ def test_a_reference_to_a_secret_says_so(project):
         usercode.resolve_ref(usercode.scan_project(project), "keys.py:build", "--dataset")
 
 
-@pytest.mark.xfail(strict=True, reason="the planner (the lead's tpuctl/services/runs/spec.py) is to call "
-                                       "usercode.resolve_ref for every cloud target; remove this mark then")
-@pytest.mark.parametrize("ref", ["../outside.py:build"])      # the other cases: resolve_ref's tests above
+@pytest.mark.parametrize("ref", ["../outside.py:build", "/etc/x.py:build", "missing.py:build", "model.py:nothing"])
 def test_a_vertex_dry_run_refuses_a_reference_the_image_cannot_satisfy(project, tmp_path, monkeypatch, ref):
     (project.parent / "outside.py").write_text("def build(ctx): pass\n")
     outputs = write_outputs(tmp_path / "outputs.json", OUTPUTS)
     monkeypatch.chdir(project)
     result = invoke(["train", "--target", "vertex", "--outputs", str(outputs), "--model", ref,
                      "--data-dir", "gs://tpuctl-my-project-1-data/t", "--dry-run"])
-    assert "--model" in error_line(result)
+    assert "--model" in error_line(result) and result.stdout == ""     # no request printed: nothing would run

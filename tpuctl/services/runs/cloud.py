@@ -186,6 +186,13 @@ class CloudTarget:
     def code_dir(cls, code: str) -> str:
         return CODE_DIR_IN_IMAGE
 
+    @classmethod
+    def plugin_ref(cls, code: str, ref: str, flag: str) -> str:
+        """A ``--model``/``--dataset`` function as the image sees it, checked against what ships from ``code``
+        (``usercode.resolve_ref``): a file outside the folder, missing, left out, or a name it does not define is
+        one line before anything is created (the run would fail only after machines were provisioned)."""
+        return usercode.resolve_ref(usercode.scan_project(code), ref, flag)
+
 
 def read_result(storage, model_dir: str, earlier: dict[str, int] | None = None) -> dict[str, Any] | None:
     """The trainer's completion record of the run in ``model_dir`` (``result.json``, written last, by the chief, only

@@ -40,6 +40,7 @@ from tpuctl.services.supervisor import (
     Task,
     TaskFailed,
     free_ports,
+    max_line_bytes,
     require_trainer_python,
     run_tasks,
     trainer_module_argv,
@@ -272,6 +273,12 @@ class LocalPlanning:
         return code
 
     @classmethod
+    def plugin_ref(cls, code: str, ref: str, flag: str) -> str:
+        """A ``--model``/``--dataset`` function as given: the trainer imports it from the folder on this machine,
+        and a problem with it is its own one line (trainer.plugin)."""
+        return ref
+
+    @classmethod
     def log_source(cls, record: dict[str, Any], name: str, project: str | None, host: int | None) -> Any:
         raise UserError(f"{printable(name, 80)} is a local run: its output was its terminal's (logs are kept for "
                         "Vertex AI and TPU VM runs)")
@@ -311,6 +318,7 @@ class LocalTarget(LocalPlanning):
         """The trainer environment is there (else one line, and the folder the plan made is given back)."""
         try:
             require_trainer_python()
+            max_line_bytes()      # TPUCTL_MAX_LINE_BYTES, checked before the run says anything
         except UserError:
             release(self.spec)
             raise

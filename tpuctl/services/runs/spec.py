@@ -219,6 +219,11 @@ def plan(request: RunRequest, target: Any, outputs: StackOutputs | None, *, comm
     target.check_plan(p)
     plugin = is_plugin_ref(model) or request.dataset is not None
     ships = code if (plugin or program) else None
+    if ships is not None:   # the user's functions, as the target runs them (a cloud run: what its image holds)
+        model = target.plugin_ref(ships, model, "--model") if is_plugin_ref(model) else model
+        dataset = target.plugin_ref(ships, request.dataset, "--dataset") if request.dataset else None
+    else:
+        dataset = request.dataset
     labels = run_labels(p, name, accel, model, program, place)
     image = target.image(p, accel, name, ships)
 
@@ -230,7 +235,7 @@ def plan(request: RunRequest, target: Any, outputs: StackOutputs | None, *, comm
         data_dir=data_dir, model_dir=model_dir,
         distribution_strategy=strategy(accel, request.workers, request.option("parameter_servers", 0)),
         num_gpus=accel.gpu_count if accel is not None and accel.kind == "gpu" else None,
-        model=model, dataset=request.dataset, code_dir=target.code_dir(code) if plugin and code is not None else None,
+        model=model, dataset=dataset, code_dir=target.code_dir(code) if plugin and code is not None else None,
         hub_handle=request.hub_handle, train_epochs=request.epochs, train_batch_size=request.batch_size,
         extra=(*hparams, *(("--profile_steps", request.profile_steps) if request.profile_steps else ()),
                *request.trainer_args))

@@ -102,6 +102,9 @@ class RunTarget(Protocol):
         """Where the trainer imports the user's plug-ins from on this target (the folder, or its place in the
         image)."""
     @classmethod
+    def plugin_ref(cls, code: str, ref: str, flag: str) -> str:
+        """A ``--model``/``--dataset`` function as this target's trainer imports it (checked against what ships)."""
+    @classmethod
     def environment(cls, p: Planning, accel: domain.Accelerator | None, name: str, program: tuple[str, ...],
                     model_dir: str) -> dict[str, str]: ...
 

@@ -15,6 +15,7 @@ from ground import domain
 from ground.durations import format_duration
 from ground.errors import UserError
 from ground.files import printable
+from ground.numbers import is_digits
 from ground.polling import poll
 from ground.storagepath import GsPath
 from tpuctl.services.runs import logs
@@ -365,7 +366,7 @@ def host_failed(run: TpuVmRun, listed: str, host: str, progress: Progress) -> Us
     the gcplogs driver) after the error line; logs that cannot be read are said in the error line itself, why."""
     index = host.removeprefix("worker-")
     message = f"the trainer failed on the TPU VM ({listed})"
-    if not index.isdigit() or not run.project:
+    if not is_digits(index) or not run.project:
         return UserError(f"{message}; see its log: `tpuctl logs {run.name} --host all`", 1)
     try:
         lines = logs.last_lines(logs.tpu_vm_source(run.project, run.name, int(index)), FAILED_HOST_LINES,

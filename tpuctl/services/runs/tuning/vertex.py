@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Literal
 from cloud.google import aiplatform_v1, api_exceptions
 from ground import domain
 from ground.errors import DomainError, UserError
+from ground.numbers import is_digits
 from tpuctl.services.runs import cost, vertex
 from tpuctl.services.runs.request import CloudOptions
 from tpuctl.services.runs.target import SUBMITTED, Outcome, Report
@@ -117,10 +118,10 @@ def resolve_job_name(job: str, *, project: str | None, region: str | None) -> st
             raise UserError(f"tuning job ID {job!r} needs the project and region: pass --stack/--outputs (and "
                             "--region), or the full name projects/P/locations/R/hyperparameterTuningJobs/ID")
         job_id = job
-    if not job_id.isdigit() or len(job_id) > 30:
+    if not is_digits(job_id) or len(job_id) > 30:
         raise UserError(f"{job!r}: a tuning job's ID is a number (with --stack/--outputs), or give its full name")
     try:
-        if not (project.isdigit() and len(project) <= 20):    # Vertex AI names the project by number too
+        if not (is_digits(project) and len(project) <= 20):    # Vertex AI names the project by number too
             domain.validate_project_id(project)
         domain.validate_region(region)
     except DomainError as exc:
