@@ -75,7 +75,7 @@ def test_runs_show_prints_a_preempted_tpu_vm_runs_timings_time_lost_and_spend(ou
     assert record["target"] == "tpu-vm" and record["spot"] is True
     assert record["started"] == pytest.approx(base) and record["provisioned"] == pytest.approx(base)
     wall = record["finished"] - record["started"]
-    assert wall > 1800
+    assert wall >= 1800         # the second slice's hosts ended in its second ACTIVE poll (30 min in): seen then
     # The spend is the slices' ACTIVE time at the estimate's price: the same figure the run's last line says.
     spent = record["spent_usd"]
     assert spent > 0 and lines[-1].startswith(f"spent ${spent:.2f}"), lines[-1]
