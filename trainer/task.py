@@ -14,8 +14,10 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import NamedTuple
@@ -36,7 +38,15 @@ from trainer.config import (
     TrainConfig,
     parse_args,
 )
-from trainer.errors import DataError, HardwareError, UsageError, run_cli, unreachable_storage
+from trainer.errors import (
+    DataError,
+    HardwareError,
+    Preempted,
+    TrainerError,
+    UsageError,
+    run_cli,
+    unreachable_storage,
+)
 from trainer.paths import join_path
 from trainer.profiling import not_profiled, profile_callback, worker_label
 from trainer.timing import step_timer
@@ -247,7 +257,8 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         seed_everything(cfg.seed)
 
     hparams = plugin.parse_hparams(dict(cfg.hparams))
-    source = inputs.prepare(cfg, num_workers=info.num_workers, hparams=hparams)
+    source = inputs.prepare(cfg, num_workers=info.num_workers, hparams=hparams,
+                            on_workers=info.kind == "parameter_server")
     if cfg.resnet_weights and not tf.io.gfile.exists(cfg.resnet_weights):
         raise DataError(f"--resnet_weights {cfg.resnet_weights} does not exist")
 
@@ -426,10 +437,45 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
     return result
 
 
+@contextlib.contextmanager
+def _ctrl_c_recorded() -> Iterator[list[int]]:
+    """Python's own Ctrl-C (KeyboardInterrupt), recording that the signal came: a KeyboardInterrupt without one was
+    raised by code (trainer.plugin.failure)."""
+    received: list[int] = []
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield received
+        return
+
+    def interrupted(signum, frame):
+        received.append(signum)
+        signal.default_int_handler(signum, frame)
+
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line. The completion record (``result.json``, then the ``tpuctl-result:`` line, the last thing
+    printed) exists only for a run that trained and exported: user code that exits, with status 0 too, or raises
+    anything is one ``error:`` line naming its file, exit 2."""
     def go():
         cfg = parse_args(argv)
-        result = run(cfg)
+        with _ctrl_c_recorded() as received:
+            try:
+                result = run(cfg)
+            except (TrainerError, Preempted):
+                raise
+            except BaseException as err:   # the user's code: one line (plugin.failure), else as it was
+                from trainer import plugin
+
+                failure = plugin.failure(err, signalled=bool(received))
+                if failure is None:
+                    raise
+                raise failure from None
         if result is not None:
             sys.stderr.flush()
             protocol.emit(protocol.RESULT, result)
