@@ -14,7 +14,7 @@ import time
 
 from trainer import protocol
 from trainer.config import OutputDirs, TrainConfig
-from trainer.errors import Preempted
+from trainer.errors import DataError, Preempted
 from trainer.flags import TASK_BOUNDS
 from trainer.paths import join_path
 
@@ -232,7 +232,7 @@ def backed_up_steps(dirs: OutputDirs, steps_per_epoch: int) -> int:
     (``backup/chief``, the one BackupAndRestore restores on every worker), so all agree."""
     import tensorflow as tf
 
-    from trainer.errors import DataError, unreachable_storage
+    from trainer.errors import unreachable_storage
 
     folder = join_path(backup_dir(dirs), "chief")
     try:
@@ -322,11 +322,40 @@ def backup_callback(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_per_e
             # base class's hook stays.
             on_train_batch_begin = keras.callbacks.Callback.on_train_batch_begin
 
+        def _restore(self, logs):
+            """tf_keras' restore of the backup, if there is one; a backup another model wrote (another --model, other
+            classes or inputs) or one cut short is one line naming the folder, not a traceback after a page of
+            TensorFlow's warnings about each value that did not fit."""
+            import gc
+
+            import tensorflow as tf
+
+            logger = tf.get_logger()
+            level = logger.level
+            cause = None
+            logger.setLevel("ERROR")
+            try:
+                try:
+                    super().on_train_begin(logs)
+                except (ValueError, IndexError, TypeError, KeyError, AssertionError, tf.errors.OpError) as err:
+                    text = getattr(err, "message", None) or str(err) or type(err).__name__
+                    cause = " ".join(text.split())[:200]
+            finally:
+                if cause is None:
+                    logger.setLevel(level)
+            if cause is not None:
+                # the failed restore's objects warn about every value they did not use when they are deleted, as late
+                # as the process's exit: the run ends on this error, TensorFlow's warnings stay off
+                gc.collect()
+                raise DataError(f"the preemption backup in {join_path(folder, 'chief')} does not fit this model "
+                                f"({cause}): another model's, or cut short; remove that folder to train from the start, "
+                                "or train into another --model_dir")
+
         def _stop(self, epoch: int, batch: int):
             raise Preempted(epoch + 1, batch + 1, steps_per_epoch)
 
         def on_train_begin(self, logs=None):
-            super().on_train_begin(logs)
+            self._restore(logs)
             state = self._training_state
             if agreed:
                 # What tf_keras' save_before_preemption sets up (it does only where it finds GCE's metadata server),
