@@ -14,7 +14,7 @@ import time
 
 from trainer import protocol
 from trainer.config import OutputDirs, TrainConfig
-from trainer.errors import DataError, Preempted
+from trainer.errors import DataError, Diverged, Preempted
 from trainer.flags import TASK_BOUNDS
 from trainer.paths import join_path
 
@@ -113,6 +113,45 @@ def training_callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_pe
                     print(f"early stopping: no better {MONITOR} for {patience} epoch(s) after epoch {best} "
                           f"({float(keras.backend.get_value(selection.value)):.4f})", flush=True)
 
+    class Divergence(keras.callbacks.Callback):
+        """A NaN or infinite loss ends the run (trainer.errors.Diverged, exit 4) at the step it shows in, before the
+        epoch's checkpoint, the best epoch and the backup see it (first among the callbacks), so nothing diverged is
+        exported or backed up. The loss is the epoch's running mean, read one step late: the device is never waited
+        for (the step after it is already under way). At each epoch's end every metric, validation's too, is
+        checked; the weights are checked before each backup (StepBackup). Parameter servers: at epoch ends only
+        (their step logs are values on the workers)."""
+
+        def __init__(self):
+            super().__init__()
+            self._supports_tf_logs = True
+            self._epoch = 0
+            self._pending = None          # (epoch, step, the loss tensor) not read yet
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self._epoch = epoch
+
+        def _check_pending(self):
+            if self._pending is not None:
+                epoch, step, loss = self._pending
+                self._pending = None
+                value = float(keras.backend.get_value(loss))
+                if not math.isfinite(value):
+                    raise Diverged(f"at epoch {epoch + 1} step {step}/{steps_per_epoch}", f"the loss is {value}")
+
+        def on_train_batch_end(self, batch, logs=None):
+            if info.kind == "parameter_server" or not logs or "loss" not in logs:
+                return
+            self._check_pending()
+            self._pending = (self._epoch, batch + 1, logs["loss"])
+
+        def on_epoch_end(self, epoch, logs=None):
+            self._check_pending()
+            for key, value in sorted((logs or {}).items()):
+                number = float(keras.backend.get_value(value))
+                if not math.isfinite(number):
+                    where = "in validation" if key.startswith("val_") else f"in epoch {epoch + 1}'s training"
+                    raise Diverged(f"at epoch {epoch + 1} ({where})", f"{key} is {number}")
+
     backup = backup_callback(keras, cfg, dirs, info, steps_per_epoch, input_steps)
     if info.kind == "central_storage":
         # tf_keras lists the strategies it has tested BackupAndRestore with (Mirrored, MultiWorkerMirrored,
@@ -121,8 +160,10 @@ def training_callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_pe
         backup._supported_strategies = (*backup._supported_strategies,
                                         tf.distribute.experimental.CentralStorageStrategy)
     callbacks = [
-        # Order at each epoch's end: the epoch's weights (ckpt-<epoch>: what --export best loads), the best
-        # epoch so far, then the backup that carries both the weights and the best epoch over a preemption.
+        # Order at each epoch's end: a diverged epoch stops the run before anything keeps it, then the epoch's
+        # weights (ckpt-<epoch>: what --export best loads), the best epoch so far, then the backup that carries both
+        # the weights and the best epoch over a preemption.
+        Divergence(),
         keras.callbacks.ModelCheckpoint(filepath=checkpoint_path(dirs, "{epoch:04d}"), save_weights_only=True),
         BestEpoch(),
         # All workers pass the same folder: tf_keras keeps the chief's state in backup/chief and gives
@@ -286,6 +327,8 @@ def backup_callback(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_per_e
     that step. One process decides alone; MultiWorkerMirrored workers agree on the step through TensorFlow's
     PreemptionCheckpointHandler. Parameter servers and multi-host TPU slices keep SIGTERM's default.
     """
+    import tensorflow as tf
+
     folder = backup_dir(dirs)
     if info.kind == "parameter_server":
         return keras.callbacks.BackupAndRestore(backup_dir=folder)
@@ -310,6 +353,12 @@ def backup_callback(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_per_e
             self._previous_handler = None
 
         def _backup(self, epoch, batch):
+            # A backup of weights that are no longer finite would be resumed from: the run stops instead, and the last
+            # backup, from before, stays.
+            weights = [w for w in self.model.trainable_weights if w.dtype.is_floating]
+            if weights and not bool(tf.reduce_all([tf.reduce_all(tf.math.is_finite(w)) for w in weights])):
+                raise Diverged(f"at epoch {epoch + 1} step {batch + 1}/{steps_per_epoch}",
+                               "the model's weights are no longer finite")
             # tf_keras assigns the batch counter at every step's start (a variable write per step); here it is
             # kept in Python and written only into the backup it belongs to.
             self._training_state._ckpt_saved_batch.assign(batch)

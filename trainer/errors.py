@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 EXIT_OK = 0
 EXIT_USAGE = 2  # bad flag, path, missing or corrupt data: the user fixes the input
 EXIT_HARDWARE = 3  # the requested accelerator / cluster is not available on this machine
+EXIT_DIVERGED = 4  # training diverged: a loss, a metric or the weights became NaN or infinite; nothing exported
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C), or SIGTERM for the data tools (run_cli(..., handle_signals=True))
 #: SIGTERM during training: the step was backed up first (trainer.callbacks), the status a process killed by SIGTERM
 #: has (128 + 15), which a TPU VM host reports and `--recover` takes for a preemption.
@@ -47,6 +48,18 @@ class HardwareError(TrainerError):
     """The requested TPU / GPU / cluster is not available."""
 
     exit_code = EXIT_HARDWARE
+
+
+class Diverged(TrainerError):
+    """Training produced a NaN or infinite loss, metric or weight: the run stops there, nothing is exported, and the
+    preemption backup keeps the steps before it."""
+
+    exit_code = EXIT_DIVERGED
+
+    def __init__(self, where: str, what: str):
+        super().__init__(f"training diverged {where}: {what}; nothing was exported (lower --learning_rate, or look for "
+                         "NaN or infinite values in the data); the preemption backup holds the training before it: a "
+                         "run in the same --model_dir goes on from there")
 
 
 #: TensorFlow's Cloud Storage endpoint (built into its GCS file system, which ignores STORAGE_EMULATOR_HOST).

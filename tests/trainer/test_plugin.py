@@ -296,3 +296,52 @@ def test_a_dataset_that_says_its_length_is_not_counted():
     told = tf.data.Dataset.range(100).filter(lambda i: i >= 0).apply(tf.data.experimental.assert_cardinality(100))
     assert data.count_examples(told, 1, "told", seconds=0.0) == 100          # not counted: no bound is hit
     assert data.count_examples(tf.data.Dataset.range(100).filter(lambda i: i >= 0), 1000, "untold") == 100
+
+
+DIVERGES = '''
+
+class Diverges(keras.Model):
+    """The ledger model, whose loss turns NaN from optimizer step --hp_diverge_at on (the weights follow)."""
+
+    def train_step(self, data):
+        import tensorflow as tf
+
+        x, y, weights = keras.utils.unpack_x_y_sample_weight(data)
+        with tf.GradientTape() as tape:
+            logits = self(x, training=True)
+            loss = self.compute_loss(x, y, logits, weights)
+            loss *= tf.where(self.optimizer.iterations >= self.diverge_at, float("nan"), 1.0)
+        self.optimizer.minimize(loss, self.trainable_variables, tape=tape)
+        return self.compute_metrics(x, y, logits, weights)
+
+
+def diverges(ctx):
+    inner = build(ctx)
+    model = Diverges(inner.inputs, inner.outputs, name="diverges")
+    model.diverge_at = int(ctx.hparams.get("diverge_at", 8))
+    return model
+'''
+
+
+def test_a_run_whose_loss_turns_nan_stops_in_one_line_and_its_backup_goes_on(in_process, project, tmp_path):
+    """Issue 56: a model whose loss became NaN trained to the end, exit 0, exported a "best" epoch. Now the step it
+    shows in stops the run, one line naming the epoch and step, exit 4, nothing exported and no result; epoch 1's
+    backup, from before, is untouched: a run in the same folder goes on from it (here with the cause removed)."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "data.py").write_text(DATASET)
+    (code / "model.py").write_text(MODEL + DIVERGES)
+    model_dir = tmp_path / "m"
+    flags = ["trainer.task", "--code_dir", str(code), "--model", "model.py:diverges", "--dataset", "data.py:examples",
+             "--model_dir", str(model_dir), "--train_epochs", "3", "--steps_per_epoch", "5"]
+    run = in_process(flags)                     # steps 0-7 trained, the 9th (epoch 2 step 4) goes NaN
+    assert run.returncode == 4, run.stderr[-2000:]
+    line = run.error_line()
+    assert "diverged at epoch 2 step " in line and "nan" in line and "nothing was exported" in line, line
+    assert not (model_dir / "export").exists() and not (model_dir / "result.json").exists()
+    assert "tpuctl-result" not in run.stdout and "epoch-end: 2/3" not in run.stdout
+    resumed = in_process([*flags, "--hp_diverge_at", "1000"])
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming: 5 step(s) backed up, training goes on at epoch 2 step 1/5" in resumed.stdout, resumed.stdout
+    result = json.loads(resumed.stdout_lines[-1][len("tpuctl-result: "):])
+    assert result["epochs"] == 3 and 0 <= result["val_accuracy"] <= 1
