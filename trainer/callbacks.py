@@ -174,6 +174,14 @@ def training_callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_pe
     if info.is_chief:
         callbacks.append(StepProgress())
         callbacks.append(EpochScalars(dirs.logs, hparams_of(cfg)))
+    if hasattr(backup, "epoch_done"):
+        class EpochDone(keras.callbacks.Callback):
+            """Last at each epoch's end: a stop asked for during the epoch's last step (StepBackup.epoch_done)."""
+
+            def on_epoch_end(self, epoch, logs=None):
+                backup.epoch_done(epoch)
+
+        callbacks.append(EpochDone())
     if exit_after_epoch:
         class ExitAfterEpoch(keras.callbacks.Callback):
             def on_epoch_end(self, epoch, logs=None):
@@ -446,9 +454,9 @@ def backup_callback(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_per_e
             # Keras' own count runs across epochs and restarts at 0 after a resume; the step within the
             # epoch is what a restart resumes from, so count that (a backup at the epoch's last step is
             # left to on_epoch_end, after the epoch's checkpoint and best-epoch bookkeeping).
-            self._training_state.backup_if_preempted()
             if batch + 1 >= steps_per_epoch:
-                return
+                return      # the epoch's end: backed up in on_epoch_end, stopped (if asked) in epoch_done
+            self._agreed_backup()
             if self._sigterm.is_set():
                 self._backup(epoch=self._current_epoch, batch=batch)
                 self._stop(self._current_epoch, batch)
@@ -458,8 +466,26 @@ def backup_callback(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_per_e
 
         def on_epoch_end(self, epoch, logs=None):
             self._backup(epoch=epoch, batch=steps_per_epoch - 1)
+
+        def epoch_done(self, epoch: int) -> None:
+            """After every callback had the epoch's end (its line, its TensorBoard scalars; trainer.callbacks'
+            EpochDone): a SIGTERM during the epoch's last step or its validation stops the run here, and the backup
+            holds the whole epoch, validated and recorded (it stopped before them, and the resumed run went on at the
+            next epoch: that epoch was never validated, logged or a candidate for best). The last step's agreed save
+            of a cluster is made here too, for the same reason."""
+            self._agreed_backup()
             if self._sigterm.is_set():
                 self._stop(epoch, steps_per_epoch - 1)
+
+        def _agreed_backup(self):
+            """A MultiWorkerMirrored cluster's step, counted by TensorFlow's PreemptionCheckpointHandler (once per step
+            on every worker): at the step the workers agreed on after a SIGTERM, the backup and the stop (exit_fn).
+            TensorFlow's save reads a property it deprecated itself: its three-line warning, twice on each worker,
+            said nothing to the user."""
+            from tensorflow.python.util import deprecation
+
+            with deprecation.silence():
+                self._training_state.backup_if_preempted()
 
     return StepBackup()
 
