@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 from collections.abc import Mapping, Sequence
 
 from trainer.errors import ArgumentParser, UsageError
@@ -36,6 +37,10 @@ REFERENCE_BATCH = 32
 #: Image side used when neither --image_size nor the data manifest gives one.
 DEFAULT_IMAGE_SIZE = 224
 
+
+#: --export_name, the export's folder under <export base>: TF Serving's model name (the URL /v1/models/<name>), as
+#: tpuctl serve checks it (ground.domain.prediction.check_model_name).
+EXPORT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 #: --gpu_memory in MB (the other accepted value is ``growth``).
 GPU_MEMORY_MB = Bound(64, 1_048_576)
@@ -87,15 +92,11 @@ class TrainConfig:
     code_dir: str | None = None  # the user's project folder the plug-ins are imported from (default: cwd)
     hparams: tuple[tuple[str, str], ...] = ()  # --hp_NAME VALUE: the plug-in's own hyperparameters
     profile_steps: tuple[int, int] | None = None  # (first, last) training step a TensorFlow profile is captured for
+    export_name: str | None = None  # the export's folder (TF Serving's model name); None: the model's own name
 
     @property
     def plugin_model(self) -> bool:
         return is_plugin_ref(self.model)
-
-    @property
-    def model_name(self) -> str:
-        """The export's folder name: the built-in model's, or the plug-in function's."""
-        return self.model.rsplit(":", 1)[1] if self.plugin_model else self.model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,6 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "with --virtual_gpus); needs a GPU")
     number("virtual_gpus", f"split GPU 0 into N logical GPUs of --gpu_memory MB each (default "
                            f"{DEFAULT_VIRTUAL_GPU_MB}); needs a GPU")
+    p.add_argument("--export_name", type=_export_name, default=None, metavar="NAME",
+                   help="the export's folder under <model_dir>/export, TF Serving's model name (1-64 letters, digits, "
+                        "'_', '.' or '-'); default: the built-in model's name, or your model's own (its Keras name, else "
+                        "its module's)")
     p.add_argument("--profile_steps", type=parse_profile_steps, default=None, metavar="FIRST-LAST",
                    help="capture a TensorFlow profile of these training steps (e.g. 10-15, at most "
                         f"{MAX_PROFILE_SPAN}; each process counts its steps from 1) on every worker into "
@@ -239,6 +244,14 @@ def _model(text: str) -> str:
     shown = text if len(text) <= 80 else text[:77] + "..."
     raise argparse.ArgumentTypeError(f"expected one of {', '.join(MODELS)} or a function path/to/file.py:NAME or "
                                      f"package.module:NAME, got {shown!r}")
+
+
+def _export_name(text: str) -> str:
+    if EXPORT_NAME.fullmatch(text):
+        return text
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    raise argparse.ArgumentTypeError(f"expected 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit "
+                                     f"(TF Serving's model name), got {shown!r}")
 
 
 def _plugin_ref(text: str) -> str:
@@ -344,6 +357,9 @@ def validate(cfg: TrainConfig) -> None:
                          "use --mixed_precision off")
     if cfg.gpu_memory is not None and cfg.gpu_memory != "growth":
         GPU_MEMORY_MB.check("--gpu_memory", cfg.gpu_memory)
+    if cfg.export_name is not None and not EXPORT_NAME.fullmatch(cfg.export_name):
+        raise UsageError(f"--export_name {cfg.export_name[:80]!r} must be 1-64 letters, digits, '_', '.' or '-', "
+                         "starting with a letter or digit")
     if cfg.gpu_memory == "growth" and cfg.virtual_gpus:
         raise UsageError("--gpu_memory growth cannot be combined with --virtual_gpus (virtual GPUs need a fixed "
                          "size: pass --gpu_memory MB)")

@@ -399,7 +399,8 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         name = f"weights-{info.task_type or 'chief'}-{info.task_id}.npz"
         np.savez(os.path.join(dump, name), *model.get_weights())
 
-    model_base = join_path(dirs.export_base, cfg.model_name)
+    name = models.export_name(cfg, model)
+    model_base = join_path(dirs.export_base, name)
     io_device = "/job:localhost" if info.kind == "tpu" else None
     serving = export.Serving(source.classes, source.image_size, source.features, source.named)
     if info.is_chief:
@@ -422,6 +423,7 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         "export_dir": export_dir,
         **chosen,
         "export": cfg.export,
+        "export_name": name,
         "model": cfg.model,
         "source": source.source,
         "strategy": info.kind,

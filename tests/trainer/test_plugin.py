@@ -87,7 +87,8 @@ def test_a_plugin_trains_exports_its_own_inputs_and_counts_validation_exactly(to
     assert set(serve.structured_input_signature[1]) == {"amount", "kind"}
     assert {n.decode() for n in out["class_name"].numpy()} <= {"small", "large"}    # the module's CLASSES
     assert out["probabilities"].shape == (2, 2)
-    assert result["export_dir"].endswith("/export/build/1")
+    # named after the model (keras.Model(..., name="ledger")), not the function (every project's is `build`)
+    assert result["export_dir"].endswith("/export/ledger/1") and result["export_name"] == "ledger"
 
 
 
@@ -97,8 +98,10 @@ def test_a_plugin_trains_in_mixed_precision_and_serves_float32(tools, project, t
     import tensorflow as tf
 
     run = tools.run_module(["trainer.task", *_flags(project, tmp_path / "m", "--train_epochs", "1",
-                                                     "--steps_per_epoch", "5", "--mixed_precision", "bfloat16")])
+                                                     "--steps_per_epoch", "5", "--mixed_precision", "bfloat16",
+                                                     "--export_name", "ledger-run.2")])
     result = run.result
+    assert result["export_dir"].endswith("/export/ledger-run.2/1")      # the name asked for (tpuctl: the run's)
     assert result["mixed_precision"] == "bfloat16" and "mixed_precision=bfloat16" in run.stdout
     serve, out = _serve(result["export_dir"])
     # the user's layers computed in bfloat16 (casts to it in the served graph; none without the flag: a plain
@@ -345,3 +348,49 @@ def test_a_run_whose_loss_turns_nan_stops_in_one_line_and_its_backup_goes_on(in_
     assert "resuming: 5 step(s) backed up, training goes on at epoch 2 step 1/5" in resumed.stdout, resumed.stdout
     result = json.loads(resumed.stdout_lines[-1][len("tpuctl-result: "):])
     assert result["epochs"] == 3 and 0 <= result["val_accuracy"] <= 1
+    assert result["export_dir"].endswith("/export/diverges/1")            # the model's own name
+
+
+@pytest.mark.parametrize("ref, name, expected", [
+    ("model.py:build", "ledger", "ledger"),              # the model's own name
+    ("model.py:build", "model_3", "model"),              # Keras' default: the module's
+    ("nets/tabular.py:make", "sequential", "tabular"),
+    ("mypkg.nets:build", "functional_1", "nets"),
+    ("model.py:build", "not a name!", "model"),
+])
+def test_a_plugin_export_is_named_after_the_model_or_its_module_never_the_function(ref, name, expected):
+    """Issue 57: every plug-in export (and so its TF Serving model) was called after the function, `build`."""
+    import tf_keras as keras
+
+    from trainer.config import TrainConfig
+    from trainer.models import export_name
+
+    x = keras.Input((2,))
+    model = keras.Model(x, keras.layers.Dense(2)(x), name=name)
+    assert export_name(TrainConfig(model_dir="m", data_dir="d", model=ref), model) == expected
+    assert export_name(TrainConfig(model_dir="m", data_dir="d", model=ref, export_name="run-7"), model) == "run-7"
+    assert export_name(TrainConfig(model_dir="m", data_dir="d"), model) == "small_cnn"      # built-in: unchanged
+
+
+def test_an_export_name_that_is_no_model_name_is_refused_in_one_line(in_process, tmp_path):
+    run = in_process(["trainer.task", "--data_dir", str(tmp_path), "--model_dir", str(tmp_path / "m"),
+                      "--export_name", "../elsewhere"])
+    assert run.returncode == 2 and "--export_name" in run.error_line(), run.stderr
+
+
+def test_a_dataset_of_one_tensor_is_the_feature_named_features_for_the_model_and_the_export():
+    """docs/your-code.md (issue 57: the name was documented nowhere): the model function finds a single tensor as
+    ctx.inputs["features"], and the export's signature takes it under that name."""
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from trainer import export, plugin
+
+    ds = tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [0]))
+    inputs = plugin.feature_specs(ds.element_spec[0])
+    assert list(inputs) == ["features"]
+    x = keras.Input(inputs["features"].shape, name="features")
+    model = keras.Model(x, keras.layers.Dense(2)(x))
+    serve = export.serving_function(model, export.Serving(("a", "b"), features=inputs, named=False))
+    assert [spec.name for spec in serve.input_signature] == ["features"]      # the signature's input (TF Serving)
+    assert serve(tf.constant([[1.0, 2.0]]))["class_name"].shape == (1,)
