@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from trainer.errors import ArgumentParser, UsageError
 from trainer.flags import (
+    DEFAULT_MODEL,
     EXPORT_CHOICES,
     HPARAM_PREFIX,
     LR_SCHEDULES,
@@ -68,7 +69,7 @@ class TrainConfig:
     validation_batch_size: int = 32
     num_gpus: int = 0  # 0 = every visible GPU
     fine_tuning_choice: bool = False
-    model: str = "small_cnn"
+    model: str = DEFAULT_MODEL
     hub_handle: str | None = None
     image_size: tuple[int, int] | None = None  # None = from the manifest, else DEFAULT_IMAGE_SIZE
     learning_rate: float = 3e-3  # peak rate at a global batch of REFERENCE_BATCH (scaled for other batches)
@@ -182,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     number("validation_batch_size", "global validation batch size")
     number("num_gpus", "GPUs to use with --distribution_strategy gpu")
     _add_bool(p, "fine_tuning_choice", "train the pretrained base too (hub, resnet50)")
-    p.add_argument("--model", default="small_cnn", type=_model,
+    p.add_argument("--model", default=DEFAULT_MODEL, type=_model,
                    help=f"{', '.join(MODELS)}, or your model function: path/to/file.py:NAME or "
                         "package.module:NAME (docs/your-code.md)")
     p.add_argument("--dataset", default=None, type=_plugin_ref,
