@@ -10,6 +10,8 @@ import sys
 from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit
 
+from trainer.protocol import CONTINUE_HINT, PREEMPTED
+
 #: Exit codes (documented in docs/trainer.md).
 EXIT_OK = 0
 EXIT_USAGE = 2  # bad flag, path, missing or corrupt data: the user fixes the input
@@ -26,8 +28,8 @@ class Preempted(Exception):
     backup holds); a run started again in the same --model_dir continues after it."""
 
     def __init__(self, epoch: int, step: int, steps_per_epoch: int):
-        super().__init__(f"stopped by SIGTERM; the backup holds epoch {epoch} step {step}/{steps_per_epoch}: run it "
-                         "again with the same --model_dir to continue from there")
+        super().__init__(f"stopped by SIGTERM; the backup holds epoch {epoch} step {step}/{steps_per_epoch}: "
+                         f"{CONTINUE_HINT}")
 
 
 class TrainerError(Exception):
@@ -58,8 +60,8 @@ class Diverged(TrainerError):
 
     def __init__(self, where: str, what: str):
         super().__init__(f"training diverged {where}: {what}; nothing was exported (lower --learning_rate, or look for "
-                         "NaN or infinite values in the data); the preemption backup holds the training before it: a "
-                         "run in the same --model_dir goes on from there")
+                         f"NaN or infinite values in the data); the preemption backup holds the training before it: "
+                         f"{CONTINUE_HINT}")
 
 
 #: TensorFlow's Cloud Storage endpoint (built into its GCS file system, which ignores STORAGE_EMULATOR_HOST).
@@ -129,7 +131,7 @@ def run_cli(fn: Callable[[], int | None], *, handle_signals: bool = False) -> in
         return EXIT_INTERRUPTED
     except Preempted as stop:
         sys.stdout.flush()
-        print(f"preempted: {stop}", file=sys.stderr, flush=True)
+        print(f"{PREEMPTED}{stop}", file=sys.stderr, flush=True)
         return EXIT_PREEMPTED
     finally:
         for signum, handler in previous.items():
