@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -184,15 +185,20 @@ def _step_pause(keras, seconds: float):
     return StepPause()
 
 
-def _peer_lost(err) -> HardwareError:
+def _peer_lost(err, own: str | None = None) -> HardwareError:
     """A multi-worker run whose collectives were aborted: a peer died (connection reset) or froze (the
-    coordination service saw no heartbeat for ~10 s). One line; BackupAndRestore makes a restart resume."""
+    coordination service saw no heartbeat for ~10 s: it names the task, ``/job:worker/replica:0/task:0``, which the
+    line names as TF_CONFIG does, ``worker 0``; ``own``: this process's, left out). One line; BackupAndRestore makes a
+    restart resume."""
     text = " ".join((err.message or type(err).__name__).split())
+    peers = dict.fromkeys(f"{job} {task}" for job, task in re.findall(r"/job:(\w+)/replica:\d+/task:(\d+)", text))
+    peers.pop(own, None)
     marker = "Collective ops is aborted by:"
     if marker in text:
         text = text.split(marker, 1)[1]
     cause = text.strip().split(" The error could be from", 1)[0][:300].rstrip(" .")
-    return HardwareError(f"a peer left the cluster during training (TensorFlow: {cause}); restart every task "
+    who = f": {', '.join(peers)} stopped answering" if peers else ""
+    return HardwareError(f"a peer left the cluster during training{who} (TensorFlow: {cause}); restart every task "
                          "of the job: training resumes from the last backup")
 
 
@@ -387,7 +393,7 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
             tf.errors.DeadlineExceededError) as err:
         if info.num_workers <= 1:
             raise
-        raise _peer_lost(err) from None
+        raise _peer_lost(err, f"{info.task_type} {info.task_id}") from None
 
     chosen = select_export(model, cfg, dirs, history, lambda: model.evaluate(
         val_ds, steps=validation_steps, verbose=0, return_dict=True)["accuracy"])
