@@ -36,7 +36,11 @@ STARTUP_NOISE = re.compile(
     r"cuda_(dnn|fft|blas)\.cc|Attempting to register factory|absl::InitializeLog\(\)|WARNING: All log messages "
     r"before absl|external/local_xla/|E0000 00:00|I0000 00:00|W0000 00:00|TF_ENABLE_ONEDNN_OPTS|"
     r"cpu_feature_guard\.cc|port\.cc:\d+\] oneDNN|gpu_device\.cc.*Cannot dlopen|"
-    r"Your kernel may have been built without NUMA|successful NUMA node read"
+    r"Your kernel may have been built without NUMA|successful NUMA node read|"
+    # the rest of TensorFlow's coordination-service error (its first line an E0000 notice) a chief logs at a
+    # cluster's stop, when its workers left first: the lines after the stop said "The tasks have crashed"
+    r"(^|\] )/job:\w+/replica:\d+/task:\d+\s*$|The tasks have crashed\. Check the task logs|"
+    r"The following tasks are unhealthy \(stopped sending heartbeats\)"
 )
 
 

@@ -144,6 +144,12 @@ def test_the_trainers_stop_line_says_how_this_user_continues():
     assert shown[0] == f"stopped: the backup holds epoch 2 step 13/44: to go on from there, {hint}", shown
     assert len(shown) == 2 and "--model_dir" not in screen.getvalue() and "SIGTERM" not in screen.getvalue(), shown
     assert shown[1].startswith("error: training diverged at epoch 3 step 7/44") and shown[1].endswith(hint), shown
+    # the tail of TensorFlow's coordination error a chief logs when its workers stopped first (its first line is an
+    # E0000 notice): not shown either
+    sink.write("[chief] E0000 00:00:1 1 coordination_service_agent.cc:1] Polled an error: The following tasks are "
+               "unhealthy (stopped sending heartbeats):\n[chief] /job:worker/replica:0/task:0\n[chief] The tasks have "
+               "crashed. Check the task logs for an earlier error\n")
+    assert screen.getvalue().splitlines() == shown
     # without a hint (a tuning trial), or with --verbose, the trainer's lines as they are
     plain = io.StringIO()
     TrainDisplay(terminal=False, stream=plain).stderr_sink().write(f"{stop}\n")
