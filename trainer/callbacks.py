@@ -14,7 +14,7 @@ import time
 
 from trainer import protocol
 from trainer.config import OutputDirs, TrainConfig
-from trainer.errors import Preempted
+from trainer.errors import DataError, Diverged, Preempted
 from trainer.flags import TASK_BOUNDS
 from trainer.paths import join_path
 
@@ -113,6 +113,45 @@ def training_callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_pe
                     print(f"early stopping: no better {MONITOR} for {patience} epoch(s) after epoch {best} "
                           f"({float(keras.backend.get_value(selection.value)):.4f})", flush=True)
 
+    class Divergence(keras.callbacks.Callback):
+        """A NaN or infinite loss ends the run (trainer.errors.Diverged, exit 4) at the step it shows in, before the
+        epoch's checkpoint, the best epoch and the backup see it (first among the callbacks), so nothing diverged is
+        exported or backed up. The loss is the epoch's running mean, read one step late: the device is never waited
+        for (the step after it is already under way). At each epoch's end every metric, validation's too, is
+        checked; the weights are checked before each backup (StepBackup). Parameter servers: at epoch ends only
+        (their step logs are values on the workers)."""
+
+        def __init__(self):
+            super().__init__()
+            self._supports_tf_logs = True
+            self._epoch = 0
+            self._pending = None          # (epoch, step, the loss tensor) not read yet
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self._epoch = epoch
+
+        def _check_pending(self):
+            if self._pending is not None:
+                epoch, step, loss = self._pending
+                self._pending = None
+                value = float(keras.backend.get_value(loss))
+                if not math.isfinite(value):
+                    raise Diverged(f"at epoch {epoch + 1} step {step}/{steps_per_epoch}", f"the loss is {value}")
+
+        def on_train_batch_end(self, batch, logs=None):
+            if info.kind == "parameter_server" or not logs or "loss" not in logs:
+                return
+            self._check_pending()
+            self._pending = (self._epoch, batch + 1, logs["loss"])
+
+        def on_epoch_end(self, epoch, logs=None):
+            self._check_pending()
+            for key, value in sorted((logs or {}).items()):
+                number = float(keras.backend.get_value(value))
+                if not math.isfinite(number):
+                    where = "in validation" if key.startswith("val_") else f"in epoch {epoch + 1}'s training"
+                    raise Diverged(f"at epoch {epoch + 1} ({where})", f"{key} is {number}")
+
     backup = backup_callback(keras, cfg, dirs, info, steps_per_epoch, input_steps)
     if info.kind == "central_storage":
         # tf_keras lists the strategies it has tested BackupAndRestore with (Mirrored, MultiWorkerMirrored,
@@ -121,8 +160,10 @@ def training_callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_pe
         backup._supported_strategies = (*backup._supported_strategies,
                                         tf.distribute.experimental.CentralStorageStrategy)
     callbacks = [
-        # Order at each epoch's end: the epoch's weights (ckpt-<epoch>: what --export best loads), the best
-        # epoch so far, then the backup that carries both the weights and the best epoch over a preemption.
+        # Order at each epoch's end: a diverged epoch stops the run before anything keeps it, then the epoch's
+        # weights (ckpt-<epoch>: what --export best loads), the best epoch so far, then the backup that carries both
+        # the weights and the best epoch over a preemption.
+        Divergence(),
         keras.callbacks.ModelCheckpoint(filepath=checkpoint_path(dirs, "{epoch:04d}"), save_weights_only=True),
         BestEpoch(),
         # All workers pass the same folder: tf_keras keeps the chief's state in backup/chief and gives
@@ -133,6 +174,14 @@ def training_callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_pe
     if info.is_chief:
         callbacks.append(StepProgress())
         callbacks.append(EpochScalars(dirs.logs, hparams_of(cfg)))
+    if hasattr(backup, "epoch_done"):
+        class EpochDone(keras.callbacks.Callback):
+            """Last at each epoch's end: a stop asked for during the epoch's last step (StepBackup.epoch_done)."""
+
+            def on_epoch_end(self, epoch, logs=None):
+                backup.epoch_done(epoch)
+
+        callbacks.append(EpochDone())
     if exit_after_epoch:
         class ExitAfterEpoch(keras.callbacks.Callback):
             def on_epoch_end(self, epoch, logs=None):
@@ -232,7 +281,7 @@ def backed_up_steps(dirs: OutputDirs, steps_per_epoch: int) -> int:
     (``backup/chief``, the one BackupAndRestore restores on every worker), so all agree."""
     import tensorflow as tf
 
-    from trainer.errors import DataError, unreachable_storage
+    from trainer.errors import unreachable_storage
 
     folder = join_path(backup_dir(dirs), "chief")
     try:
@@ -286,6 +335,8 @@ def backup_callback(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_per_e
     that step. One process decides alone; MultiWorkerMirrored workers agree on the step through TensorFlow's
     PreemptionCheckpointHandler. Parameter servers and multi-host TPU slices keep SIGTERM's default.
     """
+    import tensorflow as tf
+
     folder = backup_dir(dirs)
     if info.kind == "parameter_server":
         return keras.callbacks.BackupAndRestore(backup_dir=folder)
@@ -310,6 +361,12 @@ def backup_callback(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_per_e
             self._previous_handler = None
 
         def _backup(self, epoch, batch):
+            # A backup of weights that are no longer finite would be resumed from: the run stops instead, and the last
+            # backup, from before, stays.
+            weights = [w for w in self.model.trainable_weights if w.dtype.is_floating]
+            if weights and not bool(tf.reduce_all([tf.reduce_all(tf.math.is_finite(w)) for w in weights])):
+                raise Diverged(f"at epoch {epoch + 1} step {batch + 1}/{steps_per_epoch}",
+                               "the model's weights are no longer finite")
             # tf_keras assigns the batch counter at every step's start (a variable write per step); here it is
             # kept in Python and written only into the backup it belongs to.
             self._training_state._ckpt_saved_batch.assign(batch)
@@ -322,11 +379,40 @@ def backup_callback(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_per_e
             # base class's hook stays.
             on_train_batch_begin = keras.callbacks.Callback.on_train_batch_begin
 
+        def _restore(self, logs):
+            """tf_keras' restore of the backup, if there is one; a backup another model wrote (another --model, other
+            classes or inputs) or one cut short is one line naming the folder, not a traceback after a page of
+            TensorFlow's warnings about each value that did not fit."""
+            import gc
+
+            import tensorflow as tf
+
+            logger = tf.get_logger()
+            level = logger.level
+            cause = None
+            logger.setLevel("ERROR")
+            try:
+                try:
+                    super().on_train_begin(logs)
+                except (ValueError, IndexError, TypeError, KeyError, AssertionError, tf.errors.OpError) as err:
+                    text = getattr(err, "message", None) or str(err) or type(err).__name__
+                    cause = " ".join(text.split())[:200]
+            finally:
+                if cause is None:
+                    logger.setLevel(level)
+            if cause is not None:
+                # the failed restore's objects warn about every value they did not use when they are deleted, as late
+                # as the process's exit: the run ends on this error, TensorFlow's warnings stay off
+                gc.collect()
+                raise DataError(f"the preemption backup in {join_path(folder, 'chief')} does not fit this model "
+                                f"({cause}): another model's, or cut short; remove that folder to train from the start, "
+                                "or train into another --model_dir")
+
         def _stop(self, epoch: int, batch: int):
             raise Preempted(epoch + 1, batch + 1, steps_per_epoch)
 
         def on_train_begin(self, logs=None):
-            super().on_train_begin(logs)
+            self._restore(logs)
             state = self._training_state
             if agreed:
                 # What tf_keras' save_before_preemption sets up (it does only where it finds GCE's metadata server),
@@ -368,9 +454,9 @@ def backup_callback(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_per_e
             # Keras' own count runs across epochs and restarts at 0 after a resume; the step within the
             # epoch is what a restart resumes from, so count that (a backup at the epoch's last step is
             # left to on_epoch_end, after the epoch's checkpoint and best-epoch bookkeeping).
-            self._training_state.backup_if_preempted()
             if batch + 1 >= steps_per_epoch:
-                return
+                return      # the epoch's end: backed up in on_epoch_end, stopped (if asked) in epoch_done
+            self._agreed_backup()
             if self._sigterm.is_set():
                 self._backup(epoch=self._current_epoch, batch=batch)
                 self._stop(self._current_epoch, batch)
@@ -380,8 +466,26 @@ def backup_callback(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_per_e
 
         def on_epoch_end(self, epoch, logs=None):
             self._backup(epoch=epoch, batch=steps_per_epoch - 1)
+
+        def epoch_done(self, epoch: int) -> None:
+            """After every callback had the epoch's end (its line, its TensorBoard scalars; trainer.callbacks'
+            EpochDone): a SIGTERM during the epoch's last step or its validation stops the run here, and the backup
+            holds the whole epoch, validated and recorded (it stopped before them, and the resumed run went on at the
+            next epoch: that epoch was never validated, logged or a candidate for best). The last step's agreed save
+            of a cluster is made here too, for the same reason."""
+            self._agreed_backup()
             if self._sigterm.is_set():
                 self._stop(epoch, steps_per_epoch - 1)
+
+        def _agreed_backup(self):
+            """A MultiWorkerMirrored cluster's step, counted by TensorFlow's PreemptionCheckpointHandler (once per step
+            on every worker): at the step the workers agreed on after a SIGTERM, the backup and the stop (exit_fn).
+            TensorFlow's save reads a property it deprecated itself: its three-line warning, twice on each worker,
+            said nothing to the user."""
+            from tensorflow.python.util import deprecation
+
+            with deprecation.silence():
+                self._training_state.backup_if_preempted()
 
     return StepBackup()
 

@@ -205,9 +205,31 @@ def parse_vertex_tpu(environ: Mapping[str, str]) -> VertexTpu | None:
 
 
 def validate_environment(environ: Mapping[str, str]) -> ClusterConfig | None:
-    """Check TF_CONFIG, TPU_NAME and Vertex AI's TPU_CONFIG before anything starts; returns the cluster (None: single
-    task)."""
+    """Check TF_CONFIG, TPU_NAME, Vertex AI's TPU_CONFIG and the TPU runtime before anything starts (TensorFlow is not
+    loaded yet); returns the cluster (None: single task)."""
+    check_tpu_runtime(environ)
     cluster = parse_tf_config(environ)
     if parse_tpu_name(environ) is None:
         parse_vertex_tpu(environ)
     return cluster
+
+
+#: The library TensorFlow loads as a pluggable device when it is imported, where this variable names one: the PJRT TPU
+#: runtime on TPU v5e, v5p and v6e (tpuctl sets it for those generations: ground/domain/tpu.py, tpu_runtime_env; the
+#: trainer's TPU image holds the file).
+PLUGGABLE_DEVICE_LIBRARY = "TF_PLUGGABLE_DEVICE_LIBRARY_PATH"
+
+
+def check_tpu_runtime(environ: Mapping[str, str]) -> None:
+    """The TPU runtime the environment names is on this machine: without it, ``import tensorflow`` itself failed with a
+    FileNotFoundError traceback (a TPU run started where there is no TPU: `tpuctl train -a tpu-v5e-4` on a laptop).
+    One line, exit 3, before TensorFlow loads."""
+    import os
+
+    from trainer.errors import HardwareError
+
+    path = environ.get(PLUGGABLE_DEVICE_LIBRARY)
+    if path and not os.path.exists(path):
+        raise HardwareError(f"no TPU here: {PLUGGABLE_DEVICE_LIBRARY}={path[:200]} (the TPU runtime TensorFlow loads on "
+                            "TPU v5e, v5p and v6e) is not on this machine; run on a TPU (tpuctl train --target tpu-vm "
+                            "or --target vertex) or choose another accelerator")

@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 from collections.abc import Mapping, Sequence
 
 from trainer.errors import ArgumentParser, UsageError
 from trainer.flags import (
+    DEFAULT_MODEL,
     EXPORT_CHOICES,
     HPARAM_PREFIX,
     LR_SCHEDULES,
@@ -36,6 +38,10 @@ REFERENCE_BATCH = 32
 #: Image side used when neither --image_size nor the data manifest gives one.
 DEFAULT_IMAGE_SIZE = 224
 
+
+#: --export_name, the export's folder under <export base>: TF Serving's model name (the URL /v1/models/<name>), as
+#: tpuctl serve checks it (ground.domain.prediction.check_model_name).
+EXPORT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 #: --gpu_memory in MB (the other accepted value is ``growth``).
 GPU_MEMORY_MB = Bound(64, 1_048_576)
@@ -63,7 +69,7 @@ class TrainConfig:
     validation_batch_size: int = 32
     num_gpus: int = 0  # 0 = every visible GPU
     fine_tuning_choice: bool = False
-    model: str = "small_cnn"
+    model: str = DEFAULT_MODEL
     hub_handle: str | None = None
     image_size: tuple[int, int] | None = None  # None = from the manifest, else DEFAULT_IMAGE_SIZE
     learning_rate: float = 3e-3  # peak rate at a global batch of REFERENCE_BATCH (scaled for other batches)
@@ -87,15 +93,11 @@ class TrainConfig:
     code_dir: str | None = None  # the user's project folder the plug-ins are imported from (default: cwd)
     hparams: tuple[tuple[str, str], ...] = ()  # --hp_NAME VALUE: the plug-in's own hyperparameters
     profile_steps: tuple[int, int] | None = None  # (first, last) training step a TensorFlow profile is captured for
+    export_name: str | None = None  # the export's folder (TF Serving's model name); None: the model's own name
 
     @property
     def plugin_model(self) -> bool:
         return is_plugin_ref(self.model)
-
-    @property
-    def model_name(self) -> str:
-        """The export's folder name: the built-in model's, or the plug-in function's."""
-        return self.model.rsplit(":", 1)[1] if self.plugin_model else self.model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     number("validation_batch_size", "global validation batch size")
     number("num_gpus", "GPUs to use with --distribution_strategy gpu")
     _add_bool(p, "fine_tuning_choice", "train the pretrained base too (hub, resnet50)")
-    p.add_argument("--model", default="small_cnn", type=_model,
+    p.add_argument("--model", default=DEFAULT_MODEL, type=_model,
                    help=f"{', '.join(MODELS)}, or your model function: path/to/file.py:NAME or "
                         "package.module:NAME (docs/your-code.md)")
     p.add_argument("--dataset", default=None, type=_plugin_ref,
@@ -221,6 +223,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "with --virtual_gpus); needs a GPU")
     number("virtual_gpus", f"split GPU 0 into N logical GPUs of --gpu_memory MB each (default "
                            f"{DEFAULT_VIRTUAL_GPU_MB}); needs a GPU")
+    p.add_argument("--export_name", type=_export_name, default=None, metavar="NAME",
+                   help="the export's folder under <model_dir>/export, TF Serving's model name (1-64 letters, digits, "
+                        "'_', '.' or '-'); default: the built-in model's name, or your model's own (its Keras name, else "
+                        "its module's)")
     p.add_argument("--profile_steps", type=parse_profile_steps, default=None, metavar="FIRST-LAST",
                    help="capture a TensorFlow profile of these training steps (e.g. 10-15, at most "
                         f"{MAX_PROFILE_SPAN}; each process counts its steps from 1) on every worker into "
@@ -239,6 +245,14 @@ def _model(text: str) -> str:
     shown = text if len(text) <= 80 else text[:77] + "..."
     raise argparse.ArgumentTypeError(f"expected one of {', '.join(MODELS)} or a function path/to/file.py:NAME or "
                                      f"package.module:NAME, got {shown!r}")
+
+
+def _export_name(text: str) -> str:
+    if EXPORT_NAME.fullmatch(text):
+        return text
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    raise argparse.ArgumentTypeError(f"expected 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit "
+                                     f"(TF Serving's model name), got {shown!r}")
 
 
 def _plugin_ref(text: str) -> str:
@@ -344,6 +358,9 @@ def validate(cfg: TrainConfig) -> None:
                          "use --mixed_precision off")
     if cfg.gpu_memory is not None and cfg.gpu_memory != "growth":
         GPU_MEMORY_MB.check("--gpu_memory", cfg.gpu_memory)
+    if cfg.export_name is not None and not EXPORT_NAME.fullmatch(cfg.export_name):
+        raise UsageError(f"--export_name {cfg.export_name[:80]!r} must be 1-64 letters, digits, '_', '.' or '-', "
+                         "starting with a letter or digit")
     if cfg.gpu_memory == "growth" and cfg.virtual_gpus:
         raise UsageError("--gpu_memory growth cannot be combined with --virtual_gpus (virtual GPUs need a fixed "
                          "size: pass --gpu_memory MB)")

@@ -554,18 +554,61 @@ def example_stream(examples_ds: tf.data.Dataset, batch_size: int, training: bool
     return ds.with_options(options)
 
 
-def count_examples(ds: tf.data.Dataset, limit: int, what: str) -> int:
-    """The examples of one pass of ``ds``: its cardinality when tf.data knows it, else counted (at most ``limit``;
-    an endless dataset is an error: the trainer repeats the pass itself)."""
+#: A dataset of unknown length is counted in chunks of this many examples (the clock is read between chunks).
+COUNT_CHUNK = 8192
+#: After this many seconds of counting, a note says so (and how to skip the count); then one every NOTE_EVERY s.
+COUNT_NOTE_SECONDS = 10.0
+COUNT_NOTE_EVERY = 60.0
+#: How a dataset function tells the trainer its length (tf.data's own way), so nothing is counted.
+GIVE_LENGTH = "return dataset.apply(tf.data.experimental.assert_cardinality(N)) with N its number of examples"
+
+
+def count_examples(ds: tf.data.Dataset, limit: int, what: str, *, seconds: float = math.inf) -> int:
+    """The examples of one pass of ``ds``: its cardinality when tf.data knows it, else counted: at most ``limit``
+    examples and ``seconds`` (a note on stderr once counting takes a while, and now and then after), each bound one
+    line saying how to give the dataset its length instead. An endless dataset is an error: the trainer repeats the
+    pass itself."""
+    import sys
+    import time
+
     n = int(ds.cardinality())
     if n == tf.data.INFINITE_CARDINALITY:
         raise DataError(f"{what} is endless; return ONE pass of the examples (the trainer repeats it)")
     if n >= 0:
         return n
-    count = int(ds.take(limit + 1).reduce(tf.constant(0, tf.int64), lambda acc, _: acc + 1))
-    if count > limit:
-        raise DataError(f"{what} yields more than {limit} examples in one pass")
+    chunks = ds.take(limit + 1).map(lambda *_: tf.constant(0, tf.int8)).batch(COUNT_CHUNK).map(tf.size)
+    count, started = 0, time.monotonic()
+    next_note = started + COUNT_NOTE_SECONDS
+    try:
+        for size in chunks:
+            count += int(size)
+            now = time.monotonic()
+            if now >= next_note:
+                print(f"note: counting the examples of {what}: {count:,} so far (tf.data does not know how many "
+                      f"there are; to skip this, {GIVE_LENGTH})", file=sys.stderr, flush=True)
+                next_note = now + COUNT_NOTE_EVERY
+            if count > limit or now - started > seconds:
+                bound = f"{limit:,} examples" if count > limit else f"{seconds:g} s ({count:,} examples so far)"
+                raise DataError(f"{what} does not say how many examples it has, and counting them passed {bound}; "
+                                f"{GIVE_LENGTH}")
+    except tf.errors.OpError as err:
+        raise DataError(f"{what}: reading it failed: {first_line(err.message)}") from None
     return count
+
+
+#: Ops that call back into the Python process that built the dataset (tf.data.Dataset.from_generator,
+#: tf.numpy_function, tf.py_function): a dataset holding one runs only in that process.
+PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
+
+
+def python_ops(ds: tf.data.Dataset) -> set[str]:
+    """The ops of ``ds``'s graph (its functions included) that run Python code of this process."""
+    from tensorflow.core.framework import graph_pb2
+
+    serialized = ds._as_serialized_graph(external_state_policy=tf.data.experimental.ExternalStatePolicy.WARN)
+    graph = graph_pb2.GraphDef.FromString(serialized.numpy())
+    ops = {n.op for n in graph.node} | {n.op for f in graph.library.function for n in f.node_def}
+    return ops & PYTHON_OPS
 
 
 def _file_sharded(num_files: int, input_pipelines: int) -> bool:
@@ -623,7 +666,9 @@ def _usable(record: tf.Tensor, parse_one) -> tf.Tensor:
 def first_line(message: str) -> str:
     """The line of a TensorFlow error message that says what went wrong: a failed assertion's message (it may
     follow a "Graph execution error:" preamble), else the first line."""
-    lines = [line.strip() for line in (message or "").splitlines() if line.strip()]
+    # a function's errors start with the node they came from ({{function_node __wrapped__…}} SystemExit: 0)
+    lines = [re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", line.strip()) for line in (message or "").splitlines()]
+    lines = [line for line in lines if line]
     for line in lines:
         at = line.find("assertion failed: [")
         if at >= 0:

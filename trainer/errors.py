@@ -10,10 +10,13 @@ import sys
 from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit
 
+from trainer.protocol import CONTINUE_HINT, PREEMPTED
+
 #: Exit codes (documented in docs/trainer.md).
 EXIT_OK = 0
 EXIT_USAGE = 2  # bad flag, path, missing or corrupt data: the user fixes the input
 EXIT_HARDWARE = 3  # the requested accelerator / cluster is not available on this machine
+EXIT_DIVERGED = 4  # training diverged: a loss, a metric or the weights became NaN or infinite; nothing exported
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C), or SIGTERM for the data tools (run_cli(..., handle_signals=True))
 #: SIGTERM during training: the step was backed up first (trainer.callbacks), the status a process killed by SIGTERM
 #: has (128 + 15), which a TPU VM host reports and `--recover` takes for a preemption.
@@ -25,8 +28,8 @@ class Preempted(Exception):
     backup holds); a run started again in the same --model_dir continues after it."""
 
     def __init__(self, epoch: int, step: int, steps_per_epoch: int):
-        super().__init__(f"stopped by SIGTERM; the backup holds epoch {epoch} step {step}/{steps_per_epoch}: run it "
-                         "again with the same --model_dir to continue from there")
+        super().__init__(f"stopped by SIGTERM; the backup holds epoch {epoch} step {step}/{steps_per_epoch}: "
+                         f"{CONTINUE_HINT}")
 
 
 class TrainerError(Exception):
@@ -47,6 +50,18 @@ class HardwareError(TrainerError):
     """The requested TPU / GPU / cluster is not available."""
 
     exit_code = EXIT_HARDWARE
+
+
+class Diverged(TrainerError):
+    """Training produced a NaN or infinite loss, metric or weight: the run stops there, nothing is exported, and the
+    preemption backup keeps the steps before it."""
+
+    exit_code = EXIT_DIVERGED
+
+    def __init__(self, where: str, what: str):
+        super().__init__(f"training diverged {where}: {what}; nothing was exported (lower --learning_rate, or look for "
+                         f"NaN or infinite values in the data); the preemption backup holds the training before it: "
+                         f"{CONTINUE_HINT}")
 
 
 #: TensorFlow's Cloud Storage endpoint (built into its GCS file system, which ignores STORAGE_EMULATOR_HOST).
@@ -116,7 +131,7 @@ def run_cli(fn: Callable[[], int | None], *, handle_signals: bool = False) -> in
         return EXIT_INTERRUPTED
     except Preempted as stop:
         sys.stdout.flush()
-        print(f"preempted: {stop}", file=sys.stderr, flush=True)
+        print(f"{PREEMPTED}{stop}", file=sys.stderr, flush=True)
         return EXIT_PREEMPTED
     finally:
         for signum, handler in previous.items():

@@ -22,6 +22,8 @@ STRATEGIES = ("auto", "tpu", "gpu", "multi_worker", "one_device", "cpu", "centra
 #: --mixed_precision: auto = bfloat16 on TPUs, off elsewhere.
 MIXED_PRECISION = ("auto", "bfloat16", "float16", "off")
 MODELS = ("small_cnn", "resnet50", "hub")
+#: --model when it is not given (what a run record without it trained).
+DEFAULT_MODEL = "small_cnn"
 #: ``--model``/``--dataset`` naming the user's function (the plug-in contract, trainer.plugin):
 #: ``path/to/file.py:NAME`` or ``package.module:NAME``.
 PLUGIN_REF = re.compile(r"^(?P<where>[^:\x00\s]{1,1024}):(?P<name>[A-Za-z_][A-Za-z0-9_]{0,199})$")

@@ -56,11 +56,12 @@ class Inputs:
         return data.records_per_pass(self.train_split, input_pipelines=pipelines, pipeline_id=pipeline_id)
 
 
-def prepare(cfg: TrainConfig, *, num_workers: int, hparams: Mapping[str, Any]) -> Inputs:
-    """The run's source of examples, every input checked before anything is written."""
+def prepare(cfg: TrainConfig, *, num_workers: int, hparams: Mapping[str, Any], on_workers: bool = False) -> Inputs:
+    """The run's source of examples, every input checked before anything is written. ``on_workers``: the datasets are
+    built on other processes (parameter servers' workers), so a plug-in dataset that runs Python code is refused."""
     manifest = data.read_manifest(cfg.data_dir) if cfg.data_dir is not None else None
     if cfg.dataset is not None:
-        return _plugin_inputs(cfg, manifest, hparams)
+        return _plugin_inputs(cfg, manifest, hparams, on_workers)
     assert manifest is not None
     if manifest.features is not None:
         return _record_inputs(cfg, manifest, None, num_workers)
@@ -137,7 +138,8 @@ def _record_inputs(cfg: TrainConfig, manifest: data.Manifest, image_size, num_wo
                   val_ds, len(train.files), train, source, corruption)
 
 
-def _plugin_inputs(cfg: TrainConfig, manifest: data.Manifest | None, hparams: Mapping[str, Any]) -> Inputs:
+def _plugin_inputs(cfg: TrainConfig, manifest: data.Manifest | None, hparams: Mapping[str, Any],
+                   on_workers: bool = False) -> Inputs:
     """A plug-in dataset function: one pass of single examples per split (trainer.plugin)."""
     fn = plugin.load(cfg.dataset, cfg.code_dir, "--dataset")
     if manifest is not None:
@@ -180,10 +182,18 @@ def _plugin_inputs(cfg: TrainConfig, manifest: data.Manifest | None, hparams: Ma
     features = plugin.feature_specs(train_pass.element_spec[0])
     named = isinstance(train_pass.element_spec[0], dict)
     val_pass = split_examples("validation", inputs=features)
-    train_examples = data.count_examples(train_pass, plugin.MAX_COUNTED_EXAMPLES,
-                                         f"{fn.file}: the train split of --dataset {fn.ref}")
-    val_examples = data.count_examples(val_pass, plugin.MAX_COUNTED_EXAMPLES,
-                                       f"{fn.file}: the validation split of --dataset {fn.ref}")
+    for split, examples in (("train", train_pass), ("validation", val_pass)) if on_workers else ():
+        # Such an op calls back into the process that built the dataset: the workers' steps all waited on this one,
+        # and its first checkpoint deadlocked (the run hung at an epoch's end for good). Refused before anything.
+        if data.python_ops(examples):
+            raise UsageError(f"{fn.file}: the {split} split of --dataset {fn.ref} runs Python code in its pipeline "
+                             "(Dataset.from_generator, tf.py_function or tf.numpy_function), which parameter servers' "
+                             "workers cannot run (each builds the dataset itself); build it from tf.data operations "
+                             "(from_tensor_slices, TFRecordDataset, map…) or train without parameter servers")
+    train_examples, val_examples = (
+        data.count_examples(examples, plugin.MAX_COUNTED_EXAMPLES, f"{fn.file}: the {split} split of --dataset {fn.ref}",
+                            seconds=plugin.MAX_COUNTING_SECONDS)
+        for split, examples in (("train", train_pass), ("validation", val_pass)))
     if train_examples < 1 or val_examples < 1:
         empty = "train" if train_examples < 1 else "validation"
         raise DataError(f"{fn.file}: the {empty} split of --dataset {fn.ref} has no examples")

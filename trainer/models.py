@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tempfile
 
 import tensorflow as tf
 import tf_keras as keras
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
-from trainer.config import REFERENCE_BATCH, TrainConfig
+from trainer.config import EXPORT_NAME, REFERENCE_BATCH, TrainConfig
 from trainer.errors import DataError, UsageError
 
 
@@ -191,6 +192,27 @@ def build_plugin_model(cfg: TrainConfig, source, hparams, *, steps_per_epoch: in
                   weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
     model.tpuctl_selection = Selection()
     return model
+
+
+#: The names Keras gives a model nobody named (``model``, ``sequential_2``): not the user's choice of an export name.
+_KERAS_DEFAULT_NAME = re.compile(r"(model|sequential|functional)(_\d+)?")
+
+
+def export_name(cfg: TrainConfig, model: keras.Model) -> str:
+    """The export's folder (TF Serving's model name): ``--export_name``; else a built-in model's name (``small_cnn``);
+    else the plug-in model's own name (``keras.Model(..., name="ledger")``, a subclass ``Ledger``'s ``ledger``), else
+    its module's (``model.py:build`` -> ``model``): never the function's, which is ``build`` in most projects."""
+    if cfg.export_name:
+        return cfg.export_name
+    if not cfg.plugin_model:
+        return cfg.model
+    own = model.name or ""
+    if EXPORT_NAME.fullmatch(own) and not _KERAS_DEFAULT_NAME.fullmatch(own):
+        return own
+    where = cfg.model.rsplit(":", 1)[0]
+    module = os.path.basename(where)[:-3] if where.endswith(".py") else where.rsplit(".", 1)[-1]
+    module = re.sub(r"[^A-Za-z0-9_.-]", "_", module).lstrip("_.-")[:64]
+    return module if EXPORT_NAME.fullmatch(module) else "model"
 
 
 def build_model(cfg: TrainConfig, num_classes: int, image_size, *, steps_per_epoch: int = 1) -> keras.Model:

@@ -25,7 +25,8 @@ training; validation counts every example once), and on a resume passes over the
 consumed. For that resume to continue exactly where training stopped, the function must give the same
 examples in the same order every time it is called (with ``--seed``: seed any randomness of your own from
 ``ctx.seed``). The number of examples comes from the dataset's cardinality; when it is unknown (a generator,
-``filter``) the trainer counts one pass first. ``num_classes`` and the class names come from ``--data_dir``'s
+``filter``) the trainer counts one pass first (at most 50 million examples and 5 minutes: give it its length with
+``tf.data.experimental.assert_cardinality``). ``num_classes`` and the class names come from ``--data_dir``'s
 manifest, or, with no data folder, from the module attribute ``CLASSES`` next to the dataset function.
 
 Errors in user code — a module that does not import, a function that raises, a wrong return type, outputs that
@@ -52,8 +53,10 @@ CONTRACT_VERSION = 1
 
 _REF = PLUGIN_REF
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-#: Examples counted when a dataset does not know its size, at most (one pass is read to count them).
+#: Examples counted when a dataset does not know its size, at most (one pass is read to count them), and for how
+#: long: a dataset that says its length (tf.data.experimental.assert_cardinality) is not counted at all.
 MAX_COUNTED_EXAMPLES = 50_000_000
+MAX_COUNTING_SECONDS = 300.0
 
 
 __all__ = ["CONTRACT_VERSION", "DatasetContext", "ModelContext", "Plugin", "is_plugin_ref", "load"]
@@ -94,12 +97,15 @@ class Plugin:
         return self.ref.rsplit(":", 1)[1]
 
     def call(self, what: str, ctx: Any) -> Any:
-        """``function(ctx)``; anything it raises is one UsageError naming the user's file and line."""
+        """``function(ctx)``; anything it raises, an exit included, is one UsageError naming the user's file and line.
+        A KeyboardInterrupt goes on: a Ctrl-C, or the code's own (:func:`failure` tells them apart)."""
         try:
             return self.function(ctx)
-        except Exception as err:  # noqa: BLE001 - any failure of user code is reported, one line
-            raise UsageError(f"{self.where(err)}: {what} {self.ref} raised {type(err).__name__}: "
-                             f"{_first_line(err)}") from None
+        except KeyboardInterrupt as err:
+            err.add_note(f"{what} {self.ref}")    # what it interrupted, for failure()
+            raise
+        except BaseException as err:  # noqa: BLE001 - any failure of user code is reported, one line
+            raise UsageError(f"{self.where(err)}: {what} {self.ref} {_what_happened(err)}") from None
 
     def where(self, err: BaseException | None = None) -> str:
         """``file:line`` of the deepest frame of ``err`` in the plug-in's file (else the file)."""
@@ -117,8 +123,22 @@ def _same_file(a: str, b: str) -> bool:
         return a == b
 
 
+def _what_happened(err: BaseException) -> str:
+    """What user code did, as the end of an error line: an exit (which would have ended the run with its status,
+    0 included, before training finished), or what it raised."""
+    if isinstance(err, SystemExit):
+        return (f"ended the process (SystemExit: {str(err.code)[:100]}) before training finished; a plug-in returns "
+                "its model or dataset and never exits")
+    if isinstance(err, KeyboardInterrupt):
+        return "raised KeyboardInterrupt, and no Ctrl-C was pressed"
+    kind = type(err).__name__ + ("" if isinstance(err, Exception) else " (a BaseException)")
+    return f"raised {kind}: {_first_line(err)}"
+
+
 def _first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
+    text = [line for line in str(err).strip().splitlines() if line.strip()]
+    if len(text) > 1 and text[0].startswith("Exception encountered when calling layer"):
+        text = text[1:]          # Keras' preamble: the cause is the next line
     line = text[0] if text else ""
     return line[:300] if line else "(no message)"
 
@@ -192,14 +212,45 @@ def load(ref: str, code_dir: str | None, flag: str) -> Plugin:
 
 
 def _exec(run: Callable[[], Any], file: str, flag: str, ref: str) -> Any:
+    _LOADED.add(os.path.abspath(file))
     try:
         return run()
     except SyntaxError as err:
         raise UsageError(f"{err.filename or file}:{err.lineno}: {flag} {ref} does not compile: {err.msg}") from None
-    except Exception as err:  # noqa: BLE001 - importing user code may raise anything
+    except KeyboardInterrupt:
+        raise
+    except BaseException as err:  # noqa: BLE001 - importing user code may raise anything, or exit
         frames = [f for f in traceback.extract_tb(err.__traceback__) if _same_file(f.filename, file)]
         at = f"{file}:{frames[-1].lineno}" if frames else file
-        raise UsageError(f"{at}: importing {flag} {ref} raised {type(err).__name__}: {_first_line(err)}") from None
+        raise UsageError(f"{at}: importing {flag} {ref} {_what_happened(err)}") from None
+
+
+def failure(err: BaseException, *, signalled: bool) -> UsageError | None:
+    """The one line for ``err``, which ended a run, when the user's code is to blame (None: it is not).
+
+    Nothing of the trainer exits or raises a BaseException while it trains, so an exit (``sys.exit(0)`` would end
+    the run with status 0, as if it had finished), a KeyboardInterrupt without a Ctrl-C (``signalled``: one was
+    received) and any other BaseException are the plug-in's, wherever they were raised: in its module, its functions,
+    or the model's own ``call``/``train_step`` while training. An Exception is the user's when it was raised in a
+    plug-in's file (its deepest frame there is named)."""
+    if isinstance(err, KeyboardInterrupt) and signalled:
+        return None
+    at = blame(err)
+    if isinstance(err, Exception) and at is None:
+        return None
+    doing = (getattr(err, "__notes__", None) or [""])[-1]
+    return UsageError(f"{at or 'your code (--model/--dataset)'}: {doing + ' ' if doing else ''}{_what_happened(err)}")
+
+
+def blame(err: BaseException) -> str | None:
+    """``file:line`` of the deepest frame of ``err``'s traceback in a plug-in file this process loaded, or None."""
+    frames = [f for f in traceback.extract_tb(err.__traceback__)
+              if any(_same_file(f.filename, file) for file in _LOADED)]
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
+
+
+#: The plug-in files this process imported (for :func:`blame`).
+_LOADED: set[str] = set()
 
 
 def module_attribute(plugin: Plugin, name: str) -> Any:
@@ -211,7 +262,8 @@ def module_attribute(plugin: Plugin, name: str) -> Any:
 # ---------------------------------------------------------------------------------------------- checks
 def check_model(plugin: Plugin, model: Any, ctx: ModelContext, *, named: bool) -> Any:
     """A tf_keras Model whose inputs are among the data's features (``named``: the data's features are a dict, so
-    its inputs must be named after them) and whose outputs fit the classes."""
+    its inputs must be named after them), with weights to train, and whose outputs fit the classes."""
+    import tensorflow as tf
     import tf_keras as keras
 
     if not isinstance(model, keras.Model):
@@ -224,10 +276,29 @@ def check_model(plugin: Plugin, model: Any, ctx: ModelContext, *, named: bool) -
     if missing or not named and len(names) > 1:
         raise UsageError(f"{plugin.file}: --model {plugin.ref} takes inputs {missing or names} the data does not "
                          f"have (its features: {', '.join(features)}); name the keras.Input layers after them")
-    try:
-        shape = model.output_shape
-    except (AttributeError, RuntimeError):
-        shape = None
+    if not model.built:
+        # A subclassed model has no weights until it is called: call it now on the data's inputs (symbolic, nothing
+        # computed), so its weights exist before training (the preemption backup restores into them), its outputs
+        # can be checked, and a model that cannot be called or has nothing to train is one line, not a traceback.
+        inputs = {n: keras.Input(shape=s.shape, dtype=s.dtype, name=n) for n, s in ctx.inputs.items()}
+        try:
+            outputs = tf.nest.flatten(model(inputs if named else next(iter(inputs.values()))))
+        except KeyboardInterrupt as err:
+            err.add_note(f"--model {plugin.ref}: calling its model")
+            raise
+        except BaseException as err:  # noqa: BLE001 - the user's model: any failure is one line
+            raise UsageError(f"{plugin.where(err)}: --model {plugin.ref}: calling its model on the data's inputs "
+                             f"{_what_happened(err)}") from None
+        # as output_shape has it: one output's shape, or a list of them
+        shape = tuple(outputs[0].shape) if len(outputs) == 1 else [tuple(o.shape) for o in outputs]
+    else:
+        try:
+            shape = model.output_shape
+        except (AttributeError, RuntimeError):
+            shape = None
+    if not model.trainable_weights:
+        raise UsageError(f"{plugin.file}: --model {plugin.ref} returned a model with no trainable weights: nothing to "
+                         f"train; give it layers that learn (e.g. end it with Dense({ctx.num_classes}))")
     if isinstance(shape, list):
         raise UsageError(f"{plugin.file}: --model {plugin.ref} has {len(shape)} outputs; the trainer trains one: "
                          f"{ctx.num_classes} logits per example")

@@ -30,6 +30,12 @@ RESULT = "tpuctl-result"
 JSON_KINDS = frozenset({SUMMARY, RESULT})
 KINDS = frozenset({PROGRESS, SUMMARY, EPOCH_START, EPOCH_END, SKIPPED_RECORDS, RESULT})
 
+#: How the trainer's own lines say a stopped run continues (``preempted:``, a divergence's ``error:``). Launchers
+#: that know how their user continues (tpuctl: the same command with --name) put that in its place.
+CONTINUE_HINT = "a run in the same --model_dir goes on from there"
+#: The line the trainer ends with after a SIGTERM, its backup written (stderr; trainer.errors.Preempted).
+PREEMPTED = "preempted: "
+
 _LINE = re.compile(r"^(?P<kind>[a-z-]+):\s?(?P<payload>.*)$")
 _FRACTION = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*(.*)$")
 

@@ -13,9 +13,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import NamedTuple
@@ -36,7 +39,15 @@ from trainer.config import (
     TrainConfig,
     parse_args,
 )
-from trainer.errors import DataError, HardwareError, UsageError, run_cli, unreachable_storage
+from trainer.errors import (
+    DataError,
+    HardwareError,
+    Preempted,
+    TrainerError,
+    UsageError,
+    run_cli,
+    unreachable_storage,
+)
 from trainer.paths import join_path
 from trainer.profiling import not_profiled, profile_callback, worker_label
 from trainer.timing import step_timer
@@ -174,15 +185,20 @@ def _step_pause(keras, seconds: float):
     return StepPause()
 
 
-def _peer_lost(err) -> HardwareError:
+def _peer_lost(err, own: str | None = None) -> HardwareError:
     """A multi-worker run whose collectives were aborted: a peer died (connection reset) or froze (the
-    coordination service saw no heartbeat for ~10 s). One line; BackupAndRestore makes a restart resume."""
+    coordination service saw no heartbeat for ~10 s: it names the task, ``/job:worker/replica:0/task:0``, which the
+    line names as TF_CONFIG does, ``worker 0``; ``own``: this process's, left out). One line; BackupAndRestore makes a
+    restart resume."""
     text = " ".join((err.message or type(err).__name__).split())
+    peers = dict.fromkeys(f"{job} {task}" for job, task in re.findall(r"/job:(\w+)/replica:\d+/task:(\d+)", text))
+    peers.pop(own, None)
     marker = "Collective ops is aborted by:"
     if marker in text:
         text = text.split(marker, 1)[1]
     cause = text.strip().split(" The error could be from", 1)[0][:300].rstrip(" .")
-    return HardwareError(f"a peer left the cluster during training (TensorFlow: {cause}); restart every task "
+    who = f": {', '.join(peers)} stopped answering" if peers else ""
+    return HardwareError(f"a peer left the cluster during training{who} (TensorFlow: {cause}); restart every task "
                          "of the job: training resumes from the last backup")
 
 
@@ -247,7 +263,8 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         seed_everything(cfg.seed)
 
     hparams = plugin.parse_hparams(dict(cfg.hparams))
-    source = inputs.prepare(cfg, num_workers=info.num_workers, hparams=hparams)
+    source = inputs.prepare(cfg, num_workers=info.num_workers, hparams=hparams,
+                            on_workers=info.kind == "parameter_server")
     if cfg.resnet_weights and not tf.io.gfile.exists(cfg.resnet_weights):
         raise DataError(f"--resnet_weights {cfg.resnet_weights} does not exist")
 
@@ -376,7 +393,7 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
             tf.errors.DeadlineExceededError) as err:
         if info.num_workers <= 1:
             raise
-        raise _peer_lost(err) from None
+        raise _peer_lost(err, f"{info.task_type} {info.task_id}") from None
 
     chosen = select_export(model, cfg, dirs, history, lambda: model.evaluate(
         val_ds, steps=validation_steps, verbose=0, return_dict=True)["accuracy"])
@@ -388,7 +405,8 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         name = f"weights-{info.task_type or 'chief'}-{info.task_id}.npz"
         np.savez(os.path.join(dump, name), *model.get_weights())
 
-    model_base = join_path(dirs.export_base, cfg.model_name)
+    name = models.export_name(cfg, model)
+    model_base = join_path(dirs.export_base, name)
     io_device = "/job:localhost" if info.kind == "tpu" else None
     serving = export.Serving(source.classes, source.image_size, source.features, source.named)
     if info.is_chief:
@@ -411,6 +429,7 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         "export_dir": export_dir,
         **chosen,
         "export": cfg.export,
+        "export_name": name,
         "model": cfg.model,
         "source": source.source,
         "strategy": info.kind,
@@ -426,10 +445,45 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
     return result
 
 
+@contextlib.contextmanager
+def _ctrl_c_recorded() -> Iterator[list[int]]:
+    """Python's own Ctrl-C (KeyboardInterrupt), recording that the signal came: a KeyboardInterrupt without one was
+    raised by code (trainer.plugin.failure)."""
+    received: list[int] = []
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield received
+        return
+
+    def interrupted(signum, frame):
+        received.append(signum)
+        signal.default_int_handler(signum, frame)
+
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line. The completion record (``result.json``, then the ``tpuctl-result:`` line, the last thing
+    printed) exists only for a run that trained and exported: user code that exits, with status 0 too, or raises
+    anything is one ``error:`` line naming its file, exit 2."""
     def go():
         cfg = parse_args(argv)
-        result = run(cfg)
+        with _ctrl_c_recorded() as received:
+            try:
+                result = run(cfg)
+            except (TrainerError, Preempted):
+                raise
+            except BaseException as err:   # the user's code: one line (plugin.failure), else as it was
+                from trainer import plugin
+
+                failure = plugin.failure(err, signalled=bool(received))
+                if failure is None:
+                    raise
+                raise failure from None
         if result is not None:
             sys.stderr.flush()
             protocol.emit(protocol.RESULT, result)

@@ -97,7 +97,8 @@ def test_the_plugin_example_trains_serves_and_ships(project):
     assert all(row["top"][0]["class_name"] in ("setosa", "versicolor", "virginica") for row in rows), rows
     # deployed as it is (a dry run: the upload and the Endpoint requests, parsed by aiplatform_v1 in the command)
     deploy = json.loads(tpuctl(["deploy", "flowers", "--stack", "example", "--dry-run"], folder, env).stdout)
-    assert deploy["uploadModel"]["model"]["artifactUri"].endswith("/models/flowers/build/1"), deploy["uploadModel"]
+    # the export is named after the model (its Keras name, "flowers"), not the function
+    assert deploy["uploadModel"]["model"]["artifactUri"].endswith("/models/flowers/flowers/1"), deploy["uploadModel"]
 
     # in the cloud: the project ships in the code image, the trainer imports it from there
     job, script = _cloud_requests(folder, env, ["train", "--model", "model.py:build", "--data-dir",

@@ -109,6 +109,7 @@ def test_a_worker_lost_mid_training_stops_the_chief_with_one_line(tools, demo_da
         assert "restart every task" in last and last.endswith("last backup"), last
         if how == "frozen":
             assert "heartbeat" in last
+            assert "training: worker 0 stopped answering (TensorFlow: " in last, last     # named as TF_CONFIG does
 
 
 @pytest.mark.slow

@@ -43,6 +43,14 @@ def examples(ctx):
     kind = rng.choice(np.array(["a", "b", "c"]), size=n)
     label = ((amount[:, 0] + (kind == "c")) > 0.5).astype("int64")
     return tf.data.Dataset.from_tensor_slices(({"amount": amount, "kind": kind}, label))
+
+
+def generated(ctx):
+    """The same examples from a Python generator."""
+    def gen():
+        for features, label in examples(ctx).as_numpy_iterator():
+            yield features, label
+    return tf.data.Dataset.from_generator(gen, output_signature=examples(ctx).element_spec)
 '''
 
 
@@ -79,7 +87,8 @@ def test_a_plugin_trains_exports_its_own_inputs_and_counts_validation_exactly(to
     assert set(serve.structured_input_signature[1]) == {"amount", "kind"}
     assert {n.decode() for n in out["class_name"].numpy()} <= {"small", "large"}    # the module's CLASSES
     assert out["probabilities"].shape == (2, 2)
-    assert result["export_dir"].endswith("/export/build/1")
+    # named after the model (keras.Model(..., name="ledger")), not the function (every project's is `build`)
+    assert result["export_dir"].endswith("/export/ledger/1") and result["export_name"] == "ledger"
 
 
 
@@ -89,8 +98,10 @@ def test_a_plugin_trains_in_mixed_precision_and_serves_float32(tools, project, t
     import tensorflow as tf
 
     run = tools.run_module(["trainer.task", *_flags(project, tmp_path / "m", "--train_epochs", "1",
-                                                     "--steps_per_epoch", "5", "--mixed_precision", "bfloat16")])
+                                                     "--steps_per_epoch", "5", "--mixed_precision", "bfloat16",
+                                                     "--export_name", "ledger-run.2")])
     result = run.result
+    assert result["export_dir"].endswith("/export/ledger-run.2/1")      # the name asked for (tpuctl: the run's)
     assert result["mixed_precision"] == "bfloat16" and "mixed_precision=bfloat16" in run.stdout
     serve, out = _serve(result["export_dir"])
     # the user's layers computed in bfloat16 (casts to it in the served graph; none without the flag: a plain
@@ -124,6 +135,20 @@ def test_a_plugin_trains_on_a_cluster(tools, project, tmp_path, layout):
         assert lead.finish(timeout=300) == 0, lead.tail()
         if layout == "multi_worker":
             assert procs[("worker", 1)].finish(timeout=120) == 0, procs[("worker", 1)].tail()
+        if layout == "parameter_server":
+            # Issue 57: a dataset of Python code (from_generator) hung such a cluster at an epoch's end (the workers'
+            # steps called back into the coordinator, whose checkpoint then waited for good); the coordinator refuses
+            # it in one line before training (a second coordinator, on the same workers and ps)
+            env = tools.env({"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "chief", "index": 0}}),
+                             "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"})
+            generated = stack.enter_context(Watched(
+                [sys.executable, "-m", "trainer.task", *_flags(project, tmp_path / "g", "--distribution_strategy",
+                                                                 layout), "--dataset", "data.py:generated"],
+                cwd=tools.REPO, env=env, stderr=True))
+            assert generated.finish(timeout=300) == 2, generated.tail()
+            [line] = [line for line in generated.err if line.startswith("error: ")]
+            assert "data.py" in line and "from_generator" in line and "parameter servers" in line, line
+            assert not (tmp_path / "g").exists()
     result = json.loads(lead.out[-1][len(tools.RESULT_PREFIX):])
     assert result["strategy"] == layout and result["num_workers"] == 2
     assert result["validation_exact"] is (layout == "multi_worker")
@@ -170,8 +195,30 @@ def test_a_killed_plugin_run_resumes_with_the_batches_where_it_stopped(tools, pr
     ("import tensorflow as tf\nCLASSES = ['a', 'b']\n\ndef examples(ctx):\n"
      "    return tf.data.Dataset.from_tensor_slices(({'amount': [[1.0, 0.0]], 'kind': ['a']}, [5]))\n",
      ["--dataset", "bad.py:examples", "--model", "model.py:build"], ["bad.py", "label 5", "0..1"]),
+    # issue 56: code that ends the process (status 0 too: the run said it had finished) or raises a BaseException
+    ("import sys\nsys.exit(0)\n\ndef build(ctx):\n    pass\n", ["--model", "bad.py:build"],
+     ["bad.py:2", "importing --model", "SystemExit: 0"]),
+    ("import sys\n\ndef build(ctx):\n    sys.exit(0)\n", ["--model", "bad.py:build"], ["bad.py:4", "SystemExit: 0"]),
+    ("import sys\nCLASSES = ['a', 'b']\n\ndef examples(ctx):\n    exit()\n",
+     ["--dataset", "bad.py:examples", "--model", "model.py:build"], ["bad.py:5", "--dataset", "SystemExit"]),
+    ("import sys\nimport tensorflow as tf\nCLASSES = ['a', 'b']\n\ndef examples(ctx):\n    def gen():\n"
+     "        yield [1.0], 0\n        sys.exit(0)\n    return tf.data.Dataset.from_generator(gen, output_signature=("
+     "tf.TensorSpec([1], tf.float32), tf.TensorSpec([], tf.int64)))\n",
+     ["--dataset", "bad.py:examples", "--model", "model.py:build"], ["bad.py", "reading it failed: SystemExit: 0"]),
+    ("def build(ctx):\n    raise KeyboardInterrupt\n", ["--model", "bad.py:build"],
+     ["bad.py:2", "--model bad.py:build", "KeyboardInterrupt, and no Ctrl-C"]),
+    ("class Stop(BaseException):\n    pass\n\ndef build(ctx):\n    raise Stop('enough')\n", ["--model", "bad.py:build"],
+     ["bad.py:5", "Stop (a BaseException): enough"]),
+    ("import sys\nimport tf_keras as keras\n\nclass Quits(keras.Model):\n    def call(self, x):\n        sys.exit(0)\n\n"
+     "def build(ctx):\n    return Quits()\n", ["--model", "bad.py:build"], ["bad.py", "calling its model", "SystemExit"]),
+    ("import tf_keras as keras\n\nclass Empty(keras.Model):\n    pass\n\ndef build(ctx):\n    return Empty()\n",
+     ["--model", "bad.py:build"], ["bad.py", "calling its model", "Unimplemented"]),
+    ("import tf_keras as keras\n\nclass Same(keras.Model):\n    def call(self, x):\n        return x['amount']\n\n"
+     "def build(ctx):\n    return Same()\n", ["--model", "bad.py:build"], ["bad.py", "no trainable weights"]),
 ], ids=["missing-file", "raises", "not-a-model", "outputs-do-not-fit", "syntax-error", "batched-dataset",
-        "label-out-of-range"])
+        "label-out-of-range", "exits-at-import", "exits-in-the-model-function", "exits-in-the-dataset-function",
+        "exits-in-a-generator", "keyboard-interrupt", "base-exception", "exits-when-called", "empty-subclass",
+        "nothing-to-train"])
 def test_a_broken_plugin_is_one_line_naming_the_users_file(in_process, project, tmp_path, source, flags, names):
     code = tmp_path / "code"
     code.mkdir()
@@ -196,3 +243,154 @@ def test_plugin_contract_text_is_where_users_read_it(tools):
 
     text = (tools.REPO / "docs" / "your-code.md").read_text()
     assert f"contract version {plugin.CONTRACT_VERSION}" in text.lower()
+
+
+def test_code_that_exits_while_training_ends_the_run_in_one_line_without_a_result(in_process, project, tmp_path):
+    """Issue 56: a model whose own training step ends the process (sys.exit(0): the run used to end with status 0, as
+    if it had trained) is one line naming the line that exited, exit 2, and no completion record: no result.json, no
+    tpuctl-result line."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "data.py").write_text((project / "data.py").read_text())
+    (code / "model.py").write_text(MODEL + "\n\nclass Quits(keras.Model):\n    def train_step(self, data):\n"
+                                   "        import sys\n        sys.exit(0)\n\n\ndef quits(ctx):\n"
+                                   "    inner = build(ctx)\n    return Quits(inner.inputs, inner.outputs)\n")
+    model_dir = tmp_path / "m"
+    run = in_process(["trainer.task", "--code_dir", str(code), "--model", "model.py:quits", "--dataset",
+                      "data.py:examples", "--model_dir", str(model_dir), "--train_epochs", "1", "--steps_per_epoch", "2"])
+    assert run.returncode == 2, run.stderr[-2000:]
+    line = run.error_line()
+    assert "model.py:" in line and "SystemExit: 0" in line and "Traceback" not in run.stderr, line
+    assert not (model_dir / "result.json").exists() and "tpuctl-result" not in run.stdout
+
+
+@pytest.mark.parametrize("bound, value, says", [
+    ("MAX_COUNTING_SECONDS", 0.5, "passed 0.5 s"),
+    ("MAX_COUNTED_EXAMPLES", 20_000, "passed 20,000 examples"),
+])
+def test_a_dataset_of_unknown_length_is_counted_within_bounds_that_say_how_to_lift_them(in_process, project, tmp_path,
+                                                                                         monkeypatch, bound, value, says):
+    """Issue 56: a dataset whose length tf.data does not know was counted up to 50 million examples (hours) before any
+    message; the count is bounded in examples and in time (5 minutes; lowered here), a note says what is going on, and
+    each bound is one line saying how to give the dataset its length."""
+    from trainer import data, plugin
+
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "model.py").write_text(MODEL)
+    (code / "data.py").write_text(DATASET + "\n\ndef endless(ctx):\n    base = examples(ctx).repeat()\n"
+                                  "    return base.take(10**12).filter(lambda x, y: y >= 0)\n")
+    monkeypatch.setattr(plugin, bound, value)
+    monkeypatch.setattr(data, "COUNT_NOTE_SECONDS", 0.0)
+    run = in_process(["trainer.task", "--code_dir", str(code), "--model", "model.py:build", "--dataset",
+                      "data.py:endless", "--model_dir", str(tmp_path / "m"), "--train_epochs", "1"])
+    assert run.returncode == 2, run.stderr[-2000:]
+    line = run.error_line()
+    assert "data.py" in line and "train split" in line and says in line, line
+    assert "tf.data.experimental.assert_cardinality(N)" in line, line
+    assert "note: counting the examples of " in run.stderr and not (tmp_path / "m").exists()
+
+
+def test_a_dataset_that_says_its_length_is_not_counted():
+    import tensorflow as tf
+
+    from trainer import data
+
+    told = tf.data.Dataset.range(100).filter(lambda i: i >= 0).apply(tf.data.experimental.assert_cardinality(100))
+    assert data.count_examples(told, 1, "told", seconds=0.0) == 100          # not counted: no bound is hit
+    assert data.count_examples(tf.data.Dataset.range(100).filter(lambda i: i >= 0), 1000, "untold") == 100
+
+
+DIVERGES = '''
+
+class Diverges(keras.Model):
+    """The ledger model, whose loss turns NaN from optimizer step --hp_diverge_at on (the weights follow)."""
+
+    def train_step(self, data):
+        import tensorflow as tf
+
+        x, y, weights = keras.utils.unpack_x_y_sample_weight(data)
+        with tf.GradientTape() as tape:
+            logits = self(x, training=True)
+            loss = self.compute_loss(x, y, logits, weights)
+            loss *= tf.where(self.optimizer.iterations >= self.diverge_at, float("nan"), 1.0)
+        self.optimizer.minimize(loss, self.trainable_variables, tape=tape)
+        return self.compute_metrics(x, y, logits, weights)
+
+
+def diverges(ctx):
+    inner = build(ctx)
+    model = Diverges(inner.inputs, inner.outputs, name="diverges")
+    model.diverge_at = int(ctx.hparams.get("diverge_at", 8))
+    return model
+'''
+
+
+def test_a_run_whose_loss_turns_nan_stops_in_one_line_and_its_backup_goes_on(in_process, project, tmp_path):
+    """Issue 56: a model whose loss became NaN trained to the end, exit 0, exported a "best" epoch. Now the step it
+    shows in stops the run, one line naming the epoch and step, exit 4, nothing exported and no result; epoch 1's
+    backup, from before, is untouched: a run in the same folder goes on from it (here with the cause removed)."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "data.py").write_text(DATASET)
+    (code / "model.py").write_text(MODEL + DIVERGES)
+    model_dir = tmp_path / "m"
+    flags = ["trainer.task", "--code_dir", str(code), "--model", "model.py:diverges", "--dataset", "data.py:examples",
+             "--model_dir", str(model_dir), "--train_epochs", "3", "--steps_per_epoch", "5"]
+    run = in_process(flags)                     # steps 0-7 trained, the 9th (epoch 2 step 4) goes NaN
+    assert run.returncode == 4, run.stderr[-2000:]
+    line = run.error_line()
+    assert "diverged at epoch 2 step " in line and "nan" in line and "nothing was exported" in line, line
+    assert not (model_dir / "export").exists() and not (model_dir / "result.json").exists()
+    assert "tpuctl-result" not in run.stdout and "epoch-end: 2/3" not in run.stdout
+    resumed = in_process([*flags, "--hp_diverge_at", "1000"])
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming: 5 step(s) backed up, training goes on at epoch 2 step 1/5" in resumed.stdout, resumed.stdout
+    result = json.loads(resumed.stdout_lines[-1][len("tpuctl-result: "):])
+    assert result["epochs"] == 3 and 0 <= result["val_accuracy"] <= 1
+    assert result["export_dir"].endswith("/export/diverges/1")            # the model's own name
+
+
+@pytest.mark.parametrize("ref, name, expected", [
+    ("model.py:build", "ledger", "ledger"),              # the model's own name
+    ("model.py:build", "model_3", "model"),              # Keras' default: the module's
+    ("nets/tabular.py:make", "sequential", "tabular"),
+    ("mypkg.nets:build", "functional_1", "nets"),
+    ("model.py:build", "not a name!", "model"),
+])
+def test_a_plugin_export_is_named_after_the_model_or_its_module_never_the_function(ref, name, expected):
+    """Issue 57: every plug-in export (and so its TF Serving model) was called after the function, `build`."""
+    import tf_keras as keras
+
+    from trainer.config import TrainConfig
+    from trainer.models import export_name
+
+    x = keras.Input((2,))
+    model = keras.Model(x, keras.layers.Dense(2)(x), name=name)
+    assert export_name(TrainConfig(model_dir="m", data_dir="d", model=ref), model) == expected
+    assert export_name(TrainConfig(model_dir="m", data_dir="d", model=ref, export_name="run-7"), model) == "run-7"
+    assert export_name(TrainConfig(model_dir="m", data_dir="d"), model) == "small_cnn"      # built-in: unchanged
+
+
+def test_an_export_name_that_is_no_model_name_is_refused_in_one_line(in_process, tmp_path):
+    run = in_process(["trainer.task", "--data_dir", str(tmp_path), "--model_dir", str(tmp_path / "m"),
+                      "--export_name", "../elsewhere"])
+    assert run.returncode == 2 and "--export_name" in run.error_line(), run.stderr
+
+
+def test_a_dataset_of_one_tensor_is_the_feature_named_features_for_the_model_and_the_export():
+    """docs/your-code.md (issue 57: the name was documented nowhere): the model function finds a single tensor as
+    ctx.inputs["features"], and the export's signature takes it under that name."""
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from trainer import export, plugin
+
+    ds = tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [0]))
+    inputs = plugin.feature_specs(ds.element_spec[0])
+    assert list(inputs) == ["features"]
+    x = keras.Input(inputs["features"].shape, name="features")
+    model = keras.Model(x, keras.layers.Dense(2)(x))
+    serve = export.serving_function(model, export.Serving(("a", "b"), features=inputs, named=False))
+    assert [spec.name for spec in serve.input_signature] == ["features"]      # the signature's input (TF Serving)
+    assert serve(tf.constant([[1.0, 2.0]]))["class_name"].shape == (1,)

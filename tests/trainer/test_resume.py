@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 
 def test_killed_run_resumes_at_the_interrupted_epoch_and_a_killed_rerun_keeps_its_result(tools, demo_data, tmp_path):
@@ -122,3 +125,32 @@ def test_a_model_dir_on_a_file_system_without_locks_still_trains(tmp_path, monke
     monkeypatch.setattr(fcntl, "flock", no_locks)
     with claim_model_dir(str(tmp_path)):
         pass
+
+
+@pytest.mark.parametrize("damage", ["another-model", "cut-short"])
+def test_a_backup_another_model_wrote_or_cut_short_is_one_line(in_process, demo_data, tmp_path, damage):
+    """Issue 56 (round 4's leftover): a preemption backup in --model_dir that another model wrote (another --model, other
+    classes) or that is cut short was a traceback after a page of TensorFlow's warnings; now one line naming the backup
+    folder and what to do, exit 2. The backup is written as tf_keras' BackupAndRestore writes it (its model and its
+    two counters, through a CheckpointManager)."""
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from trainer import models
+
+    backup = tmp_path / "m" / "checkpoints" / "backup" / "chief"
+    model = (keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Flatten(), keras.layers.Dense(10)])
+             if damage == "another-model" else models.small_cnn((32, 32), 10))
+    state = tf.train.Checkpoint(model=model, ckpt_saved_epoch=tf.Variable(0, dtype=tf.int64),
+                                ckpt_saved_batch=tf.Variable(2, dtype=tf.int64))
+    path = tf.train.CheckpointManager(state, str(backup), max_to_keep=1).save()
+    if damage == "cut-short":
+        data = Path(f"{path}.data-00000-of-00001")
+        data.write_bytes(data.read_bytes()[:data.stat().st_size // 2])
+    run = in_process(["trainer.task", "--data_dir", str(demo_data), "--model_dir", str(tmp_path / "m"),
+                      "--train_epochs", "2", "--steps_per_epoch", "5"])
+    assert run.returncode == 2, run.stderr[-3000:]
+    line = run.error_line()
+    assert "Traceback" not in run.stderr and "WARNING" not in run.stderr, run.stderr[-3000:]
+    assert f"preemption backup in {backup}" in line and "remove that folder" in line, line
+    assert not (tmp_path / "m" / "result.json").exists()

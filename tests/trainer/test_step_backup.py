@@ -299,3 +299,29 @@ def test_sigterm_backs_up_the_step_and_the_run_continues_there(tools, demo_data,
     _assert_nothing_lost(stopped, continued, STEPS + step)
     assert _iterations(model_dir / "checkpoints" / "ckpt-0002") == 2 * STEPS
 
+
+
+def test_sigterm_on_an_epochs_last_step_keeps_that_epoch_whole(tools, demo_data, tmp_path):
+    """Issue 57: a SIGTERM during an epoch's last step stopped the run before the epoch's line and its TensorBoard
+    scalars (and on a cluster before its validation: tests/ops/train/test_real_trainer.py). Now the epoch ends first:
+    validated, its line printed, its curves written, a candidate for best, and the backup holds the whole epoch, so a
+    run in the same folder goes on at the next one."""
+    import tensorflow as tf
+
+    from trainer.callbacks import backed_up_steps
+    from trainer.config import OutputDirs
+    from trainer.runlog import read_scalars
+
+    model_dir = tmp_path / "model"
+    flags = tools.fast_flags(demo_data, model_dir, "--train_epochs", "2", "--steps_per_epoch", str(STEPS))
+    proc = tools.killed_at_step(["trainer.task", *flags], step=STEPS, epoch="1/2", sig=signal.SIGTERM, stderr=True)
+    assert proc.returncode == 143, proc.tail()
+    assert _preempted_at(proc) == (1, STEPS)
+    assert any(line.startswith("epoch-end: 1/2 ") and " val_accuracy=" in line for line in proc.out), proc.tail()
+    assert not any(line.startswith("epoch-start: 2/2") for line in proc.out)
+    curves = read_scalars(str(model_dir))
+    assert [step for step, _ in curves["validation/epoch_accuracy"]] == [1], curves.keys()    # epoch 1's, written
+    assert backed_up_steps(OutputDirs.resolve(str(model_dir), {}), STEPS) == STEPS              # the whole epoch
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(model_dir / "checkpoints" / "backup" / "chief")))
+    [best] = [k for k in reader.get_variable_to_shape_map() if "tpuctl_selection/epoch/" in k]
+    assert int(reader.get_tensor(best)) == 1                                                    # a candidate for best

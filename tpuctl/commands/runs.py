@@ -204,22 +204,39 @@ def compare(a: str = typer.Argument(..., help="First run."), b: str = typer.Argu
     known = _runs(base, stack, outputs)
     left, right = _usable(runs.find_run(known, a)), _usable(runs.find_run(known, b))
     curves = runs.scalars([left, right])
-    table = Table(title=f"{shown(left.name, markup=True)} vs {shown(right.name, markup=True)}")
-    table.add_column("")
-    table.add_column(shown(left.name, markup=True), overflow="fold")
-    table.add_column(shown(right.name, markup=True), overflow="fold")
     lrow, rrow = left.row(), right.row()
-    for key in lrow:
-        if key == "run":
-            continue
-        table.add_row(TIMING_LABELS.get(key, key), _cell(key, lrow[key], markup=True),
-                      _cell(key, rrow[key], markup=True))
-    table.add_row("time lost", _lost(runs.recoveries(left), left.resumes), _lost(runs.recoveries(right), right.resumes))
+    rows = [(TIMING_LABELS.get(key, key), _cell(key, lrow[key], markup=True), _cell(key, rrow[key], markup=True))
+            for key in lrow if key != "run"]
+    rows.append(("time lost", _lost(runs.recoveries(left), left.resumes), _lost(runs.recoveries(right), right.resumes)))
     lc, rc = curves.get(left.path, {}), curves.get(right.path, {})
-    for tag in sorted(set(lc) | set(rc)):
-        table.add_row(shown(tag, markup=True), _fmt(lc[tag][-1][1]) if tag in lc else "-",
-                      _fmt(rc[tag][-1][1]) if tag in rc else "-")
-    Console().print(table)
+    rows += [(shown(tag, markup=True), _fmt(lc[tag][-1][1]) if tag in lc else "-",
+              _fmt(rc[tag][-1][1]) if tag in rc else "-") for tag in sorted(set(lc) | set(rc))]
+    console = Console()
+    names = (shown(left.name, markup=True), shown(right.name, markup=True))
+    # Never a cut name, tag or path (issue 57: at 80 columns the run names, the export paths and the longest curve tags
+    # were folded or cut with "…"): the runs' names head the columns when they fit, else A and B do and the names are
+    # said above; values too wide for the columns (the export paths) go under the table, whole.
+    plain = [[Text.from_markup(c).plain for c in row] for row in rows]
+    heads, below = ["", *names], []
+    if natural_width(heads, plain) > console.width:
+        heads = ["", "A", "B"]
+        console.print(Text.from_markup(f"A: {names[0]}\nB: {names[1]}"))
+    while natural_width(heads, plain) > console.width and len(plain) > 1:
+        widest = max(range(len(plain)), key=lambda i: max(len(plain[i][1]), len(plain[i][2])))
+        below.append(rows.pop(widest))
+        plain.pop(widest)
+    table = Table(title=None if heads[1] == "A" else f"{names[0]} vs {names[1]}")
+    for head in heads:
+        table.add_column(head, no_wrap=True)
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    for label, one, two in below:
+        for which, value in ((heads[1], one), (heads[2], two)):
+            line = Text.from_markup(f"{label} {which}: {value}")
+            if line.cell_len > console.width:       # the value (a path) on its own line, whole
+                line = Text.from_markup(f"{label} {which}:\n  {value}")
+            console.print(line, soft_wrap=True)
 
 
 def _say_profiles(handle) -> None:

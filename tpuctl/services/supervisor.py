@@ -34,6 +34,9 @@ from trainer import protocol
 #: worker at one agreed step, trainer/callbacks.py), which on a busy machine takes seconds, not milliseconds.
 STOP_GRACE_SECONDS = 15.0
 POLL_SECONDS = 0.1
+#: A process stopped this long (SIGSTOP, a debugger: it runs nothing and answers no peer) ends the run, named: a
+#: parameter-server coordinator waited for its steps for good, MultiWorkerMirrored peers for its collectives.
+STOPPED_SECONDS = 10.0
 
 #: Called with each protocol message a process prints; returns True when the line is consumed
 #: (not echoed). Plain lines are echoed unless ``echo_plain`` is off.
@@ -315,11 +318,25 @@ def exit_status(task: Task) -> int | None:
     return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
 
+def is_stopped(task: Task) -> bool:
+    """The task's process is stopped (state T or t in /proc/<pid>/stat: SIGSTOP, a debugger); False when unknown."""
+    if task.proc is None:
+        return False
+    try:
+        stat = Path(f"/proc/{task.proc.pid}/stat").read_text()
+    except OSError:
+        return False
+    fields = stat.rpartition(")")[2].split()
+    return bool(fields) and fields[0] in ("T", "t")
+
+
 def stop_tasks(tasks: Sequence[Task], grace: float = STOP_GRACE_SECONDS) -> None:
-    """SIGTERM every running task's process group, SIGKILL whatever is left after ``grace`` s, reap all."""
+    """SIGTERM every running task's process group (and SIGCONT, so a stopped process gets it now, not after the
+    grace), SIGKILL whatever is left after ``grace`` s, reap all."""
     running = [t for t in tasks if t.proc is not None and exit_status(t) is None]
     for t in running:
         _signal_group(t, signal.SIGTERM)
+        _signal_group(t, signal.SIGCONT)
     deadline = time.monotonic() + grace
     while running and time.monotonic() < deadline:
         running = [t for t in running if exit_status(t) is None]
@@ -345,8 +362,9 @@ def run_tasks(
     """Start every task, stream its output, and supervise: the first failure stops all the others. An ``error:``
     line one task printed is shown once, however many of the tasks print it (``ErrorLines``).
 
-    Raises TaskFailed naming the task that failed first (with its exit status and last stderr line),
-    or TaskFailed with exit code 130 on SIGINT/SIGTERM after stopping everything.
+    Raises TaskFailed naming the task that failed first (with its exit status and last stderr line), or the one
+    whose process stayed stopped (``STOPPED_SECONDS``: it answers no peer, which would wait for it for good), or
+    TaskFailed with exit code 130 on SIGINT/SIGTERM after stopping everything.
     """
     out = out or sys.stdout
     err = (err or sys.stderr) if echo_stderr else None
@@ -354,6 +372,8 @@ def run_tasks(
     token = strays.new_token()        # in every process of the run: what detaches from its group is found by it
     interrupted: list[int] = []
     failed: Task | None = None
+    frozen: Task | None = None
+    stopped_since: dict[str, float] = {}
     still_running: list[Task] = []
     errors = ErrorLines()
     try:
@@ -379,6 +399,16 @@ def run_tasks(
                                                "the others go on without it\n")
                     if all(c == 0 for t, c in zip(tasks, codes) if not t.serves):
                         break
+                    now = time.monotonic()
+                    for t, c in zip(tasks, codes):
+                        if c is None and is_stopped(t):
+                            stopped_since.setdefault(t.label, now)
+                        else:
+                            stopped_since.pop(t.label, None)
+                    frozen = next((t for t in tasks if now - stopped_since.get(t.label, now) >= STOPPED_SECONDS), None)
+                    if frozen is not None:
+                        still_running = [t for t, c in zip(tasks, codes) if c is None and t is not frozen]
+                        break
                     time.sleep(POLL_SECONDS)
             finally:
                 stop_tasks(tasks)
@@ -388,6 +418,10 @@ def run_tasks(
     if interrupted:
         name = signal.Signals(interrupted[0]).name
         raise TaskFailed(f"interrupted by {name}; stopped {_names(tasks)}", EXIT_INTERRUPTED)
+    if frozen is not None:
+        stopped = f"; stopped {_names(still_running)}" if still_running else ""
+        raise TaskFailed(f"{frozen.label} (pid {frozen.pid}) stopped answering: its process was stopped (SIGSTOP or a "
+                         f"debugger) for {STOPPED_SECONDS:g} s{stopped}", 1, frozen)
     if failed is not None:
         code = failed.proc.returncode
         why = describe_status(code)

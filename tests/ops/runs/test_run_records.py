@@ -12,7 +12,7 @@ import pytest
 
 from tpuctl.services.runs import records as runs
 
-from clifixtures import invoke
+from clifixtures import invoke, shown_rows
 
 GOOD = {"export_dir": "/x/export/small_cnn/1", "val_accuracy": 0.75, "epochs": 2, "model": "small_cnn",
         "strategy": "cpu", "num_workers": 1}
@@ -186,3 +186,24 @@ def test_timings_that_cannot_hold_are_not_shown(tmp_path, monkeypatch):
     _run(tmp_path / "runs", "no-times", result={**GOOD, "timing": {"step_seconds": 0.5, "total_steps": 10}})
     row = runs.find_run(runs.list_runs(str(tmp_path / "runs")), "no-times").row()
     assert row["goodput"] is None and row["to_first_step"] is None and row["step_seconds"] == 0.5
+
+
+def test_a_continued_runs_times_are_in_order(tmp_path):
+    """Issue 57: `runs show` of a run continued after an interruption said "provisioned" later than "first step" (the
+    provisioned time was the second process's, the first step the first one's). A continued run's record keeps its
+    first provisioned time; an older record whose provisioned time is after the first step shows none."""
+    folder = _run(tmp_path / "runs", "continued", result={**GOOD, "timing": {"first_step_at": 1005.0}})
+    (folder / "result.json").unlink()                 # interrupted: its record, no result yet
+    runs.write_launch_record(str(folder), runs.LaunchRecord(target="local", started=1000.0, provisioned=1001.0,
+                                                            state="interrupted", args=[]))
+    (folder / "result.json").write_text(json.dumps({**GOOD, "timing": {"first_step_at": 1005.0}}))
+    runs.write_launch_record(str(folder), runs.LaunchRecord(target="local", started=1000.0, provisioned=1060.0,
+                                                            finished=1090.0, args=[]))
+    assert json.loads((folder / "tpuctl-run.json").read_text())["provisioned"] == 1001.0
+    shown = shown_rows(invoke(["runs", "show", "continued", "--dir", str(tmp_path / "runs")]).stdout)
+    assert (shown["provisioned"], shown["first step"]) == ("1s after submission", "5s after submission"), shown
+
+    older = _run(tmp_path / "runs", "older", result={**GOOD, "timing": {"first_step_at": 1005.0}},
+                 launch={"target": "local", "started": 1000.0, "provisioned": 1060.0, "finished": 1090.0})
+    row = runs.find_run(runs.list_runs(str(tmp_path / "runs")), older.name).row()
+    assert row["to_provisioned"] is None and row["to_first_step"] == 5.0

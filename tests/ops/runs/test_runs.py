@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 import urllib.request
 
@@ -12,7 +14,7 @@ from ground.envs import trainer_env
 from tpuctl.services.runs import board
 from tpuctl.services.runs import records as runs
 
-from clifixtures import invoke
+from clifixtures import invoke, run_in_terminal, wider_than
 from procfixtures import wait_for
 from runfixtures import trainer_digits
 
@@ -71,11 +73,28 @@ def test_show_prints_settings_and_a_curve_per_metric(two_runs):
     assert f"{series[0][1]:.4f} -> {series[-1][1]:.4f}" in curves["train/epoch_loss"]
 
 
-def test_compare_puts_two_runs_side_by_side(two_runs):
-    r = invoke(["runs", "compare", "20261101-100000", "20261102-100000", "--dir", str(two_runs)])
+def test_compare_puts_two_runs_side_by_side(two_runs, tmp_path):
+    r = invoke(["runs", "compare", "20261101-100000", "20261102-100000", "--dir", str(two_runs)], env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
     assert "20261101-100000 vs 20261102-100000" in r.stdout
     assert "train/epoch_loss" in r.stdout and "val_accuracy" in r.stdout
+
+    # Issue 57: in a real 80-column terminal the run names, the export paths and the longest curve tags were folded or
+    # cut with "…". Runs named as users name them, their exports at the paths the trainer wrote.
+    base = tmp_path / "runs"
+    names = ("20261101-100000-flowers-resnet50-lr0.003", "20261102-100000-flowers-resnet50-lr0.01")
+    for old, new in zip(("20261101-100000", "20261102-100000"), names):
+        shutil.copytree(two_runs / old, base / new)
+    code, lines = run_in_terminal(["runs", "compare", *names, "--dir", base], columns=80)
+    screen = "\n".join(lines)
+    assert code == 0, screen
+    assert not wider_than(lines, 80) and "…" not in screen, screen
+    assert all(name in screen for name in names), screen
+    tags = json.loads(invoke(["runs", "ls", "--dir", str(base), "--json"]).stdout)
+    exports = [row["export_dir"] for row in tags]
+    assert all(any(line.strip() == export or line.endswith(f" {export}") for line in lines) for export in exports), screen
+    for tag in ("train/epoch_examples_per_second", "final/training/hptuning/metric", "validation/epoch_accuracy"):
+        assert re.search(rf"(^|\s){re.escape(tag)}\s", screen), (tag, screen)
 
 
 def test_unknown_and_ambiguous_runs_are_one_line(two_runs):

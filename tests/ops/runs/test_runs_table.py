@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-from clifixtures import invoke
+from clifixtures import invoke, shown_rows
 
 
 def _run(folder: Path, accuracy: float, **launch) -> None:
@@ -89,12 +89,19 @@ def test_an_interrupted_run_is_listed_as_interrupted(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data").mkdir()
     monkeypatch.setattr(training, "run_local", interrupted_after_a_checkpoint)
-    r = invoke(["train", "--data-dir", str(tmp_path / "data"), "--name", "stopped"])
+    r = invoke(["train", "--data-dir", str(tmp_path / "data"), "--name", "stopped", "-w", "2"])
     assert r.exit_code == 130 and "interrupted" in r.stderr
     rows = json.loads(invoke(["runs", "ls", "--json"]).stdout)
     assert [(row["run"], row["state"], row["data"]) for row in rows] == [("stopped", "interrupted", "data")]
+    # what its record says (issue 57: the listing showed no model and no workers for an interrupted run): the model
+    # the trainer was asked for (none given: its default) and the workers
+    assert (rows[0]["model"], rows[0]["workers"]) == ("small_cnn", 2), rows
     listed = invoke(["runs", "ls"], env={"COLUMNS": "120"}).stdout
-    assert re.search(r"│ stopped\s+│.*│ interrupted\s+│", listed), listed
+    assert re.search(r"│ stopped\s+│.*│ small_cnn\s+│.*│ interrupted\s+│", listed), listed
+    show = invoke(["runs", "show", "stopped"])         # no logs yet: no curves, and no error (it was exit 2)
+    assert show.exit_code == 0, show.output
+    shown = shown_rows(show.stdout)
+    assert (shown["model"], shown["workers"], shown["state"]) == ("small_cnn", "2", "interrupted"), shown
 
     def interrupted_at_once(args, **_kw):
         raise KeyboardInterrupt

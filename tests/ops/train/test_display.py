@@ -8,6 +8,7 @@ import os
 import pty
 import re
 import subprocess
+from pathlib import Path
 
 from ground.envs import ops_python
 
@@ -120,3 +121,65 @@ def test_a_trainer_line_reaches_the_terminal_without_its_escape_sequences():
     display = TrainDisplay(terminal=False, stream=screen)
     display.stderr_sink().write("error: shard /d/\x1b]0;evil\x07x\x1b[2J.tfrecord [/x] is a FIFO\n")
     assert screen.getvalue() == "error: shard /d/x.tfrecord [/x] is a FIFO\n", repr(screen.getvalue())
+
+
+def test_the_trainers_stop_line_says_how_this_user_continues():
+    """Issue 57: after Ctrl-C a `tpuctl train --name NAME` user read the trainer's "preempted: stopped by SIGTERM …
+    run it again with the same --model_dir" (once per worker). With the run's resume hint the display shows one
+    `stopped:` line in the user's own words; tpuctl's error line after it names the signal it got. The lines are the
+    trainer's own (trainer.errors), as it prints them, a cluster's prefixed with their process."""
+    import io
+
+    from tpuctl.commands.display import TrainDisplay
+    from trainer import protocol
+    from trainer.errors import Diverged, Preempted
+
+    hint = "run the same command again with --name night-run"
+    screen = io.StringIO()
+    sink = TrainDisplay(terminal=False, stream=screen, resume_hint=hint).stderr_sink()
+    stop = f"{protocol.PREEMPTED}{Preempted(2, 13, 44)}"
+    sink.write(f"[worker 0] {stop}\n[chief] {stop}\n")
+    sink.write(f"error: {Diverged('at epoch 3 step 7/44', 'the loss is nan')}\n")
+    shown = screen.getvalue().splitlines()
+    assert shown[0] == f"stopped: the backup holds epoch 2 step 13/44: to go on from there, {hint}", shown
+    assert len(shown) == 2 and "--model_dir" not in screen.getvalue() and "SIGTERM" not in screen.getvalue(), shown
+    assert shown[1].startswith("error: training diverged at epoch 3 step 7/44") and shown[1].endswith(hint), shown
+    # the tail of TensorFlow's coordination error a chief logs when its workers stopped first (its first line is an
+    # E0000 notice): not shown either
+    sink.write("[chief] E0000 00:00:1 1 coordination_service_agent.cc:1] Polled an error: The following tasks are "
+               "unhealthy (stopped sending heartbeats):\n[chief] /job:worker/replica:0/task:0\n[chief] The tasks have "
+               "crashed. Check the task logs for an earlier error\n")
+    assert screen.getvalue().splitlines() == shown
+    # without a hint (a tuning trial), or with --verbose, the trainer's lines as they are
+    plain = io.StringIO()
+    TrainDisplay(terminal=False, stream=plain).stderr_sink().write(f"{stop}\n")
+    assert plain.getvalue() == f"{stop}\n"
+
+
+def test_a_run_on_an_80_column_terminal_fits_it_without_cutting_a_metric(fake_trainer, tmp_path):
+    """Issue 57: the epoch lines and the run summary's metrics line (109 characters) wrapped or were cut in an
+    80-column terminal. Seen as a user sees it: a pseudo-terminal 80 columns wide."""
+    import shutil
+    import tempfile
+
+    from clifixtures import run_in_terminal, wider_than
+
+    project = Path(tempfile.mkdtemp(prefix="t", dir="/tmp"))     # the export's path as short as a user's may be
+    try:
+        (project / "data").mkdir()
+        code, lines = run_in_terminal(["train", "--data-dir", project / "data", "--name", "narrow"], columns=80,
+                                      env=_env(fake_trainer, tmp_path), cwd=project)
+    finally:
+        shutil.rmtree(project)
+    screen = "\n".join(lines)
+    assert code == 0, screen
+    # the display's own lines: each epoch's (and its continuation) and the summary (other lines quote paths and
+    # TensorFlow's own messages as they are)
+    ours = [line for i, line in enumerate(lines) if line.startswith("epoch ") or line.startswith(" ")
+            and i and (lines[i - 1].startswith("epoch ") or lines[i - 1].startswith(" "))]
+    ours += lines[lines.index("run summary"):next(i for i, line in enumerate(lines) if line.startswith("SavedModel:"))]
+    assert len(ours) > 10 and not wider_than(ours, 80), [line for line in ours if len(line) > 80]
+    epoch = [i for i, line in enumerate(lines) if line.startswith("epoch 2/2: ")][-1]
+    assert "val_accuracy=0.8000" in lines[epoch] + lines[epoch + 1], screen      # wrapped between metrics, whole
+    final = next(i for i, line in enumerate(lines) if line.startswith("  final "))
+    assert "val_accuracy=0.8000" in " ".join(lines[final:final + 2]) and "…" not in screen, screen

@@ -200,6 +200,25 @@ def test_killed_worker_stops_the_others_fast_and_names_the_worker(fake_trainer, 
     assert not any(tools.pid_alive(pid) for pid in pids.values())
 
 
+def test_a_worker_that_stops_answering_ends_the_run_naming_it(fake_trainer, tools, tmp_path):
+    """Issue 57: a worker whose process stopped (SIGSTOP; a parameter-server coordinator then waited for its steps
+    for good) ends the run after the supervisor's bound, one line naming it, every process gone (the stopped one is
+    sent SIGCONT with its SIGTERM, so it ends at once, not after the grace)."""
+    from tpuctl.services.supervisor import STOPPED_SECONDS
+
+    env = dict(fake_trainer, FAKE_MODE="hang")
+    proc, pids = _start_cluster(tools, env, tmp_path, workers=3)
+    os.kill(pids["worker-0"], signal.SIGSTOP)
+    t0 = time.monotonic()
+    out, err = proc.communicate(timeout=60)
+    assert STOPPED_SECONDS <= time.monotonic() - t0 < STOPPED_SECONDS + 10
+    assert proc.returncode == 1
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"error: worker 0 (pid {pids['worker-0']}) stopped answering"), last
+    assert "stopped chief, worker 1" in last
+    assert not any(tools.pid_alive(pid) for pid in pids.values())
+
+
 def test_worker_that_exits_with_an_error_is_reported_with_its_last_line(fake_trainer, tools, tmp_path):
     env = dict(fake_trainer, FAKE_MODE="worker-fails")
     proc = tools.run_cli(["train", "--workers", "2", "--model-dir", str(tmp_path / "m")], env=env, cwd=tmp_path,

@@ -28,7 +28,7 @@ from ground.outputs import StackOutputs
 from ground.storagepath import GsPath, is_gs
 from tpuctl.services.supervisor import Task, TaskFailed, run_tasks, trainer_module_argv
 from trainer import protocol
-from trainer.flags import flag_value
+from trainer.flags import DEFAULT_MODEL, flag_value
 
 RESULT_FILE = "result.json"
 RUN_FILE = "tpuctl-run.json"
@@ -204,22 +204,42 @@ class Run:
             return None
         return min(steps * step / seconds, 1.0)
 
+    @property
+    def model(self) -> str | None:
+        """The trainer's model: its result's, else (an interrupted run) the --model its record's arguments give."""
+        if self.result:
+            return self.result.get("model")
+        args = self.launch.get("args")
+        if not isinstance(args, list):
+            return None
+        return flag_value(args, "model") or DEFAULT_MODEL
+
+    @property
+    def provisioned(self) -> float | None:
+        """When the run's machines were there; None when the record's time is after the run's first step (a run
+        continued after an interruption, whose record kept the later process's start: the first step's is earlier)."""
+        provisioned, first = self.launch.get("provisioned"), self.timing.get("first_step_at")
+        if isinstance(provisioned, float) and isinstance(first, float) and provisioned > first:
+            return None
+        return provisioned if isinstance(provisioned, float) else None
+
     def row(self) -> dict[str, Any]:
         r = self.result
+        workers = self.launch.get("workers") if not r else r.get("num_workers")
         return {
             "run": self.name,
             "date": self.date,
             "target": self.launch.get("target", "local"),
-            "model": r.get("model"),
+            "model": self.model,
             "data": self.data,
             "accelerator": self.launch.get("accelerator") or r.get("strategy"),
-            "workers": r.get("num_workers"),
+            "workers": workers,
             "epochs": r.get("epochs"),
             "val_accuracy": r.get("val_accuracy"),
             "seconds": self.seconds,
             "export_dir": r.get("export_dir"),
             "state": self.state,
-            "to_provisioned": self._since_start(self.launch.get("provisioned")),
+            "to_provisioned": self._since_start(self.provisioned),
             "to_first_step": self._since_start(self.timing.get("first_step_at")),
             "step_seconds": self.timing.get("step_seconds"),
             "examples_per_second": self.timing.get("examples_per_second"),
@@ -231,6 +251,13 @@ class Run:
 def write_launch_record(model_dir: str, record: LaunchRecord, *, storage_client=None) -> None:
     """What ``tpuctl train`` asked for and when it ran, next to the trainer's result (a ``gs://`` folder: uploaded
     with ``storage_client``, else the local file is replaced whole)."""
+    if not is_gs(model_dir) and record.provisioned is not None:
+        # a run continued after an interruption is one run from its first start: its machines were there first when
+        # the interrupted process started (a record without that time has none to keep)
+        earlier = _read_interrupted(Path(model_dir), None)
+        provisioned = earlier.launch.get("provisioned") if earlier is not None else None
+        if isinstance(provisioned, float) and provisioned < record.provisioned:
+            record = record.model_copy(update={"provisioned": provisioned})
     text = json.dumps(record.model_dump(exclude_none=True), indent=2, sort_keys=True) + "\n"
     if is_gs(model_dir):
         file = GsPath.parse(model_dir).join(RUN_FILE)
@@ -467,9 +494,12 @@ def tree_problem(tree: Path, owner: Path, limit: int = MAX_LOG_ENTRIES) -> str |
 
 def scalars(runs: list[Run]) -> dict[str, dict[str, list[list[float]]]]:
     """``{run path: {"<run>/<tag>": [[step, value], ...]}}`` read by ``python -m trainer.runlog``; a run whose
-    logs ``logs_problem`` refuses, or with a bad record, is left out (its curves are not read)."""
+    logs ``logs_problem`` refuses, or with a bad record, or (locally) without logs, is left out (its curves are not
+    read)."""
 
-    readable = [r.path for r in runs if r.problem is None and logs_problem(r) is None]
+    # a local run without a logs folder (interrupted before its first epoch ended) has no curves: not an error
+    readable = [r.path for r in runs if r.problem is None and logs_problem(r) is None
+                and (is_gs(r.path) or os.path.lexists(Path(r.path) / LOGS))]
     if not readable:
         return {}
     task = Task("trainer.runlog", trainer_module_argv("trainer.runlog", readable), trainer_env(),
