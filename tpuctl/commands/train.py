@@ -52,7 +52,8 @@ def train(ctx: typer.Context, stack: Optional[str] = STACK, outputs: Optional[Pa
     spec = targets.plan("train", request, stack_outputs, claim=not request.dry_run, echo=echo_err)
     # your program's output is shown as it prints it (it speaks no progress protocol)
     display = None if request.dry_run else TrainDisplay(terminal=sys.stderr.isatty(),
-                                                        verbose=request.option("verbose", False) or bool(spec.command))
+                                                        verbose=request.option("verbose", False) or bool(spec.command),
+                                                        resume_hint=spec.resume_hint)
     run_target(targets.target("train", spec, Report(note=echo_err, say=say, display=display)), display,
                dry_run=request.dry_run)
 

@@ -150,3 +150,18 @@ def test_tpu_v2_trains_on_vertex_in_asia_east1(tmp_path):
                 "--dry-run"])
     assert r.exit_code == 0, r.stderr
     assert "asia-east1" in r.stdout and not [line for line in r.stderr.splitlines() if "TPU v2" in line], r.stderr
+
+
+def test_the_export_name_is_the_users_on_every_target(tmp_path):
+    """Issue 57: the export (and the TF Serving model) is named as the user says (--export-name), on every target;
+    a name TF Serving cannot serve, or the trainer's flag given twice, is one line."""
+    outputs = parse_outputs(OUTPUTS)
+    for target in ("local", "vertex", "tpu-vm"):
+        spec = planned(target, outputs, accelerator="tpu-v5e-8" if target == "tpu-vm" else "cpu",
+                       export_name="flowers.v2", **{**SHARED, "image": None if target == "local" else SHARED["image"]})
+        argv = spec.trainer.argv()
+        assert argv[argv.index("--export_name") + 1] == "flowers.v2", argv
+    for args, needle in ((["--export-name", "a/b"], "model name 'a/b'"),
+                         (["--export-name", "x", "--", "--export_name", "y"], "not both")):
+        line = error_line(invoke(["train", "--dry-run", "--data-dir", str(tmp_path), *args]), 2)
+        assert needle in line, line

@@ -309,6 +309,8 @@ class LocalTarget(LocalPlanning):
     #: a line on the display when each process starts (a tuning trial shows only its own line)
     say_started: bool = True
     display: Any = None
+    #: when each process started (the run's resources were there: the run record's ``provisioned``)
+    provisioned: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.display is None:
@@ -350,7 +352,7 @@ class LocalTarget(LocalPlanning):
         except BaseException as exc:
             release(self.spec)
             if isinstance(exc, KeyboardInterrupt) or (isinstance(exc, TaskFailed) and exc.exit_code == 130):
-                self._record(started, state="interrupted")
+                self._record(started, state="interrupted", provisioned=min(self.provisioned, default=None))
             raise
         finally:
             if self.display is not None:
@@ -364,7 +366,7 @@ class LocalTarget(LocalPlanning):
             sinks = dict(out=display.stdout_sink(), err=display.stderr_sink(), on_message=display.on_message)
             if self.say_started:
                 say = lambda task: display.event(f"started {task.label} (pid {task.pid})")  # noqa: E731
-        provisioned: list[float] = []
+        provisioned = self.provisioned
 
         def on_started(task: Task) -> None:
             # a local run's resources are there once its processes run (the time the run record keeps, as a cloud

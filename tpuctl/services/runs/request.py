@@ -20,6 +20,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from ground.domain.capacity import check_reservation
 from ground.domain.names import validate_image_ref
+from ground.domain.prediction import check_model_name
 from ground.durations import parse_duration
 from ground.errors import UserError
 from trainer.flags import HPARAM_NAME, MAX_PROFILE_SPAN, MODELS, TASK_BOUNDS, is_plugin_ref, parse_profile_steps
@@ -69,6 +70,10 @@ def _model(value: Any) -> Any:
         return value
     raise ValueError(f"--model {str(value)[:80]!r}: use {', '.join(MODELS)} or your function, path/to/file.py:NAME "
                      "or package.module:NAME")
+
+
+def _export_name(value: Any) -> Any:
+    return value if value is None else check_model_name(str(value))
 
 
 def _plugin_ref(value: Any) -> Any:
@@ -221,6 +226,10 @@ class RunRequest(_Flags):
     dataset: Annotated[str | None, BeforeValidator(_plugin_ref)] = flag(
         None, "Your dataset function (path/to/file.py:NAME or package.module:NAME in --code); default: the "
               "TFRecords of --data-dir.")
+    export_name: Annotated[str | None, BeforeValidator(_export_name)] = flag(
+        None, "The export's name: its folder export/NAME/<version> and the model's name in TF Serving "
+              "(/v1/models/NAME). Default: your model's own name (a Keras model's name, else its module's), or the "
+              "built-in model's.", commands=("train",))
     hparam: Annotated[tuple[str, ...], BeforeValidator(_hparams)] = flag(
         (), "NAME=VALUE: a hyperparameter of your model or dataset function (ctx.hparams), repeatable.")
     code: str | None = flag(None, "Your project folder: --model/--dataset are imported from it, --command runs in "

@@ -238,7 +238,7 @@ def plan(request: RunRequest, target: Any, outputs: StackOutputs | None, *, comm
         model=model, dataset=dataset, code_dir=target.code_dir(code) if plugin and code is not None else None,
         hub_handle=request.hub_handle, train_epochs=request.epochs, train_batch_size=request.batch_size,
         extra=(*hparams, *(("--profile_steps", request.profile_steps) if request.profile_steps else ()),
-               *request.trainer_args))
+               *(("--export_name", request.export_name) if request.export_name else ()), *request.trainer_args))
     env = {"TF_USE_LEGACY_KERAS": "1"}
     if hub_cache:
         env["TFHUB_CACHE_DIR"] = hub_cache
@@ -263,7 +263,8 @@ def _check_request(request: RunRequest, accel: domain.Accelerator | None, target
     for flag, option, given in (("train_epochs", "--epochs", request.epochs), ("train_batch_size", "--batch-size",
                                 request.batch_size), ("model", "--model", request.model),
                                 ("hub_handle", "--hub-handle", request.hub_handle),
-                                ("profile_steps", "--profile-steps", request.profile_steps)):
+                                ("profile_steps", "--profile-steps", request.profile_steps),
+                                ("export_name", "--export-name", request.export_name)):
         if given is not None and flag_value(request.trainer_args, flag) is not None:
             raise UserError(f"give {option} or --{flag} after `--`, not both")
     if request.model_dir and request.name:
@@ -303,7 +304,7 @@ def _command(request: RunRequest) -> tuple[str, ...]:
     trainer_only = [flag_name for flag_name, given in (
         ("--model", request.model), ("--dataset", request.dataset), ("--hparam", request.hparam or None),
         ("--hub-handle", request.hub_handle), ("--epochs", request.epochs), ("--batch-size", request.batch_size),
-        ("--profile-steps", request.profile_steps),
+        ("--profile-steps", request.profile_steps), ("--export-name", request.export_name),
         ("flags after `--`", request.trainer_args or None),
         ("--parameter-servers", request.option("parameter_servers", 0) or None)) if given is not None]
     if trainer_only:
