@@ -65,3 +65,16 @@ def ticks(interval: float, *, sleep: Callable[[float], None] = time.sleep) -> It
         round_ += 1
         raise_lost()
         sleep(interval)
+
+
+def wait_until(done: Callable[[], bool], *, timeout: float, interval: float,
+               sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> bool:
+    """Whether ``done()`` came true within ``timeout`` seconds, asked every ``interval``: for a cleanup that gives
+    something a grace period (processes asked to stop) and then acts either way; it never raises (a cleanup must
+    finish), so a swallowed Ctrl-C is left for the next wait loop to raise."""
+    deadline = clock() + timeout
+    while not done():
+        if clock() >= deadline:
+            return False
+        sleep(interval)
+    return True

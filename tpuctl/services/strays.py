@@ -15,17 +15,18 @@ from __future__ import annotations
 import os
 import secrets
 import signal
-import time
 from contextlib import suppress
 
 from ground import processes
+from ground.polling import wait_until
 
 #: The variable every process of a run inherits.
 TOKEN_VARIABLE = "TPUCTL_RUN_TOKEN"
 #: How long a stray process gets between SIGTERM and SIGKILL.
 GRACE_SECONDS = 3.0
-#: Rounds of looking again (a stray may fork while it is being stopped).
-ROUNDS = 20
+#: How long the processes carrying the token are looked for again after SIGKILL (a stray may fork while it is being
+#: stopped).
+KILL_SECONDS = 1.0
 
 
 def new_token() -> str:
@@ -59,23 +60,20 @@ def _signal(pid: int, sig: int, needle: bytes) -> None:
 
 def end(token: str, grace: float = GRACE_SECONDS) -> int:
     """Stop every process that carries ``token``: SIGTERM, then SIGKILL for what is left after ``grace`` s; looked
-    for again until none is left (at most ``ROUNDS`` times). Returns how many there were at first."""
+    for again until none is left (for at most ``KILL_SECONDS``). Returns how many there were at first."""
     needle = f"{TOKEN_VARIABLE}={token}".encode()
     first = carrying(token)
     if not first:
         return 0
     for pid in first:
         _signal(pid, signal.SIGTERM, needle)
-    deadline = time.monotonic() + grace
-    left = first
-    while left and time.monotonic() < deadline:
-        time.sleep(0.05)
-        left = [pid for pid in left if processes.alive(pid)]
-    for _ in range(ROUNDS):
+    wait_until(lambda: not any(processes.alive(pid) for pid in first), timeout=grace, interval=0.05)
+
+    def none_left() -> bool:       # SIGKILL for every process still carrying it, looked for again each round
         left = carrying(token)
-        if not left:
-            break
         for pid in left:
             _signal(pid, signal.SIGKILL, needle)
-        time.sleep(0.05)
+        return not left
+
+    wait_until(none_left, timeout=KILL_SECONDS, interval=0.05)
     return len(first)

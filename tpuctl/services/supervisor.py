@@ -27,6 +27,7 @@ from typing import Any, BinaryIO, TextIO
 from ground.envs import trainer_python
 from ground.errors import EXIT_INTERRUPTED, UserError
 from ground.numbers import is_digits
+from ground.polling import ticks, wait_until
 from tpuctl.services import strays
 from trainer import protocol
 
@@ -337,11 +338,7 @@ def stop_tasks(tasks: Sequence[Task], grace: float = STOP_GRACE_SECONDS) -> None
     for t in running:
         _signal_group(t, signal.SIGTERM)
         _signal_group(t, signal.SIGCONT)
-    deadline = time.monotonic() + grace
-    while running and time.monotonic() < deadline:
-        running = [t for t in running if exit_status(t) is None]
-        if running:
-            time.sleep(0.05)
+    wait_until(lambda: all(exit_status(t) is not None for t in running), timeout=grace, interval=0.05)
     for t in tasks:
         if t.proc is None or t.proc.returncode is not None:
             continue
@@ -385,7 +382,9 @@ def run_tasks(
                     if on_started:
                         on_started(task)
                 lost: set[str] = set()
-                while not interrupted:
+                for _ in ticks(POLL_SECONDS):
+                    if interrupted:
+                        break
                     codes = [exit_status(t) for t in tasks]
                     bad = [t for t, c in zip(tasks, codes) if c is not None and c != 0 and t.essential]
                     if bad:
@@ -409,7 +408,6 @@ def run_tasks(
                     if frozen is not None:
                         still_running = [t for t, c in zip(tasks, codes) if c is None and t is not frozen]
                         break
-                    time.sleep(POLL_SECONDS)
             finally:
                 stop_tasks(tasks)
                 _end_strays(token, err)
