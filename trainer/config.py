@@ -13,8 +13,11 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 
+from trainer.backends import check_backend
 from trainer.errors import ArgumentParser, UsageError
 from trainer.flags import (
+    BACKENDS,
+    DEFAULT_BACKEND,
     EXPORT_CHOICES,
     HPARAM_PREFIX,
     LR_SCHEDULES,
@@ -87,6 +90,7 @@ class TrainConfig:
     code_dir: str | None = None  # the user's project folder the plug-ins are imported from (default: cwd)
     hparams: tuple[tuple[str, str], ...] = ()  # --hp_NAME VALUE: the plug-in's own hyperparameters
     profile_steps: tuple[int, int] | None = None  # (first, last) training step a TensorFlow profile is captured for
+    backend: str = DEFAULT_BACKEND  # tensorflow | jax: what runs the steps (trainer.backends, trainer.keras3)
 
     @property
     def plugin_model(self) -> bool:
@@ -221,6 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "with --virtual_gpus); needs a GPU")
     number("virtual_gpus", f"split GPU 0 into N logical GPUs of --gpu_memory MB each (default "
                            f"{DEFAULT_VIRTUAL_GPU_MB}); needs a GPU")
+    p.add_argument("--backend", default=DEFAULT_BACKEND, choices=BACKENDS,
+                   help="what runs the model: tensorflow (tf_keras and Keras 3 models, tf.distribute) or jax (Keras 3 "
+                        "models, keras.distribution over every device of every host); docs/your-code.md")
     p.add_argument("--profile_steps", type=parse_profile_steps, default=None, metavar="FIRST-LAST",
                    help="capture a TensorFlow profile of these training steps (e.g. 10-15, at most "
                         f"{MAX_PROFILE_SPAN}; each process counts its steps from 1) on every worker into "
@@ -344,6 +351,7 @@ def validate(cfg: TrainConfig) -> None:
                          "use --mixed_precision off")
     if cfg.gpu_memory is not None and cfg.gpu_memory != "growth":
         GPU_MEMORY_MB.check("--gpu_memory", cfg.gpu_memory)
+    check_backend(cfg)
     if cfg.gpu_memory == "growth" and cfg.virtual_gpus:
         raise UsageError("--gpu_memory growth cannot be combined with --virtual_gpus (virtual GPUs need a fixed "
                          "size: pass --gpu_memory MB)")
