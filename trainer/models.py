@@ -19,20 +19,22 @@ from trainer.config import REFERENCE_BATCH, TrainConfig
 from trainer.errors import DataError, UsageError
 
 
-def small_cnn(image_size, num_classes: int) -> keras.Model:
-    """A few conv blocks: trains on the demo digits in seconds on a laptop CPU."""
-    inputs = keras.Input(shape=(image_size[0], image_size[1], 3), name="images")
+def small_cnn(image_size, num_classes: int, keras_api=None) -> keras.Model:
+    """A few conv blocks: trains on the demo digits in seconds on a laptop CPU. ``keras_api``: Keras 3 for a
+    ``--backend jax`` run (trainer.keras3.engine: the same layers); default tf_keras."""
+    api = keras_api or keras
+    inputs = api.Input(shape=(image_size[0], image_size[1], 3), name="images")
     x = inputs
     for i, filters in enumerate((16, 32, 64)):
-        x = keras.layers.Conv2D(filters, 3, padding="same", use_bias=False)(x)
-        x = keras.layers.BatchNormalization(momentum=0.9)(x)  # few steps: stats must settle fast
-        x = keras.layers.ReLU()(x)
+        x = api.layers.Conv2D(filters, 3, padding="same", use_bias=False)(x)
+        x = api.layers.BatchNormalization(momentum=0.9)(x)  # few steps: stats must settle fast
+        x = api.layers.ReLU()(x)
         if i < 2:
-            x = keras.layers.MaxPooling2D()(x)
-    x = keras.layers.GlobalAveragePooling2D()(x)
-    x = keras.layers.Dropout(0.2)(x)
-    outputs = keras.layers.Dense(num_classes, name="logits", dtype="float32")(x)
-    return keras.Model(inputs, outputs, name="small_cnn")
+            x = api.layers.MaxPooling2D()(x)
+    x = api.layers.GlobalAveragePooling2D()(x)
+    x = api.layers.Dropout(0.2)(x)
+    outputs = api.layers.Dense(num_classes, name="logits", dtype="float32")(x)
+    return api.Model(inputs, outputs, name="small_cnn")
 
 
 def _local_weights(path: str) -> str:

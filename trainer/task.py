@@ -233,13 +233,7 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
     input_steps = skip = None
     if info.kind != "parameter_server":
         input_steps = backed_up_steps(dirs, steps_per_epoch)
-        pipelines, pipeline_id = info.input_pipelines()
-        skip = data.records_read(input_steps, cfg.train_batch_size, num_files=source.train_files,
-                                 input_pipelines=pipelines, pipeline_id=pipeline_id,
-                                 replicas_per_pipeline=max(1, info.num_replicas // pipelines))
-        per_pass = source.per_pass(pipelines, pipeline_id)
-        if cfg.seed is None and per_pass:
-            skip %= per_pass
+        skip = source.records_to_skip(input_steps, cfg.train_batch_size, info, seeded=cfg.seed is not None)
     if info.kind == "parameter_server":
         # Keras fit under ParameterServerStrategy: a DatasetCreator (a dataset function each worker runs
         # itself) and explicit steps (tf_keras data_adapter._ClusterCoordinatorDataHandler; TensorFlow's

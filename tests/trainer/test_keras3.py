@@ -16,6 +16,11 @@ import pytest
 
 from procfixtures import Watched
 
+#: What the model function says about the model it built: its backend, and how its hidden kernel lies on the devices.
+REPORT = '''    print(f"user model: {keras.backend.backend()} {type(hidden.kernel.value).__module__} "
+          f"{getattr(getattr(hidden.kernel.value, 'sharding', None), 'spec', None)}", flush=True)
+'''
+
 MODEL = '''
 import keras
 
@@ -27,9 +32,7 @@ def build(ctx):
     hidden = keras.layers.Dense(int(ctx.hparams.get("units", 16)), activation="relu", name="hidden")
     x = keras.layers.Dropout(0.1)(hidden(keras.layers.Concatenate()([amount, extra])))
     model = keras.Model({"amount": amount, "extra": extra}, keras.layers.Dense(ctx.num_classes, name="logits")(x))
-    print(f"user model: {keras.backend.backend()} {type(hidden.kernel.value).__module__} "
-          f"{getattr(getattr(hidden.kernel.value, 'sharding', None), 'spec', None)}", flush=True)
-    return model
+''' + REPORT + '''    return model
 '''
 
 #: The same module with model parallelism: the hidden layer's units split over the devices.
@@ -44,17 +47,7 @@ def layout(ctx):
 '''
 
 #: The same model in tf_keras (contract v1): the level the Keras 3 runs are held to.
-TWIN = '''
-import tf_keras as keras
-
-
-def build(ctx):
-    amount = keras.Input(shape=ctx.inputs["amount"].shape, name="amount")
-    extra = keras.Input(shape=ctx.inputs["extra"].shape, name="extra")
-    hidden = keras.layers.Dense(int(ctx.hparams.get("units", 16)), activation="relu", name="hidden")
-    x = keras.layers.Dropout(0.1)(hidden(keras.layers.Concatenate()([amount, extra])))
-    return keras.Model({"amount": amount, "extra": extra}, keras.layers.Dense(ctx.num_classes, name="logits")(x))
-'''
+TWIN = MODEL.replace("import keras\n", "import tf_keras as keras\n").replace(REPORT, "")
 
 DATASET = '''
 import numpy as np
@@ -133,6 +126,18 @@ def test_a_keras3_model_trains_on_tensorflow_as_its_tf_keras_twin_and_exports_to
     assert {"train", "validation", "final"} <= {p.name for p in (model_dir / "logs").iterdir()}
     assert result["timing"]["total_steps"] == EPOCHS * 60 and result["timing"]["step_seconds"] > 0
     assert not list((model_dir / "checkpoints").rglob("state.json"))
+
+
+def test_a_keras3_loss_that_is_no_longer_a_number_stops_the_run_and_nothing_is_exported(project, tmp_path, in_process):
+    """The loss turns NaN at a step (here: from the first): one line naming where, exit 2, no export, no result, and
+    no epoch weights or backup written from the NaN weights."""
+    (project / "nan.py").write_text(MODEL.replace('name="logits")(x)', 'name="logits")(x * float("nan"))'))
+    model_dir = tmp_path / "m"
+    run = in_process(["trainer.task", *_flags(project, model_dir, model="nan.py:build")])
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert run.error_line().startswith("error: training diverged: the loss is not a finite number at epoch 1 step 1/60")
+    assert not (model_dir / "export").exists() and not (model_dir / "result.json").exists()
+    assert not list(model_dir.rglob("*.weights.h5"))
 
 
 @pytest.mark.slow
@@ -230,6 +235,34 @@ def test_killed_on_jax_mid_epoch_it_goes_on_with_the_batches_where_it_stopped(to
     assert profiles and "profiled: " in resumed.stdout
     inputs_, outputs, _ = _signature(result["export_dir"])
     assert set(inputs_) == {"amount", "extra"} and outputs["class_name"] == ("string", [None])
+
+
+def test_the_keras3_example_trains_on_jax_and_answers_its_rows(tools, tmp_path):
+    """examples/keras3-sensors at the trainer's level: its make_data.py's traces, its model on JAX, its export asked
+    with its rows.json as `tpuctl predict` sends them. (Its README runs through the CLI in tests/e2e/test_examples.py
+    once `tpuctl train` passes --backend on.)"""
+    import importlib.util
+
+    import tensorflow as tf
+
+    folder = tools.REPO / "examples" / "keras3-sensors"
+    spec = importlib.util.spec_from_file_location("keras3_sensors_make_data", folder / "make_data.py")
+    make_data = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_data)
+    make_data.main(str(tmp_path / "data"))
+    run = tools.run_module(["trainer.task", "--code_dir", str(folder), "--model", "model.py:build", "--data_dir",
+                            str(tmp_path / "data"), "--model_dir", str(tmp_path / "m"), "--backend", "jax",
+                            "--train_epochs", "4", "--seed", "1"])     # as its README trains it
+    result = run.result
+    assert result["backend"] == "jax" and result["keras"] == "keras3" and result["strategy"] == "one_device"
+    assert result["source"] == "features" and result["validation_examples"] == 240
+    print(f"examples/keras3-sensors on JAX: val_accuracy {result['val_accuracy']:.4f}")
+    assert result["val_accuracy"] > 0.8
+    serve = tf.saved_model.load(result["export_dir"]).signatures["serving_default"]
+    rows = json.loads((folder / "rows.json").read_text())["instances"]
+    answer = serve(trace=tf.constant([row["trace"] for row in rows]))
+    assert answer["probabilities"].shape == (3, 3)
+    assert {n.decode() for n in answer["class_name"].numpy()} <= set(make_data.CLASSES)
 
 
 @pytest.mark.parametrize("args, names", [

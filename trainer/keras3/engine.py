@@ -87,7 +87,7 @@ def run_jax(cfg: TrainConfig, env: Mapping[str, str], hooks, dirs: OutputDirs,
         raise UsageError(f"--model {cfg.model} is an image model and --dataset {cfg.dataset} yields features "
                          f"({', '.join(source.features)}); name your model function too (--model file.py:NAME)")
     else:
-        model = models.small_cnn(source.image_size, len(source.classes))
+        model = tf_keras_models.small_cnn(source.image_size, len(source.classes), keras_api=keras)
     return train(Run(cfg, env, hooks, dirs, info, source, hparams, steps_per_epoch, validation_steps, precision),
                  model, held)
 
@@ -114,13 +114,7 @@ def train(run: Run, model: keras.Model, held: contextlib.ExitStack) -> dict | No
             backup.restore(model, weights)
 
     input_steps = state.steps(spe)
-    pipelines, pipeline_id = info.input_pipelines()
-    skip = data.records_read(input_steps, cfg.train_batch_size, num_files=source.train_files,
-                             input_pipelines=pipelines, pipeline_id=pipeline_id,
-                             replicas_per_pipeline=max(1, info.num_replicas // pipelines))
-    per_pass = source.per_pass(pipelines, pipeline_id)
-    if cfg.seed is None and per_pass:
-        skip %= per_pass
+    skip = source.records_to_skip(input_steps, cfg.train_batch_size, info, seeded=cfg.seed is not None)
     train_ds, val_ds = source.train(cfg.train_batch_size, skip=skip), source.validation(cfg.validation_batch_size)
 
     # Every input was checked (flags, data, model); only now is anything written.
@@ -138,20 +132,20 @@ def train(run: Run, model: keras.Model, held: contextlib.ExitStack) -> dict | No
     loop = callbacks.TrainingLoop(run, state, start_epoch=start_epoch, offset=offset, preemption=preemption,
                                   save_scratch=cluster,
                                   reached_sync_point=_sync_point() if preemption == "cluster" else None)
-    hooks = [loop]
+    keras_callbacks = [loop]
     if info.is_chief:
         from trainer.summaries import hparams_of
 
-        hooks.append(callbacks.EpochScalars(dirs.logs, hparams_of(cfg)))
+        keras_callbacks.append(callbacks.EpochScalars(dirs.logs, hparams_of(cfg)))
     if run.hooks.exit_after_epoch:
-        hooks.append(callbacks.ExitAfterEpoch(run.hooks.exit_after_epoch))
+        keras_callbacks.append(callbacks.ExitAfterEpoch(run.hooks.exit_after_epoch))
     if run.hooks.step_pause:
-        hooks.append(callbacks.StepPause(run.hooks.step_pause))
+        keras_callbacks.append(callbacks.StepPause(run.hooks.step_pause))
     timer = None
     if info.is_chief:
         timer = step_timer(keras, dirs.checkpoints, cfg.train_batch_size, input_steps,
                            backup_at=backup.written_at(dirs) if input_steps else None)
-        hooks.append(timer)
+        keras_callbacks.append(timer)
     if cfg.profile_steps is not None:
         why_not = not_profiled(info)
         label = worker_label(info, run.env)
@@ -163,7 +157,7 @@ def train(run: Run, model: keras.Model, held: contextlib.ExitStack) -> dict | No
                 import jax
 
                 profiler = (jax.profiler.start_trace, jax.profiler.stop_trace)
-            hooks.append(profile_callback(keras, dirs.logs, label, cfg.profile_steps, profiler=profiler))
+            keras_callbacks.append(profile_callback(keras, dirs.logs, label, cfg.profile_steps, profiler=profiler))
     log = run.env.get(LOG_BATCHES_ENV)
     if log:
         os.makedirs(log, exist_ok=True)
@@ -172,7 +166,7 @@ def train(run: Run, model: keras.Model, held: contextlib.ExitStack) -> dict | No
 
     try:
         history = model.fit(train_ds, epochs=cfg.train_epochs, initial_epoch=start_epoch, steps_per_epoch=spe,
-                            validation_data=val_ds, validation_steps=run.validation_steps, callbacks=hooks,
+                            validation_data=val_ds, validation_steps=run.validation_steps, callbacks=keras_callbacks,
                             shuffle=False, verbose=0)      # the input is shuffled by the pipeline (seeded)
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as err:
         if cfg.dataset is not None:

@@ -1,6 +1,6 @@
-"""Keras 3 models as the trainer builds and compiles them: the built-in ``small_cnn`` (the tf_keras one's layers, for
-``--backend jax``), the trainer's optimizer on its learning-rate schedule, and what a contract-v2 plug-in's model must
-be before it trains (built, its inputs named).
+"""Keras 3 models as the trainer compiles them: the trainer's optimizer on its learning-rate schedule, and what a
+contract-v2 plug-in's model must be before it trains (built, its inputs named). (The built-in ``small_cnn`` for
+``--backend jax`` is trainer.models.small_cnn built with Keras 3.)
 """
 
 from __future__ import annotations
@@ -13,22 +13,6 @@ from trainer import models as tf_keras_models
 from trainer.config import TrainConfig
 from trainer.errors import UsageError
 from trainer.plugin import keras3_input_names
-
-
-def small_cnn(image_size, num_classes: int) -> keras.Model:
-    """trainer.models.small_cnn written with Keras 3 (the same layers, sizes and names)."""
-    inputs = keras.Input(shape=(image_size[0], image_size[1], 3), name="images")
-    x = inputs
-    for i, filters in enumerate((16, 32, 64)):
-        x = keras.layers.Conv2D(filters, 3, padding="same", use_bias=False)(x)
-        x = keras.layers.BatchNormalization(momentum=0.9)(x)
-        x = keras.layers.ReLU()(x)
-        if i < 2:
-            x = keras.layers.MaxPooling2D()(x)
-    x = keras.layers.GlobalAveragePooling2D()(x)
-    x = keras.layers.Dropout(0.2)(x)
-    outputs = keras.layers.Dense(num_classes, name="logits", dtype="float32")(x)
-    return keras.Model(inputs, outputs, name="small_cnn")
 
 
 class StepDecay(keras.optimizers.schedules.LearningRateSchedule):
