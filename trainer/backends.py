@@ -115,6 +115,10 @@ def check_backend(cfg: Any) -> None:
     if cfg.model in TF_KERAS_ONLY:
         raise UsageError(f"--model {cfg.model} trains on --backend tensorflow only ({TF_KERAS_ONLY[cfg.model]}); "
                          "drop --backend jax")
+    for flag in ("num_gpus", "gpu_memory", "virtual_gpus"):
+        if getattr(cfg, flag):
+            raise UsageError(f"--{flag} configures TensorFlow's GPUs; --backend jax trains on every device JAX sees "
+                             "(choose them with CUDA_VISIBLE_DEVICES, their memory with XLA_PYTHON_CLIENT_MEM_FRACTION)")
     if cfg.distribution_strategy in TF_KERAS_ONLY:
         raise UsageError(f"--distribution_strategy {cfg.distribution_strategy} trains tf_keras models only "
                          f"({TF_KERAS_ONLY[cfg.distribution_strategy]}); --backend jax trains data-parallel over "

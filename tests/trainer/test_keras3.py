@@ -270,7 +270,8 @@ def test_the_keras3_example_trains_on_jax_and_answers_its_rows(tools, tmp_path):
     (["--backend", "jax", "--model", "resnet50"], ["--model resnet50", "--backend tensorflow"]),
     (["--backend", "jax", "--distribution_strategy", "parameter_server"], ["parameter_server", "ParameterServerStrategy"]),
     (["--backend", "mxnet"], ["--backend", "invalid choice", "tensorflow", "jax"]),
-], ids=["hub-on-jax", "resnet50-on-jax", "parameter-servers-on-jax", "no-such-backend"])
+    (["--backend", "jax", "--gpu_memory", "growth"], ["--gpu_memory", "TensorFlow's GPUs", "CUDA_VISIBLE_DEVICES"]),
+], ids=["hub-on-jax", "resnet50-on-jax", "parameter-servers-on-jax", "no-such-backend", "tensorflow-gpu-flag-on-jax"])
 def test_what_keras3_cannot_train_is_refused_before_anything_loads(in_process, demo_data, tmp_path, args, names):
     model_dir = tmp_path / "m"
     run = in_process(["trainer.task", "--data_dir", str(demo_data), "--model_dir", str(model_dir), *args])
