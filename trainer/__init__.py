@@ -1,5 +1,6 @@
-"""tpuctl's distributed trainer (TensorFlow 2.21 + tf_keras): image classification built in, the user's own model
-and data as plug-ins (``trainer.plugin``, contract v1), records of named features from a manifest.
+"""tpuctl's distributed trainer (TensorFlow 2.21 + tf_keras, and Keras 3 on TensorFlow or JAX): image classification
+built in, the user's own model and data as plug-ins (``trainer.plugin``, contract v2: a tf_keras or a Keras 3 model),
+records of named features from a manifest.
 
 Runs unchanged on a laptop CPU, several local processes, GPUs and TPUs. Entry points:
 ``python -m trainer.task`` (train + export), ``python -m trainer.sample_data`` (embedded demo data),
@@ -16,6 +17,12 @@ import os as _os
 # Must be set before TensorFlow is first imported, which is why it lives at package import.
 _os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# JAX stays out of TensorFlow runs (TensorFlow imports it when installed); --backend jax lets it in (trainer.backends).
+if _os.environ.get("KERAS_BACKEND") != "jax":
+    from trainer.backends import keep_jax_out as _keep_jax_out
+
+    _keep_jax_out()
 
 
 def _no_tpu_here() -> bool:

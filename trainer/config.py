@@ -14,8 +14,11 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 
+from trainer.backends import check_backend
 from trainer.errors import ArgumentParser, UsageError
 from trainer.flags import (
+    BACKENDS,
+    DEFAULT_BACKEND,
     DEFAULT_MODEL,
     EXPORT_CHOICES,
     HPARAM_PREFIX,
@@ -94,6 +97,7 @@ class TrainConfig:
     hparams: tuple[tuple[str, str], ...] = ()  # --hp_NAME VALUE: the plug-in's own hyperparameters
     profile_steps: tuple[int, int] | None = None  # (first, last) training step a TensorFlow profile is captured for
     export_name: str | None = None  # the export's folder (TF Serving's model name); None: the model's own name
+    backend: str = DEFAULT_BACKEND  # tensorflow | jax: what runs the steps (trainer.backends, trainer.keras3)
 
     @property
     def plugin_model(self) -> bool:
@@ -227,6 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the export's folder under <model_dir>/export, TF Serving's model name (1-64 letters, digits, "
                         "'_', '.' or '-'); default: the built-in model's name, or your model's own (its Keras name, else "
                         "its module's)")
+    p.add_argument("--backend", default=DEFAULT_BACKEND, choices=BACKENDS,
+                   help="what runs the model: tensorflow (tf_keras and Keras 3 models, tf.distribute) or jax (Keras 3 "
+                        "models, keras.distribution over every device of every host); docs/your-code.md")
     p.add_argument("--profile_steps", type=parse_profile_steps, default=None, metavar="FIRST-LAST",
                    help="capture a TensorFlow profile of these training steps (e.g. 10-15, at most "
                         f"{MAX_PROFILE_SPAN}; each process counts its steps from 1) on every worker into "
@@ -361,6 +368,7 @@ def validate(cfg: TrainConfig) -> None:
     if cfg.export_name is not None and not EXPORT_NAME.fullmatch(cfg.export_name):
         raise UsageError(f"--export_name {cfg.export_name[:80]!r} must be 1-64 letters, digits, '_', '.' or '-', "
                          "starting with a letter or digit")
+    check_backend(cfg)
     if cfg.gpu_memory == "growth" and cfg.virtual_gpus:
         raise UsageError("--gpu_memory growth cannot be combined with --virtual_gpus (virtual GPUs need a fixed "
                          "size: pass --gpu_memory MB)")

@@ -91,7 +91,7 @@ def export_saved_model(model, export_dir: str, serving: Serving, *, io_device: s
     return export_dir
 
 
-def export_version(model, model_base: str, serving: Serving, *, io_device: str | None = None) -> str:
+def export_version(model, model_base: str, serving: Serving, *, io_device: str | None = None, write=None) -> str:
     """Export into ``<model_base>/<next version>`` so that the version folder appears only when complete.
 
     The SavedModel is written to ``<model_base>/.<version>.writing`` and renamed to ``<version>`` at the end;
@@ -100,6 +100,8 @@ def export_version(model, model_base: str, serving: Serving, *, io_device: str |
     are removed first (the caller holds the model folder, trainer.task.claim_model_dir). Local folders:
     one ``rename``. gs://: TensorFlow renames a folder object by object, so the version folder fills within
     seconds after the SavedModel is complete (no partial SavedModel is ever written under it directly).
+    ``write``: what writes the SavedModel (default :func:`export_saved_model`; a Keras 3 model's is
+    trainer.keras3.export.write_saved_model).
     """
     if tf.io.gfile.isdir(model_base):
         for name in tf.io.gfile.listdir(model_base):
@@ -108,7 +110,7 @@ def export_version(model, model_base: str, serving: Serving, *, io_device: str |
     version = next_version(model_base)
     staging, final = join_path(model_base, f".{version}.writing"), join_path(model_base, str(version))
     try:
-        export_saved_model(model, staging, serving, io_device=io_device)
+        (write or export_saved_model)(model, staging, serving, io_device=io_device)
         tf.io.gfile.rename(staging, final)
     except BaseException:
         try:

@@ -24,6 +24,19 @@ MIXED_PRECISION = ("auto", "bfloat16", "float16", "off")
 MODELS = ("small_cnn", "resnet50", "hub")
 #: --model when it is not given (what a run record without it trained).
 DEFAULT_MODEL = "small_cnn"
+#: --backend: what runs the model's steps. ``tensorflow`` runs tf_keras models (contract v1) and Keras 3 models
+#: (contract v2) on tf.distribute; ``jax`` runs Keras 3 models on JAX (trainer.keras3). tf.data feeds both.
+BACKENDS = ("tensorflow", "jax")
+DEFAULT_BACKEND = "tensorflow"
+#: What trains on ``--backend tensorflow`` only (models and strategies), and why: the trainer refuses them with
+#: ``--backend jax`` (trainer.backends.check_backend), the planner before a run is made (docs/your-code.md).
+TF_KERAS_ONLY = {
+    "hub": "TF-Hub's KerasLayer is a tf_keras layer and Keras 3 has none",
+    "resnet50": "the built-in resnet50 is written in tf_keras (keras.applications.ResNet50 in your model function "
+                "runs on JAX)",
+    "parameter_server": "Keras 3 has no ParameterServerStrategy",
+    "central_storage": "Keras 3 has no CentralStorageStrategy",
+}
 #: ``--model``/``--dataset`` naming the user's function (the plug-in contract, trainer.plugin):
 #: ``path/to/file.py:NAME`` or ``package.module:NAME``.
 PLUGIN_REF = re.compile(r"^(?P<where>[^:\x00\s]{1,1024}):(?P<name>[A-Za-z_][A-Za-z0-9_]{0,199})$")
@@ -191,13 +204,14 @@ class TrainerArgs:
     hub_handle: str | None = None
     train_epochs: int | None = None
     train_batch_size: int | None = None
+    backend: str | None = None      # None or DEFAULT_BACKEND: not written (command lines from before it stay the same)
     extra: tuple[str, ...] = ()
 
     def argv(self) -> list[str]:
         out: list[str] = []
         for name in _TYPED:
             value = getattr(self, name)
-            if value is not None:
+            if value is not None and not (name == "backend" and value == DEFAULT_BACKEND):
                 out += [f"--{name}", str(value)]
         return [*out, *self.extra]
 
@@ -284,8 +298,15 @@ def _whole(name: str):
 
 
 #: The flags ``TrainerArgs`` types, in the order ``argv()`` writes them, each with its reader.
+def _backend(text: str) -> str:
+    if text not in BACKENDS:
+        raise UsageError(f"--backend must be one of {', '.join(BACKENDS)}, got {text[:40]!r}")
+    return text
+
+
 _FIELDS: dict[str, Any] = {
     "distribution_strategy": str, "num_gpus": _whole("num_gpus"), "data_dir": str, "model_dir": str, "model": str,
     "dataset": str, "code_dir": str, "hub_handle": str, "train_epochs": _whole("train_epochs"), "train_batch_size": _whole("train_batch_size"),
+    "backend": _backend,
 }
 _TYPED = tuple(_FIELDS)

@@ -55,6 +55,16 @@ class Inputs:
             return self.train_examples
         return data.records_per_pass(self.train_split, input_pipelines=pipelines, pipeline_id=pipeline_id)
 
+    def records_to_skip(self, steps: int, global_batch: int, info, *, seeded: bool) -> int:
+        """The records of this worker's training stream that ``steps`` backed-up steps consumed
+        (trainer.data.records_read, for the strategy's input pipelines: ``info.input_pipelines()``); without a seed
+        every pass is shuffled afresh and no order can be repeated, so only the place in the current pass is kept."""
+        pipelines, pipeline_id = info.input_pipelines()
+        skip = data.records_read(steps, global_batch, num_files=self.train_files, input_pipelines=pipelines,
+                                 pipeline_id=pipeline_id, replicas_per_pipeline=max(1, info.num_replicas // pipelines))
+        per_pass = self.per_pass(pipelines, pipeline_id)
+        return skip % per_pass if not seeded and per_pass else skip
+
 
 def prepare(cfg: TrainConfig, *, num_workers: int, hparams: Mapping[str, Any], on_workers: bool = False) -> Inputs:
     """The run's source of examples, every input checked before anything is written. ``on_workers``: the datasets are

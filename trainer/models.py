@@ -9,31 +9,32 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import tempfile
 
 import tensorflow as tf
 import tf_keras as keras
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
-from trainer.config import EXPORT_NAME, REFERENCE_BATCH, TrainConfig
+from trainer.config import REFERENCE_BATCH, TrainConfig
 from trainer.errors import DataError, UsageError
 
 
-def small_cnn(image_size, num_classes: int) -> keras.Model:
-    """A few conv blocks: trains on the demo digits in seconds on a laptop CPU."""
-    inputs = keras.Input(shape=(image_size[0], image_size[1], 3), name="images")
+def small_cnn(image_size, num_classes: int, keras_api=None) -> keras.Model:
+    """A few conv blocks: trains on the demo digits in seconds on a laptop CPU. ``keras_api``: Keras 3 for a
+    ``--backend jax`` run (trainer.keras3.engine: the same layers); default tf_keras."""
+    api = keras_api or keras
+    inputs = api.Input(shape=(image_size[0], image_size[1], 3), name="images")
     x = inputs
     for i, filters in enumerate((16, 32, 64)):
-        x = keras.layers.Conv2D(filters, 3, padding="same", use_bias=False)(x)
-        x = keras.layers.BatchNormalization(momentum=0.9)(x)  # few steps: stats must settle fast
-        x = keras.layers.ReLU()(x)
+        x = api.layers.Conv2D(filters, 3, padding="same", use_bias=False)(x)
+        x = api.layers.BatchNormalization(momentum=0.9)(x)  # few steps: stats must settle fast
+        x = api.layers.ReLU()(x)
         if i < 2:
-            x = keras.layers.MaxPooling2D()(x)
-    x = keras.layers.GlobalAveragePooling2D()(x)
-    x = keras.layers.Dropout(0.2)(x)
-    outputs = keras.layers.Dense(num_classes, name="logits", dtype="float32")(x)
-    return keras.Model(inputs, outputs, name="small_cnn")
+            x = api.layers.MaxPooling2D()(x)
+    x = api.layers.GlobalAveragePooling2D()(x)
+    x = api.layers.Dropout(0.2)(x)
+    outputs = api.layers.Dense(num_classes, name="logits", dtype="float32")(x)
+    return api.Model(inputs, outputs, name="small_cnn")
 
 
 def _local_weights(path: str) -> str:
@@ -135,26 +136,29 @@ class _StepDecay(keras.optimizers.schedules.LearningRateSchedule):
         return {"peak": self.peak, "warmup_steps": self.warmup_steps, "decay_steps": self.decay_steps}
 
 
-def learning_rate_schedule(cfg: TrainConfig, steps_per_epoch: int):
+def learning_rate_schedule(cfg: TrainConfig, steps_per_epoch: int, *, schedules=None, step_decay=None):
     """``--lr_schedule`` over the whole run (``train_epochs`` x ``steps_per_epoch`` optimizer steps).
 
     A linear warm-up of ``--warmup_epochs`` (at most half of training) from 0 to the batch-scaled peak rate
     (:func:`peak_learning_rate`), then cosine decay to 0 (default), two x0.1 steps, or a constant rate.
     The schedule is a function of the optimizer's step counter, which the preemption backup restores, so a
     resumed run continues on the same curve. ``constant`` without warm-up is the plain peak rate.
+    ``schedules``, ``step_decay``: Keras 3's schedules module and step schedule (trainer.keras3.models); default
+    tf_keras'.
     """
+    schedules = schedules or keras.optimizers.schedules
+    step_decay = step_decay or _StepDecay
     peak = peak_learning_rate(cfg)
     total = max(1, cfg.train_epochs * steps_per_epoch)
     warmup = min(int(round(cfg.warmup_epochs * steps_per_epoch)), total // 2)
     if cfg.lr_schedule == "cosine":
         # warm-up from 0 to warmup_target, then cosine from warmup_target to alpha x warmup_target
-        return keras.optimizers.schedules.CosineDecay(0.0, decay_steps=max(1, total - warmup), alpha=0.0,
-                                                      warmup_target=peak, warmup_steps=warmup)
+        return schedules.CosineDecay(0.0, decay_steps=max(1, total - warmup), alpha=0.0, warmup_target=peak,
+                                     warmup_steps=warmup)
     if cfg.lr_schedule == "step":
-        return _StepDecay(peak, warmup, total - warmup)
+        return step_decay(peak, warmup, total - warmup)
     if warmup:
-        return keras.optimizers.schedules.CosineDecay(0.0, decay_steps=1, alpha=1.0, warmup_target=peak,
-                                                      warmup_steps=warmup)
+        return schedules.CosineDecay(0.0, decay_steps=1, alpha=1.0, warmup_target=peak, warmup_steps=warmup)
     return peak
 
 
@@ -174,17 +178,23 @@ class Selection(tf.Module):
         self.value = tf.Variable(float("-inf"), dtype=tf.float32, name="best_val_accuracy", **sync)
 
 
-def build_plugin_model(cfg: TrainConfig, source, hparams, *, steps_per_epoch: int = 1) -> keras.Model:
+def build_plugin_model(cfg: TrainConfig, source, hparams, *, steps_per_epoch: int = 1, fn=None) -> keras.Model:
     """The user's model function (``--model file.py:NAME``, trainer.plugin) built, checked and compiled; call inside
-    ``strategy.scope()``. ``source``: the run's trainer.inputs.Inputs (its features, classes, image size)."""
+    ``strategy.scope()``. ``source``: the run's trainer.inputs.Inputs (its features, classes, image size). A Keras 3
+    model (contract v2) is returned as the function returned it: trainer.keras3.engine trains it. ``fn``: the model
+    function when it is loaded already (trainer.plugin.load)."""
     from trainer import plugin
+    from trainer.backends import is_keras3_model, prepare_keras3_build
 
     if cfg.seed is not None:
         keras.utils.set_random_seed(cfg.seed)
-    fn = plugin.load(cfg.model, cfg.code_dir, "--model")
+    fn = fn or plugin.load(cfg.model, cfg.code_dir, "--model")
+    prepare_keras3_build(cfg.seed, keras.mixed_precision.global_policy().name)   # a contract-v2 module's Keras 3
     ctx = plugin.ModelContext(inputs=dict(source.features), num_classes=len(source.classes),
                               class_names=tuple(source.classes), hparams=dict(hparams), image_size=source.image_size)
-    model = plugin.check_model(fn, fn.call("--model", ctx), ctx, named=source.named)
+    model = plugin.check_model(fn, fn.call("--model", ctx), ctx, named=source.named, backend=cfg.backend)
+    if is_keras3_model(model):            # contract v2: trainer.keras3.engine compiles and trains it
+        return model
     if model.optimizer is None:            # uncompiled: the trainer's optimizer, schedule and loss
         return _compile(model, cfg, steps_per_epoch)
     # compiled by the user: their optimizer and loss, and the accuracy --export best and tuning read
@@ -192,27 +202,6 @@ def build_plugin_model(cfg: TrainConfig, source, hparams, *, steps_per_epoch: in
                   weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
     model.tpuctl_selection = Selection()
     return model
-
-
-#: The names Keras gives a model nobody named (``model``, ``sequential_2``): not the user's choice of an export name.
-_KERAS_DEFAULT_NAME = re.compile(r"(model|sequential|functional)(_\d+)?")
-
-
-def export_name(cfg: TrainConfig, model: keras.Model) -> str:
-    """The export's folder (TF Serving's model name): ``--export_name``; else a built-in model's name (``small_cnn``);
-    else the plug-in model's own name (``keras.Model(..., name="ledger")``, a subclass ``Ledger``'s ``ledger``), else
-    its module's (``model.py:build`` -> ``model``): never the function's, which is ``build`` in most projects."""
-    if cfg.export_name:
-        return cfg.export_name
-    if not cfg.plugin_model:
-        return cfg.model
-    own = model.name or ""
-    if EXPORT_NAME.fullmatch(own) and not _KERAS_DEFAULT_NAME.fullmatch(own):
-        return own
-    where = cfg.model.rsplit(":", 1)[0]
-    module = os.path.basename(where)[:-3] if where.endswith(".py") else where.rsplit(".", 1)[-1]
-    module = re.sub(r"[^A-Za-z0-9_.-]", "_", module).lstrip("_.-")[:64]
-    return module if EXPORT_NAME.fullmatch(module) else "model"
 
 
 def build_model(cfg: TrainConfig, num_classes: int, image_size, *, steps_per_epoch: int = 1) -> keras.Model:

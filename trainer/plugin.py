@@ -1,4 +1,5 @@
-"""Your model and your data in the bundled trainer: the plug-in contract, version 1 (docs/your-code.md).
+"""Your model and your data in the bundled trainer: the plug-in contract, version 2 (docs/your-code.md): version 1
+(a tf_keras model) unchanged, and a Keras 3 model (``import keras``) on ``--backend tensorflow`` or ``jax``.
 
     python -m trainer.task --code_dir ~/my-project --model model.py:build [--dataset data.py:examples] \\
         [--hp_units 64 --hp_dropout 0.2] --data_dir … --model_dir …
@@ -7,7 +8,7 @@
 ``package.module:NAME`` (importable from ``--code_dir``). ``--hp_NAME VALUE`` flags are the plug-in's own
 hyperparameters (numbers, true/false, or text), handed to both functions and tunable by ``tpuctl tune``.
 
-**A model function** ``build(ctx: ModelContext) -> tf_keras.Model``: the inputs it must accept are
+**A model function** ``build(ctx: ModelContext) -> tf_keras.Model | keras.Model``: the inputs it must accept are
 ``ctx.inputs`` (one example's features: a name -> ``tf.TensorSpec`` without the batch dimension; name your
 ``keras.Input`` layers after them), and it returns ``ctx.num_classes`` logits per example. Return it
 uncompiled and the trainer compiles it as its own models (Adam on its learning-rate schedule, sparse categorical
@@ -49,7 +50,7 @@ from typing import Any
 from trainer.errors import UsageError
 from trainer.flags import HPARAM_NAME, PLUGIN_REF, is_plugin_ref
 
-CONTRACT_VERSION = 1
+CONTRACT_VERSION = 2
 
 _REF = PLUGIN_REF
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -260,26 +261,36 @@ def module_attribute(plugin: Plugin, name: str) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------- checks
-def check_model(plugin: Plugin, model: Any, ctx: ModelContext, *, named: bool) -> Any:
-    """A tf_keras Model whose inputs are among the data's features (``named``: the data's features are a dict, so
-    its inputs must be named after them), with weights to train, and whose outputs fit the classes."""
-    import tensorflow as tf
-    import tf_keras as keras
+def check_model(plugin: Plugin, model: Any, ctx: ModelContext, *, named: bool, backend: str = "tensorflow") -> Any:
+    """A tf_keras Model (contract v1, ``--backend tensorflow``) or a Keras 3 Model (contract v2, either backend) whose
+    inputs are among the data's features (``named``: the data's features are a dict, so its inputs must be named after
+    them), with weights to train, and whose outputs fit the classes."""
+    from trainer.backends import is_keras3_model
 
-    if not isinstance(model, keras.Model):
-        kind = type(model).__module__ + "." + type(model).__name__
-        hint = " (a Keras 3 model: build it with tf_keras, which the trainer runs)" if kind.startswith("keras.") else ""
-        raise UsageError(f"{plugin.file}: --model {plugin.ref} returned {kind}, not a tf_keras Model{hint}")
-    names = list(getattr(model, "input_names", None) or [])
+    v2 = is_keras3_model(model)
+    if not v2:
+        import tf_keras as keras
+
+        if not isinstance(model, keras.Model):
+            kind = type(model).__module__ + "." + type(model).__name__
+            raise UsageError(f"{plugin.file}: --model {plugin.ref} returned {kind}, not a tf_keras Model or a Keras 3 "
+                             "Model")
+        if backend == "jax":
+            raise UsageError(f"{plugin.file}: --model {plugin.ref} returned a tf_keras model; --backend jax trains Keras "
+                             "3 models: build it with `import keras` (docs/your-code.md), or drop --backend jax")
+    names = keras3_input_names(model) if v2 else list(getattr(model, "input_names", None) or [])
     features = list(ctx.inputs)
     missing = [n for n in names if n not in ctx.inputs] if named else []
     if missing or not named and len(names) > 1:
         raise UsageError(f"{plugin.file}: --model {plugin.ref} takes inputs {missing or names} the data does not "
                          f"have (its features: {', '.join(features)}); name the keras.Input layers after them")
-    if not model.built:
-        # A subclassed model has no weights until it is called: call it now on the data's inputs (symbolic, nothing
-        # computed), so its weights exist before training (the preemption backup restores into them), its outputs
-        # can be checked, and a model that cannot be called or has nothing to train is one line, not a traceback.
+    if not v2 and not model.built:
+        # A subclassed tf_keras model has no weights until it is called: call it now on the data's inputs (symbolic,
+        # nothing computed), so its weights exist before training (the preemption backup restores into them), its
+        # outputs can be checked, and a model that cannot be called or has nothing to train is one line, not a
+        # traceback. (A Keras 3 model is built on the data's features by the Keras 3 engine: trainer.keras3.)
+        import tensorflow as tf
+
         inputs = {n: keras.Input(shape=s.shape, dtype=s.dtype, name=n) for n, s in ctx.inputs.items()}
         try:
             outputs = tf.nest.flatten(model(inputs if named else next(iter(inputs.values()))))
@@ -294,9 +305,9 @@ def check_model(plugin: Plugin, model: Any, ctx: ModelContext, *, named: bool) -
     else:
         try:
             shape = model.output_shape
-        except (AttributeError, RuntimeError):
+        except (AttributeError, RuntimeError, ValueError):   # not built yet (Keras 3: built on the data's features later)
             shape = None
-    if not model.trainable_weights:
+    if getattr(model, "built", False) and not model.trainable_weights:
         raise UsageError(f"{plugin.file}: --model {plugin.ref} returned a model with no trainable weights: nothing to "
                          f"train; give it layers that learn (e.g. end it with Dense({ctx.num_classes}))")
     if isinstance(shape, list):
@@ -306,6 +317,14 @@ def check_model(plugin: Plugin, model: Any, ctx: ModelContext, *, named: bool) -
         raise UsageError(f"{plugin.file}: --model {plugin.ref} outputs {shape[-1]} value(s) per example but the data "
                          f"has {ctx.num_classes} classes; end the model with Dense({ctx.num_classes}) (logits)")
     return model
+
+
+def keras3_input_names(model: Any) -> list[str]:
+    """A Keras 3 model's input names (its ``keras.Input`` layers'); [] for a model not built yet."""
+    try:
+        return [t.name for t in model.inputs or []]
+    except (AttributeError, ValueError):
+        return []
 
 
 def check_examples(plugin: Plugin, ds: Any, split: str, inputs: Mapping[str, Any] | None) -> Any:

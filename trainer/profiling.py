@@ -45,11 +45,13 @@ def not_profiled(info) -> str | None:
     return None
 
 
-def profile_callback(keras, logs: str, label: str, steps: tuple[int, int]):
+def profile_callback(keras, logs: str, label: str, steps: tuple[int, int], profiler=None):
     """A Keras callback that profiles training steps ``steps`` (first, last; counted from 1 across this process's
-    epochs) into ``<logs>/profile/<label>``; a range past the end of training is stopped at its end."""
+    epochs) into ``<logs>/profile/<label>``; a range past the end of training is stopped at its end. ``profiler``:
+    its (start(folder), stop()) pair, TensorFlow's by default (``jax.profiler``'s on JAX: the same layout)."""
     import tensorflow as tf
 
+    start, stop = profiler or (tf.profiler.experimental.start, tf.profiler.experimental.stop)
     first, last = steps
     folder = join_path(logs, "profile", label)
 
@@ -64,9 +66,10 @@ def profile_callback(keras, logs: str, label: str, steps: tuple[int, int]):
             self.step += 1
             if self.step == first and not self.running:
                 try:
-                    tf.profiler.experimental.start(folder)
-                except (tf.errors.AlreadyExistsError, tf.errors.UnavailableError) as err:
-                    print(f"warning: no profile: {err.message.strip().splitlines()[0]}", file=sys.stderr, flush=True)
+                    start(folder)
+                except (tf.errors.AlreadyExistsError, tf.errors.UnavailableError, RuntimeError) as err:
+                    text = getattr(err, "message", None) or str(err) or type(err).__name__
+                    print(f"warning: no profile: {text.strip().splitlines()[0]}", file=sys.stderr, flush=True)
                     return
                 self.running = True
                 print(f"profiling: steps {first}-{last} into {folder}", flush=True)
@@ -80,7 +83,7 @@ def profile_callback(keras, logs: str, label: str, steps: tuple[int, int]):
                 self._stop()
 
         def _stop(self):
-            tf.profiler.experimental.stop()
+            stop()
             self.running = False
             print(f"profiled: {folder}", flush=True)
 

@@ -72,9 +72,10 @@ def write_hparams(log_dir: str, hparams: dict[str, bool | int | float | str]) ->
     return True
 
 
-class EpochScalars(keras.callbacks.Callback):
+class ScalarsLogic:
     """Per-epoch ``epoch_<metric>`` scalars under ``<logs>/train`` and ``<logs>/validation`` (and, given
-    ``hparams``, the run's hyperparameters at ``<logs>`` once training starts)."""
+    ``hparams``, the run's hyperparameters at ``<logs>`` once training starts): the callback's body, for a tf_keras
+    (:class:`EpochScalars`) or a Keras 3 callback (trainer.keras3.callbacks)."""
 
     def __init__(self, log_dir: str, hparams: dict | None = None):
         super().__init__()
@@ -124,3 +125,7 @@ class EpochScalars(keras.callbacks.Callback):
         for writer in self._writers.values():
             writer.close()
         self._writers = {}
+
+
+class EpochScalars(ScalarsLogic, keras.callbacks.Callback):
+    """The tf_keras run's TensorBoard scalars (:class:`ScalarsLogic`)."""

@@ -11,7 +11,6 @@ stdout line. Errors: one ``error: …`` line on stderr, exit 2 (input) or 3 (har
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -25,6 +24,7 @@ from typing import NamedTuple
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
 from trainer import protocol
+from trainer.backends import is_keras3_model, selected
 from trainer.callbacks import (
     MONITOR,
     backed_up_steps,
@@ -46,18 +46,23 @@ from trainer.errors import (
     TrainerError,
     UsageError,
     run_cli,
-    unreachable_storage,
 )
 from trainer.paths import join_path
 from trainer.profiling import not_profiled, profile_callback, worker_label
+from trainer.rundir import (  # noqa: F401  (the run folder's lock and report, shared with trainer.keras3)
+    LOCK_FILE,
+    RESULT_FILE,
+    TUNING_METRIC_TAG,
+    claim_model_dir,
+    claim_output,
+    export_name,
+    report,
+    report_tuning_metric,
+    result_of,
+    resuming_line,
+    training_line,
+)
 from trainer.timing import step_timer
-
-RESULT_FILE = "result.json"
-#: Held (flock) by the chief of a run for as long as it trains in a local model folder.
-LOCK_FILE = ".tpuctl-train.lock"
-#: Tag of the final validation accuracy written for hyperparameter-tuning services (the legacy
-#: AI Platform default ``hyperparameterMetricTag``), next to a plain ``val_accuracy`` tag.
-TUNING_METRIC_TAG = "training/hptuning/metric"
 
 # Test-only hooks (documented in docs/trainer.md): dump each worker's final weights so tests can compare replicas
 # across processes; log a fingerprint of every batch each worker trains on, so tests can follow the data
@@ -143,22 +148,6 @@ def seed_everything(seed: int) -> None:
     tf.config.experimental.enable_op_determinism()
 
 
-def report_tuning_metric(value: float, step: int, environ: Mapping[str, str]) -> str | None:
-    """Vertex AI hyperparameter tuning: append the metric where its agent reads it (cloudml-hypertune's
-    file format: one JSON object per line), only when running as a tuning trial."""
-    path = environ.get("CLOUD_ML_HP_METRIC_FILE")
-    trial = environ.get("CLOUD_ML_TRIAL_ID")
-    if not path and trial is None:
-        return None
-    path = path or "/tmp/hypertune/output.metrics"
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    entry = {"timestamp": time.time(), "trial": str(trial or 0), "val_accuracy": str(float(value)),
-             "global_step": str(int(step))}
-    with open(path, "a") as f:
-        f.write(json.dumps(entry, sort_keys=True) + "\n")
-    return path
-
-
 def _log_batches(model, path: str) -> None:
     """Test hook: before every training step, append ``<optimizer step> <fingerprint of the batch>`` to ``path``
     (one line per replica; the fingerprint hashes the batch's images and labels)."""
@@ -202,38 +191,6 @@ def _peer_lost(err, own: str | None = None) -> HardwareError:
                          "of the job: training resumes from the last backup")
 
 
-@contextlib.contextmanager
-def claim_model_dir(model_dir: str) -> Iterator[None]:
-    """Hold ``<model_dir>/.tpuctl-train.lock`` (an exclusive ``flock``) while a run trains there.
-
-    A second run into the same local folder fails at once with one line instead of training on the same
-    backup and exporting over the first (both used to report success). The kernel drops the lock when the
-    process ends, however it ends, so a killed run never blocks its resume. gs:// folders cannot be locked
-    through tf.io.gfile: Vertex AI and tpuctl give every cloud run its own folder.
-    """
-    if "://" in model_dir:
-        yield
-        return
-    import fcntl
-
-    path = os.path.join(model_dir, LOCK_FILE)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as err:
-        raise UsageError(f"cannot write --model_dir {model_dir}: {err.strerror or err}") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UsageError(f"--model_dir {model_dir} is in use by another training run (it holds {path}); wait "
-                             "for it to finish or pass another --model_dir") from None
-        except OSError:  # a file system without locks (e.g. a gcsfuse mount): like gs://, unclaimed
-            pass
-        yield
-    finally:
-        os.close(fd)
-
-
 def run(cfg: TrainConfig, environ: Mapping[str, str] | None = None) -> dict | None:
     """Train, export, report. Returns the result dict on the chief, None on other workers."""
     with contextlib.ExitStack() as held:
@@ -244,6 +201,11 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
     validate_environment(env)  # TF_CONFIG, TPU_NAME: one line before TensorFlow even loads
     hooks = check_test_hooks(env)
     dirs = OutputDirs.resolve(cfg.model_dir, env)
+    held.enter_context(selected(cfg.backend))      # KERAS_BACKEND, before anything imports Keras
+    if cfg.backend == "jax":                       # Keras 3 on JAX: keras.distribution instead of a tf.distribute strategy
+        from trainer.keras3 import engine
+
+        return engine.run_jax(cfg, env, hooks, dirs, held)
 
     # The strategy comes first: MultiWorkerMirrored must be created before any other TensorFlow op.
     from trainer.strategy import resolve_strategy
@@ -257,7 +219,6 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
     import tf_keras as keras
 
     from trainer import data, export, inputs, models, plugin
-    from trainer.summaries import write_scalars
 
     if cfg.seed is not None:
         seed_everything(cfg.seed)
@@ -277,7 +238,7 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
             if size % info.num_replicas:
                 raise UsageError(f"{flag} {size} must be a multiple of the {info.num_replicas} TPU cores")
 
-    train_examples, val_examples, skipped = source.train_examples, source.val_examples, source.skipped
+    train_examples, val_examples = source.train_examples, source.val_examples
     steps_per_epoch = cfg.steps_per_epoch or max(1, train_examples // cfg.train_batch_size)
     # every validation example once (the last batch padded, the padding weighted 0): data.exact_passes
     validation_steps = data.evaluation_steps(val_examples, cfg.validation_batch_size)
@@ -289,13 +250,7 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
     input_steps = skip = None
     if info.kind != "parameter_server":
         input_steps = backed_up_steps(dirs, steps_per_epoch)
-        pipelines, pipeline_id = info.input_pipelines()
-        skip = data.records_read(input_steps, cfg.train_batch_size, num_files=source.train_files,
-                                 input_pipelines=pipelines, pipeline_id=pipeline_id,
-                                 replicas_per_pipeline=max(1, info.num_replicas // pipelines))
-        per_pass = source.per_pass(pipelines, pipeline_id)
-        if cfg.seed is None and per_pass:
-            skip %= per_pass
+        skip = source.records_to_skip(input_steps, cfg.train_batch_size, info, seeded=cfg.seed is not None)
     if info.kind == "parameter_server":
         # Keras fit under ParameterServerStrategy: a DatasetCreator (a dataset function each worker runs
         # itself) and explicit steps (tf_keras data_adapter._ClusterCoordinatorDataHandler; TensorFlow's
@@ -328,35 +283,20 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
                                  f"features ({', '.join(source.features)}); name your model function too "
                                  "(--model file.py:NAME)")
             model = models.build_model(cfg, len(source.classes), source.image_size, steps_per_epoch=steps_per_epoch)
+    if is_keras3_model(model):    # contract v2 on TensorFlow: the Keras 3 engine trains it on this strategy
+        from trainer.keras3 import engine
+
+        return engine.train(engine.Run(cfg, env, hooks, dirs, info, source, hparams, steps_per_epoch,
+                                       validation_steps, precision), model, held)
 
     # Every input was checked (flags, data, model); only now is anything written.
     if info.is_chief:
-        try:
-            tf.io.gfile.makedirs(cfg.model_dir)
-        except tf.errors.OpError as err:
-            unreachable = unreachable_storage(err.message, f"write --model_dir {cfg.model_dir}")
-            if unreachable is not None:
-                raise unreachable from None
-            raise UsageError(f"cannot write --model_dir {cfg.model_dir}: {err.message}") from None
-        # One run per folder. A finished run's result.json stays until this run's replaces it (an interrupted
-        # re-run must not make the finished run vanish from `tpuctl runs ls`).
-        held.enter_context(claim_model_dir(cfg.model_dir))
+        claim_output(cfg.model_dir, held)
 
-    shape = (f"image_size={source.image_size[0]}x{source.image_size[1]}" if source.image_size
-             else f"features={','.join(source.features)}")
-    sharding = (data.shard_policy(source.train_files, info.num_workers).name if source.train_files
-                else ("DATA" if info.num_workers > 1 else "AUTO"))
-    print(f"training: model={cfg.model} strategy={info.kind} replicas={info.num_replicas} "
-          f"workers={info.num_workers} {shape} "
-          f"steps_per_epoch={steps_per_epoch} validation_steps={validation_steps} "
-          f"input_sharding={sharding} "
-          f"mixed_precision={precision} validation={'exact' if exact_validation else 'shared among workers'}", flush=True)
+    print(training_line(cfg, info, source, steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
+                        precision=precision, exact=exact_validation, keras="tf_keras"), flush=True)
     if input_steps:
-        epoch, step = divmod(input_steps, steps_per_epoch)
-        where = "" if cfg.seed is not None else " (no --seed: its place in a freshly shuffled pass)"
-        print(f"resuming: {input_steps} step(s) backed up, training goes on at epoch {epoch + 1} step "
-              f"{step + 1}/{steps_per_epoch}; the input skips {skip} record(s) of this worker's stream{where}",
-              flush=True)
+        print(resuming_line(cfg, input_steps, steps_per_epoch, skip), flush=True)
     log_batches = env.get(_LOG_BATCHES_ENV)
     if log_batches:
         os.makedirs(log_batches, exist_ok=True)
@@ -397,7 +337,6 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
 
     chosen = select_export(model, cfg, dirs, history, lambda: model.evaluate(
         val_ds, steps=validation_steps, verbose=0, return_dict=True)["accuracy"])
-    val_accuracy = chosen["val_accuracy"]
 
     dump = env.get(_DUMP_WEIGHTS_ENV)
     if dump:
@@ -405,7 +344,7 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         name = f"weights-{info.task_type or 'chief'}-{info.task_id}.npz"
         np.savez(os.path.join(dump, name), *model.get_weights())
 
-    name = models.export_name(cfg, model)
+    name = export_name(cfg, model)
     model_base = join_path(dirs.export_base, name)
     io_device = "/job:localhost" if info.kind == "tpu" else None
     serving = export.Serving(source.classes, source.image_size, source.features, source.named)
@@ -421,28 +360,9 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
             shutil.rmtree(scratch, ignore_errors=True)
         return None
 
-    write_scalars(join_path(dirs.logs, "final"), {"val_accuracy": val_accuracy, TUNING_METRIC_TAG: val_accuracy},
-                  step=chosen["epochs"])
-    report_tuning_metric(val_accuracy, chosen["epochs"], env)
-
-    result = {
-        "export_dir": export_dir,
-        **chosen,
-        "export": cfg.export,
-        "export_name": name,
-        "model": cfg.model,
-        "source": source.source,
-        "strategy": info.kind,
-        "mixed_precision": precision,
-        "num_workers": info.num_workers,
-        "train_examples": train_examples,
-        "validation_examples": val_examples,
-        "validation_exact": exact_validation,
-        "skipped_records": skipped,
-        "timing": timer.timing() if timer is not None else None,
-    }
-    export.write_atomically(join_path(cfg.model_dir, RESULT_FILE), json.dumps(result, indent=2) + "\n")
-    return result
+    return report(cfg, env, dirs, result_of(cfg, export_dir=export_dir, export_name=name, chosen=chosen, info=info,
+                                            source=source, precision=precision, exact=exact_validation,
+                                            keras="tf_keras", timing=timer.timing() if timer is not None else None))
 
 
 @contextlib.contextmanager

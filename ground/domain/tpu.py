@@ -325,7 +325,7 @@ TF_PJRT_TPU_VERSIONS = frozenset({"v5e", "v5p", "v6e"})
 TF_PJRT_ENV = {"NEXT_PLUGGABLE_DEVICE_USE_C_API": "true", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}
 
 
-def tpu_runtime_env(generation: str) -> dict[str, str]:
-    """Environment a TensorFlow container needs on this TPU generation (the PJRT switch on v5e, v5p and v6e, else
-    nothing)."""
-    return dict(TF_PJRT_ENV) if generation in TF_PJRT_TPU_VERSIONS else {}
+def tpu_runtime_env(generation: str, backend: str = "tensorflow") -> dict[str, str]:
+    """Environment a container needs on this TPU generation: TensorFlow's PJRT switch on v5e, v5p and v6e, else
+    nothing; JAX none (PJRT is how JAX talks to every TPU)."""
+    return dict(TF_PJRT_ENV) if backend == "tensorflow" and generation in TF_PJRT_TPU_VERSIONS else {}

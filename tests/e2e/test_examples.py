@@ -130,3 +130,47 @@ def test_the_script_example_runs_on_one_and_two_workers_and_ships(project):
     assert container["command"] == ["python", "train.py", "--epochs", "3"] and "args" not in container
     assert "/code-cpu:sha256-" in container["imageUri"]
     assert "--entrypoint python" in script and "/code-tpu:sha256-" in script and "train.py" in script
+
+
+@pytest.mark.parametrize("project", ["keras3-sensors"], indirect=True)
+def test_the_keras3_example_trains_on_jax_and_tensorflow_serves_and_ships(project):
+    """examples/keras3-sensors as its README says: its traces, its Keras 3 model on JAX and on TensorFlow through
+    `tpuctl train` (one run each), compared, the JAX export served and asked with rows.json, and its cloud requests
+    on TPU v6e: Vertex AI's `auto` and the TPU VM's `--backend jax` both run the project on the jax-tpu image. (Two
+    processes on each backend: tests/trainer/test_keras3.py, with the TF_CONFIG the local target gives them.)"""
+    folder, env = project
+    make = _readme("keras3-sensors", "../../.venv-trainer/bin/python make_data.py")
+    subprocess.run([str(trainer_python()), *make[1:]], cwd=folder, env=env, check=True, capture_output=True,
+                   timeout=300)
+    on_jax = _readme("keras3-sensors", "tpuctl train --model model.py:build --data-dir data --backend jax --epochs")
+    on_tf = _readme("keras3-sensors", "tpuctl train --model model.py:build --data-dir data --epochs")
+    for args in (on_jax, on_tf):
+        epochs = args.index("--epochs")
+        tpuctl([*args[:epochs], "--epochs", "1", *args[epochs + 2:]], folder, env)
+    jax, tf = _result(folder, "sensors"), _result(folder, "sensors-tf")
+    assert (jax["backend"], jax["keras"], tf["backend"], tf["keras"]) == ("jax", "keras3", "tensorflow", "keras3")
+    compare = tpuctl(_readme("keras3-sensors", "tpuctl runs compare"), folder, {**env, "COLUMNS": "200"})
+    assert re.search(r"backend\s.*jax \(keras3\).*tensorflow \(keras3\)", compare.stdout), compare.stdout
+
+    predict = _readme("keras3-sensors", "tpuctl predict")
+    export = Path(jax["export_dir"])
+    assert predict[1].endswith(f"/v1/models/{export.parent.name}:predict")     # the README names the export
+    with Watched([str(trainer_python()), str(MODEL_SERVER), str(export), export.parent.name], cwd=REPO_ROOT,
+                 env=trainer_env()) as server:
+        port = int(server.wait_line("listening ", "the model server's port").split()[1])
+        url = predict[1].replace("127.0.0.1:8501", f"127.0.0.1:{port}")
+        rows = json.loads(tpuctl(["predict", url, *predict[2:], "--json"], folder, env).stdout)
+    assert len(rows) == 3 and all(row["top"][0]["class_name"] in ("steady", "drift", "burst") for row in rows)
+
+    def cloud(start: str) -> subprocess.CompletedProcess:
+        words = [w.replace("gs://BUCKET", "gs://tpuctl-my-tpu-project-data") for w in _readme("keras3-sensors", start)]
+        return tpuctl([*words[:words.index("--stack") + 1], "example", *words[words.index("--stack") + 2:]], folder,
+                      env)
+
+    job = json.loads(cloud("tpuctl train --target vertex").stdout)
+    container = job["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]
+    assert re.fullmatch(r".*/code-jax-tpu:sha256-[0-9a-f]{20}", container["imageUri"])
+    assert container["args"][container["args"].index("--backend") + 1] == "jax"
+    assert not any(e["name"].startswith(("NEXT_PLUGGABLE", "TF_PLUGGABLE")) for e in container.get("env", []))
+    script = cloud("tpuctl train --target tpu-vm").stdout
+    assert "/code-jax-tpu:sha256-" in script and "--backend jax" in script

@@ -31,6 +31,10 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Before any test module imports TensorFlow: JAX stays out of this process, as out of every TensorFlow run
+# (trainer.backends), so an in-process run sees what a --backend tensorflow trainer sees.
+import trainer  # noqa: E402, F401
+
 RESULT_PREFIX = "tpuctl-result: "
 
 

@@ -363,7 +363,7 @@ def test_a_plugin_export_is_named_after_the_model_or_its_module_never_the_functi
     import tf_keras as keras
 
     from trainer.config import TrainConfig
-    from trainer.models import export_name
+    from trainer.rundir import export_name
 
     x = keras.Input((2,))
     model = keras.Model(x, keras.layers.Dense(2)(x), name=name)

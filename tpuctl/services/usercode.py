@@ -290,6 +290,38 @@ def resolve_ref(project: Project, ref: str, flag: str) -> str:
     return f"{rel}:{name}" if where.endswith(".py") else ref
 
 
+def keras_of(project: Project, ref: str) -> str | None:
+    """Which Keras the module of a ``--model`` function (as ``resolve_ref`` returned it) imports: ``tf_keras`` when
+    it imports tf_keras (or TensorFlow's ``tf.keras`` by name) and not Keras 3, ``keras`` when it imports Keras 3,
+    None when it imports neither or is not one of the folder's files (a module of a requirement)."""
+    match = PLUGIN_REF.match(ref or "")
+    if not match:
+        return None
+    where = match["where"]
+    candidates = [where] if where.endswith(".py") else [f"{where.replace('.', '/')}.py",
+                                                        f"{where.replace('.', '/')}/__init__.py"]
+    f = next((f for f in project.files if f.rel in candidates), None)
+    if f is None or f.size > MAX_PLUGIN_SOURCE_BYTES:
+        return None
+    try:
+        tree = ast.parse(project.read(f))
+    except (SyntaxError, ValueError):
+        return None
+    modules: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules.add(node.module)
+            modules.update(f"{node.module}.{alias.name}" for alias in node.names)
+    tops = {m.split(".", 1)[0] for m in modules}
+    if "keras" in tops:
+        return "keras"
+    if "tf_keras" in tops or any(m.startswith("tensorflow.keras") for m in modules):
+        return "tf_keras"
+    return None
+
+
 def _inside_project(root: Path, where: str) -> str | None:
     """``where`` (a path given with a plug-in reference) as a path relative to the project folder ``root``; None
     when it leads outside (``..``, an absolute path elsewhere, a link out)."""

@@ -139,7 +139,7 @@ def test_the_run_markers_are_the_ones_runs_and_trials_write():
     from tpuctl.services.runs.tuning import local
 
     assert records.RUN_FILE in usercode.RUN_MARKERS and local.TRIAL_FILE in usercode.RUN_MARKERS
-    assert f'LOCK_FILE = "{usercode.RUN_MARKERS[2]}"' in (REPO_ROOT / "trainer" / "task.py").read_text()
+    assert f'LOCK_FILE = "{usercode.RUN_MARKERS[2]}"' in (REPO_ROOT / "trainer" / "rundir.py").read_text()
 
 
 def test_a_large_file_in_a_run_folder_no_longer_blocks_a_local_run(project, monkeypatch):

@@ -32,7 +32,9 @@ def test_machine_spec_table_matches_the_catalogue():
         accel = domain.parse_accelerator(name)
         spec = vertex.machine_spec(accel)
         strategy = f"`{spec_module.strategy(accel, 1, 0)}`" + (f" `--num_gpus {accel.gpu_count}`" if accel.kind == "gpu" else "")
-        image = f"`trainer-{vertex.VertexTarget.image_variant(accel)}`"
+        auto = domain.default_backend(accel.kind, accel.tpu.generation if accel.tpu else None,
+                                      vertex.VertexTarget.SUPPORT)      # --backend auto's image
+        image = f"`trainer-{vertex.VertexTarget.image_variant(accel, auto)}`"
         assert rows[name] == [
             f"`{spec['machine_type']}`", _cell(spec.get("accelerator_type")), _cell(spec.get("accelerator_count")),
             _cell(spec.get("tpu_topology")), image, strategy,

@@ -152,9 +152,10 @@ class CloudTarget:
         return None
 
     @classmethod
-    def image_variant(cls, accel: domain.Accelerator | None) -> str:
-        """Which trainer image the workers run (``tpuctl image build --variant``)."""
-        return accel.kind if accel is not None else "cpu"
+    def image_variant(cls, accel: domain.Accelerator | None, backend: str) -> str:
+        """Which trainer image the workers run (``tpuctl image build --variant``): the accelerator's kind and the
+        backend's (``domain.image_variant``)."""
+        return domain.image_variant(accel.kind if accel is not None else "cpu", backend)
 
     @classmethod
     def image(cls, p: Planning, accel: domain.Accelerator | None, name: str, code: str | None) -> dict[str, Any]:
@@ -163,7 +164,7 @@ class CloudTarget:
         --code``)."""
         if p.options.image is not None:
             return {"image": p.options.image}
-        outputs, variant = cls.outputs(p), cls.image_variant(accel)
+        outputs, variant = cls.outputs(p), cls.image_variant(accel, p.backend)
         region = p.place.get("region")      # a regional target's images are in its region's repository
         outputs.require("region", "it locates the trainer image; pass --image")
         if code is not None:

@@ -188,6 +188,7 @@ class LocalPlanning:
     Spec: ClassVar[type[RunSpec]] = LocalRun
     notes: ClassVar[dict[str, str]] = {}
     TPU_WORKERS: ClassVar[str] = "TPUStrategy runs one process per host: drop --workers"
+    SUPPORT: ClassVar[str] = "local"
 
     @classmethod
     def default_name(cls, command: str) -> str:
@@ -292,7 +293,7 @@ class LocalPlanning:
         env = aip_folders(model_dir) if program else {}
         if accel is not None and accel.tpu is not None:
             env["TPU_NAME"] = "local"
-            env.update(domain.tpu_runtime_env(accel.tpu.generation))
+            env.update(domain.tpu_runtime_env(accel.tpu.generation, p.backend))
         return env
 
 

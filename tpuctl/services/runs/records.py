@@ -28,7 +28,7 @@ from ground.outputs import StackOutputs
 from ground.storagepath import GsPath, is_gs
 from tpuctl.services.supervisor import Task, TaskFailed, run_tasks, trainer_module_argv
 from trainer import protocol
-from trainer.flags import DEFAULT_MODEL, flag_value
+from trainer.flags import DEFAULT_BACKEND, DEFAULT_MODEL, flag_value
 
 RESULT_FILE = "result.json"
 RUN_FILE = "tpuctl-run.json"
@@ -215,6 +215,20 @@ class Run:
         return flag_value(args, "model") or DEFAULT_MODEL
 
     @property
+    def backend(self) -> str | None:
+        """What trained the model (tensorflow, jax) and with which Keras (the result's ``keras``: tf_keras, keras3),
+        else the --backend its record's arguments give."""
+        if self.result:
+            backend, keras = self.result.get("backend"), self.result.get("keras")
+            if not isinstance(backend, str):
+                return DEFAULT_BACKEND       # a result from before --backend: TensorFlow's
+            return f"{backend} ({keras})" if isinstance(keras, str) else backend
+        args = self.launch.get("args")
+        if not isinstance(args, list):
+            return None
+        return flag_value(args, "backend") or DEFAULT_BACKEND
+
+    @property
     def provisioned(self) -> float | None:
         """When the run's machines were there; None when the record's time is after the run's first step (a run
         continued after an interruption, whose record kept the later process's start: the first step's is earlier)."""
@@ -231,6 +245,7 @@ class Run:
             "date": self.date,
             "target": self.launch.get("target", "local"),
             "model": self.model,
+            "backend": self.backend,
             "data": self.data,
             "accelerator": self.launch.get("accelerator") or r.get("strategy"),
             "workers": workers,

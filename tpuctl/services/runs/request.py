@@ -220,6 +220,10 @@ class RunRequest(_Flags):
                             tune_help="The search's name: its folder runs/NAME (each trial in NAME/trial-<n>), or the "
                                       "Vertex AI tuning job's display name. Default: tune-<timestamp> (Vertex AI: "
                                       "tpuctl-tune-<timestamp>).")
+    backend: Literal["auto", "tensorflow", "jax"] = flag(
+        "auto", "What trains the model: tensorflow (tf_keras and Keras 3 models), jax (Keras 3 models; "
+                "docs/your-code.md), or auto: TensorFlow wherever Google supports it, else JAX (TPU v6e on Vertex "
+                "AI). It picks the trainer image (docs/frameworks-on-tpus.md).")
     model: Annotated[str | None, BeforeValidator(_model)] = flag(
         None, f"{', '.join(MODELS)} (default small_cnn), or your model function: path/to/file.py:NAME or "
               "package.module:NAME in --code (docs/your-code.md).")

@@ -35,7 +35,7 @@ from tpuctl.services import usercode
 from tpuctl.services.data import local_folder
 from tpuctl.services.runs.records import RESULT_FILE, LaunchRecord
 from tpuctl.services.runs.request import ParameterServers, RunRequest, Workers
-from trainer.flags import HPARAM_PREFIX, TrainerArgs, flag_value, is_plugin_ref
+from trainer.flags import DEFAULT_BACKEND, HPARAM_PREFIX, TF_KERAS_ONLY, TrainerArgs, flag_value, is_plugin_ref
 
 Echo = Callable[[str], None]
 
@@ -101,6 +101,11 @@ class RunSpec(BaseModel):
         return list(self.command) if self.command else self.argv
 
     @property
+    def backend(self) -> str:
+        """What trains the model: tensorflow or jax (the trainer's --backend)."""
+        return self.trainer.backend or DEFAULT_BACKEND
+
+    @property
     def accelerator_name(self) -> str:
         return self.accelerator.name if self.accelerator is not None else "auto"
 
@@ -129,6 +134,9 @@ class Planning:
     root: Path = REPO_ROOT
     #: the target's own fields of the spec, once ``place`` made them (its region or zone, its capacity)
     place: dict[str, Any] = field(default_factory=dict)
+    #: what trains the model (tensorflow | jax), once the accelerator is known (``backend``): the image and the
+    #: environment hooks read it
+    backend: str = DEFAULT_BACKEND
 
     @property
     def options(self) -> Any:
@@ -202,6 +210,7 @@ def plan(request: RunRequest, target: Any, outputs: StackOutputs | None, *, comm
     name = target.check_name(request.name or target.default_name(command))
     accel = target.accelerator(p)
     _check_request(request, accel, target)     # what the flags alone rule out, before the stack is asked
+    p.backend = backend(request, accel, target)
     place = p.place = target.place(p, accel, name)   # the target's own checks and fields (stack, place, capacity)
 
     program = _command(request)
@@ -222,6 +231,8 @@ def plan(request: RunRequest, target: Any, outputs: StackOutputs | None, *, comm
     if ships is not None:   # the user's functions, as the target runs them (a cloud run: what its image holds)
         model = target.plugin_ref(ships, model, "--model") if is_plugin_ref(model) else model
         dataset = target.plugin_ref(ships, request.dataset, "--dataset") if request.dataset else None
+        if p.backend == "jax" and is_plugin_ref(model) and not program:
+            _check_keras3(ships, model, _why_jax(request, accel, target))
     else:
         dataset = request.dataset
     labels = run_labels(p, name, accel, model, program, place)
@@ -234,8 +245,9 @@ def plan(request: RunRequest, target: Any, outputs: StackOutputs | None, *, comm
     trainer = TrainerArgs(
         data_dir=data_dir, model_dir=model_dir,
         distribution_strategy=strategy(accel, request.workers, request.option("parameter_servers", 0)),
-        num_gpus=accel.gpu_count if accel is not None and accel.kind == "gpu" else None,
+        num_gpus=accel.gpu_count if accel is not None and accel.kind == "gpu" and p.backend == "tensorflow" else None,
         model=model, dataset=dataset, code_dir=target.code_dir(code) if plugin and code is not None else None,
+        backend=p.backend,
         hub_handle=request.hub_handle, train_epochs=request.epochs, train_batch_size=request.batch_size,
         extra=(*hparams, *(("--profile_steps", request.profile_steps) if request.profile_steps else ()),
                *(("--export_name", request.export_name) if request.export_name else ()), *request.trainer_args))
@@ -247,6 +259,43 @@ def plan(request: RunRequest, target: Any, outputs: StackOutputs | None, *, comm
         target=target.name, name=name, accelerator=accel, workers=request.workers,
         parameter_servers=request.option("parameter_servers", 0), trainer=trainer, command=program, code=ships,
         env=env, labels=labels, **place, **data, **image, **folder)
+
+
+def backend(request: RunRequest, accel: domain.Accelerator | None, target: Any) -> str:
+    """What trains the model: --backend, or for ``auto`` what Google supports on the accelerator and target
+    (``domain.default_backend``: TensorFlow wherever it is supported, else JAX); a backend Google does not support
+    there, or one the run's model or cluster cannot use, is one line."""
+    kind = accel.kind if accel is not None else "cpu"      # locally, no accelerator: whatever the machine has
+    generation = accel.tpu.generation if accel is not None and accel.tpu is not None else None
+    chosen = (domain.default_backend(kind, generation, target.SUPPORT) if request.backend == "auto"
+              else request.backend)
+    domain.check_backend(kind, generation, target.SUPPORT, chosen)
+    if chosen == "jax":
+        why = _why_jax(request, accel, target)
+        model = "hub" if request.hub_handle and request.model is None else request.model
+        parameter_servers = request.option("parameter_servers", 0)
+        if model in TF_KERAS_ONLY:
+            raise UserError(f"--model {model} trains on TensorFlow only ({TF_KERAS_ONLY[model]}), and {why}: use "
+                            "your own Keras 3 model function (docs/your-code.md)")
+        if parameter_servers:
+            raise UserError(f"--parameter-servers: {TF_KERAS_ONLY['parameter_server']}; {why} trains data-parallel "
+                            "over every worker: drop --parameter-servers")
+    return chosen
+
+
+def _why_jax(request: RunRequest, accel: domain.Accelerator | None, target: Any) -> str:
+    """Why a run trains on JAX, as a refusal says it: asked for, or the only backend Google supports there."""
+    if request.backend == "jax":
+        return "--backend jax"
+    return f"{accel.name if accel is not None else 'this accelerator'} on {target.name} trains on JAX only"
+
+
+def _check_keras3(code: str, model: str, why: str) -> None:
+    """A model function whose module imports tf_keras (not Keras 3) cannot train on JAX: one line before anything
+    is made (the trainer would refuse it only once the run's machines were there)."""
+    if usercode.keras_of(usercode.scan_project(code), model) == "tf_keras":
+        raise UserError(f"--model {printable(model, 200)} imports tf_keras and {why}, which trains Keras 3 models: "
+                        "build it with `import keras` (docs/your-code.md, Keras 3), or pass --backend tensorflow")
 
 
 def _check_request(request: RunRequest, accel: domain.Accelerator | None, target: Any) -> None:

@@ -72,6 +72,9 @@ class RunTarget(Protocol):
     notes: ClassVar[Mapping[str, str]]
     #: what to do instead of ``--workers N`` on a TPU (one replica per host)
     TPU_WORKERS: ClassVar[str]
+    #: whose row of Google's framework support applies here (``domain.backend_support``'s target: local, vertex,
+    #: tpu-vm): which of TensorFlow and JAX the target trains, per accelerator (``spec.backend``)
+    SUPPORT: ClassVar[str]
 
     # -- planning (spec.plan calls these, in this order) ----------------------------------------------------------
     @classmethod

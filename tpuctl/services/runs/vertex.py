@@ -107,6 +107,7 @@ class VertexPlanning(CloudTarget):
     Spec: ClassVar[type[CloudRun]] = VertexRun
     TPU_WORKERS: ClassVar[str] = ("a Vertex AI TPU job is one replica (its VMs are the workers): pick a larger TPU, "
                                   "e.g. tpu-v5e-16")
+    SUPPORT: ClassVar[str] = "vertex"
 
     @classmethod
     def does(cls, verb: str) -> str:
@@ -138,9 +139,11 @@ class VertexPlanning(CloudTarget):
         p.say(domain.check_accelerator_region(accel, region))
         if accel.tpu is not None and accel.tpu.vertex is not None and accel.tpu.vertex.multi_host:
             other = "; --target tpu-vm runs the same slice as TPU VMs" if accel.tpu.tpu_vm else ""
-            p.say(f"note: {accel.name} is one Vertex AI replica on {accel.tpu.vertex.vms} TPU VMs; the trainer finds "
-                  "the slice from Vertex AI's TPU_CONFIG on every VM. Google documents TensorFlow on a Vertex AI "
-                  f"TPU Pod only with its tf-tpu-pod-base image, and tpuctl has not run its own image on one{other}")
+            how = ("the trainer finds the slice from Vertex AI's TPU_CONFIG on every VM. Google documents TensorFlow "
+                   "on a Vertex AI TPU Pod only with its tf-tpu-pod-base image" if p.backend == "tensorflow" else
+                   "the trainer joins them with jax.distributed.initialize(), which reads the slice's hosts itself")
+            p.say(f"note: {accel.name} is one Vertex AI replica on {accel.tpu.vertex.vms} TPU VMs; {how}, and tpuctl "
+                  f"has not run its own image on one{other}")
         if options.reservation is not None:
             reservation = domain.Reservation(options.reservation)
             if not reservation.any and reservation.zone is None:
@@ -169,7 +172,7 @@ class VertexPlanning(CloudTarget):
         if accel is None or accel.tpu is None:
             return {}
         env = {} if accel.tpu.vertex is not None and accel.tpu.vertex.multi_host else {"TPU_NAME": "local"}
-        return {**env, **domain.tpu_runtime_env(accel.tpu.generation)}
+        return {**env, **domain.tpu_runtime_env(accel.tpu.generation, p.backend)}
 
 
 def _cluster(options: Any) -> str | None:

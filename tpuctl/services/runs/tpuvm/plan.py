@@ -93,6 +93,7 @@ class TpuVmPlanning(CloudTarget):
     options: ClassVar[type] = TpuVmOptions
     Spec: ClassVar[type[CloudRun]] = TpuVmRun
     TPU_WORKERS: ClassVar[str] = "the slice's hosts are the workers: pick a larger slice, e.g. tpu-v5e-16"
+    SUPPORT: ClassVar[str] = "tpu-vm"
 
     @classmethod
     def does(cls, verb: str) -> str:
@@ -140,10 +141,6 @@ class TpuVmPlanning(CloudTarget):
                 "autocheckpoint": options.autocheckpoint and accel.tpu.generation in domain.AUTOCHECKPOINT_GENERATIONS}
 
     @classmethod
-    def image_variant(cls, accel: domain.Accelerator | None) -> str:
-        return "tpu"
-
-    @classmethod
     def log_source(cls, record: dict[str, Any], name: str, project: str | None, host: int | None) -> logs.Source:
         """Where a slice's lines are (Cloud Logging, its hosts' containers; ``host``: one VM's)."""
         if not project:
@@ -158,7 +155,7 @@ class TpuVmPlanning(CloudTarget):
         assert accel is not None and accel.tpu is not None
         env = aip_folders(model_dir) if program else {}
         env["TPU_NAME"] = name if accel.tpu.multi_host else "local"
-        env.update(domain.tpu_runtime_env(accel.tpu.generation))
+        env.update(domain.tpu_runtime_env(accel.tpu.generation, p.backend))
         return env
 
 
