@@ -3,7 +3,8 @@
 tensorflow_hub uses any non-empty <TFHUB_CACHE_DIR>/<sha1>/ as the model (resolver.py atomic_download checks
 only that the folder exists and lists something), so the folder must be complete or detectably not:
 `tpuctl doctor`'s hub check, `hub-cache ls` and the trainer's preflight say INCOMPLETE with the repair
-command, re-running `hub-cache add` repairs it, and the real tensorflow_hub then loads it offline."""
+command, re-running `hub-cache add` repairs it, and the real tensorflow_hub then loads it offline (hub.load and
+hub.KerasLayer of a local copy of the uploaded prefix, network blocked) to exactly what the module computes."""
 
 from __future__ import annotations
 
@@ -56,11 +57,28 @@ def doctor_hub(client, handle):
 
 
 LOAD_OFFLINE = BLOCK_NETWORK + textwrap.dedent("""
-    import sys
+    import json, sys
+
     import tensorflow as tf
     import tensorflow_hub as hub
-    out = hub.load(sys.argv[1])(tf.zeros([1, 5, 5, 3]))
-    print(out.shape)
+
+    handle, original = sys.argv[1], sys.argv[2]
+    images = tf.random.stateless_uniform([2, 5, 5, 3], seed=[3, 4])
+    loaded = hub.load(handle)                       # resolved through TFHUB_CACHE_DIR only
+    layer = hub.KerasLayer(handle, trainable=False)
+    reference = tf.saved_model.load(original)
+    # control: a handle whose sha1 folder is not in the cache must fail (it would need the network)
+    try:
+        hub.load(handle + "/")
+        control = "loaded"
+    except Exception as exc:
+        control = type(exc).__name__
+    print(json.dumps({
+        "control": control,
+        "load": loaded(images).numpy().tolist(),
+        "keras": layer(images).numpy().tolist(),
+        "reference": reference(images).numpy().tolist(),
+    }))
 """)
 
 
@@ -100,16 +118,22 @@ def test_killed_add_is_reported_incomplete_then_repaired_and_loads_offline(gcs, 
     r = invoke(["hub-cache", "add", handle, "--from", str(module), "--bucket", "hub-bkt"])
     assert r.exit_code == 0, r.output
     assert "0 uploaded" in r.stdout and "resumed" in r.stdout and "staging object(s) removed" in r.stdout
+    assert "TFHUB_CACHE_DIR=gs://hub-bkt/model-cache" in r.stdout
     assert names(gcs, "model-cache/.staging/") == []
     assert doctor_hub(gcs, handle).status == "pass"
     fixed = download_prefix(gcs, "hub-bkt", "model-cache", tmp_path / "fixed-copy")
     assert trainer_preflight(handle, fixed).returncode == 0
 
-    proc = subprocess.run([str(trainer_python()), "-c", LOAD_OFFLINE, handle],
+    # the real tensorflow_hub, the network blocked: the only way to the model is the repaired cache, and it computes
+    # what the module itself computes (hub.load and hub.KerasLayer alike)
+    proc = subprocess.run([str(trainer_python()), "-c", LOAD_OFFLINE, handle, str(module)],
                           env=trainer_env({"TFHUB_CACHE_DIR": str(fixed)}), capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip().splitlines()[-1] == "(1, 8)"
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(out["load"]) == 2 and len(out["load"][0]) == 8
+    assert out["load"] == out["reference"] and out["keras"] == out["reference"]
+    assert out["control"] != "loaded"
 
 
 def test_killed_while_staging_leaves_nothing_tensorflow_hub_reads(gcs, tmp_path):

@@ -70,7 +70,7 @@ def test_real_parameter_server_run_trains_and_exports(tools, tmp_path):
     if not tools.trainer_python.exists():
         pytest.skip("trainer environment .venv-trainer is missing (scripts/setup.sh)")
     env = {"TPUCTL_CACHE_DIR": str(tmp_path / "cache"), "TPUCTL_TRAINER_PYTHON": str(tools.trainer_python)}
-    proc = tools.run_cli(["train", "--workers", "2", "--parameter-servers", "1", "--epochs", "2", "--",
+    proc = tools.run_cli(["train", "--workers", "1", "--parameter-servers", "1", "--epochs", "2", "--",
                           "--steps_per_epoch", "4"], env=env, cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     export = next(line.split(": ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("SavedModel: "))

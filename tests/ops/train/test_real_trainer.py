@@ -8,7 +8,6 @@ import json
 import os
 import re
 import signal
-import subprocess
 import time
 import urllib.parse
 import urllib.request
@@ -97,30 +96,6 @@ def test_killing_a_real_worker_fails_fast_without_orphans(env, tools, tmp_path):
     # collective's own 60 s timeout would have ended the chief (generous: a loaded machine)
     assert elapsed < 58
     assert not tools.pid_alive(pids["chief"]) and not tools.pid_alive(pids["worker 0"])
-
-
-@pytest.mark.slow
-def test_hub_model_loads_from_the_hub_cache_dir_given(env, tools, tmp_path):
-    from ground.domain import hub_cache_key
-
-    handle = "https://tfhub.dev/tpuctl/tiny-feature-vector/1"
-    cache_dir = tmp_path / "hub-cache"
-    module = tmp_path / "tiny-module"
-    built = subprocess.run([str(tools.trainer_python), str(tools.repo / "tests" / "fixtures" / "make_tiny_hub_module.py"),
-                            str(module)], capture_output=True, text=True, timeout=120)
-    assert built.returncode == 0, built.stderr[-2000:]
-    # into the cache the way users do it: `hub-cache fetch` verifies it and writes the manifest last
-    fetched = tools.run_cli(["hub-cache", "fetch", handle, "--from", str(module), "--dest", str(cache_dir)], env=env,
-                            cwd=tmp_path, timeout=120)
-    assert fetched.returncode == 0, fetched.stderr[-2000:]
-    assert (cache_dir / hub_cache_key(handle) / "saved_model.pb").is_file()
-    proc = tools.run_cli(["train", "--hub-handle", handle, "--hub-cache-dir", str(cache_dir), "--epochs", "1"],
-                         env=env, cwd=tmp_path, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    export, _ = _result(proc.stdout)
-    result = json.loads((export.parents[2] / "result.json").read_text())
-    assert result["model"] == "hub"
-    assert (export / "saved_model.pb").is_file()
 
 
 @pytest.mark.slow
