@@ -12,8 +12,9 @@
 #   jax-cpu, jax-gpu, jax-tpu
 #        Keras 3 on the JAX backend trains inside the image as its own user, on the CPU (two forced JAX devices,
 #        DataParallel), from tf.data, and its TF SavedModel export is loaded and called with TensorFlow in the image
-#        (tests/fixtures/keras3_jax_smoke.py, mounted read-only; the trainer's own JAX engine is checked here once it
-#        is on main). jax-cpu also gets the code layer (examples/tabular-plugin, built twice) and its data written in it.
+#        (tests/fixtures/keras3_jax_smoke.py, mounted read-only: the image's pins at work). jax-cpu also gets the code
+#        layer with a Keras 3 project (examples/keras3-sensors, built twice), its data made and its model trained and
+#        exported in it by the trainer's own JAX engine (--backend jax), as a cloud run does.
 # One summary line per variant (image size, import time, the run's result).
 #
 # The engine: a `docker` that answers is used as it is. Otherwise, as root, Debian's dockerd (package docker.io,
@@ -171,41 +172,39 @@ assert "hparams" in plugins, plugins
 print(f"serving_default({spec.dtype.name}{spec.shape.as_list()}) -> {sorted(outputs)} {probs.shape.as_list()}; "
       "hyperparameters recorded for TensorBoard")
 '
-# The user's code as a layer on a trainer image (`tpuctl image build --local --code`), and a plug-in run in it: on the
-# cpu image its data written and its model trained; on jax-cpu its data written (the plug-in is a tf_keras model).
+# The user's code as a layer on a trainer image (`tpuctl image build --local --code`), and a plug-in run in it, its data
+# written and its model trained and exported: on the cpu image the tf_keras tabular plug-in, on jax-cpu the Keras 3
+# sensors model on the trainer's JAX backend.
 code_layer() {  # variant out-folder; prints one summary phrase
-  local variant=$1 out=$2 code_name again accuracy start=$SECONDS
-  if ! "$tpuctl" image build --local --variant "$variant" --code examples/tabular-plugin >"$work/code.log" 2>&1; then
+  local variant=$1 out=$2 code_name again accuracy start=$SECONDS project=examples/tabular-plugin backend=()
+  if [ "$variant" = jax-cpu ]; then project=examples/keras3-sensors; backend=(--backend jax); fi
+  if ! "$tpuctl" image build --local --variant "$variant" --code "$project" >"$work/code.log" 2>&1; then
     tail -25 "$work/code.log" >&2; return 1
   fi
   code_name=$(grep -o "tpuctl/code-$variant:sha256-[0-9a-f]*" "$work/code.log" | head -1 || true)
   [ -n "$code_name" ] || { echo "error: the code build printed no image name" >&2; tail -5 "$work/code.log" >&2; return 1; }
   built_names+=("$code_name")
-  again=$("$tpuctl" image build --local --variant "$variant" --code examples/tabular-plugin 2>&1 | tail -1)
+  again=$("$tpuctl" image build --local --variant "$variant" --code "$project" 2>&1 | tail -1)
   [[ "$again" == *"already exists: nothing to build"* ]] || { echo "error: unchanged code was built again: $again" >&2; return 1; }
   local first; first=$(tail -1 "$work/code.log")
   [[ "$first" == built* ]] && first="built" || first="already built"
-  if [ "$variant" != cpu ]; then
-    if ! run_in -v "$out:/work" --entrypoint python "$code_name" make_data.py /work/plugin-data >"$work/code-run.log" 2>&1 \
-       || [ ! -s "$out/plugin-data/manifest.json" ]; then
-      tail -15 "$work/code-run.log" >&2; return 1
-    fi
-    echo "code layer $code_name $first, unchanged code not rebuilt, its make_data.py ran in it in $((SECONDS - start))s"
-    return 0
-  fi
+  local hp=(--hp_units 16); [ "$variant" = jax-cpu ] && hp=()
   if ! run_in -v "$out:/work" --entrypoint python "$code_name" make_data.py /work/plugin-data >"$work/code-run.log" 2>&1 \
-     || ! run_in -v "$out:/work" "$code_name" --code_dir /opt/tpuctl/code --model model.py:build \
-          --data_dir /work/plugin-data --model_dir /work/plugin-run --train_epochs 4 --hp_units 16 >>"$work/code-run.log" 2>&1; then
+     || ! run_in -v "$out:/work" "$code_name" --code_dir /opt/tpuctl/code --model model.py:build "${backend[@]}" \
+          --data_dir /work/plugin-data --model_dir /work/plugin-run --train_epochs 4 "${hp[@]}" >>"$work/code-run.log" 2>&1; then
     tail -15 "$work/code-run.log" >&2; return 1
   fi
-  accuracy=$(python3 - "$out/plugin-run/result.json" <<'PY'
-import json, sys
+  accuracy=$(python3 - "$out/plugin-run/result.json" "${backend[1]:-tensorflow}" <<'PY'
+import json, os, sys
 r = json.load(open(sys.argv[1]))
 assert r["model"] == "model.py:build" and r["source"] == "features", r
+assert r.get("backend", "tensorflow") == sys.argv[2], (r.get("backend"), sys.argv[2])
+assert os.path.isfile(os.path.join(r["export_dir"].replace("/work", os.path.dirname(os.path.dirname(sys.argv[1])), 1),
+                                   "saved_model.pb")), r["export_dir"]
 print(f"{r['val_accuracy']:.3f}")
 PY
 ) || { tail -5 "$work/code-run.log" >&2; return 1; }
-  echo "code layer $code_name $first, unchanged code not rebuilt, model.py:build trained 4 epochs in it in $((SECONDS - start))s (val_accuracy $accuracy)"
+  echo "code layer $code_name $first, unchanged code not rebuilt, model.py:build trained 4 epochs in it${backend[*]:+ (${backend[*]})} in $((SECONDS - start))s (val_accuracy $accuracy)"
 }
 failed=0
 summaries=()
@@ -271,7 +270,7 @@ PY
       fi
       detail="$detail; $code_detail"
     fi
-    summaries+=("image $v: ok — $name, $size, built in ${build_s}s ($built); import $probed ${warm}s (${cold}s without .pyc); $detail; as uid 10001 in ${train_s}s (the trainer's own --backend jax: not on main yet)")
+    summaries+=("image $v: ok — $name, $size, built in ${build_s}s ($built); import $probed ${warm}s (${cold}s without .pyc); $detail; as uid 10001 in ${train_s}s")
     continue
   fi
   epochs=2; [ "$v" = gpu ] && epochs=1
