@@ -5,6 +5,7 @@ folder's starting files and never overwrites one."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 
 import pytest
@@ -14,6 +15,8 @@ from ground.stackfile import STACK_DIR_VAR
 
 from clifixtures import error_line, invoke
 
+GIT = shutil.which("git") or "git"      # found before the tests take git's folder off PATH
+
 PROJECT = "vision-team-42"
 
 
@@ -22,7 +25,7 @@ def team(tmp_path, monkeypatch):
     """A team folder as a new user makes one: a git repository, `tpuctl init`, its project id set; no Pulumi CLI."""
     folder = tmp_path / "vision-team"
     folder.mkdir()
-    subprocess.run(["git", "init", "-q", str(folder)], check=True, timeout=60)
+    subprocess.run([GIT, "init", "-q", str(folder)], check=True, timeout=60)
     r = invoke(["init", str(folder)])
     assert r.exit_code == 0, r.output
     stack = folder / "Pulumi.dev.yaml"
@@ -39,7 +42,12 @@ def test_init_writes_the_starting_files_and_never_overwrites(team, tmp_path):
     stack = (team / "Pulumi.dev.yaml").read_text()
     assert "# least privilege per bucket" in stack and "tpuctl:region: us-central1" in stack   # the example's comments
     ignored = (team / ".gitignore").read_text().splitlines()
-    assert {"/runs/", ".tpuctl-cache/", ".pulumi/", "credentials.json", "*.pem", ".env"} <= set(ignored)
+    assert {"runs/", ".tpuctl-cache/", ".pulumi/", "credentials.json", "*.pem", ".env"} <= set(ignored)
+    # git itself leaves out the runs of the folder and of a subfolder (a run started in models/ writes models/runs/)
+    subprocess.run([GIT, "init", "-q", str(team)], check=True)
+    runs = ["runs/a/result.json", "models/runs/b/result.json"]
+    checked = subprocess.run([GIT, "-C", str(team), "check-ignore", *runs], capture_output=True, text=True)
+    assert checked.stdout.split() == runs, checked
     readme = (team / "README.md").read_text()
     assert '--config-file "$PWD/Pulumi.dev.yaml"' in readme and f"TPUCTL={REPO_ROOT}" in readme
 

@@ -21,8 +21,9 @@ from tpuctl.services.usercode import SECRET_PATTERNS
 EXAMPLE = REPO_ROOT / "Pulumi.example.yaml"
 #: What a team folder never commits, besides credentials.
 IGNORED = {
+    # runs/ at any depth: a run started in a subfolder writes <subfolder>/runs/
     "tpuctl: runs, caches and the stack outputs `pulumi stack output --json --show-secrets` writes": [
-        "/runs/", ".tpuctl-cache/", "outputs.json"],
+        "runs/", ".tpuctl-cache/", "outputs.json"],
     # a local state backend (`pulumi login file://…`); the backups `pulumi config refresh` makes of a stack file
     # (pulumi/pulumi pkg/cmd/pulumi/config/config_refresh.go: `<file>.bak`, then `.bak.bak` …, read 2026-12-07)
     "Pulumi: a local state backend and the backups `pulumi config refresh` makes": [".pulumi/", "Pulumi.*.yaml.bak*"],
