@@ -289,6 +289,13 @@ def _tpu_strategy(tpu_name: str | None, timeout: float = DEFAULT_TIMEOUT, vertex
             tf.tpu.experimental.initialize_tpu_system(resolver)
         except Exception as err:  # noqa: BLE001 - any failure here means: no usable TPU
             first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            if tpu_name in (None, "local") and not tf.config.list_physical_devices("TPU_SYSTEM"):
+                # This machine's own TPU, and TensorFlow loaded no TPU runtime (`tpuctl train -a tpu-v3-8` on a laptop:
+                # its first line was "TPUs not found in the cluster. Failed in initialization: No OpKernel was
+                # registered to support Op 'ConfigureDistributedTPU' …", six rows of a terminal and no way out).
+                raise HardwareError("no TPU here: cannot initialise the TPU system (TensorFlow has no TPU runtime on "
+                                    "this machine); run on a TPU (tpuctl train --target tpu-vm or --target vertex) or "
+                                    "choose another accelerator") from None
             raise HardwareError(f"--distribution_strategy tpu: cannot initialise the TPU system ({first})") from None
     finally:
         socket.setdefaulttimeout(previous_timeout)

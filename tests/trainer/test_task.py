@@ -193,7 +193,7 @@ def test_a_tpu_name_behind_a_silent_metadata_server_fails_within_the_cluster_tim
     # environment TensorFlow starts with (TPU_NAME, CUDA_VISIBLE_DEVICES) runs as a process
     ("tpu", {}, "TPU", False),
     ("auto", {"TPU_NAME": "no-such-tpu"}, "TPU_NAME='no-such-tpu'", True),  # auto picks TPU when one is configured
-    ("tpu", {"TPU_NAME": "local"}, "cannot initialise the TPU system", True),  # what a Vertex TPU VM sets
+    ("tpu", {"TPU_NAME": "local"}, "no TPU here: cannot initialise the TPU system", True),  # as Vertex sets it
     ("gpu", {}, "GPU", False),
     ("gpu", {"CUDA_VISIBLE_DEVICES": ""}, "GPU", True),
 ])
