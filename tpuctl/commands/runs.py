@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 from typing import Optional
 
@@ -91,9 +92,12 @@ def _lost(history: list[dict], resumes: list[dict] = ()) -> str:
     return f"{format_duration(sum(known))} in {len(resumes)} resume(s) from the backup{more}"
 
 
-def sparkline(values: list[float]) -> str:
+def sparkline(values: list[float], bars: int | None = None) -> str:
     """One bar per value, scaled between the finite ones; a NaN or infinite point (a loss that diverged) is ``×``
-    (was: the whole `runs show` ended in a traceback)."""
+    (was: the whole `runs show` ended in a traceback). ``bars``: at most that many, the values sampled evenly (the
+    first and the last kept)."""
+    if bars is not None and len(values) > bars > 1:
+        values = [values[round(i * (len(values) - 1) / (bars - 1))] for i in range(bars)]
     finite = [v for v in values if math.isfinite(v)]
     if not finite:
         return "×" * len(values)
@@ -157,35 +161,52 @@ def show(run: str = typer.Argument(..., help="Run folder name (or a unique prefi
     """One run: what was asked, what came out, and a terminal chart of its per-epoch curves."""
     found = _usable(runs.find_run(_runs(base, stack, outputs), run))
     history = runs.recoveries(found)      # a bad history file is one error line, before anything is printed
-    typer.echo(f"run {shown(found.name)}  ({shown(found.path)})")
+    width = Console().width
+
+    def say(label: str, value: str) -> None:
+        """``label value``, the value wrapped between words under itself to the terminal's width (issue 57: the
+        trainer's arguments and a resume's line ran past 80 columns and the terminal folded them mid-word); a word
+        wider than the terminal (a path) stays whole on its own line."""
+        head = f"  {label:<13} "
+        if " " not in value and len(head) + len(value) > width:
+            typer.echo(f"{head.rstrip()}\n    {value}")      # a path: whole, under its label
+            return
+        typer.echo(textwrap.fill(value, width=max(width, 40), initial_indent=head, subsequent_indent=" " * 16,
+                                 break_long_words=False, break_on_hyphens=False))
+
+    title = f"run {shown(found.name)}  ({shown(found.path)})"
+    typer.echo(title if len(title) <= width else f"run {shown(found.name)}\n  ({shown(found.path)})")
     for key, value in found.row().items():
         if key != "run":
-            typer.echo(f"  {TIMING_LABELS.get(key, key):<13} {_cell(key, value)}")
+            say(TIMING_LABELS.get(key, key), _cell(key, value))
     if found.launch.get("args"):
-        typer.echo(f"  {'trainer args':<13} {shown(' '.join(map(str, found.launch['args'])))}")
+        say("trainer args", shown(" ".join(map(str, found.launch["args"]))))
     for i, event in enumerate(history, 1):
         resumed = event.get("resumed_zone")
         down = event.get("seconds_down")
-        typer.echo(f"  {'recovery ' + str(i):<13} {shown(event['what'])} in {shown(event['zone'])} after "
-                   f"{format_duration(event['seconds_trained'])} of training; lost {format_duration(event['seconds_lost'])}"
-                   + (f" (since the {shown(event['since'])})" if event.get("since") else "")
-                   + (f"; resumed in {shown(resumed)} {format_duration(down)} later" if resumed else "; not resumed")
-                   + (f"; ${event['spent_usd']:.2f} spent by then" if event.get("spent_usd") is not None else ""))
+        say(f"recovery {i}", f"{shown(event['what'])} in {shown(event['zone'])} after "
+            f"{format_duration(event['seconds_trained'])} of training; lost {format_duration(event['seconds_lost'])}"
+            + (f" (since the {shown(event['since'])})" if event.get("since") else "")
+            + (f"; resumed in {shown(resumed)} {format_duration(down)} later" if resumed else "; not resumed")
+            + (f"; ${event['spent_usd']:.2f} spent by then" if event.get("spent_usd") is not None else ""))
     if not history:      # the trainer's own record (a TPU VM run's history above says more)
         for i, event in enumerate(found.resumes, 1):
             lost = event.get("seconds_lost")
-            typer.echo(f"  {'resume ' + str(i):<13} from the backup of step {event['from_step']}, training again "
-                       + (f"{format_duration(lost)} after it was written" if lost is not None else
-                          "(when the backup was written is not known)"))
+            say(f"resume {i}", f"from the backup of step {event['from_step']}, training again "
+                + (f"{format_duration(lost)} after it was written" if lost is not None else
+                   "(when the backup was written is not known)"))
     if history or found.resumes:
-        typer.echo(f"  {'time lost':<13} {_lost(history, found.resumes)}")
+        say("time lost", _lost(history, found.resumes))
     problem = runs.logs_problem(found)
     if problem:
-        typer.echo(f"  {'curves':<13} not read: {shown(problem)}")
+        say("curves", f"not read: {shown(problem)}")
     for tag, series in sorted(runs.scalars([found]).get(found.path, {}).items()):
         values = [v for _, v in series]
         if len(values) > 1 or "epoch_" in tag:
-            typer.echo(f"  {shown(tag):<32} {sparkline(values)}  {values[0]:.4f} -> {values[-1]:.4f}")
+            ends = f"{values[0]:.4f} -> {values[-1]:.4f}"
+            label = f"  {shown(tag):<32} "
+            # the chart takes the room the line has left (at least 8 bars): a long run's epochs are sampled evenly
+            typer.echo(f"{label}{sparkline(values, max(8, width - len(label) - 2 - len(ends)))}  {ends}")
 
 
 def _usable(run):

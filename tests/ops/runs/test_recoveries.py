@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 
 import pytest
 
 from tpuctl.services.runs import records as runs
 
-from clifixtures import invoke
+from clifixtures import invoke, shown_rows
 
 GOOD = {"export_dir": "gs://b/runs/spot/export/small_cnn/1", "val_accuracy": 0.9, "epochs": 3}
 HISTORY = {"run": "spot", "recoveries": [
@@ -37,10 +36,7 @@ def _run(base, history):
     return folder
 
 
-def _rows(stdout: str) -> dict[str, str]:
-    """`runs show`'s rows: the label (before the first run of two or more spaces) -> the value."""
-    return dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in stdout.splitlines()
-                if re.search(r"\S\s{2,}\S", line.strip()))
+_rows = shown_rows          # `runs show`'s rows, label -> value
 
 
 def _recovery(row: str, what: str, zone: str, resumed: str, *figures: str) -> None:

@@ -11,6 +11,7 @@ import urllib.request
 import pytest
 
 from ground.envs import trainer_env
+from tpuctl.commands import runs as runs_cli
 from tpuctl.services.runs import board
 from tpuctl.services.runs import records as runs
 
@@ -71,6 +72,26 @@ def test_show_prints_settings_and_a_curve_per_metric(two_runs):
     assert [step for step, _ in scalars["train/epoch_learning_rate"]] == [1, 2]
     assert all(value > 0 for _, value in scalars["train/epoch_examples_per_second"])
     assert f"{series[0][1]:.4f} -> {series[-1][1]:.4f}" in curves["train/epoch_loss"]
+
+
+def test_show_fits_an_80_column_terminal_without_folding_a_word(two_runs, tmp_path):
+    """Issue 57: the trainer's arguments (168 characters) and a resume's line ran past 80 columns and the terminal
+    folded them mid-word; a long run's curve ran past it too. In a pseudo-terminal of 80 columns: nothing wider, each
+    argument whole on a line, and a curve of 40 epochs charted within the line."""
+    base = tmp_path / "runs"
+    shutil.copytree(two_runs / "20261101-100000", base / "long")
+    args = ["--distribution_strategy", "auto", "--data_dir", "/root/.cache/tpuctl/demo-data", "--model_dir",
+            "/home/ana/src/vision-team/runs/long", "--train_epochs", "30", "--steps_per_epoch", "3", "--seed", "1"]
+    runs.write_launch_record(str(base / "long"), runs.LaunchRecord(target="local", accelerator="cpu", workers=1,
+                                                                   args=args, started=1_761_991_200))
+    code, lines = run_in_terminal(["runs", "show", "long", "--dir", base], columns=80)
+    screen = "\n".join(lines)
+    assert code == 0, screen
+    assert not wider_than(lines, 80), screen
+    words = [w for line in lines for w in line.split()]
+    assert all(arg in words for arg in args), screen
+    bars = runs_cli.sparkline([float(v) for v in range(40)], 20)
+    assert len(bars) == 20 and bars[0] == "▁" and bars[-1] == "█"
 
 
 def test_compare_puts_two_runs_side_by_side(two_runs, tmp_path):
