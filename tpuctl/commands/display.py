@@ -40,7 +40,10 @@ STARTUP_NOISE = re.compile(
     # the rest of TensorFlow's coordination-service error (its first line an E0000 notice) a chief logs at a
     # cluster's stop, when its workers left first: the lines after the stop said "The tasks have crashed"
     r"(^|\] )/job:\w+/replica:\d+/task:\d+\s*$|The tasks have crashed\. Check the task logs|"
-    r"The following tasks are unhealthy \(stopped sending heartbeats\)"
+    r"The following tasks are unhealthy \(stopped sending heartbeats\)|"
+    # a worker's last heartbeat to a chief that has stopped (two lines after a two-worker Ctrl-C, between tpuctl's
+    # stop line and its error line): gRPC's account of the refused connection
+    r"Additional GRPC error information from remote target|:UNKNOWN:Error received from peer"
 )
 
 

@@ -149,6 +149,11 @@ def test_the_trainers_stop_line_says_how_this_user_continues():
     sink.write("[chief] E0000 00:00:1 1 coordination_service_agent.cc:1] Polled an error: The following tasks are "
                "unhealthy (stopped sending heartbeats):\n[chief] /job:worker/replica:0/task:0\n[chief] The tasks have "
                "crashed. Check the task logs for an earlier error\n")
+    # and a worker's last heartbeat to the chief that stopped first (issue 57: two gRPC lines after a Ctrl-C)
+    sink.write("[worker 0] Additional GRPC error information from remote target /job:chief/replica:0/task:0 while "
+               "calling /tensorflow.CoordinationService/Heartbeat:\n[worker 0] :UNKNOWN:Error received from peer  "
+               '{grpc_message:"failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:41567: '
+               'Failed to connect to remote host: Connection refused", grpc_status:14}\n')
     assert screen.getvalue().splitlines() == shown
     # without a hint (a tuning trial), or with --verbose, the trainer's lines as they are
     plain = io.StringIO()
