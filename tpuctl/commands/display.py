@@ -21,9 +21,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Column
 
+from ground.durations import format_duration
 from ground.envs import trainer_python
-from tpuctl.commands.options import echo_err, program, show_outcome, shown, tpuctl_program
-from tpuctl.services.runs.target import launch
+from tpuctl.commands.options import program, shown, tpuctl_program
 from tpuctl.services.supervisor import write_quietly
 from trainer import protocol
 
@@ -245,12 +245,15 @@ def _terminal_width() -> int | None:
 
 
 def summary_lines(result: dict[str, Any] | None, history: list[EpochStats], seconds: float,
-                  model_dir: str, run_name: str | None, width: int | None = -1) -> list[str]:
+                  model_dir: str, run_name: str | None, width: int | None = -1,
+                  since_first: float | None = None) -> list[str]:
     """The block after a run: best/final metrics, time, export, how to serve it and look at it.
 
     The run's story is the trainer's result (``best_epoch``, ``epochs``, ``last_val_accuracy``) when it has one: a run
     resumed from its backup trained only its last epochs in this process (``history``), and the best may be an earlier
-    one. ``width``: lines wrapped to it between metrics and words (-1: the terminal's; None: not wrapped)."""
+    one. ``width``: lines wrapped to it between metrics and words (-1: the terminal's; None: not wrapped).
+    ``since_first``: a continued run's time since it first started (what ``runs ls`` says), shown with this
+    launch's own ``seconds`` (issue 57: the summary said 27.2s of a run ``runs ls`` listed as 57s)."""
     width = _terminal_width() if width == -1 else width
     result = result or {}
 
@@ -281,7 +284,11 @@ def summary_lines(result: dict[str, Any] | None, history: list[EpochStats], seco
     resumes = (result.get("timing") or {}).get("resumes") if isinstance(result.get("timing"), dict) else None
     if isinstance(resumes, list) and resumes:
         lines.append(row("resumed", [f"{len(resumes)} time(s) from its backup"]))
-    lines.append(row("time", [f"{seconds:.1f}s"]))
+    if since_first is not None:
+        lines.append(row("time", [format_duration(since_first), "since the run first started",
+                                  f"({seconds:.1f}s this time)"]))
+    else:
+        lines.append(row("time", [f"{seconds:.1f}s"]))
 
     # hints as they can be typed here: `tpuctl` only when PATH finds it (scripts/setup.sh links it), else its path
     # (the export's path itself is the `SavedModel:` line on stdout, once); a command wider than the terminal goes on
@@ -315,20 +322,3 @@ def _command(name: str, words: list[str], width: int | None) -> str:
             lines.append(line + " \\")
             line = indented(word)
     return "\n".join([*lines, line])
-
-
-def follow_cloud_run(target, display: TrainDisplay | None, dry_run: bool = False, started: float | None = None) -> None:
-    """A cloud run (``train --target vertex|tpu-vm``, ``tpu attach``): its chief's progress lines, read back from Cloud
-    Logging, drive the same live display a local run has, and a run that showed epochs ends with the same run summary
-    (its time counted from ``started``: now, or an attached run's first submission)."""
-    started = time.time() if started is None else started
-    try:
-        outcome = launch(target, dry_run=dry_run)
-    finally:
-        if display is not None:
-            display.close()
-    if display is not None and display.history and not isinstance(outcome, dict):
-        for line in summary_lines(outcome.result, display.history, time.time() - started, outcome.outputs,
-                                  outcome.name):
-            echo_err(line)
-    show_outcome(outcome)

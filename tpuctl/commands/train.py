@@ -75,8 +75,10 @@ def run_target(target: RunTarget, display: TrainDisplay | None, *, dry_run: bool
         if display is not None:
             display.close()
     if display is not None and not isinstance(outcome, dict) and outcome.state == SUCCEEDED:
-        for line in summary_lines(outcome.result, display.history, time.time() - started, outcome.outputs,
-                                  outcome.name):
+        now = time.time()
+        first = outcome.started if outcome.started is not None and outcome.started < started else None
+        for line in summary_lines(outcome.result, display.history, now - started, outcome.outputs, outcome.name,
+                                  since_first=None if first is None else now - first):
             echo_err(line)
     show_outcome(outcome)
 

@@ -136,6 +136,9 @@ def test_sigterm_to_a_local_cluster_backs_up_its_step_and_the_run_continues_ther
     assert shown_epochs == (["epoch 2/2"] if done >= 20 else ["epoch 1/2", "epoch 2/2"]), proc.tail()
     assert any(line.startswith("started chief (pid") for line in proc.err)
     assert any(line.startswith("started worker 0 (pid") for line in proc.err)
+    # the summary's time is the whole run's, as runs ls and runs show count it (issue 57)
+    [took] = [line.split(None, 1)[1] for line in proc.err if line.startswith("  time ")]
+    assert took.endswith("s this time)") and "since the run first started" in took, proc.tail()
     export, _ = _result("\n".join(proc.out))
     assert (export / "saved_model.pb").is_file()
     result = json.loads((tmp_path / "runs" / "stopped" / "result.json").read_text())

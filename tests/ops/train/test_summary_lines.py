@@ -51,6 +51,10 @@ def test_after_a_resume_the_summary_tells_the_whole_runs_story():
     assert _row(lines, "resumed").startswith("1 time(s)")
     # every epoch done before the stop: this process trained none, the result says how the run ended
     assert _row(summary_lines(result, [], 1.0, "/m", "run", width=None), "final") == "epoch 5: val_accuracy=0.9000"
+    # its time is the whole run's, as `runs ls` counts it (issue 57: 27.2s in the summary, 57s in the listing)
+    assert _row(lines, "time") == "12.0s"
+    whole = summary_lines(result, resumed, 12.0, "/m", "run", width=None, since_first=57.4)
+    assert _row(whole, "time") == "57s since the run first started (12.0s this time)"
 
 
 def test_the_summary_fits_80_columns_without_cutting_a_metric_or_a_command():

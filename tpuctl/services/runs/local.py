@@ -386,24 +386,26 @@ class LocalTarget(LocalPlanning):
             raise UserError("the trainer ended with exit status 0 but without its completion record (result.json "
                             f"in {self.spec.model_dir}): the run did not finish; the lines above say where it "
                             f"stopped ({self.spec.resume_hint} once fixed)", 1)
-        self._record(started, provisioned=min(provisioned, default=None))
+        first = self._record(started, provisioned=min(provisioned, default=None))
         return Outcome(self.name, Path(self.spec.model_dir).name, SUCCEEDED, self.spec.model_dir,
-                       result=outcome.result)
+                       result=outcome.result, started=first if first < started else None)
 
-    def _record(self, started: float, state: str | None = None, provisioned: float | None = None) -> None:
+    def _record(self, started: float, state: str | None = None, provisioned: float | None = None) -> float:
         """The launch record ``runs ls`` reads. An interrupted run is recorded only when it left work behind
-        (checkpoints, logs) and no result. A run that continues an interrupted one keeps its first start."""
+        (checkpoints, logs) and no result. A run that continues an interrupted one keeps its first start (returned:
+        the run's start as recorded)."""
         earlier = records.earlier_start(self.spec.model_dir)
-        record = self.spec.launch_record(started=earlier if earlier is not None and earlier <= started else started,
-                                         provisioned=provisioned, finished=time.time(), state=state)
+        first = earlier if earlier is not None and earlier <= started else started
+        record = self.spec.launch_record(started=first, provisioned=provisioned, finished=time.time(), state=state)
         if state is None:
             if not is_gs(self.spec.model_dir):   # a local run into gs:// keeps no record (as before: no credentials asked)
                 records.write_launch_record(self.spec.model_dir, record)
-            return
+            return first
         folder = Path(self.spec.model_dir)
         if is_gs(self.spec.model_dir) or not folder.is_dir() or (folder / records.RESULT_FILE).exists():
-            return
+            return first
         try:
             records.write_launch_record(self.spec.model_dir, record)
         except OSError:
             pass   # the interrupt is what the user sees; the record is a courtesy
+        return first

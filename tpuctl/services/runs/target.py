@@ -56,6 +56,9 @@ class Outcome:
     trials: list[Any] = field(default_factory=list)
     #: a TPU VM run: its recoveries from preemption (zone, time trained and lost…)
     recoveries: list[dict[str, Any]] = field(default_factory=list)
+    #: when the run first started, where the target knows an earlier start than this launch (a local run continued
+    #: after an interruption: its record's start): the run summary's time counts from it, as ``runs ls`` does
+    started: float | None = None
 
 
 class RunTarget(Protocol):
