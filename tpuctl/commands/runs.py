@@ -237,15 +237,24 @@ def compare(a: str = typer.Argument(..., help="First run."), b: str = typer.Argu
     # Never a cut name, tag or path (issue 57: at 80 columns the run names, the export paths and the longest curve tags
     # were folded or cut with "…"): the runs' names head the columns when they fit, else A and B do and the names are
     # said above; values too wide for the columns (the export paths) go under the table, whole.
-    plain = [[Text.from_markup(c).plain for c in row] for row in rows]
-    heads, below = ["", *names], []
-    if natural_width(heads, plain) > console.width:
-        heads = ["", "A", "B"]
+    every = list(rows)
+
+    def fitted(heads: list[str]) -> tuple[list, list]:
+        """The rows that fit under these heads, and those whose values go under the table (the widest first)."""
+        kept, plain, below = list(every), [[Text.from_markup(c).plain for c in row] for row in every], []
+        while natural_width(heads, plain) > console.width and len(plain) > 1:
+            widest = max(range(len(plain)), key=lambda i: max(len(plain[i][1]), len(plain[i][2])))
+            below.append(kept.pop(widest))
+            plain.pop(widest)
+        return kept, below
+
+    # the names head the columns unless that sends more values under the table than A and B would
+    heads = ["", *names]
+    rows, below = fitted(heads)
+    short, short_below = fitted(["", "A", "B"])
+    if len(short_below) < len(below):
+        heads, rows, below = ["", "A", "B"], short, short_below
         console.print(Text.from_markup(f"A: {names[0]}\nB: {names[1]}"))
-    while natural_width(heads, plain) > console.width and len(plain) > 1:
-        widest = max(range(len(plain)), key=lambda i: max(len(plain[i][1]), len(plain[i][2])))
-        below.append(rows.pop(widest))
-        plain.pop(widest)
     table = Table(title=None if heads[1] == "A" else f"{names[0]} vs {names[1]}")
     for head in heads:
         table.add_column(head, no_wrap=True)

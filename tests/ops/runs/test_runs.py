@@ -117,6 +117,13 @@ def test_compare_puts_two_runs_side_by_side(two_runs, tmp_path):
     assert all(any(line.strip() == export or line.endswith(f" {export}") for line in lines) for export in exports), screen
     for tag in ("train/epoch_examples_per_second", "final/training/hptuning/metric", "validation/epoch_accuracy"):
         assert re.search(rf"(^|\s){re.escape(tag)}\s", screen), (tag, screen)
+    # names that fit head their columns (A and B only when they would send more values under the table)
+    for old, new in zip(("20261101-100000", "20261102-100000"), ("intr", "second-run")):
+        shutil.copytree(two_runs / old, base / new)
+    code, lines = run_in_terminal(["runs", "compare", "intr", "second-run", "--dir", base], columns=80)
+    screen = "\n".join(lines)
+    assert code == 0 and "intr vs second-run" in screen and "A: intr" not in screen, screen
+    assert not wider_than(lines, 80) and "…" not in screen, screen
 
 
 def test_unknown_and_ambiguous_runs_are_one_line(two_runs):
