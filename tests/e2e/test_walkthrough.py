@@ -78,7 +78,7 @@ def test_the_offline_walkthrough_runs_as_written(fresh_clone):
     subprocess.run(shlex.split(git_init.replace("~/", env["HOME"] + "/")), check=True, capture_output=True, timeout=60)
     init = tpuctl(_readme_command(r"tpuctl init ~/src/vision-team"), clone, env)
     assert init.returncode == 0, init.stderr
-    assert (team / "Pulumi.dev.yaml").is_file() and "/runs/" in (team / ".gitignore").read_text()
+    assert (team / "Pulumi.dev.yaml").is_file() and "runs/" in (team / ".gitignore").read_text().splitlines()
     assert not (clone / "Pulumi.dev.yaml").exists()
 
     # 3. Preview without credentials, from the team's folder: every resource, the access map and the policy verdicts
