@@ -231,10 +231,10 @@ def run(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default: sys.argv[1:]) and return the exit status; never raises. An error that
     abandoned threads (``UserError.abandoned_threads``) ends the process instead, after its line."""
     args = list(sys.argv[1:] if argv is None else argv)
-    # SIGTERM behaves like Ctrl-C (cleanup in ``finally`` blocks, "interrupted", exit 130) instead of killing
-    # the process mid-write. Commands that supervise work install their own handlers on top. An interrupt Python
+    # SIGTERM and SIGHUP (a closed terminal) behave like Ctrl-C (cleanup in ``finally`` blocks, "interrupted", exit
+    # 130) instead of killing the process mid-write. Commands that supervise work install their own handlers on top. An interrupt Python
     # swallowed (raised inside a weakref callback) is raised again by the wait loop (ground.interrupts).
-    with signal_handlers(raise_interrupt, (signal.SIGTERM,)), interrupts.kept():
+    with signal_handlers(raise_interrupt, (signal.SIGTERM, signal.SIGHUP)), interrupts.kept():
         try:
             command = typer.main.get_command(app)
             _metavars(command)      # the root's own options (each command's are set when it is loaded)

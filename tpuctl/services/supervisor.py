@@ -51,8 +51,13 @@ class TaskFailed(UserError):
         self.task = task
 
 
+#: The signals that end supervised work as Ctrl-C does (its processes stopped, exit 130): SIGHUP is a closed terminal
+#: (issue 56: tpuctl died of it and its --command program ran on, reparented to init).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @contextmanager
-def signal_handlers(handler, signals=(signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
+def signal_handlers(handler, signals=STOP_SIGNALS) -> Iterator[None]:
     """``handler`` for ``signals`` while the block runs, the previous handlers after it (main thread only:
     Python installs signal handlers nowhere else, so elsewhere nothing changes)."""
     if threading.current_thread() is not threading.main_thread():

@@ -123,6 +123,10 @@ model_dir = Path(flag("--model_dir"))
 if mode == "no-result":
     (model_dir / "checkpoints").mkdir(parents=True, exist_ok=True)    # some work left behind, no result
     sys.exit(0)
+if mode == "diverged":          # the trainer's end of a run whose loss is no longer a number (exit 4)
+    (model_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+    print("error: training diverged at epoch 1 step 3/5: the loss is nan (fake)", file=sys.stderr, flush=True)
+    sys.exit(4)
 if task["type"] == "chief":
     export = model_dir / "export" / "small_cnn" / "1"
     export.mkdir(parents=True, exist_ok=True)

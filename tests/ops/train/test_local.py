@@ -230,7 +230,7 @@ def test_worker_that_exits_with_an_error_is_reported_with_its_last_line(fake_tra
     assert not tools.pid_alive(chief["pid"])
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])     # SIGHUP: the terminal closed
 def test_ctrl_c_stops_every_worker(fake_trainer, tools, tmp_path, sig):
     env = dict(fake_trainer, FAKE_MODE="hang")
     proc, pids = _start_cluster(tools, env, tmp_path)
@@ -293,6 +293,19 @@ def test_a_trainer_that_ends_well_without_its_completion_record_is_a_failed_run(
     listed = tools.run_cli(["runs", "ls"], env=env, cwd=tmp_path)
     [row] = [l for l in listed.stdout.splitlines() if "r-1" in l]
     assert "failed" in row, listed.stdout
+
+
+def test_a_diverged_run_is_listed_as_failed(fake_trainer, tools, tmp_path):
+    """Issue 56: a run whose loss became NaN ends with the trainer's line, exit 4, after writing its checkpoints; `runs
+    ls` said "no runs" beside its folder (only an interrupted run or one without its completion record was
+    recorded). Every failed run that left work behind is listed as failed."""
+    env = {**fake_trainer, "FAKE_MODE": "diverged"}
+    proc = tools.run_cli(["train", "--name", "nan-1", "--epochs", "1"], env=env, cwd=tmp_path)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert [l for l in proc.stderr.splitlines() if l.startswith("error: ")] == [
+        "error: training diverged at epoch 1 step 3/5: the loss is nan (fake)"], proc.stderr
+    listed = json.loads(tools.run_cli(["runs", "ls", "--json"], env=env, cwd=tmp_path).stdout)
+    assert [(row["run"], row["state"]) for row in listed] == [("nan-1", "failed")], listed
 
 
 def test_a_local_dry_run_shows_the_processes_and_creates_nothing(fake_trainer, tools, tmp_path):

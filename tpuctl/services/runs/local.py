@@ -354,6 +354,10 @@ class LocalTarget(LocalPlanning):
             release(self.spec)
             if isinstance(exc, KeyboardInterrupt) or (isinstance(exc, TaskFailed) and exc.exit_code == 130):
                 self._record(started, state="interrupted", provisioned=min(self.provisioned, default=None))
+            elif isinstance(exc, TaskFailed):
+                # a run that failed after it wrote something (a diverged model: exit 4) is listed as failed, as one
+                # that ended without its completion record is (issue 56: runs ls said "no runs" beside its folder)
+                self._record(started, state="failed", provisioned=min(self.provisioned, default=None))
             raise
         finally:
             if self.display is not None:
