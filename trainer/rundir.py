@@ -88,6 +88,56 @@ def claim_output(model_dir: str, held: contextlib.ExitStack) -> None:
     held.enter_context(claim_model_dir(model_dir))
 
 
+#: At most this many entries of a run folder's checkpoints/ are looked at before training (a run keeps a few dozen).
+MAX_CHECKPOINT_ENTRIES = 10_000
+
+
+def check_read_back(checkpoints: str) -> None:
+    """What a run reads back from its own folder (backups, checkpoints, the first step's time) before it reads any of
+    it: every entry under ``checkpoints`` (the run's checkpoints folder) a regular file or a folder (issue 56: a FIFO there hung the resume for good) and every
+    checkpoint state file (``checkpoint``) one TensorFlow can parse (a damaged one was a warning, and the backup was
+    silently dropped: the run trained again from epoch 1). One line naming the file, exit 2. Local folders only: a
+    bucket holds neither FIFOs nor devices, and a damaged state file there is TensorFlow's to report."""
+    import stat
+
+    from trainer.errors import DataError
+
+    if "://" in checkpoints:
+        return
+    root = checkpoints
+    fix = "remove it (or the whole checkpoints folder, to train from the start), or train into another --model_dir"
+    seen = 0
+    for folder, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            seen += 1
+            if seen > MAX_CHECKPOINT_ENTRIES:
+                raise DataError(f"{root} holds more than {MAX_CHECKPOINT_ENTRIES} entries, which no run of tpuctl's "
+                                f"writes: {fix}")
+            path = os.path.join(folder, name)
+            mode = os.lstat(path).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise DataError(f"{path} is not a regular file or folder (a FIFO, socket, device or link), and the run "
+                                f"reads its checkpoints back: {fix}")
+        if "checkpoint" in files:
+            _check_state_file(os.path.join(folder, "checkpoint"), fix)
+
+
+def _check_state_file(path: str, fix: str) -> None:
+    """A checkpoint state file (``checkpoint``: text of TensorFlow's CheckpointState) that parses."""
+    from google.protobuf import text_format
+    from tensorflow.python.training import checkpoint_state_pb2
+
+    from trainer.errors import DataError
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read(1 << 20)
+        text_format.Parse(text, checkpoint_state_pb2.CheckpointState())
+    except (OSError, UnicodeDecodeError, text_format.ParseError) as err:
+        why = " ".join(str(err).split())[:160]
+        raise DataError(f"{path} is damaged ({why}): it says which backup or checkpoint to read back; {fix}") from None
+
+
 def training_line(cfg, info, source, *, steps_per_epoch: int, validation_steps: int, precision: str, exact: bool,
                   keras: str, sharding: str | None = None) -> str:
     """``training: model=… strategy=… … backend=… keras=…``: what the run trains, how, on what (docs/trainer.md).

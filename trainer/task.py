@@ -53,6 +53,7 @@ from trainer.rundir import (  # noqa: F401  (the run folder's lock and report, s
     LOCK_FILE,
     RESULT_FILE,
     TUNING_METRIC_TAG,
+    check_read_back,
     claim_model_dir,
     claim_output,
     export_name,
@@ -201,6 +202,7 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
     validate_environment(env)  # TF_CONFIG, TPU_NAME: one line before TensorFlow even loads
     hooks = check_test_hooks(env)
     dirs = OutputDirs.resolve(cfg.model_dir, env)
+    check_read_back(dirs.checkpoints)              # what a resume reads is files, and parses: before any is read
     held.enter_context(selected(cfg.backend))      # KERAS_BACKEND, before anything imports Keras
     if cfg.backend == "jax":                       # Keras 3 on JAX: keras.distribution instead of a tf.distribute strategy
         from trainer.keras3 import engine
