@@ -207,6 +207,12 @@ def _plugin_inputs(cfg: TrainConfig, manifest: data.Manifest | None, hparams: Ma
     if train_examples < 1 or val_examples < 1:
         empty = "train" if train_examples < 1 else "validation"
         raise DataError(f"{fn.file}: the {empty} split of --dataset {fn.ref} has no examples")
+    if val_examples > plugin.MAX_COUNTED_EXAMPLES:
+        # every validation example is read at every epoch's end (exact validation): a split that says it has 10**15
+        # of them never ended its first epoch and printed nothing (issue 56, a fresh trial)
+        raise DataError(f"{fn.file}: the validation split of --dataset {fn.ref} has {val_examples:,} examples, more "
+                        f"than the {plugin.MAX_COUNTED_EXAMPLES:,} the trainer reads at every epoch's end; validate on "
+                        "a part of it (examples.take(N) for the validation split)")
     first_labels(split_examples("train", checked=False), "train")
     first_labels(split_examples("validation", inputs=features, checked=False), "validation")
 

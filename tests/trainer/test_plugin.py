@@ -291,6 +291,24 @@ def test_a_dataset_of_unknown_length_is_counted_within_bounds_that_say_how_to_li
     assert "note: counting the examples of " in run.stderr and not (tmp_path / "m").exists()
 
 
+def test_a_validation_split_too_long_to_read_at_every_epoch_is_one_line(in_process, tmp_path):
+    """Issue 56 (a fresh trial): a validation split whose length tf.data knows and which is far too long to read at
+    every epoch's end (10**15 examples) was trusted, and the run printed nothing, for good. One line naming the file
+    and what to do, exit 2, nothing written."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "model.py").write_text(MODEL)
+    (code / "data.py").write_text(DATASET + "\n\ndef huge(ctx):\n    if ctx.split == 'train':\n"
+                                  "        return examples(ctx)\n    one = next(iter(examples(ctx)))\n"
+                                  "    return tf.data.Dataset.range(10**15).map(lambda i: one)\n")
+    run = in_process(["trainer.task", "--code_dir", str(code), "--model", "model.py:build", "--dataset",
+                      "data.py:huge", "--model_dir", str(tmp_path / "m"), "--train_epochs", "1"])
+    assert run.returncode == 2, run.stderr[-2000:]
+    line = run.error_line()
+    assert "data.py" in line and "validation split" in line and "1,000,000,000,000,000 examples" in line, line
+    assert ".take(N)" in line and not (tmp_path / "m").exists(), line
+
+
 def test_a_dataset_that_says_its_length_is_not_counted():
     import tensorflow as tf
 
