@@ -295,6 +295,20 @@ def test_a_trainer_that_ends_well_without_its_completion_record_is_a_failed_run(
     assert "failed" in row, listed.stdout
 
 
+def test_a_completion_record_whose_export_is_not_there_is_a_failed_run(fake_trainer, tools, tmp_path):
+    """Issue 56 (a fresh trial): a plug-in that wrote a copied result.json, printed the completion record and left an
+    empty export folder made a finished run with its accuracy. The record's export must be a SavedModel in the run's
+    folder: else one line, exit 1, nothing shown as exported, the run listed as failed."""
+    env = {**fake_trainer, "FAKE_MODE": "empty-export"}
+    proc = tools.run_cli(["train", "--name", "forged", "--epochs", "1"], env=env, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    [line] = [l for l in proc.stderr.splitlines() if l.startswith("error: ")]
+    assert "names an export that is not there" in line and "saved_model.pb is missing or empty" in line, line
+    assert "SavedModel" not in proc.stdout and "run summary" not in proc.stderr
+    listed = json.loads(tools.run_cli(["runs", "ls", "--json"], env=env, cwd=tmp_path).stdout)
+    assert [(row["run"], row["state"]) for row in listed] == [("forged", "failed")], listed
+
+
 def test_a_diverged_run_is_listed_as_failed(fake_trainer, tools, tmp_path):
     """Issue 56: a run whose loss became NaN ends with the trainer's line, exit 4, after writing its checkpoints; `runs
     ls` said "no runs" beside its folder (only an interrupted run or one without its completion record was

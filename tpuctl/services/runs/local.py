@@ -141,6 +141,25 @@ class LocalOptions(ClusterOptions, VerboseOptions):
     target: Literal["local"] = "local"
 
 
+def _export_unproven(result: dict, model_dir: str) -> str | None:
+    """Why a local run's completion record does not stand (None: it does): the export it names is a SavedModel in the
+    run's folder, its ``saved_model.pb`` a file with content (issue 56: a plug-in that printed a copied record and
+    left an empty export folder was a finished run with its accuracy). Code running inside the trainer has the
+    trainer's powers, so this proves what was recorded exists, not how it was made (docs/your-code.md)."""
+    export = result.get("export_dir")
+    if is_gs(model_dir) or not isinstance(export, str):
+        return None if is_gs(model_dir) else "no export_dir"
+    folder, pb = Path(export), Path(export) / "saved_model.pb"
+    try:
+        inside = folder.resolve().is_relative_to(Path(model_dir).resolve())
+        whole = pb.is_file() and not pb.is_symlink() and pb.stat().st_size > 0
+    except OSError as err:
+        return f"{export}: {err.strerror}"
+    if not inside:
+        return f"{export} is outside the run's folder {model_dir}"
+    return None if whole else f"{pb} is missing or empty"
+
+
 class LocalRun(RunSpec):
     """A run on this machine."""
     target: Literal["local"] = "local"
@@ -390,6 +409,19 @@ class LocalTarget(LocalPlanning):
             raise UserError("the trainer ended with exit status 0 but without its completion record (result.json "
                             f"in {self.spec.model_dir}): the run did not finish; the lines above say where it "
                             f"stopped ({self.spec.resume_hint} once fixed)", 1)
+        unproven = _export_unproven(outcome.result, self.spec.model_dir) if not self.spec.command else None
+        if unproven is not None:
+            # the result.json this run wrote does not stand: kept aside (not deleted), so the run is listed as failed
+            result_file = Path(self.spec.model_dir) / records.RESULT_FILE
+            try:
+                if result_file.is_file() and result_file.stat().st_mtime >= started:
+                    result_file.replace(result_file.with_name(records.RESULT_FILE + ".unproven"))
+            except OSError:
+                pass
+            self._record(started, state="failed", provisioned=min(provisioned, default=None))
+            raise UserError(f"the trainer's completion record names an export that is not there ({unproven}): the "
+                            f"run did not finish as recorded; the lines above say what ran ({self.spec.resume_hint} "
+                            "once fixed)", 1)
         first = self._record(started, provisioned=min(provisioned, default=None))
         return Outcome(self.name, Path(self.spec.model_dir).name, SUCCEEDED, self.spec.model_dir,
                        result=outcome.result, started=first if first < started else None)
