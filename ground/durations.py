@@ -15,7 +15,8 @@ from datetime import timedelta
 
 from ground.errors import UserError
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
+#: ASCII digits only: `\d` took "١h" (an Arabic-Indic one) for 1h (issue 56, ground.numbers' rule)
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)([dhms])")
 _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 
 
@@ -24,7 +25,7 @@ def parse_duration(text: str, flag: str, low: timedelta, high: timedelta, why: s
     bounds come from)."""
     raw = str(text).strip().lower()
     shown = str(text)[:40]
-    if re.fullmatch(r"\d+", raw):
+    if re.fullmatch(r"[0-9]+", raw):
         seconds = float(raw)
     else:
         pos, seconds = 0, 0.0

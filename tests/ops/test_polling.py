@@ -102,3 +102,16 @@ def test_a_local_readiness_read_never_goes_through_a_proxy(monkeypatch):
         server.shutdown()
         server.server_close()
     assert get_local(f"{base}/ready", timeout=5) is None                # nothing listens any more
+
+
+@pytest.mark.parametrize("text", ["١h", "²m", "1h٣0m", "٩"])
+def test_a_duration_takes_ascii_digits_only(text):
+    """Issue 56 (a fresh trial): `--max-run-time ١h` (an Arabic-Indic digit) was taken for an hour; every number read
+    from text is ASCII digits (ground.numbers' rule). One line naming the flag."""
+    from datetime import timedelta
+
+    from ground.durations import parse_duration
+    from ground.errors import UserError
+
+    with pytest.raises(UserError, match="--max-run-time .*expected a duration"):
+        parse_duration(text, "--max-run-time", timedelta(0), timedelta(days=7))
