@@ -133,9 +133,12 @@ def cache_state() -> tuple[Catalogue | None, str | None]:
     if not os.path.lexists(path):
         return None, None
     try:
-        return Catalogue.from_json(read_file(path, "prices cache", MAX_CACHE_BYTES,
-                                             hint=f"`{domain.REFRESH_COMMAND}` writes it again")), None
-    except (UserError, ValueError) as exc:
+        data = read_file(path, "prices cache", MAX_CACHE_BYTES, hint=f"`{domain.REFRESH_COMMAND}` writes it again")
+    except UserError as exc:            # not a file, too large: its line names the file and the remedy already
+        return None, f"{_UNUSABLE}{str(exc)[:400]}"
+    try:
+        return Catalogue.from_json(data), None
+    except ValueError as exc:
         return None, f"{_UNUSABLE}{path} is not usable ({str(exc)[:200]}); `{domain.REFRESH_COMMAND}` writes it again"
 
 

@@ -5,6 +5,7 @@ fields and description words, a SKU matching twice or not at all reported, never
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -327,3 +328,15 @@ def test_a_cache_of_another_shape_is_never_used_and_said(cache):
     assert "Traceback" not in result.output and result.exit_code == 2, result.output
     assert f"the prices cache {path} is not usable" in result.stderr, result.stderr
     assert "cached in a file that is not usable" in result.stderr.splitlines()[-1], result.stderr
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_a_cache_that_is_no_file_is_said_once(kind):
+    """A folder or a FIFO where the cache goes: one note naming it and the remedy once (a fresh trial found "writes
+    it again" twice in one line), and the estimate goes on without it."""
+    path = prices.cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.mkdir() if kind == "folder" else os.mkfifo(path)
+    result = invoke(["prices", "show", "-a", "gpu-t4"])
+    assert "Traceback" not in result.output, result.output
+    assert str(path) in result.stderr and result.stderr.count("writes it again") == 1, result.stderr
