@@ -57,6 +57,12 @@ def hostile_runs(tmp_path):
     outside = _run(tmp_path, "elsewhere")
     (base / "linked").symlink_to(outside)
     (base / "not-a-run").mkdir()
+    # tpuctl's record of an unfinished run (no result.json) that cannot be read: listed as bad too (issue 56: it
+    # vanished from runs ls)
+    (base / "unfinished-edited").mkdir()
+    (base / "unfinished-edited" / "tpuctl-run.json").write_text('{"started": "yesterday", "state": "interrupted"}')
+    (base / "unfinished-fifo").mkdir()
+    os.mkfifo(base / "unfinished-fifo" / "tpuctl-run.json")
     return base
 
 
@@ -65,8 +71,11 @@ def test_bad_records_are_listed_as_bad_and_never_hide_the_others(hostile_runs):
     assert "not-a-run" not in found
     assert found["good"].problem is None and found["good"].seconds == 75.0
     bad = {name for name, r in found.items() if r.problem}
-    assert bad == {*BAD_LAUNCHES, "nan-accuracy", "list-result", "zero", "fifo", "fifo-launch", "linked"}
+    assert bad == {*BAD_LAUNCHES, "nan-accuracy", "list-result", "zero", "fifo", "fifo-launch", "linked",
+                   "unfinished-edited", "unfinished-fifo"}
     assert "started" in found["yesterday"].problem and "not a regular file" in found["fifo"].problem
+    assert "started" in found["unfinished-edited"].problem
+    assert "not a regular file" in found["unfinished-fifo"].problem
     assert "links out of" in found["linked"].problem and "links out of" in found["zero"].problem
 
     table = invoke(["runs", "ls", "--dir", str(hostile_runs)])

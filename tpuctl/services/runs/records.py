@@ -394,8 +394,10 @@ def _read_interrupted(folder: Path, root: Path | None) -> Run | None:
     try:
         launch = _read_run_file(folder, RUN_FILE, LaunchRecord)
         modified = (folder / RUN_FILE).lstat().st_mtime
-    except (UserError, OSError):
-        return None
+    except (UserError, OSError) as exc:
+        # tpuctl's own record that cannot be read (edited, a FIFO in its place): a bad record, listed as such below
+        # the table (issue 56: such a run vanished from runs ls)
+        return Run(folder.name, str(folder), {}, problem=printable(exc, 500))
     return Run(folder.name, str(folder), {}, launch, modified) if launch.get("state") in UNFINISHED else None
 
 
