@@ -149,6 +149,20 @@ def test_a_local_command_dry_run_shows_the_processes_in_the_project_folder(proje
     assert doc["environment"]["AIP_CHECKPOINT_DIR"].endswith("/checkpoints/")
 
 
+def test_a_local_command_run_is_listed_by_runs(project, tools, tmp_path):
+    """Issue 56 (a fresh trial): a --command run finished (exit 0) but `runs ls` left it out and `runs show` said no
+    such run: its program writes no result.json. Its record lists it."""
+    (project / "t.py").write_text("import os, pathlib\n"
+                                  "pathlib.Path(os.environ['AIP_MODEL_DIR']).mkdir(parents=True, exist_ok=True)\n")
+    env = {"TPUCTL_CACHE_DIR": str(tmp_path / "cache")}
+    proc = tools.run_cli(["train", "--command", "python t.py", "--name", "mine"], env=env, cwd=project)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    listed = json.loads(tools.run_cli(["runs", "ls", "--json"], env=env, cwd=project).stdout)
+    assert [(row["run"], row["state"], row["problem"]) for row in listed] == [("mine", "finished", None)], listed
+    shown = tools.run_cli(["runs", "show", "mine"], env=env, cwd=project)
+    assert shown.returncode == 0 and shown.stdout.startswith("run mine"), shown.stdout + shown.stderr
+
+
 def test_an_ignore_file_is_read_bounded(project, monkeypatch):
     """The one bounded reader (issue 43): an ignore file is read through ground.files.read_file (a 5 GB
     .gitignore was read whole); over the bound is one line naming it."""

@@ -102,6 +102,8 @@ class LaunchRecord(_Record):
     #: "interrupted": stopped (Ctrl-C, SIGTERM) before the trainer's result.json; "failed": the trainer ended without
     #: its completion record (its exit status 0 or not)
     state: str | None = None
+    #: the run was the user's own program (--command), which writes no result.json: the record alone lists it
+    command: bool | None = None
     spot: bool | None = None
     #: a cloud run's project and, on Vertex AI, its CustomJob (projects/P/locations/R/customJobs/ID): where
     #: `tpuctl logs` finds its lines
@@ -387,8 +389,9 @@ def read_local_run(folder: Path, root: Path | None = None) -> Run | None:
 
 
 def _read_interrupted(folder: Path, root: Path | None) -> Run | None:
-    """A run tpuctl recorded as unfinished (a launch record with state "interrupted" or "failed", no result.json);
-    None for any other folder without a result."""
+    """A run tpuctl recorded as unfinished (a launch record with state "interrupted" or "failed", no result.json) or
+    a --command run (its program writes no result.json: issue 56, such runs were never listed); None for any other
+    folder without a result."""
     if not os.path.lexists(folder / RUN_FILE) or (root is not None and not _inside(folder, root)):
         return None
     try:
@@ -398,7 +401,8 @@ def _read_interrupted(folder: Path, root: Path | None) -> Run | None:
         # tpuctl's own record that cannot be read (edited, a FIFO in its place): a bad record, listed as such below
         # the table (issue 56: such a run vanished from runs ls)
         return Run(folder.name, str(folder), {}, problem=printable(exc, 500))
-    return Run(folder.name, str(folder), {}, launch, modified) if launch.get("state") in UNFINISHED else None
+    listed = launch.get("state") in UNFINISHED or launch.get("command") is True
+    return Run(folder.name, str(folder), {}, launch, modified) if listed else None
 
 
 def list_runs(base: str = "runs", *, outputs: StackOutputs | None = None, storage_client=None) -> list[Run]:

@@ -113,6 +113,7 @@ class RunSpec(BaseModel):
         """What ``runs ls`` reads of the run (``started``/``finished`` seconds since 1970, ``state``)."""
         return LaunchRecord(target=self.target, name=self.name, accelerator=self.accelerator_name,
                             workers=self.workers, parameter_servers=self.parameter_servers or None, args=self.program,
+                            command=True if self.command else None,
                             **{k: v for k, v in times.items() if v is not None})
 
     @property
