@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -73,6 +74,9 @@ class TrainDisplay:
     started: float = field(default_factory=time.monotonic)
     _epoch_started: float = 0.0
     _progress: Any = None
+    #: the supervisor's reader threads (stdout, stderr) both draw: a line printed while the other thread starts the
+    #: live row would land on the row itself (a CI run showed an epoch row and TensorFlow's error on one line)
+    _lock: Any = field(default_factory=threading.RLock)
     _task: Any = None
 
     # -- the protocol (called from the supervisor's reader threads) --------------------------
@@ -128,6 +132,10 @@ class TrainDisplay:
 
     # -- rendering -----------------------------------------------------------------------------
     def _print(self, text: str) -> None:
+        with self._lock:
+            self._print_unlocked(text)
+
+    def _print_unlocked(self, text: str) -> None:
         if self._progress is not None:
             self._progress.console.print(text, markup=False, highlight=False)
         else:
@@ -136,8 +144,11 @@ class TrainDisplay:
     def _start_epoch(self, epoch: int, epochs: int) -> None:
         if not self.terminal:
             return
-        if self._progress is None:
+        with self._lock:
+            self._start_live(epoch, epochs)
 
+    def _start_live(self, epoch: int, epochs: int) -> None:
+        if self._progress is None:
             # Never wrapped or cut: the epoch, the steps done and the ETA; the bar takes what is left. The metrics
             # are the epoch lines printed above the row (the row itself knows only steps).
             fixed = {"no_wrap": True, "overflow": "ignore"}
@@ -158,18 +169,23 @@ class TrainDisplay:
             self._progress.update(self._task, completed=done, total=total)
 
     def _end_epoch(self, stats: EpochStats) -> None:
+        with self._lock:
+            self._end_epoch_unlocked(stats)
+
+    def _end_epoch_unlocked(self, stats: EpochStats) -> None:
         # on a terminal the line fits its width, wrapped between metrics; in a pipe one line an epoch
         text = format_epoch(stats, self._progress.console.width if self._progress is not None else None)
         if self._progress is not None and self._task is not None:
             if self.epoch_lines:
                 self._progress.console.print(text, markup=False, highlight=False)
         elif self.epoch_lines:
-            self._print(text)
+            self._print_unlocked(text)
 
     def close(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
+        with self._lock:
+            if self._progress is not None:
+                self._progress.stop()
+                self._progress = None
 
 
 #: A process's ``preempted:`` line (the trainer's stop after a SIGTERM), prefixed with its label in a cluster.
