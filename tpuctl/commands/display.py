@@ -44,7 +44,10 @@ STARTUP_NOISE = re.compile(
     r"The following tasks are unhealthy \(stopped sending heartbeats\)|"
     # a worker's last heartbeat to a chief that has stopped (two lines after a two-worker Ctrl-C, between tpuctl's
     # stop line and its error line): gRPC's account of the refused connection
-    r"Additional GRPC error information from remote target|:UNKNOWN:Error received from peer"
+    r"Additional GRPC error information from remote target|:UNKNOWN:Error received from peer|"
+    # a parameter-server chief retraces TensorFlow's own checkpoint saver at every save (two warnings a run, issue
+    # 57); a retracing warning about any other function (the user's) is shown
+    r"calls to <function MultiDeviceSaver\.save\.<locals>\.tf_function_save at \w+> triggered tf\.function retracing"
 )
 
 

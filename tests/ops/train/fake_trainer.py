@@ -98,6 +98,9 @@ if mode == "chatty":   # what the real trainer and TensorFlow print, for the dis
                   "drivers on your machine, GPU will not be used.",
                   "E0000 00:00:1763805600.1 12 cuda_executor.cc:1228] failed call to cuInit: INTERNAL: CUDA error",
                   "I0000 00:00:1763805600.2 12 port.cc:153] oneDNN custom operations are on.",
+                  "WARNING:tensorflow:5 out of the last 5 calls to <function MultiDeviceSaver.save.<locals>."
+                  "tf_function_save at 0x7efdf4691b20> triggered tf.function retracing. Tracing is expensive and the "
+                  "excessive number of tracings could be due to (1) creating @tf.function repeatedly in a loop",
                   "2026-11-22 10:00:01: W tensorflow/core/framework/op_kernel.cc:1841] OP_REQUIRES failed: "
                   "a real problem the user must see"):
         print(noise, file=sys.stderr, flush=True)

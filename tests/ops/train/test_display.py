@@ -15,7 +15,8 @@ from ground.envs import ops_python
 from procfixtures import read_terminal
 
 PROTOCOL = re.compile(r"^(epoch-start|epoch-end|progress|tpuctl-result): ", re.M)
-NOISE = ("Could not find cuda drivers", "failed call to cuInit", "oneDNN custom operations")
+NOISE = ("Could not find cuda drivers", "failed call to cuInit", "oneDNN custom operations",
+         "MultiDeviceSaver.save.<locals>.tf_function_save")     # a parameter-server chief's saves (issue 57)
 REAL = "OP_REQUIRES failed: a real problem the user must see"
 
 
