@@ -151,12 +151,15 @@ def test_a_local_command_dry_run_shows_the_processes_in_the_project_folder(proje
 
 def test_a_local_command_run_is_listed_by_runs(project, tools, tmp_path):
     """Issue 56 (a fresh trial): a --command run finished (exit 0) but `runs ls` left it out and `runs show` said no
-    such run: its program writes no result.json. Its record lists it."""
-    (project / "t.py").write_text("import os, pathlib\n"
-                                  "pathlib.Path(os.environ['AIP_MODEL_DIR']).mkdir(parents=True, exist_ok=True)\n")
+    such run: its program writes no result.json. Its record lists it. The folders it is given are there, as Cloud
+    Storage prefixes are on Vertex AI (it failed writing into $AIP_MODEL_DIR without making it)."""
+    (project / "t.py").write_text("import os\n"
+                                  "with open(os.path.join(os.environ['AIP_MODEL_DIR'], 'weights.txt'), 'w') as f:\n"
+                                  "    f.write('1')\n")
     env = {"TPUCTL_CACHE_DIR": str(tmp_path / "cache")}
     proc = tools.run_cli(["train", "--command", "python t.py", "--name", "mine"], env=env, cwd=project)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (project / "runs" / "mine" / "model" / "weights.txt").read_text() == "1"
     listed = json.loads(tools.run_cli(["runs", "ls", "--json"], env=env, cwd=project).stdout)
     assert [(row["run"], row["state"], row["problem"]) for row in listed] == [("mine", "finished", None)], listed
     shown = tools.run_cli(["runs", "show", "mine"], env=env, cwd=project)

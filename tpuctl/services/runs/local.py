@@ -172,10 +172,21 @@ class LocalRun(RunSpec):
 def release(spec: LocalRun) -> None:
     """Remove the run folder the plan made if the run left it empty (nothing half-created)."""
     if spec.claimed:
-        try:
-            Path(spec.model_dir).rmdir()
-        except OSError:
-            pass  # not empty (the trainer wrote into it) or already gone
+        # the empty output folders a program's run was given first (local_output_folders), then the run's own
+        for folder in [*(aip_folders(spec.model_dir).values() if spec.command else ()), spec.model_dir]:
+            try:
+                Path(folder).rmdir()
+            except OSError:
+                pass  # not empty (the trainer wrote into it) or already gone
+
+
+def local_output_folders(spec: LocalRun) -> None:
+    """The AIP_* folders a user's program is given, there before it starts: on Vertex AI they are Cloud Storage
+    prefixes, which a program writes into without making them, so a program that opens
+    ``$AIP_MODEL_DIR/model.keras`` works here as it does there (issue 56: it failed locally for want of the folder)."""
+    if spec.command and "://" not in spec.model_dir:
+        for folder in aip_folders(spec.model_dir).values():
+            Path(folder).mkdir(parents=True, exist_ok=True)
 
 
 def claim_fresh_dir(parent: Path, stem: str, what: str) -> str:
@@ -368,6 +379,7 @@ class LocalTarget(LocalPlanning):
         try:
             if self.spec.demo_data:
                 ensure_demo_data(self.report.note)
+            local_output_folders(self.spec)
             yield started
         except BaseException as exc:
             release(self.spec)
