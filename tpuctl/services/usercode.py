@@ -13,7 +13,7 @@ bounded in files and bytes, and the walk stops where a bound is passed. Its cont
 once) names the image layer it ships in, so unchanged code is never rebuilt, and the bytes packed into an image are
 checked against it; its ``requirements.txt`` is checked against the versions the trainer image pins (TensorFlow,
 tf_keras, protobuf …) before anything is built. ``resolve_ref`` checks a ``--model``/``--dataset`` function against
-what ships.
+what ships, ``resolve_command`` the file a ``--command`` runs.
 """
 
 from __future__ import annotations
@@ -268,11 +268,7 @@ def resolve_ref(project: Project, ref: str, flag: str) -> str:
     rel = next((c for c in candidates if c in shipped), None)
     if rel is None:
         rel = next((c for c in candidates if os.path.lexists(project.root / c)), candidates[0])
-        why = ("is left out of the image as a secret" if any(s == rel or s.startswith(f"{rel} ")
-                                                                for s in project.secrets)
-               else "is left out of the image (an ignore file, or a folder that never ships)"
-               if os.path.lexists(project.root / rel) else "does not exist")
-        raise UserError(f"{flag} {shown}: {printable(rel, 200)} in --code {project.root} {why}")
+        raise UserError(f"{flag} {shown}: {printable(rel, 200)} in --code {project.root} {_not_shipped(project, rel)}")
     f = shipped[rel]
     if f.size > MAX_PLUGIN_SOURCE_BYTES:
         raise UserError(f"{flag} {shown}: {printable(rel, 200)} is larger than {MAX_PLUGIN_SOURCE_BYTES // 2**20} "
@@ -320,6 +316,73 @@ def keras_of(project: Project, ref: str) -> str | None:
     if "tf_keras" in tops or any(m.startswith("tensorflow.keras") for m in modules):
         return "tf_keras"
     return None
+
+
+def _not_shipped(project: Project, rel: str) -> str:
+    """Why the folder's ``rel`` is not in the image."""
+    if any(s == rel or s.startswith(f"{rel} ") for s in project.secrets):
+        return "is left out of the image as a secret"
+    if os.path.lexists(project.root / rel):
+        return "is left out of the image (an ignore file, or a folder that never ships)"
+    return "does not exist"
+
+
+#: ``python``, ``python3``, ``python3.11``: an interpreter whose first word that is no option is the script it runs
+_PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
+#: python's options that take the next word as their value (``-W ignore``, ``-X dev``)
+_PYTHON_VALUED = frozenset({"-W", "-X", "-Q"})
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh"})
+
+
+def resolve_command(project: Project, program: tuple[str, ...] | list[str]) -> None:
+    """The file a ``--command`` runs, checked against what ships (the program runs in the image's copy of the
+    folder, so a script outside it, left out or missing fails only after machines are provisioned): ``python
+    FILE``, ``python -m MODULE`` where the folder holds MODULE's package, ``bash FILE``, ``./FILE``. A path inside
+    the folder given as an absolute path is refused (the image holds the folder elsewhere); programs on the image's
+    PATH, ``-c`` code and modules the folder does not hold are taken on trust. One UserError line, before anything
+    is created."""
+    head, words = os.path.basename(program[0]), iter(program[1:])
+    script = module = None
+    if _PYTHON.fullmatch(head) or head in _SHELLS:
+        for word in words:
+            if word in ("-c", "-"):
+                return
+            if _PYTHON.fullmatch(head) and word in _PYTHON_VALUED:
+                next(words, None)
+            elif _PYTHON.fullmatch(head) and word.startswith("-m"):
+                module = word[2:] or next(words, None)
+                break
+            elif not word.startswith("-"):
+                script = word
+                break
+    elif "/" in program[0]:
+        script = program[0]
+    shown = printable(" ".join(program), 120)
+    if script is not None:
+        rel = _inside_project(project.root, script)
+        if os.path.isabs(script):
+            if rel is not None:
+                raise UserError(f"--command {shown!r}: {printable(script, 200)} is inside --code {project.root}; "
+                                "name it relative to that folder, which the program runs in (the image holds the "
+                                "folder at another path)")
+            return                      # a program of the image's own
+        if rel is None:
+            raise UserError(f"--command {shown!r}: {printable(script, 200)} is outside --code {project.root}; the "
+                            "image holds that folder only: move the file into it")
+        if rel not in {f.rel for f in project.files}:
+            raise UserError(f"--command {shown!r}: {printable(rel, 200)} in --code {project.root} "
+                            f"{_not_shipped(project, rel)}")
+    elif module and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", module):
+        base = module.replace(".", "/")
+        if not os.path.lexists(project.root / base.split("/", 1)[0]) and \
+                not os.path.lexists(project.root / f"{base.split('/', 1)[0]}.py"):
+            return                      # a module of the image's environment (pip, a requirement's)
+        candidates = [f"{base}.py", f"{base}/__main__.py"]
+        shipped = {f.rel for f in project.files}
+        if not any(c in shipped for c in candidates):
+            rel = next((c for c in candidates if os.path.lexists(project.root / c)), candidates[0])
+            raise UserError(f"--command {shown!r}: {printable(rel, 200)} in --code {project.root} "
+                            f"{_not_shipped(project, rel)}")
 
 
 def _inside_project(root: Path, where: str) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shlex
 import sqlite3
 
 import pytest
@@ -256,3 +257,43 @@ def test_a_vertex_dry_run_refuses_a_reference_the_image_cannot_satisfy(project, 
     result = invoke(["train", "--target", "vertex", "--outputs", str(outputs), "--model", ref,
                      "--data-dir", "gs://tpuctl-my-project-1-data/t", "--dry-run"])
     assert "--model" in error_line(result) and result.stdout == ""     # no request printed: nothing would run
+
+
+@pytest.mark.parametrize("command", [
+    "python model.py", "python3 -u -W ignore model.py --epochs 3", "python -m pkg.models", "python -mpkg.models",
+    "python -m pip list", "python -c 'print(1)'", "bash -e pkg/run.sh", "./pkg/run.sh", "/usr/bin/env python x.py",
+    "python /opt/image/train.py", "make train",
+])
+def test_a_command_that_runs_what_ships_or_the_images_own_program_passes(refs, command):
+    """Issue 56 (class 5, a fresh trial): only --model/--dataset were checked against what ships; a --command's
+    script was not. A program on the image's PATH, -c code and modules the folder does not hold are the image's."""
+    (refs.root / "pkg" / "run.sh").write_text("echo\n")
+    usercode.resolve_command(usercode.scan_project(refs.root), tuple(shlex.split(command)))
+
+
+@pytest.mark.parametrize("command, key", [
+    ("python ../outside.py", "is outside --code"),
+    ("python missing.py", "does not exist"),
+    ("python3 -X dev ignored/m.py", "is left out of the image"),
+    ("python -m pkg.missing", "does not exist"),
+    ("bash ../outside.py", "is outside --code"),
+    ("./missing.sh", "does not exist"),
+    ("python {root}/model.py", "name it relative to that folder"),
+])
+def test_a_command_whose_script_the_image_cannot_hold_is_one_line(refs, command, key):
+    with pytest.raises(UserError) as err:
+        usercode.resolve_command(refs, tuple(shlex.split(command.format(root=refs.root))))
+    assert key in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("target", ["vertex", "tpu-vm"])
+def test_a_cloud_dry_run_refuses_a_command_the_image_cannot_run(project, tmp_path, monkeypatch, target):
+    outputs = write_outputs(tmp_path / "outputs.json", OUTPUTS)
+    monkeypatch.chdir(project)
+    result = invoke(["train", "--target", target, "--outputs", str(outputs), "--command", "python train.py",
+                     "--dry-run", *(["-a", "tpu-v5e-8"] if target == "tpu-vm" else [])])
+    line = error_line(result)
+    assert "train.py" in line and "does not exist" in line and result.stdout == "", result.output
+    (project / "train.py").write_text("print('trained')\n")
+    assert invoke(["train", "--target", target, "--outputs", str(outputs), "--command", "python train.py",
+                   "--dry-run", *(["-a", "tpu-v5e-8"] if target == "tpu-vm" else [])]).exit_code == 0

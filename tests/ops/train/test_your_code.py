@@ -114,6 +114,7 @@ def test_a_plugin_run_is_planned_with_its_code_on_every_target(project, monkeypa
     assert local.argv[-2:] == ["--hp_units", "32"] and local.labels["model"] == "build"
     vertex = planned("vertex", outputs, model="model.py:build", data_dir="gs://tpuctl-my-project-1-data/t")
     assert vertex.trainer.code_dir == "/opt/tpuctl/code" and "/code-cpu:sha256-" in vertex.image
+    (project / "train.py").write_text("print('trained')\n")      # what a cloud run's command runs must ship
     script = planned("vertex", outputs, command="python train.py --epochs 3", workers=2)
     assert script.command == ("python", "train.py", "--epochs", "3") and script.data_dir is None
     assert "AIP_MODEL_DIR" not in script.env       # Vertex AI sets the AIP_* folders itself, from the base output

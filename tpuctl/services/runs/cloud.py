@@ -194,6 +194,13 @@ class CloudTarget:
         one line before anything is created (the run would fail only after machines were provisioned)."""
         return usercode.resolve_ref(usercode.scan_project(code), ref, flag)
 
+    @classmethod
+    def command_ref(cls, code: str, program: tuple[str, ...]) -> None:
+        """The script a ``--command`` runs (``python train.py``, ``bash run.sh``…), checked against what ships from
+        ``code`` (``usercode.resolve_command``): outside the folder, left out or missing is one line before anything
+        is created."""
+        usercode.resolve_command(usercode.scan_project(code), program)
+
 
 def read_result(storage, model_dir: str, earlier: dict[str, int] | None = None) -> dict[str, Any] | None:
     """The trainer's completion record of the run in ``model_dir`` (``result.json``, written last, by the chief, only

@@ -234,6 +234,8 @@ def plan(request: RunRequest, target: Any, outputs: StackOutputs | None, *, comm
         dataset = target.plugin_ref(ships, request.dataset, "--dataset") if request.dataset else None
         if p.backend == "jax" and is_plugin_ref(model) and not program:
             _check_keras3(ships, model, _why_jax(request, accel, target))
+        if program:
+            target.command_ref(ships, program)
     else:
         dataset = request.dataset
     labels = run_labels(p, name, accel, model, program, place)

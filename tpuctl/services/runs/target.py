@@ -111,6 +111,9 @@ class RunTarget(Protocol):
     def plugin_ref(cls, code: str, ref: str, flag: str) -> str:
         """A ``--model``/``--dataset`` function as this target's trainer imports it (checked against what ships)."""
     @classmethod
+    def command_ref(cls, code: str, program: tuple[str, ...]) -> None:
+        """The file a ``--command`` program runs, checked against what this target runs it from (what ships)."""
+    @classmethod
     def environment(cls, p: Planning, accel: domain.Accelerator | None, name: str, program: tuple[str, ...],
                     model_dir: str) -> dict[str, str]: ...
 
