@@ -27,7 +27,7 @@ from ground.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, UserError
 from ground.files import printable
 from tpuctl import __version__
 from tpuctl.commands.layout import show_help
-from tpuctl.services.supervisor import raise_interrupt, signal_handlers
+from tpuctl.services.supervisor import STOP_SIGNALS, raise_interrupt, signal_handlers
 
 # google-api-core warns about the interpreter's end of life on every import; the CLI's stderr is for the
 # user's errors. Set once here, before any command imports a Google client.
@@ -231,10 +231,11 @@ def run(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default: sys.argv[1:]) and return the exit status; never raises. An error that
     abandoned threads (``UserError.abandoned_threads``) ends the process instead, after its line."""
     args = list(sys.argv[1:] if argv is None else argv)
-    # SIGTERM and SIGHUP (a closed terminal) behave like Ctrl-C (cleanup in ``finally`` blocks, "interrupted", exit
-    # 130) instead of killing the process mid-write. Commands that supervise work install their own handlers on top. An interrupt Python
-    # swallowed (raised inside a weakref callback) is raised again by the wait loop (ground.interrupts).
-    with signal_handlers(raise_interrupt, (signal.SIGTERM, signal.SIGHUP)), interrupts.kept():
+    # SIGTERM, SIGHUP (a closed terminal) and SIGQUIT (Ctrl-\) behave like Ctrl-C (cleanup in ``finally`` blocks,
+    # "interrupted", exit 130) instead of killing the process mid-write (STOP_SIGNALS). Commands that supervise work
+    # install their own handlers on top. An interrupt Python swallowed (raised inside a weakref callback) is raised
+    # again by the wait loop (ground.interrupts).
+    with signal_handlers(raise_interrupt, tuple(s for s in STOP_SIGNALS if s != signal.SIGINT)), interrupts.kept():
         try:
             command = typer.main.get_command(app)
             _metavars(command)      # the root's own options (each command's are set when it is loaded)

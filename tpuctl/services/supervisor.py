@@ -52,8 +52,9 @@ class TaskFailed(UserError):
 
 
 #: The signals that end supervised work as Ctrl-C does (its processes stopped, exit 130): SIGHUP is a closed terminal
-#: (issue 56: tpuctl died of it and its --command program ran on, reparented to init).
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: (issue 56: tpuctl died of it and its --command program ran on, reparented to init), SIGQUIT a Ctrl-\ (it dumped core,
+#: the processes ran on). SIGKILL cannot be caught: a tpuctl killed so leaves its processes running (docs/runs.md).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 @contextmanager

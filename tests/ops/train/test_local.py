@@ -230,7 +230,8 @@ def test_worker_that_exits_with_an_error_is_reported_with_its_last_line(fake_tra
     assert not tools.pid_alive(chief["pid"])
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])     # SIGHUP: the terminal closed
+# SIGHUP: the terminal closed; SIGQUIT: Ctrl-\ (issue 56, a fresh trial: tpuctl dumped core, its workers ran on)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT])
 def test_ctrl_c_stops_every_worker(fake_trainer, tools, tmp_path, sig):
     env = dict(fake_trainer, FAKE_MODE="hang")
     proc, pids = _start_cluster(tools, env, tmp_path)
