@@ -19,6 +19,7 @@ from ground.outputs import read_outputs_file
 from tpuctl.services.runs.spec import RunSpec
 from tpuctl.services.runs.tpuvm.script import HOST_STATUS_DIR, host_command, registry_host, startup_script
 
+from clifixtures import error_line, invoke
 from runfixtures import planned
 from stackfixtures import write_outputs
 
@@ -120,6 +121,18 @@ def test_a_nul_byte_is_refused_before_anything_is_created(host):
     with pytest.raises(UserError, match="NUL byte"):
         planned("tpu-vm", outputs, accelerator="v5litepod-16", trainer_args=("--note", "a\x00b"), name="hostile-run",
                 image="img:1")
+
+
+@pytest.mark.parametrize("args", [["--model-dir", "runs/z\udcff"], ["--name", "a\udcfe"],
+                                  ["--", "--note", "\udcff"]])
+def test_bytes_that_are_not_utf8_are_one_line_before_anything_is_created(tmp_path, monkeypatch, args):
+    """Issue 56 (a fresh trial): ``--model-dir 'runs/z\\xff'`` made the folder, then the trainer called its backup
+    damaged (TensorFlow cannot encode the name). A terminal's bytes that are not UTF-8 reach Python as surrogates."""
+    monkeypatch.chdir(tmp_path)
+    result = invoke(["train", "--epochs", "1", *args])
+    line = error_line(result)
+    assert result.exit_code == 2 and "not UTF-8" in line and "\\xf" in line, result.output
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_worker_number_that_is_not_a_number_is_zero(host, tmp_path):
