@@ -115,7 +115,8 @@ class TrainDisplay:
     def stderr_sink(self) -> _Sink:
         """The processes' stderr: everything but TensorFlow's start-up notices (all of it with --verbose), the trainer's
         resume hints in the user's words (``resume_hint``)."""
-        return _Sink(self, keep=lambda line: self.verbose or not STARTUP_NOISE.search(line), rewrite=self._rewrite)
+        return _Sink(self, keep=lambda line: self.verbose or _ERROR_LINE.match(line) is not None
+                     or not STARTUP_NOISE.search(line), rewrite=self._rewrite)
 
     def _rewrite(self, line: str) -> str | None:
         """A trainer's stderr line as this run's user reads it (None: not shown)."""
@@ -190,6 +191,11 @@ class TrainDisplay:
                 self._progress.stop()
                 self._progress = None
 
+
+#: A process's own error line (``error: …``, prefixed with its label in a cluster): always shown, even when it quotes
+#: what is noise elsewhere (issue 56: a chief's error naming the worker that left, "The following tasks are unhealthy",
+#: was dropped and the run ended with no line at all).
+_ERROR_LINE = re.compile(r"^(\[[^]]+\] )?error: ")
 
 #: A process's ``preempted:`` line (the trainer's stop after a SIGTERM), prefixed with its label in a cluster.
 _PREEMPTED = re.compile(rf"^(?P<label>\[[^]]+\] )?{re.escape(protocol.PREEMPTED)}stopped by \S+; (?P<rest>.*)$")

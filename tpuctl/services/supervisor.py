@@ -378,6 +378,7 @@ def run_tasks(
     frozen: Task | None = None
     stopped_since: dict[str, float] = {}
     still_running: list[Task] = []
+    ended_first: list[Task] = []
     errors = ErrorLines()
     try:
         with signal_handlers(lambda signum, _frame: interrupted.append(signum)):
@@ -396,6 +397,7 @@ def run_tasks(
                     if bad:
                         failed = bad[0]
                         still_running = [t for t, c in zip(tasks, codes) if c is None]
+                        ended_first = [t for t, c in zip(tasks, codes) if c == 0 and t.essential]
                         break
                     for t, c in zip(tasks, codes):
                         if c is not None and c != 0 and not t.essential and t.label not in lost:
@@ -427,6 +429,11 @@ def run_tasks(
         raise TaskFailed(f"{frozen.label} (pid {frozen.pid}) stopped answering: its process was stopped (SIGSTOP or a "
                          f"debugger) for {STOPPED_SECONDS:g} s{stopped}", 1, frozen)
     if failed is not None:
+        for t in ended_first:
+            # a peer that ended well while the run went on (issue 56: a worker's plug-in ended its process with status
+            # 0; the chief then failed waiting for it and nothing named the worker)
+            write_quietly(err, f"{t.label} (pid {t.pid}) had ended with exit status 0 before the run finished: "
+                               "the others cannot train without it\n")
         code = failed.proc.returncode
         why = describe_status(code)
         last = failed.last_error_line()

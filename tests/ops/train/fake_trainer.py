@@ -3,7 +3,8 @@
 Called as ``<python> -u -m trainer.task ARGS`` or ``-m trainer.sample_data --out DIR``, like the real
 trainer env. Records what it was given in $FAKE_LOG_DIR and behaves per $FAKE_MODE:
 ok (default) | fail (error line, exit 3) | hang (wait to be stopped) | ignore-term (also ignores SIGTERM)
-| worker-fails (task worker 0 exits 1 after a moment, the chief waits) | no-result (exit 0 without the completion
+| worker-fails (task worker 0 exits 1 after a moment, the chief waits) | worker-leaves (worker 0 exits 0 at
+once, the chief fails after a moment) | no-result (exit 0 without the completion
 record, as a plug-in that ended the process would leave it).
 """
 
@@ -82,6 +83,12 @@ if mode == "fail":
     print("some warning on stderr", file=sys.stderr)
     print("error: --distribution_strategy tpu: no TPU found (fake)", file=sys.stderr, flush=True)
     sys.exit(3)
+if mode == "worker-leaves":    # worker 0 ends with status 0 at once (a plug-in's os._exit(0)); the chief then fails
+    if label == "worker-0":
+        sys.exit(0)
+    time.sleep(1.5)
+    print("error: the peer stopped sending heartbeats (fake)", file=sys.stderr, flush=True)
+    sys.exit(2)
 if mode in ("hang", "ignore-term", "worker-fails"):
     if mode == "ignore-term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -156,6 +156,12 @@ def test_the_trainers_stop_line_says_how_this_user_continues():
                '{grpc_message:"failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:41567: '
                'Failed to connect to remote host: Connection refused", grpc_status:14}\n')
     assert screen.getvalue().splitlines() == shown
+    # a process's own error line is shown even where it quotes such a notice (issue 56: a worker that exited 0 early
+    # left its chief's error, "The following tasks are unhealthy …", dropped and the run ended with no line at all)
+    own = ("[chief] error: m.py:7: --model m.py:build raised UnavailableError: The following tasks are unhealthy "
+           "(stopped sending heartbeats): /job:worker/replica:0/task:0")
+    sink.write(own + "\n")
+    assert screen.getvalue().splitlines() == [*shown, own]
     # without a hint (a tuning trial), or with --verbose, the trainer's lines as they are
     plain = io.StringIO()
     TrainDisplay(terminal=False, stream=plain).stderr_sink().write(f"{stop}\n")

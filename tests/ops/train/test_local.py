@@ -219,6 +219,18 @@ def test_a_worker_that_stops_answering_ends_the_run_naming_it(fake_trainer, tool
     assert not any(tools.pid_alive(pid) for pid in pids.values())
 
 
+def test_a_worker_that_ended_well_before_a_failed_run_is_named(fake_trainer, tools, tmp_path):
+    """Issue 56 (a fresh trial): a worker's plug-in ended its process with status 0; the chief failed waiting for it,
+    and the run ended with no line naming the worker."""
+    env = dict(fake_trainer, FAKE_MODE="worker-leaves")
+    proc = tools.run_cli(["train", "--workers", "2", "--model-dir", str(tmp_path / "m")], env=env, cwd=tmp_path,
+                         timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    [line] = [line for line in proc.stderr.splitlines() if "exit status 0" in line]
+    assert line.startswith("worker 0 (pid ") and "before the run finished" in line, proc.stderr
+    assert "error: the peer stopped sending heartbeats (fake)" in proc.stderr
+
+
 def test_worker_that_exits_with_an_error_is_reported_with_its_last_line(fake_trainer, tools, tmp_path):
     env = dict(fake_trainer, FAKE_MODE="worker-fails")
     proc = tools.run_cli(["train", "--workers", "2", "--model-dir", str(tmp_path / "m")], env=env, cwd=tmp_path,
