@@ -337,6 +337,8 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
             raise
         raise _peer_lost(err, f"{info.task_type} {info.task_id}") from None
 
+    if timer is not None:
+        timer.require_training()
     chosen = select_export(model, cfg, dirs, history, lambda: model.evaluate(
         val_ds, steps=validation_steps, verbose=0, return_dict=True)["accuracy"])
 

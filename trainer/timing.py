@@ -134,6 +134,16 @@ def step_timer(keras, checkpoints: str, global_batch: int, restored_steps: int =
                 "resumed_at": round(now, 3), "seconds_lost": round(now - backup_at, 1) if known else None}]
             _write_courtesy(checkpoints, self.resumes_file, json.dumps(self.resumes[-MAX_RESUMES:]) + "\n")
 
+        def require_training(self) -> None:
+            """The run trained: a step ran in this process or before its backup (issue 56, a fresh trial: a plug-in
+            that replaced Model.fit with a function returning a made-up history had its model exported as the best
+            at 0.99, with 0 steps recorded). One line, exit 2, nothing exported."""
+            if restored_steps + self.steps == 0:
+                from trainer.errors import UsageError
+
+                raise UsageError("the model trained no step: Model.fit returned without running a single batch (a "
+                                 "plug-in that replaces fit or its loop?); nothing is exported")
+
         def timing(self) -> dict[str, Any]:
             step = self._span / self._intervals if self._intervals else None
             return {

@@ -264,6 +264,26 @@ def test_code_that_exits_while_training_ends_the_run_in_one_line_without_a_resul
     assert not (model_dir / "result.json").exists() and "tpuctl-result" not in run.stdout
 
 
+def test_a_model_whose_fit_trains_no_step_is_one_line_and_nothing_is_exported(in_process, project, tmp_path):
+    """Issue 56 (a fresh trial): a plug-in that replaced Model.fit with a function returning a made-up history had
+    its model exported as the best at 0.99, exit 0, with 0 steps in its record. The run must have trained."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "data.py").write_text((project / "data.py").read_text())
+    (code / "model.py").write_text(MODEL + "\n\ndef lazy(ctx):\n    model = build(ctx)\n\n"
+                                   "    def fit(*args, **kwargs):\n        history = keras.callbacks.History()\n"
+                                   "        history.set_model(model)\n        history.epoch = [0]\n"
+                                   "        history.history = {'loss': [0.01], 'accuracy': [0.99], 'val_loss': [0.01],"
+                                   " 'val_accuracy': [0.99]}\n        return history\n\n"
+                                   "    model.fit = fit\n    return model\n")
+    model_dir = tmp_path / "m"
+    run = in_process(["trainer.task", "--code_dir", str(code), "--model", "model.py:lazy", "--dataset",
+                      "data.py:examples", "--model_dir", str(model_dir), "--train_epochs", "1", "--steps_per_epoch", "2"])
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert "trained no step" in run.error_line() and "Traceback" not in run.stderr, run.stderr[-2000:]
+    assert not (model_dir / "result.json").exists() and not (model_dir / "export").exists()
+
+
 @pytest.mark.parametrize("bound, value, says", [
     ("MAX_COUNTING_SECONDS", 0.5, "passed 0.5 s"),
     ("MAX_COUNTED_EXAMPLES", 20_000, "passed 20,000 examples"),

@@ -273,7 +273,9 @@ def _pump(task: Task, stream: BinaryIO, sink: TextIO | None, prefix: str, is_std
             message = protocol.parse(text)
             if message is not None:
                 if message.kind in protocol.JSON_KINDS:
-                    task.messages[message.kind] = message.payload
+                    # the first record stands: one printed after it (an atexit handler's, issue 56) changes nothing,
+                    # and the run's check against its result.json tells a forged first one
+                    task.messages.setdefault(message.kind, message.payload)
                 if task.on_message is not None and task.on_message(message):
                     continue
         if not is_stdout:

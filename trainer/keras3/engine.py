@@ -177,6 +177,8 @@ def train(run: Run, model: keras.Model, held: contextlib.ExitStack) -> dict | No
             raise problem from None
         raise
 
+    if timer is not None:
+        timer.require_training()
     chosen = _select(model, cfg, dirs, history, loop, lambda: model.evaluate(
         val_ds, steps=run.validation_steps, verbose=0, return_dict=True)["accuracy"])
     if info.is_chief:

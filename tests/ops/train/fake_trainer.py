@@ -140,10 +140,20 @@ if mode == "diverged":          # the trainer's end of a run whose loss is no lo
 if task["type"] == "chief":
     export = model_dir / "export" / "small_cnn" / "1"
     export.mkdir(parents=True, exist_ok=True)
-    if mode != "empty-export":      # a record forged by a plug-in: an empty export folder
-        (export / "saved_model.pb").write_bytes(b"fake SavedModel")  # what tpuctl checks a completion record against
+    # what tpuctl checks a completion record against: a SavedModel message (schema version 1, one meta graph) and
+    # the variables' index; the forged modes are what a plug-in with the trainer's powers left (issue 56)
+    if mode == "junk-export":
+        (export / "saved_model.pb").write_bytes(b"x")
+    elif mode != "empty-export":
+        (export / "saved_model.pb").write_bytes(b"\x08\x01\x12\x02\x0a\x00")
+    (export / "variables").mkdir(exist_ok=True)
+    (export / "variables" / "variables.index").write_bytes(b"fake index")
     result = {"export_dir": str(export), "val_accuracy": 0.875, "epochs": 1, "model": "small_cnn",
               "strategy": flag("--distribution_strategy"), "num_workers": len(sum(tf_config.get("cluster", {}).values(), [])) or 1,
               "train_examples": 10, "validation_examples": 10}
-    write_whole(model_dir / "result.json", json.dumps(result))
+    if mode != "no-result-file":
+        write_whole(model_dir / "result.json", json.dumps({**result, "val_accuracy": 0.5} if mode == "other-record"
+                                                          else result))
     print("tpuctl-result: " + json.dumps(result), flush=True)
+    if mode == "second-record":     # an atexit handler of a plug-in's, after the trainer's own record (issue 56)
+        print("tpuctl-result: " + json.dumps({**result, "val_accuracy": 1.0}), flush=True)

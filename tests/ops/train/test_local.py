@@ -308,18 +308,34 @@ def test_a_trainer_that_ends_well_without_its_completion_record_is_a_failed_run(
     assert "failed" in row, listed.stdout
 
 
-def test_a_completion_record_whose_export_is_not_there_is_a_failed_run(fake_trainer, tools, tmp_path):
-    """Issue 56 (a fresh trial): a plug-in that wrote a copied result.json, printed the completion record and left an
-    empty export folder made a finished run with its accuracy. The record's export must be a SavedModel in the run's
-    folder: else one line, exit 1, nothing shown as exported, the run listed as failed."""
-    env = {**fake_trainer, "FAKE_MODE": "empty-export"}
+@pytest.mark.parametrize("mode, key", [
+    ("empty-export", "saved_model.pb is missing"),
+    ("junk-export", "saved_model.pb is not a SavedModel"),
+    ("no-result-file", "no readable result.json"),
+    ("other-record", "is not the record the trainer printed"),
+])
+def test_a_completion_record_whose_export_is_not_there_is_a_failed_run(fake_trainer, tools, tmp_path, mode, key):
+    """Issue 56 (two fresh trials): a plug-in that wrote a copied result.json, printed the completion record and left
+    an empty export folder (or a one-byte saved_model.pb, or printed a record and no result.json) made a finished run
+    with its accuracy. The record must be the run's result.json and its export a SavedModel in the run's folder: else
+    one line, exit 1, nothing shown as exported, the run listed as failed."""
+    env = {**fake_trainer, "FAKE_MODE": mode}
     proc = tools.run_cli(["train", "--name", "forged", "--epochs", "1"], env=env, cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     [line] = [l for l in proc.stderr.splitlines() if l.startswith("error: ")]
-    assert "names an export that is not there" in line and "saved_model.pb is missing or empty" in line, line
+    assert "completion record does not stand" in line and key in line, line
     assert "SavedModel" not in proc.stdout and "run summary" not in proc.stderr
     listed = json.loads(tools.run_cli(["runs", "ls", "--json"], env=env, cwd=tmp_path).stdout)
     assert [(row["run"], row["state"]) for row in listed] == [("forged", "failed")], listed
+
+
+def test_a_record_printed_after_the_trainers_changes_nothing(fake_trainer, tools, tmp_path):
+    """Issue 56 (a fresh trial): an atexit handler printed a second completion record with a better accuracy, and
+    the run's last line said 1.0000 under a summary that said 0.5469. The first record stands."""
+    env = {**fake_trainer, "FAKE_MODE": "second-record"}
+    proc = tools.run_cli(["train", "--name", "late", "--epochs", "1"], env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "validation accuracy: 0.8750" in proc.stdout + proc.stderr and "1.0000" not in proc.stdout + proc.stderr
 
 
 def test_a_diverged_run_is_listed_as_failed(fake_trainer, tools, tmp_path):

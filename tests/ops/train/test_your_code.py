@@ -156,13 +156,20 @@ def test_a_local_command_run_is_listed_by_runs(project, tools, tmp_path):
     Storage prefixes are on Vertex AI (it failed writing into $AIP_MODEL_DIR without making it)."""
     (project / "t.py").write_text("import os\n"
                                   "with open(os.path.join(os.environ['AIP_MODEL_DIR'], 'weights.txt'), 'w') as f:\n"
-                                  "    f.write('1')\n")
+                                  "    f.write('1')\n"
+                                  "print('tpuctl-result: {\"export_dir\": \"' + os.environ['AIP_MODEL_DIR'] + '\", "
+                                  "\"val_accuracy\": 0.99}')\n")
     env = {"TPUCTL_CACHE_DIR": str(tmp_path / "cache")}
     proc = tools.run_cli(["train", "--command", "python t.py", "--name", "mine"], env=env, cwd=project)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (project / "runs" / "mine" / "model" / "weights.txt").read_text() == "1"
+    # its lines name the user's program, and a completion record it prints is its own text (issue 56, a fresh trial:
+    # tpuctl vouched for the SavedModel and the accuracy such a line named)
+    assert "started program (pid " in proc.stderr and "SavedModel" not in proc.stdout + proc.stderr, proc.stderr
+    assert "validation accuracy" not in proc.stdout + proc.stderr
     listed = json.loads(tools.run_cli(["runs", "ls", "--json"], env=env, cwd=project).stdout)
-    assert [(row["run"], row["state"], row["problem"]) for row in listed] == [("mine", "finished", None)], listed
+    assert [(row["run"], row["state"], row["problem"], row["model"]) for row in listed] == [
+        ("mine", "finished", None, "python t.py")], listed
     shown = tools.run_cli(["runs", "show", "mine"], env=env, cwd=project)
     assert shown.returncode == 0 and shown.stdout.startswith("run mine"), shown.stdout + shown.stderr
 

@@ -105,7 +105,9 @@ def run_local(
     if workers == 1 and not parameter_servers:
         task_env = trainer_env(env)
         task_env.pop("TF_CONFIG", None)
-        return run_tasks([Task("trainer", argv, task_env, on_message=_bound(on_message, "trainer"), cwd=cwd)],
+        # a --command run's one process is the user's program, and its lines say so ("started program (pid N)")
+        label = "program" if command else "trainer"
+        return run_tasks([Task(label, argv, task_env, on_message=_bound(on_message, label), cwd=cwd)],
                          out=out, err=err, on_started=on_started)
     ports = free_ports(1 + workers + parameter_servers if parameter_servers else workers)
     tasks = []
@@ -142,22 +144,82 @@ class LocalOptions(ClusterOptions, VerboseOptions):
 
 
 def _export_unproven(result: dict, model_dir: str) -> str | None:
-    """Why a local run's completion record does not stand (None: it does): the export it names is a SavedModel in the
-    run's folder, its ``saved_model.pb`` a file with content (issue 56: a plug-in that printed a copied record and
-    left an empty export folder was a finished run with its accuracy). Code running inside the trainer has the
-    trainer's powers, so this proves what was recorded exists, not how it was made (docs/your-code.md)."""
+    """Why a local run's completion record does not stand (None: it does): the trainer wrote the record it printed
+    to the run's ``result.json`` (issue 56, a fresh trial: a plug-in that printed a record of its own and ended the
+    process left none), and the export it names is a SavedModel in the run's folder: ``saved_model.pb`` a SavedModel
+    message (``_saved_model_problem``) and the variables' index there (issue 56: a plug-in that printed a copied record
+    and left an empty export folder, or a one-byte file, was a finished run with its accuracy). Code running inside
+    the trainer has the trainer's powers, so this proves what was recorded exists and has the shape of what the trainer
+    writes, not how it was made (docs/your-code.md)."""
     export = result.get("export_dir")
     if is_gs(model_dir) or not isinstance(export, str):
         return None if is_gs(model_dir) else "no export_dir"
     folder, pb = Path(export), Path(export) / "saved_model.pb"
     try:
+        written = json.loads((Path(model_dir) / records.RESULT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return f"no readable {records.RESULT_FILE} in {model_dir}"
+    if written != result:
+        return f"{records.RESULT_FILE} in {model_dir} is not the record the trainer printed"
+    try:
         inside = folder.resolve().is_relative_to(Path(model_dir).resolve())
-        whole = pb.is_file() and not pb.is_symlink() and pb.stat().st_size > 0
+        if not inside:
+            return f"{export} is outside the run's folder {model_dir}" + (
+                f" (a link to {folder.resolve()})" if folder.resolve() != folder.absolute() else "")
+        if pb.is_symlink() or not pb.is_file():
+            return f"{pb} is missing"
+        problem = _saved_model_problem(pb)
+        index = folder / "variables" / "variables.index"
+        if problem is None and not (index.is_file() and index.stat().st_size > 0):
+            problem = f"{index} is missing or empty"
     except OSError as err:
         return f"{export}: {err.strerror}"
-    if not inside:
-        return f"{export} is outside the run's folder {model_dir}"
-    return None if whole else f"{pb} is missing or empty"
+    return problem
+
+
+#: The largest saved_model.pb read back (protobuf's own limit for one message is 2 GiB).
+MAX_SAVED_MODEL_BYTES = 2**31
+
+
+def _saved_model_problem(pb: Path) -> str | None:
+    """Whether ``pb`` is a SavedModel message by its wire format (None: it is): its fields are
+    ``saved_model_schema_version`` (1, a varint) and ``meta_graphs`` (2, length-delimited), at least one meta graph,
+    every length inside the file (tensorflow/core/protobuf/saved_model.proto, github.com/tensorflow/tensorflow,
+    read 2026-12-07; the wire format: protobuf.dev/programming-guides/encoding). The ops side has no TensorFlow to
+    parse it further."""
+    size = pb.stat().st_size
+    if not 0 < size <= MAX_SAVED_MODEL_BYTES:
+        return f"{pb} is empty" if size == 0 else f"{pb} is larger than any SavedModel"
+    data = pb.read_bytes()
+
+    def varint(at: int) -> tuple[int, int]:
+        value = shift = 0
+        while at < len(data) and shift < 64:
+            byte = data[at]
+            value |= (byte & 0x7F) << shift
+            at, shift = at + 1, shift + 7
+            if not byte & 0x80:
+                return value, at
+        raise ValueError("a varint runs past the end")
+
+    at, seen = 0, set()
+    try:
+        while at < len(data):
+            key, at = varint(at)
+            number, kind = key >> 3, key & 7
+            if (number, kind) == (1, 0):
+                _, at = varint(at)
+            elif (number, kind) == (2, 2):
+                length, at = varint(at)
+                at += length
+                if at > len(data):
+                    raise ValueError("a meta graph runs past the end")
+            else:
+                raise ValueError(f"field {number} (wire type {kind}) is not a SavedModel's")
+            seen.add(number)
+    except ValueError as err:
+        return f"{pb} is not a SavedModel ({err})"
+    return None if 2 in seen else f"{pb} is not a SavedModel (it holds no meta graph)"
 
 
 class LocalRun(RunSpec):
@@ -435,12 +497,14 @@ class LocalTarget(LocalPlanning):
             except OSError:
                 pass
             self._record(started, state="failed", provisioned=min(provisioned, default=None))
-            raise UserError(f"the trainer's completion record names an export that is not there ({unproven}): the "
+            raise UserError(f"the trainer's completion record does not stand ({unproven}): the "
                             f"run did not finish as recorded; the lines above say what ran ({self.spec.resume_hint} "
                             "once fixed)", 1)
         first = self._record(started, provisioned=min(provisioned, default=None))
+        # a --command program speaks no protocol: a completion record it prints is its own text, never the trainer's
+        # (issue 56, a fresh trial: a program that printed one had tpuctl vouch for its SavedModel and accuracy)
         return Outcome(self.name, Path(self.spec.model_dir).name, SUCCEEDED, self.spec.model_dir,
-                       result=outcome.result, started=first if first < started else None)
+                       result=None if self.spec.command else outcome.result, started=first if first < started else None)
 
     def _record(self, started: float, state: str | None = None, provisioned: float | None = None) -> float:
         """The launch record ``runs ls`` reads. An interrupted run is recorded only when it left work behind

@@ -208,10 +208,13 @@ class Run:
 
     @property
     def model(self) -> str | None:
-        """The trainer's model: its result's, else (an interrupted run) the --model its record's arguments give."""
+        """The trainer's model: its result's, else (an interrupted run) the --model its record's arguments give; a
+        --command run's is its program (its first two words: ``python train.py``), never the bundled default."""
+        args = self.launch.get("args")
+        if self.launch.get("command") is True:
+            return " ".join(str(a) for a in args[:2]) if isinstance(args, list) and args else None
         if self.result:
             return self.result.get("model")
-        args = self.launch.get("args")
         if not isinstance(args, list):
             return None
         return flag_value(args, "model") or DEFAULT_MODEL
