@@ -154,6 +154,9 @@ if task["type"] == "chief":
     if mode != "no-result-file":
         write_whole(model_dir / "result.json", json.dumps({**result, "val_accuracy": 0.5} if mode == "other-record"
                                                           else result))
+    if mode == "result-then-fail":   # a plug-in's detached child wrote a result.json while the run failed (issue 56)
+        print("error: the plug-in failed (fake)", file=sys.stderr, flush=True)
+        sys.exit(2)
     print("tpuctl-result: " + json.dumps(result), flush=True)
     if mode == "second-record":     # an atexit handler of a plug-in's, after the trainer's own record (issue 56)
         print("tpuctl-result: " + json.dumps({**result, "val_accuracy": 1.0}), flush=True)

@@ -329,6 +329,17 @@ def test_a_completion_record_whose_export_is_not_there_is_a_failed_run(fake_trai
     assert [(row["run"], row["state"]) for row in listed] == [("forged", "failed")], listed
 
 
+def test_a_failed_run_with_a_result_file_is_listed_as_failed(fake_trainer, tools, tmp_path):
+    """Issue 56 (a fresh trial): a plug-in's detached child wrote a copied result.json while its failed run was being
+    stopped, and `runs ls` then listed the run as finished at the copied accuracy."""
+    env = {**fake_trainer, "FAKE_MODE": "result-then-fail"}
+    proc = tools.run_cli(["train", "--name", "broke", "--epochs", "1"], env=env, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    listed = json.loads(tools.run_cli(["runs", "ls", "--json"], env=env, cwd=tmp_path).stdout)
+    assert [(row["run"], row["state"]) for row in listed] == [("broke", "failed")], listed
+    assert (tmp_path / "runs" / "broke" / "result.json.unproven").is_file()
+
+
 def test_a_record_printed_after_the_trainers_changes_nothing(fake_trainer, tools, tmp_path):
     """Issue 56 (a fresh trial): an atexit handler printed a second completion record with a better accuracy, and
     the run's last line said 1.0000 under a summary that said 0.5469. The first record stands."""

@@ -177,6 +177,19 @@ def _export_unproven(result: dict, model_dir: str) -> str | None:
     return problem
 
 
+def set_aside_result(model_dir: str, started: float) -> None:
+    """A ``result.json`` written since ``started`` into a run that did not finish as recorded: kept aside as
+    ``result.json.unproven`` (not deleted), so the run is listed as failed."""
+    if is_gs(model_dir):
+        return
+    result_file = Path(model_dir) / records.RESULT_FILE
+    try:
+        if result_file.is_file() and result_file.stat().st_mtime >= started:
+            result_file.replace(result_file.with_name(records.RESULT_FILE + ".unproven"))
+    except OSError:
+        pass
+
+
 #: The largest saved_model.pb read back (protobuf's own limit for one message is 2 GiB).
 MAX_SAVED_MODEL_BYTES = 2**31
 
@@ -453,7 +466,10 @@ class LocalTarget(LocalPlanning):
                 self._record(started, state="interrupted", provisioned=min(self.provisioned, default=None))
             elif isinstance(exc, TaskFailed):
                 # a run that failed after it wrote something (a diverged model: exit 4) is listed as failed, as one
-                # that ended without its completion record is (issue 56: runs ls said "no runs" beside its folder)
+                # that ended without its completion record is (issue 56: runs ls said "no runs" beside its folder);
+                # a result.json in it is no trainer's (issue 56, a fresh trial: a plug-in's detached child wrote one
+                # while it was being stopped, and the failed run was listed as finished)
+                set_aside_result(self.spec.model_dir, started)
                 self._record(started, state="failed", provisioned=min(self.provisioned, default=None))
             raise
         finally:
@@ -489,13 +505,7 @@ class LocalTarget(LocalPlanning):
                             f"stopped ({self.spec.resume_hint} once fixed)", 1)
         unproven = _export_unproven(outcome.result, self.spec.model_dir) if not self.spec.command else None
         if unproven is not None:
-            # the result.json this run wrote does not stand: kept aside (not deleted), so the run is listed as failed
-            result_file = Path(self.spec.model_dir) / records.RESULT_FILE
-            try:
-                if result_file.is_file() and result_file.stat().st_mtime >= started:
-                    result_file.replace(result_file.with_name(records.RESULT_FILE + ".unproven"))
-            except OSError:
-                pass
+            set_aside_result(self.spec.model_dir, started)
             self._record(started, state="failed", provisioned=min(provisioned, default=None))
             raise UserError(f"the trainer's completion record does not stand ({unproven}): the "
                             f"run did not finish as recorded; the lines above say what ran ({self.spec.resume_hint} "
