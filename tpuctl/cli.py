@@ -236,6 +236,16 @@ def run(argv: Sequence[str] | None = None) -> int:
     # install their own handlers on top. An interrupt Python swallowed (raised inside a weakref callback) is raised
     # again by the wait loop (ground.interrupts).
     with signal_handlers(raise_interrupt, tuple(s for s in STOP_SIGNALS if s != signal.SIGINT)), interrupts.kept():
+        for arg in args:
+            # a terminal's bytes that are not UTF-8 reach Python as surrogates, which no path, request or label of
+            # tpuctl's can carry (issue 56, a fresh trial: `logs 'x\xff'` and `runs ls --dir gs://b/'x\xff'` were
+            # UnicodeEncodeError tracebacks)
+            try:
+                arg.encode("utf-8")
+            except UnicodeEncodeError:
+                shown = arg[:80].encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+                return _error(f"the argument '{shown}' holds bytes that are not UTF-8 text; type it in UTF-8 (paths, "
+                              "names and values travel to the trainer and the cloud as text)", EXIT_BAD_INPUT)
         try:
             command = typer.main.get_command(app)
             _metavars(command)      # the root's own options (each command's are set when it is loaded)

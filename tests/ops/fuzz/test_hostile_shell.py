@@ -135,6 +135,15 @@ def test_bytes_that_are_not_utf8_are_one_line_before_anything_is_created(tmp_pat
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("args", [["logs", "x\udcff", "--dir", "gs://bkt/runs"],
+                                  ["runs", "ls", "--dir", "gs://bkt/x\udcff"]])
+def test_any_argument_that_is_not_utf8_is_one_line(tmp_path, monkeypatch, args):
+    """Issue 56 (a fresh trial): these were UnicodeEncodeError tracebacks, exit 1."""
+    monkeypatch.chdir(tmp_path)
+    result = invoke(args)
+    assert result.exit_code == 2 and "not UTF-8" in error_line(result) and "Traceback" not in result.output
+
+
 def test_a_worker_number_that_is_not_a_number_is_zero(host, tmp_path):
     """The metadata server's answer is not trusted either: anything but digits is worker 0."""
     bin_dir, outputs, marker = host
