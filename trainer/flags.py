@@ -90,6 +90,10 @@ class Bound:
             # a whole number written with a decimal point: how Vertex AI passes a tuning trial's DISCRETE
             # values ("128.0"), and possibly INTEGER ones (not verified) -- the same whole number
             text = text.split(".", 1)[0]
+        # ASCII digits only: int() and float() also take other scripts' digits ('١') and underscores ('1_0'), which
+        # reached a cloud job's command line (issue 56, a fresh trial: `-- --seed ١` passed the dry run and trained)
+        if not (_INTEGER if self.integer else _NUMBER).fullmatch(text):
+            raise argparse.ArgumentTypeError(f"expected {self.describe()} (ASCII digits only), got {shown!r}")
         try:
             value: int | float = int(text) if self.integer else float(text)
         except ValueError:  # also digits beyond Python's int-conversion limit
@@ -107,7 +111,10 @@ class Bound:
             raise UsageError(f"{flag} must be {self.describe()}, got {value!r}")
 
 
-_WHOLE_WITH_POINT = re.compile(r"^\s*[+-]?\d{1,30}\.0*\s*$")
+_WHOLE_WITH_POINT = re.compile(r"^\s*[+-]?[0-9]{1,30}\.0*\s*$")
+_INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
+_NUMBER = re.compile(r"\s*[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?\s*|\s*[+-]?(inf|infinity|nan)\s*",
+                     re.IGNORECASE)
 
 
 def _num(x: float) -> str:
@@ -150,7 +157,7 @@ def parse_profile_steps(text: str) -> tuple[int, int]:
     """``10-15`` -> (10, 15); ``12`` -> (12, 12). argparse.ArgumentTypeError saying what to write otherwise."""
     raw = str(text).strip()
     shown = raw if len(raw) <= 40 else raw[:37] + "..."
-    m = re.fullmatch(r"(\d{1,7})(?:\s*-\s*(\d{1,7}))?", raw)
+    m = re.fullmatch(r"([0-9]{1,7})(?:\s*-\s*([0-9]{1,7}))?", raw)
     if not m:
         raise argparse.ArgumentTypeError(f"expected a step or a range of steps FIRST-LAST like 10-15, got {shown!r}")
     first, last = int(m.group(1)), int(m.group(2) or m.group(1))

@@ -144,6 +144,20 @@ def test_any_argument_that_is_not_utf8_is_one_line(tmp_path, monkeypatch, args):
     assert result.exit_code == 2 and "not UTF-8" in error_line(result) and "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("args, key", [
+    (["--seed", "\u0661"], "--seed after `--`"), (["--train_batch_size", "\uff13\uff12"], "--train_batch_size after"),
+    (["--steps_per_epoch", "1_0"], "ASCII digits"), (["--learning_rate", "\u0661.\u0665e-3"], "--learning_rate after"),
+    (["--profile_steps", "\u0661-\u0662"], "--profile_steps after"), (["--code_dir", "/tmp"], "use --code"),
+])
+def test_the_trainers_flags_after_the_separator_are_read_as_the_trainer_reads_them(tmp_path, monkeypatch, args, key):
+    """Issue 56 (a fresh trial): other scripts' digits and underscores after `--` passed a dry run and reached the
+    job (int() takes them), and --code_dir after `--` overrode the image's folder."""
+    monkeypatch.chdir(tmp_path)
+    result = invoke(["train", "--dry-run", "--", *args])
+    assert result.exit_code == 2 and key in error_line(result), result.output
+    assert invoke(["train", "--dry-run", "--", "--seed", "3"]).exit_code == 0
+
+
 def test_a_worker_number_that_is_not_a_number_is_zero(host, tmp_path):
     """The metadata server's answer is not trusted either: anything but digits is worker 0."""
     bin_dir, outputs, marker = host

@@ -13,6 +13,7 @@ the same second never share one; ``claim=False`` for a dry run).
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import re
 import shlex
@@ -35,7 +36,16 @@ from tpuctl.services import usercode
 from tpuctl.services.data import local_folder
 from tpuctl.services.runs.records import RESULT_FILE, LaunchRecord
 from tpuctl.services.runs.request import ParameterServers, RunRequest, Workers
-from trainer.flags import DEFAULT_BACKEND, HPARAM_PREFIX, TF_KERAS_ONLY, TrainerArgs, flag_value, is_plugin_ref
+from trainer.flags import (
+    DEFAULT_BACKEND,
+    HPARAM_PREFIX,
+    TASK_BOUNDS,
+    TF_KERAS_ONLY,
+    TrainerArgs,
+    flag_value,
+    is_plugin_ref,
+    parse_profile_steps,
+)
 
 Echo = Callable[[str], None]
 
@@ -309,9 +319,23 @@ def _check_request(request: RunRequest, accel: domain.Accelerator | None, target
     if accel is not None and accel.kind == "tpu" and parameter_servers:
         raise UserError(f"--parameter-servers cannot be combined with {accel.name}: TPUStrategy runs one process "
                         "per host")
-    for flag, option in (("data_dir", "--data-dir"), ("model_dir", "--model-dir")):
+    for flag, option in (("data_dir", "--data-dir"), ("model_dir", "--model-dir"), ("code_dir", "--code")):
         if flag_value(request.trainer_args, flag) is not None:
             raise UserError(f"--{flag} after `--`: tpuctl sets it; use {option}")
+    # the trainer's numbers after `--` as the trainer reads them (ASCII digits, its bounds), before anything is
+    # created (issue 56, a fresh trial: `-- --seed ١` passed a cloud dry run)
+    for flag, bound in TASK_BOUNDS.items():
+        value = flag_value(request.trainer_args, flag)
+        if value is not None:
+            try:
+                bound.parse(value)
+            except argparse.ArgumentTypeError as err:
+                raise UserError(f"--{flag} after `--`: {err}") from None
+    if flag_value(request.trainer_args, "profile_steps") is not None:
+        try:
+            parse_profile_steps(flag_value(request.trainer_args, "profile_steps"))
+        except argparse.ArgumentTypeError as err:
+            raise UserError(f"--profile_steps after `--`: {err}") from None
     for flag, option, given in (("train_epochs", "--epochs", request.epochs), ("train_batch_size", "--batch-size",
                                 request.batch_size), ("model", "--model", request.model),
                                 ("hub_handle", "--hub-handle", request.hub_handle),
