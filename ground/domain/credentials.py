@@ -1,6 +1,6 @@
-"""What Google credentials look like on disk, so a project folder never ships them (tpuctl/services/usercode.py),
-and what the Cloud Storage JSON API's answers hold, so an answer of another shape is refused before a client
-library reads it (cloud/clients.py).
+"""What Google credentials (and the other credential files a project folder may hold by mistake) look like on disk,
+so a project folder never ships them (tpuctl/services/usercode.py), and what the Cloud Storage JSON API's answers
+hold, so an answer of another shape is refused before a client library reads it (cloud/clients.py).
 
 Sources (read 2026-12-07):
 - Google Cloud SDK 528.0.0, ``lib/googlecloudsdk/core/config.py``: gcloud's configuration folder holds
@@ -19,6 +19,29 @@ Sources (read 2026-12-07):
   ("unsigned long") are 64-bit integers, which the JSON API writes as strings of digits; ``objects.list`` answers
   ``items`` (objects), ``prefixes`` (strings) and ``nextPageToken`` (a string); a bucket's ``projectNumber`` is
   an unsigned long too (https://cloud.google.com/storage/docs/json_api/v1/buckets).
+- [unverified] Google OAuth 2.0 access tokens begin ``ya29.``: Google's own documentation calls them opaque; the
+  prefix is what every token gcloud and google-auth hand out shows, and what
+  https://api-aomint.aodocs.com/authentication/access-apis-with-bearer-tokens says ("access tokens
+  usually start with the string ya29."). Twenty token characters after it is this module's bound, not Google's.
+
+Other clouds' and tools' credential files (read 2026-12-07):
+- https://docs.aws.amazon.com/cli/latest/userguide/cli-config-files.html: the AWS CLI's ``credentials`` file is
+  sections (``[default]``) of ``setting_name=value`` lines, ``aws_access_key_id`` and ``aws_secret_access_key``
+  among them; the example ``aws configure`` session of
+  https://www.ibm.com/docs/en/coss/3.20.1?topic=csiscf-create-aws-shared-credentials shows a key id of 20
+  upper-case letters and digits (``AKIAIOSFODNN7EXAMPLE``) and a secret of 40 base64 characters.
+- containers-auth.json(5) (https://manpages.ubuntu.com/manpages/lunar/man5/containers-auth.json.5.html, which
+  reads ``$HOME/.docker/config.json`` as well): ``"auths"`` maps a registry to ``{"auth": "…"}``, the base64 of
+  ``username:password``.
+- https://kubernetes.io/docs/reference/setup-tools/kubeadm/generated/kubeadm_kubeconfig/kubeadm_kubeconfig_user and
+  https://fig.io/manual/kubectl/config/set-credentials: a kubeconfig's user entry holds a bearer ``token`` or a
+  client key (``--embed-certs``: embedded in the file); the names ``users:`` (top level) and ``client-key-data``
+  are what kubeconfig files show (client-go's ``clientcmd/api/v1`` AuthInfo, not read here: [unverified]).
+- https://github.blog/changelog/2021-03-31-authentication-token-format-updates-are-generally-available/: GitHub
+  tokens begin ``ghp_`` (personal access), ``gho_`` (OAuth), ``ghu_``/``ghs_`` (GitHub App user-to-server and
+  server-to-server) or ``ghr_`` (refresh), in ``[A-Za-z0-9_]``, their length unchanged (36 characters after the
+  prefix: [unverified], what tokens show); fine-grained personal access tokens begin ``github_pat_``
+  (https://github.com/r-lib/gh/issues/171: ``^github_pat_[A-Za-z0-9_]+$``; [unverified] in GitHub's own words).
 """
 
 from __future__ import annotations
@@ -34,6 +57,19 @@ SERVICE_ACCOUNT_TYPE = "service_account"
 PRIVATE_KEY_FIELD = "private_key"
 #: The fields of OAuth user credentials (``gcloud auth application-default login``'s file, ``adc.json``).
 USER_CREDENTIAL_FIELDS = ("refresh_token", "client_id", "client_secret")
+#: What a Google OAuth 2.0 access token begins with ([unverified], above).
+ACCESS_TOKEN_PREFIX = "ya29."
+
+#: The AWS CLI credentials file's settings for an access key (its id and its secret).
+AWS_KEY_SETTINGS = ("aws_access_key_id", "aws_secret_access_key")
+#: A Docker (or Podman) client configuration's map of registries and the field holding base64 user:password.
+DOCKER_AUTHS_FIELD, DOCKER_AUTH_FIELD = "auths", "auth"
+#: A kubeconfig's list of user entries and the fields of one that hold its secret.
+KUBECONFIG_USERS_FIELD = "users"
+KUBECONFIG_SECRET_FIELDS = ("token", "client-key-data")
+#: GitHub's token prefixes (classic tokens: 36 characters follow) and a fine-grained personal access token's.
+GITHUB_TOKEN_PREFIXES = ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")
+GITHUB_FINE_GRAINED_PREFIX = "github_pat_"
 
 #: The storage JSON API's list fields and what each holds (an object resource: dict; a prefix: str).
 STORAGE_LIST_FIELDS: dict[str, type] = {"items": dict, "prefixes": str, "bindings": dict}

@@ -10,7 +10,9 @@ import base64
 import json
 import os
 import shlex
+import shutil
 import sqlite3
+import subprocess
 
 import pytest
 
@@ -297,3 +299,159 @@ def test_a_cloud_dry_run_refuses_a_command_the_image_cannot_run(project, tmp_pat
     (project / "train.py").write_text("print('trained')\n")
     assert invoke(["train", "--target", target, "--outputs", str(outputs), "--command", "python train.py",
                    "--dry-run", *(["-a", "tpu-v5e-8"] if target == "tpu-vm" else [])]).exit_code == 0
+
+
+# ------------------------------------------------------------- a fresh trial: git's ignore files, more secret shapes
+
+def _git_left_out(project):
+    """The files git itself leaves out of ``project`` (its ``status --ignored``), None without git."""
+    git = shutil.which("git")
+    if git is None:
+        return None
+    out = subprocess.run([git, "status", "--porcelain", "--ignored", "-uall"], cwd=project, capture_output=True,
+                         text=True, check=True, env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull}).stdout
+    return {line[3:] for line in out.splitlines() if line.startswith("!! ")}
+
+
+def test_gits_ignore_files_are_honoured_as_git_reads_them(project, tmp_path):
+    """A fresh trial: only the top .gitignore was read; a nested .gitignore (``*`` and ``!.gitignore`` in a folder of
+    secrets) and .git/info/exclude were not, and creds.txt and secrets/prod.txt shipped. Each .gitignore matches
+    relative to its own folder, a deeper one overrides a higher one, info/exclude ranks below them all."""
+    (project / ".git" / "info").mkdir(parents=True)
+    (project / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (project / ".git" / "objects").mkdir()
+    (project / ".git" / "refs" / "heads").mkdir(parents=True)
+    (project / ".git" / "info" / "exclude").write_text("creds.txt\nlocal.cfg\n")
+    (project / "creds.txt").write_text("api_token=abcd\n")
+    (project / "secrets").mkdir()
+    (project / "secrets" / ".gitignore").write_text("*\n!.gitignore\n")
+    (project / "secrets" / "prod.txt").write_text("db_password=hunter2\n")
+    (project / "secrets" / "deeper").mkdir()
+    (project / "secrets" / "deeper" / "x.txt").write_text("x")
+    (project / ".gitignore").write_text("*.log\n")
+    (project / "local.cfg").write_text("x")
+    (project / "pkg" / "data").mkdir(parents=True)
+    (project / "pkg" / ".gitignore").write_text("/top.txt\ndata/\n!keep.log\n")     # relative to pkg/
+    (project / "pkg" / "top.txt").write_text("x")
+    (project / "pkg" / "data" / "rows.csv").write_text("x")
+    (project / "pkg" / "keep.log").write_text("x")                                   # brought back below the top
+    (project / "pkg" / "drop.log").write_text("x")
+    (project / "pkg" / "sub").mkdir()
+    (project / "pkg" / "sub" / "top.txt").write_text("x")                             # /top.txt: pkg's only
+    (project / "data").mkdir()
+    (project / "data" / "rows.csv").write_text("x")                                  # data/ of pkg's: not this one
+    (project / "other").mkdir()
+    (project / "other" / ".gitignore").write_text("!local.cfg\n")                  # above info/exclude
+    (project / "other" / "local.cfg").write_text("x")
+    context, _ = _shipped(project, tmp_path)
+    assert context == {"model.py", ".gitignore", "secrets/.gitignore", "pkg/.gitignore", "pkg/keep.log",
+                       "pkg/sub/top.txt", "data/rows.csv", "other/.gitignore", "other/local.cfg"}, context
+    left_out = _git_left_out(project)
+    if left_out is not None:                                   # git agrees, file for file
+        every = {p.relative_to(project).as_posix() for p in project.rglob("*") if p.is_file()
+                 and ".git" not in p.relative_to(project).parts}
+        assert {rel for rel in every if not any(rel == x or x.endswith("/") and rel.startswith(x)
+                                                for x in left_out)} == context, left_out
+
+
+def test_the_exclude_file_of_a_git_file_is_honoured(project, tmp_path):
+    """A submodule's or worktree's .git is a file naming its git folder (``gitdir:``): its info/exclude counts."""
+    gitdir = tmp_path / "elsewhere" / "worktrees" / "mine"
+    gitdir.mkdir(parents=True)
+    (gitdir / "commondir").write_text("../..\n")
+    (tmp_path / "elsewhere" / "info").mkdir()
+    (tmp_path / "elsewhere" / "info" / "exclude").write_text("token.txt\n")
+    (project / ".git").write_text(f"gitdir: {gitdir}\n")
+    (project / "token.txt").write_text("t")
+    assert _shipped(project, tmp_path)[0] == {"model.py"}
+
+
+def test_gits_ignore_files_are_read_bounded(project, monkeypatch):
+    monkeypatch.setattr(usercode, "MAX_IGNORE_FILES", 3)
+    for name in "abcde":
+        (project / name).mkdir()
+        (project / name / ".gitignore").write_text("*.tmp\n")
+        (project / name / "m.py").write_text("")
+    with pytest.raises(UserError) as err:
+        usercode.scan_project(project)
+    assert "more than 3 ignore files" in str(err.value) and "\n" not in str(err.value), str(err.value)
+    monkeypatch.setattr(usercode, "MAX_IGNORE_FILES", 100)
+    monkeypatch.setattr(usercode, "MAX_IGNORE_TOTAL_BYTES", 20)
+    with pytest.raises(UserError, match="ignore files hold more than"):
+        usercode.scan_project(project)
+    monkeypatch.setattr(usercode, "MAX_IGNORE_TOTAL_BYTES", 10_000)
+    (project / "e" / ".dockerignore").write_text("")
+    (project / ".dockerignore").write_text("a/\nb/\nc/\nd/\n")          # folders left out: their files never read
+    monkeypatch.setattr(usercode, "MAX_IGNORE_FILES", 3)
+    assert [f.rel for f in usercode.scan_project(project).files] == [".dockerignore", "e/.dockerignore",
+                                                                     "e/.gitignore", "e/m.py", "model.py"]
+
+
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+JWT = "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQifQ.c2lnbmF0dXJl"
+
+
+@pytest.mark.parametrize("content, kind", [
+    (f"[default]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\naws_secret_access_key = {AWS_SECRET}\n", "AWS credentials"),
+    ("[prod]\r\naws_access_key_id=AKIAEXAMPLE000000000\r\naws_secret_access_key=Short/Secret+12345678\r\n",
+     "AWS credentials"),
+    (f'AWS = dict(\n    x=1)\naws_secret_access_key = "{AWS_SECRET}"\n', "AWS credentials"),
+    ('{\n\t"auths": {\n\t\t"registry.example.com": {\n\t\t\t"auth": "dXNlcjpodW50ZXIy"\n\t\t}\n\t}\n}\n',
+     "a Docker registry password"),
+    (f"apiVersion: v1\nkind: Config\nusers:\n- name: admin\n  user:\n    token: {JWT}\n", "a kubeconfig's credentials"),
+    ("users:\n  - name: me\n    user:\n      client-key-data: LS0tLS1CRUdJTiBFQyBQUklWQVRFIEtFWS0tLS0t\n",
+     "a kubeconfig's credentials"),
+    ("export TOKEN=ya29.a0AfB_byC1234567890abcdefghij\n", "a Google access token"),
+    ("ya29.c.b0Aaekm1KxyzABCDEFGHIJ0123456789-_", "a Google access token"),
+    ("url = https://x:ghp_" + "A1b2C3d4" * 4 + "wxyz@github.com/a/b\n", "a GitHub token"),
+    ("GH=gho_" + "Z" * 36, "a GitHub token"),
+    ("token: github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVW\n",
+     "a GitHub token"),
+    ("KEY_B64=" + base64.b64encode(SA_KEY.encode()).decode() + "\n", "a service-account key (in base64)"),
+    ("key: |\n" + "\n".join("  " + line for line in base64.encodebytes(json.dumps(json.loads(SA_KEY), indent=2)
+                                                                         .encode()).decode().splitlines()),
+     "a service-account key (in base64)"),                            # wrapped at 76 columns, {\n: "ewo…"
+    (base64.urlsafe_b64encode(USER_CREDENTIALS.encode()).decode(), "OAuth user credentials (in base64)"),
+])
+def test_more_secret_shapes_are_recognised_by_content_under_any_name(project, tmp_path, content, kind):
+    """A fresh trial: an AWS credentials file, a Docker client configuration with a registry's password, a
+    kubeconfig with a user's token or key, a Google access token, a GitHub token and a service-account key in
+    base64 shipped silently. Now each stays out under any name, its kind named in the note."""
+    (project / "settings.txt").write_text(content)
+    context, note = _shipped(project, tmp_path)
+    assert context == {"model.py"} and f"settings.txt ({kind})" in note, (context, note)
+
+
+@pytest.mark.parametrize("content", [
+    '"""Reads aws_access_key_id and aws_secret_access_key from the environment."""\n',
+    'import os\naws_access_key_id = os.environ["AWS_ACCESS_KEY_ID"]\naws_secret_access_key = os.environ["X"]\n',
+    "s3 = boto3.client('s3',\n    aws_access_key_id=key_id,\n    aws_secret_access_key=secret_key,\n)\n",
+    "aws_access_key_id = key\naws_secret_access_key = secret\n",
+    "aws_secret_access_key = None\n",
+    '{"auths": {"registry.example.com": {}}, "credsStore": "desktop"}\n',            # a credential helper's
+    "users:\n- name: me\n  user:\n    exec:\n      command: gke-gcloud-auth-plugin\n",   # a plug-in's token
+    "jobs:\n  build:\n    steps:\n      - with:\n          token: ${{ secrets.GITHUB_TOKEN }}\n",
+    "# a token looks like ghp_xxxx or ya29.xxx (shortened)\nTOKEN_PREFIXES = ('ghp_', 'ya29.')\n",
+    "logo = '" + base64.b64encode(b"\x89PNG" + bytes(range(256)) * 4).decode() + "'\n",
+    "payload = '" + base64.b64encode(json.dumps({"type": "metrics", "values": list(range(80))}).encode()).decode()
+    + "'\n",
+])
+def test_code_that_only_mentions_a_secrets_shape_ships(project, tmp_path, content):
+    (project / "cloud.py").write_text(content)
+    context, note = _shipped(project, tmp_path)
+    assert "cloud.py" in context, note
+
+
+@pytest.mark.parametrize("line, secret", [
+    ("--extra-index-url https://user:s3cret@pypi.example.com/simple", "s3cret"),
+    ("git+https://ghp_abcdef123456@github.com/a/b.git", "ghp_abcdef123456"),
+    ("mypkg @ https://deploy:t0ken@files.example.com/mypkg-1.0.whl", "t0ken"),
+    ("-i https://u:p%40ss@pypi.example.com/simple", "p%40ss"),
+])
+def test_a_refused_requirement_never_prints_its_url_password(project, tmp_path, line, secret):
+    """A fresh trial: a refused requirements line was quoted whole, its URL's password or token with it."""
+    (project / "requirements.txt").write_text(f"pandas\n{line}\n")
+    outputs = write_outputs(tmp_path / "outputs.json", OUTPUTS)
+    result = invoke(["image", "build", "--code", str(project), "--outputs", str(outputs), "--dry-run"])
+    message = error_line(result)
+    assert "requirements.txt:2:" in message and "://***@" in message and secret not in result.output, message

@@ -47,7 +47,7 @@ def test_what_ships_honours_ignore_files_and_leaves_secrets_out(project):
     (project / ".git" / "HEAD").write_text("ref")
     shipped = usercode.scan_project(project)
     assert sorted(f.rel for f in shipped.files) == [".dockerignore", ".gitignore", "model.py", "pkg/__init__.py"]
-    assert shipped.secrets == (".env", "id_rsa", "key.json")
+    assert shipped.secrets == (".env", "id_rsa", "key.json (a service-account key)")   # what its content shows
 
 
 def test_the_code_tag_follows_the_content_and_nothing_else(project, tmp_path):
@@ -80,6 +80,12 @@ def test_the_cloud_build_layers_the_code_on_the_trainer_image(project):
     ("--index-url https://example.invalid/simple", "only plain requirements"),
     ("./local-wheel.whl", "only plain requirements"),
     ("not a requirement!!", "is not a requirement"),
+    # a fresh trial: these TensorFlow and Keras distributions were installed beside the image's
+    *((f"{name}>=2.0", "provides TensorFlow as tensorflow-cpu==2.21.0") for name in (
+        "tf-nightly", "tf-nightly-cpu", "TF_Nightly.GPU", "intel-tensorflow", "tensorflow-cpu-aws", "tensorflow-rocm",
+        "tensorflow-macos", "tensorflow-metal", "tensorflow-gpu")),
+    ("tf-keras-nightly", "provides Keras as tf-keras==2.21.0; drop tf-keras-nightly"),
+    ("Keras_Nightly==3.16.0.dev2026120703", "provides Keras as keras==3.15.1; drop keras-nightly"),
 ])
 def test_a_requirement_that_moves_the_image_is_refused_naming_its_line(project, line, key):
     (project / "requirements.txt").write_text(f"pandas>=2\n{line}\n")
