@@ -452,7 +452,7 @@ def _end_strays(token: str, err: TextIO | None) -> None:
     count = strays.end(token)
     if count:
         write_quietly(err, f"stopped {count} process{'es' if count > 1 else ''} the run left running outside its "
-                           "process group (detached with setsid)\n")
+                           "process group, or after its process ended (a child it started and left behind)\n")
 
 
 def _names(tasks: Sequence[Task]) -> str:

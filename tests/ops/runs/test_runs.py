@@ -15,7 +15,7 @@ from tpuctl.commands import runs as runs_cli
 from tpuctl.services.runs import board
 from tpuctl.services.runs import records as runs
 
-from clifixtures import invoke, run_in_terminal, wider_than
+from clifixtures import error_line, invoke, run_in_terminal, wider_than
 from procfixtures import wait_for
 from runfixtures import trainer_digits
 
@@ -161,3 +161,16 @@ def test_board_serves_the_runs_scalars(two_runs):
     finally:
         handle.stop()
     assert handle.task.proc.poll() is not None
+
+
+@pytest.mark.parametrize("args, key", [
+    (["runs", "show", ""], "name a run"),
+    (["runs", "show", "base", "--dir", "/nonexistent/runs"], "--dir /nonexistent/runs does not exist"),
+    (["runs", "ls", "--dir", "/nonexistent/runs"], "--dir /nonexistent/runs does not exist"),
+])
+def test_a_run_or_folder_that_is_not_named_or_not_there_says_so(tmp_path, monkeypatch, args, key):
+    """Issue 56 (a fresh trial): `runs show ''` said the run was ambiguous, a --dir that is not there said no such
+    run."""
+    monkeypatch.chdir(tmp_path)
+    result = invoke(args)
+    assert result.exit_code == 2 and key in error_line(result), result.output

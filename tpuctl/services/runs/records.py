@@ -467,6 +467,8 @@ def _list_gcs(base: str, storage_client) -> list[Run]:
 
 def find_run(runs: list[Run], key: str) -> Run:
     """A run by folder name, unique prefix, or path."""
+    if not key.strip():
+        raise UserError("name a run (its folder's name, a unique start of it, or its path); `tpuctl runs ls` lists them")
     exact = [r for r in runs if key in (r.name, r.path)]
     if exact:
         return exact[0]
