@@ -133,6 +133,12 @@ def test_a_run_name_is_looked_up_in_the_named_place_only(tmp_path):
             assert "is not a run's name" in line, (name, line)
 
 
+@pytest.mark.parametrize("base", ["gs://", "gs:///runs"])
+def test_a_gs_folder_without_a_bucket_is_one_line(base):
+    """Issue 56 (a fresh trial): `--dir gs://` said there was no such run in it."""
+    assert "bucket name is empty" in error_line(invoke(["logs", NAME, "--dir", base]), 2)
+
+
 def _protocol_lines() -> list[str]:
     """What the trainer's chief prints on a two-epoch run (trainer/protocol.py)."""
     lines = []

@@ -259,6 +259,11 @@ def run_logs(name: str, log_source: Callable[[dict[str, Any], str, str | None, i
     if not base:
         raise UserError("pass --stack NAME or --outputs FILE (the runs in the stack's artifacts bucket), or --dir "
                         "gs://BUCKET/runs")
+    if base.startswith("gs:"):
+        try:
+            domain.split_gs_uri(base)         # `--dir gs://` said "no cloud run … in gs://" (issue 56, a fresh trial)
+        except UserError as err:
+            raise UserError(f"--dir {printable(base, 200)}: {err}") from None
     if name in ("", ".", "..") or any(c in name for c in "/\\\x00") or len(name) > 255:
         raise UserError(f"{printable(name, 80)!r} is not a run's name: a run is one folder in {printable(base, 200)} "
                         "(`tpuctl runs ls` lists them)")
