@@ -245,19 +245,26 @@ def test_plugin_contract_text_is_where_users_read_it(tools):
     assert f"contract version {plugin.CONTRACT_VERSION}" in text.lower()
 
 
+def _run_model(in_process, project, tmp_path, extra_source: str, ref: str):
+    """One short in-process run of the project's dataset with ``MODEL`` plus ``extra_source``'s function ``ref``:
+    (the run, its model folder)."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "data.py").write_text((project / "data.py").read_text())
+    (code / "model.py").write_text(MODEL + "\n\n" + extra_source)
+    model_dir = tmp_path / "m"
+    return in_process(["trainer.task", "--code_dir", str(code), "--model", ref, "--dataset", "data.py:examples",
+                       "--model_dir", str(model_dir), "--train_epochs", "1", "--steps_per_epoch", "2"]), model_dir
+
+
 def test_code_that_exits_while_training_ends_the_run_in_one_line_without_a_result(in_process, project, tmp_path):
     """Issue 56: a model whose own training step ends the process (sys.exit(0): the run used to end with status 0, as
     if it had trained) is one line naming the line that exited, exit 2, and no completion record: no result.json, no
     tpuctl-result line."""
-    code = tmp_path / "code"
-    code.mkdir()
-    (code / "data.py").write_text((project / "data.py").read_text())
-    (code / "model.py").write_text(MODEL + "\n\nclass Quits(keras.Model):\n    def train_step(self, data):\n"
-                                   "        import sys\n        sys.exit(0)\n\n\ndef quits(ctx):\n"
-                                   "    inner = build(ctx)\n    return Quits(inner.inputs, inner.outputs)\n")
-    model_dir = tmp_path / "m"
-    run = in_process(["trainer.task", "--code_dir", str(code), "--model", "model.py:quits", "--dataset",
-                      "data.py:examples", "--model_dir", str(model_dir), "--train_epochs", "1", "--steps_per_epoch", "2"])
+    run, model_dir = _run_model(in_process, project, tmp_path,
+                                "class Quits(keras.Model):\n    def train_step(self, data):\n"
+                                "        import sys\n        sys.exit(0)\n\n\ndef quits(ctx):\n"
+                                "    inner = build(ctx)\n    return Quits(inner.inputs, inner.outputs)\n", "model.py:quits")
     assert run.returncode == 2, run.stderr[-2000:]
     line = run.error_line()
     assert "model.py:" in line and "SystemExit: 0" in line and "Traceback" not in run.stderr, line
@@ -267,18 +274,13 @@ def test_code_that_exits_while_training_ends_the_run_in_one_line_without_a_resul
 def test_a_model_whose_fit_trains_no_step_is_one_line_and_nothing_is_exported(in_process, project, tmp_path):
     """Issue 56 (a fresh trial): a plug-in that replaced Model.fit with a function returning a made-up history had
     its model exported as the best at 0.99, exit 0, with 0 steps in its record. The run must have trained."""
-    code = tmp_path / "code"
-    code.mkdir()
-    (code / "data.py").write_text((project / "data.py").read_text())
-    (code / "model.py").write_text(MODEL + "\n\ndef lazy(ctx):\n    model = build(ctx)\n\n"
-                                   "    def fit(*args, **kwargs):\n        history = keras.callbacks.History()\n"
-                                   "        history.set_model(model)\n        history.epoch = [0]\n"
-                                   "        history.history = {'loss': [0.01], 'accuracy': [0.99], 'val_loss': [0.01],"
-                                   " 'val_accuracy': [0.99]}\n        return history\n\n"
-                                   "    model.fit = fit\n    return model\n")
-    model_dir = tmp_path / "m"
-    run = in_process(["trainer.task", "--code_dir", str(code), "--model", "model.py:lazy", "--dataset",
-                      "data.py:examples", "--model_dir", str(model_dir), "--train_epochs", "1", "--steps_per_epoch", "2"])
+    run, model_dir = _run_model(in_process, project, tmp_path,
+                                "def lazy(ctx):\n    model = build(ctx)\n\n"
+                                "    def fit(*args, **kwargs):\n        history = keras.callbacks.History()\n"
+                                "        history.set_model(model)\n        history.epoch = [0]\n"
+                                "        history.history = {'loss': [0.01], 'accuracy': [0.99], 'val_loss': [0.01],"
+                                " 'val_accuracy': [0.99]}\n        return history\n\n"
+                                "    model.fit = fit\n    return model\n", "model.py:lazy")
     assert run.returncode == 2, run.stderr[-2000:]
     assert "trained no step" in run.error_line() and "Traceback" not in run.stderr, run.stderr[-2000:]
     assert not (model_dir / "result.json").exists() and not (model_dir / "export").exists()
