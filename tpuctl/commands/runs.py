@@ -39,7 +39,8 @@ def register(app: typer.Typer) -> None:
 
 
 def _runs(base: str, stack, outputs):
-    if base != _DIR.default and not (stack or outputs) and not is_gs(base) and not os.path.lexists(base):
+    if base != _DIR.default and not (stack or outputs) and not is_gs(base) and \
+            not os.path.lexists(user_path(base, "run folder")):
         # a --dir the user named that is not there (issue 56, a fresh trial: "no run 'base' (newest: none)")
         raise UserError(f"--dir {shown(base)} does not exist; name a folder of runs (tpuctl train writes runs/)")
     return runs.list_runs(base, outputs=load_outputs(stack, outputs))

@@ -174,3 +174,7 @@ def test_a_run_or_folder_that_is_not_named_or_not_there_says_so(tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     result = invoke(args)
     assert result.exit_code == 2 and key in error_line(result), result.output
+    # a folder named from the home folder is the folder it names
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "mine").mkdir()
+    assert invoke(["runs", "ls", "--dir", "~/mine"]).exit_code == 0
