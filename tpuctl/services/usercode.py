@@ -417,8 +417,8 @@ def resolve_ref(project: Project, ref: str, flag: str) -> str:
             if top in _required_names(project):
                 return ref                      # a module of a distribution the image installs from requirements.txt
             raise UserError(f"{flag} {shown}: no module {where} in --code {project.root} ({candidates[0]} or "
-                            f"{candidates[1]}), and no requirement in its {REQUIREMENTS} provides it; the image "
-                            "holds that folder and those requirements only")
+                            f"{candidates[1]}), and no requirement in its {REQUIREMENTS} provides it; a plug-in function "
+                            "is your code: in that folder, or in a distribution its requirements install")
     rel = next((c for c in candidates if c in shipped), None)
     if rel is None:
         rel = next((c for c in candidates if os.path.lexists(project.root / c)), candidates[0])
