@@ -186,7 +186,9 @@ def load(ref: str, code_dir: str | None, flag: str) -> Plugin:
     if where.endswith(".py"):
         path = where if os.path.isabs(where) else os.path.join(root, where)
         if not os.path.isfile(path):
-            raise UsageError(f"{flag} {ref}: no file {path}")
+            # a FIFO, a device or a folder is there but is no source file (issue 56, a fresh trial: "no file")
+            what = "is not a regular file (a FIFO, device or folder)" if os.path.lexists(path) else "does not exist"
+            raise UsageError(f"{flag} {ref}: {path} {what}")
         module_name = "tpuctl_plugin_" + re.sub(r"\W", "_", os.path.relpath(path, root))[:-3]
         spec = importlib.util.spec_from_file_location(module_name, path)
         if spec is None or spec.loader is None:

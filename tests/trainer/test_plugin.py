@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 
 import pytest
@@ -181,7 +182,7 @@ def test_a_killed_plugin_run_resumes_with_the_batches_where_it_stopped(tools, pr
 
 
 @pytest.mark.parametrize("source, flags, names", [
-    ("", ["--model", "missing.py:build"], ["missing.py"]),
+    ("", ["--model", "missing.py:build"], ["missing.py", "does not exist"]),
     ("def build(ctx):\n    return 1 / 0\n", ["--model", "bad.py:build"], ["bad.py:2", "ZeroDivisionError"]),
     ("def build(ctx):\n    return 'a model'\n", ["--model", "bad.py:build"], ["bad.py", "not a tf_keras Model"]),
     ("import tf_keras as keras\n\ndef build(ctx):\n    x = keras.Input(shape=(2,), name='amount')\n"
@@ -235,6 +236,18 @@ def test_a_broken_plugin_is_one_line_naming_the_users_file(in_process, project, 
     assert line.startswith("error: ") and all(n in line for n in names), line
     assert str(code) in line or "missing.py" in line
     assert not model_dir.exists()                              # nothing written
+
+
+def test_a_plugin_file_that_is_no_regular_file_is_said_so(in_process, project, tmp_path):
+    """Issue 56 (a fresh trial): a FIFO named by --model was "no file"; it is there, and is no source file."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "data.py").write_text((project / "data.py").read_text())
+    os.mkfifo(code / "fifo.py")
+    run = in_process(["trainer.task", "--code_dir", str(code), "--model", "fifo.py:build", "--dataset",
+                      "data.py:examples", "--model_dir", str(tmp_path / "m"), "--train_epochs", "1"])
+    assert run.returncode == 2 and "fifo.py is not a regular file" in run.error_line(), run.stderr[-2000:]
+    assert not (tmp_path / "m").exists()
 
 
 def test_plugin_contract_text_is_where_users_read_it(tools):
