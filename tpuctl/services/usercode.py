@@ -408,7 +408,7 @@ def resolve_ref(project: Project, ref: str, flag: str) -> str:
                             "holds that folder only: move the file into it (or pass --code a folder that holds it)")
         candidates = [rel]
     else:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", where):
+        if not _MODULE_NAME.fullmatch(where):
             raise UserError(f"{flag} {shown}: {printable(where, 120)!r} is neither a .py file nor a module name")
         base = where.replace(".", "/")
         candidates = [f"{base}.py", f"{base}/__init__.py"]
@@ -481,6 +481,8 @@ def _not_shipped(project: Project, rel: str) -> str:
     return "does not exist"
 
 
+#: A dotted module name (``pkg.models``), as ``--model pkg.models:build`` and ``python -m pkg.train`` name one.
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 #: ``python``, ``python3``, ``python3.11``: an interpreter whose first word that is no option is the script it runs
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
 #: python's options that take the next word as their value (``-W ignore``, ``-X dev``)
@@ -496,14 +498,15 @@ def resolve_command(project: Project, program: tuple[str, ...] | list[str]) -> N
     PATH, ``-c`` code and modules the folder does not hold are taken on trust. One UserError line, before anything
     is created."""
     head, words = os.path.basename(program[0]), iter(program[1:])
+    python = _PYTHON.fullmatch(head) is not None
     script = module = None
-    if _PYTHON.fullmatch(head) or head in _SHELLS:
+    if python or head in _SHELLS:
         for word in words:
             if word in ("-c", "-"):
                 return
-            if _PYTHON.fullmatch(head) and word in _PYTHON_VALUED:
+            if python and word in _PYTHON_VALUED:
                 next(words, None)
-            elif _PYTHON.fullmatch(head) and word.startswith("-m"):
+            elif python and word.startswith("-m"):
                 module = word[2:] or next(words, None)
                 break
             elif not word.startswith("-"):
@@ -526,7 +529,7 @@ def resolve_command(project: Project, program: tuple[str, ...] | list[str]) -> N
         if rel not in {f.rel for f in project.files}:
             raise UserError(f"--command {shown!r}: {printable(rel, 200)} in --code {project.root} "
                             f"{_not_shipped(project, rel)}")
-    elif module and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", module):
+    elif module and _MODULE_NAME.fullmatch(module):
         base = module.replace(".", "/")
         if not os.path.lexists(project.root / base.split("/", 1)[0]) and \
                 not os.path.lexists(project.root / f"{base.split('/', 1)[0]}.py"):

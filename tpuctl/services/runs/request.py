@@ -130,24 +130,13 @@ class _Flags(BaseModel):
 
     @model_validator(mode="after")
     def _no_nul(self) -> _Flags:
-        """A NUL byte cannot be passed to any process (a local trainer, a container, a host's command line), and
-        bytes that are not UTF-8 (a terminal's argument Python keeps as surrogates) no trainer path, label or cloud
-        request can carry (issue 56: ``--model-dir 'runs/z\\xff'`` made the folder, then the trainer called its
-        backup damaged)."""
+        """A NUL byte cannot be passed to any process (a local trainer, a container, a host's command line)."""
         for name in type(self).model_fields:
             value = getattr(self, name)
             for text in value if isinstance(value, tuple) else (value,):
-                if not isinstance(text, str):
-                    continue
-                which = flag_name(name) if name != "trainer_args" else "a trainer flag after `--`"
-                if "\x00" in text:
-                    raise ValueError(f"{which} {text[:80]!r} has a NUL byte, which no command line can carry")
-                try:
-                    text.encode("utf-8")
-                except UnicodeEncodeError:
-                    shown = text[:80].encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-                    raise ValueError(f"{which} '{shown}' holds bytes that are not UTF-8 text; use a UTF-8 name "
-                                     "(file names, paths and values travel to the trainer and the cloud as text)") from None
+                if isinstance(text, str) and "\x00" in text:
+                    raise ValueError(f"{flag_name(name) if name != 'trainer_args' else 'a trainer flag after `--`'} "
+                                     f"{text[:80]!r} has a NUL byte, which no command line can carry")
         return self
 
 

@@ -324,18 +324,14 @@ def _check_request(request: RunRequest, accel: domain.Accelerator | None, target
             raise UserError(f"--{flag} after `--`: tpuctl sets it; use {option}")
     # the trainer's numbers after `--` as the trainer reads them (ASCII digits, its bounds), before anything is
     # created (issue 56, a fresh trial: `-- --seed ١` passed a cloud dry run)
-    for flag, bound in TASK_BOUNDS.items():
+    parsers = {**{flag: bound.parse for flag, bound in TASK_BOUNDS.items()}, "profile_steps": parse_profile_steps}
+    for flag, parse in parsers.items():
         value = flag_value(request.trainer_args, flag)
         if value is not None:
             try:
-                bound.parse(value)
+                parse(value)
             except argparse.ArgumentTypeError as err:
                 raise UserError(f"--{flag} after `--`: {err}") from None
-    if flag_value(request.trainer_args, "profile_steps") is not None:
-        try:
-            parse_profile_steps(flag_value(request.trainer_args, "profile_steps"))
-        except argparse.ArgumentTypeError as err:
-            raise UserError(f"--profile_steps after `--`: {err}") from None
     for flag, option, given in (("train_epochs", "--epochs", request.epochs), ("train_batch_size", "--batch-size",
                                 request.batch_size), ("model", "--model", request.model),
                                 ("hub_handle", "--hub-handle", request.hub_handle),
