@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal, TextIO
 from ground import domain
 from ground.envs import trainer_env
 from ground.errors import UserError
-from ground.files import printable
+from ground.files import printable, read_file
 from ground.storagepath import is_gs, normalized
 from tpuctl.services.data import demo_data_dir, ensure_demo_data, local_folder
 from tpuctl.services.runs import records
@@ -155,9 +155,10 @@ def _export_unproven(result: dict, model_dir: str) -> str | None:
     if is_gs(model_dir) or not isinstance(export, str):
         return None if is_gs(model_dir) else "no export_dir"
     folder, pb = Path(export), Path(export) / "saved_model.pb"
-    try:
-        written = json.loads((Path(model_dir) / records.RESULT_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    try:           # bounded and never blocking, as every run file is read back (a plug-in may have written it)
+        written = json.loads(read_file(Path(model_dir) / records.RESULT_FILE, records.RESULT_FILE,
+                                       records.MAX_RUN_FILE_BYTES, hint="not the trainer's record"))
+    except (UserError, ValueError):
         return f"no readable {records.RESULT_FILE} in {model_dir}"
     if written != result:
         return f"{records.RESULT_FILE} in {model_dir} is not the record the trainer printed"
