@@ -182,11 +182,14 @@ def one_shard_data(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def trained_run(demo_data, tmp_path_factory):
-    """One default-strategy training run shared by the export tests."""
+def default_run(demo_data, tmp_path_factory) -> Run:
+    """``python -m trainer.task`` with no flag but the data and model folders (every default: 5 whole epochs, the
+    best one exported), once per session and worker: the default run's own test and the export and HParams tests
+    read it (``model_dir``: the run's model folder)."""
     model_dir = tmp_path_factory.mktemp("trained") / "model"
-    run = run_module(["trainer.task", *fast_flags(demo_data, model_dir, "--train_epochs", "3", "--steps_per_epoch", "20")])
-    return model_dir, run.result
+    run = run_module(["trainer.task", "--data_dir", str(demo_data), "--model_dir", str(model_dir)])
+    run.model_dir = model_dir
+    return run
 
 
 @pytest.fixture

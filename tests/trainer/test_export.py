@@ -15,8 +15,8 @@ from trainer import data, export, models
 from trainer.config import TrainConfig
 
 
-def test_saved_model_cli_lists_a_string_input(trained_run):
-    model_dir, result = trained_run
+def test_saved_model_cli_lists_a_string_input(default_run):
+    model_dir, result = default_run.model_dir, default_run.result
     export_dir = Path(result["export_dir"])
     assert export_dir == model_dir / "export" / "small_cnn" / "1"
     cli = Path(sys.executable).parent / "saved_model_cli"
@@ -30,15 +30,15 @@ def test_saved_model_cli_lists_a_string_input(trained_run):
         assert dtype in block
 
 
-def test_exported_model_matches_the_checkpointed_model(trained_run, demo_data, tools):
-    """Reload the export and compare with the Keras model rebuilt from the last per-epoch checkpoint."""
-    model_dir, result = trained_run
+def test_exported_model_matches_the_checkpointed_model(default_run, demo_data, tools):
+    """Reload the export and compare with the Keras model rebuilt from the exported (best) epoch's checkpoint."""
+    model_dir, result = default_run.model_dir, default_run.result
     jpegs = tools.validation_jpegs(demo_data, 12)
     serving = tf.saved_model.load(result["export_dir"]).signatures["serving_default"]
     out = serving(image_bytes=tf.constant(jpegs))
 
     model = models.small_cnn((32, 32), 10)
-    model.load_weights(str(model_dir / "checkpoints" / "ckpt-0003")).expect_partial()
+    model.load_weights(str(model_dir / "checkpoints" / f"ckpt-{result['exported_epoch']:04d}")).expect_partial()
     images = tf.stack([data.decode_image(j, (32, 32)) for j in jpegs])
     expected = tf.nn.softmax(model(images, training=False)).numpy()
     np.testing.assert_allclose(out["probabilities"].numpy(), expected, rtol=1e-5, atol=1e-6)

@@ -9,9 +9,8 @@ import time
 import pytest
 
 
-def test_default_run_writes_result_export_checkpoints_and_logs(tools, demo_data, tmp_path):
-    model_dir = tmp_path / "model"
-    run = tools.run_module(["trainer.task", "--data_dir", str(demo_data), "--model_dir", str(model_dir)])
+def test_default_run_writes_result_export_checkpoints_and_logs(default_run):
+    run, model_dir = default_run, default_run.model_dir
     result = run.result  # last stdout line is tpuctl-result: {...}
     assert result == json.loads((model_dir / "result.json").read_text())
     assert result["strategy"] == "default" and result["model"] == "small_cnn"
@@ -80,17 +79,6 @@ def _graph_records(logs_dir) -> dict:
     return out
 
 
-def test_second_run_exports_next_version_on_one_device(tools, demo_data, tmp_path):
-    model_dir = tmp_path / "model"
-    (model_dir / "export" / "small_cnn" / "7").mkdir(parents=True)
-    (model_dir / "result.json").write_text("{\"stale\": true}")
-    run = tools.run_module(["trainer.task", *tools.fast_flags(demo_data, model_dir, "--train_epochs", "1",
-                                                             "--distribution_strategy", "one_device")])
-    assert run.result["export_dir"].endswith("/export/small_cnn/8")
-    assert run.result["strategy"] == "one_device"
-    assert "stale" not in json.loads((model_dir / "result.json").read_text())
-
-
 def test_mirrored_over_two_logical_cpus(tools, demo_data, tmp_path):
     flags = tools.fast_flags(demo_data, tmp_path / "m", "--distribution_strategy", "cpu", "--train_batch_size", "16")
     run = tools.run_module([str(tools.HERE / "cpu_devices_runner.py"), "2", "--", *flags], python_args=[])
@@ -99,16 +87,24 @@ def test_mirrored_over_two_logical_cpus(tools, demo_data, tmp_path):
     assert "replicas=2" in run.stdout
 
 
-def test_vertex_environment_variables_win(tools, demo_data, tmp_path):
+def test_vertex_environment_variables_win_and_a_second_run_exports_the_next_version(tools, demo_data, tmp_path):
+    """Vertex AI's AIP_* folders take the export, checkpoints and logs; an export folder that holds version 7
+    already gets version 8 (on one device), and the run's result.json replaces an earlier one."""
     aip = {"AIP_MODEL_DIR": str(tmp_path / "aip-model"), "AIP_CHECKPOINT_DIR": str(tmp_path / "aip-ckpt"),
            "AIP_TENSORBOARD_LOG_DIR": str(tmp_path / "aip-logs"),
            # a Vertex AI hyperparameter-tuning trial
            "CLOUD_ML_TRIAL_ID": "7", "CLOUD_ML_HP_METRIC_FILE": str(tmp_path / "hypertune" / "output.metrics")}
     model_dir = tmp_path / "model"
-    run = tools.run_module(["trainer.task", *tools.fast_flags(demo_data, model_dir, "--train_epochs", "1")], env=aip)
+    (tmp_path / "aip-model" / "small_cnn" / "7").mkdir(parents=True)
+    model_dir.mkdir()
+    (model_dir / "result.json").write_text("{\"stale\": true}")
+    run = tools.run_module(["trainer.task", *tools.fast_flags(demo_data, model_dir, "--train_epochs", "1",
+                                                             "--distribution_strategy", "one_device")], env=aip)
     result = run.result
-    assert result["export_dir"] == f"{tmp_path}/aip-model/small_cnn/1"
-    assert (tmp_path / "aip-model" / "small_cnn" / "1" / "saved_model.pb").is_file()
+    assert result["strategy"] == "one_device"
+    assert result["export_dir"] == f"{tmp_path}/aip-model/small_cnn/8"
+    assert (tmp_path / "aip-model" / "small_cnn" / "8" / "saved_model.pb").is_file()
+    assert "stale" not in json.loads((model_dir / "result.json").read_text())
     assert list((tmp_path / "aip-ckpt").glob("ckpt-0001.index"))
     assert list((tmp_path / "aip-logs").rglob("events.out.tfevents.*"))
     assert (model_dir / "result.json").is_file()
@@ -227,12 +223,12 @@ def test_the_same_seed_gives_the_same_metrics_on_cpu(tools, demo_data, tmp_path)
     assert runs[0].result["val_accuracy"] == runs[1].result["val_accuracy"]
 
 
-def test_the_run_records_its_hyperparameters_for_tensorboards_hparams_dashboard(trained_run):
+def test_the_run_records_its_hyperparameters_for_tensorboards_hparams_dashboard(default_run):
     # Read back by TensorBoard's own event multiplexer and HParams plugin metadata, as `tpuctl board` serves them.
     from tensorboard.backend.event_processing import plugin_event_multiplexer
     from tensorboard.plugins.hparams import metadata
 
-    model_dir, result = trained_run
+    model_dir, result = default_run.model_dir, default_run.result
     mux = plugin_event_multiplexer.EventMultiplexer()
     mux.AddRunsFromDirectory(str(model_dir / "logs"))
     mux.Reload()
@@ -241,7 +237,7 @@ def test_the_run_records_its_hyperparameters_for_tensorboards_hparams_dashboard(
               if tag == metadata.SESSION_START_INFO_TAG]
     assert starts, content
     hparams = {k: v for k, v in starts[-1].hparams.items()}
-    assert hparams["train_epochs"].number_value == 3 and hparams["model"].string_value == result["model"]
+    assert hparams["train_epochs"].number_value == 5 and hparams["model"].string_value == result["model"]
     assert hparams["learning_rate"].number_value > 0 and hparams["lr_schedule"].string_value == "cosine"
     # the metrics the dashboard compares trials by sit under the same run folder
     assert {"validation", "final"} <= set(mux.Runs())
