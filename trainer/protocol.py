@@ -37,7 +37,9 @@ CONTINUE_HINT = "a run in the same --model_dir goes on from there"
 PREEMPTED = "preempted: "
 
 _LINE = re.compile(r"^(?P<kind>[a-z-]+):\s?(?P<payload>.*)$")
-_FRACTION = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*(.*)$")
+#: A count in a fraction: ASCII digits, at most 18 (a longer number is no count a process reports; int() of thousands
+#: of digits raises, issue 56).
+_FRACTION = re.compile(r"^\s*([0-9]{1,18})\s*/\s*([0-9]{1,18})\s*(.*)$")
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ def parse(line: str) -> Message | None:
     if kind in JSON_KINDS:
         try:
             value = json.loads(text)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):      # not JSON, a number past int()'s digits, nested past the stack
             return None
         return Message(kind, value) if isinstance(value, dict) else None
     if kind in (PROGRESS, EPOCH_START, EPOCH_END):

@@ -209,7 +209,10 @@ MAX_LINE_CEILING = 256 * 1024 * 1024
 #: A protocol message with a JSON payload (a run's result, a tool's summary: every curve of every run compared) may
 #: be longer than a plain line, up to this.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-_JSON_PREFIXES = tuple(f"{kind}:".encode() for kind in protocol.JSON_KINDS)
+#: A run's completion record (a few KiB from the trainer) is kept up to this; a longer one is a plain line, cut.
+MAX_RESULT_BYTES = 1024 * 1024
+_MESSAGE_BOUNDS = {f"{kind}:".encode(): MAX_RESULT_BYTES if kind == protocol.RESULT else MAX_MESSAGE_BYTES
+                   for kind in protocol.JSON_KINDS}
 #: stderr lines kept per process to name the failure: each is a short excerpt, never a whole long line.
 STDERR_LINE_KEPT = 1000
 _LINE_END = re.compile(rb"\r\n|\r|\n")
@@ -242,7 +245,8 @@ def bounded_lines(stream: BinaryIO, limit: int) -> Iterator[tuple[bytes, int]]:
         while True:
             end = _LINE_END.search(chunk, start)
             piece = chunk[start:end.start() if end else len(chunk)]
-            bound = MAX_MESSAGE_BYTES if (bytes(line[:16]) + piece[:16]).startswith(_JSON_PREFIXES) else limit
+            head = bytes(line[:16]) + piece[:16]
+            bound = next((b for prefix, b in _MESSAGE_BOUNDS.items() if head.startswith(prefix)), limit)
             room = max(bound - len(line), 0)
             line += piece[:room]
             cut += max(len(piece) - room, 0)
@@ -269,21 +273,31 @@ def _pump(task: Task, stream: BinaryIO, sink: TextIO | None, prefix: str, is_std
         text = data.decode("utf-8", "replace")
         if cut:
             text = text.rstrip("\ufffd") + _cut_note(cut, limit)
-        elif is_stdout:
-            message = protocol.parse(text)
-            if message is not None:
-                if message.kind in protocol.JSON_KINDS:
-                    # the first record stands: one printed after it (an atexit handler's, issue 56) changes nothing,
-                    # and the run's check against its result.json tells a forged first one
-                    task.messages.setdefault(message.kind, message.payload)
-                if task.on_message is not None and task.on_message(message):
-                    continue
+        elif is_stdout and _took_message(task, text):
+            continue
         if not is_stdout:
             task.last_stderr.append(text[:STDERR_LINE_KEPT])   # the failure names the task's own last line
             if errors is not None and not errors.first(text):
                 continue
         write_quietly(sink, f"{prefix}{text}\n")
     stream.close()
+
+
+def _took_message(task: Task, text: str) -> bool:
+    """Records the protocol message on ``text`` and hands it on; True when it was consumed (not to be shown). A line
+    whose message cannot be handled (a count or payload no process of ours prints) is shown as a plain line: this
+    reader must go on draining the pipe whatever a line holds, or the process writing it blocks (issue 56)."""
+    message = protocol.parse(text)
+    if message is None:
+        return False
+    if message.kind in protocol.JSON_KINDS:
+        # the first record stands: one printed after it (an atexit handler's, issue 56) changes nothing, and the
+        # run's check against its result.json tells a forged first one
+        task.messages.setdefault(message.kind, message.payload)
+    try:
+        return task.on_message is not None and bool(task.on_message(message))
+    except (ValueError, TypeError, OverflowError, RecursionError):
+        return False
 
 
 def _start(task: Task, prefix: str, out: TextIO | None, err: TextIO | None, limit: int = MAX_LINE_BYTES,

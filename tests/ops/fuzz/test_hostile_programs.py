@@ -72,6 +72,38 @@ def test_lines_split_as_a_text_stream_splits_them_and_messages_keep_their_room()
                      (b"summary: {" + b"1" * 30 + b"}", 0), (b"tail", 0)]
 
 
+@pytest.mark.parametrize("line", [
+    "progress: " + "9" * 5000 + "/1",          # int() of 5,000 digits raised in the reader's thread
+    "epoch-start: " + "9" * 5000 + "/2",
+    "epoch-end: 1/" + "9" * 40 + " loss=1",
+    "tpuctl-result: " + "[" * 100_000 + "]" * 100_000,     # json.loads: RecursionError
+    "summary: {\"n\": " + "1" * 5000 + "}",
+])
+def test_a_protocol_line_no_process_of_ours_prints_never_stops_the_output_reader(project, monkeypatch, line):
+    """Issue 56 (a fresh trial): one such line killed the thread reading the program's output (a traceback), and the
+    program, writing on into a pipe nobody drained, never ended. Now it is an ordinary line and the run ends."""
+    (project / "p.py").write_text(textwrap.dedent(f"""\
+        import sys
+        sys.stdout.write({line!r} + "\\n")
+        for i in range(20_000):
+            print("chatter", i)
+        print("the end")
+        """))
+    monkeypatch.chdir(project)
+    result = invoke(["train", "--command", "python p.py"])
+    assert result.exit_code == 0, result.output[-2000:]
+    assert "the end\n" in result.stdout and "Traceback" not in result.output
+
+
+def test_a_completion_record_longer_than_any_the_trainer_writes_is_a_plain_line_cut():
+    """A ``tpuctl-result:`` line is kept up to MAX_RESULT_BYTES (a trainer's is a few KiB), not up to the 64 MiB a
+    summary may take: a program's 200 MiB record was held whole (767 MB)."""
+    record = b"tpuctl-result: {\"a\": \"" + b"x" * (supervisor.MAX_RESULT_BYTES + 10) + b"\"}"
+    [(kept, cut)] = list(supervisor.bounded_lines(Chunks([record[i:i + 65536] for i in range(0, len(record), 65536)]),
+                                                  1000))
+    assert len(kept) == supervisor.MAX_RESULT_BYTES and cut == len(record) - supervisor.MAX_RESULT_BYTES
+
+
 @pytest.mark.parametrize("value", ["12", "1e9", "¹⁰²⁴", "-5", str(supervisor.MAX_LINE_CEILING + 1)])
 def test_a_bad_line_bound_is_one_line(project, monkeypatch, value):
     (project / "p.py").write_text("print('hi')\n")

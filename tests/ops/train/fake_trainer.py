@@ -81,7 +81,8 @@ print(f"{label}: epoch 1/1", flush=True)
 
 if mode == "fail":
     print("some warning on stderr", file=sys.stderr)
-    print("error: --distribution_strategy tpu: no TPU found (fake)", file=sys.stderr, flush=True)
+    print("error: " + os.environ.get("FAKE_ERROR", "--distribution_strategy tpu: no TPU found (fake)"),
+          file=sys.stderr, flush=True)
     sys.exit(3)
 if mode == "worker-leaves":    # worker 0 ends with status 0 at once (a plug-in's os._exit(0)); the chief then fails
     if label == "worker-0":
