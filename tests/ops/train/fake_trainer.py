@@ -143,12 +143,19 @@ if task["type"] == "chief":
     export.mkdir(parents=True, exist_ok=True)
     # what tpuctl checks a completion record against: a SavedModel message (schema version 1, one meta graph) and
     # the variables' index; the forged modes are what a plug-in with the trainer's powers left (issue 56)
+    # A SavedModel by its wire format: schema version 1 and a meta graph holding a graph (field 2) and the
+    # serving_default signature (field 5, a map entry: key 1, value 2); the index ends with a table's magic number.
+    entry = b"\x0a\x0fserving_default\x12\x00"
+    meta = b"\x12\x00" + b"\x2a" + bytes([len(entry)]) + entry
     if mode == "junk-export":
         (export / "saved_model.pb").write_bytes(b"x")
+    elif mode == "no-signature":         # schema version 1 and an empty meta graph: 4 bytes
+        (export / "saved_model.pb").write_bytes(b"\x08\x01\x12\x00")
     elif mode != "empty-export":
-        (export / "saved_model.pb").write_bytes(b"\x08\x01\x12\x02\x0a\x00")
+        (export / "saved_model.pb").write_bytes(b"\x08\x01\x12" + bytes([len(meta)]) + meta)
     (export / "variables").mkdir(exist_ok=True)
-    (export / "variables" / "variables.index").write_bytes(b"fake index")
+    (export / "variables" / "variables.index").write_bytes(b"fake index" + (0xDB4775248B80FB57).to_bytes(8, "little"))
+    (export / "variables" / "variables.data-00000-of-00001").write_bytes(b"" if mode == "empty-variables" else b"w")
     result = {"export_dir": str(export), "val_accuracy": 0.875, "epochs": 1, "model": "small_cnn",
               "strategy": flag("--distribution_strategy"), "num_workers": len(sum(tf_config.get("cluster", {}).values(), [])) or 1,
               "train_examples": 10, "validation_examples": 10}

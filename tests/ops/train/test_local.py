@@ -311,6 +311,8 @@ def test_a_trainer_that_ends_well_without_its_completion_record_is_a_failed_run(
 @pytest.mark.parametrize("mode, key", [
     ("empty-export", "saved_model.pb is missing"),
     ("junk-export", "saved_model.pb is not a SavedModel"),
+    ("no-signature", "holds no graph with the serving_default signature"),     # 4 bytes: a trial's forgery
+    ("empty-variables", "its data shards are empty"),                          # a copied export, cut short
     ("no-result-file", "no readable result.json"),
     ("other-record", "is not the record the trainer printed"),
 ])

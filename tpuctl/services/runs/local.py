@@ -10,6 +10,8 @@ interrupted (``runs ls``).
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -169,10 +171,7 @@ def _export_unproven(result: dict, model_dir: str) -> str | None:
                 f" (a link to {folder.resolve()})" if folder.resolve() != folder.absolute() else "")
         if pb.is_symlink() or not pb.is_file():
             return f"{pb} is missing"
-        problem = _saved_model_problem(pb)
-        index = folder / "variables" / "variables.index"
-        if problem is None and not (index.is_file() and index.stat().st_size > 0):
-            problem = f"{index} is missing or empty"
+        problem = _saved_model_problem(pb) or _variables_problem(folder / "variables")
     except OSError as err:
         return f"{export}: {err.strerror}"
     return problem
@@ -196,19 +195,42 @@ MAX_SAVED_MODEL_BYTES = 2**31
 
 
 def _saved_model_problem(pb: Path) -> str | None:
-    """Whether ``pb`` is a SavedModel message by its wire format (None: it is): its fields are
-    ``saved_model_schema_version`` (1, a varint) and ``meta_graphs`` (2, length-delimited), at least one meta graph,
-    every length inside the file (tensorflow/core/protobuf/saved_model.proto, github.com/tensorflow/tensorflow,
-    read 2026-12-07; the wire format: protobuf.dev/programming-guides/encoding). The ops side has no TensorFlow to
-    parse it further."""
+    """Whether ``pb`` is a servable SavedModel message by its wire format (None: it is): its fields are
+    ``saved_model_schema_version`` (1, a varint) and ``meta_graphs`` (2, length-delimited), every length inside the
+    file, and a meta graph holds a graph (MetaGraphDef field 2, ``graph_def``) and the ``serving_default`` signature
+    (field 5, ``signature_def``, a map: entries of key 1 and value 2) that ``serve`` and ``deploy`` call
+    (tensorflow/core/protobuf/saved_model.proto and meta_graph.proto, github.com/tensorflow/tensorflow, read
+    2026-12-07; the wire format: protobuf.dev/programming-guides/encoding). The ops side has no TensorFlow to parse it
+    further."""
     size = pb.stat().st_size
     if not 0 < size <= MAX_SAVED_MODEL_BYTES:
         return f"{pb} is empty" if size == 0 else f"{pb} is larger than any SavedModel"
     data = pb.read_bytes()
+    try:
+        graphs = [body for number, body in _fields(data, 0, len(data), {1: 0, 2: 2}) if number == 2]
+        for start, end in graphs:
+            fields = list(_fields(data, start, end, None))
+            signatures = {bytes(data[k[0]:k[1]]) for number, (s, e) in fields if number == 5
+                          for n, k in _fields(data, s, e, {1: 2, 2: 2}) if n == 1}
+            if any(number == 2 for number, _ in fields) and SERVING_SIGNATURE in signatures:
+                return None
+    except ValueError as err:
+        return f"{pb} is not a SavedModel ({err})"
+    if not graphs:
+        return f"{pb} is not a SavedModel (it holds no meta graph)"
+    return f"{pb} holds no graph with the {SERVING_SIGNATURE.decode()} signature"
 
+
+#: The signature every export serves by (trainer/export.py; TF Serving's default).
+SERVING_SIGNATURE = b"serving_default"
+
+
+def _fields(data: bytes, at: int, end: int, allowed: dict[int, int] | None) -> Iterator[tuple[int, tuple[int, int]]]:
+    """The fields of the message in ``data[at:end]``: (field number, (start, end) of a length-delimited value's bytes;
+    a varint's or a fixed value's span). ``allowed``: field number -> wire type, when only those may appear."""
     def varint(at: int) -> tuple[int, int]:
         value = shift = 0
-        while at < len(data) and shift < 64:
+        while at < end and shift < 64:
             byte = data[at]
             value |= (byte & 0x7F) << shift
             at, shift = at + 1, shift + 7
@@ -216,24 +238,50 @@ def _saved_model_problem(pb: Path) -> str | None:
                 return value, at
         raise ValueError("a varint runs past the end")
 
-    at, seen = 0, set()
-    try:
-        while at < len(data):
-            key, at = varint(at)
-            number, kind = key >> 3, key & 7
-            if (number, kind) == (1, 0):
-                _, at = varint(at)
-            elif (number, kind) == (2, 2):
-                length, at = varint(at)
-                at += length
-                if at > len(data):
-                    raise ValueError("a meta graph runs past the end")
-            else:
-                raise ValueError(f"field {number} (wire type {kind}) is not a SavedModel's")
-            seen.add(number)
-    except ValueError as err:
-        return f"{pb} is not a SavedModel ({err})"
-    return None if 2 in seen else f"{pb} is not a SavedModel (it holds no meta graph)"
+    while at < end:
+        key, at = varint(at)
+        number, kind = key >> 3, key & 7
+        if allowed is not None and allowed.get(number) != kind:
+            raise ValueError(f"field {number} (wire type {kind}) is not a SavedModel's")
+        if kind == 0:
+            start = at
+            _, at = varint(at)
+        elif kind == 2:
+            length, start = varint(at)
+            at = start + length
+        elif kind in (1, 5):
+            start, at = at, at + (8 if kind == 1 else 4)
+        else:
+            raise ValueError(f"field {number} has wire type {kind}, which no SavedModel field has")
+        if at > end:
+            raise ValueError(f"field {number} runs past the end")
+        yield number, (start, at)
+
+
+#: The last 8 bytes of a TensorFlow table file (a checkpoint's or a SavedModel's variables index): its magic number,
+#: little-endian (tensorflow/core/lib/table/format.h, kTableMagicNumber, github.com/tensorflow/tensorflow, read
+#: 2026-12-07).
+TABLE_MAGIC = (0xDB4775248B80FB57).to_bytes(8, "little")
+_DATA_SHARD = re.compile(r"variables\.data-(\d{5})-of-(\d{5})")
+
+
+def _variables_problem(variables: Path) -> str | None:
+    """Whether ``variables/`` holds what TensorFlow restores an export's weights from (None: it does): an index that
+    is a table by its footer, and every data shard its names count (``-NNNNN-of-MMMMM``), holding bytes."""
+    index = variables / "variables.index"
+    if index.is_symlink() or not index.is_file() or index.stat().st_size < len(TABLE_MAGIC):
+        return f"{index} is missing or empty"
+    with open(index, "rb") as f:
+        f.seek(-len(TABLE_MAGIC), os.SEEK_END)
+        if f.read() != TABLE_MAGIC:
+            return f"{index} is not a variables index (no table footer)"
+    shards = {m.groups() for m in map(_DATA_SHARD.fullmatch, os.listdir(variables)) if m}
+    counts = {total for _, total in shards}
+    if len(counts) != 1 or len(shards) != int(next(iter(counts))):
+        return f"{variables} does not hold its variables' data shards"
+    if not sum((variables / f"variables.data-{n}-of-{t}").stat().st_size for n, t in shards):
+        return f"{variables}: its data shards are empty"
+    return None
 
 
 class LocalRun(RunSpec):
