@@ -45,6 +45,27 @@ HPARAM_PREFIX = "hp_"
 HPARAM_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 
+class HparamError(UsageError):
+    """A hyperparameter's value the trainer refuses (the launcher catches this one: it reads trainer.flags only)."""
+
+
+def hparam_value(text: str) -> bool | int | float | str:
+    """A hyperparameter's value as the plug-in gets it: true/false, an integer, a number, else the text. A number
+    that is not finite (nan, inf, 1e999) is a UsageError: the launcher asks this before a cloud job exists."""
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for kind in (int, float):
+        try:
+            value = kind(text)
+        except ValueError:
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise HparamError(f"a hyperparameter must be finite, got {text[:80]!r}")
+        return value
+    return text
+
+
 def is_plugin_ref(value: str | None) -> bool:
     """Whether ``--model``/``--dataset`` names a plug-in function rather than a built-in model."""
     return bool(value) and PLUGIN_REF.match(value) is not None

@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from trainer.errors import UsageError
-from trainer.flags import HPARAM_NAME, PLUGIN_REF, is_plugin_ref
+from trainer.flags import HPARAM_NAME, PLUGIN_REF, hparam_value, is_plugin_ref
 
 CONTRACT_VERSION = 2
 
@@ -153,23 +153,8 @@ def parse_hparams(pairs: Mapping[str, str]) -> dict[str, Any]:
                              "starting with a letter")
         if len(text) > 1000 or "\x00" in text:
             raise UsageError(f"--hp_{name}: a value of at most 1000 characters, without NUL")
-        out[name] = _value(text)
+        out[name] = hparam_value(text)
     return out
-
-
-def _value(text: str) -> Any:
-    low = text.strip().lower()
-    if low in ("true", "false"):
-        return low == "true"
-    for kind in (int, float):
-        try:
-            value = kind(text)
-        except ValueError:
-            continue
-        if kind is float and value != value or value in (float("inf"), float("-inf")):
-            raise UsageError(f"a hyperparameter must be finite, got {text!r}")
-        return value
-    return text
 
 
 def load(ref: str, code_dir: str | None, flag: str) -> Plugin:

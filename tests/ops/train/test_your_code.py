@@ -134,6 +134,9 @@ def test_a_plugin_run_is_planned_with_its_code_on_every_target(project, monkeypa
     (["--command", "python 'unclosed"], "--command"),
     (["--hparam", "units=3"], "--hparam"),
     (["--hparam", "Units=3", "--model", "m.py:build"], "--hparam"),
+    # the trainer refuses a value that is no finite number once it starts: a cloud job would be created first
+    (["--hparam", "a=nan", "--model", "m.py:build"], "must be finite"),
+    (["--hparam", "b=1e999", "--model", "m.py:build", "--dry-run"], "must be finite"),
     (["--code", "."], "--code is your project folder"),
     (["--model", "not a ref"], "--model"),
     (["--dataset", "data.py"], "--dataset"),

@@ -23,7 +23,16 @@ from ground.domain.names import validate_image_ref
 from ground.domain.prediction import check_model_name
 from ground.durations import parse_duration
 from ground.errors import UserError
-from trainer.flags import HPARAM_NAME, MAX_PROFILE_SPAN, MODELS, TASK_BOUNDS, is_plugin_ref, parse_profile_steps
+from trainer.flags import (
+    HPARAM_NAME,
+    MAX_PROFILE_SPAN,
+    MODELS,
+    TASK_BOUNDS,
+    HparamError,
+    hparam_value,
+    is_plugin_ref,
+    parse_profile_steps,
+)
 
 #: The commands that take run flags; a flag names the ones that take it (``commands=``, default both).
 COMMANDS = ("train", "tune")
@@ -90,6 +99,10 @@ def _hparams(value: Any) -> Any:
         if not eq or not HPARAM_NAME.match(name) or not text or len(text) > 1000:
             raise ValueError(f"--hparam {str(pair)[:80]!r}: give NAME=VALUE, NAME 1-64 lowercase letters, digits "
                              "and '_' starting with a letter, VALUE 1-1000 characters")
+        try:        # the trainer's own reading of the value (a cloud job would fail on a nan only once it started)
+            hparam_value(text)
+        except HparamError as err:
+            raise ValueError(f"--hparam {name}: {err}") from None
     return pairs
 
 
