@@ -178,12 +178,13 @@ def _plugin_inputs(cfg: TrainConfig, manifest: data.Manifest | None, hparams: Ma
         """The labels of the first examples, read before anything is written (the rest are checked as read)."""
         labels = ds.take(PRECHECKED_EXAMPLES).map(lambda x, y: tf.cast(y, tf.int64))
         try:
-            low, high = labels.reduce((tf.constant(2**62, tf.int64), tf.constant(-1, tf.int64)),
+            # (an empty split leaves both where they start: low above any label, high below any)
+            low, high = labels.reduce((tf.constant(2**62, tf.int64), tf.constant(-2**62, tf.int64)),
                                       lambda acc, y: (tf.minimum(acc[0], y), tf.maximum(acc[1], y)))
         except tf.errors.OpError as err:
             raise DataError(f"{fn.file}: reading the {split} split of --dataset {fn.ref} failed: "
                             f"{data.first_line(err.message)}") from None
-        if int(high) >= len(classes) or int(low) < 0 and int(high) >= 0:
+        if int(high) >= len(classes) or int(low) < 0:      # every label -1 passed (issue 56, a fresh trial)
             bad = int(high) if int(high) >= len(classes) else int(low)
             raise DataError(f"{fn.file}: --dataset {fn.ref} ({split}) yields label {bad}, outside the "
                             f"{len(classes)} classes (0..{len(classes) - 1})")

@@ -196,6 +196,9 @@ def test_a_killed_plugin_run_resumes_with_the_batches_where_it_stopped(tools, pr
     ("import tensorflow as tf\nCLASSES = ['a', 'b']\n\ndef examples(ctx):\n"
      "    return tf.data.Dataset.from_tensor_slices(({'amount': [[1.0, 0.0]], 'kind': ['a']}, [5]))\n",
      ["--dataset", "bad.py:examples", "--model", "model.py:build"], ["bad.py", "label 5", "0..1"]),
+    ("import tensorflow as tf\nCLASSES = ['a', 'b']\n\ndef examples(ctx):\n"      # every label -1 (a fresh trial)
+     "    return tf.data.Dataset.from_tensor_slices(({'amount': [[1.0, 0.0]] * 3, 'kind': ['a'] * 3}, [-1] * 3))\n",
+     ["--dataset", "bad.py:examples", "--model", "model.py:build"], ["bad.py", "label -1", "0..1"]),
     # issue 56: code that ends the process (status 0 too: the run said it had finished) or raises a BaseException
     ("import sys\nsys.exit(0)\n\ndef build(ctx):\n    pass\n", ["--model", "bad.py:build"],
      ["bad.py:2", "importing --model", "SystemExit: 0"]),
@@ -217,7 +220,7 @@ def test_a_killed_plugin_run_resumes_with_the_batches_where_it_stopped(tools, pr
     ("import tf_keras as keras\n\nclass Same(keras.Model):\n    def call(self, x):\n        return x['amount']\n\n"
      "def build(ctx):\n    return Same()\n", ["--model", "bad.py:build"], ["bad.py", "no trainable weights"]),
 ], ids=["missing-file", "raises", "not-a-model", "outputs-do-not-fit", "syntax-error", "batched-dataset",
-        "label-out-of-range", "exits-at-import", "exits-in-the-model-function", "exits-in-the-dataset-function",
+        "label-out-of-range", "every-label-negative", "exits-at-import", "exits-in-the-model-function", "exits-in-the-dataset-function",
         "exits-in-a-generator", "keyboard-interrupt", "base-exception", "exits-when-called", "empty-subclass",
         "nothing-to-train"])
 def test_a_broken_plugin_is_one_line_naming_the_users_file(in_process, project, tmp_path, source, flags, names):
