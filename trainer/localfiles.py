@@ -61,10 +61,11 @@ def read_small(path: str, what: str, limit: int, *, hint: str) -> bytes:
         raise DataError(f"{what} {path} is missing; {hint}") from None
     except (OSError, ValueError) as err:
         raise DataError(f"cannot read {what} {path}: {getattr(err, 'strerror', None) or err}; {hint}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):          # before fdopen, which raises on a folder (issue 56, a fresh trial)
+        os.close(fd)
+        raise _refuse(path, what, _kind(mode), hint)
     with os.fdopen(fd, "rb", buffering=0) as handle:
-        mode = os.fstat(handle.fileno()).st_mode
-        if not stat.S_ISREG(mode):
-            raise _refuse(path, what, _kind(mode), hint)
         chunks, size = [], 0
         try:
             while size <= limit:

@@ -250,6 +250,7 @@ SHARD = "digits-train-00000-of-00002.tfrecord"
     ("manifest.json", "huge", str(data.MAX_MANIFEST_BYTES)),  # 64 MiB + 1, sparse: refused by its size (was already)
     (SHARD, "fifo", "is a FIFO"),                    # old: passed the checks (no per-shard counts), then train hung
     (SHARD, "zero", "is a device"),
+    ("manifest.json", "folder", "is a folder"),      # a fresh trial (issue 56): IsADirectoryError, a traceback
 ])
 def test_a_special_or_huge_file_in_the_data_folder_is_one_line_naming_it(demo_data, tmp_path, target, kind, expected):
     folder = _copy(demo_data, tmp_path)
@@ -260,6 +261,8 @@ def test_a_special_or_huge_file_in_the_data_folder_is_one_line_naming_it(demo_da
         os.mkfifo(path)
     elif kind == "zero":
         path.symlink_to("/dev/zero")
+    elif kind == "folder":
+        path.mkdir()
     else:
         with open(path, "wb") as fh:
             fh.truncate(data.MAX_MANIFEST_BYTES + 1)
