@@ -4,7 +4,6 @@ CustomJob, or on a slice of TPU VMs: one run request, one planner, one driver fo
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from pathlib import Path
@@ -90,13 +89,11 @@ def refuse_stray_arguments(ctx: typer.Context, example: str) -> None:
         raise UserError(f"unexpected argument {ctx.args[0]!r}; trainer flags go after `--`, e.g. `{example}`")
 
 
-_LABEL = re.compile(r"^\[[^\]\s]+\] ")
-
-
 def said_why(exc) -> bool:
     """A supervised trainer ended with its own ``error: …`` line, which the screen already shows (the trainer
     knows the cause; "trainer (pid N) exited with code 3; last stderr line: error: …" only repeated it)."""
     task = getattr(exc, "task", None)
     line = task.last_error_line() if task is not None else None
-    # a cluster's lines carry their process's "[worker-0] " label; the message itself may hold "] " ("[Op:…] name:")
-    return bool(line) and exc.exit_code != 130 and _LABEL.sub("", line, count=1).startswith("error:")
+    # the task's own line, kept before any "[worker-0] " label is put on the screen's copy; the message itself may
+    # hold "] " ("[Op:…] name:"), which a label split took for a label's end
+    return bool(line) and exc.exit_code != 130 and line.startswith("error:")
