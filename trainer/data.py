@@ -17,7 +17,7 @@ import dataclasses
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import tensorflow as tf
@@ -563,6 +563,38 @@ COUNT_NOTE_EVERY = 60.0
 GIVE_LENGTH = "return dataset.apply(tf.data.experimental.assert_cardinality(N)) with N its number of examples"
 
 
+def declared_examples(ds: tf.data.Dataset, what: str) -> int | None:
+    """The examples of one pass of ``ds`` as tf.data knows them without reading it (its cardinality), or None when it
+    does not know; an endless dataset is an error (the trainer repeats the pass itself)."""
+    n = int(ds.cardinality())
+    if n == tf.data.INFINITE_CARDINALITY:
+        raise DataError(f"{what} is endless; return ONE pass of the examples (the trainer repeats it)")
+    return n if n >= 0 else None
+
+
+def within(seconds: float, fn: Callable[[], Any]) -> Any:
+    """``fn()``, run in a thread of its own and waited for at most ``seconds``: its value (or what it raised), or
+    TimeoutError. A read blocked inside TensorFlow cannot be cancelled: its thread is left to end with the process."""
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as err:  # noqa: BLE001 - handed to the waiting thread
+            box["error"] = err
+
+    thread = threading.Thread(target=work, name="tpuctl-within", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise TimeoutError(f"not done within {seconds:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 def count_examples(ds: tf.data.Dataset, limit: int, what: str, *, seconds: float = math.inf) -> int:
     """The examples of one pass of ``ds``: its cardinality when tf.data knows it, else counted: at most ``limit``
     examples and ``seconds`` (a note on stderr once counting takes a while, and now and then after), each bound one
@@ -571,10 +603,8 @@ def count_examples(ds: tf.data.Dataset, limit: int, what: str, *, seconds: float
     import sys
     import time
 
-    n = int(ds.cardinality())
-    if n == tf.data.INFINITE_CARDINALITY:
-        raise DataError(f"{what} is endless; return ONE pass of the examples (the trainer repeats it)")
-    if n >= 0:
+    n = declared_examples(ds, what)
+    if n is not None:
         return n
     chunks = ds.take(limit + 1).map(lambda *_: tf.constant(0, tf.int8)).batch(COUNT_CHUNK).map(tf.size)
     count, started = 0, time.monotonic()

@@ -18,6 +18,9 @@ EXIT_USAGE = 2  # bad flag, path, missing or corrupt data: the user fixes the in
 EXIT_HARDWARE = 3  # the requested accelerator / cluster is not available on this machine
 EXIT_DIVERGED = 4  # training diverged: a loss, a metric or the weights became NaN or infinite; nothing exported
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C), or SIGTERM for the data tools (run_cli(..., handle_signals=True))
+#: The process reading the trainer's standard output went away (a broken pipe): 128 + SIGPIPE, the status a process
+#: SIGPIPE ends has (Python ignores the signal and gets the error instead; the trainer ends with this status).
+EXIT_OUTPUT_LOST = 141
 #: SIGTERM during training: the step was backed up first (trainer.callbacks), the status a process killed by SIGTERM
 #: has (128 + 15), which a TPU VM host reports and `--recover` takes for a preemption.
 EXIT_PREEMPTED = 143
@@ -97,8 +100,17 @@ class ArgumentParser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def _flush_stdout() -> None:
+    """What was printed goes out before the error line; standard output that cannot be written (closed, a reader
+    gone) holds nothing that could (trainer.stdio)."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+
+
 def _print_error(message: str) -> None:
-    sys.stdout.flush()
+    _flush_stdout()
     text = " ".join(str(message).split())  # exactly one line
     print(f"error: {text}", file=sys.stderr, flush=True)
 
@@ -130,7 +142,7 @@ def run_cli(fn: Callable[[], int | None], *, handle_signals: bool = False) -> in
         _print_error("interrupted")
         return EXIT_INTERRUPTED
     except Preempted as stop:
-        sys.stdout.flush()
+        _flush_stdout()
         print(f"{PREEMPTED}{stop}", file=sys.stderr, flush=True)
         return EXIT_PREEMPTED
     finally:

@@ -175,12 +175,21 @@ def _plugin_inputs(cfg: TrainConfig, manifest: data.Manifest | None, hparams: Ma
         return ok_labels.map(lambda x, y: (x, tf.cast(y, tf.int32))) if label.dtype != tf.int32 else ok_labels
 
     def first_labels(ds: tf.data.Dataset, split: str) -> None:
-        """The labels of the first examples, read before anything is written (the rest are checked as read)."""
+        """The labels of the first examples, read before anything is written (the rest are checked as read), within
+        MAX_FIRST_EXAMPLES_SECONDS: a dataset that never gives its first example (a generator that blocks) waited
+        the run for good (issue 56, a trial). The read is the one the check always made, waited for in a thread."""
         labels = ds.take(PRECHECKED_EXAMPLES).map(lambda x, y: tf.cast(y, tf.int64))
+        seconds = plugin.MAX_FIRST_EXAMPLES_SECONDS
         try:
             # (an empty split leaves both where they start: low above any label, high below any)
-            low, high = labels.reduce((tf.constant(2**62, tf.int64), tf.constant(-2**62, tf.int64)),
-                                      lambda acc, y: (tf.minimum(acc[0], y), tf.maximum(acc[1], y)))
+            low, high = data.within(seconds, lambda: labels.reduce(
+                (tf.constant(2**62, tf.int64), tf.constant(-2**62, tf.int64)),
+                lambda acc, y: (tf.minimum(acc[0], y), tf.maximum(acc[1], y))))
+        except TimeoutError:
+            raise DataError(f"{fn.file}: the {split} split of --dataset {fn.ref} gave not even its first examples "
+                            f"(up to {PRECHECKED_EXAMPLES:,}, checked before training) within {seconds:g} s: it waits "
+                            "on something that does not come (a generator that blocks, a stalled download); prepare "
+                            "slow inputs in the dataset function, before it returns the dataset") from None
         except tf.errors.OpError as err:
             raise DataError(f"{fn.file}: reading the {split} split of --dataset {fn.ref} failed: "
                             f"{data.first_line(err.message)}") from None
@@ -201,21 +210,32 @@ def _plugin_inputs(cfg: TrainConfig, manifest: data.Manifest | None, hparams: Ma
                              "(Dataset.from_generator, tf.py_function or tf.numpy_function), which parameter servers' "
                              "workers cannot run (each builds the dataset itself); build it from tf.data operations "
                              "(from_tensor_slices, TFRecordDataset, map…) or train without parameter servers")
+    # What a split says of its length first (nothing read): an endless one, or more examples than the trainer takes in
+    # a pass, is refused by its cardinality alone; then the first examples (labels, a deadline); then the count.
+    limit = plugin.MAX_COUNTED_EXAMPLES
+    for split, examples in (("train", train_pass), ("validation", val_pass)):
+        declared = data.declared_examples(examples, f"{fn.file}: the {split} split of --dataset {fn.ref}")
+        if declared is not None and declared > limit and split == "validation":
+            # every validation example is read at every epoch's end (exact validation): a split that says it has
+            # 10**15 of them never ended its first epoch and printed nothing (issue 56, a fresh trial)
+            raise DataError(f"{fn.file}: the validation split of --dataset {fn.ref} has {declared:,} examples, more "
+                            f"than the {limit:,} the trainer reads at every epoch's end; validate on a part of it "
+                            "(examples.take(N) for the validation split)")
+        if declared is not None and declared > limit:
+            # an epoch is one pass: a split that says it has 6.4e13 examples made one epoch take years, and a resume
+            # reads up to a pass to find its place (issue 56, a trial)
+            raise DataError(f"{fn.file}: the train split of --dataset {fn.ref} says it has {declared:,} examples, more "
+                            f"than the {limit:,} the trainer takes as one pass (an epoch); return a part of it "
+                            "(examples.take(N))")
+    first_labels(split_examples("train", checked=False), "train")
+    first_labels(split_examples("validation", inputs=features, checked=False), "validation")
     train_examples, val_examples = (
-        data.count_examples(examples, plugin.MAX_COUNTED_EXAMPLES, f"{fn.file}: the {split} split of --dataset {fn.ref}",
+        data.count_examples(examples, limit, f"{fn.file}: the {split} split of --dataset {fn.ref}",
                             seconds=plugin.MAX_COUNTING_SECONDS)
         for split, examples in (("train", train_pass), ("validation", val_pass)))
     if train_examples < 1 or val_examples < 1:
         empty = "train" if train_examples < 1 else "validation"
         raise DataError(f"{fn.file}: the {empty} split of --dataset {fn.ref} has no examples")
-    if val_examples > plugin.MAX_COUNTED_EXAMPLES:
-        # every validation example is read at every epoch's end (exact validation): a split that says it has 10**15
-        # of them never ended its first epoch and printed nothing (issue 56, a fresh trial)
-        raise DataError(f"{fn.file}: the validation split of --dataset {fn.ref} has {val_examples:,} examples, more "
-                        f"than the {plugin.MAX_COUNTED_EXAMPLES:,} the trainer reads at every epoch's end; validate on "
-                        "a part of it (examples.take(N) for the validation split)")
-    first_labels(split_examples("train", checked=False), "train")
-    first_labels(split_examples("validation", inputs=features, checked=False), "validation")
 
     def train_ds(batch: int, *, skip: int = 0, workers: int = 1) -> tf.data.Dataset:
         return data.example_stream(split_examples("train"), batch, True, shuffle_buffer=cfg.shuffle_buffer,

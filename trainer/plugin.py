@@ -47,6 +47,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from trainer import stdio
 from trainer.errors import UsageError
 from trainer.flags import HPARAM_NAME, PLUGIN_REF, hparam_value, is_plugin_ref
 
@@ -58,6 +59,8 @@ _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 #: long: a dataset that says its length (tf.data.experimental.assert_cardinality) is not counted at all.
 MAX_COUNTED_EXAMPLES = 50_000_000
 MAX_COUNTING_SECONDS = 300.0
+#: How long the first examples of a split (those whose labels are checked before training) may take to come.
+MAX_FIRST_EXAMPLES_SECONDS = 300.0
 
 
 __all__ = ["CONTRACT_VERSION", "DatasetContext", "ModelContext", "Plugin", "is_plugin_ref", "load"]
@@ -101,19 +104,25 @@ class Plugin:
         """``function(ctx)``; anything it raises, an exit included, is one UsageError naming the user's file and line.
         A KeyboardInterrupt goes on: a Ctrl-C, or the code's own (:func:`failure` tells them apart)."""
         try:
-            return self.function(ctx)
+            value = self.function(ctx)
         except KeyboardInterrupt as err:
             err.add_note(f"{what} {self.ref}")    # what it interrupted, for failure()
             raise
         except BaseException as err:  # noqa: BLE001 - any failure of user code is reported, one line
             raise UsageError(f"{self.where(err)}: {what} {self.ref} {_what_happened(err)}") from None
+        stdio.check(f"{self.file}: {what} {self.ref}")    # before anything is printed to a descriptor it closed
+        return value
 
     def where(self, err: BaseException | None = None) -> str:
-        """``file:line`` of the deepest frame of ``err`` in the plug-in's file (else the file)."""
+        """``file:line`` of the deepest frame of ``err`` in the plug-in's file, else of the traceback its message
+        carries (:func:`blame`), else the file."""
         if err is not None:
             frames = [f for f in traceback.extract_tb(err.__traceback__) if _same_file(f.filename, self.file)]
             if frames:
                 return f"{self.file}:{frames[-1].lineno}"
+            named = [line for file, line in _frames_in_message(_message(err)) if _same_file(file, self.file)]
+            if named:
+                return f"{self.file}:{named[-1]}"
         return self.file
 
 
@@ -126,14 +135,64 @@ def _same_file(a: str, b: str) -> bool:
 
 def _what_happened(err: BaseException) -> str:
     """What user code did, as the end of an error line: an exit (which would have ended the run with its status,
-    0 included, before training finished), or what it raised."""
+    0 included, before training finished), or what it raised. An error whose message carries the traceback of the code
+    that failed (Keras' ``in user code:`` for code traced into a compiled function, TensorFlow's op error for a
+    ``tf.py_function``) says what that code raised, not the message's first line."""
     if isinstance(err, SystemExit):
         return (f"ended the process (SystemExit: {str(err.code)[:100]}) before training finished; a plug-in returns "
                 "its model or dataset and never exits")
     if isinstance(err, KeyboardInterrupt):
         return "raised KeyboardInterrupt, and no Ctrl-C was pressed"
     kind = type(err).__name__ + ("" if isinstance(err, Exception) else " (a BaseException)")
-    return f"raised {kind}: {_first_line(err)}"
+    inner = _raised_in_message(_message(err))
+    if inner is None:
+        return f"raised {kind}: {_first_line(err)}"
+    name = _EXCEPTION_LINE.match(inner)
+    if name is None:                       # an op's own words (TensorFlow names the node's line above them)
+        return f"raised {kind}: {inner[:300]}"
+    if name.group(1).rsplit(".", 1)[-1] == type(err).__name__:
+        return f"raised {kind}{inner[name.end(1):][:300]}"
+    return f"raised {inner[:300]} (reported as {kind})"
+
+
+#: A line of a traceback that names a frame: ``File "path", line N, in name``.
+_FRAME = re.compile(r'^(?P<indent>\s*)File "(?P<file>[^"\n]+)", line (?P<line>\d+)')
+#: The line a traceback ends with: ``ValueError: text``, ``tensorflow.errors.X: text``, ``SystemExit: 0``.
+_EXCEPTION_LINE = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning|Iteration))(?::\s|$)")
+#: The longest message read for frames (an error's message is a few KiB; a traceback of a deep recursion is more).
+_MAX_MESSAGE = 200_000
+
+
+def _message(err: BaseException) -> str:
+    """``err``'s message (a TensorFlow op error's own text), at most _MAX_MESSAGE characters."""
+    try:
+        text = getattr(err, "message", None)
+        text = text if isinstance(text, str) else str(err)
+    except Exception:  # noqa: BLE001 - a user's exception whose __str__ raises says nothing
+        return ""
+    return text[:_MAX_MESSAGE]
+
+
+def _frames_in_message(text: str) -> list[tuple[str, int]]:
+    """The frames a message's embedded traceback names, outermost first."""
+    return [(m["file"], int(m["line"])) for m in map(_FRAME.match, text.splitlines()) if m]
+
+
+def _raised_in_message(text: str) -> str | None:
+    """What the traceback embedded in a message ends with: the first line after its last frame (and that frame's
+    source line) indented no deeper than the frame; None for a message without one."""
+    lines = text.splitlines()
+    last = None
+    for i, line in enumerate(lines):
+        if _FRAME.match(line):
+            last = i
+    if last is None:
+        return None
+    depth = len(lines[last]) - len(lines[last].lstrip())
+    for line in lines[last + 1:]:
+        if line.strip() and len(line) - len(line.lstrip()) <= depth:
+            return " ".join(line.split())
+    return None
 
 
 def _first_line(err: BaseException) -> str:
@@ -202,7 +261,7 @@ def load(ref: str, code_dir: str | None, flag: str) -> Plugin:
 def _exec(run: Callable[[], Any], file: str, flag: str, ref: str) -> Any:
     _LOADED.add(os.path.abspath(file))
     try:
-        return run()
+        module = run()
     except SyntaxError as err:
         raise UsageError(f"{err.filename or file}:{err.lineno}: {flag} {ref} does not compile: {err.msg}") from None
     except KeyboardInterrupt:
@@ -211,6 +270,8 @@ def _exec(run: Callable[[], Any], file: str, flag: str, ref: str) -> Any:
         frames = [f for f in traceback.extract_tb(err.__traceback__) if _same_file(f.filename, file)]
         at = f"{file}:{frames[-1].lineno}" if frames else file
         raise UsageError(f"{at}: importing {flag} {ref} {_what_happened(err)}") from None
+    stdio.check(f"{file}: importing {flag} {ref}")
+    return module
 
 
 def failure(err: BaseException, *, signalled: bool) -> UsageError | None:
@@ -231,10 +292,20 @@ def failure(err: BaseException, *, signalled: bool) -> UsageError | None:
 
 
 def blame(err: BaseException) -> str | None:
-    """``file:line`` of the deepest frame of ``err``'s traceback in a plug-in file this process loaded, or None."""
-    frames = [f for f in traceback.extract_tb(err.__traceback__)
-              if any(_same_file(f.filename, file) for file in _LOADED)]
-    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
+    """``file:line`` of the deepest frame in a plug-in file this process loaded of ``err``'s traceback, else of the
+    traceback its message carries, or None. Code traced into a compiled function (a loss, a ``train_step``: Keras'
+    ``in user code:`` errors) runs as AutoGraph's generated copy, and a ``tf.py_function`` inside a step fails as a
+    TensorFlow op error: either names the user's frames in its message only."""
+    frames = [(f.filename, f.lineno) for f in traceback.extract_tb(err.__traceback__)]
+    loaded: dict[str, bool] = {}        # each file name looked up once (a deep recursion names one file many times)
+    for found in (frames, _frames_in_message(_message(err))):
+        for file, _ in found:
+            if file not in loaded:
+                loaded[file] = any(_same_file(file, one) for one in _LOADED)
+        mine = [(file, line) for file, line in found if loaded[file]]
+        if mine:
+            return f"{mine[-1][0]}:{mine[-1][1]}"
+    return None
 
 
 #: The plug-in files this process imported (for :func:`blame`).
@@ -287,6 +358,7 @@ def check_model(plugin: Plugin, model: Any, ctx: ModelContext, *, named: bool, b
         except BaseException as err:  # noqa: BLE001 - the user's model: any failure is one line
             raise UsageError(f"{plugin.where(err)}: --model {plugin.ref}: calling its model on the data's inputs "
                              f"{_what_happened(err)}") from None
+        stdio.check(f"{plugin.file}: --model {plugin.ref}: calling its model")
         # as output_shape has it: one output's shape, or a list of them
         shape = tuple(outputs[0].shape) if len(outputs) == 1 else [tuple(o.shape) for o in outputs]
     else:

@@ -94,10 +94,13 @@ MAX_CHECKPOINT_ENTRIES = 10_000
 
 def check_read_back(checkpoints: str) -> None:
     """What a run reads back from its own folder (backups, checkpoints, the first step's time) before it reads any of
-    it: every entry under ``checkpoints`` (the run's checkpoints folder) a regular file or a folder (issue 56: a FIFO there hung the resume for good) and every
+    it: every entry under ``checkpoints`` (the run's checkpoints folder) a regular file or a folder (issue 56: a FIFO there hung the resume for good), a file
+    wherever the run keeps one (a folder named ``checkpoint`` was a traceback at the first checkpoint), every
     checkpoint state file (``checkpoint``) one TensorFlow can parse (a damaged one was a warning, and the backup was
-    silently dropped: the run trained again from epoch 1). One line naming the file, exit 2. Local folders only: a
-    bucket holds neither FIFOs nor devices, and a damaged state file there is TensorFlow's to report."""
+    silently dropped: the run trained again from epoch 1) and every checkpoint index shaped as TensorFlow writes one
+    (random bytes were a traceback when ``--export best`` read its epoch back, after training). One line naming the
+    file, exit 2. Local folders only: a bucket holds neither FIFOs nor devices, and a damaged file there is
+    TensorFlow's to report."""
     import stat
 
     from trainer.errors import DataError
@@ -118,8 +121,53 @@ def check_read_back(checkpoints: str) -> None:
             if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
                 raise DataError(f"{path} is not a regular file or folder (a FIFO, socket, device or link), and the run "
                                 f"reads its checkpoints back: {fix}")
+            if stat.S_ISDIR(mode) and _READ_AS_FILE.fullmatch(name):
+                # TensorFlow wrote its state file next to it, then failed renaming it into place (issue 56, a trial)
+                raise DataError(f"{path} is a folder where the run keeps a file of that name (TensorFlow reads and "
+                                f"replaces it): {fix}")
+            if stat.S_ISREG(mode) and folder == root and name.endswith(".index"):
+                # an epoch's checkpoint (--export best reads the best one back); the backup's are read, and a damaged
+                # one said, before training (trainer.callbacks.backed_up_steps); TensorFlow's own temporary folders
+                # (a save cut short) are never read
+                _check_index_file(path, fix)
         if "checkpoint" in files:
             _check_state_file(os.path.join(folder, "checkpoint"), fix)
+
+
+#: The names under checkpoints/ the run reads or writes as files: TensorFlow's state file, a checkpoint's index and
+#: data shards (``ckpt-0001.index``, ``ckpt-0001.data-00000-of-00001``), the trainer's timing records.
+_READ_AS_FILE = re.compile(r"checkpoint|.+\.index|.+\.data-\d{5}-of-\d{5}|first-step|resumes\.json")
+#: A checkpoint's index is a table (TensorFlow's, LevelDB's format): it ends with a 48-byte footer whose last 8 bytes
+#: are this number, little-endian (tensorflow/tsl/lib/io/format.h, kTableMagicNumber).
+_TABLE_MAGIC = (0xDB4775248B80FB57).to_bytes(8, "little")
+_TABLE_FOOTER = 48
+
+
+def _check_index_file(path: str, fix: str) -> None:
+    """A checkpoint's index (``ckpt-0001.index``) ends as every table TensorFlow writes does; random bytes or a cut
+    file was an OpError traceback (``not an sstable (bad magic number)``) when the run read the checkpoint back, after
+    training (issue 56, a trial). Its last bytes only: a look by shape, before TensorFlow reads it."""
+    from trainer.errors import DataError
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        raise DataError(f"cannot read {path} ({err.strerror or err}), and the run reads its checkpoints back: "
+                        f"{fix}") from None
+    try:
+        size = os.fstat(fd).st_size
+        tail = os.pread(fd, len(_TABLE_MAGIC), size - len(_TABLE_MAGIC)) if size >= _TABLE_FOOTER else b""
+    except OSError as err:
+        raise DataError(f"cannot read {path} ({err.strerror or err}), and the run reads its checkpoints back: "
+                        f"{fix}") from None
+    finally:
+        os.close(fd)
+    if tail != _TABLE_MAGIC:
+        why = (f"{size} bytes, shorter than any checkpoint index TensorFlow writes" if size < _TABLE_FOOTER
+               else "it does not end as a checkpoint index TensorFlow writes does")
+        # not "remove it": the epoch it holds may be the best one, which --export best reads back
+        raise DataError(f"{path} is damaged ({why}): the run reads that checkpoint back; remove the whole checkpoints "
+                        "folder to train from the start, or train into another --model_dir")
 
 
 def _check_state_file(path: str, fix: str) -> None:

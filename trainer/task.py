@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 import trainer  # noqa: F401  (environment defaults before TensorFlow loads)
-from trainer import protocol
+from trainer import protocol, stdio
 from trainer.backends import is_keras3_model, selected
 from trainer.callbacks import (
     MONITOR,
@@ -396,6 +396,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     anything is one ``error:`` line naming its file, exit 2."""
     def go():
         cfg = parse_args(argv)
+        with stdio.watched():      # standard output as the run found it: plug-in code must leave it so (trainer.stdio)
+            return _go(cfg)
+
+    def _go(cfg):
         with _ctrl_c_recorded() as received:
             try:
                 result = run(cfg)
@@ -404,13 +408,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             except BaseException as err:   # the user's code: one line (plugin.failure), else as it was
                 from trainer import plugin
 
-                failure = plugin.failure(err, signalled=bool(received))
+                failure = stdio.lost(err) or plugin.failure(err, signalled=bool(received))
                 if failure is None:
                     raise
                 raise failure from None
         if result is not None:
+            stdio.check("your code (--model/--dataset)")     # the record goes where the run's lines went, or nowhere
             sys.stderr.flush()
-            protocol.emit(protocol.RESULT, result)
+            try:
+                protocol.emit(protocol.RESULT, result)
+            except (OSError, ValueError) as err:
+                failure = stdio.lost(err)
+                if failure is None:
+                    raise
+                raise failure from None
 
     return run_cli(go)
 

@@ -163,22 +163,30 @@ def test_a_backup_another_model_wrote_or_cut_short_is_one_line(in_process, demo_
     ("checkpoints/backup/chief/ckpt-1.index", "fifo"),
     ("checkpoints/first-step", "fifo"),
     ("checkpoints/backup/chief/checkpoint", "garbage"),
+    ("checkpoints/ckpt-0001.index", "random"),      # a trial: "not an sstable" traceback when --export best read it
+    ("checkpoints/checkpoint", "folder"),           # a trial: "Is a directory" traceback at the first checkpoint
 ])
 def test_a_run_folder_whose_checkpoints_cannot_be_read_back_is_one_line(in_process, demo_data, tmp_path, where,
                                                                          damage):
     """Issue 56 (a fresh trial): a FIFO among a run's checkpoints hung its resume for good, and a damaged checkpoint
-    state file was a warning after which the backup was dropped and the run trained again from epoch 1. Now one line
-    naming the file and what to do, exit 2, before anything trains; nothing else in the folder is touched."""
+    state file was a warning after which the backup was dropped and the run trained again from epoch 1; an epoch's
+    checkpoint index of random bytes, and a folder where TensorFlow keeps its state file, were tracebacks (after
+    training, or at its first checkpoint). Now one line naming the file and what to do, exit 2, before anything
+    trains (the files' shape is looked at before TensorFlow reads them); nothing else in the folder is touched."""
     path = tmp_path / "m" / where
     path.parent.mkdir(parents=True)
     if damage == "fifo":
         os.mkfifo(path)
+    elif damage == "folder":
+        path.mkdir()
+    elif damage == "random":
+        path.write_bytes(os.urandom(100))
     else:
         path.write_text("garbage {{{\n")
     run = in_process(["trainer.task", "--data_dir", str(demo_data), "--model_dir", str(tmp_path / "m"),
                       "--train_epochs", "1", "--steps_per_epoch", "2"])
     assert run.returncode == 2, run.stderr[-3000:]
     line = run.error_line()
-    assert str(path) in line and "remove it" in line, line
+    assert str(path) in line and "remove " in line, line
     assert ("not a regular file" in line) is (damage == "fifo") and "Traceback" not in run.stderr, line
     assert not (tmp_path / "m" / "result.json").exists() and not (tmp_path / "m" / "export").exists()
