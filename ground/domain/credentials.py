@@ -35,8 +35,13 @@ Other clouds' and tools' credential files (read 2026-12-07):
   ``username:password``.
 - https://kubernetes.io/docs/reference/setup-tools/kubeadm/generated/kubeadm_kubeconfig/kubeadm_kubeconfig_user and
   https://fig.io/manual/kubectl/config/set-credentials: a kubeconfig's user entry holds a bearer ``token`` or a
-  client key (``--embed-certs``: embedded in the file); the names ``users:`` (top level) and ``client-key-data``
-  are what kubeconfig files show (client-go's ``clientcmd/api/v1`` AuthInfo, not read here: [unverified]).
+  client key (``--embed-certs``: embedded in the file); kubernetes/client-go ``tools/clientcmd/api/v1/types.go``
+  (read 2026-12-07): ``Config.users`` is a list of ``{name, user}``, and a user's ``AuthInfo`` holds
+  ``client-key-data``, ``token`` and ``password`` (json and yaml tags alike).
+- docker/cli ``cli/config/types/authconfig.go`` (read 2026-12-07): an ``auths`` entry (``AuthConfig``) holds
+  ``auth``, ``password``, ``identitytoken`` or ``registrytoken``.
+- git-config(1) (https://git-scm.com/docs/git-config, ``remote.<name>.url``) and RFC 3986 section 3.2.1: a
+  remote's URL may carry ``user:password@`` (userinfo) before its host.
 - https://github.blog/changelog/2021-03-31-authentication-token-format-updates-are-generally-available/: GitHub
   tokens begin ``ghp_`` (personal access), ``gho_`` (OAuth), ``ghu_``/``ghs_`` (GitHub App user-to-server and
   server-to-server) or ``ghr_`` (refresh), in ``[A-Za-z0-9_]``, their length unchanged (36 characters after the
@@ -62,11 +67,14 @@ ACCESS_TOKEN_PREFIX = "ya29."
 
 #: The AWS CLI credentials file's settings for an access key (its id and its secret).
 AWS_KEY_SETTINGS = ("aws_access_key_id", "aws_secret_access_key")
-#: A Docker (or Podman) client configuration's map of registries and the field holding base64 user:password.
+#: A Docker (or Podman) client configuration's map of registries and the fields of an entry that hold a secret
+#: (``auth``: base64 user:password; docker/cli ``cli/config/types/authconfig.go``).
 DOCKER_AUTHS_FIELD, DOCKER_AUTH_FIELD = "auths", "auth"
-#: A kubeconfig's list of user entries and the fields of one that hold its secret.
-KUBECONFIG_USERS_FIELD = "users"
-KUBECONFIG_SECRET_FIELDS = ("token", "client-key-data")
+DOCKER_SECRET_FIELDS = ("auth", "password", "identitytoken", "registrytoken")
+#: A kubeconfig's list of user entries, the entry's credentials and their fields that hold a secret (client-go
+#: ``tools/clientcmd/api/v1/types.go``, ``AuthInfo``'s json tags).
+KUBECONFIG_USERS_FIELD, KUBECONFIG_USER_FIELD = "users", "user"
+KUBECONFIG_SECRET_FIELDS = ("token", "client-key-data", "password")
 #: GitHub's token prefixes (classic tokens: 36 characters follow) and a fine-grained personal access token's.
 GITHUB_TOKEN_PREFIXES = ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")
 GITHUB_FINE_GRAINED_PREFIX = "github_pat_"

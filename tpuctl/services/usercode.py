@@ -26,13 +26,16 @@ import ast
 import base64
 import binascii
 import codecs
+import collections
 import contextlib
 import hashlib
 import itertools
+import json
 import os
 import posixpath
 import re
 import stat
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,11 +43,12 @@ import pathspec
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from ground import domain
+from ground import domain, envs
 from ground.domain import credentials as formats
-from ground.errors import UserError
+from ground.errors import DomainError, UserError
 from ground.files import printable, read_file, read_head
 from ground.localtree import TreeFile, resolves_within, scan_tree, shown_name, user_path
+from ground.yamlfile import parse_yaml
 from trainer.flags import PLUGIN_REF
 
 #: What a project folder may hold, at the most (the code and small assets: data belongs in a bucket).
@@ -83,9 +87,18 @@ _PRIVATE_KEY = re.compile(rb"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?---
 
 
 def _setting(name: str, value: bytes) -> re.Pattern[bytes]:
-    """A line ``name = value`` (an INI file's setting; the value alone on its line, quoted or not)."""
-    return re.compile(rb"(?m)^[ \t]*" + re.escape(name.encode()) + rb"[ \t]*=[ \t]*([\"']?)" + value
-                      + rb"\1[ \t]*\r?$")
+    """A line ``name = value`` (an INI file's setting, a shell's ``export NAME=value``, YAML's ``name: value``): the
+    name in any case and quoted or not, the value alone on its line, quoted or not."""
+    return re.compile(rb"(?m)^[ \t]*(?:export[ \t]+)?([\"']?)(?i:" + re.escape(name.encode()) + rb")\1[ \t]*[=:][ \t]*"
+                      + rb"([\"']?)" + value + rb"\2[ \t]*,?[ \t]*\r?$")
+
+
+def _word(prefix: str, rest: bytes, word: bytes) -> re.Pattern[bytes]:
+    """``prefix`` then ``rest``, not inside a longer word (no ``word`` character before it). The prefix comes first
+    in the pattern and the look back after it, so the search goes from one prefix to the next (about 20 times
+    faster on a large file than a look back at every byte)."""
+    literal = re.escape(prefix.encode())
+    return re.compile(literal + rb"(?<!" + word + b"." * len(prefix) + rb")" + rest)
 
 
 def _yaml_key(names: tuple[str, ...], value: bytes, indented: bool) -> re.Pattern[bytes]:
@@ -102,33 +115,32 @@ def _yaml_key(names: tuple[str, ...], value: bytes, indented: bool) -> re.Patter
 #: variable is no secret), a Docker client configuration's registry password, a kubeconfig user's token or key, a
 #: GitHub token.
 _SIGNS: tuple[tuple[str, tuple[re.Pattern[bytes], ...]], ...] = (
-    ("a private key", (_PRIVATE_KEY,)),
     ("a service-account key", (re.compile(rb'"type"\s*:\s*"' + formats.SERVICE_ACCOUNT_TYPE.encode() + rb'"'),)),
+    ("a private key", (_PRIVATE_KEY,)),
     ("a private key in JSON", (re.compile(rb'"' + formats.PRIVATE_KEY_FIELD.encode() + rb'"\s*:\s*"'),)),
     ("OAuth user credentials", tuple(re.compile(rb'"' + name.encode() + rb'"\s*:')
                                      for name in formats.USER_CREDENTIAL_FIELDS[:2])),
     ("a token database", (re.compile(rb"\ASQLite format 3\x00"),
                           re.compile(rb"CREATE TABLE[^(]{0,40}\b(?:"
                                      + b"|".join(t.encode() for t in formats.GCLOUD_TOKEN_TABLES) + rb")\b", re.I))),
-    ("a Google access token", (re.compile(rb"(?<![A-Za-z0-9_.-])" + re.escape(formats.ACCESS_TOKEN_PREFIX.encode())
-                                          + rb"[A-Za-z0-9_.-]{20,}"),)),
+    ("a Google access token", (_word(formats.ACCESS_TOKEN_PREFIX, rb"[A-Za-z0-9_.-]{20,}", rb"[A-Za-z0-9_.-]"),)),
     ("AWS credentials", (_setting(formats.AWS_KEY_SETTINGS[1], rb"[A-Za-z0-9/+]{40}"),)),
     ("AWS credentials", (_setting(formats.AWS_KEY_SETTINGS[0], rb"[A-Z0-9]{16,128}"),
                          _setting(formats.AWS_KEY_SETTINGS[1], rb"[A-Za-z0-9/+=]{16,128}"))),
     ("a Docker registry password", (re.compile(rb'"' + formats.DOCKER_AUTHS_FIELD.encode() + rb'"\s*:\s*\{'),
-                                    re.compile(rb'"' + formats.DOCKER_AUTH_FIELD.encode()
-                                               + rb'"\s*:\s*"[A-Za-z0-9+/=]{4,}"'))),
+                                    re.compile(rb'"(?:' + b"|".join(f.encode() for f in formats.DOCKER_SECRET_FIELDS)
+                                               + rb')"\s*:\s*"[^"\s]{4,}"'))),
     ("a kubeconfig's credentials", (_yaml_key((formats.KUBECONFIG_USERS_FIELD,), b"", indented=False),
                                     _yaml_key(formats.KUBECONFIG_SECRET_FIELDS,
                                               rb"[\"']?[A-Za-z0-9._~+/=-]{16,}", indented=True))),
-    ("a GitHub token", (re.compile(rb"(?<![A-Za-z0-9_])(?:(?:"
-                                   + b"|".join(re.escape(p.encode()) for p in formats.GITHUB_TOKEN_PREFIXES)
-                                   + rb")[A-Za-z0-9]{36}|" + re.escape(formats.GITHUB_FINE_GRAINED_PREFIX.encode())
-                                   + rb"[A-Za-z0-9_]{22,})"),)),
+    ("a GitHub token", (re.compile(b"|".join(_word(prefix, rb"[A-Za-z0-9]{36}", rb"[A-Za-z0-9_]").pattern
+                                             for prefix in formats.GITHUB_TOKEN_PREFIXES)
+                                   + b"|" + _word(formats.GITHUB_FINE_GRAINED_PREFIX, rb"[A-Za-z0-9_]{22,}",
+                                                  rb"[A-Za-z0-9_]").pattern),)),
+    ("a git remote with credentials", (re.compile(rb"(?m)^[ \t]*\[remote[ \t]"),
+                                       re.compile(rb"(?m)^[ \t]*url[ \t]*=[ \t]*[A-Za-z][A-Za-z0-9+.-]*://"
+                                                  rb"(?:[^\s/@:]*:[^\s/@]+|[A-Za-z0-9_.~-]{20,})@"))),
 )
-#: The signs of Google credentials in JSON, looked for in a base64 blob too.
-_JSON_SIGNS = tuple(sign for sign in _SIGNS if sign[0] in ("a service-account key", "a private key in JSON",
-                                                           "OAuth user credentials"))
 REQUIREMENTS = "requirements.txt"
 #: TensorFlow's distributions (and Apple's plug-in that installs its own): an image has one of them, and a second would
 #: be installed beside it. Compared canonicalized (``packaging.utils.canonicalize_name``).
@@ -270,49 +282,94 @@ class _IgnoreRules:
         return bool(self.always.check_file(path).include)
 
 
-#: A PEM block written in base64 once more (a Kubernetes secret's ``tls.key: LS0tLS1CRUdJTi…``): "-----BEGIN".
-_BASE64_ARMOUR = re.compile(rb"LS0tLS1CRUdJTi[A-Za-z0-9+/]{40,}")
+#: Base64 (a key pasted into a config as ``"key": "ewogICJ0eXBl…"``, a Kubernetes secret's ``tls.key: LS0tLS1…``):
+#: a run of 64 or more base64 characters, the standard or the URL-safe alphabet, wrapped lines (``base64``'s 76
+#: columns, indented in a YAML block) included. Each is decoded at its four alignments (text before the secret, or
+#: a run glued to the word before it, shifts the encoding), and what decodes to text is searched for every sign.
+_BASE64_RUN = re.compile(rb"[A-Za-z0-9+/_-]{16}(?:[A-Za-z0-9+/_-]|\r?\n[ \t]*){48,}")
+#: What a decoded run must hold within its first 96 bytes to be searched: 32 characters of ASCII text (JSON, PEM and
+#: INI files are; random bytes are not).
+_DECODED_TEXT = re.compile(rb"[\t\n\r\x20-\x7e]{32}")
+#: JSON's (and YAML's double-quoted) escapes a parser decodes: ``"\u0074ype"`` is ``"type"``.
+_ESCAPE = re.compile(rb"\\u([0-9A-Fa-f]{4})|\\x([0-9A-Fa-f]{2})|\\(/)")
+#: A configuration file is parsed (JSON or YAML, flow style included) when it names one of these and is at most
+#: this large: a kubeconfig's or a Docker client configuration's credentials are found by their place in it.
+_CONFIG_WORDS = re.compile(rb"(?i)users|auths|\\u00")
+MAX_CONFIG_BYTES = 256 * 1024
 
 
-#: JSON written in base64 (a key pasted into a config as ``"key": "ewogICJ0eXBl…"``): ``{`` and a quote, space or
-#: line break encode as ``ew``/``ey``; wrapped lines (``base64``'s 76 columns, indented in a YAML block) and the
-#: URL-safe alphabet are one blob. A service-account key is about 3 KB in base64, OAuth user credentials a few
-#: hundred bytes: blobs of 64 to 64 Ki characters, the first 32 of a file, are decoded.
-_BASE64_JSON = re.compile(rb"(?<![A-Za-z0-9+/_-])e[wy](?:[A-Za-z0-9+/_-]|\r?\n[ \t]*){62,65534}")
-MAX_BASE64_BLOBS = 32
+def _unescape(match: re.Match[bytes]) -> bytes:
+    code = match[1] or match[2]
+    return chr(int(code, 16)).encode("utf-8", "replace") if code else match[3]
 
 
-def _base64_json_kind(data: bytes) -> str | None:
-    """What Google credentials a base64 blob in ``data`` decodes to, if any (bounded: ``MAX_BASE64_BLOBS``)."""
-    for match in itertools.islice(_BASE64_JSON.finditer(data), MAX_BASE64_BLOBS):
-        blob = re.sub(rb"\s", b"", match.group()).translate(bytes.maketrans(b"-_", b"+/"))
+def _config_kind(data: bytes) -> str | None:
+    """Credentials a kubeconfig or a Docker client configuration holds, by where they are in the parsed document
+    (JSON, or YAML in block or flow style; ground/domain/credentials.py): a user entry's token, client key or
+    password; a registry entry's auth, password or token."""
+    try:
+        document = json.loads(data)             # JSON first: YAML refuses the tabs JSON files are indented with
+    except (ValueError, RecursionError):
         try:
-            decoded = base64.b64decode(blob[:len(blob) // 4 * 4])
-        except binascii.Error:
-            continue
-        kind = next((kind for kind, patterns in _JSON_SIGNS if all(p.search(decoded) for p in patterns)), None)
-        if kind is not None:
-            return f"{kind} (in base64)"
+            document = parse_yaml(data, "a file", "of the project")   # block or flow style; no aliases
+        except DomainError:
+            return None
+    if not isinstance(document, dict):
+        return None
+
+    def holds(entry: object, fields: tuple[str, ...]) -> bool:
+        return isinstance(entry, dict) and any(isinstance(entry.get(f), str) and entry[f].strip() for f in fields)
+
+    users = document.get(formats.KUBECONFIG_USERS_FIELD)
+    if isinstance(users, list) and any(isinstance(u, dict) and holds(u.get(formats.KUBECONFIG_USER_FIELD),
+                                                                     formats.KUBECONFIG_SECRET_FIELDS)
+                                       for u in users[:1000]):
+        return "a kubeconfig's credentials"
+    auths = document.get(formats.DOCKER_AUTHS_FIELD)
+    if isinstance(auths, dict) and any(holds(a, formats.DOCKER_SECRET_FIELDS) for a in list(auths.values())[:1000]):
+        return "a Docker registry password"
     return None
 
 
-def secret_kind(data: bytes) -> str | None:
+def _base64_kind(data: bytes) -> str | None:
+    """What secret a base64 run in ``data`` decodes to, if any. Every run is decoded (each character at most four
+    times, at its four alignments); only a decoding that begins as text is searched."""
+    for match in _BASE64_RUN.finditer(data):
+        blob = re.sub(rb"\s", b"", match.group()).translate(bytes.maketrans(b"-_", b"+/"))
+        for shift in range(4):
+            part = blob[shift:]
+            try:
+                decoded = base64.b64decode(part[:len(part) // 4 * 4])
+            except binascii.Error:
+                continue
+            if _DECODED_TEXT.search(decoded, 0, 96):
+                kind = secret_kind(decoded, decode=False)
+                if kind is not None:
+                    return f"{kind} (in base64)"
+    return None
+
+
+def secret_kind(data: bytes, *, decode: bool = True) -> str | None:
     """What secret ``data`` (a file's bytes) holds, by the ``_SIGNS`` it carries; None for none. Text in UTF-16 (a
-    byte-order mark) is searched as UTF-8; a PEM block or Google credentials' JSON encoded in base64 once more is
-    decoded and searched too, and a file with NUL bytes (UTF-16 without a byte-order mark) is searched without
-    them."""
+    byte-order mark) is searched as UTF-8, and a file with NUL bytes (UTF-16 without a byte-order mark) without
+    them; JSON's ``\\u`` escapes are searched decoded; a small configuration file is parsed for a kubeconfig's or
+    a Docker client's credentials; and (``decode``) base64 runs are decoded and searched too."""
     if data[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
         data = data.decode("utf-16", "replace").encode("utf-8", "replace")
     found = next((kind for kind, patterns in _SIGNS if all(p.search(data) for p in patterns)), None)
-    if found is None and b"\x00" in data and not data.startswith(b"SQLite format 3\x00"):
-        # UTF-16 without its byte-order mark, or text padded with NULs: the same signs with the NULs left out
-        found = secret_kind(data.replace(b"\x00", b""))
-    if found is None:
-        for match in _BASE64_ARMOUR.finditer(data):
-            head = base64.b64decode(match.group()[:64])           # 64 base64 characters: the first 48 bytes
-            if _PRIVATE_KEY.search(head):
-                return "a private key (in base64)"
-        found = _base64_json_kind(data)
+    if found is None and b"\\" in data:
+        unescaped = _ESCAPE.sub(_unescape, data)
+        if unescaped != data:
+            found = next((kind for kind, patterns in _SIGNS if all(p.search(unescaped) for p in patterns)), None)
+    if found is None and len(data) <= MAX_CONFIG_BYTES and _CONFIG_WORDS.search(data):
+        found = _config_kind(data)
+    nul = b"\x00" in data and not data.startswith(b"SQLite format 3\x00")
+    if found is None and nul:
+        # UTF-16 without its byte-order mark, or text padded with NULs: the same signs (base64 runs included) with
+        # the NULs left out
+        found = secret_kind(data.replace(b"\x00", b""), decode=decode)
+    if found is None and decode and not nul:
+        found = _base64_kind(data)
     return found
 
 
@@ -337,6 +394,7 @@ def scan_project(folder: str | Path) -> Project:
     secret = _spec(SECRET_PATTERNS)
     secrets: list[str] = []
     secret_files: set[tuple[int, int]] = set()     # (device, inode) of the files left out as secrets
+    never_paths: list[str] = []                    # what was left out as version control or tpuctl's own
 
     def run_folder(path: Path) -> bool:
         return any(os.path.lexists(path / marker) for marker in RUN_MARKERS)
@@ -349,6 +407,7 @@ def scan_project(folder: str | Path) -> Project:
             path = name + "/" if is_folder else name
             low = path.lower()
             if never.match_file(low) or is_folder and run_folder(root / name):
+                never_paths.append(name)
                 return True
             if ignored.ignored(path):
                 return True
@@ -365,6 +424,7 @@ def scan_project(folder: str | Path) -> Project:
                       bound_hint=": ship the code, keep data in a bucket (--data-dir gs://…), or leave files out "
                                  "with a .dockerignore")
     kept, hashes = [], {}
+    never_files: dict[tuple[int, int], str] | None = None
     for f in files:
         where = f"--code {root}: {shown_name(f.rel)}"
         try:
@@ -374,6 +434,15 @@ def scan_project(folder: str | Path) -> Project:
         if st is not None and stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) in secret_files:
             secrets.append(f"{f.rel} (a link to a secret)")
             continue
+        if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            # a hard link is the same file under a second name: one into .git/ (its config, with a remote's token)
+            # or a run folder never ships under any name
+            if never_files is None:
+                never_files = _inodes(root, never_paths)
+            twin = never_files.get((st.st_dev, st.st_ino))
+            if twin is not None:
+                secrets.append(f"{f.rel} (the same file as {shown_name(twin)}, which never ships)")
+                continue
         data = _read_scanned(f, where)
         kind = secret_kind(data)
         if kind is not None:
@@ -384,6 +453,32 @@ def scan_project(folder: str | Path) -> Project:
     if not any(f.rel.endswith(".py") for f in kept):
         raise UserError(f"--code {root} has no Python file to run (after .gitignore/.dockerignore)")
     return Project(root, tuple(kept), tuple(sorted(set(secrets))), hashes)
+
+
+#: How many entries of the folders that never ship are read to find a hard link's twin (a repository's objects are
+#: not its config: past this, the rest is not looked at).
+MAX_NEVER_SHIPPED_ENTRIES = 100_000
+
+
+def _inodes(root: Path, paths: list[str]) -> dict[tuple[int, int], str]:
+    """``(device, inode) -> path`` of the regular files at or below ``paths`` (relative to ``root``), links not
+    followed, at most ``MAX_NEVER_SHIPPED_ENTRIES`` entries (the shallowest first: ``.git/config`` before its
+    objects)."""
+    found: dict[tuple[int, int], str] = {}
+    queue, seen = collections.deque(paths), 0
+    while queue and seen < MAX_NEVER_SHIPPED_ENTRIES:
+        rel = queue.popleft()
+        try:
+            st = os.lstat(root / rel)
+        except OSError:
+            continue
+        seen += 1
+        if stat.S_ISREG(st.st_mode):
+            found[(st.st_dev, st.st_ino)] = rel
+        elif stat.S_ISDIR(st.st_mode):
+            with contextlib.suppress(OSError), os.scandir(root / rel) as entries:
+                queue.extend(f"{rel}/{e.name}" for e in itertools.islice(entries, MAX_NEVER_SHIPPED_ENTRIES))
+    return found
 
 
 def resolve_ref(project: Project, ref: str, flag: str) -> str:
@@ -490,38 +585,59 @@ _PYTHON_VALUED = frozenset({"-W", "-X", "-Q"})
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh"})
 
 
+#: Where an image keeps its own programs (the base image's and the trainer's: container/Dockerfile): an absolute path
+#: there is the image's; one elsewhere that exists on this machine is a file of this machine the image does not hold.
+IMAGE_PATHS = ("/usr/", "/bin/", "/sbin/", "/lib/", "/opt/tpuctl/", "/opt/conda/", "/opt/venv/")
+#: ``env``'s options that take the next word as their value (``env -u NAME``, ``env -C DIR``: GNU coreutils env(1))
+_ENV_VALUED = frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"})
+_ENV_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.S)
+
+
 def resolve_command(project: Project, program: tuple[str, ...] | list[str]) -> None:
     """The file a ``--command`` runs, checked against what ships (the program runs in the image's copy of the
     folder, so a script outside it, left out or missing fails only after machines are provisioned): ``python
-    FILE``, ``python -m MODULE`` where the folder holds MODULE's package, ``bash FILE``, ``./FILE``. A path inside
-    the folder given as an absolute path is refused (the image holds the folder elsewhere); programs on the image's
-    PATH, ``-c`` code and modules the folder does not hold are taken on trust. One UserError line, before anything
-    is created."""
-    head, words = os.path.basename(program[0]), iter(program[1:])
+    FILE``, ``python -m MODULE``, ``bash FILE``, ``./FILE``, each also behind ``env [NAME=VALUE…]``. A path inside
+    the folder given as an absolute path is refused (the image holds the folder elsewhere), and so is an absolute
+    path outside it that exists on this machine and is not where an image keeps programs (``IMAGE_PATHS``). A
+    module must be one of the folder's, the standard library's, the image's (``image_modules``) or a requirement's
+    (by its distribution's name); programs on the image's PATH and ``-c`` code are taken on trust. One UserError
+    line, before anything is created."""
+    shown = printable(" ".join(program), 120)
+    words = list(program)
+    while words and os.path.basename(words[0]) == "env":    # env [-i] [-u NAME] [NAME=VALUE]… PROGRAM ARGS
+        rest = iter(words[1:])
+        words = []
+        for word in rest:
+            if word in _ENV_VALUED:
+                next(rest, None)
+            elif not (word.startswith("-") or _ENV_ASSIGNMENT.fullmatch(word)):
+                words = [word, *rest]
+                break
+    if not words:
+        return
+    head, args = os.path.basename(words[0]), iter(words[1:])
     python = _PYTHON.fullmatch(head) is not None
     script = module = None
+    if "/" in words[0]:
+        _check_absolute(project, words[0], shown)
     if python or head in _SHELLS:
-        for word in words:
+        for word in args:
             if word in ("-c", "-"):
                 return
             if python and word in _PYTHON_VALUED:
-                next(words, None)
+                next(args, None)
             elif python and word.startswith("-m"):
-                module = word[2:] or next(words, None)
+                module = word[2:] or next(args, None) or ""
                 break
             elif not word.startswith("-"):
                 script = word
                 break
-    elif "/" in program[0]:
-        script = program[0]
-    shown = printable(" ".join(program), 120)
+    elif "/" in words[0]:
+        script = words[0]
     if script is not None:
         rel = _inside_project(project.root, script)
         if os.path.isabs(script):
-            if rel is not None:
-                raise UserError(f"--command {shown!r}: {printable(script, 200)} is inside --code {project.root}; "
-                                "name it relative to that folder, which the program runs in (the image holds the "
-                                "folder at another path)")
+            _check_absolute(project, script, shown)
             return                      # a program of the image's own
         if rel is None:
             raise UserError(f"--command {shown!r}: {printable(script, 200)} is outside --code {project.root}; the "
@@ -529,17 +645,62 @@ def resolve_command(project: Project, program: tuple[str, ...] | list[str]) -> N
         if rel not in {f.rel for f in project.files}:
             raise UserError(f"--command {shown!r}: {printable(rel, 200)} in --code {project.root} "
                             f"{_not_shipped(project, rel)}")
-    elif module and _MODULE_NAME.fullmatch(module):
-        base = module.replace(".", "/")
-        if not os.path.lexists(project.root / base.split("/", 1)[0]) and \
-                not os.path.lexists(project.root / f"{base.split('/', 1)[0]}.py"):
-            return                      # a module of the image's environment (pip, a requirement's)
+    elif module is not None:
+        _check_module(project, module, shown)
+
+
+def _check_absolute(project: Project, path: str, shown: str) -> None:
+    """An absolute path a command names: not one inside the folder, and not a file of this machine elsewhere."""
+    if not os.path.isabs(path):
+        return
+    if _inside_project(project.root, path) is not None:
+        raise UserError(f"--command {shown!r}: {printable(path, 200)} is inside --code {project.root}; name it "
+                        "relative to that folder, which the program runs in (the image holds the folder at another "
+                        "path)")
+    if os.path.lexists(path) and not path.startswith(IMAGE_PATHS):
+        raise UserError(f"--command {shown!r}: {printable(path, 200)} is a file of this machine, outside --code "
+                        f"{project.root}; the image holds that folder only: move the file into it")
+
+
+def _check_module(project: Project, module: str, shown: str) -> None:
+    """``python -m MODULE``: a module name, held by the folder (its files ship), else by the standard library, the
+    image or a requirement."""
+    if not _MODULE_NAME.fullmatch(module):
+        raise UserError(f"--command {shown!r}: {printable(module, 120)!r} is not a module name (dotted Python "
+                        "names, as `python -m pkg.train` takes one); run a file as `python path/to/file.py`")
+    base = module.replace(".", "/")
+    top = base.split("/", 1)[0]
+    if os.path.lexists(project.root / top) or os.path.lexists(project.root / f"{top}.py"):
         candidates = [f"{base}.py", f"{base}/__main__.py"]
         shipped = {f.rel for f in project.files}
         if not any(c in shipped for c in candidates):
             rel = next((c for c in candidates if os.path.lexists(project.root / c)), candidates[0])
             raise UserError(f"--command {shown!r}: {printable(rel, 200)} in --code {project.root} "
                             f"{_not_shipped(project, rel)}")
+        return
+    if top in sys.stdlib_module_names or top in image_modules() or \
+            canonicalize_name(top) in _required_names(project):
+        return
+    raise UserError(f"--command {shown!r}: no module {top} in --code {project.root}, in the standard library, in "
+                    f"the image or among its {REQUIREMENTS}'s distributions; put the module in that folder or add "
+                    f"its distribution to {REQUIREMENTS}")
+
+
+def image_modules() -> frozenset[str]:
+    """The top-level modules every image holds: the trainer, pip, and each distribution of the images' locks
+    (``requirements/image-*.lock``), by its import name where the trainer environment has it installed (its
+    site-packages' top-level entries), else by its distribution's name."""
+    names = {"trainer", "pip", "setuptools"}
+    for lock in sorted((envs.REPO_ROOT / "requirements").glob("image-*.lock")):
+        names.update(canonicalize_name(n).replace("-", "_") for n in pinned_versions(lock, every=True))
+    root = envs.trainer_python().parent.parent
+    for site in root.glob("lib/python3*/site-packages"):
+        with contextlib.suppress(OSError), os.scandir(site) as entries:
+            for entry in entries:
+                name = entry.name.split(".", 1)[0] if not entry.is_dir() else entry.name
+                if _MODULE_NAME.fullmatch(name) and not name.endswith(("_info",)):
+                    names.add(name)
+    return frozenset(names)
 
 
 def _inside_project(root: Path, where: str) -> str | None:
@@ -578,6 +739,8 @@ def _top_level_names(body: list[ast.stmt]) -> tuple[set[str], bool]:
     names: set[str] = set()
     open_ended = False
     for node in body:
+        if isinstance(node, ast.Delete):          # `del build` unbinds it (for what follows)
+            names.difference_update(t.id for t in node.targets if isinstance(t, ast.Name))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
             open_ended |= node.name == "__getattr__"
@@ -611,12 +774,13 @@ def _top_level_names(body: list[ast.stmt]) -> tuple[set[str], bool]:
     return names, open_ended
 
 
-def pinned_versions(lock: Path) -> dict[str, str]:
-    """``name -> version`` of the pinned packages in a lock file (``name==version`` lines)."""
+def pinned_versions(lock: Path, *, every: bool = False) -> dict[str, str]:
+    """``name -> version`` of the pinned packages in a lock file (``name==version`` lines): those of ``PINNED``, or
+    (``every``) every one."""
     out = {}
     for line in lock.read_text().splitlines():
-        name, sep, version = line.strip().partition("==")
-        if sep and canonicalize_name(name) in PINNED:
+        name, sep, version = line.split("#", 1)[0].strip().partition("==")
+        if sep and (every or canonicalize_name(name) in PINNED):
             out[canonicalize_name(name)] = version.split(";")[0].strip()
     return out
 

@@ -117,6 +117,21 @@ def test_a_link_is_judged_by_its_target(project, tmp_path):
         assert name in note, (name, note)
 
 
+def test_a_hard_link_into_version_control_or_a_run_never_ships(project, tmp_path):
+    """A fifth trial: a hard link to .git/config (a remote's token in its URL) under a harmless name shipped; the
+    same file under any name stays out, and a hard link between two files of the project ships."""
+    (project / ".git").mkdir()
+    (project / ".git" / "config").write_text("[core]\n\tbare = false\n")
+    os.link(project / ".git" / "config", project / "settings.ini")
+    (project / "runs" / "r1").mkdir(parents=True)
+    (project / "runs" / "r1" / "weights.bin").write_bytes(b"w")
+    os.link(project / "runs" / "r1" / "weights.bin", project / "weights.bin")
+    os.link(project / "model.py", project / "model_copy.py")
+    context, note = _shipped(project, tmp_path)
+    assert context == {"model.py", "model_copy.py"}, context
+    assert "settings.ini (the same file as .git/config" in note and "weights.bin (the same file as runs/r1/" in note
+
+
 def test_version_control_and_run_folders_never_ship_whatever_the_ignore_files_say(project, tmp_path):
     (project / ".git").mkdir()
     (project / ".git" / "config").write_text('[remote "origin"]\nurl = https://user:ghp_token@github.com/x\n')
@@ -204,6 +219,7 @@ def refs(project):
     (project / "ignored" / "m.py").write_text("def build(ctx): pass\n")
     (project / ".dockerignore").write_text("ignored/\nescape.py\n")
     (project / "broken.py").write_text("def build(ctx:\n")
+    (project / "deleted.py").write_text("def build(ctx): pass\ndel build\n")
     (project / "requirements.txt").write_text("my-models>=1\n")
     (project.parent / "outside.py").write_text("def build(ctx): pass\n")
     (project / "escape.py").symlink_to(project.parent / "outside.py")
@@ -238,6 +254,7 @@ def test_an_absolute_path_inside_the_folder_is_made_relative(refs):
     ("pkg.missing:build", "no module pkg.missing"),
     ("model.py", "name a function"),
     ("a\\b.py:build", "is outside --code"),
+    ("deleted.py:build", "defines no build"),               # a fifth trial: `del build` unbinds it
 ])
 def test_a_reference_the_image_cannot_satisfy_is_one_line(refs, ref, key):
     with pytest.raises(UserError) as err:
@@ -263,8 +280,9 @@ def test_a_vertex_dry_run_refuses_a_reference_the_image_cannot_satisfy(project, 
 
 @pytest.mark.parametrize("command", [
     "python model.py", "python3 -u -W ignore model.py --epochs 3", "python -m pkg.models", "python -mpkg.models",
-    "python -m pip list", "python -c 'print(1)'", "bash -e pkg/run.sh", "./pkg/run.sh", "/usr/bin/env python x.py",
-    "python /opt/image/train.py", "make train",
+    "python -m pip list", "python -c 'print(1)'", "bash -e pkg/run.sh", "./pkg/run.sh",
+    "/usr/bin/env PYTHONUNBUFFERED=1 python model.py", "env -u HOME python3 -m pkg.models", "python -m json.tool",
+    "python -m tensorboard.main", "python /opt/image/train.py", "/usr/bin/python3 model.py", "make train",
 ])
 def test_a_command_that_runs_what_ships_or_the_images_own_program_passes(refs, command):
     """Issue 56 (class 5, a fresh trial): only --model/--dataset were checked against what ships; a --command's
@@ -281,6 +299,14 @@ def test_a_command_that_runs_what_ships_or_the_images_own_program_passes(refs, c
     ("bash ../outside.py", "is outside --code"),
     ("./missing.sh", "does not exist"),
     ("python {root}/model.py", "name it relative to that folder"),
+    # a fifth trial: behind env, an absolute path of this machine, a module nothing provides, no module name at all
+    ("env python ../outside.py", "is outside --code"),
+    ("/usr/bin/env FOO=1 python3 missing.py", "does not exist"),
+    ("{root}/../outside.py", "a file of this machine"),
+    ("python {root}/../outside.py", "a file of this machine"),
+    ("python -m nomod", "no module nomod"),
+    ("python -m pkg/models", "is not a module name"),
+    ("python -m .venv", "is not a module name"),
 ])
 def test_a_command_whose_script_the_image_cannot_hold_is_one_line(refs, command, key):
     with pytest.raises(UserError) as err:
@@ -412,6 +438,27 @@ JWT = "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bn
                                                                          .encode()).decode().splitlines()),
      "a service-account key (in base64)"),                            # wrapped at 76 columns, {\n: "ewo…"
     (base64.urlsafe_b64encode(USER_CREDENTIALS.encode()).decode(), "OAuth user credentials (in base64)"),
+    # a fifth trial: JSON's escapes, base64 shifted by the text before the secret, other spellings and styles
+    (SA_KEY.replace("_", "\\u005f").replace("-----", "\\u002d" * 5),
+     "a service-account key"),
+    ("{" + ",".join('"' + "".join(f"\\u{ord(c):04x}" for c in k) + '": ' + json.dumps(v)
+                    for k, v in json.loads(USER_CREDENTIALS).items()) + "}", "OAuth user credentials"),
+    ('{"access_token": "ya\\u00329.' + "x" * 60 + '"}', "a Google access token"),
+    ('{"auths": {"r.example": {"\\u0061uth": "dXNlcjpwYXNz"}}}', "a Docker registry password"),
+    ('{"auths": {"r.example": {"identitytoken": "eyJhbGciOi' + "x" * 40 + '"}}}', "a Docker registry password"),
+    (base64.b64encode((" " + SA_KEY).encode()).decode(), "a service-account key (in base64)"),
+    (base64.b64encode(("  " + json.dumps(json.loads(USER_CREDENTIALS), indent=4)).encode()).decode(),
+     "OAuth user credentials (in base64)"),
+    ("data: x" + base64.b64encode(b"\n" + OPENSSH_KEY.encode()).decode() + "\n", "a private key (in base64)"),
+    (f"[default]\nAWS_ACCESS_KEY_ID = AKIAIOSFODNN7EXAMPLE\nAWS_SECRET_ACCESS_KEY = {AWS_SECRET}\n", "AWS credentials"),
+    (f"aws_access_key_id: AKIAIOSFODNN7EXAMPLE\naws_secret_access_key: {AWS_SECRET}\n", "AWS credentials"),
+    (f"export AWS_SECRET_ACCESS_KEY='{AWS_SECRET}'\n", "AWS credentials"),
+    (json.dumps({"kind": "Config", "users": [{"name": "u", "user": {"token": "abcdef0123456789abcdef"}}]}),
+     "a kubeconfig's credentials"),
+    ("kind: Config\nusers: [{name: u, user: {token: abcdef0123456789abcdef}}]\n", "a kubeconfig's credentials"),
+    ("users:\n- name: u\n  user:\n    username: admin\n    password: hunter2\n", "a kubeconfig's credentials"),
+    ('[core]\n\tbare = false\n[remote "origin"]\n\turl = https://user:tok@example.com/r.git\n',
+     "a git remote with credentials"),
 ])
 def test_more_secret_shapes_are_recognised_by_content_under_any_name(project, tmp_path, content, kind):
     """A fresh trial: an AWS credentials file, a Docker client configuration with a registry's password, a
@@ -435,6 +482,10 @@ def test_more_secret_shapes_are_recognised_by_content_under_any_name(project, tm
     "logo = '" + base64.b64encode(b"\x89PNG" + bytes(range(256)) * 4).decode() + "'\n",
     "payload = '" + base64.b64encode(json.dumps({"type": "metrics", "values": list(range(80))}).encode()).decode()
     + "'\n",
+    '{"credHelpers": {"europe-docker.pkg.dev": "gcloud"}}\n',                       # a helper's name only
+    "from dataclasses import dataclass\n@dataclass\nclass Team:\n    users: list[str]\n    token: str = ''\n",
+    '[remote "origin"]\n\turl = ssh://git@github.com/a/b.git\n',                    # a user name, no password
+    "\n".join("".join(chr(97 + (i * j) % 26) for j in range(70)) for i in range(40)),   # a word list
 ])
 def test_code_that_only_mentions_a_secrets_shape_ships(project, tmp_path, content):
     (project / "cloud.py").write_text(content)
