@@ -148,6 +148,12 @@ def test_any_argument_that_is_not_utf8_is_one_line(tmp_path, monkeypatch, args):
     (["--seed", "\u0661"], "--seed after `--`"), (["--train_batch_size", "\uff13\uff12"], "--train_batch_size after"),
     (["--steps_per_epoch", "1_0"], "ASCII digits"), (["--learning_rate", "\u0661.\u0665e-3"], "--learning_rate after"),
     (["--profile_steps", "\u0661-\u0662"], "--profile_steps after"), (["--code_dir", "/tmp"], "use --code"),
+    # a fifth trial: a plug-in function after `--` escaped the check against what ships, and flags the trainer does
+    # not take (an abbreviation, a typo, one given twice) passed cloud dry runs
+    (["--dataset", "../outside.py:build"], "use --dataset"), (["--model", "/etc/x.py:build"], "use --model"),
+    (["--train_ep", "3"], "unrecognized arguments: --train_ep"), (["--lr", "0.1"], "unrecognized arguments: --lr"),
+    (["--learning_rate", "0.1", "--learning_rate=0.2"], "--learning_rate is given twice"),
+    (["--lr_schedule", "linear"], "--lr_schedule"),
 ])
 def test_the_trainers_flags_after_the_separator_are_read_as_the_trainer_reads_them(tmp_path, monkeypatch, args, key):
     """Issue 56 (a fresh trial): other scripts' digits and underscores after `--` passed a dry run and reached the

@@ -130,7 +130,9 @@ def test_multi_worker_gpu_job_body_and_dry_run_equals_submitted(vertex):
     machine = {"machineType": "g2-standard-8", "acceleratorType": int(AcceleratorType.NVIDIA_L4), "acceleratorCount": 1}
     assert posted == _expected(
         "l4-cluster", "gpu-l4", [(machine, 1, ENV), (machine, 2, ENV)],
-        ["--distribution_strategy", "multi_worker", "--num_gpus", "1", "--data_dir", "gs://tpuctl-my-project-1-data",
+        # no --num_gpus: each worker uses every GPU it has, and the trainer refuses a GPU count beside multi_worker
+        # (this job's workers all failed at start until the planner read its command line with the trainer's parser)
+        ["--distribution_strategy", "multi_worker", "--data_dir", "gs://tpuctl-my-project-1-data",
          "--model_dir", "gs://tpuctl-my-project-1-artifacts/runs/l4-cluster", "--learning_rate", "0.01"],
     )
     printed = json.loads(dry.stdout)

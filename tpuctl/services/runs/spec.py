@@ -255,15 +255,20 @@ def plan(request: RunRequest, target: Any, outputs: StackOutputs | None, *, comm
     model_dir, folder = target.model_dir(p, name)
     hparams = tuple(a for pair in request.hparam for a in (f"--{HPARAM_PREFIX}{pair.split('=', 1)[0]}",
                                                            pair.split("=", 1)[1]))
+    chosen = strategy(accel, request.workers, request.option("parameter_servers", 0))
     trainer = TrainerArgs(
-        data_dir=data_dir, model_dir=model_dir,
-        distribution_strategy=strategy(accel, request.workers, request.option("parameter_servers", 0)),
-        num_gpus=accel.gpu_count if accel is not None and accel.kind == "gpu" and p.backend == "tensorflow" else None,
+        data_dir=data_dir, model_dir=model_dir, distribution_strategy=chosen,
+        # a GPU count is the one-machine strategy's; a cluster's workers use every GPU they have (the trainer refuses
+        # --num_gpus beside multi_worker: a multi-worker GPU run failed once its machines were there)
+        num_gpus=accel.gpu_count if accel is not None and accel.kind == "gpu" and p.backend == "tensorflow"
+        and chosen in ("gpu", "auto") else None,
         model=model, dataset=dataset, code_dir=target.code_dir(code) if plugin and code is not None else None,
         backend=p.backend,
         hub_handle=request.hub_handle, train_epochs=request.epochs, train_batch_size=request.batch_size,
         extra=(*hparams, *(("--profile_steps", request.profile_steps) if request.profile_steps else ()),
                *(("--export_name", request.export_name) if request.export_name else ()), *request.trainer_args))
+    if not program:
+        _check_trainer_argv(trainer)
     env = {"TF_USE_LEGACY_KERAS": "1"}
     if hub_cache:
         env["TFHUB_CACHE_DIR"] = hub_cache
@@ -311,6 +316,19 @@ def _check_keras3(code: str, model: str, why: str) -> None:
                         "build it with `import keras` (docs/your-code.md, Keras 3), or pass --backend tensorflow")
 
 
+def _check_trainer_argv(trainer: TrainerArgs) -> None:
+    """The trainer's command line read by the trainer's own parser (trainer.config, no TensorFlow), before anything
+    is created: a flag after `--` it does not know (an abbreviation included), a value it refuses, is one line here
+    rather than on a provisioned machine."""
+    from trainer.config import parse_args
+    from trainer.errors import UsageError as TrainerUsageError
+
+    try:
+        parse_args(trainer.argv())
+    except TrainerUsageError as err:
+        raise UserError(f"the trainer refuses its flags: {printable(str(err), 300)}") from None
+
+
 def _check_request(request: RunRequest, accel: domain.Accelerator | None, target: Any) -> None:
     """What no target can do, refused the same way on every target."""
     parameter_servers = request.option("parameter_servers", 0)
@@ -319,9 +337,15 @@ def _check_request(request: RunRequest, accel: domain.Accelerator | None, target
     if accel is not None and accel.kind == "tpu" and parameter_servers:
         raise UserError(f"--parameter-servers cannot be combined with {accel.name}: TPUStrategy runs one process "
                         "per host")
-    for flag, option in (("data_dir", "--data-dir"), ("model_dir", "--model-dir"), ("code_dir", "--code")):
+    for flag, option in (("data_dir", "--data-dir"), ("model_dir", "--model-dir"), ("code_dir", "--code"),
+                         ("dataset", "--dataset"), ("model", "--model")):
+        # a plug-in function is resolved against what ships (usercode.resolve_ref): after `--` it would not be
         if flag_value(request.trainer_args, flag) is not None:
             raise UserError(f"--{flag} after `--`: tpuctl sets it; use {option}")
+    names = [arg[2:].partition("=")[0] for arg in request.trainer_args if arg.startswith("--") and len(arg) > 2]
+    twice = next((name for name in names if names.count(name) > 1), None)
+    if twice is not None:       # the trainer would take the last one silently
+        raise UserError(f"--{printable(twice, 60)} is given twice after `--`; give it once")
     # the trainer's numbers after `--` as the trainer reads them (ASCII digits, its bounds), before anything is
     # created (issue 56, a fresh trial: `-- --seed ١` passed a cloud dry run)
     parsers = {**{flag: bound.parse for flag, bound in TASK_BOUNDS.items()}, "profile_steps": parse_profile_steps}
