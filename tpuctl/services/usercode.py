@@ -587,7 +587,7 @@ _SHELLS = frozenset({"sh", "bash", "dash", "zsh"})
 
 #: Where an image keeps its own programs (the base image's and the trainer's: container/Dockerfile): an absolute path
 #: there is the image's; one elsewhere that exists on this machine is a file of this machine the image does not hold.
-IMAGE_PATHS = ("/usr/", "/bin/", "/sbin/", "/lib/", "/opt/tpuctl/", "/opt/conda/", "/opt/venv/")
+IMAGE_PATHS = ("/usr/", "/bin/", "/sbin/", "/lib/", "/opt/tpuctl/")
 #: ``env``'s options that take the next word as their value (``env -u NAME``, ``env -C DIR``: GNU coreutils env(1))
 _ENV_VALUED = frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"})
 _ENV_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.S)
