@@ -26,6 +26,12 @@ EPOCH_START = "epoch-start"
 EPOCH_END = "epoch-end"
 SKIPPED_RECORDS = "skipped-records"
 RESULT = "tpuctl-result"
+#: The fields of every completion record the trainer prints (trainer.rundir.result_of, on either backend): a record
+#: without one of them is no record of this trainer (a launcher refuses it as a finished run).
+RESULT_FIELDS = ("export_dir", "val_accuracy", "exported_epoch", "best_epoch", "best_val_accuracy", "last_val_accuracy",
+                 "epochs", "stopped_early", "export", "export_name", "model", "source", "strategy", "mixed_precision",
+                 "num_workers", "train_examples", "validation_examples", "validation_exact", "skipped_records", "timing",
+                 "backend", "keras")
 #: Kinds whose payload is one JSON object.
 JSON_KINDS = frozenset({SUMMARY, RESULT})
 KINDS = frozenset({PROGRESS, SUMMARY, EPOCH_START, EPOCH_END, SKIPPED_RECORDS, RESULT})

@@ -224,7 +224,9 @@ def resuming_line(cfg, input_steps: int, steps_per_epoch: int, skip: int) -> str
 
 def result_of(cfg, *, export_dir: str, export_name: str, chosen: dict, info, source, precision: str, exact: bool,
               keras: str, timing: dict | None) -> dict:
-    """The run's result (``result.json``, the ``tpuctl-result:`` line; docs/trainer.md)."""
+    """The run's result (``result.json``, the ``tpuctl-result:`` line; docs/trainer.md): ``protocol.RESULT_FIELDS``,
+    each one (a launcher refuses a record without one; tests/trainer check both backends' records hold exactly
+    them)."""
     return {
         "export_dir": export_dir,
         **chosen,

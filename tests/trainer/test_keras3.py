@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+from trainer import protocol
+
 from procfixtures import Watched
 
 #: What the model function says about the model it built: its backend, and how its hidden kernel lies on the devices.
@@ -110,6 +112,8 @@ def test_a_keras3_model_trains_on_tensorflow_as_its_tf_keras_twin_and_exports_to
     twin = in_process(["trainer.task", *_flags(project, tmp_path / "twin", model="twin.py:build")]).result
     assert result["backend"] == "tensorflow" and result["keras"] == "keras3" and result["strategy"] == "default"
     assert twin["backend"] == "tensorflow" and twin["keras"] == "tf_keras"
+    # every record holds exactly the fields a launcher requires of one (trainer.protocol.RESULT_FIELDS)
+    assert sorted(result) == sorted(twin) == sorted(protocol.RESULT_FIELDS), sorted(result)
     assert "backend=tensorflow keras=keras3" in run.stdout and "user model: tensorflow" in run.stdout
     assert _exact(result) and _exact(twin)
     print(f"val_accuracy keras3 {result['val_accuracy']:.4f}, tf_keras {twin['val_accuracy']:.4f}")
@@ -222,6 +226,7 @@ def test_killed_on_jax_mid_epoch_it_goes_on_with_the_batches_where_it_stopped(to
     assert next(line for line in resumed.stdout_lines if line.startswith("progress:")) == f"progress: {stopped + 1}/{steps}"
     assert result["timing"]["total_steps"] == 2 * steps and result["timing"]["steps"] == steps - stopped
     assert result["backend"] == "jax" and result["epochs"] == 2 and _exact(result)
+    assert sorted(result) == sorted(protocol.RESULT_FIELDS), sorted(result)
     # the batches: the killed run's up to its backup and the resumed run's after it are the input stream's, in order
     log = "batches-chief-0.txt"
     before, after = tools.logged_batches(tmp_path / "killed" / log), tools.logged_batches(tmp_path / "resumed" / log)

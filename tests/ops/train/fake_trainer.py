@@ -156,9 +156,19 @@ if task["type"] == "chief":
     (export / "variables").mkdir(exist_ok=True)
     (export / "variables" / "variables.index").write_bytes(b"fake index" + (0xDB4775248B80FB57).to_bytes(8, "little"))
     (export / "variables" / "variables.data-00000-of-00001").write_bytes(b"" if mode == "empty-variables" else b"w")
-    result = {"export_dir": str(export), "val_accuracy": 0.875, "epochs": 1, "model": "small_cnn",
-              "strategy": flag("--distribution_strategy"), "num_workers": len(sum(tf_config.get("cluster", {}).values(), [])) or 1,
-              "train_examples": 10, "validation_examples": 10}
+    # every field of the trainer's record (trainer.protocol.RESULT_FIELDS); "minimal-record" and "bad-value" are a
+    # plug-in's forgeries of another shape (issue 56, a fifth trial)
+    result = {"export_dir": str(export), "val_accuracy": 0.875, "exported_epoch": 2, "best_epoch": 2,
+              "best_val_accuracy": 0.8, "last_val_accuracy": 0.8, "epochs": 2, "stopped_early": False,
+              "export": "best", "export_name": "small_cnn", "model": "small_cnn", "source": "tfrecords",
+              "strategy": flag("--distribution_strategy"), "mixed_precision": "off",
+              "num_workers": len(sum(tf_config.get("cluster", {}).values(), [])) or 1,
+              "train_examples": 10, "validation_examples": 10, "validation_exact": True, "skipped_records": 0,
+              "timing": None, "backend": "tensorflow", "keras": "tf_keras"}
+    if mode == "minimal-record":
+        result = {"export_dir": str(export), "val_accuracy": 1.0}
+    elif mode == "bad-value":
+        result["val_accuracy"] = 7.5
     if mode != "no-result-file":
         write_whole(model_dir / "result.json", json.dumps({**result, "val_accuracy": 0.5} if mode == "other-record"
                                                           else result))

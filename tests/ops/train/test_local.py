@@ -315,6 +315,8 @@ def test_a_trainer_that_ends_well_without_its_completion_record_is_a_failed_run(
     ("empty-variables", "its data shards are empty"),                          # a copied export, cut short
     ("no-result-file", "no readable result.json"),
     ("other-record", "is not the record the trainer printed"),
+    ("minimal-record", "it has no 'exported_epoch'"),                          # a fifth trial: two fields only
+    ("bad-value", "its 'val_accuracy' is no value the trainer writes"),
 ])
 def test_a_completion_record_whose_export_is_not_there_is_a_failed_run(fake_trainer, tools, tmp_path, mode, key):
     """Issue 56 (two fresh trials): a plug-in that wrote a copied result.json, printed the completion record and left

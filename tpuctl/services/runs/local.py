@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TextIO
 
+from pydantic import ValidationError
+
 from ground import domain
 from ground.envs import trainer_env
 from ground.errors import UserError
@@ -153,6 +155,14 @@ def _export_unproven(result: dict, model_dir: str) -> str | None:
     and left an empty export folder, or a one-byte file, was a finished run with its accuracy). Code running inside
     the trainer has the trainer's powers, so this proves what was recorded exists and has the shape of what the trainer
     writes, not how it was made (docs/your-code.md)."""
+    missing = next((f for f in protocol.RESULT_FIELDS if f not in result), None)
+    if missing is not None:     # a record of the trainer's shape: every field it writes (issue 56, a fifth trial)
+        return f"it has no {missing!r}, which every record of the trainer holds"
+    try:
+        records.ResultRecord.model_validate(result)
+    except ValidationError as err:
+        first = err.errors()[0]
+        return f"its {'.'.join(str(x) for x in first['loc'])!r} is no value the trainer writes ({first['msg']})"
     export = result.get("export_dir")
     if is_gs(model_dir) or not isinstance(export, str):
         return None if is_gs(model_dir) else "no export_dir"
