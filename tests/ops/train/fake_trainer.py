@@ -5,7 +5,7 @@ trainer env. Records what it was given in $FAKE_LOG_DIR and behaves per $FAKE_MO
 ok (default) | fail (error line, exit 3) | hang (wait to be stopped) | ignore-term (also ignores SIGTERM)
 | worker-fails (task worker 0 exits 1 after a moment, the chief waits) | worker-leaves (worker 0 exits 0 at
 once, the chief fails after a moment) | no-result (exit 0 without the completion
-record, as a plug-in that ended the process would leave it).
+record, as a plug-in that ended the process would leave it) | said-then-exit-0 (the same after an error line).
 """
 
 import json
@@ -131,8 +131,10 @@ if task["type"] == "chief" and "ps" in cluster:   # a coordinator waits for its 
         time.sleep(0.05)
 
 model_dir = Path(flag("--model_dir"))
-if mode == "no-result":
+if mode in ("no-result", "said-then-exit-0"):
     (model_dir / "checkpoints").mkdir(parents=True, exist_ok=True)    # some work left behind, no result
+    if mode == "said-then-exit-0":    # the trainer's own error line, then a plug-in's exit handler's os._exit(0)
+        print("error: model.py:3: --model model.py:build raised ValueError: boom (fake)", file=sys.stderr, flush=True)
     sys.exit(0)
 if mode == "diverged":          # the trainer's end of a run whose loss is no longer a number (exit 4)
     (model_dir / "checkpoints").mkdir(parents=True, exist_ok=True)

@@ -308,6 +308,19 @@ def test_a_trainer_that_ends_well_without_its_completion_record_is_a_failed_run(
     assert "failed" in row, listed.stdout
 
 
+def test_a_trainer_that_said_why_and_then_ended_well_is_one_line(fake_trainer, tools, tmp_path):
+    """Issue 56 (a fifth trial): the trainer's own error line, then a plug-in's exit handler ended the process with
+    status 0: "ended with exit status 0 but without its completion record" was a second error line. The trainer's
+    line is the one; the run failed all the same."""
+    env = {**fake_trainer, "FAKE_MODE": "said-then-exit-0"}
+    proc = tools.run_cli(["train", "--name", "r-2", "--epochs", "1"], env=env, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    [line] = [l for l in proc.stderr.splitlines() if "error: " in l]
+    assert "raised ValueError: boom" in line, proc.stderr
+    listed = json.loads(tools.run_cli(["runs", "ls", "--json"], env=env, cwd=tmp_path).stdout)
+    assert [(row["run"], row["state"]) for row in listed] == [("r-2", "failed")], listed
+
+
 @pytest.mark.parametrize("mode, key", [
     ("empty-export", "saved_model.pb is missing"),
     ("junk-export", "saved_model.pb is not a SavedModel"),

@@ -559,9 +559,13 @@ class LocalTarget(LocalPlanning):
             # the bundled trainer's run finished only when its chief printed its completion record (written last,
             # after result.json): an exit status of 0 alone proves nothing (a plug-in may end the process itself)
             self._record(started, state="failed", provisioned=min(provisioned, default=None))
-            raise UserError("the trainer ended with exit status 0 but without its completion record (result.json "
-                            f"in {self.spec.model_dir}): the run did not finish; the lines above say where it "
-                            f"stopped ({self.spec.resume_hint} once fixed)", 1)
+            message = ("the trainer ended with exit status 0 but without its completion record (result.json "
+                       f"in {self.spec.model_dir}): the run did not finish; the lines above say where it "
+                       f"stopped ({self.spec.resume_hint} once fixed)")
+            # a trainer that said why in its own `error:` line (then a plug-in's exit handler ended it with status
+            # 0): that line is the one shown (the CLI's said_why), the run failed all the same
+            said = next((t for t in outcome.tasks if (t.last_error_line() or "").startswith("error:")), None)
+            raise TaskFailed(message, 1, said) if said is not None else UserError(message, 1)
         unproven = _export_unproven(outcome.result, self.spec.model_dir) if not self.spec.command else None
         if unproven is not None:
             set_aside_result(self.spec.model_dir, started)
