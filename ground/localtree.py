@@ -28,6 +28,7 @@ class TreeFile:
     path: Path        # where to read the bytes (an in-tree symlink: its target)
     rel: str          # relative posix path under the root
     size: int
+    executable: bool = False    # its owner may run it (packed as 0755 rather than 0644)
 
 
 def strip_dot_prefix(name: str) -> str:
@@ -188,9 +189,9 @@ def scan_tree(root: Path, source: str, skip: Skip | None = None, *, max_entries:
             raise os_error(exc, f"{source}: {rel_dir or '.'}") from None
         return sorted(entries, key=lambda e: e.name)
 
-    def keep(path: Path, rel: str, size: int) -> None:
+    def keep(path: Path, rel: str, size: int, executable: bool = False) -> None:
         nonlocal total
-        out.append(TreeFile(path, rel, size))
+        out.append(TreeFile(path, rel, size, executable))
         total += size
         if max_files is not None and len(out) > max_files:
             raise UserError(f"{source} holds more than {max_files:,} files (stopped at '{shown_name(rel)}'){bound_hint}")
@@ -239,7 +240,7 @@ def scan_tree(root: Path, source: str, skip: Skip | None = None, *, max_entries:
                 if stat.S_ISDIR(st.st_mode):
                     walk(path, rel + "/", active + (Path(os.path.realpath(path)),))
                 elif stat.S_ISREG(st.st_mode):
-                    keep(path, rel, st.st_size)
+                    keep(path, rel, st.st_size, bool(st.st_mode & stat.S_IXUSR))
                 else:
                     raise refuse(rel, f"it is a {_kind(st.st_mode)}, not a regular file")
             except UserError:

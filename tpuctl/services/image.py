@@ -181,7 +181,9 @@ def write_context(variant: str, dest: Path, root: Path = REPO_ROOT, project: use
             # the user's files as they were scanned (project.read): one changed since (a key swapped in) is refused
             data = project.read(shipped[rel]) if project is not None and rel in shipped else path.read_bytes()
             info = tarfile.TarInfo(rel)
-            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            # a script the user may run as ./FILE keeps its owner's x bit (as everyone's: the image runs as uid 10001)
+            executable = rel in shipped and shipped[rel].executable
+            info.size, info.mode, info.mtime = len(data), 0o755 if executable else 0o644, 0
             tar.addfile(info, io.BytesIO(data))
     return write_atomically(dest, buf.getvalue())
 

@@ -67,14 +67,15 @@ ALWAYS_LEFT_OUT = ["__pycache__/", "*.pyc", ".venv/", "venv/", ".venv-*/", "env/
                    ".ruff_cache/", ".ipynb_checkpoints/", ".DS_Store"]
 #: Never shipped, whatever the ignore files say: version control (a token in a remote's URL, the whole history) and
 #: tpuctl's own folders (runs: checkpoints and exports; the hub cache). Matched in any case.
-NEVER_SHIPPED = [".git", ".hg", ".svn", ".tpuctl-cache", "/runs"]
+NEVER_SHIPPED = [".git", ".hg", ".svn", ".bzr", "cvs/", "_darcs", ".tpuctl-cache", "/runs"]
 #: A folder holding one of these is a run's, a trial's or a training trainer's (records.RUN_FILE,
 #: tuning.local.TRIAL_FILE, trainer.task.LOCK_FILE; tests/ops/train/test_your_code.py checks they agree).
 RUN_MARKERS = ("tpuctl-run.json", "tpuctl-trial.json", ".tpuctl-train.lock")
 #: Files and folders whose name says credentials: left out, and named. Matched in lower case.
 SECRET_PATTERNS = [".env", ".env.*", "*.env", ".envrc", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore", "*.ppk",
                    "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", "*_rsa", "*_ecdsa", "*_ed25519",
-                   ".netrc", "_netrc", ".pypirc", ".git-credentials", ".pgpass", ".boto", ".s3cfg", ".npmrc",
+                   ".netrc", "_netrc", ".pypirc", "*git-credentials*", ".pgpass", ".boto", ".s3cfg", ".npmrc",
+                   ".env~", ".env[ \t]*", ".databrickscfg", ".vault-token", "kaggle.json", ".kaggle/", "secrets.toml",
                    "credentials.json", "*credentials*.json", "*service-account*.json",
                    "*serviceaccount*.json", "*service_account*.json",
                    ".aws/", ".ssh/", ".gnupg/", ".docker/", ".kube/", ".azure/", ".config/gcloud/",
@@ -137,9 +138,13 @@ _SIGNS: tuple[tuple[str, tuple[re.Pattern[bytes], ...]], ...] = (
                                              for prefix in formats.GITHUB_TOKEN_PREFIXES)
                                    + b"|" + _word(formats.GITHUB_FINE_GRAINED_PREFIX, rb"[A-Za-z0-9_]{22,}",
                                                   rb"[A-Za-z0-9_]").pattern),)),
-    ("a git remote with credentials", (re.compile(rb"(?m)^[ \t]*\[remote[ \t]"),
-                                       re.compile(rb"(?m)^[ \t]*url[ \t]*=[ \t]*[A-Za-z][A-Za-z0-9+.-]*://"
-                                                  rb"(?:[^\s/@:]*:[^\s/@]+|[A-Za-z0-9_.~-]{20,})@"))),
+    # a setting whose name ends in "url" holding a URL with a password or a token before its host (a git remote,
+    # .gitmodules, pip.conf's index-url, a DATABASE_URL): RFC 3986 userinfo
+    ("a URL with a password", (re.compile(rb"(?im)^[ \t]*(?:export[ \t]+)?[\"']?[\w.-]*url[\"']?[ \t]*[=:][ \t]*[\"']?"
+                                          rb"[a-z][a-z0-9+.-]*://(?:[^\s/@:\"']*:[^\s/@\"']+|[a-z0-9_.~-]{20,})@"),)),
+    # git's http.extraheader with credentials (what actions/checkout writes into .git/config)
+    ("an HTTP authorization header", (re.compile(rb"(?im)^[ \t]*extraheader[ \t]*=[ \t]*[\"']?authorization:"
+                                                 rb"[ \t]*(?:basic|bearer)[ \t]+[A-Za-z0-9+/=._~-]{8,}"),)),
 )
 REQUIREMENTS = "requirements.txt"
 #: TensorFlow's distributions (and Apple's plug-in that installs its own): an image has one of them, and a second would
@@ -175,10 +180,12 @@ class Project:
         return next((f for f in self.files if f.rel == REQUIREMENTS), None)
 
     def digest(self) -> str:
-        """sha256 over every shipped file's path and the sha256 of its bytes (the order is the paths')."""
+        """sha256 over every shipped file's path, the sha256 of its bytes and whether it is executable (the order is
+        the paths')."""
         h = hashlib.sha256()
         for f in self.files:
-            h.update(f.rel.encode() + b"\0" + (self.hashes.get(f.rel) or _sha256(self.read(f))).encode() + b"\0")
+            h.update(f.rel.encode() + b"\0" + (self.hashes.get(f.rel) or _sha256(self.read(f))).encode() + b"\0"
+                     + (b"x\0" if f.executable else b""))
         return h.hexdigest()
 
     def read(self, f: TreeFile) -> bytes:
@@ -642,9 +649,21 @@ def resolve_command(project: Project, program: tuple[str, ...] | list[str]) -> N
         if rel is None:
             raise UserError(f"--command {shown!r}: {printable(script, 200)} is outside --code {project.root}; the "
                             "image holds that folder only: move the file into it")
-        if rel not in {f.rel for f in project.files}:
+        shipped = {f.rel: f for f in project.files}
+        if python and rel not in shipped and f"{rel}/__main__.py" in shipped:
+            return                      # `python DIR`: the folder's __main__.py
+        if rel not in shipped:
             raise UserError(f"--command {shown!r}: {printable(rel, 200)} in --code {project.root} "
                             f"{_not_shipped(project, rel)}")
+        if not (python or head in _SHELLS):         # ./FILE: the image runs it as the kernel would
+            f = shipped[rel]
+            if not f.executable:
+                raise UserError(f"--command {shown!r}: {printable(rel, 200)} is not executable, and the image runs "
+                                f"it as it is: `chmod +x {printable(rel, 200)}`, or run it as `bash {rel}` or "
+                                f"`python {rel}`")
+            if not project.read(f).startswith((b"#!", b"\x7fELF")):
+                raise UserError(f"--command {shown!r}: {printable(rel, 200)} has no #! line naming its interpreter: "
+                                f"add one (`#!/usr/bin/env python3`), or run it as `python {rel}`")
     elif module is not None:
         _check_module(project, module, shown)
 

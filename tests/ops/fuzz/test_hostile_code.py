@@ -117,6 +117,21 @@ def test_a_link_is_judged_by_its_target(project, tmp_path):
         assert name in note, (name, note)
 
 
+def test_credential_files_and_other_version_control_never_ship_by_name(project, tmp_path):
+    """A sixth trial: an editor's backup of .env, git credentials under another name, other tools' token files and
+    other version control systems' folders shipped."""
+    for name in (".env~", ".env ", ".git-credentials.old", "git-credentials.txt", ".databrickscfg", ".vault-token",
+                 "secrets.toml"):
+        (project / name).write_text("TOKEN=x\n")
+    for folder in ("CVS", ".bzr/branch", ".kaggle"):
+        (project / folder).mkdir(parents=True)
+        (project / folder / "f").write_text("x\n")
+    (project / "environment.py").write_text("X = 1\n")                  # a name that only begins like .env
+    context, note = _shipped(project, tmp_path)
+    assert context == {"model.py", "environment.py"}, context
+    assert all(name in note for name in (".env~", "git-credentials.txt", ".kaggle", ".vault-token")), note
+
+
 def test_a_hard_link_into_version_control_or_a_run_never_ships(project, tmp_path):
     """A fifth trial: a hard link to .git/config (a remote's token in its URL) under a harmless name shipped; the
     same file under any name stays out, and a hard link between two files of the project ships."""
@@ -283,11 +298,14 @@ def test_a_vertex_dry_run_refuses_a_reference_the_image_cannot_satisfy(project, 
     "python -m pip list", "python -c 'print(1)'", "bash -e pkg/run.sh", "./pkg/run.sh",
     "/usr/bin/env PYTHONUNBUFFERED=1 python model.py", "env -u HOME python3 -m pkg.models", "python -m json.tool",
     "python -m tensorboard.main", "python /opt/image/train.py", "/usr/bin/python3 model.py", "make train",
+    "python pkg",                                                     # a folder with its __main__.py
 ])
 def test_a_command_that_runs_what_ships_or_the_images_own_program_passes(refs, command):
+    (refs.root / "pkg" / "__main__.py").write_text("print(1)\n")
     """Issue 56 (class 5, a fresh trial): only --model/--dataset were checked against what ships; a --command's
     script was not. A program on the image's PATH, -c code and modules the folder does not hold are the image's."""
-    (refs.root / "pkg" / "run.sh").write_text("echo\n")
+    (refs.root / "pkg" / "run.sh").write_text("#!/bin/sh\necho\n")
+    (refs.root / "pkg" / "run.sh").chmod(0o755)
     usercode.resolve_command(usercode.scan_project(refs.root), tuple(shlex.split(command)))
 
 
@@ -307,11 +325,34 @@ def test_a_command_that_runs_what_ships_or_the_images_own_program_passes(refs, c
     ("python -m nomod", "no module nomod"),
     ("python -m pkg/models", "is not a module name"),
     ("python -m .venv", "is not a module name"),
+    # a sixth trial: the image packed every file 0644, so ./FILE could never run there
+    ("./noexec.sh", "is not executable"),
+    ("./noshebang.py", "has no #! line"),
 ])
 def test_a_command_whose_script_the_image_cannot_hold_is_one_line(refs, command, key):
+    (refs.root / "noexec.sh").write_text("#!/bin/sh\necho\n")
+    (refs.root / "noshebang.py").write_text("print(1)\n")
+    (refs.root / "noshebang.py").chmod(0o755)
+    refs = usercode.scan_project(refs.root)
     with pytest.raises(UserError) as err:
         usercode.resolve_command(refs, tuple(shlex.split(command.format(root=refs.root))))
     assert key in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_an_executable_script_is_packed_executable(project, tmp_path):
+    """A sixth trial: every file was packed 0644, so `--command ./run.sh` failed with "Permission denied" in every
+    image; a script its owner may run is packed 0755 (and a change of that bit is a change of the code's tag)."""
+    import tarfile
+
+    (project / "run.sh").write_text("#!/bin/sh\necho\n")
+    (project / "run.sh").chmod(0o755)
+    scanned = usercode.scan_project(project)
+    context = image.write_context("cpu", tmp_path / "ctx.tar.gz", project=scanned)
+    with tarfile.open(context) as tar:
+        modes = {m.name: m.mode for m in tar.getmembers() if m.name.startswith("code/")}
+    assert modes["code/run.sh"] == 0o755 and modes["code/model.py"] == 0o644, modes
+    (project / "run.sh").chmod(0o644)
+    assert usercode.scan_project(project).digest() != scanned.digest()
 
 
 @pytest.mark.parametrize("target", ["vertex", "tpu-vm"])
@@ -458,7 +499,12 @@ JWT = "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bn
     ("kind: Config\nusers: [{name: u, user: {token: abcdef0123456789abcdef}}]\n", "a kubeconfig's credentials"),
     ("users:\n- name: u\n  user:\n    username: admin\n    password: hunter2\n", "a kubeconfig's credentials"),
     ('[core]\n\tbare = false\n[remote "origin"]\n\turl = https://user:tok@example.com/r.git\n',
-     "a git remote with credentials"),
+     "a URL with a password"),
+    # a sixth trial: .gitmodules, pip.conf, actions/checkout's header
+    ('[submodule "lib"]\n\tpath = lib\n\turl = https://bob:hunter2@gitlab.com/a/lib.git\n', "a URL with a password"),
+    ("[global]\nindex-url = https://bob:hunter2@pypi.example.com/simple\n", "a URL with a password"),
+    ("[http]\n\textraheader = AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46Z2hzXzEyMw==\n",
+     "an HTTP authorization header"),
 ])
 def test_more_secret_shapes_are_recognised_by_content_under_any_name(project, tmp_path, content, kind):
     """A fresh trial: an AWS credentials file, a Docker client configuration with a registry's password, a

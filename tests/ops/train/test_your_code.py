@@ -132,6 +132,11 @@ def test_a_plugin_run_is_planned_with_its_code_on_every_target(project, monkeypa
     (["--command", "python t.py", "--epochs", "3"], "--epochs is the bundled trainer's"),
     (["--command", "python t.py", "--", "--seed", "1"], "flags after `--`"),
     (["--command", "python 'unclosed"], "--command"),
+    # a sixth trial: shell syntax reached the program as words (or named no program), and a cloud dry run took it
+    (["--command", "FOO=1 python t.py"], "'FOO=1' is shell syntax"),
+    (["--command", "cd sub && python t.py"], "'&&' is shell syntax"),
+    (["--command", "python t.py | tee log"], "'|' is shell syntax"),
+    (["--command", "cd sub"], "'cd' is shell syntax"),
     (["--hparam", "units=3"], "--hparam"),
     (["--hparam", "Units=3", "--model", "m.py:build"], "--hparam"),
     # the trainer refuses a value that is no finite number once it starts: a cloud job would be created first

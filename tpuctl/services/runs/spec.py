@@ -387,6 +387,13 @@ def _label(value: str) -> str:
     return re.sub(r"[^a-z0-9_-]", "-", value.lower())[:63]
 
 
+#: Words that only a shell gives a meaning (POSIX sh: control and redirection operators), and the first words a
+#: shell runs itself (a variable assignment, its builtins that change the shell: ``cd``, ``export``, ``source``).
+_SHELL_OPERATORS = frozenset({"|", "||", "&&", "&", ";", ";;", ">", ">>", "<", "<<", "2>", "2>>", "2>&1", ">&", "|&"})
+_SHELL_BUILTINS = frozenset({"cd", "export", "source", ".", "set", "unset", "alias", "exec"})
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.S)
+
+
 def _command(request: RunRequest) -> tuple[str, ...]:
     """--command as the argv every worker runs (shell words; no shell runs it), and what it rules out."""
     if request.command is None:
@@ -397,6 +404,14 @@ def _command(request: RunRequest) -> tuple[str, ...]:
         raise UserError(f"--command {printable(request.command, 120)!r}: {exc} (quote it as a shell would)") from None
     if not words:
         raise UserError("--command is empty: give your program and its arguments, e.g. \"python train.py\"")
+    # no shell runs it (locally, in a container, on a host): a shell's syntax would reach the program as words
+    shell = next((w for w in words if w in _SHELL_OPERATORS), None)
+    if shell is None and (_ASSIGNMENT.fullmatch(words[0]) or words[0] in _SHELL_BUILTINS):
+        shell = words[0]
+    if shell is not None:
+        raise UserError(f"--command {printable(request.command, 120)!r}: {printable(shell, 40)!r} is shell syntax, and "
+                        "no shell runs --command (its words are the program and its arguments): run a shell, "
+                        "e.g. --command \"bash -c 'cd sub && python train.py'\", or a script of your own")
     trainer_only = [flag_name for flag_name, given in (
         ("--model", request.model), ("--dataset", request.dataset), ("--hparam", request.hparam or None),
         ("--hub-handle", request.hub_handle), ("--epochs", request.epochs), ("--batch-size", request.batch_size),
