@@ -118,8 +118,8 @@ def training_callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_pe
         epoch's checkpoint, the best epoch and the backup see it (first among the callbacks), so nothing diverged is
         exported or backed up. The loss is the epoch's running mean, read one step late: the device is never waited
         for (the step after it is already under way). At each epoch's end every metric, validation's too, is
-        checked; the weights are checked before each backup (StepBackup). Parameter servers: at epoch ends only
-        (their step logs are values on the workers)."""
+        checked, and every weight (trainable or not); the trainable weights before each backup too (StepBackup).
+        Parameter servers: at epoch ends only (their step logs are values on the workers)."""
 
         def __init__(self):
             super().__init__()
@@ -151,6 +151,16 @@ def training_callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_pe
                 if not math.isfinite(number):
                     where = "in validation" if key.startswith("val_") else f"in epoch {epoch + 1}'s training"
                     raise Diverged(f"at epoch {epoch + 1} ({where})", f"{key} is {number}")
+            # every weight, the ones no optimizer trains too (a statistic used only when serving, which a loss that
+            # masks NaN never shows: a sixth trial exported one whose answers were all NaN as the best epoch)
+            import tensorflow as tf
+
+            # the layers' weights (the model also tracks the trainer's own variables: the best epoch's value)
+            weights = list({id(w): w for layer in self.model.layers for w in layer.weights
+                            if w.dtype.is_floating}.values())
+            if weights and not bool(tf.reduce_all([tf.reduce_all(tf.math.is_finite(w)) for w in weights])):
+                bad = next(w.name for w in weights if not bool(tf.reduce_all(tf.math.is_finite(w))))
+                raise Diverged(f"at epoch {epoch + 1}", f"the model's weight {bad} is no longer finite")
 
     backup = backup_callback(keras, cfg, dirs, info, steps_per_epoch, input_steps)
     if info.kind == "central_storage":

@@ -524,6 +524,54 @@ def test_a_run_whose_loss_turns_nan_stops_in_one_line_and_its_backup_goes_on(in_
     assert result["export_dir"].endswith("/export/diverges/1")            # the model's own name
 
 
+POISONED = '''
+
+class Poisoned(keras.layers.Layer):
+    """A statistic no optimizer trains, used only when serving, that turns NaN in training."""
+
+    def build(self, shape):
+        self.v = self.add_weight("v", shape=(), initializer="zeros", trainable=False)
+
+    def call(self, x, training=None):
+        if training:
+            self.v.assign(float("nan"))
+            return x
+        return x + self.v
+
+
+def masked(y, logits):
+    """A loss that hides NaN (the validation loss stays a number)."""
+    import tensorflow as tf
+
+    ce = keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
+    return tf.reduce_mean(tf.where(tf.math.is_finite(ce), ce, tf.zeros_like(ce)))
+
+
+def poisoned(ctx):
+    inner = build(ctx)
+    model = keras.Model(inner.inputs, Poisoned()(inner.outputs[0]), name="poisoned")
+    model.compile(optimizer="adam", loss=masked)
+    return model
+'''
+
+
+def test_a_weight_no_optimizer_trains_that_turns_nan_stops_the_run(in_process, project, tmp_path):
+    """A sixth trial: a non-trainable weight that turned NaN in training (used only when serving) was exported as
+    the best epoch, every answer NaN; the loss and the metrics never showed it. Every weight is checked at each
+    epoch's end: exit 4, one line naming the weight, nothing exported."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "data.py").write_text(DATASET)
+    (code / "model.py").write_text(MODEL + POISONED)
+    model_dir = tmp_path / "m"
+    run = in_process(["trainer.task", "--code_dir", str(code), "--model", "model.py:poisoned", "--dataset",
+                      "data.py:examples", "--model_dir", str(model_dir), "--train_epochs", "1", "--steps_per_epoch", "2"])
+    assert run.returncode == 4, run.stderr[-2000:]
+    line = run.error_line()
+    assert "diverged at epoch 1" in line and "weight" in line and "no longer finite" in line, line
+    assert not (model_dir / "export").exists() and not (model_dir / "result.json").exists()
+
+
 @pytest.mark.parametrize("ref, name, expected", [
     ("model.py:build", "ledger", "ledger"),              # the model's own name
     ("model.py:build", "model_3", "model"),              # Keras' default: the module's

@@ -109,6 +109,10 @@ class TrainingLoop(keras.callbacks.Callback):
             if not math.isfinite(number):
                 where = "in validation" if key.startswith("val_") else f"in epoch {epoch + 1}'s training"
                 self._diverged(f"at epoch {epoch + 1} ({where})", f"{key} is {number}")
+        # every weight, the ones no optimizer trains too (as on the tf_keras path, trainer.callbacks.Divergence)
+        for weight in {id(w): w for layer in self._model.layers for w in layer.weights}.values():
+            if "float" in str(weight.dtype) and not bool(keras.ops.all(keras.ops.isfinite(weight.value))):
+                self._diverged(f"at epoch {epoch + 1}", f"the model's weight {weight.path} is no longer finite")
         self._save(epoch_weights(self.run.dirs, epoch + 1))
         value = logs.get(MONITOR)
         if value is not None and math.isfinite(float(value)) and float(value) > self.best_value:
