@@ -183,10 +183,20 @@ def _check_state_file(path: str, fix: str) -> None:
     verbosity = tf_logging.get_verbosity()
     tf_logging.set_verbosity(tf_logging.ERROR)      # its warning says less than our line
     try:
+        folder = os.path.dirname(path)
+        state = None if os.path.getsize(path) > 1 << 20 else checkpoint_management.get_checkpoint_state(folder)
         if os.path.getsize(path) > 1 << 20:
             why = "over 1 MiB, which no state file is"
-        elif checkpoint_management.get_checkpoint_state(os.path.dirname(path)) is None:
+        elif state is None:
             why = "it does not parse as TensorFlow's checkpoint state"
+        else:
+            # it names checkpoints of its own folder (TensorFlow writes their names relative to it): one elsewhere
+            # was read back as this run's (a sixth trial resumed from files outside the run's folder)
+            inside = os.path.realpath(folder) + os.sep
+            outside = next((p for p in (state.model_checkpoint_path, *state.all_model_checkpoint_paths)
+                            if not os.path.realpath(os.path.join(folder, p)).startswith(inside)), None)
+            if outside is not None:
+                why = f"it names {' '.join(outside.split())[:160]!r}, outside its folder"
     except (OSError, ValueError) as err:
         why = " ".join(str(err).split())[:160]
     finally:

@@ -165,6 +165,8 @@ def test_a_backup_another_model_wrote_or_cut_short_is_one_line(in_process, demo_
     ("checkpoints/backup/chief/checkpoint", "garbage"),
     ("checkpoints/ckpt-0001.index", "random"),      # a trial: "not an sstable" traceback when --export best read it
     ("checkpoints/checkpoint", "folder"),           # a trial: "Is a directory" traceback at the first checkpoint
+    ("checkpoints/backup/chief/checkpoint", "elsewhere"),   # a sixth trial: resumed from files outside the run
+    ("checkpoints/backup/chief/checkpoint", "up-and-out"),
 ])
 def test_a_run_folder_whose_checkpoints_cannot_be_read_back_is_one_line(in_process, demo_data, tmp_path, where,
                                                                          damage):
@@ -181,6 +183,9 @@ def test_a_run_folder_whose_checkpoints_cannot_be_read_back_is_one_line(in_proce
         path.mkdir()
     elif damage == "random":
         path.write_bytes(os.urandom(100))
+    elif damage in ("elsewhere", "up-and-out"):
+        named = str(tmp_path / "outside" / "ckpt-1") if damage == "elsewhere" else "../../../../outside/ckpt-1"
+        path.write_text(f'model_checkpoint_path: "{named}"\nall_model_checkpoint_paths: "{named}"\n')
     else:
         path.write_text("garbage {{{\n")
     run = in_process(["trainer.task", "--data_dir", str(demo_data), "--model_dir", str(tmp_path / "m"),
@@ -188,5 +193,6 @@ def test_a_run_folder_whose_checkpoints_cannot_be_read_back_is_one_line(in_proce
     assert run.returncode == 2, run.stderr[-3000:]
     line = run.error_line()
     assert str(path) in line and "remove " in line, line
+    assert ("outside its folder" in line) is (damage in ("elsewhere", "up-and-out")), line
     assert ("not a regular file" in line) is (damage == "fifo") and "Traceback" not in run.stderr, line
     assert not (tmp_path / "m" / "result.json").exists() and not (tmp_path / "m" / "export").exists()
