@@ -162,11 +162,13 @@ if task["type"] == "chief":
     # plug-in's forgeries of another shape (issue 56, a fifth trial)
     result = {"export_dir": str(export), "val_accuracy": 0.875, "exported_epoch": 2, "best_epoch": 2,
               "best_val_accuracy": 0.8, "last_val_accuracy": 0.8, "epochs": 2, "stopped_early": False,
-              "export": "best", "export_name": "small_cnn", "model": "small_cnn", "source": "tfrecords",
+              "export": "best", "export_name": "small_cnn", "model": flag("--model", "small_cnn"), "source": "tfrecords",
               "strategy": flag("--distribution_strategy"), "mixed_precision": "off",
               "num_workers": len(sum(tf_config.get("cluster", {}).values(), [])) or 1,
               "train_examples": 10, "validation_examples": 10, "validation_exact": True, "skipped_records": 0,
               "timing": None, "backend": "tensorflow", "keras": "tf_keras"}
+    if mode == "other-model":       # another run's record, copied with its export
+        result["model"] = "model.py:build"
     if mode == "minimal-record":
         result = {"export_dir": str(export), "val_accuracy": 1.0}
     elif mode == "bad-value":

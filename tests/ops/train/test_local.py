@@ -330,6 +330,7 @@ def test_a_trainer_that_said_why_and_then_ended_well_is_one_line(fake_trainer, t
     ("other-record", "is not the record the trainer printed"),
     ("minimal-record", "it has no 'exported_epoch'"),                          # a fifth trial: two fields only
     ("bad-value", "its 'val_accuracy' is no value the trainer writes"),
+    ("other-model", "it is the record of a run of --model model.py:build, not of small_cnn"),   # a sixth trial
 ])
 def test_a_completion_record_whose_export_is_not_there_is_a_failed_run(fake_trainer, tools, tmp_path, mode, key):
     """Issue 56 (two fresh trials): a plug-in that wrote a copied result.json, printed the completion record and left

@@ -51,6 +51,7 @@ from tpuctl.services.supervisor import (
     user_program_argv,
 )
 from trainer import protocol
+from trainer.flags import DEFAULT_MODEL
 
 Echo = Callable[[str], None]
 
@@ -147,7 +148,7 @@ class LocalOptions(ClusterOptions, VerboseOptions):
     target: Literal["local"] = "local"
 
 
-def _export_unproven(result: dict, model_dir: str) -> str | None:
+def _export_unproven(result: dict, model_dir: str, model: str | None = None) -> str | None:
     """Why a local run's completion record does not stand (None: it does): the trainer wrote the record it printed
     to the run's ``result.json`` (issue 56, a fresh trial: a plug-in that printed a record of its own and ended the
     process left none), and the export it names is a SavedModel in the run's folder: ``saved_model.pb`` a SavedModel
@@ -158,6 +159,9 @@ def _export_unproven(result: dict, model_dir: str) -> str | None:
     missing = next((f for f in protocol.RESULT_FIELDS if f not in result), None)
     if missing is not None:     # a record of the trainer's shape: every field it writes (issue 56, a fifth trial)
         return f"it has no {missing!r}, which every record of the trainer holds"
+    if model is not None and result.get("model") != model:
+        # another run's record (a sixth trial: a plug-in copied one, with its export, and ended the process)
+        return f"it is the record of a run of --model {printable(str(result.get('model')), 80)}, not of {model}"
     try:
         records.ResultRecord.model_validate(result)
     except ValidationError as err:
@@ -566,7 +570,8 @@ class LocalTarget(LocalPlanning):
             # 0): that line is the one shown (the CLI's said_why), the run failed all the same
             said = next((t for t in outcome.tasks if (t.last_error_line() or "").startswith("error:")), None)
             raise TaskFailed(message, 1, said) if said is not None else UserError(message, 1)
-        unproven = _export_unproven(outcome.result, self.spec.model_dir) if not self.spec.command else None
+        unproven = (_export_unproven(outcome.result, self.spec.model_dir, self.spec.trainer.model or DEFAULT_MODEL)
+                    if not self.spec.command else None)
         if unproven is not None:
             set_aside_result(self.spec.model_dir, started)
             self._record(started, state="failed", provisioned=min(provisioned, default=None))
