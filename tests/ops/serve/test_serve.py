@@ -419,3 +419,25 @@ def test_predict_batch_with_a_model_and_no_images(outputs_file, vertex, gcs, hel
     result = invoke(["predict", "--batch", f"gs://{helpers.DATA}/empty", "--outputs", outputs_file, model])
     line = error_line(result, 2, alone=True)
     assert f"gs://{helpers.DATA}/empty " in line and "no images" in line and "(.jpg, .jpeg, .png)" in line, line
+
+
+def test_a_run_is_served_from_its_own_folder_even_moved_and_never_from_elsewhere(fake_export, tmp_path):
+    """A sixth trial: the trainer records its export as an absolute path, and `serve RUN` followed it as written: a
+    copied run folder served the original's export, and an edited record any folder shaped like one. A run's export
+    is the one in its own folder (the recorded place below it, wherever the folder now is); a record naming a folder
+    elsewhere is one line."""
+    import shutil
+
+    from ground.errors import UserError
+    from tpuctl.services import serving
+
+    copy = tmp_path / "elsewhere" / "copied-run"
+    shutil.copytree(fake_export.run, copy)
+    assert serving.resolve_export(str(copy)).path == str(copy / "export" / "small_cnn" / "3")
+    assert serving.resolve_export(str(fake_export.run)).path == str(fake_export.export)
+    shutil.rmtree(copy / "export")
+    (copy / "other" / "small_cnn" / "3").mkdir(parents=True)
+    record = json.loads((copy / "result.json").read_text())
+    (copy / "result.json").write_text(json.dumps({**record, "export_dir": str(fake_export.export)}))
+    with pytest.raises(UserError, match="names an export outside its folder"):
+        serving.resolve_export(str(copy))

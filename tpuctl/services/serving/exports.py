@@ -16,7 +16,7 @@ from typing import Any
 
 from ground import domain
 from ground.errors import DomainError, UserError
-from ground.files import read_file
+from ground.files import printable, read_file
 from ground.localtree import user_path
 from ground.numbers import is_digits
 from ground.outputs import StackOutputs
@@ -111,7 +111,27 @@ def _run_export(run, model_name: str | None) -> Export:
     export_dir = run.result.get("export_dir")
     if not isinstance(export_dir, str) or not export_dir:
         raise UserError(f"run {run.name} names no export_dir in its result.json")
+    if not is_gs(run.path) and not is_gs(export_dir):
+        export_dir = _own_export(run, export_dir)
     return check_export_dir(export_dir, model_name, run)
+
+
+def _own_export(run, export_dir: str) -> str:
+    """A local run's export, in its own folder: the trainer records it as an absolute path, so a run folder moved or
+    copied since names the original's (a sixth trial served another folder's export as the named run's). The same
+    place in the run's folder (``export/<name>/<version>``) is the one; a record naming a folder elsewhere is one
+    line."""
+    folder = os.path.realpath(run.path)
+    recorded = os.path.realpath(export_dir)
+    if recorded.startswith(folder + os.sep):
+        return export_dir
+    parts = export_dir.rstrip("/").split("/")
+    if len(parts) >= 3 and parts[-3] == "export":
+        own = os.path.join(run.path, *parts[-3:])
+        if os.path.isdir(own):
+            return own
+    raise UserError(f"run {run.name}'s record names an export outside its folder ({printable(export_dir, 200)}): "
+                    f"serve an export folder by its path, or train the run again")
 
 
 def read_class_names(manifest: str) -> list[str]:
