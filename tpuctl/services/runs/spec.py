@@ -357,8 +357,7 @@ def _check_request(request: RunRequest, accel: domain.Accelerator | None, target
             except argparse.ArgumentTypeError as err:
                 raise UserError(f"--{flag} after `--`: {err}") from None
     for flag, option, given in (("train_epochs", "--epochs", request.epochs), ("train_batch_size", "--batch-size",
-                                request.batch_size), ("model", "--model", request.model),
-                                ("hub_handle", "--hub-handle", request.hub_handle),
+                                request.batch_size), ("hub_handle", "--hub-handle", request.hub_handle),
                                 ("profile_steps", "--profile-steps", request.profile_steps),
                                 ("export_name", "--export-name", request.export_name)):
         if given is not None and flag_value(request.trainer_args, flag) is not None:
