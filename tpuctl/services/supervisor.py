@@ -155,12 +155,21 @@ class Task:
         return self.messages.get(protocol.RESULT)
 
     def last_error_line(self) -> str | None:
-        """The most telling stderr line: the last ``error: …`` line, else the last non-empty one."""
+        """The most telling stderr line: the last ``error: …`` line, else the last non-empty one that is not a
+        native library's log line (TensorFlow's ``E0000 00:00:… cuda_platform.cc:52] failed call to cuInit`` on a
+        machine without a GPU says nothing of why a run ended: a sixth trial quoted it as the cause)."""
         lines = [line for line in self.last_stderr if line.strip()]
         for line in reversed(lines):
             if line.lstrip().startswith("error:") or "Error" in line:
                 return line.strip()
-        return lines[-1].strip() if lines else None
+        telling = [line for line in lines if not _NATIVE_LOG.match(line.lstrip())]
+        return (telling or lines)[-1].strip() if lines else None
+
+
+#: A line of a native library's log (absl/glog: ``E0000 00:00:1796672157.123 3948 file.cc:52] …``) and absl's note
+#: that precedes them.
+_NATIVE_LOG = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d[.\d]* +\d+ [\w.-]+:\d+\] |WARNING: All log messages before "
+                         r"absl::InitializeLog")
 
 
 @dataclass

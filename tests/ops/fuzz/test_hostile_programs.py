@@ -121,6 +121,18 @@ def test_the_line_bound_can_be_lifted(project, monkeypatch):
     assert result.exit_code == 0 and "y" * 100_000 + "\n" in result.stdout and "cut" not in result.stdout
 
 
+def test_the_cause_quoted_is_never_a_native_librarys_log_line(project, monkeypatch):
+    """A sixth trial: the failure's "last stderr line" was TensorFlow's `E0000 … cuda_platform.cc:52] failed call to
+    cuInit` notice (any process on a machine without a GPU prints it), not what went wrong."""
+    (project / "p.py").write_text(
+        "import sys\nprint('the shards under data/ are gone', file=sys.stderr)\n"
+        "print('E0000 00:00:1796672157.745248   16759 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA "
+        "error: Failed call to cuInit: UNKNOWN ERROR (303)', file=sys.stderr)\nsys.exit(3)\n")
+    monkeypatch.chdir(project)
+    line = error_line(invoke(["train", "--command", "python p.py"]), 3)
+    assert "last stderr line: the shards under data/ are gone" in line, line
+
+
 def test_children_detached_with_setsid_end_with_the_run(project, monkeypatch):
     """A program that leaves a child in a session of its own (``setsid``) and a daemon (a double fork, the middle
     process gone): both are stopped when the run ends, and the run says so."""
