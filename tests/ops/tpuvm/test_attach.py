@@ -8,13 +8,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from resultfixtures import trainer_record, write_trainer_result
 
 from clifixtures import error_line, invoke
 
 PROJECT, ZONE, ZONE_B = "my-tpu-project", "us-central1-a", "us-central1-b"
 ARTIFACTS = "tpuctl-my-tpu-project-artifacts"
 NAME = "tpuctl-away"
-RESULT = {"export_dir": f"gs://{ARTIFACTS}/runs/{NAME}/export/small_cnn/1", "val_accuracy": 0.875}
+# the exported epoch measured exactly (0.875); Keras' epoch-end figure was 0.8
+RESULT = trainer_record(f"gs://{ARTIFACTS}/runs/{NAME}", 0.875, best_val_accuracy=0.8, last_val_accuracy=0.8)
 SUSPENDED = {"state": "SUSPENDED", "stateInitiator": "SERVICE"}
 
 
@@ -54,7 +56,7 @@ def _finish(gcs, on_create: int, at_get: int):
         if state == "ACTIVE" and len(fake.zones_created) == on_create and n == at_get:
             for worker in range(4):
                 bucket.blob(f"runs/{NAME}/tpuctl/hosts/worker-{worker}.exit").upload_from_string("0\n")
-            bucket.blob(f"runs/{NAME}/result.json").upload_from_string(json.dumps(RESULT))
+            write_trainer_result(bucket, f"runs/{NAME}", RESULT)
     return on_get
 
 

@@ -9,6 +9,7 @@ import json
 import time
 
 import pytest
+from resultfixtures import trainer_record, write_trainer_result
 
 from ground.errors import UserError
 from ground.outputs import read_outputs_file
@@ -21,6 +22,8 @@ from runfixtures import tpu_vm_target
 PROJECT, ZONE = "my-tpu-project", "us-central1-a"
 ARTIFACTS = "tpuctl-my-tpu-project-artifacts"
 NAME = "tpuctl-budget-run"
+#: the chief's completion record when the run finishes
+HALF = trainer_record(f"gs://{ARTIFACTS}/runs/{NAME}", 0.5)
 MODEL = f"gs://{ARTIFACTS}/runs/{NAME}"
 SUSPENDED = {"state": "SUSPENDED", "stateInitiator": "SERVICE"}
 QR = f"projects/{PROJECT}/locations/{ZONE}/queuedResources/{NAME}"
@@ -95,12 +98,12 @@ def test_the_spend_counts_every_slice_across_recoveries(outputs_file, tpu_cloud,
 def test_a_run_within_its_budget_finishes_and_says_what_it_spent(outputs_file, tpu_cloud, gcs):
     def on_get(fake, state, n):
         if state == "ACTIVE" and n == 3:
-            gcs.bucket(ARTIFACTS).blob(f"runs/{NAME}/result.json").upload_from_string('{"val_accuracy": 0.5}')
+            write_trainer_result(gcs.bucket(ARTIFACTS), f"runs/{NAME}", HALF)
 
     tpu_cloud(states=["ACTIVE"], on_get=on_get)
     lines: list[str] = []
     outcome = launch(_target(outputs_file, gcs, lines, Clock(), budget=3))
-    assert outcome.result == {"val_accuracy": 0.5}
+    assert outcome.result == HALF
     last = lines[-1]
     assert last.startswith("spent $2.40") and "--budget $3.00" in last and "30m00s" in last, last
     assert "$4.8000/h" in last and "list price" in last, last
@@ -114,7 +117,7 @@ def test_without_a_price_the_spend_is_not_tracked_and_that_is_said_once(outputs_
         if state == "SUSPENDED":
             gcs.bucket(ARTIFACTS).blob(f"runs/{NAME}/tpuctl/hosts/worker-1.exit").upload_from_string("143\n")
         if state == "ACTIVE" and len(fake.zones_created) == 2:
-            gcs.bucket(ARTIFACTS).blob(f"runs/{NAME}/result.json").upload_from_string('{"val_accuracy": 0.5}')
+            write_trainer_result(gcs.bucket(ARTIFACTS), f"runs/{NAME}", HALF)
 
     tpu_cloud(plans=[["ACTIVE", "ACTIVE", SUSPENDED], ["ACTIVE"]], on_get=on_get)
     unpriced = Prices(None, domain.Snapshot("nothing", "2026-11-25", "", {}))
@@ -123,7 +126,7 @@ def test_without_a_price_the_spend_is_not_tracked_and_that_is_said_once(outputs_
     run = tpu_vm_target(read_outputs_file(outputs_file), accelerator="v5litepod-16", spot=True,
                       name=NAME, image="img:1", recover=1, progress=lines.append, storage=gcs, poll_seconds=0,
                       prices=unpriced, sleep=clock.sleep, clock=clock)
-    assert launch(run).result == {"val_accuracy": 0.5}
+    assert launch(run).result == HALF
     [note] = [line for line in lines if "spend" in line]
     assert note.startswith("note: ") and "no price" in note, note
     [preemption] = [line for line in lines if line.startswith("preemption ")]

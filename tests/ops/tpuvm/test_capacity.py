@@ -10,6 +10,7 @@ import time
 
 import pytest
 from google.cloud import tpu_v2, tpu_v2alpha1
+from resultfixtures import trainer_record, write_trainer_result
 
 from ground.errors import UserError
 from ground.outputs import read_outputs_file
@@ -23,7 +24,7 @@ PROJECT, ZONE, ZONE_B = "my-tpu-project", "us-central1-a", "us-central1-b"
 ARTIFACTS = "tpuctl-my-tpu-project-artifacts"
 NAME = "tpuctl-cap-run"
 IMAGE = "us-central1-docker.pkg.dev/my-tpu-project/tpuctl-trainer/trainer-tpu:sha256-test"
-RESULT = {"export_dir": f"gs://{ARTIFACTS}/runs/{NAME}/export/small_cnn/1", "val_accuracy": 0.9}
+RESULT = trainer_record(f"gs://{ARTIFACTS}/runs/{NAME}", 0.9)
 #: what google-cloud-tpu 1.27's v2alpha1 types lack; the Cloud SDK's schema checks them (tests/ops/gcloud)
 ALPHA_ONLY = ("provisioningModel", "runDuration")
 
@@ -102,7 +103,7 @@ def _finish(gcs, on_create: int):
         if state == "ACTIVE" and len(fake.zones_created) == on_create:
             for worker in range(4):
                 bucket.blob(f"runs/{NAME}/tpuctl/hosts/worker-{worker}.exit").upload_from_string("0\n")
-            bucket.blob(f"runs/{NAME}/result.json").upload_from_string(json.dumps(RESULT))
+            write_trainer_result(bucket, f"runs/{NAME}", RESULT)
     return on_get
 
 

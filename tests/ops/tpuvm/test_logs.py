@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from resultfixtures import trainer_record, write_trainer_result
 
 from clifixtures import error_line, invoke
 from loggingfakes import docker_entry
@@ -76,7 +77,6 @@ def test_denied_logging_leaves_the_failure_one_line_and_one_note(outputs_file, t
 def test_a_tpu_vm_run_shows_the_live_display_built_from_host_0s_logs(outputs_file, tpu_cloud, gcs, logging_api):
     """Host 0's progress lines (its container's gcplogs entries) make the epoch lines and the run summary a local run
     has; the other hosts' lines drive nothing."""
-    import json
 
     logs = logging_api()
     start = time.time() - 30
@@ -94,9 +94,7 @@ def test_a_tpu_vm_run_shows_the_live_display_built_from_host_0s_logs(outputs_fil
             bucket = gcs.bucket(ARTIFACTS)
             for worker in range(4):
                 bucket.blob(f"runs/{NAME}/tpuctl/hosts/worker-{worker}.exit").upload_from_string("0\n")
-            bucket.blob(f"runs/{NAME}/result.json").upload_from_string(json.dumps(
-                {"export_dir": f"gs://{ARTIFACTS}/runs/{NAME}/export/small_cnn/1", "val_accuracy": 0.8,
-                 "exported_epoch": 2, "export": "best"}))
+            write_trainer_result(bucket, f"runs/{NAME}", trainer_record(f"gs://{ARTIFACTS}/runs/{NAME}", 0.8))
 
     tpu_cloud(states=["ACTIVE"], on_get=on_get)
     r = invoke(["train", "--target", "tpu-vm", "-a", "v5litepod-16", "--name", NAME, "--outputs", str(outputs_file),

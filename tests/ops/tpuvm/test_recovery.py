@@ -9,6 +9,7 @@ import json
 import re
 
 import pytest
+from resultfixtures import trainer_record, write_trainer_result
 
 from tpuctl.services.runs.target import Report
 
@@ -19,7 +20,7 @@ from tpufakes import CreateRefusal, not_offered, permission_denied, quota_exceed
 PROJECT, ZONE, ZONE_B = "my-tpu-project", "us-central1-a", "us-central1-b"
 ARTIFACTS = "tpuctl-my-tpu-project-artifacts"
 NAME = "tpuctl-spot-run"
-RESULT = {"export_dir": f"gs://{ARTIFACTS}/runs/{NAME}/export/small_cnn/1", "val_accuracy": 0.9}
+RESULT = trainer_record(f"gs://{ARTIFACTS}/runs/{NAME}", 0.9)
 SUSPENDED = {"state": "SUSPENDED", "stateInitiator": "SERVICE"}
 NO_CAPACITY = {"state": "FAILED", "failedData": {"error": {"code": 8, "message": "There is no more capacity in the "
                                                                                    "zone \"us-central1-a\""}}}
@@ -51,7 +52,7 @@ def _hosts(gcs, finish_on_create: int | None):
         if created == finish_on_create and n == 2:
             for worker in range(4):
                 bucket.blob(f"runs/{NAME}/tpuctl/hosts/worker-{worker}.exit").upload_from_string("0\n")
-            bucket.blob(f"runs/{NAME}/result.json").upload_from_string(json.dumps(RESULT))
+            write_trainer_result(bucket, f"runs/{NAME}", RESULT)
     return on_get
 
 

@@ -9,6 +9,7 @@ import json
 import time
 
 import pytest
+from resultfixtures import trainer_record, write_trainer_result
 
 from ground.outputs import read_outputs_file
 from tpuctl.services.runs import records as runs
@@ -48,10 +49,9 @@ def _preempted_once(tpu_cloud, gcs, outputs_file, base: float):
         if len(fake.zones_created) == 2 and n == 2:
             for worker in range(4):
                 bucket.blob(f"runs/{NAME}/tpuctl/hosts/worker-{worker}.exit").upload_from_string("0\n")
-            result = {"export_dir": f"gs://{ARTIFACTS}/runs/{NAME}/export/small_cnn/1", "val_accuracy": 0.9,
-                      "epochs": 3, "timing": {**TIMING, "first_step_at": base + 300.0,
-                                              "process_first_step_at": base + now[0]}}
-            bucket.blob(f"runs/{NAME}/result.json").upload_from_string(json.dumps(result))
+            result = trainer_record(f"gs://{ARTIFACTS}/runs/{NAME}", 0.9, epochs=3, timing={
+                **TIMING, "first_step_at": base + 300.0, "process_first_step_at": base + now[0]})
+            write_trainer_result(bucket, f"runs/{NAME}", result)
 
     tpu_cloud(plans=[["ACTIVE", "ACTIVE", "ACTIVE", SUSPENDED], ["PROVISIONING", "ACTIVE", "ACTIVE", "ACTIVE"]],
               on_get=on_get)

@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 from google.cloud import tpu_v2, tpu_v2alpha1
+from resultfixtures import trainer_record, write_trainer_result
 
 from ground.envs import ops_python
 from ground.errors import UserError
@@ -28,7 +29,7 @@ SA = "tpuctl-trainer@my-tpu-project.iam.gserviceaccount.com"
 
 NAME = "tpuctl-test-run"
 QR = f"projects/{PROJECT}/locations/{ZONE}/queuedResources/{NAME}"
-RESULT = {"export_dir": f"gs://{ARTIFACTS}/runs/{NAME}/export/model/1", "val_accuracy": 0.875}
+RESULT = trainer_record(f"gs://{ARTIFACTS}/runs/{NAME}", 0.875, export_name="model")
 FAST = ["--poll-seconds", "0.01"]
 
 
@@ -63,7 +64,7 @@ def _hosts_finish(gcs, after: int = 2):
         if state == "ACTIVE":
             active.append(n)
             if len(active) == after:
-                _write(gcs, f"runs/{NAME}/result.json", json.dumps(RESULT))
+                write_trainer_result(gcs.bucket(ARTIFACTS), f"runs/{NAME}", RESULT)
     return on_get
 
 
@@ -361,7 +362,7 @@ def test_a_finished_run_is_refused_and_an_interrupted_ones_host_reports_do_not_e
     """The same --name again continues an interrupted run; a finished one (its result.json) is refused before
     anything is created, since training there again would start over. The hosts' exit files of the interrupted
     launch stay: an earlier failed host is not this launch's."""
-    _write(gcs, f"runs/{NAME}/result.json", json.dumps({**RESULT, "val_accuracy": 0.5}))
+    write_trainer_result(gcs.bucket(ARTIFACTS), f"runs/{NAME}", {**RESULT, "val_accuracy": 0.5})
     fake = tpu_cloud(states=["PROVISIONING", "ACTIVE"], on_get=_hosts_finish(gcs, after=3))
     r = invoke(_run_args(outputs_file))
     assert r.exit_code == 2 and "holds a finished run" in _error_line(r) and fake.creates() == []

@@ -9,6 +9,7 @@ import json
 import time
 
 import pytest
+from resultfixtures import trainer_record
 
 from clifixtures import error_line, invoke, invoke_as_process
 from loggingfakes import vertex_entry
@@ -166,8 +167,10 @@ def test_a_vertex_run_shows_the_live_display_built_from_its_logs(gcs, fake_verte
             for i, text in enumerate(_protocol_lines()):
                 logs.add(vertex_entry(PROJECT, job_id, "workerpool0-0", text, start + i * 0.1, i))
 
+    # the record: the exported epoch measured exactly (0.875), Keras' epoch-end figure 0.8
     fake = fake_vertex(states=["JOB_STATE_PENDING", *["JOB_STATE_RUNNING"] * 5, "JOB_STATE_SUCCEEDED"],
-                       on_state=on_state)
+                       on_state=on_state, result=lambda folder, args: trainer_record(
+                           folder, 0.875, best_val_accuracy=0.8, last_val_accuracy=0.8))
     image = "us-docker.pkg.dev/my-project-1/team-images/trainer:7"
     proc = invoke_as_process(["train", "--target", "vertex", "--outputs", str(outputs), "--poll-seconds", "0.05",
                               "--image", image, "--name", NAME],

@@ -8,6 +8,7 @@ import json
 
 import pytest
 from google.cloud.aiplatform_v1 import AcceleratorType, CustomJob
+from resultfixtures import trainer_record
 
 from ground import domain
 
@@ -206,7 +207,26 @@ def test_a_job_that_succeeds_without_the_trainers_completion_record_fails(vertex
     assert "SavedModel" not in proc.stdout
     done = vertex.run("--accelerator", "gpu", "--name", "with-record")
     assert done.returncode == 0, done.stderr
-    assert "SavedModel: gs://export/1" in done.stdout and "validation accuracy: 0.8750" in done.stdout
+    assert f"SavedModel: gs://{OUTPUTS['buckets']['artifacts']}/runs/with-record/export/small_cnn/1" in done.stdout
+    assert "validation accuracy: 0.8750" in done.stdout
+
+
+@pytest.mark.parametrize(("forge", "export", "key"), [
+    # a plug-in that wrote a record of its own shape into the run's folder and ended the process (a sixth trial)
+    (lambda folder, args: {"export_dir": f"{folder}/export/small_cnn/1", "val_accuracy": 1.0}, True, "'exported_epoch'"),
+    # the trainer's shape, no SavedModel where it says: nothing a launcher could serve
+    (lambda folder, args: trainer_record(folder), False, "saved_model.pb"),
+    # another run's record and export (its folder elsewhere in the bucket)
+    (lambda folder, args: trainer_record(folder.replace("/runs/", "/runs/other-")), True, "not in the run's folder"),
+])
+def test_a_job_whose_completion_record_does_not_stand_fails(vertex, forge, export, key):
+    """Issue 56: Vertex AI's SUCCEEDED and a result.json are a finished run only when the record is the trainer's of
+    this run (every field, this --model) and names a SavedModel in the run's own folder, as a local run's is."""
+    proc = vertex.run("--accelerator", "gpu", "--name", "forged", result=forge, write_export=export)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    line = _error_line(proc)
+    assert "does not stand" in line and key in line, line
+    assert "SavedModel" not in proc.stdout and "validation accuracy" not in proc.stdout
 
 
 def test_no_wait_submits_and_returns(vertex):

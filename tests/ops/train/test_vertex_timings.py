@@ -9,6 +9,7 @@ import json
 import time
 
 import pytest
+from resultfixtures import trainer_record, write_trainer_result
 
 from tpuctl.services.runs import records as runs
 
@@ -40,11 +41,10 @@ def test_runs_show_prints_a_vertex_runs_timings(gcs, fake_vertex, tools, tmp_pat
     def on_state(fake, name, state):   # the job's chief, once RUNNING: its first step 2 s later, then its result
         if state == "JOB_STATE_SUCCEEDED":
             start = time.time() - 1.0
-            result = {"export_dir": f"gs://{ARTIFACTS}/runs/{NAME}/model/small_cnn/1", "val_accuracy": 0.9,
-                      "epochs": 2, "timing": {"first_step_at": start, "process_first_step_at": start,
-                                              "step_seconds": 0.01, "examples_per_second": 6400.0, "steps": 50,
-                                              "total_steps": 50}}
-            storage.bucket(ARTIFACTS).blob(f"runs/{NAME}/result.json").upload_from_string(json.dumps(result))
+            result = trainer_record(f"gs://{ARTIFACTS}/runs/{NAME}", 0.9, timing={
+                "first_step_at": start, "process_first_step_at": start, "step_seconds": 0.01,
+                "examples_per_second": 6400.0, "steps": 50, "total_steps": 50})
+            write_trainer_result(storage.bucket(ARTIFACTS), f"runs/{NAME}", result)
 
     fake = fake_vertex(states=["JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"],
                        on_state=on_state)

@@ -14,16 +14,24 @@ from pydantic import Field
 from cloud import clients
 from ground import domain
 from ground.errors import UserError
+from ground.files import printable
 from ground.outputs import StackOutputs, require_outputs
 from ground.storagepath import GsPath, cloud_folder, is_gs
 from tpuctl.services import image as images
 from tpuctl.services import usercode
-from tpuctl.services.runs.records import RESULT_FILE
+from tpuctl.services.runs import exports
+from tpuctl.services.runs.records import RESULT_FILE, record_problem
 from tpuctl.services.runs.request import MAX_RUN_TIME, Budget, RunTime, WaitTime
 from tpuctl.services.runs.spec import Planning, RunSpec, check_cloud_name, cloud_name
+from trainer.flags import DEFAULT_MODEL
 
 #: A trainer's result.json is a few hundred bytes: anything larger is not the trainer's.
 MAX_RESULT_BYTES = 1 << 20
+#: A cloud run's saved_model.pb up to this size is read back and walked (``exports.saved_model_problem``); a larger
+#: one (a graph of hundreds of MiB) is proven by its presence and size only, not downloaded whole after every run.
+MAX_SAVED_MODEL_READ = 256 << 20
+#: Objects of an export folder listed (a SavedModel holds a few: saved_model.pb, fingerprint.pb, variables/, assets/).
+MAX_EXPORT_OBJECTS = 10_000
 #: Where a run's project folder (--code) is in the image it ships in (container/Dockerfile.code).
 CODE_DIR_IN_IMAGE = "/opt/tpuctl/code"
 #: How long a slice or a flex-start job may wait for its resources when --max-wait does not say.
@@ -219,3 +227,40 @@ def read_result(storage, model_dir: str, earlier: dict[str, int] | None = None) 
     except (ValueError, RecursionError):
         return None  # being written: read it on the next poll
     return value if isinstance(value, dict) else None
+
+
+def completion_problem(storage, result: dict[str, Any], run: RunSpec) -> str | None:
+    """Why a cloud run's completion record does not stand (None: it does), as a local run's is checked: the
+    trainer's record of this run (``records.record_problem``), naming an export in the run's own folder that has a
+    SavedModel's shape (``exports``; issue 56, a sixth trial: the cloud targets took any JSON object as a finished
+    run)."""
+    problem = record_problem(result, run.trainer.model or DEFAULT_MODEL)
+    if problem is not None:
+        return problem
+    export, folder = result["export_dir"], GsPath.parse(run.model_dir)
+    try:
+        where = GsPath.parse(export) if isinstance(export, str) and is_gs(export) else None
+    except UserError:
+        where = None
+    if where is None or where.bucket != folder.bucket or not where.path.startswith(folder.prefix or "") \
+            or ".." in where.path.split("/"):
+        return f"its export {printable(str(export), 200)} is not in the run's folder {run.model_dir}"
+    with clients.google_errors(f"reading {where}", forbidden=f"permission denied reading {where}: you need "
+                                                             "storage.objects.list and storage.objects.get on the "
+                                                             "model bucket"):
+        blobs = {blob.name.removeprefix(where.prefix or ""): blob
+                 for blob in storage.list_blobs(where.bucket, prefix=where.prefix, max_results=MAX_EXPORT_OBJECTS)}
+        pb = blobs.get("saved_model.pb")
+        if pb is None or not pb.size:
+            return f"{where}/saved_model.pb is missing or empty"
+        if pb.size <= MAX_SAVED_MODEL_READ:
+            data = clients.download_bounded(pb, MAX_SAVED_MODEL_READ, f"{where}/saved_model.pb", "not a SavedModel", 1)
+            problem = exports.saved_model_problem(data, f"{where}/saved_model.pb")
+            if problem is not None:
+                return problem
+        index = blobs.get("variables/variables.index")
+        tail = (index.download_as_bytes(start=max(0, index.size - len(exports.TABLE_MAGIC)))
+                if index is not None and index.size else b"")
+    shards = {name.removeprefix("variables/"): blob.size or 0 for name, blob in blobs.items()
+              if name.startswith("variables/")}
+    return exports.variables_problem(f"{where}/variables", tail, shards)

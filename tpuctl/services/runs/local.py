@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -20,15 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TextIO
 
-from pydantic import ValidationError
-
 from ground import domain
 from ground.envs import trainer_env
 from ground.errors import UserError
 from ground.files import printable, read_file
 from ground.storagepath import is_gs, normalized
 from tpuctl.services.data import demo_data_dir, ensure_demo_data, local_folder
-from tpuctl.services.runs import records
+from tpuctl.services.runs import exports, records
 from tpuctl.services.runs.request import ClusterOptions, VerboseOptions
 from tpuctl.services.runs.spec import (
     Planning,
@@ -156,17 +153,9 @@ def _export_unproven(result: dict, model_dir: str, model: str | None = None) -> 
     and left an empty export folder, or a one-byte file, was a finished run with its accuracy). Code running inside
     the trainer has the trainer's powers, so this proves what was recorded exists and has the shape of what the trainer
     writes, not how it was made (docs/your-code.md)."""
-    missing = next((f for f in protocol.RESULT_FIELDS if f not in result), None)
-    if missing is not None:     # a record of the trainer's shape: every field it writes (issue 56, a fifth trial)
-        return f"it has no {missing!r}, which every record of the trainer holds"
-    if model is not None and result.get("model") != model:
-        # another run's record (a sixth trial: a plug-in copied one, with its export, and ended the process)
-        return f"it is the record of a run of --model {printable(str(result.get('model')), 80)}, not of {model}"
-    try:
-        records.ResultRecord.model_validate(result)
-    except ValidationError as err:
-        first = err.errors()[0]
-        return f"its {'.'.join(str(x) for x in first['loc'])!r} is no value the trainer writes ({first['msg']})"
+    problem = records.record_problem(result, model)
+    if problem is not None:
+        return problem
     export = result.get("export_dir")
     if is_gs(model_dir) or not isinstance(export, str):
         return None if is_gs(model_dir) else "no export_dir"
@@ -204,98 +193,26 @@ def set_aside_result(model_dir: str, started: float) -> None:
         pass
 
 
-#: The largest saved_model.pb read back (protobuf's own limit for one message is 2 GiB).
-MAX_SAVED_MODEL_BYTES = 2**31
-
-
 def _saved_model_problem(pb: Path) -> str | None:
-    """Whether ``pb`` is a servable SavedModel message by its wire format (None: it is): its fields are
-    ``saved_model_schema_version`` (1, a varint) and ``meta_graphs`` (2, length-delimited), every length inside the
-    file, and a meta graph holds a graph (MetaGraphDef field 2, ``graph_def``) and the ``serving_default`` signature
-    (field 5, ``signature_def``, a map: entries of key 1 and value 2) that ``serve`` and ``deploy`` call
-    (tensorflow/core/protobuf/saved_model.proto and meta_graph.proto, github.com/tensorflow/tensorflow, read
-    2026-12-07; the wire format: protobuf.dev/programming-guides/encoding). The ops side has no TensorFlow to parse it
-    further."""
+    """Whether ``pb`` is a servable SavedModel message (``exports.saved_model_problem``; None: it is)."""
     size = pb.stat().st_size
-    if not 0 < size <= MAX_SAVED_MODEL_BYTES:
+    if not 0 < size <= exports.MAX_SAVED_MODEL_BYTES:
         return f"{pb} is empty" if size == 0 else f"{pb} is larger than any SavedModel"
-    data = pb.read_bytes()
-    try:
-        graphs = [body for number, body in _fields(data, 0, len(data), {1: 0, 2: 2}) if number == 2]
-        for start, end in graphs:
-            fields = list(_fields(data, start, end, None))
-            signatures = {bytes(data[k[0]:k[1]]) for number, (s, e) in fields if number == 5
-                          for n, k in _fields(data, s, e, {1: 2, 2: 2}) if n == 1}
-            if any(number == 2 for number, _ in fields) and SERVING_SIGNATURE in signatures:
-                return None
-    except ValueError as err:
-        return f"{pb} is not a SavedModel ({err})"
-    if not graphs:
-        return f"{pb} is not a SavedModel (it holds no meta graph)"
-    return f"{pb} holds no graph with the {SERVING_SIGNATURE.decode()} signature"
-
-
-#: The signature every export serves by (trainer/export.py; TF Serving's default).
-SERVING_SIGNATURE = b"serving_default"
-
-
-def _fields(data: bytes, at: int, end: int, allowed: dict[int, int] | None) -> Iterator[tuple[int, tuple[int, int]]]:
-    """The fields of the message in ``data[at:end]``: (field number, (start, end) of a length-delimited value's bytes;
-    a varint's or a fixed value's span). ``allowed``: field number -> wire type, when only those may appear."""
-    def varint(at: int) -> tuple[int, int]:
-        value = shift = 0
-        while at < end and shift < 64:
-            byte = data[at]
-            value |= (byte & 0x7F) << shift
-            at, shift = at + 1, shift + 7
-            if not byte & 0x80:
-                return value, at
-        raise ValueError("a varint runs past the end")
-
-    while at < end:
-        key, at = varint(at)
-        number, kind = key >> 3, key & 7
-        if allowed is not None and allowed.get(number) != kind:
-            raise ValueError(f"field {number} (wire type {kind}) is not a SavedModel's")
-        if kind == 0:
-            start = at
-            _, at = varint(at)
-        elif kind == 2:
-            length, start = varint(at)
-            at = start + length
-        elif kind in (1, 5):
-            start, at = at, at + (8 if kind == 1 else 4)
-        else:
-            raise ValueError(f"field {number} has wire type {kind}, which no SavedModel field has")
-        if at > end:
-            raise ValueError(f"field {number} runs past the end")
-        yield number, (start, at)
-
-
-#: The last 8 bytes of a TensorFlow table file (a checkpoint's or a SavedModel's variables index): its magic number,
-#: little-endian (tensorflow/core/lib/table/format.h, kTableMagicNumber, github.com/tensorflow/tensorflow, read
-#: 2026-12-07).
-TABLE_MAGIC = (0xDB4775248B80FB57).to_bytes(8, "little")
-_DATA_SHARD = re.compile(r"variables\.data-(\d{5})-of-(\d{5})")
+    return exports.saved_model_problem(pb.read_bytes(), str(pb))
 
 
 def _variables_problem(variables: Path) -> str | None:
-    """Whether ``variables/`` holds what TensorFlow restores an export's weights from (None: it does): an index that
-    is a table by its footer, and every data shard its names count (``-NNNNN-of-MMMMM``), holding bytes."""
+    """Whether ``variables/`` holds what TensorFlow restores an export's weights from (``exports.variables_problem``;
+    None: it does)."""
     index = variables / "variables.index"
-    if index.is_symlink() or not index.is_file() or index.stat().st_size < len(TABLE_MAGIC):
+    if index.is_symlink() or not index.is_file():
         return f"{index} is missing or empty"
     with open(index, "rb") as f:
-        f.seek(-len(TABLE_MAGIC), os.SEEK_END)
-        if f.read() != TABLE_MAGIC:
-            return f"{index} is not a variables index (no table footer)"
-    shards = {m.groups() for m in map(_DATA_SHARD.fullmatch, os.listdir(variables)) if m}
-    counts = {total for _, total in shards}
-    if len(counts) != 1 or len(shards) != int(next(iter(counts))):
-        return f"{variables} does not hold its variables' data shards"
-    if not sum((variables / f"variables.data-{n}-of-{t}").stat().st_size for n, t in shards):
-        return f"{variables}: its data shards are empty"
-    return None
+        f.seek(max(0, index.stat().st_size - len(exports.TABLE_MAGIC)))
+        tail = f.read()
+    sizes = {name: (variables / name).stat().st_size for name in os.listdir(variables)
+             if exports.DATA_SHARD.fullmatch(name)}
+    return exports.variables_problem(str(variables), tail, sizes)
 
 
 class LocalRun(RunSpec):

@@ -82,6 +82,24 @@ class ResultRecord(_Record):
     timing: Timing | None = None
 
 
+def record_problem(result: dict, model: str | None) -> str | None:
+    """Why ``result`` is no completion record of a run of ``--model model`` (None: it has the shape of one), on every
+    target: every field the trainer writes (``protocol.RESULT_FIELDS``; issue 56, a fifth trial), the run's own model
+    (a sixth trial: a plug-in copied another run's record and ended the process), each value one the trainer
+    writes (``ResultRecord``). Where the export it names is, is each target's check."""
+    missing = next((f for f in protocol.RESULT_FIELDS if f not in result), None)
+    if missing is not None:
+        return f"it has no {missing!r}, which every record of the trainer holds"
+    if model is not None and result.get("model") != model:
+        return f"it is the record of a run of --model {printable(str(result.get('model')), 80)}, not of {model}"
+    try:
+        ResultRecord.model_validate(result)
+    except ValidationError as err:
+        first = err.errors()[0]
+        return f"its {'.'.join(str(x) for x in first['loc'])!r} is no value the trainer writes ({first['msg']})"
+    return None
+
+
 #: The states of a run that ended without the trainer's completion record, as its launch record says.
 UNFINISHED = frozenset({"interrupted", "failed"})
 

@@ -34,7 +34,7 @@ from ground.files import printable
 from ground.polling import poll
 from tpuctl.services import image as images
 from tpuctl.services.runs import cost, logs, records
-from tpuctl.services.runs.cloud import CloudRun, CloudTarget, read_result
+from tpuctl.services.runs.cloud import CloudRun, CloudTarget, completion_problem, read_result
 from tpuctl.services.runs.records import RESULT_FILE
 from tpuctl.services.runs.request import (
     MAX_RUN_TIME,
@@ -506,7 +506,9 @@ class VertexTarget(VertexPlanning):
         if self.spec.command:
             return Outcome(self.name, created.name, SUCCEEDED, outputs, console_url=created.console_url)
         try:
-            result = read_result(clients.storage_client(self.spec.project), outputs)
+            storage = clients.storage_client(self.spec.project)
+            result = read_result(storage, outputs)
+            problem = completion_problem(storage, result, self.spec) if result is not None else None
         except UserError as exc:
             self.note(f"note: the job succeeded; its completion record could not be read: {exc}")
             return Outcome(self.name, created.name, SUCCEEDED, outputs, console_url=created.console_url)
@@ -515,6 +517,11 @@ class VertexTarget(VertexPlanning):
                            error=f"job {created.name} ended in JOB_STATE_SUCCEEDED but the trainer left no completion "
                                  f"record ({outputs}/{RESULT_FILE}): it did not finish training (its logs say why: "
                                  f"`tpuctl logs {self.spec.name}`)")
+        if problem is not None:
+            return Outcome(self.name, created.name, FAILED, outputs, console_url=created.console_url,
+                           error=f"job {created.name} ended in JOB_STATE_SUCCEEDED but the trainer's completion record "
+                                 f"({outputs}/{RESULT_FILE}) does not stand ({problem}): the run did not finish as "
+                                 f"recorded (its logs say what ran: `tpuctl logs {self.spec.name}`)")
         return Outcome(self.name, created.name, SUCCEEDED, outputs, result=result, console_url=created.console_url)
 
     def _progress_from_logs(self, job_name: str):

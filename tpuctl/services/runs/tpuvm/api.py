@@ -19,7 +19,7 @@ from ground.numbers import is_digits
 from ground.polling import poll
 from ground.storagepath import GsPath
 from tpuctl.services.runs import logs
-from tpuctl.services.runs.cloud import DEFAULT_MAX_WAIT, read_result
+from tpuctl.services.runs.cloud import DEFAULT_MAX_WAIT, completion_problem, read_result
 from tpuctl.services.runs.records import RECOVERIES_FILE, RESULT_FILE, RecoveriesRecord
 from tpuctl.services.runs.tpuvm.plan import DEFAULT_TPU_VM_RUN_TIME, TpuVmRun
 from tpuctl.services.runs.tpuvm.script import HOST_STATUS_DIR, api_version, build_queued_resource, v2alpha1_body
@@ -237,7 +237,16 @@ def earlier_outputs(storage, run: TpuVmRun) -> dict[str, int]:
 
 
 def _read_result(storage, run: TpuVmRun, earlier: dict[str, int] | None = None) -> dict[str, Any] | None:
-    return read_result(storage, run.model_dir, earlier)
+    """This run's completion record (None: none yet); one that does not stand (``cloud.completion_problem``: not the
+    trainer's record of this run, or no SavedModel where it says) ends the run, as a local run's does."""
+    result = read_result(storage, run.model_dir, earlier)
+    if result is None or run.command:
+        return result
+    problem = completion_problem(storage, result, run)
+    if problem is not None:
+        raise UserError(f"the trainer's completion record ({result_uri(run)}) does not stand ({problem}): the run did "
+                        f"not finish as recorded (what ran: `tpuctl logs {run.name} --host all`)", 1)
+    return result
 
 
 #: What a host's exit file says when its VM went away under the trainer rather than the trainer failing: 143 (128 +
