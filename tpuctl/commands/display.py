@@ -219,7 +219,7 @@ class _Sink:
             if self.target is None:
                 self.display._print(shown(line))    # a file or class name in a trainer's line: no escapes
             else:
-                write_quietly(self.target, line + "\n")
+                write_quietly(self.target, shown(line) + "\n")   # a program's own output too (a sixth trial)
 
     def flush(self) -> None:
         pass

@@ -590,6 +590,8 @@ _PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
 #: python's options that take the next word as their value (``-W ignore``, ``-X dev``)
 _PYTHON_VALUED = frozenset({"-W", "-X", "-Q"})
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh"})
+#: a shell's options that take the next word as their value (``bash -o pipefail``, ``bash -O extglob``)
+_SHELL_VALUED = frozenset({"-o", "+o", "-O", "+O"})
 
 
 #: Where an image keeps its own programs (the base image's and the trainer's: container/Dockerfile): an absolute path
@@ -598,49 +600,104 @@ IMAGE_PATHS = ("/usr/", "/bin/", "/sbin/", "/lib/", "/opt/tpuctl/")
 #: ``env``'s options that take the next word as their value (``env -u NAME``, ``env -C DIR``: GNU coreutils env(1))
 _ENV_VALUED = frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"})
 _ENV_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.S)
+#: Programs that run the rest of their line as another program: (their options that take the next word as their
+#: value, the words they take before that program), from GNU coreutils' env(1), timeout(1), nohup(1), nice(1),
+#: stdbuf(1) and GNU time(1); the program after them is checked as if it came first.
+_WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
+    "env": (_ENV_VALUED, 0),
+    "timeout": (frozenset({"-k", "--kill-after", "-s", "--signal"}), 1),   # timeout [OPTION] DURATION COMMAND
+    "nohup": (frozenset(), 0),
+    "nice": (frozenset({"-n", "--adjustment"}), 0),
+    "stdbuf": (frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}), 0),
+    "time": (frozenset({"-o", "--output", "-f", "--format"}), 0),
+}
 
 
-def resolve_command(project: Project, program: tuple[str, ...] | list[str]) -> None:
-    """The file a ``--command`` runs, checked against what ships (the program runs in the image's copy of the
-    folder, so a script outside it, left out or missing fails only after machines are provisioned): ``python
-    FILE``, ``python -m MODULE``, ``bash FILE``, ``./FILE``, each also behind ``env [NAME=VALUE…]``. A path inside
-    the folder given as an absolute path is refused (the image holds the folder elsewhere), and so is an absolute
-    path outside it that exists on this machine and is not where an image keeps programs (``IMAGE_PATHS``). A
-    module must be one of the folder's, the standard library's, the image's (``image_modules``) or a requirement's
-    (by its distribution's name); programs on the image's PATH and ``-c`` code are taken on trust. One UserError
-    line, before anything is created."""
+@dataclass(frozen=True)
+class CommandProgram:
+    """What a ``--command`` runs, behind the programs that run another (``_WRAPPERS``): its words from the program
+    on, whether that is a Python interpreter, and the script or module it is given (None: neither)."""
+    words: tuple[str, ...]
+    python: bool
+    script: str | None = None
+    module: str | None = None
+
+    @property
+    def head(self) -> str:
+        return os.path.basename(self.words[0])
+
+
+def command_program(program: tuple[str, ...] | list[str]) -> CommandProgram | None:
+    """The program a ``--command`` runs (None: nothing to check: ``env`` alone, ``-c`` code); a command that names
+    none is one UserError line on every target: ``python``, ``bash`` or ``python -`` alone read their program from
+    standard input, which a worker has none of, and end at once with status 0 having run nothing (a sixth trial), and
+    a wrapper needs the program after it."""
     shown = printable(" ".join(program), 120)
     words = list(program)
-    while words and os.path.basename(words[0]) == "env":    # env [-i] [-u NAME] [NAME=VALUE]… PROGRAM ARGS
+    while words and os.path.basename(words[0]) in _WRAPPERS:
+        # env [-i] [-u NAME] [NAME=VALUE]… PROGRAM, timeout [-k 5] 1h PROGRAM, nohup PROGRAM…: the program they run
+        wrapper = os.path.basename(words[0])
+        valued, positional = _WRAPPERS[wrapper]
         rest = iter(words[1:])
         words = []
         for word in rest:
-            if word in _ENV_VALUED:
+            if word in valued:
                 next(rest, None)
-            elif not (word.startswith("-") or _ENV_ASSIGNMENT.fullmatch(word)):
+            elif word.startswith("-") or (wrapper == "env" and _ENV_ASSIGNMENT.fullmatch(word)):
+                continue
+            elif positional:
+                positional -= 1
+            else:
                 words = [word, *rest]
                 break
+        if not words and wrapper != "env":          # `env` alone prints the environment: a program of its own
+            raise UserError(f"--command {shown!r} names no program for {printable(wrapper, 40)} to run: give the "
+                            "program after it")
     if not words:
-        return
+        return None
     head, args = os.path.basename(words[0]), iter(words[1:])
     python = _PYTHON.fullmatch(head) is not None
     script = module = None
-    if "/" in words[0]:
-        _check_absolute(project, words[0], shown)
     if python or head in _SHELLS:
         for word in args:
-            if word in ("-c", "-"):
-                return
-            if python and word in _PYTHON_VALUED:
+            if word == "-c":
+                return None
+            if word in ("-", "-s"):
+                break           # the program from standard input, which a worker has none of
+            if word in (_PYTHON_VALUED if python else _SHELL_VALUED):
                 next(args, None)
+            elif not python and word.startswith("+"):
+                continue        # bash +e: an option turned off
             elif python and word.startswith("-m"):
                 module = word[2:] or next(args, None) or ""
                 break
             elif not word.startswith("-"):
                 script = word
                 break
+        if script is None and module is None:
+            raise UserError(f"--command {shown!r} names no program for {head} to run (a script, -m MODULE or -c "
+                            "CODE): give the script after it, e.g. `python train.py`")
     elif "/" in words[0]:
         script = words[0]
+    return CommandProgram(tuple(words), python, script, module)
+
+
+def resolve_command(project: Project, program: tuple[str, ...] | list[str]) -> None:
+    """The file a ``--command`` runs (``command_program``), checked against what ships (the program runs in the
+    image's copy of the folder, so a script outside it, left out or missing fails only after machines are
+    provisioned): ``python FILE``, ``python -m MODULE``, ``bash FILE``, ``./FILE``, each also behind ``env
+    [NAME=VALUE…]``, ``timeout``, ``nohup``…. A path inside the folder given as an absolute path is refused (the
+    image holds the folder elsewhere), and so is an absolute path outside it that exists on this machine and is not
+    where an image keeps programs (``IMAGE_PATHS``). A module must be one of the folder's, the standard library's,
+    the image's (``image_modules``) or a requirement's (by its distribution's name); programs on the image's PATH and
+    ``-c`` code are taken on trust. One UserError line, before anything is created."""
+    shown = printable(" ".join(program), 120)
+    found = command_program(program)
+    if found is None:
+        return
+    python, script, module, head = found.python, found.script, found.module, found.head
+    if "/" in found.words[0]:
+        _check_absolute(project, found.words[0], shown)
     if script is not None:
         rel = _inside_project(project.root, script)
         if os.path.isabs(script):
@@ -650,8 +707,10 @@ def resolve_command(project: Project, program: tuple[str, ...] | list[str]) -> N
             raise UserError(f"--command {shown!r}: {printable(script, 200)} is outside --code {project.root}; the "
                             "image holds that folder only: move the file into it")
         shipped = {f.rel: f for f in project.files}
-        if python and rel not in shipped and f"{rel}/__main__.py" in shipped:
+        if python and f"{rel}/__main__.py" in shipped:
             return                      # `python DIR`: the folder's __main__.py
+        if script.endswith("/"):        # `python train.py/`: no file is run by a name ending in /
+            raise UserError(f"--command {shown!r}: {printable(script, 200)} names a folder; name the script's file")
         if rel not in shipped:
             raise UserError(f"--command {shown!r}: {printable(rel, 200)} in --code {project.root} "
                             f"{_not_shipped(project, rel)}")

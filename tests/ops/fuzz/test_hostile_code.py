@@ -299,6 +299,9 @@ def test_a_vertex_dry_run_refuses_a_reference_the_image_cannot_satisfy(project, 
     "/usr/bin/env PYTHONUNBUFFERED=1 python model.py", "env -u HOME python3 -m pkg.models", "python -m json.tool",
     "python -m tensorboard.main", "python /opt/image/train.py", "/usr/bin/python3 model.py", "make train",
     "python pkg",                                                     # a folder with its __main__.py
+    # behind the programs that run another (a sixth trial: only env was looked behind)
+    "timeout 1h python model.py", "timeout -k 5 -s INT 30m ./pkg/run.sh", "nohup python -m pkg.models",
+    "nice -n 10 bash pkg/run.sh", "stdbuf -oL python3 model.py", "bash -o pipefail +e pkg/run.sh", "env",
 ])
 def test_a_command_that_runs_what_ships_or_the_images_own_program_passes(refs, command):
     (refs.root / "pkg" / "__main__.py").write_text("print(1)\n")
@@ -328,6 +331,16 @@ def test_a_command_that_runs_what_ships_or_the_images_own_program_passes(refs, c
     # a sixth trial: the image packed every file 0644, so ./FILE could never run there
     ("./noexec.sh", "is not executable"),
     ("./noshebang.py", "has no #! line"),
+    # behind the programs that run another; no program at all (its input is empty on a worker: status 0, nothing
+    # ran); a script named as a folder (a sixth trial)
+    ("timeout 1h python ../outside.py", "is outside --code"),
+    ("nohup python missing.py", "does not exist"),
+    ("nice -n 5 ./missing.sh", "does not exist"),
+    ("timeout 5m", "names no program"),
+    ("python", "names no program"),
+    ("bash -e", "names no program"),
+    ("python -u -", "names no program"),
+    ("python model.py/", "names a folder"),
 ])
 def test_a_command_whose_script_the_image_cannot_hold_is_one_line(refs, command, key):
     (refs.root / "noexec.sh").write_text("#!/bin/sh\necho\n")
@@ -366,6 +379,16 @@ def test_a_cloud_dry_run_refuses_a_command_the_image_cannot_run(project, tmp_pat
     (project / "train.py").write_text("print('trained')\n")
     assert invoke(["train", "--target", target, "--outputs", str(outputs), "--command", "python train.py",
                    "--dry-run", *(["-a", "tpu-v5e-8"] if target == "tpu-vm" else [])]).exit_code == 0
+
+
+@pytest.mark.parametrize("command", ["python", "bash -e", "nohup python -u -"])
+def test_a_local_command_that_names_no_program_is_one_line_and_nothing_is_written(project, command, monkeypatch):
+    """A sixth trial: `--command python` read its program from a standard input it does not have, ended with status
+    0 and was a finished run that ran nothing. Refused on every target before a run folder is made."""
+    monkeypatch.chdir(project)
+    result = invoke(["train", "--command", command])
+    assert result.exit_code == 2 and "names no program" in error_line(result), result.output
+    assert not (project / "runs").exists()
 
 
 # ------------------------------------------------------------- a fresh trial: git's ignore files, more secret shapes

@@ -124,6 +124,16 @@ def test_a_trainer_line_reaches_the_terminal_without_its_escape_sequences():
     assert screen.getvalue() == "error: shard /d/x.tfrecord [/x] is a FIFO\n", repr(screen.getvalue())
 
 
+def test_a_programs_own_output_reaches_the_terminal_without_its_escape_sequences(capsys):
+    """A sixth trial: a --command program's stdout (shown as it prints it) passed a window title and a screen clear
+    to the terminal while its stderr was cleaned; both streams go through the one sanitiser."""
+    from tpuctl.commands.display import TrainDisplay
+
+    display = TrainDisplay(terminal=False, verbose=True)
+    display.stdout_sink().write("step 1\x1b]52;c;ZXZpbA==\x07 done\x1b[2J\n")
+    assert capsys.readouterr().out == "step 1 done\n"
+
+
 def test_the_trainers_stop_line_says_how_this_user_continues():
     """Issue 57: after Ctrl-C a `tpuctl train --name NAME` user read the trainer's "preempted: stopped by SIGTERM …
     run it again with the same --model_dir" (once per worker). With the run's resume hint the display shows one

@@ -24,6 +24,7 @@ from ground.envs import trainer_env
 from ground.errors import UserError
 from ground.files import printable, read_file
 from ground.storagepath import is_gs, normalized
+from tpuctl.services import usercode
 from tpuctl.services.data import demo_data_dir, ensure_demo_data, local_folder
 from tpuctl.services.runs import exports, records
 from tpuctl.services.runs.request import ClusterOptions, VerboseOptions
@@ -366,7 +367,9 @@ class LocalPlanning:
 
     @classmethod
     def command_ref(cls, code: str, program: tuple[str, ...]) -> None:
-        """Nothing to check: the program runs in the folder itself (a missing script is its own one line)."""
+        """The program runs in the folder itself (a missing script is its own one line); a command that names no
+        program (``python`` alone: no standard input, status 0, nothing ran) is refused here as everywhere."""
+        usercode.command_program(program)
 
     @classmethod
     def log_source(cls, record: dict[str, Any], name: str, project: str | None, host: int | None) -> Any:
