@@ -47,6 +47,12 @@ Other clouds' and tools' credential files (read 2026-12-07):
   server-to-server) or ``ghr_`` (refresh), in ``[A-Za-z0-9_]``, their length unchanged (36 characters after the
   prefix: [unverified], what tokens show); fine-grained personal access tokens begin ``github_pat_``
   (https://github.com/r-lib/gh/issues/171: ``^github_pat_[A-Za-z0-9_]+$``; [unverified] in GitHub's own words).
+- https://gitlab.com/gitlab-org/gitlab/-/issues/342327 (2021, "Update default Personal Access Token (PAT) prefix to
+  glpat"): GitLab personal access tokens begin ``glpat-``; ``glpat-[A-Za-z0-9_/-]{20,}`` is the pattern secret
+  scanners use (https://github.com/sirwart/ripsecrets/issues/62, citing GitLab's docs).
+- https://huggingface.co/docs/hub/security-tokens: Hugging Face user access tokens (``HF_TOKEN``,
+  ``~/.cache/huggingface/token``); [unverified] that they begin ``hf_`` followed by 34 letters: what tokens show and
+  the examples of its client libraries (``hf_xxx``), not the page's words.
 """
 
 from __future__ import annotations
@@ -78,6 +84,10 @@ KUBECONFIG_SECRET_FIELDS = ("token", "client-key-data", "password")
 #: GitHub's token prefixes (classic tokens: 36 characters follow) and a fine-grained personal access token's.
 GITHUB_TOKEN_PREFIXES = ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")
 GITHUB_FINE_GRAINED_PREFIX = "github_pat_"
+#: A GitLab personal access token's prefix (20 or more of ``[A-Za-z0-9_/-]`` follow) and a Hugging Face user access
+#: token's ([unverified]: 34 letters follow).
+GITLAB_TOKEN_PREFIX = "glpat-"
+HUGGING_FACE_TOKEN_PREFIX = "hf_"
 
 #: The storage JSON API's list fields and what each holds (an object resource: dict; a prefix: str).
 STORAGE_LIST_FIELDS: dict[str, type] = {"items": dict, "prefixes": str, "bindings": dict}

@@ -114,7 +114,7 @@ def _yaml_key(names: tuple[str, ...], value: bytes, indented: bool) -> re.Patter
 #: JSON fields, gcloud's SQLite token databases, an OAuth access token. Others': an AWS credentials file's secret key
 #: (its 40 characters alone, or any 16 beside its key id: a line of Python that names the setting or assigns it a
 #: variable is no secret), a Docker client configuration's registry password, a kubeconfig user's token or key, a
-#: GitHub token.
+#: GitHub, GitLab or Hugging Face token.
 _SIGNS: tuple[tuple[str, tuple[re.Pattern[bytes], ...]], ...] = (
     ("a service-account key", (re.compile(rb'"type"\s*:\s*"' + formats.SERVICE_ACCOUNT_TYPE.encode() + rb'"'),)),
     ("a private key", (_PRIVATE_KEY,)),
@@ -138,6 +138,9 @@ _SIGNS: tuple[tuple[str, tuple[re.Pattern[bytes], ...]], ...] = (
                                              for prefix in formats.GITHUB_TOKEN_PREFIXES)
                                    + b"|" + _word(formats.GITHUB_FINE_GRAINED_PREFIX, rb"[A-Za-z0-9_]{22,}",
                                                   rb"[A-Za-z0-9_]").pattern),)),
+    ("a GitLab token", (_word(formats.GITLAB_TOKEN_PREFIX, rb"[A-Za-z0-9_/-]{20,}", rb"[A-Za-z0-9_-]"),)),
+    ("a Hugging Face token", (_word(formats.HUGGING_FACE_TOKEN_PREFIX, rb"[A-Za-z]{34}(?![A-Za-z0-9_])",
+                                    rb"[A-Za-z0-9_]"),)),
     # a setting whose name ends in "url" holding a URL with a password or a token before its host (a git remote,
     # .gitmodules, pip.conf's index-url, a DATABASE_URL): RFC 3986 userinfo
     ("a URL with a password", (re.compile(rb"(?im)^[ \t]*(?:export[ \t]+)?[\"']?[\w.-]*url[\"']?[ \t]*[=:][ \t]*[\"']?"

@@ -528,6 +528,9 @@ JWT = "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bn
     ("[global]\nindex-url = https://bob:hunter2@pypi.example.com/simple\n", "a URL with a password"),
     ("[http]\n\textraheader = AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46Z2hzXzEyMw==\n",
      "an HTTP authorization header"),
+    # a sixth trial: other hosts' tokens
+    ("HF_TOKEN=hf_" + "aBcDeFgHiJ" * 3 + "kLmN\n", "a Hugging Face token"),
+    ("variables:\n  CI_TOKEN: glpat-" + "Xy3_" * 5 + "\n", "a GitLab token"),
 ])
 def test_more_secret_shapes_are_recognised_by_content_under_any_name(project, tmp_path, content, kind):
     """A fresh trial: an AWS credentials file, a Docker client configuration with a registry's password, a
@@ -548,6 +551,7 @@ def test_more_secret_shapes_are_recognised_by_content_under_any_name(project, tm
     "users:\n- name: me\n  user:\n    exec:\n      command: gke-gcloud-auth-plugin\n",   # a plug-in's token
     "jobs:\n  build:\n    steps:\n      - with:\n          token: ${{ secrets.GITHUB_TOKEN }}\n",
     "# a token looks like ghp_xxxx or ya29.xxx (shortened)\nTOKEN_PREFIXES = ('ghp_', 'ya29.')\n",
+    "# Hugging Face tokens begin hf_, GitLab's glpat-\nhf_token = os.environ['HF_TOKEN']\n",
     "logo = '" + base64.b64encode(b"\x89PNG" + bytes(range(256)) * 4).decode() + "'\n",
     "payload = '" + base64.b64encode(json.dumps({"type": "metrics", "values": list(range(80))}).encode()).decode()
     + "'\n",
