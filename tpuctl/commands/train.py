@@ -96,4 +96,4 @@ def said_why(exc) -> bool:
     line = task.last_error_line() if task is not None else None
     # the task's own line, kept before any "[worker-0] " label is put on the screen's copy; the message itself may
     # hold "] " ("[Op:…] name:"), which a label split took for a label's end
-    return bool(line) and exc.exit_code != 130 and line.startswith("error:")
+    return bool(line) and line.startswith("error:")

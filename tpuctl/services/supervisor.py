@@ -157,13 +157,14 @@ class Task:
     def last_error_line(self) -> str | None:
         """The most telling stderr line: the last ``error: …`` line, else the last non-empty one that is not a
         native library's log line (TensorFlow's ``E0000 00:00:… cuda_platform.cc:52] failed call to cuInit`` on a
-        machine without a GPU says nothing of why a run ended: a sixth trial quoted it as the cause)."""
+        machine without a GPU says nothing of why a run ended: a sixth trial quoted it as the cause; None when the
+        process printed nothing else, a plug-in that sent the trainer a SIGTERM while it started)."""
         lines = [line for line in self.last_stderr if line.strip()]
         for line in reversed(lines):
             if line.lstrip().startswith("error:") or "Error" in line:
                 return line.strip()
         telling = [line for line in lines if not _NATIVE_LOG.match(line.lstrip())]
-        return (telling or lines)[-1].strip() if lines else None
+        return telling[-1].strip() if telling else None
 
 
 #: A line of a native library's log (absl/glog: ``E0000 00:00:1796672157.123 3948 file.cc:52] …``) and absl's note

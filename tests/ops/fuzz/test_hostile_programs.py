@@ -131,6 +131,20 @@ def test_the_cause_quoted_is_never_a_native_librarys_log_line(project, monkeypat
     monkeypatch.chdir(project)
     line = error_line(invoke(["train", "--command", "python p.py"]), 3)
     assert "last stderr line: the shards under data/ are gone" in line, line
+    # the native line alone (a plug-in that sent the trainer a SIGTERM as it started): no line is quoted
+    (project / "p.py").write_text(
+        "import sys\nprint('E0000 00:00:1796672157.745248   16759 cuda_platform.cc:52] failed call to cuInit', "
+        "file=sys.stderr)\nsys.exit(3)\n")
+    line = error_line(invoke(["train", "--command", "python p.py"]), 3)
+    assert "cuInit" not in line and "exited with code 3" in line, line
+
+
+def test_a_process_interrupted_by_something_else_says_so_once(project, monkeypatch):
+    """A sixth trial: a plug-in that sent its trainer a SIGINT (the trainer's `error: interrupted`, exit 130) while
+    tpuctl itself was not interrupted gave two error lines, tpuctl's repeating the trainer's."""
+    (project / "p.py").write_text("import sys\nprint('error: interrupted', file=sys.stderr)\nsys.exit(130)\n")
+    monkeypatch.chdir(project)
+    assert error_line(invoke(["train", "--command", "python p.py"]), 130) == "error: interrupted"
 
 
 def test_children_detached_with_setsid_end_with_the_run(project, monkeypatch):
