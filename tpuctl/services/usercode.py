@@ -76,6 +76,9 @@ SECRET_PATTERNS = [".env", ".env.*", "*.env", ".envrc", "*.pem", "*.key", "*.p12
                    "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", "*_rsa", "*_ecdsa", "*_ed25519",
                    ".netrc", "_netrc", ".pypirc", "*git-credentials*", ".pgpass", ".boto", ".s3cfg", ".npmrc",
                    ".env~", ".env[ \t]*", ".databrickscfg", ".vault-token", "kaggle.json", ".kaggle/", "secrets.toml",
+                   # Terraform's state and variable files (github.com/github/gitignore, Terraform.gitignore, read
+                   # 2026-12-07: "likely to contain sensitive data, such as passwords, private keys")
+                   "*.tfstate", "*.tfstate.*", "*.tfvars", "*.tfvars.json",
                    "credentials.json", "*credentials*.json", "*service-account*.json",
                    "*serviceaccount*.json", "*service_account*.json",
                    ".aws/", ".ssh/", ".gnupg/", ".docker/", ".kube/", ".azure/", ".config/gcloud/",
@@ -542,7 +545,36 @@ def resolve_ref(project: Project, ref: str, flag: str) -> str:
     bound, open_ended = _top_level_names(tree.body)
     if name not in bound and not open_ended:
         raise UserError(f"{project.root / rel}: {flag} {shown}: the module defines no {name} at its top level")
+    literal = _literal_binding(tree.body, name)
+    if literal is not None:     # `CLASSES = [...]` named as the function (a sixth trial: the dry run took it)
+        raise UserError(f"{project.root / rel}: {flag} {shown}: {name} is {literal}, not a function; name the "
+                        "function that builds it")
     return f"{rel}:{name}" if where.endswith(".py") else ref
+
+
+#: The values a module-level assignment binds that no call can run: what each is called in an error line.
+_LITERALS = {ast.List: "a list", ast.Tuple: "a tuple", ast.Dict: "a dict", ast.Set: "a set", ast.Constant: "a constant",
+             ast.JoinedStr: "a string", ast.ListComp: "a list", ast.DictComp: "a dict", ast.SetComp: "a set"}
+
+
+def _literal_binding(body: list[ast.stmt], name: str) -> str | None:
+    """What ``name`` is when the last statement of the module's top level that binds it assigns it a literal (a
+    list, a dict, a number…), else None (a ``def``, a class, an import, a call's result: callable or not, the
+    trainer says)."""
+    for node in reversed(body):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return None
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                (a.asname or a.name.split(".", 1)[0]) == name for a in node.names):
+            return None
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                return _LITERALS.get(type(node.value)) if node.value is not None else None
+        if not isinstance(node, (ast.Expr, ast.Pass, ast.Assign, ast.AnnAssign, ast.FunctionDef,
+                                 ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
+            return None         # a block or another statement that may bind it: the trainer says
+    return None
 
 
 def keras_of(project: Project, ref: str) -> str | None:

@@ -121,7 +121,7 @@ def test_credential_files_and_other_version_control_never_ship_by_name(project, 
     """A sixth trial: an editor's backup of .env, git credentials under another name, other tools' token files and
     other version control systems' folders shipped."""
     for name in (".env~", ".env ", ".git-credentials.old", "git-credentials.txt", ".databrickscfg", ".vault-token",
-                 "secrets.toml"):
+                 "secrets.toml", "terraform.tfstate", "terraform.tfstate.backup", "prod.tfvars", "dev.tfvars.json"):
         (project / name).write_text("TOKEN=x\n")
     for folder in ("CVS", ".bzr/branch", ".kaggle"):
         (project / folder).mkdir(parents=True)
@@ -129,7 +129,8 @@ def test_credential_files_and_other_version_control_never_ship_by_name(project, 
     (project / "environment.py").write_text("X = 1\n")                  # a name that only begins like .env
     context, note = _shipped(project, tmp_path)
     assert context == {"model.py", "environment.py"}, context
-    assert all(name in note for name in (".env~", "git-credentials.txt", ".kaggle", ".vault-token")), note
+    assert all(name in note for name in (".env~", "git-credentials.txt", ".kaggle", ".vault-token", "prod.tfvars",
+                                         "terraform.tfstate.backup")), note
 
 
 def test_a_hard_link_into_version_control_or_a_run_never_ships(project, tmp_path):
@@ -235,6 +236,8 @@ def refs(project):
     (project / ".dockerignore").write_text("ignored/\nescape.py\n")
     (project / "broken.py").write_text("def build(ctx:\n")
     (project / "deleted.py").write_text("def build(ctx): pass\ndel build\n")
+    (project / "data.py").write_text("CLASSES = ['cat', 'dog']\nSIZE: int = 32\nmake = CLASSES.copy\n"
+                                     "def build(ctx): pass\nbuild = build\n")
     (project / "requirements.txt").write_text("my-models>=1\n")
     (project.parent / "outside.py").write_text("def build(ctx): pass\n")
     (project / "escape.py").symlink_to(project.parent / "outside.py")
@@ -248,6 +251,8 @@ def refs(project):
     ("pkg.models:build", "pkg.models:build"),
     ("pkg.sub:anything", "pkg.sub:anything"),            # a star import: taken on trust
     ("my_models.zoo:build", "my_models.zoo:build"),      # a requirement the image installs
+    ("data.py:make", "data.py:make"),                    # a call's or an attribute's value: the trainer says
+    ("data.py:build", "data.py:build"),
 ])
 def test_a_reference_to_what_ships_is_given_as_the_image_sees_it(refs, ref, seen):
     assert usercode.resolve_ref(refs, ref, "--model") == seen
@@ -270,6 +275,8 @@ def test_an_absolute_path_inside_the_folder_is_made_relative(refs):
     ("model.py", "name a function"),
     ("a\\b.py:build", "is outside --code"),
     ("deleted.py:build", "defines no build"),               # a fifth trial: `del build` unbinds it
+    ("data.py:CLASSES", "is a list, not a function"),       # a sixth trial: a literal named as the function
+    ("data.py:SIZE", "is a constant, not a function"),
 ])
 def test_a_reference_the_image_cannot_satisfy_is_one_line(refs, ref, key):
     with pytest.raises(UserError) as err:
