@@ -17,6 +17,7 @@ from trainer.config import OutputDirs, TrainConfig
 from trainer.errors import DataError, Diverged, Preempted
 from trainer.flags import TASK_BOUNDS
 from trainer.paths import join_path
+from trainer.stall import step_watch, watch_callback
 
 #: The validation metric that picks the exported epoch (--export best) and drives --early_stopping_patience.
 MONITOR = "val_accuracy"
@@ -181,6 +182,9 @@ def training_callbacks(keras, cfg: TrainConfig, dirs: OutputDirs, info, steps_pe
         backup,
         EpochLog(),
     ]
+    watch = step_watch(cfg.max_step_seconds) if info.kind != "parameter_server" else None
+    if watch is not None:       # (parameter servers: steps are scheduled, not run, where the callbacks are)
+        callbacks.insert(0, watch_callback(keras, watch))
     if info.is_chief:
         callbacks.append(StepProgress())
         callbacks.append(EpochScalars(dirs.logs, hparams_of(cfg)))

@@ -8,6 +8,7 @@ import re
 import signal
 import sys
 from collections.abc import Callable, Mapping
+from typing import NoReturn
 from urllib.parse import urlsplit
 
 from trainer.protocol import CONTINUE_HINT, PREEMPTED
@@ -113,6 +114,13 @@ def _print_error(message: str) -> None:
     _flush_stdout()
     text = " ".join(str(message).split())  # exactly one line
     print(f"error: {text}", file=sys.stderr, flush=True)
+
+
+def abort(err: TrainerError) -> NoReturn:
+    """End the process now with ``err``'s one line and exit code, from any thread: for a main thread blocked where
+    Python cannot interrupt it (a step waiting inside TensorFlow or JAX; trainer.stall)."""
+    _print_error(str(err))
+    os._exit(err.exit_code)
 
 
 def _interrupted(signum, frame):

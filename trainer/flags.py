@@ -164,6 +164,7 @@ TASK_BOUNDS: dict[str, Bound] = {
     "early_stopping_patience": Bound(0, 100_000, note="0 = off"),
     "backup_every_steps": Bound(0, 1_000_000, note="0 = at each epoch's end only"),
     "backup_every_minutes": Bound(0, 10_080, integer=False, note="0 = off; runs of one worker"),
+    "max_step_seconds": Bound(0, 604_800, integer=False, note="0 = off"),
 }
 
 

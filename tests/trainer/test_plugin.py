@@ -464,6 +464,63 @@ def test_a_dataset_whose_first_example_never_comes_is_one_line_within_a_deadline
     assert time.monotonic() - started < 60 and not (tmp_path / "m").exists()
 
 
+def test_a_dataset_that_blocks_mid_training_ends_the_run_with_one_line(tools, tmp_path):
+    """Issue 56 (a sixth trial): a dataset whose generator blocked after its first examples (past the first-examples
+    deadline) kept the trainer waiting for good, nothing said. A training step that has not ended --max_step_seconds
+    after it started (900 by default; 10 here) ends the run: one line naming the bound, exit 2, no result. A real
+    process: the watch ends it from a thread (a step blocked inside TensorFlow cannot be interrupted)."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "model.py").write_text(MODEL)
+    # the train split's first pass (the labels' check before training) gives every example; the second (training)
+    # blocks at its 200th, a few steps in
+    (code / "later.py").write_text(DATASET + "\n\nimport time\n\nPASSES = {'train': 0, 'validation': 0}\n\n\n"
+                                   "def later(ctx):\n    def gen():\n        PASSES[ctx.split] += 1\n"
+                                   "        for i, example in enumerate(examples(ctx).as_numpy_iterator()):\n"
+                                   "            if ctx.split == 'train' and PASSES['train'] > 1 and i == 200:\n"
+                                   "                time.sleep(600)\n"
+                                   "            yield example\n"
+                                   "    n = 480 if ctx.split == 'train' else 70\n"
+                                   "    return tf.data.Dataset.from_generator(gen, output_signature="
+                                   "examples(ctx).element_spec).apply(tf.data.experimental.assert_cardinality(n))\n")
+    # (no shuffle buffer to fill: the block lands a few steps in; the first step may take 4 x 10 s on a busy machine)
+    run = tools.run_module(["trainer.task", "--code_dir", str(code), "--model", "model.py:build", "--dataset",
+                            "later.py:later", "--model_dir", str(tmp_path / "m"), "--train_epochs", "1",
+                            "--shuffle_buffer", "1", "--max_step_seconds", "10"], timeout=300)
+    assert run.returncode == 2, run.stderr[-2000:]
+    line = run.error_line()
+    assert "has not ended 10 s after it started" in line and "--max_step_seconds" in line, line
+    assert "progress: " in run.stdout and not (tmp_path / "m" / "result.json").exists()
+
+
+def test_the_step_watch_gives_the_first_step_more_time_and_spares_the_time_between_steps():
+    """trainer.stall.StepWatch on a clock of its own: a process's first step (it compiles) has four times the bound,
+    the time between steps (validation, backups) is not watched; a later step over the bound is, once."""
+    import time
+
+    from trainer.stall import StepWatch
+
+    now = [0.0]
+    stalls = []
+    watch = StepWatch(10.0, clock=lambda: now[0], on_stall=stalls.append, poll=0.01)
+    watch.started()
+    now[0] = 39.0                       # the first step compiles for 39 s
+    time.sleep(0.1)
+    watch.ended()
+    now[0] = 500.0                      # validation and a backup between the steps
+    watch.started()
+    assert watch.thread is not None
+    now[0] = 505.0
+    watch.ended()
+    watch.started()
+    time.sleep(0.1)
+    assert stalls == []
+    now[0] = 516.0                      # the third step, 11 s in
+    watch.thread.join(5)
+    assert not watch.thread.is_alive() and len(stalls) == 1 and "training step 3 " in str(stalls[0])
+    watch.stop()
+
+
 def test_a_dataset_that_says_its_length_is_not_counted():
     import tensorflow as tf
 

@@ -34,6 +34,7 @@ from trainer.keras3 import backup, callbacks, distribution, models, tfcompat
 from trainer.keras3.export import write_saved_model
 from trainer.paths import join_path
 from trainer.profiling import not_profiled, profile_callback, worker_label
+from trainer.stall import step_watch, watch_callback
 from trainer.timing import step_timer
 
 #: The test hooks trainer.task documents (their names; the numeric ones are read once, trainer.task.check_test_hooks).
@@ -132,7 +133,8 @@ def train(run: Run, model: keras.Model, held: contextlib.ExitStack) -> dict | No
     loop = callbacks.TrainingLoop(run, state, start_epoch=start_epoch, offset=offset, preemption=preemption,
                                   save_scratch=cluster,
                                   reached_sync_point=_sync_point() if preemption == "cluster" else None)
-    keras_callbacks = [loop]
+    watch = step_watch(cfg.max_step_seconds)
+    keras_callbacks = [*([watch_callback(keras, watch)] if watch is not None else []), loop]
     if info.is_chief:
         from trainer.summaries import hparams_of
 
