@@ -10,7 +10,7 @@ import typer
 
 from ground.envs import REPO_ROOT
 from ground.errors import UserError
-from tpuctl.commands.options import say, stack_outputs
+from tpuctl.commands.options import say, shown, stack_outputs
 from tpuctl.services import image, usercode
 
 image_app = typer.Typer(
@@ -37,7 +37,8 @@ def _project(code, variant: str, *, check: bool = False):
     if check:
         usercode.check_requirements(project, REPO_ROOT / image.lock_file(variant))
         if project.secrets:
-            say(f"note: left out of the image as secrets: {', '.join(project.secrets)}", err=True)
+            # each name on the note's one line (a name with a line break could forge a line of its own)
+            say(f"note: left out of the image as secrets: {', '.join(shown(n) for n in project.secrets)}", err=True)
     return project
 
 

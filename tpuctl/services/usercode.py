@@ -34,6 +34,7 @@ import json
 import os
 import posixpath
 import re
+import shlex
 import stat
 import sys
 from dataclasses import dataclass, field
@@ -210,7 +211,16 @@ def _sha256(data: bytes) -> str:
 
 
 def _spec(lines: list[str]) -> pathspec.PathSpec:
-    return pathspec.PathSpec.from_lines("gitignore", lines)
+    """The patterns of an ignore file, in order; a line that is no pattern (``!``, a lone ``\\``, ``[z-a]``) is
+    skipped, as git skips it (a seventh trial: it was a traceback)."""
+    def readable(line: str) -> bool:
+        try:
+            pathspec.PathSpec.from_lines("gitignore", [line])
+        except (ValueError, re.error):
+            return False
+        return True
+
+    return pathspec.PathSpec.from_lines("gitignore", [line for line in lines if readable(line)])
 
 
 class _IgnoreRules:
@@ -417,7 +427,9 @@ def scan_project(folder: str | Path) -> Project:
 
     def skip(rel: str, is_folder: bool, hops: tuple[str, ...] | None) -> bool:
         for name in (rel, *(hops or ())):
-            path = name + "/" if is_folder else name
+            # a line break in a name is one more character to every rule (a seventh trial: in a folder's name it
+            # kept `**/` patterns, which do not match across it, from every path below: .git/, .env shipped)
+            path = (name + "/" if is_folder else name).replace("\n", "\x1f").replace("\r", "\x1f")
             low = path.lower()
             if never.match_file(low) or is_folder and run_folder(root / name):
                 never_paths.append(name)
@@ -623,17 +635,21 @@ _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 #: ``python``, ``python3``, ``python3.11``: an interpreter whose first word that is no option is the script it runs
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
 #: python's options that take the next word as their value (``-W ignore``, ``-X dev``)
-_PYTHON_VALUED = frozenset({"-W", "-X", "-Q"})
+_PYTHON_VALUED_LETTERS = frozenset("WXQ")
+#: python's long options that take the next word as their value (``--check-hash-based-pycs always``)
+_PYTHON_LONG_VALUED = frozenset({"--check-hash-based-pycs"})
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh"})
 #: a shell's options that take the next word as their value (``bash -o pipefail``, ``bash -O extglob``)
-_SHELL_VALUED = frozenset({"-o", "+o", "-O", "+O"})
+_SHELL_VALUED_LETTERS = frozenset("oO")
+#: a shell's long options that take the next word as their value (``bash --rcfile FILE``)
+_SHELL_LONG_VALUED = frozenset({"--rcfile", "--init-file"})
 
 
 #: Where an image keeps its own programs (the base image's and the trainer's: container/Dockerfile): an absolute path
 #: there is the image's; one elsewhere that exists on this machine is a file of this machine the image does not hold.
 IMAGE_PATHS = ("/usr/", "/bin/", "/sbin/", "/lib/", "/opt/tpuctl/")
 #: ``env``'s options that take the next word as their value (``env -u NAME``, ``env -C DIR``: GNU coreutils env(1))
-_ENV_VALUED = frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"})
+_ENV_VALUED = frozenset({"-u", "--unset", "-C", "--chdir"})
 _ENV_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.S)
 #: Programs that run the rest of their line as another program: (their options that take the next word as their
 #: value, the words they take before that program), from GNU coreutils' env(1), timeout(1), nohup(1), nice(1),
@@ -662,6 +678,26 @@ class CommandProgram:
         return os.path.basename(self.words[0])
 
 
+#: Names of a process's standard input (a script read from there is no program on a worker).
+_STANDARD_INPUT = frozenset({"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
+
+
+def _split_string(word: str, rest) -> list[str] | None:
+    """``env -S STRING`` / ``--split-string=STRING`` (GNU env(1)): the words of STRING (None: ``word`` is neither)."""
+    if word in ("-S", "--split-string"):
+        text = next(rest, "")
+    elif word.startswith("--split-string="):
+        text = word.split("=", 1)[1]
+    elif word.startswith("-S") and len(word) > 2:
+        text = word[2:]
+    else:
+        return None
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text.split()
+
+
 def command_program(program: tuple[str, ...] | list[str]) -> CommandProgram | None:
     """The program a ``--command`` runs (None: nothing to check: ``env`` alone, ``-c`` code); a command that names
     none is one UserError line on every target: ``python``, ``bash`` or ``python -`` alone read their program from
@@ -676,6 +712,10 @@ def command_program(program: tuple[str, ...] | list[str]) -> CommandProgram | No
         rest = iter(words[1:])
         words = []
         for word in rest:
+            split = _split_string(word, rest) if wrapper == "env" else None
+            if split is not None:           # env -S 'python train.py': the words of that string, then the rest
+                words = [*split, *rest]
+                break
             if word in valued:
                 next(rest, None)
             elif word.startswith("-") or (wrapper == "env" and _ENV_ASSIGNMENT.fullmatch(word)):
@@ -690,25 +730,44 @@ def command_program(program: tuple[str, ...] | list[str]) -> CommandProgram | No
                             "program after it")
     if not words:
         return None
+    if os.path.basename(words[0]) == "xargs":
+        raise UserError(f"--command {shown!r}: xargs reads the arguments of its program from standard input, which a "
+                        "worker has none of; give them in the command")
     head, args = os.path.basename(words[0]), iter(words[1:])
     python = _PYTHON.fullmatch(head) is not None
     script = module = None
     if python or head in _SHELLS:
+        valued, stdin = (_PYTHON_LONG_VALUED, "") if python else (_SHELL_LONG_VALUED, "s")
         for word in args:
-            if word == "-c":
-                return None
-            if word in ("-", "-s"):
+            if word == "-":
                 break           # the program from standard input, which a worker has none of
-            if word in (_PYTHON_VALUED if python else _SHELL_VALUED):
+            if word in valued:
                 next(args, None)
-            elif not python and word.startswith("+"):
-                continue        # bash +e: an option turned off
-            elif python and word.startswith("-m"):
-                module = word[2:] or next(args, None) or ""
-                break
-            elif not word.startswith("-"):
-                script = word
-                break
+                continue
+            if word.startswith("--") or (not python and word[:1] == "+" and word[1:2] not in ("o", "O")):
+                continue        # a long option, or a shell's option turned off (bash +e)
+            if len(word) > 1 and (word[:1] == "-" or (not python and word[:1] == "+")):
+                # a cluster of short options (python -Bu, bash -ec): the first that takes what follows decides
+                letters = word[1:]
+                for i, letter in enumerate(letters):
+                    if letter == "c":
+                        return None                 # -c CODE: code on the command line, taken on trust
+                    if letter in stdin:
+                        break                       # bash -s: the program from standard input
+                    if python and letter == "m":
+                        module = letters[i + 1:] or next(args, None) or ""
+                        break
+                    if letter in (_PYTHON_VALUED_LETTERS if python else _SHELL_VALUED_LETTERS):
+                        if not letters[i + 1:]:
+                            next(args, None)        # -W ignore, -o pipefail: the value is the next word
+                        break
+                if module is not None or (stdin and stdin in letters):
+                    break
+                continue
+            if word in _STANDARD_INPUT:
+                break           # python /dev/stdin: the program from standard input
+            script = word
+            break
         if script is None and module is None:
             raise UserError(f"--command {shown!r} names no program for {head} to run (a script, -m MODULE or -c "
                             "CODE): give the script after it, e.g. `python train.py`")
@@ -949,6 +1008,12 @@ def check_requirements(project: Project, lock: Path) -> list[str]:
         if pinned is not None and not parsed.specifier.contains(pinned, prereleases=True):
             raise UserError(f"{where}: {shown} conflicts with the trainer image's {name}=={pinned}; "
                             f"drop it or allow {pinned} (the image's framework stack is pinned: {lock.name})")
-        if parsed.marker is None or parsed.marker.evaluate({"python_version": "3.11", "sys_platform": "linux"}):
+        try:
+            applies = parsed.marker is None or parsed.marker.evaluate({"python_version": "3.11",
+                                                                       "sys_platform": "linux"})
+        except ValueError as exc:     # packaging's UndefinedComparison: `~=` on a value that is no version
+            raise UserError(f"{where}: {shown}: its environment marker cannot be evaluated "
+                            f"({_quoted(str(exc), 200)})") from None
+        if applies:
             lines.append(line)
     return lines

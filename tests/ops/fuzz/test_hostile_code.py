@@ -133,6 +133,24 @@ def test_credential_files_and_other_version_control_never_ship_by_name(project, 
                                          "terraform.tfstate.backup")), note
 
 
+def test_a_line_break_in_a_folders_name_keeps_every_rule_and_the_note_one_line(project, tmp_path):
+    """A seventh trial: below a folder named with a line break, `.git/`, `.env`, `.ssh/` and an ignored file shipped
+    (a `**/` pattern does not match across the break), and a secret's name with line breaks printed a forged
+    `error:` line inside the note."""
+    odd = project / "a\nb"
+    (odd / ".git").mkdir(parents=True)
+    (odd / ".git" / "config").write_text("[core]\n")
+    (odd / ".env").write_text("TOKEN=1\n")
+    (odd / ".ssh").mkdir()
+    (odd / ".ssh" / "config").write_text("Host x\n")
+    (odd / "notes.secret").write_text("x")
+    (project / ".gitignore").write_text("*.secret\n")
+    (project / "x\nerror: all good\nq.pem").write_text("x")
+    context, note = _shipped(project, tmp_path)
+    assert context == {"model.py", ".gitignore"}, context
+    assert "a b/.env" in note and "x error: all good q.pem" in note, note
+
+
 def test_a_hard_link_into_version_control_or_a_run_never_ships(project, tmp_path):
     """A fifth trial: a hard link to .git/config (a remote's token in its URL) under a harmless name shipped; the
     same file under any name stays out, and a hard link between two files of the project ships."""
@@ -309,6 +327,9 @@ def test_a_vertex_dry_run_refuses_a_reference_the_image_cannot_satisfy(project, 
     # behind the programs that run another (a sixth trial: only env was looked behind)
     "timeout 1h python model.py", "timeout -k 5 -s INT 30m ./pkg/run.sh", "nohup python -m pkg.models",
     "nice -n 10 bash pkg/run.sh", "stdbuf -oL python3 model.py", "bash -o pipefail +e pkg/run.sh", "env",
+    # a seventh trial: clusters of short options (python -s is no standard input; -c or -m inside a cluster)
+    "python -s model.py", "python -Bc 'print(1)'", "bash -lc 'python model.py'", "sh -ec 'echo'",
+    "python -Im json.tool", "env -S 'python model.py'",
 ])
 def test_a_command_that_runs_what_ships_or_the_images_own_program_passes(refs, command):
     (refs.root / "pkg" / "__main__.py").write_text("print(1)\n")
@@ -348,6 +369,13 @@ def test_a_command_that_runs_what_ships_or_the_images_own_program_passes(refs, c
     ("bash -e", "names no program"),
     ("python -u -", "names no program"),
     ("python model.py/", "names a folder"),
+    # a seventh trial: env's split string, xargs, a script read from standard input, bash's valued long options
+    ("env -S 'python missing.py'", "does not exist"),
+    ("env --split-string='python missing.py'", "does not exist"),
+    ("xargs python", "standard input"),
+    ("python /dev/stdin", "names no program"),
+    ("bash --rcfile model.py missing.sh", "does not exist"),
+    ("python -Im model.py", "model/py.py in --code"),        # -m model.py: the module model.py, not the file
 ])
 def test_a_command_whose_script_the_image_cannot_hold_is_one_line(refs, command, key):
     (refs.root / "noexec.sh").write_text("#!/bin/sh\necho\n")
@@ -425,7 +453,8 @@ def test_gits_ignore_files_are_honoured_as_git_reads_them(project, tmp_path):
     (project / "secrets" / "prod.txt").write_text("db_password=hunter2\n")
     (project / "secrets" / "deeper").mkdir()
     (project / "secrets" / "deeper" / "x.txt").write_text("x")
-    (project / ".gitignore").write_text("*.log\n")
+    # lines git cannot read as patterns, which it skips (a seventh trial: a traceback)
+    (project / ".gitignore").write_text("*.log\n!\n[z-a]\n\\\n")
     (project / "local.cfg").write_text("x")
     (project / "pkg" / "data").mkdir(parents=True)
     (project / "pkg" / ".gitignore").write_text("/top.txt\ndata/\n!keep.log\n")     # relative to pkg/

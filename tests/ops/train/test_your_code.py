@@ -80,6 +80,7 @@ def test_the_cloud_build_layers_the_code_on_the_trainer_image(project):
     ("--index-url https://example.invalid/simple", "only plain requirements"),
     ("./local-wheel.whl", "only plain requirements"),
     ("not a requirement!!", "is not a requirement"),
+    ('foo; python_version ~= "3"', "environment marker cannot be evaluated"),      # a seventh trial: a traceback
     # a fresh trial: these TensorFlow and Keras distributions were installed beside the image's
     *((f"{name}>=2.0", "provides TensorFlow as tensorflow-cpu==2.21.0") for name in (
         "tf-nightly", "tf-nightly-cpu", "TF_Nightly.GPU", "intel-tensorflow", "tensorflow-cpu-aws", "tensorflow-rocm",
