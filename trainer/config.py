@@ -83,7 +83,7 @@ class TrainConfig:
     steps_per_epoch: int = 0  # 0 = train examples // global batch
     backup_every_steps: int = 0  # 0 = back up at each epoch's end only; N: also every N training steps
     backup_every_minutes: float = 10.0  # one worker: also back up when this much training time passed (0 = off)
-    max_step_seconds: float = 900.0  # a training step after the first that takes longer ends the run (0 = off)
+    max_step_seconds: float = 900.0  # a training step that takes longer ends the run (the first: 4x; 0 = off)
     skip_corrupt: bool = False
     resnet_weights: str | None = None
     cache: bool = False
@@ -214,9 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
                                  "resumes within N steps instead of at the last epoch's end")
     number("backup_every_minutes", "with one worker, also write the preemption backup once this many minutes of "
                                    "training passed since the last one (clusters: use --backup_every_steps)")
-    number("max_step_seconds", "a training step (after each process's first, which compiles) that has not ended "
-                               "after this many seconds ends the run with one line: a dataset generator that blocks "
-                               "or a stalled read")
+    number("max_step_seconds", "a training step that has not ended after this many seconds (a process's first, "
+                               "which compiles: four times that) ends the run with one line: a dataset generator "
+                               "that blocks or a stalled read")
     _add_bool(p, "skip_corrupt", "skip corrupt records (after a verification pass) instead of failing")
     p.add_argument("--resnet_weights", default=None, help="ResNet50 no-top weights file (.h5) to start from")
     _add_bool(p, "cache", "cache the serialized records in memory after the first epoch")

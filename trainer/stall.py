@@ -1,7 +1,9 @@
 """A training step that does not end stops the run with one line (issue 56: every read of user data is bounded in
 time). The first examples have their own deadline before anything is written (trainer.inputs, 300 s); this watches
-every training step after the first, on both Keras paths: a dataset whose generator blocks mid-training, a read that
-stalls, waited the run for good with nothing said.
+every training step, on both Keras paths: a dataset whose generator blocks mid-training, a read that stalls, waited
+the run for good with nothing said. The watches end with the training loop however it ends (``stop_watches``, in a
+``finally`` around ``fit``): a step that raised leaves no watch behind to fire during what follows (a scan of the
+records for the corrupt one, the export).
 
 A step blocked inside TensorFlow or JAX cannot be interrupted from Python: the watching thread prints the error line
 and ends the process (the run's checkpoints and backup stay; nothing is exported; the launcher lists it failed).
@@ -66,9 +68,23 @@ class StepWatch:
                 return
 
 
+#: The watches of this process's training loop (one per ``fit``).
+_WATCHES: list[StepWatch] = []
+
+
 def step_watch(limit: float) -> StepWatch | None:
     """The run's watch of its steps (``--max_step_seconds``; None: 0, off)."""
-    return StepWatch(limit) if limit > 0 else None
+    if limit <= 0:
+        return None
+    watch = StepWatch(limit)
+    _WATCHES.append(watch)
+    return watch
+
+
+def stop_watches() -> None:
+    """Every watch ends (the training loop ended, well or not: Keras calls no ``on_train_end`` after a step raised)."""
+    while _WATCHES:
+        _WATCHES.pop().stop()
 
 
 def watch_callback(keras, watch: StepWatch):

@@ -63,6 +63,7 @@ from trainer.rundir import (  # noqa: F401  (the run folder's lock and report, s
     resuming_line,
     training_line,
 )
+from trainer.stall import stop_watches
 from trainer.timing import step_timer
 
 # Test-only hooks (documented in docs/trainer.md): dump each worker's final weights so tests can compare replicas
@@ -318,11 +319,14 @@ def _run(cfg: TrainConfig, env: Mapping[str, str], held: contextlib.ExitStack) -
         else:
             callbacks.append(profile_callback(keras, dirs.logs, worker_label(info, env), cfg.profile_steps))
     try:
-        history = model.fit(train_ds, epochs=cfg.train_epochs, steps_per_epoch=steps_per_epoch,
-                            validation_data=val_ds, validation_steps=validation_steps,
-                            callbacks=callback_list(keras, [*callbacks, *([timer] if timer is not None else [])],
-                                                    model=model, epochs=cfg.train_epochs, steps=steps_per_epoch),
-                            verbose=0)   # the epoch lines are the trainer's own (EpochLog); Keras' logger cost a step
+        try:
+            history = model.fit(train_ds, epochs=cfg.train_epochs, steps_per_epoch=steps_per_epoch,
+                                validation_data=val_ds, validation_steps=validation_steps,
+                                callbacks=callback_list(keras, [*callbacks, *([timer] if timer is not None else [])],
+                                                        model=model, epochs=cfg.train_epochs, steps=steps_per_epoch),
+                                verbose=0)   # the epoch lines are the trainer's own (EpochLog); Keras' logger cost a step
+        finally:
+            stop_watches()     # however the loop ended: no watch outlives it (trainer.stall)
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as err:
         if cfg.dataset is not None:   # the user's examples (a label out of range, a shape that changed): say so
             message = data.first_line(err.message)

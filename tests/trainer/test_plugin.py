@@ -519,6 +519,15 @@ def test_the_step_watch_gives_the_first_step_more_time_and_spares_the_time_betwe
     watch.thread.join(5)
     assert not watch.thread.is_alive() and len(stalls) == 1 and "training step 3 " in str(stalls[0])
     watch.stop()
+    # a loop that ended by raising inside a step (Keras calls no on_train_end then) leaves no watch running
+    from trainer.stall import step_watch, stop_watches
+
+    left = step_watch(10.0)
+    left.started()
+    stop_watches()
+    left.thread.join(10)
+    assert left.done.is_set() and not left.thread.is_alive()
+    assert step_watch(0) is None                                     # 0: off
 
 
 def test_a_dataset_that_says_its_length_is_not_counted():

@@ -34,7 +34,7 @@ from trainer.keras3 import backup, callbacks, distribution, models, tfcompat
 from trainer.keras3.export import write_saved_model
 from trainer.paths import join_path
 from trainer.profiling import not_profiled, profile_callback, worker_label
-from trainer.stall import step_watch, watch_callback
+from trainer.stall import step_watch, stop_watches, watch_callback
 from trainer.timing import step_timer
 
 #: The test hooks trainer.task documents (their names; the numeric ones are read once, trainer.task.check_test_hooks).
@@ -167,9 +167,12 @@ def train(run: Run, model: keras.Model, held: contextlib.ExitStack) -> dict | No
                               input_steps)
 
     try:
-        history = model.fit(train_ds, epochs=cfg.train_epochs, initial_epoch=start_epoch, steps_per_epoch=spe,
-                            validation_data=val_ds, validation_steps=run.validation_steps, callbacks=keras_callbacks,
-                            shuffle=False, verbose=0)      # the input is shuffled by the pipeline (seeded)
+        try:
+            history = model.fit(train_ds, epochs=cfg.train_epochs, initial_epoch=start_epoch, steps_per_epoch=spe,
+                                validation_data=val_ds, validation_steps=run.validation_steps, callbacks=keras_callbacks,
+                                shuffle=False, verbose=0)      # the input is shuffled by the pipeline (seeded)
+        finally:
+            stop_watches()     # however the loop ended: no watch outlives it (trainer.stall)
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as err:
         if cfg.dataset is not None:
             raise DataError(f"--dataset {cfg.dataset}: reading its examples failed during training: "
